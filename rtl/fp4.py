@@ -1,0 +1,110 @@
+"""FP4 (E2M1) arithmetic: decoding and the exact FP4 x FP4 multiplier.
+
+E2M1 (OCP MX v1.0): bits ``S EE M``, bias 1, no Inf or NaN; magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+Every product of two E2M1 values is a multiple of 1/4 in [-36, 36], so it is held exactly as a
+signed fixed-point integer counting quarters (9 bits).
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .params import check_int, param
+from .pipeline import stall_pipeline
+
+__all__ = ["E2M1", "PRODUCT_SHAPE", "Fp4Mul", "Fp4MulConfig", "e2m1_product"]
+
+#: An E2M1 code as bit fields (LSB first).
+E2M1 = data.StructLayout({"man": unsigned(1), "exp": unsigned(2), "sign": unsigned(1)})
+
+#: An exact E2M1 product in quarters: -144..144.
+PRODUCT_SHAPE = signed(9)
+
+
+def e2m1_product(a, b):
+    """The exact product of two E2M1 codes (4-bit values) in quarters, as a 9-bit signed value.
+
+    Each magnitude is ``sig << shift`` halves with ``sig = {exp != 0, man}`` (0..3) and
+    ``shift = max(exp - 1, 0)``, so the product is a 2x2-bit multiply and a shift by at most 4.
+    """
+    a = data.View(E2M1, a)
+    b = data.View(E2M1, b)
+    sig_a = Cat(a.man, a.exp != 0)
+    sig_b = Cat(b.man, b.exp != 0)
+    sh_a = Mux(a.exp == 0, 0, a.exp - 1)[:2]
+    sh_b = Mux(b.exp == 0, 0, b.exp - 1)[:2]
+    mag = ((sig_a * sig_b) << (sh_a + sh_b)[:3])[:8]
+    return Mux(a.sign ^ b.sign, -mag, mag)
+
+
+@dataclass(frozen=True)
+class Fp4MulConfig:
+    """Parameters of :class:`Fp4Mul`.
+
+    Attributes
+    ----------
+    lanes : int
+        Products computed per cycle.
+    latency : int
+        Register stages between input and output.
+    """
+
+    lanes: int = param(1, "1..64", "products per cycle")
+    latency: int = param(1, "1..4", "register stages")
+
+    def __post_init__(self):
+        check_int("lanes", self.lanes, 1, 64)
+        check_int("latency", self.latency, 1, 4)
+
+
+class Fp4Mul(wiring.Component):
+    """``lanes`` exact FP4 x FP4 multipliers behind one stream.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(...))
+        Payload fields ``a`` and ``b``: arrays of ``lanes`` E2M1 codes; lane ``k`` in bits
+        ``4k..4k+3`` of each field, ``a`` in the low half.
+    o : Out(stream.Signature(...))
+        Payload: array of ``lanes`` signed 9-bit products counting quarters.
+    latency : int
+        Cycles from an input handshake to its result being valid, with no back-pressure.
+    """
+
+    def __init__(self, config: Fp4MulConfig):
+        self._config = config
+        lanes = config.lanes
+        self.in_layout = data.StructLayout(
+            {"a": data.ArrayLayout(4, lanes), "b": data.ArrayLayout(4, lanes)}
+        )
+        self.out_layout = data.ArrayLayout(PRODUCT_SHAPE, lanes)
+        super().__init__(
+            {
+                "i": In(stream.Signature(self.in_layout)),
+                "o": Out(stream.Signature(self.out_layout)),
+            }
+        )
+
+    @property
+    def config(self) -> Fp4MulConfig:
+        return self._config
+
+    @property
+    def latency(self) -> int:
+        return self._config.latency
+
+    def elaborate(self, platform):
+        m = Module()
+        en = stall_pipeline(m, self.i, self.o, self.latency)
+        stages = [Signal(self.out_layout, name=f"prod_s{s}") for s in range(self.latency)]
+        with m.If(en):
+            for k in range(self._config.lanes):
+                m.d.sync += stages[0][k].eq(
+                    e2m1_product(self.i.payload.a[k], self.i.payload.b[k])
+                )
+            for s in range(1, self.latency):
+                m.d.sync += stages[s].eq(stages[s - 1])
+        m.d.comb += self.o.payload.eq(stages[-1])
+        return m

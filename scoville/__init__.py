@@ -1,0 +1,3 @@
+"""Scoville: chip-architecture exploration for LLM-inference accelerators, in Amaranth HDL."""
+
+__version__ = "0.1.0"

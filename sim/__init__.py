@@ -1,0 +1,1 @@
+"""Golden models, cycle models and the simulator flow."""

@@ -1,0 +1,1 @@
+"""Cycle models: the RTL meets each of them exactly."""

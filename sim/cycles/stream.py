@@ -1,0 +1,66 @@
+"""Cycle model of a stalling pipeline under random valid gaps and ready back-pressure.
+
+Cycle 0 is the first cycle the testbench may offer data. The producer offers its next item in
+cycle ``t`` when ``valid[t]`` is true and then holds it until taken (stream rules); the consumer
+raises ``ready`` in cycle ``t`` when ``ready[t]`` is true. The pipeline (see
+:func:`scoville.rtl.pipeline.stall_pipeline`) advances as a whole when its last stage is empty
+or taken. The count is the number of cycles up to and including the last output handshake.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Schedule", "pipeline_cycles", "pipeline_cycles_ideal"]
+
+
+class Schedule:
+    """An endless, replayable sequence of booleans: true with probability ``1 - gap``.
+
+    Two instances with the same ``seed`` and ``gap`` give the same sequence, so the testbench
+    and the cycle model see the same gaps.
+    """
+
+    _CHUNK = 4096
+
+    def __init__(self, seed: int, gap: float):
+        self._rng = np.random.default_rng(seed)
+        self._gap = gap
+        self._bits = np.zeros(0, dtype=bool)
+
+    def __getitem__(self, t: int) -> bool:
+        while t >= len(self._bits):
+            if self._gap == 0:
+                chunk = np.ones(self._CHUNK, dtype=bool)
+            else:
+                chunk = self._rng.random(self._CHUNK) >= self._gap
+            self._bits = np.concatenate([self._bits, chunk])
+        return bool(self._bits[t])
+
+
+def pipeline_cycles_ideal(items: int, latency: int) -> int:
+    """Cycles for ``items`` back-to-back items with no gaps and no back-pressure."""
+    return items + latency if items else 0
+
+
+def pipeline_cycles(items: int, latency: int, valid: Schedule, ready: Schedule) -> int:
+    """Cycles for ``items`` items through a ``latency``-stage stalling pipeline."""
+    if items == 0:
+        return 0
+    stages = [False] * latency
+    sent = received = 0
+    offering = False
+    t = 0
+    while True:
+        offering = offering or (sent < items and valid[t])
+        out_ready = ready[t]
+        if not stages[-1] or out_ready:
+            if stages[-1]:
+                received += 1
+                if received == items:
+                    return t + 1
+            stages = [offering] + stages[:-1]
+            if offering:
+                sent += 1
+                offering = False
+        t += 1

@@ -1,0 +1,331 @@
+"""The one flow: Amaranth component -> Verilog -> lint -> build (cached) -> cocotb -> result.
+
+:func:`run` is the single entry point used by the CLI, the pytest suite and the scripts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cocotb
+from amaranth.back import verilog
+
+from . import lint as lint_mod
+from .tools import Tool, ToolError, find_verilator, require, simulator_env
+
+__all__ = ["FlowError", "RunResult", "TestOutcome", "build", "cache_root", "run", "to_verilog"]
+
+#: Environment variables through which the flow hands a run to its cocotb testbench.
+ENV_BLOCK = "SCOVILLE_BLOCK"
+ENV_PARAMS = "SCOVILLE_PARAMS"
+ENV_SEED = "SCOVILLE_SEED"
+ENV_METRICS = "SCOVILLE_METRICS_DIR"
+
+TIMESCALE = ("1ns", "1ps")
+#: Extra Verilator build options (part of the cache key).
+VERILATOR_BUILD_ARGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast")
+
+
+class FlowError(RuntimeError):
+    """The flow could not build or run a design; the message is one actionable line."""
+
+
+@dataclass
+class TestOutcome:
+    """One cocotb test of a run."""
+
+    name: str
+    passed: bool
+    message: str = ""
+    sim_time_ns: float = 0.0
+
+
+@dataclass
+class RunResult:
+    """What one :func:`run` returns.
+
+    Attributes
+    ----------
+    passed : bool
+        Every test ran and passed, and the simulator exited cleanly.
+    tests : list of TestOutcome
+        Pass or fail of each cocotb test, from the results XML.
+    metrics : dict
+        Per test, what its testbench recorded (``mismatches``, ``cycles``, ``model_cycles``...).
+    build_reused : bool
+        The cached build was used as it was.
+    """
+
+    block: str
+    sim: str
+    params: dict[str, Any]
+    seed: int
+    passed: bool
+    tests: list[TestOutcome]
+    metrics: dict[str, dict[str, Any]]
+    build_dir: str
+    run_dir: str
+    log: str
+    build_reused: bool
+    waves: str | None = None
+    lint: str = "clean"
+    errors: list[str] = field(default_factory=list)
+
+    def total(self, key: str) -> int:
+        """Sum of an integer metric over the tests that recorded it."""
+        return sum(int(m.get(key, 0)) for m in self.metrics.values())
+
+
+def cache_root() -> Path:
+    """Where builds are cached: ``$SCOVILLE_BUILD_DIR`` or ``~/.cache/scoville``."""
+    root = os.environ.get("SCOVILLE_BUILD_DIR")
+    return Path(root) if root else Path.home() / ".cache" / "scoville"
+
+
+def to_verilog(component, name: str) -> str:
+    """The Verilog of an Amaranth component, with its top module called ``name``."""
+    return verilog.convert(component, name=name, emit_src=False)
+
+
+def _params_dict(*objs) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for obj in objs:
+        out.update(dataclasses.asdict(obj))
+    return out
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _runner_env(tool: Tool):
+    """The simulator on PATH, and cocotb's runner told it is not under pytest (so that it
+    returns instead of exiting; we read the results XML ourselves)."""
+    saved = os.environ.pop("PYTEST_CURRENT_TEST", None)
+    try:
+        with simulator_env(tool):
+            yield
+    finally:
+        if saved is not None:
+            os.environ["PYTEST_CURRENT_TEST"] = saved
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def build(block, config, sim: str, *, waves: bool = False) -> tuple[Path, str, bool, str]:
+    """Build ``block`` with ``config`` for ``sim`` unless an identical build is cached.
+
+    Returns ``(build_dir, top, reused, lint_status)``. The cache key is the Verilog text, the
+    simulator and its version, the build options and the cocotb version; the folder is named
+    after the block and simulator so parallel runs of different parameter sets never share one.
+    """
+    from cocotb_tools.runner import get_runner
+
+    tool = require(sim)
+    top = block.name
+    text = to_verilog(block.component(config), top)
+    key_src = json.dumps(
+        [text, sim, tool.path, tool.version, waves, VERILATOR_BUILD_ARGS, cocotb.__version__]
+    )
+    key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
+    build_dir = cache_root() / f"{block.name}-{sim}-{key}"
+    stamp = build_dir / "scoville-build.json"
+    with _locked(cache_root() / "locks" / f"{build_dir.name}.lock"):
+        if stamp.is_file():
+            info = json.loads(stamp.read_text())
+            return build_dir, top, True, info.get("lint", "clean")
+        build_dir.mkdir(parents=True, exist_ok=True)
+        source = build_dir / f"{top}.v"
+        source.write_text(text)
+        lint_status = _lint(source, top)
+        runner = get_runner(sim)
+        build_args: list[str] = []
+        if sim == "verilator":
+            build_args += list(VERILATOR_BUILD_ARGS)
+            build_args += [f"-Wno-{name}" for name in lint_mod.WAIVED]
+            if waves:
+                build_args.append("--trace-fst")
+        log = build_dir / "build.log"
+        try:
+            with _runner_env(tool):
+                runner.build(
+                    verilog_sources=[source],
+                    hdl_toplevel=top,
+                    build_dir=build_dir,
+                    build_args=build_args,
+                    timescale=TIMESCALE,
+                    waves=waves,
+                    log_file=log,
+                    always=True,
+                )
+        except (RuntimeError, SystemExit) as err:
+            raise FlowError(
+                f"{sim} build of {block.name} failed ({err}); see {log}:\n{_tail(log)}"
+            ) from None
+        stamp.write_text(json.dumps({"block": block.name, "sim": sim, "lint": lint_status}))
+    return build_dir, top, False, lint_status
+
+
+def _lint(source: Path, top: str) -> str:
+    tool = find_verilator()
+    if not tool.ok:
+        return f"skipped: {tool.problem}"
+    with simulator_env(tool):
+        try:
+            lint_mod.lint(tool, source, top, dict(os.environ))
+        except lint_mod.LintError as err:
+            raise FlowError(str(err)) from None
+    return "clean"
+
+
+def _read_results(path: Path) -> list[TestOutcome]:
+    if not path.is_file():
+        return []
+    outcomes = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        skipped = case.find("skipped")
+        message = ""
+        if failure is not None:
+            message = (failure.get("message") or "") + (failure.text or "")
+        outcomes.append(
+            TestOutcome(
+                name=case.get("name", "?"),
+                passed=failure is None and skipped is None,
+                message=message.strip(),
+                sim_time_ns=float(case.get("sim_time_ns", 0) or 0),
+            )
+        )
+    return outcomes
+
+
+def run(
+    block,
+    config,
+    workload,
+    sim: str,
+    *,
+    seed: int,
+    tests: list[str] | None = None,
+    waves: bool = False,
+) -> RunResult:
+    """Build (or reuse) and simulate ``block`` on ``sim``; return the outcome.
+
+    Parameters
+    ----------
+    block : scoville.blocks.Block
+        The registered block.
+    config, workload
+        Its hardware and workload parameter objects.
+    sim : str
+        ``icarus`` or ``verilator``.
+    seed : int
+        Seeds the testbench's stimulus and cocotb's ``random``; the same seed replays exactly.
+    tests : list of str, optional
+        cocotb tests to run; all of the module's tests by default.
+    waves : bool
+        Record an FST waveform; its path is in the result.
+
+    Raises
+    ------
+    FlowError, ToolError
+        The design could not be built or the simulator is missing; one line.
+    """
+    from cocotb_tools.runner import get_runner
+
+    tool = require(sim)
+    build_dir, top, reused, lint_status = build(block, config, sim, waves=waves)
+    runs = build_dir / "runs"
+    runs.mkdir(exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"seed{seed}-", dir=runs))
+    metrics_dir = run_dir / "metrics"
+    metrics_dir.mkdir()
+    results = run_dir / "results.xml"
+    log = run_dir / "sim.log"
+    params = _params_dict(config, workload)
+    env = {
+        ENV_BLOCK: block.name,
+        ENV_PARAMS: json.dumps(params),
+        ENV_SEED: str(seed),
+        ENV_METRICS: str(metrics_dir),
+    }
+    waves_path = None
+    plusargs: list[str] = []
+    if waves:
+        if sim == "icarus":
+            waves_path = run_dir / f"{top}.fst"
+            plusargs.append(f"+dumpfile_path={waves_path}")
+        else:
+            waves_path = run_dir / "dump.fst"
+    runner = get_runner(sim)
+    errors: list[str] = []
+    with _runner_env(tool):
+        try:
+            runner.test(
+                test_module=block.testbench,
+                hdl_toplevel=top,
+                hdl_toplevel_lang="verilog",
+                build_dir=build_dir,
+                test_dir=run_dir,
+                results_xml=str(results),
+                seed=seed,
+                testcase=tests,
+                extra_env=env,
+                plusargs=plusargs,
+                waves=waves,
+                timescale=TIMESCALE if sim == "icarus" else None,
+                log_file=log,
+            )
+        except (RuntimeError, SystemExit) as err:
+            errors.append(f"simulator exited abnormally ({err}); see {log}")
+    outcomes = _read_results(results)
+    if not outcomes:
+        errors.append(f"no test results were written; see {log}:\n{_tail(log)}")
+    metrics = {}
+    for path in sorted(metrics_dir.glob("*.json")):
+        metrics[path.stem] = json.loads(path.read_text())
+    passed = bool(outcomes) and not errors and all(t.passed for t in outcomes)
+    return RunResult(
+        block=block.name,
+        sim=sim,
+        params=params,
+        seed=seed,
+        passed=passed,
+        tests=outcomes,
+        metrics=metrics,
+        build_dir=str(build_dir),
+        run_dir=str(run_dir),
+        log=str(log),
+        build_reused=reused,
+        waves=str(waves_path) if waves_path else None,
+        lint=lint_status,
+        errors=errors,
+    )
+
+
+__all__ += ["ToolError"]

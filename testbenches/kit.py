@@ -1,0 +1,180 @@
+"""What every Scoville testbench shares: the run's parameters, reset, the lockstep stream
+driver/monitor, the scoreboard and the metrics file.
+
+Timing discipline (the same on Icarus and Verilator): inputs are driven just after the falling
+clock edge; in the read-only phase of that same time step every handshake signal has settled, so
+what is sampled there is exactly what the next rising edge acts on. One coroutine steps both
+streams cycle by cycle, so stimulus and sampling never race.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+
+from scoville.blocks import get_block, parse_params
+from scoville.sim.cycles.stream import Schedule
+from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
+
+__all__ = [
+    "RunContext",
+    "pack",
+    "unpack", "StreamLockstep", "context", "read_int", "record", "reset", "scoreboard"]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The parameters the flow handed to this simulation."""
+
+    block: str
+    config: Any
+    workload: Any
+    seed: int
+
+    def rng(self, stream: int) -> np.random.Generator:
+        """An independent, replayable generator for one purpose of one test."""
+        return np.random.default_rng([self.seed, stream])
+
+    def describe(self) -> str:
+        return f"block {self.block} {self.config} {self.workload} seed {self.seed}"
+
+
+def context() -> RunContext:
+    """Read the block, its parameters and the seed from the flow's environment."""
+    block = get_block(os.environ[ENV_BLOCK])
+    config, workload = parse_params(block, json.loads(os.environ[ENV_PARAMS]))
+    return RunContext(block.name, config, workload, int(os.environ[ENV_SEED]))
+
+
+def record(test: str, **metrics: Any) -> None:
+    """Write a test's metrics where the flow collects them."""
+    path = Path(os.environ[ENV_METRICS]) / f"{test}.json"
+    path.write_text(json.dumps(metrics))
+
+
+def read_int(handle, name: str, *, signed: bool = False) -> int:
+    """The value of a signal; an X or Z bit is a failure naming the signal."""
+    value = handle.value
+    try:
+        return value.to_signed() if signed else int(value)
+    except ValueError:
+        raise AssertionError(f"{name} is not 0/1: {value}") from None
+
+
+async def reset(dut, inputs: dict[str, int], cycles: int = 4, seed: int = 0) -> None:
+    """Start the clock and hold ``rst`` for ``cycles`` while toggling ``inputs`` (name -> width),
+    so that no combinational block is left unevaluated at time 0 (an Icarus pitfall)."""
+    Clock(dut.clk, 10, unit="ns").start()
+    rng = random.Random(seed)
+    dut.rst.value = 1
+    for _ in range(cycles):
+        await FallingEdge(dut.clk)
+        for name, width in inputs.items():
+            getattr(dut, name).value = rng.getrandbits(width)
+    await FallingEdge(dut.clk)
+    dut.rst.value = 0
+    for name in inputs:
+        if name.endswith("valid"):
+            getattr(dut, name).value = 0
+    await RisingEdge(dut.clk)
+
+
+class StreamLockstep:
+    """Drives stream ``inp`` of ``dut`` and takes stream ``out``, one cycle per step.
+
+    The producer offers its next item in cycle ``t`` when ``valid[t]`` holds and keeps it until
+    taken; the consumer raises ``ready`` when ``ready[t]`` holds. Both schedules are
+    :class:`~scoville.sim.cycles.stream.Schedule` objects, which the cycle model replays.
+    """
+
+    def __init__(self, dut, valid: Schedule, ready: Schedule, *, inp: str = "i", out: str = "o"):
+        self.dut = dut
+        self.valid = valid
+        self.ready = ready
+        self.i_valid = getattr(dut, f"{inp}__valid")
+        self.i_ready = getattr(dut, f"{inp}__ready")
+        self.i_payload = getattr(dut, f"{inp}__payload")
+        self.o_valid = getattr(dut, f"{out}__valid")
+        self.o_ready = getattr(dut, f"{out}__ready")
+        self.o_payload = getattr(dut, f"{out}__payload")
+        self.names = (inp, out)
+
+    async def run(self, items: list[int], expected_outputs: int, timeout: int) -> tuple[list, int]:
+        """Send ``items`` (packed payloads), collect ``expected_outputs`` payloads.
+
+        Returns the outputs and the cycle count up to and including the last output handshake.
+        """
+        out: list[int] = []
+        sent = 0
+        offering = False
+        inp, outp = self.names
+        for t in range(timeout):
+            await FallingEdge(self.dut.clk)
+            offering = offering or (sent < len(items) and self.valid[t])
+            self.i_valid.value = int(offering)
+            if offering:
+                self.i_payload.value = items[sent]
+            ready = self.ready[t]
+            self.o_ready.value = int(ready)
+            await ReadOnly()
+            if offering and read_int(self.i_ready, f"{inp}__ready"):
+                sent += 1
+                offering = False
+            if read_int(self.o_valid, f"{outp}__valid") and ready:
+                out.append(read_int(self.o_payload, f"{outp}__payload"))
+                if len(out) == expected_outputs:
+                    await FallingEdge(self.dut.clk)
+                    self.i_valid.value = 0
+                    self.o_ready.value = 0
+                    return out, t + 1
+        raise AssertionError(
+            f"timeout after {timeout} cycles: sent {sent}/{len(items)}, "
+            f"received {len(out)}/{expected_outputs}"
+        )
+
+
+def scoreboard(what: str, expected, got) -> tuple[int, str]:
+    """Compare two equal-length sequences; return the mismatch count and a message naming the
+    first mismatch (index, expected, got), or ``""``."""
+    expected = list(expected)
+    got = list(got)
+    if len(expected) != len(got):
+        return max(len(expected), len(got)), (
+            f"{what}: expected {len(expected)} results, got {len(got)}"
+        )
+    bad = [k for k, (e, g) in enumerate(zip(expected, got, strict=True)) if e != g]
+    if not bad:
+        return 0, ""
+    k = bad[0]
+    return len(bad), (
+        f"{what}: {len(bad)} mismatches; first at index {k}: expected {expected[k]}, got {got[k]}"
+    )
+
+
+def pack(values, width: int) -> int:
+    """Pack integers (two's complement, ``width`` bits each) into one word, element 0 lowest."""
+    mask = (1 << width) - 1
+    word = 0
+    for k, v in enumerate(values):
+        word |= (int(v) & mask) << (k * width)
+    return word
+
+
+def unpack(word: int, width: int, count: int, *, signed: bool = False) -> list[int]:
+    """Split a word into ``count`` fields of ``width`` bits, element 0 lowest."""
+    mask = (1 << width) - 1
+    out = []
+    for k in range(count):
+        v = (word >> (k * width)) & mask
+        if signed and v >> (width - 1):
+            v -= 1 << width
+        out.append(v)
+    return out
