@@ -172,7 +172,7 @@ def build(block, config, sim: str, *, waves: bool = False) -> tuple[Path, str, b
         try:
             with _runner_env(tool):
                 runner.build(
-                    verilog_sources=[source],
+                    sources=[source],
                     hdl_toplevel=top,
                     build_dir=build_dir,
                     build_args=build_args,

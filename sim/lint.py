@@ -15,14 +15,12 @@ __all__ = ["WAIVED", "LintError", "lint"]
 
 #: Waived Verilator warning classes, each with its reason.
 WAIVED: dict[str, str] = {
-    "DECLFILENAME": "Amaranth names the file after the top module only; submodules share it",
+    "DECLFILENAME": "Amaranth writes every submodule into the one file named after the top",
     "UNUSEDSIGNAL": "Amaranth keeps unused bits of sliced intermediates and the unused reset "
     "of purely combinational designs",
-    "UNUSEDPARAM": "Amaranth emits no parameters of its own; Yosys may leave unused localparams",
     "WIDTHEXPAND": "Yosys' backend zero-extends operands implicitly in emitted expressions",
     "WIDTHTRUNC": "Yosys' backend truncates results implicitly in emitted expressions",
     "PROCASSINIT": "Amaranth gives registers an initial value and also assigns them in processes",
-    "MULTIDRIVEN": "Yosys' backend splits a register's bits over several processes",
 }
 
 

@@ -70,7 +70,11 @@ class Tool:
 
     @property
     def version_str(self) -> str:
-        return ".".join(str(v) for v in self.version) if self.version else "unknown"
+        if not self.version:
+            return "unknown"
+        if self.name == "verilator":
+            return f"{self.version[0]}.{self.version[1]:03d}"
+        return ".".join(str(v) for v in self.version)
 
 
 def _parse_version(text: str) -> tuple[int, ...] | None:
@@ -129,8 +133,8 @@ def find_verilator() -> Tool:
         if version is not None and version >= MIN_VERILATOR:
             return Tool("verilator", str(exe), version, root=str(root) if root else None)
         if best is None:
-            need = ".".join(map(str, MIN_VERILATOR))
-            got = ".".join(map(str, version)) if version else "an unknown version"
+            need = "%d.%03d" % MIN_VERILATOR
+            got = "%d.%03d" % version[:2] if version else "an unknown version"
             best = Tool(
                 "verilator",
                 str(exe),

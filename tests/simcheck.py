@@ -1,0 +1,27 @@
+"""Running a block through the flow from pytest, with the failure made readable."""
+
+from scoville.blocks import get_block, parse_params
+from scoville.sim import flow
+
+
+def simulate(block_name: str, sim: str, seed: int, block=None, **params):
+    """Run every test of a block's testbench; return the :class:`RunResult`."""
+    block = block or get_block(block_name)
+    config, workload = parse_params(block, params)
+    return flow.run(block, config, workload, sim, seed=seed)
+
+
+def explain(result) -> str:
+    """Everything a failing simulation test should show: seed, params, failing tests, log."""
+    lines = [f"{result.block} on {result.sim}, params {result.params}, seed {result.seed}"]
+    lines += [f"{t.name}: {t.message}" for t in result.tests if not t.passed]
+    lines += result.errors
+    lines.append(f"log: {result.log}")
+    return "\n".join(lines)
+
+
+def assert_passed(result) -> None:
+    assert result.passed, explain(result)
+    for test, metrics in result.metrics.items():
+        assert metrics["mismatches"] == 0, f"{test}: {explain(result)}"
+        assert metrics["cycles"] == metrics["model_cycles"], f"{test}: {explain(result)}"

@@ -1,0 +1,64 @@
+"""The flow itself: a wrong design fails, builds are cached, lint waivers are explained."""
+
+import dataclasses
+
+import pytest
+from amaranth.hdl import Module
+
+from scoville.blocks import get_block
+from scoville.rtl.fp4 import Fp4Mul
+from scoville.sim.lint import WAIVED
+
+from .simcheck import explain, simulate
+
+
+class WrongFp4Mul(Fp4Mul):
+    """Fp4Mul with one wrong product: 6 x 6 gives 143 quarters instead of 144."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.good = good = Fp4Mul(self.config)
+        m.d.comb += [
+            good.i.valid.eq(self.i.valid),
+            good.i.payload.eq(self.i.payload),
+            self.i.ready.eq(good.i.ready),
+            self.o.valid.eq(good.o.valid),
+            good.o.ready.eq(self.o.ready),
+            self.o.payload.eq(good.o.payload),
+        ]
+        with m.If(good.o.payload[0] == 144):
+            m.d.comb += self.o.payload[0].eq(143)
+        return m
+
+
+@pytest.mark.sim
+def test_a_wrong_design_fails_and_names_the_mismatch(simulator, seed):
+    block = dataclasses.replace(get_block("fp4_mul"), component=WrongFp4Mul)
+    result = simulate("fp4_mul", simulator, seed, block=block, count=50)
+    assert not result.passed
+    failed = {t.name: t.message for t in result.tests if not t.passed}
+    assert "test_exhaustive" in failed, explain(result)
+    assert "first at index 119: expected 144, got 143" in failed["test_exhaustive"]
+    assert result.metrics["test_exhaustive"]["mismatches"] == 2
+
+
+@pytest.mark.sim
+def test_second_identical_run_reuses_the_build(simulator, seed):
+    first = simulate("fp4_mul", simulator, seed, count=20)
+    second = simulate("fp4_mul", simulator, seed, count=20)
+    assert second.build_reused
+    assert first.build_dir == second.build_dir
+    assert first.run_dir != second.run_dir
+    assert first.metrics == second.metrics
+
+
+@pytest.mark.sim
+def test_different_parameters_build_in_different_folders(simulator, seed):
+    a = simulate("fp4_mul", simulator, seed, count=20)
+    b = simulate("fp4_mul", simulator, seed, count=20, lanes=4, latency=2)
+    assert a.build_dir != b.build_dir
+
+
+def test_every_lint_waiver_has_a_reason():
+    for name, reason in WAIVED.items():
+        assert name.isupper() and len(reason) > 20, name
