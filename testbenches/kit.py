@@ -178,3 +178,50 @@ def unpack(word: int, width: int, count: int, *, signed: bool = False) -> list[i
             v -= 1 << width
         out.append(v)
     return out
+
+
+def schedules(ctx: RunContext, *, gaps: bool = True) -> tuple[Schedule, Schedule]:
+    """The valid and ready schedules of a test: the workload's gaps, or none."""
+    if not gaps:
+        return Schedule(0, 0.0), Schedule(0, 0.0)
+    w = ctx.workload
+    return Schedule([ctx.seed, 2], w.gap), Schedule([ctx.seed, 3], w.backpressure)
+
+
+async def check_stream(
+    dut,
+    ctx: RunContext,
+    test: str,
+    items: list[int],
+    expected: list,
+    *,
+    decode,
+    latency: int,
+    in_width: int,
+    gaps: bool = True,
+    emits=None,
+    describe=None,
+    **metrics,
+) -> None:
+    """Drive packed ``items`` through the block's ``i``/``o`` streams, decode every output word
+    with ``decode``, compare with ``expected`` and the cycle count with the cycle model; record
+    the metrics and assert.
+
+    ``emits[k]`` says whether item ``k`` produces an output (reducing units). ``describe(k)``
+    may add the inputs of output ``k`` to the mismatch message.
+    """
+    from scoville.sim.cycles.stream import pipeline_cycles
+
+    await reset(dut, {"i__valid": 1, "i__payload": in_width, "o__ready": 1}, seed=ctx.seed)
+    bench = StreamLockstep(dut, *schedules(ctx, gaps=gaps))
+    words, cycles = await bench.run(items, len(expected), timeout=50 * len(items) + 200)
+    got = [decode(w) for w in words]
+    mismatches, why = scoreboard(f"{ctx.describe()}: {test}", expected, got)
+    if mismatches and describe is not None:
+        first = next(k for k, (e, g) in enumerate(zip(expected, got, strict=False)) if e != g)
+        why += f" ({describe(first)})"
+    model_cycles = pipeline_cycles(len(items), latency, *schedules(ctx, gaps=gaps), emits)
+    record(test, mismatches=mismatches, cycles=cycles, model_cycles=model_cycles,
+           items=len(items), outputs=len(expected), **metrics)
+    assert mismatches == 0, why
+    assert cycles == model_cycles, f"{ctx.describe()}: {test}: cycles {cycles} != model {model_cycles}"

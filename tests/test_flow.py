@@ -38,7 +38,7 @@ def test_a_wrong_design_fails_and_names_the_mismatch(simulator, seed):
     assert not result.passed
     failed = {t.name: t.message for t in result.tests if not t.passed}
     assert "test_exhaustive" in failed, explain(result)
-    assert "first at index 119: expected 144, got 143" in failed["test_exhaustive"]
+    assert "first at index 119: expected [144], got [143]" in failed["test_exhaustive"]
     assert result.metrics["test_exhaustive"]["mismatches"] == 2
 
 

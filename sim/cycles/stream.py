@@ -9,6 +9,8 @@ or taken. The count is the number of cycles up to and including the last output 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 __all__ = ["Schedule", "pipeline_cycles", "pipeline_cycles_ideal"]
@@ -43,24 +45,34 @@ def pipeline_cycles_ideal(items: int, latency: int) -> int:
     return items + latency if items else 0
 
 
-def pipeline_cycles(items: int, latency: int, valid: Schedule, ready: Schedule) -> int:
-    """Cycles for ``items`` items through a ``latency``-stage stalling pipeline."""
+def pipeline_cycles(
+    items: int, latency: int, valid: Schedule, ready: Schedule, emits: Sequence[bool] | None = None
+) -> int:
+    """Cycles for ``items`` items through a ``latency``-stage stalling pipeline.
+
+    ``emits[k]`` says whether item ``k`` produces an output (reducing units emit only at the
+    end of a reduction); every item does by default. The last item must emit.
+    """
     if items == 0:
         return 0
-    stages = [False] * latency
+    outputs = items if emits is None else sum(bool(e) for e in emits)
+    # A stage holds None (empty) or whether its item emits.
+    stages: list[bool | None] = [None] * latency
     sent = received = 0
     offering = False
     t = 0
     while True:
         offering = offering or (sent < items and valid[t])
-        out_ready = ready[t]
-        if not stages[-1] or out_ready:
-            if stages[-1]:
+        out_valid = bool(stages[-1])
+        if not out_valid or ready[t]:
+            if out_valid:
                 received += 1
-                if received == items:
+                if received == outputs:
                     return t + 1
-            stages = [offering] + stages[:-1]
+            entering = None
             if offering:
+                entering = True if emits is None else bool(emits[sent])
                 sent += 1
                 offering = False
+            stages = [entering] + stages[:-1]
         t += 1
