@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scoville.rtl.fp4 import Fp4Mul, Fp4MulConfig
+from scoville.rtl.intmac import IntMac, IntMacConfig
 from scoville.rtl.params import ParamError
 from scoville.sim.workload import StreamWorkload
 
@@ -67,6 +68,14 @@ BLOCKS: dict[str, Block] = {
             workload=StreamWorkload,
             component=Fp4Mul,
             testbench="scoville.testbenches.fp4_mul",
+        ),
+        Block(
+            name="int_mac",
+            summary="INT4/INT8 dot-product MAC with wrapping INT32 accumulation",
+            config=IntMacConfig,
+            workload=StreamWorkload,
+            component=IntMac,
+            testbench="scoville.testbenches.int_mac",
         ),
     ]
 }
