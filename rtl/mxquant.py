@@ -1,0 +1,161 @@
+"""MXFP4 quantizer: one block of 32 FP32 (or BF16) values in, one MXFP4 block out.
+
+For activations produced on-chip. Shared exponent ``e = floor(log2(amax)) - 2`` clamped to
+the E8M0 range ``[-127, 127]``; each element is ``x / 2**e`` rounded to the nearest E2M1 value,
+ties to even, saturating at +-6, keeping its sign (a negative that rounds to zero gives -0).
+A block with any NaN or +-Inf gets scale 0xFF (E8M0 NaN) and all element codes 0. This is the
+same function as :func:`scoville.sim.golden.mx.quantize_mxfp4`.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .params import check_choice, param
+from .pipeline import stall_pipeline
+
+__all__ = ["MxQuant", "MxQuantConfig"]
+
+BLOCK = 32
+E8M0_NAN = 0xFF
+
+#: Input width of each format; BF16 is the top half of an FP32.
+IN_BITS = {"fp32": 32, "bf16": 16}
+
+
+@dataclass(frozen=True)
+class MxQuantConfig:
+    """Parameters of :class:`MxQuant`.
+
+    Attributes
+    ----------
+    in_fmt : str
+        ``fp32`` or ``bf16`` input elements.
+    """
+
+    in_fmt: str = param("fp32", "fp32, bf16", "input element format")
+
+    def __post_init__(self):
+        check_choice("in_fmt", self.in_fmt, tuple(IN_BITS))
+
+
+def _round_e2m1(m: Module, sig, exp_field, e, name):
+    """E2M1 magnitude code (0..7) of ``sig * 2**(max(exp_field, 1) - 150) / 2**e``, rounded to
+    nearest even and saturated. ``sig`` is the 24-bit significand (hidden bit included)."""
+    # t = floor(2 * |x| / 2^e) and sticky = the bits below it; |x| / 2^e < 8 so t < 16 * 2.
+    shift = Signal(signed(11), name=f"{name}_sh")
+    m.d.comb += shift.eq(Mux(exp_field == 0, 1, exp_field) - 148 - e)
+    rs = Signal(range(26), name=f"{name}_rs")
+    m.d.comb += rs.eq(Mux(shift >= 0, 0, Mux(shift < -25, 25, -shift)))
+    ls = Signal(range(6), name=f"{name}_ls")
+    m.d.comb += ls.eq(Mux(shift > 5, 5, Mux(shift > 0, shift, 0)))
+    t = Signal(5, name=f"{name}_t")
+    sticky = Signal(name=f"{name}_st")
+    m.d.comb += [
+        t.eq(Mux(shift >= 0, sig << ls, sig >> rs)),
+        sticky.eq((shift < 0) & ((sig & ((1 << rs) - 1)) != 0)),
+    ]
+    code = Signal(3, name=f"{name}_code")
+
+    def rne(q, guard, rest):
+        return q + (guard & (rest | q[0]))
+
+    with m.If(t < 8):  # |v| < 2: steps of 0.5, codes 0..4
+        m.d.comb += code.eq(rne(t[1:], t[0], sticky))
+    with m.Elif(t < 16):  # 2 <= |v| < 4: steps of 1, codes 4..6 (4.0 is code 6)
+        q = t[2:]  # 2 or 3
+        m.d.comb += code.eq(rne(q, t[1], sticky | t[0]) + 2)
+    with m.Else():  # 4 <= |v| < 8: steps of 2; 6 and above saturate to code 7
+        q = t[3:]  # 2 or 3
+        up = rne(q, t[2], sticky | (t[:2] != 0))
+        m.d.comb += code.eq(Mux(up >= 3, 7, 6))
+    return code
+
+
+class MxQuant(wiring.Component):
+    """Quantizes one block of 32 values per beat into MXFP4.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(ArrayLayout(in_bits, 32)))
+        Element ``k`` in bits ``k * in_bits`` upward.
+    o : Out(stream.Signature(...))
+        Payload fields ``codes`` (32 E2M1 codes, element 0 lowest) and ``scale`` (E8M0).
+    latency : int
+        Cycles from an input handshake to its block being valid.
+    """
+
+    latency = 2
+
+    def __init__(self, config: MxQuantConfig):
+        self._config = config
+        self.in_bits = IN_BITS[config.in_fmt]
+        self.out_layout = data.StructLayout({
+            "codes": data.ArrayLayout(4, BLOCK),
+            "scale": unsigned(8),
+        })
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(self.in_bits, BLOCK))),
+            "o": Out(stream.Signature(self.out_layout)),
+        })
+
+    @property
+    def config(self) -> MxQuantConfig:
+        return self._config
+
+    def elaborate(self, platform):
+        m = Module()
+        en = stall_pipeline(m, self.i, self.o, self.latency)
+        pad = 32 - self.in_bits
+
+        # Stage 1: register the block as FP32 and its largest magnitude (IEEE magnitudes order
+        # as unsigned integers), and whether anything is NaN or Inf.
+        s1_x = Signal(data.ArrayLayout(32, BLOCK))
+        s1_amax = Signal(31)
+        s1_special = Signal()
+        mags = []
+        special = []
+        x_full = []
+        for k in range(BLOCK):
+            x = Cat(Const(0, pad), self.i.payload[k])
+            x_full.append(x)
+            mags.append(x[:31])
+            special.append(x[23:31] == 0xFF)
+        level = mags
+        while len(level) > 1:
+            nxt = []
+            for j in range(0, len(level), 2):
+                a, b = level[j], level[j + 1]
+                w = Signal(31, name=f"max_{len(level)}_{j}")
+                m.d.comb += w.eq(Mux(a > b, a, b))
+                nxt.append(w)
+            level = nxt
+        with m.If(en):
+            for k in range(BLOCK):
+                m.d.sync += s1_x[k].eq(x_full[k])
+            m.d.sync += [s1_amax.eq(level[0]), s1_special.eq(Cat(*special).any())]
+
+        # Stage 2: the shared exponent, and every element rounded to E2M1.
+        amax_exp = s1_amax[23:31]
+        lead = Signal(range(23), name="sub_lead")
+        for k in range(23):
+            with m.If(s1_amax[k]):
+                m.d.comb += lead.eq(k)
+        log2 = Signal(signed(10))  # floor(log2(amax)), -149..127
+        m.d.comb += log2.eq(Mux(amax_exp == 0, lead - 149, amax_exp - 127))
+        e = Signal(signed(10))
+        m.d.comb += e.eq(Mux((s1_amax == 0) | (log2 - 2 < -127), -127, log2 - 2))
+        codes = Signal(data.ArrayLayout(4, BLOCK))
+        for k in range(BLOCK):
+            x = data.View(data.StructLayout({"man": 23, "exp": 8, "sign": 1}), s1_x[k])
+            sig = Cat(x.man, x.exp != 0)
+            mag = _round_e2m1(m, sig, x.exp, e, f"el{k}")
+            m.d.comb += codes[k].eq(Cat(mag, x.sign))
+        with m.If(en):
+            with m.If(s1_special):
+                m.d.sync += [self.o.payload.codes.eq(0), self.o.payload.scale.eq(E8M0_NAN)]
+            with m.Else():
+                m.d.sync += [self.o.payload.codes.eq(codes), self.o.payload.scale.eq(e + 127)]
+        return m
