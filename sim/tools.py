@@ -151,8 +151,8 @@ def find_verilator() -> Tool:
                 make_vars=_verilator_make_fixes(root),
             )
         if best is None:
-            need = "%d.%03d" % MIN_VERILATOR
-            got = "%d.%03d" % version[:2] if version else "an unknown version"
+            need = f"{MIN_VERILATOR[0]}.{MIN_VERILATOR[1]:03d}"
+            got = f"{version[0]}.{version[1]:03d}" if version else "an unknown version"
             best = Tool(
                 "verilator",
                 str(exe),
@@ -169,7 +169,8 @@ def find_icarus() -> Tool:
     fix = "apt-get install -y iverilog"
     exe = shutil.which("iverilog")
     if exe is None or shutil.which("vvp") is None:
-        return Tool("icarus", None, None, problem="Icarus Verilog (iverilog, vvp) not found", fix=fix)
+        problem = "Icarus Verilog (iverilog, vvp) not found"
+        return Tool("icarus", None, None, problem=problem, fix=fix)
     version = _parse_version(_run_version([exe, "-V"]).splitlines()[0] if exe else "")
     if version is None or version < MIN_ICARUS:
         return Tool(

@@ -98,8 +98,10 @@ async def test_workload(dut):
     rows = []
     for _ in range(ctx.workload.count):
         n = lanes * int(rng.integers(1, 9))
-        edge = rng.random() < 0.1
-        pick = (lambda: rng.choice([lo, hi], n)) if edge else (lambda: rng.integers(lo, hi + 1, n))
+        if rng.random() < 0.1:
+            a, b = rng.choice([lo, hi], n), rng.choice([lo, hi], n)
+        else:
+            a, b = rng.integers(lo, hi + 1, n), rng.integers(lo, hi + 1, n)
         acc = int(rng.integers(-(2**31), 2**31)) if rng.random() < 0.5 else 0
-        rows.append((pick(), pick(), acc))
+        rows.append((a, b, acc))
     await _check(dut, "test_workload", rows, gaps=True)

@@ -224,4 +224,6 @@ async def check_stream(
     record(test, mismatches=mismatches, cycles=cycles, model_cycles=model_cycles,
            items=len(items), outputs=len(expected), **metrics)
     assert mismatches == 0, why
-    assert cycles == model_cycles, f"{ctx.describe()}: {test}: cycles {cycles} != model {model_cycles}"
+    assert cycles == model_cycles, (
+        f"{ctx.describe()}: {test}: cycles {cycles} != model {model_cycles}"
+    )

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
 from scoville.sim.golden import (
     dequantize_int,
     dequantize_mxfp4,

@@ -1,0 +1,194 @@
+"""IEEE-754 binary32 arithmetic: the combinational adder and the streaming adder unit.
+
+:func:`fp32_add` is the reusable part: combinational logic for ``a + b`` that matches
+NumPy float32 addition bit for bit (round to nearest even, subnormals kept, no flush to zero),
+except that every NaN it produces is the canonical quiet NaN :data:`FP32_QNAN`.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .comb import wire
+from .params import check_int, param
+from .pipeline import stall_pipeline
+
+__all__ = ["FP32", "FP32_QNAN", "Fp32Add", "Fp32AddConfig", "fp32_add"]
+
+#: A binary32 value as bit fields (LSB first): 23 fraction bits, 8 biased exponent bits, sign.
+FP32 = data.StructLayout({"man": unsigned(23), "exp": unsigned(8), "sign": unsigned(1)})
+
+#: The one NaN :func:`fp32_add` produces: positive, quiet, zero payload.
+FP32_QNAN = 0x7FC0_0000
+
+#: Width of the working sum: carry, hidden bit, 23 fraction bits, guard, round, sticky.
+_SUM_BITS = 28
+
+
+def _normalize(m, name, value, probe):
+    """Shift ``value`` left by the leading-zero count of ``probe`` (both ``_SUM_BITS`` wide).
+
+    A logarithmic shifter: each stage shifts by 16, 8, 4, 2, 1 when the top bits of the probe
+    are zero. ``probe`` is ``value`` with a sentinel bit that caps the shift. Returns the
+    shifted value and the shift (5 bits; 31 when ``probe`` is zero).
+    """
+    taken = []
+    for step in (16, 8, 4, 2, 1):
+        zero = probe[_SUM_BITS - step :] == 0
+        probe = wire(m, f"{name}_probe{step}", Mux(zero, probe << step, probe)[:_SUM_BITS])
+        value = wire(m, f"{name}_norm{step}", Mux(zero, value << step, value)[:_SUM_BITS])
+        taken.append(zero)
+    return value, wire(m, f"{name}_shift", Cat(*reversed(taken)))
+
+
+
+
+def fp32_add(m, a, b, *, name="fp32_add"):
+    """Add combinational logic for the IEEE-754 binary32 sum ``a + b`` to ``m``.
+
+    Rounds to nearest, ties to even. Subnormal operands and results are kept (no flush to
+    zero, no denormals-are-zero); a finite sum too large for binary32 gives +-Inf. Signed
+    zeros follow IEEE 754: ``x + (-x)`` is +0 and ``(-0) + (-0)`` is -0. ``Inf + (-Inf)`` and
+    any NaN operand give a NaN, and every NaN result is the canonical quiet NaN
+    :data:`FP32_QNAN` (0x7FC00000): NaN payloads and signs are not propagated. Apart from
+    that NaN encoding, the result equals NumPy float32 addition bit for bit.
+
+    The operands are ordered by magnitude, the smaller one is aligned with guard, round and
+    sticky bits, the 28-bit sum or difference is normalized by a leading-zero shift capped
+    so that the exponent stays >= 1 (which yields subnormal results exactly), and the packed
+    exponent and fraction are rounded with one increment, whose carry moves into the exponent
+    (subnormal to normal, or largest finite to Inf).
+
+    Parameters
+    ----------
+    m : Module
+        The module that receives the intermediate signals (combinational only).
+    a, b : Value
+        32-bit binary32 encodings (anything castable to a 32-bit value).
+    name : str
+        Prefix of the intermediate signals' names; give each adder of a module its own.
+
+    Returns
+    -------
+    Signal
+        The 32-bit binary32 encoding of the sum, driven in ``m.d.comb``.
+    """
+    a = data.View(FP32, a)
+    b = data.View(FP32, b)
+    swap = b.as_value()[:31] > a.as_value()[:31]
+    big = wire(m, f"{name}_big", Mux(swap, b, a), FP32)
+    small = wire(m, f"{name}_small", Mux(swap, a, b), FP32)
+    subtract = big.sign ^ small.sign
+
+    # Subnormals share exponent 1 with the smallest normals; their hidden bit is 0.
+    exp_big = wire(m, f"{name}_exp_big", Mux(big.exp == 0, 1, big.exp))
+    exp_small = Mux(small.exp == 0, 1, small.exp)
+    sig_big = Cat(Const(0, 3), big.man, big.exp != 0)
+    sig_small = wire(m, f"{name}_sig_small", Cat(Const(0, 3), small.man, small.exp != 0))
+
+    # Past 27 places the whole small significand is sticky.
+    dist = (exp_big - exp_small)[:8]
+    dist = wire(m, f"{name}_dist", Mux(dist > 27, 27, dist)[:5])
+    shifted = wire(m, f"{name}_shifted", sig_small >> dist)
+    lost = (shifted << dist)[:27] != sig_small
+    aligned = wire(m, f"{name}_aligned", Cat(shifted[0] | lost, shifted[1:27]))
+    total = wire(
+        m, f"{name}_total", Mux(subtract, sig_big - aligned, sig_big + aligned)[:_SUM_BITS]
+    )
+
+    # The sentinel stops the shift where the exponent would reach 0: the result is subnormal.
+    sentinel = Const(1 << (_SUM_BITS - 1), _SUM_BITS) >> exp_big
+    norm, shift = _normalize(m, name, total, total | sentinel)
+    exp = wire(m, f"{name}_exp", (exp_big + 1 - shift)[:9])
+    is_normal = norm[_SUM_BITS - 1]
+    exp_field = Mux(is_normal, exp[:8], 0)
+    lsb, guard, sticky = norm[4], norm[3], norm[:3] != 0
+    rounded = (Cat(norm[4:27], exp_field) + (guard & (sticky | lsb)))[:31]
+    overflow = is_normal & (exp >= 0xFF)
+    magnitude = Mux(overflow, 0x7F80_0000, rounded)[:31]
+    # An exact zero is +0 unless both operands are -0.
+    sign = Mux(total == 0, big.sign & small.sign, big.sign)
+    finite = Cat(magnitude, sign)
+
+    # NaN sorts above Inf by magnitude, so ``big`` is a NaN whenever either operand is.
+    invalid = (big.man != 0) | ((small.exp == 0xFF) & subtract)
+    infinite = Cat(Const(0x7F80_0000, 31), big.sign)
+    special = Mux(invalid, FP32_QNAN, infinite)
+    return wire(m, f"{name}_sum", Mux(big.exp == 0xFF, special, finite))
+
+
+@dataclass(frozen=True)
+class Fp32AddConfig:
+    """Parameters of :class:`Fp32Add`.
+
+    Attributes
+    ----------
+    lanes : int
+        Additions computed per cycle.
+    latency : int
+        Register stages between input and output.
+    """
+
+    lanes: int = param(1, "1..16", "additions per cycle")
+    latency: int = param(1, "1..4", "register stages")
+
+    def __post_init__(self):
+        check_int("lanes", self.lanes, 1, 16)
+        check_int("latency", self.latency, 1, 4)
+
+
+class Fp32Add(wiring.Component):
+    """``lanes`` IEEE-754 binary32 adders (:func:`fp32_add`) behind one stream.
+
+    The adders are combinational; the ``latency`` register stages follow them (for synthesis
+    to retime).
+
+    Attributes
+    ----------
+    i : In(stream.Signature(...))
+        Payload fields ``a`` and ``b``: arrays of ``lanes`` binary32 encodings; lane ``k`` in
+        bits ``32k..32k+31`` of each field, ``a`` in the low half.
+    o : Out(stream.Signature(...))
+        Payload: array of ``lanes`` binary32 sums ``a[k] + b[k]``.
+    latency : int
+        Cycles from an input handshake to its result being valid, with no back-pressure.
+    """
+
+    def __init__(self, config: Fp32AddConfig):
+        self._config = config
+        lanes = config.lanes
+        self.in_layout = data.StructLayout(
+            {"a": data.ArrayLayout(32, lanes), "b": data.ArrayLayout(32, lanes)}
+        )
+        self.out_layout = data.ArrayLayout(32, lanes)
+        super().__init__(
+            {
+                "i": In(stream.Signature(self.in_layout)),
+                "o": Out(stream.Signature(self.out_layout)),
+            }
+        )
+
+    @property
+    def config(self) -> Fp32AddConfig:
+        return self._config
+
+    @property
+    def latency(self) -> int:
+        return self._config.latency
+
+    def elaborate(self, platform):
+        m = Module()
+        en = stall_pipeline(m, self.i, self.o, self.latency)
+        sums = [
+            fp32_add(m, self.i.payload.a[k], self.i.payload.b[k], name=f"add{k}")
+            for k in range(self._config.lanes)
+        ]
+        stages = [Signal(self.out_layout, name=f"sum_s{s}") for s in range(self.latency)]
+        with m.If(en):
+            m.d.sync += stages[0].eq(Cat(*sums))
+            for s in range(1, self.latency):
+                m.d.sync += stages[s].eq(stages[s - 1])
+        m.d.comb += self.o.payload.eq(stages[-1])
+        return m

@@ -1,0 +1,170 @@
+"""NVFP4 block dot products: 16-element E2M1 blocks with E4M3 scales, FP32 accumulation, and a
+per-tensor FP32 scale applied at the end.
+
+Each block gives ``sum(a_i * b_i) * sa * sb`` exactly (an integer of at most 21 bits times a
+power of two, always inside the binary32 normal range, so its conversion is exact); blocks are
+added in order into a binary32 accumulator with :func:`~scoville.rtl.fp32.fp32_add`; at the
+end of a dot product the sum is multiplied once by the tensor scale (the product of both
+tensors' FP32 scales) with :func:`~scoville.rtl.fp32mul.fp32_mul`. An E4M3 NaN scale (0x7F,
+0xFF) makes its block, and so the result, NaN.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .fp4 import e2m1_product
+from .fp32 import FP32_QNAN, fp32_add
+from .fp32mul import fp32_mul
+from .fpconv import scaled_int_to_fp32
+from .params import check_int, param
+from .pipeline import stall_chain
+
+__all__ = ["BLOCK", "E4M3", "Nvfp4Dot", "Nvfp4DotConfig"]
+
+#: Elements per NVFP4 block.
+BLOCK = 16
+
+#: An OCP FP8 E4M3 ("fn") code as bit fields, LSB first: bias 7, no Inf, NaN = S.1111.111.
+E4M3 = data.StructLayout({"man": unsigned(3), "exp": unsigned(4), "sign": unsigned(1)})
+
+
+@dataclass(frozen=True)
+class Nvfp4DotConfig:
+    """Parameters of :class:`Nvfp4Dot`.
+
+    Attributes
+    ----------
+    lanes : int
+        E2M1 products per cycle; a block takes ``16 / lanes`` beats.
+    """
+
+    lanes: int = param(8, "1, 2, 4, 8, 16", "products per cycle")
+
+    def __post_init__(self):
+        check_int("lanes", self.lanes, 1, 16, choices=(1, 2, 4, 8, 16))
+
+    @property
+    def beats_per_block(self) -> int:
+        return BLOCK // self.lanes
+
+
+class Nvfp4Dot(wiring.Component):
+    """Streaming NVFP4 dot-product unit.
+
+    A dot product is a run of blocks, each ``16 / lanes`` beats of ``lanes`` element pairs.
+    The block scales ``sa``, ``sb`` are read on a block's final beat; ``last`` and the tensor
+    scale ``scale`` are read on the final beat of a dot product's final block.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(...))
+        Payload fields ``a``, ``b`` (arrays of ``lanes`` E2M1 codes), ``sa``, ``sb`` (E4M3
+        codes), ``scale`` (binary32) and ``last``.
+    o : Out(stream.Signature(32))
+        The binary32 bits of each dot product.
+    latency : int
+        Cycles from the handshake of a dot product's final beat to its result being valid.
+    """
+
+    latency = 4
+
+    def __init__(self, config: Nvfp4DotConfig):
+        self._config = config
+        lanes = config.lanes
+        self.in_layout = data.StructLayout({
+            "a": data.ArrayLayout(4, lanes),
+            "b": data.ArrayLayout(4, lanes),
+            "sa": unsigned(8),
+            "sb": unsigned(8),
+            "scale": unsigned(32),
+            "last": unsigned(1),
+        })
+        super().__init__({
+            "i": In(stream.Signature(self.in_layout)),
+            "o": Out(stream.Signature(32)),
+        })
+
+    @property
+    def config(self) -> Nvfp4DotConfig:
+        return self._config
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes = self._config.lanes
+        beats = self._config.beats_per_block
+        s4_last = Signal()
+        en, valid = stall_chain(m, self.i, self.o, self.latency, emits=s4_last)
+
+        # Stage 1: this beat's exact partial sum (quarters) and the decoded block scales.
+        beat = Signal(range(max(beats, 2)))
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += beat.eq(Mux(beat == beats - 1, 0, beat + 1))
+        p = self.i.payload
+        partial = sum(e2m1_product(p.a[k], p.b[k]) for k in range(lanes))
+        sa = data.View(E4M3, p.sa)
+        sb = data.View(E4M3, p.sb)
+        s1_sum = Signal(signed(9 + lanes.bit_length()))
+        s1_first, s1_end, s1_last, s1_nan, s1_neg = (Signal() for _ in range(5))
+        s1_sig = Signal(unsigned(8))  # product of the two 4-bit E4M3 significands
+        s1_exp = Signal(signed(6))  # exponent of that product: the scales are s1_sig * 2^s1_exp
+        s1_scale = Signal(32)
+        with m.If(en):
+            m.d.sync += [
+                s1_sum.eq(partial),
+                s1_first.eq(beat == 0),
+                s1_end.eq(beat == beats - 1),
+                s1_last.eq(p.last & (beat == beats - 1)),
+                s1_nan.eq(
+                    ((sa.exp == 0xF) & (sa.man == 0x7)) | ((sb.exp == 0xF) & (sb.man == 0x7))
+                ),
+                s1_neg.eq(sa.sign ^ sb.sign),
+                s1_sig.eq(Cat(sa.man, sa.exp != 0) * Cat(sb.man, sb.exp != 0)),
+                s1_exp.eq(Mux(sa.exp == 0, 1, sa.exp) + Mux(sb.exp == 0, 1, sb.exp) - 20),
+                s1_scale.eq(p.scale),
+            ]
+
+        # Stage 2: the exact block sum in quarters (|sum| <= 16 * 144).
+        s2_sum = Signal(signed(13))
+        s2_end, s2_last, s2_nan, s2_neg = (Signal() for _ in range(4))
+        s2_sig = Signal(unsigned(8))
+        s2_exp = Signal(signed(6))
+        s2_scale = Signal(32)
+        with m.If(en & valid[0]):
+            m.d.sync += [
+                s2_sum.eq(Mux(s1_first, 0, s2_sum) + s1_sum),
+                s2_end.eq(s1_end),
+                s2_last.eq(s1_last),
+                s2_nan.eq(s1_nan),
+                s2_neg.eq(s1_neg),
+                s2_sig.eq(s1_sig),
+                s2_exp.eq(s1_exp),
+                s2_scale.eq(s1_scale),
+            ]
+
+        # Stage 3: the block value (exact in binary32), accumulated.
+        scaled = Signal(signed(22))
+        m.d.comb += scaled.eq(Mux(s2_neg, -(s2_sum * s2_sig), s2_sum * s2_sig))
+        exp = Signal(signed(8))
+        m.d.comb += exp.eq(s2_exp - 2)
+        block = Signal(32)
+        m.d.comb += block.eq(Mux(s2_nan, FP32_QNAN, scaled_int_to_fp32(m, scaled, exp)))
+        acc = Signal(32)
+        total = Signal(32)
+        m.d.comb += total.eq(fp32_add(m, acc, block))
+        s3_total = Signal(32)
+        s3_last = Signal()
+        s3_scale = Signal(32)
+        with m.If(en & valid[1]):
+            m.d.sync += [s3_last.eq(s2_last), s3_scale.eq(s2_scale)]
+            with m.If(s2_end):
+                m.d.sync += [s3_total.eq(total), acc.eq(Mux(s2_last, 0, total))]
+
+        # Stage 4: the tensor scale, once per dot product.
+        result = Signal(32)
+        with m.If(en & valid[2]):
+            m.d.sync += [s4_last.eq(s3_last), result.eq(fp32_mul(m, s3_total, s3_scale))]
+        m.d.comb += self.o.payload.eq(result)
+        return m

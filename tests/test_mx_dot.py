@@ -1,0 +1,77 @@
+"""MX dot unit: golden model against float64, config errors, RTL on both simulators."""
+
+import numpy as np
+import pytest
+
+from scoville.rtl.mxdot import MxDotConfig
+from scoville.rtl.params import ParamError
+from scoville.sim.golden import E2M1_VALUES
+from scoville.sim.golden.mxdot import FP32_QNAN, mx_dot
+
+from .simcheck import assert_passed, simulate
+
+
+def _float64_dot(a, b, sa, sb):
+    va = E2M1_VALUES[a].astype(np.float64) * np.repeat(np.exp2(sa - 127.0), 32, axis=-1)
+    vb = E2M1_VALUES[b].astype(np.float64) * np.repeat(np.exp2(sb - 127.0), 32, axis=-1)
+    blocks = (va * vb).reshape(a.shape[0], -1, 32).sum(axis=-1)
+    return blocks.sum(axis=-1), np.abs(blocks).sum(axis=-1)
+
+
+def test_golden_is_within_fp32_accumulation_error_of_float64():
+    rng = np.random.default_rng(3)
+    n, blocks = 2000, 8
+    a = rng.integers(0, 16, (n, 32 * blocks))
+    b = rng.integers(0, 16, (n, 32 * blocks))
+    sa = rng.integers(100, 155, (n, blocks))
+    sb = rng.integers(100, 155, (n, blocks))
+    got = mx_dot(a, b, sa, sb).view(np.float32).astype(np.float64)
+    exact, magnitude = _float64_dot(a, b, sa, sb)
+    # One rounding per block conversion and one per addition, each at most 2^-24 relative.
+    bound = (2 * blocks) * 2.0**-24 * magnitude
+    assert np.all(np.abs(got - exact) <= bound)
+
+
+def test_single_block_is_the_exact_value_rounded_once():
+    a = np.full((1, 32), 0x7)  # 6
+    b = np.full((1, 32), 0x5)  # 3
+    assert mx_dot(a, b, [[127]], [[127]]).view(np.float32)[0] == 32 * 18
+    assert mx_dot(a, b, [[127]], [[117]]).view(np.float32)[0] == np.float32(32 * 18 / 1024)
+
+
+def test_nan_scale_gives_canonical_nan_and_inf_minus_inf_is_nan():
+    a = np.full((1, 64), 0x7)
+    assert mx_dot(a, a, [[0xFF, 127]], [[127, 127]])[0] == FP32_QNAN
+    b = np.concatenate([np.full(32, 0x7), np.full(32, 0xF)])[None]
+    assert mx_dot(a, b, [[0xFE, 0xFE]], [[0xFE, 0xFE]])[0] == FP32_QNAN
+    assert mx_dot(a[:, :32], a[:, :32], [[0xFE]], [[0xFE]])[0] == 0x7F80_0000
+
+
+def test_tiny_scales_give_subnormals_and_signed_zero():
+    half = np.full((1, 32), 0x1)
+    got = mx_dot(half, half, [[0x01]], [[0x01]]).view(np.float32)[0]
+    assert got == np.float32(32 * 0.25 * 2.0**-252) == 0
+    got = mx_dot(half, half, [[0x38]], [[0x37]]).view(np.float32)[0]
+    assert got == np.float32(8 * 2.0**-143) == np.float32(2.0**-140)
+    assert 0 < got < np.finfo(np.float32).smallest_normal
+    neg = np.full((1, 32), 0x9)
+    assert mx_dot(half, neg, [[0x01]], [[0x01]])[0] == 0  # -tiny + (+0) is +0
+
+
+def test_length_must_be_whole_blocks():
+    with pytest.raises(ValueError, match="multiple of 32"):
+        mx_dot(np.zeros((1, 40)), np.zeros((1, 40)), [[127]], [[127]])
+
+
+@pytest.mark.parametrize("bad", [{"lanes": 3}, {"lanes": 64}, {"lanes": 0}])
+def test_config_rejects_lanes_that_do_not_divide_a_block(bad):
+    with pytest.raises(ParamError, match="'lanes'.*allowed: 1, 2, 4, 8, 16, 32"):
+        MxDotConfig(**bad)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("lanes", [4, 16, 32])
+def test_mx_dot_rtl(simulator, seed, lanes):
+    # lanes=32 carries the >= 10,000 random blocks (one beat per block).
+    count = 3000 if lanes == 32 else 150
+    assert_passed(simulate("mx_dot", simulator, seed, lanes=lanes, count=count))
