@@ -14,8 +14,8 @@ from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .fp4 import e2m1_product
-from .fp32 import FP32_QNAN, fp32_add
+from .blockdot import accumulate, block_sums
+from .fp32 import FP32_QNAN
 from .fpconv import scaled_int_to_fp32
 from .params import check_int, param
 from .pipeline import stall_chain
@@ -89,54 +89,23 @@ class MxDot(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         lanes = self._config.lanes
-        beats = self._config.beats_per_block
         s3_last = Signal()
         en, valid = stall_chain(m, self.i, self.o, self.latency, emits=s3_last)
 
-        # Stage 1: the exact sum of this beat's products, and where the beat sits in its block.
-        beat = Signal(range(max(beats, 2)))
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += beat.eq(Mux(beat == beats - 1, 0, beat + 1))
         p = self.i.payload
-        partial = sum(e2m1_product(p.a[k], p.b[k]) for k in range(lanes))
-        s1_sum = Signal(signed(9 + lanes.bit_length()))
-        s1_first, s1_end, s1_last, s1_nan = Signal(), Signal(), Signal(), Signal()
-        s1_exp = Signal(unsigned(9))
-        with m.If(en):
-            m.d.sync += [
-                s1_sum.eq(partial),
-                s1_first.eq(beat == 0),
-                s1_end.eq(beat == beats - 1),
-                s1_last.eq(p.last & (beat == beats - 1)),
-                s1_nan.eq((p.sa == 0xFF) | (p.sb == 0xFF)),
-                s1_exp.eq(p.sa + p.sb),
-            ]
-
-        # Stage 2: the exact block sum, in quarters (|sum| <= 32 * 144).
-        s2_sum = Signal(signed(14))
-        s2_end, s2_last, s2_nan = Signal(), Signal(), Signal()
-        s2_exp = Signal(unsigned(9))
-        with m.If(en & valid[0]):
-            m.d.sync += [
-                s2_sum.eq(Mux(s1_first, 0, s2_sum) + s1_sum),
-                s2_end.eq(s1_end),
-                s2_last.eq(s1_last),
-                s2_nan.eq(s1_nan),
-                s2_exp.eq(s1_exp),
-            ]
+        sums = block_sums(m, self.i, en, valid, lanes=lanes, block=BLOCK, carry={
+            "nan": (p.sa == 0xFF) | (p.sb == 0xFF),
+            "exp": p.sa + p.sb,
+        })
 
         # Stage 3: round the block to FP32 (quarters: 2^(sa+sb-254-2)) and accumulate.
         exp = Signal(signed(11))
-        m.d.comb += exp.eq(s2_exp - 256)
+        m.d.comb += exp.eq(sums.carry["exp"] - 256)
+        value = scaled_int_to_fp32(m, sums.sum, exp)
         block = Signal(32)
-        m.d.comb += block.eq(Mux(s2_nan, FP32_QNAN, scaled_int_to_fp32(m, s2_sum, exp)))
-        acc = Signal(32)
-        total = Signal(32)
-        m.d.comb += total.eq(fp32_add(m, acc, block))
-        result = Signal(32)
+        m.d.comb += block.eq(Mux(sums.carry["nan"], FP32_QNAN, value))
         with m.If(en & valid[1]):
-            m.d.sync += s3_last.eq(s2_last)
-            with m.If(s2_end):
-                m.d.sync += [result.eq(total), acc.eq(Mux(s2_last, 0, total))]
+            m.d.sync += s3_last.eq(sums.last)
+        result = accumulate(m, en & valid[1], sums, block)
         m.d.comb += self.o.payload.eq(result)
         return m

@@ -15,8 +15,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .fp4 import e2m1_product
-from .fp32 import FP32_QNAN, fp32_add
+from .blockdot import accumulate, block_sums
+from .fp32 import FP32_QNAN
 from .fp32mul import fp32_mul
 from .fpconv import scaled_int_to_fp32
 from .params import check_int, param
@@ -94,73 +94,35 @@ class Nvfp4Dot(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         lanes = self._config.lanes
-        beats = self._config.beats_per_block
         s4_last = Signal()
         en, valid = stall_chain(m, self.i, self.o, self.latency, emits=s4_last)
 
-        # Stage 1: this beat's exact partial sum (quarters) and the decoded block scales.
-        beat = Signal(range(max(beats, 2)))
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += beat.eq(Mux(beat == beats - 1, 0, beat + 1))
+        # Stages 1 and 2: exact block sums; the E4M3 block scales decoded into the product of
+        # their 4-bit significands, ``sig``, and its power of two, ``exp``.
         p = self.i.payload
-        partial = sum(e2m1_product(p.a[k], p.b[k]) for k in range(lanes))
         sa = data.View(E4M3, p.sa)
         sb = data.View(E4M3, p.sb)
-        s1_sum = Signal(signed(9 + lanes.bit_length()))
-        s1_first, s1_end, s1_last, s1_nan, s1_neg = (Signal() for _ in range(5))
-        s1_sig = Signal(unsigned(8))  # product of the two 4-bit E4M3 significands
-        s1_exp = Signal(signed(6))  # exponent of that product: the scales are s1_sig * 2^s1_exp
-        s1_scale = Signal(32)
-        with m.If(en):
-            m.d.sync += [
-                s1_sum.eq(partial),
-                s1_first.eq(beat == 0),
-                s1_end.eq(beat == beats - 1),
-                s1_last.eq(p.last & (beat == beats - 1)),
-                s1_nan.eq(
-                    ((sa.exp == 0xF) & (sa.man == 0x7)) | ((sb.exp == 0xF) & (sb.man == 0x7))
-                ),
-                s1_neg.eq(sa.sign ^ sb.sign),
-                s1_sig.eq(Cat(sa.man, sa.exp != 0) * Cat(sb.man, sb.exp != 0)),
-                s1_exp.eq(Mux(sa.exp == 0, 1, sa.exp) + Mux(sb.exp == 0, 1, sb.exp) - 20),
-                s1_scale.eq(p.scale),
-            ]
-
-        # Stage 2: the exact block sum in quarters (|sum| <= 16 * 144).
-        s2_sum = Signal(signed(13))
-        s2_end, s2_last, s2_nan, s2_neg = (Signal() for _ in range(4))
-        s2_sig = Signal(unsigned(8))
-        s2_exp = Signal(signed(6))
-        s2_scale = Signal(32)
-        with m.If(en & valid[0]):
-            m.d.sync += [
-                s2_sum.eq(Mux(s1_first, 0, s2_sum) + s1_sum),
-                s2_end.eq(s1_end),
-                s2_last.eq(s1_last),
-                s2_nan.eq(s1_nan),
-                s2_neg.eq(s1_neg),
-                s2_sig.eq(s1_sig),
-                s2_exp.eq(s1_exp),
-                s2_scale.eq(s1_scale),
-            ]
+        sums = block_sums(m, self.i, en, valid, lanes=lanes, block=BLOCK, carry={
+            "nan": ((sa.exp == 0xF) & (sa.man == 0x7)) | ((sb.exp == 0xF) & (sb.man == 0x7)),
+            "neg": sa.sign ^ sb.sign,
+            "sig": Cat(sa.man, sa.exp != 0) * Cat(sb.man, sb.exp != 0),
+            "exp": (Mux(sa.exp == 0, 1, sa.exp) + Mux(sb.exp == 0, 1, sb.exp) - 20).as_signed(),
+            "scale": p.scale,
+        })
+        c = sums.carry
 
         # Stage 3: the block value (exact in binary32), accumulated.
         scaled = Signal(signed(22))
-        m.d.comb += scaled.eq(Mux(s2_neg, -(s2_sum * s2_sig), s2_sum * s2_sig))
+        m.d.comb += scaled.eq(Mux(c["neg"], -(sums.sum * c["sig"]), sums.sum * c["sig"]))
         exp = Signal(signed(8))
-        m.d.comb += exp.eq(s2_exp - 2)
+        m.d.comb += exp.eq(c["exp"] - 2)
         block = Signal(32)
-        m.d.comb += block.eq(Mux(s2_nan, FP32_QNAN, scaled_int_to_fp32(m, scaled, exp)))
-        acc = Signal(32)
-        total = Signal(32)
-        m.d.comb += total.eq(fp32_add(m, acc, block))
-        s3_total = Signal(32)
+        m.d.comb += block.eq(Mux(c["nan"], FP32_QNAN, scaled_int_to_fp32(m, scaled, exp)))
         s3_last = Signal()
         s3_scale = Signal(32)
         with m.If(en & valid[1]):
-            m.d.sync += [s3_last.eq(s2_last), s3_scale.eq(s2_scale)]
-            with m.If(s2_end):
-                m.d.sync += [s3_total.eq(total), acc.eq(Mux(s2_last, 0, total))]
+            m.d.sync += [s3_last.eq(sums.last), s3_scale.eq(c["scale"])]
+        s3_total = accumulate(m, en & valid[1], sums, block)
 
         # Stage 4: the tensor scale, once per dot product.
         result = Signal(32)

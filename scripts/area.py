@@ -54,7 +54,7 @@ def synth(yosys: list[str], synth_cmd: str, top: str, verilog: str) -> dict:
         src = Path(tmp) / f"{top}.v"
         src.write_text(verilog)
         script = f"read_verilog {src}; {synth_cmd} -top {top}; stat"
-        proc = subprocess.run([*yosys, "-q", "-p", script], capture_output=True, text=True,
+        proc = subprocess.run([*yosys, "-p", script], capture_output=True, text=True,
                               cwd=tmp)
     text = proc.stdout + proc.stderr
     match = re.search(r"Number of cells:\s+(\d+)", text)

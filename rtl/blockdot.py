@@ -1,0 +1,87 @@
+"""What the MX and NVFP4 dot-product units share: exact block sums of E2M1 products, streamed
+``lanes`` pairs per beat, and the FP32 accumulation of the block values."""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Module, Mux, Signal, signed
+
+from .comb import wire
+from .fp4 import e2m1_product
+from .fp32 import fp32_add
+
+__all__ = ["BlockSums", "accumulate", "block_sums"]
+
+
+@dataclass
+class BlockSums:
+    """Stage-2 outputs of :func:`block_sums`.
+
+    Attributes
+    ----------
+    sum : Signal
+        The exact block sum in quarters; complete when ``end`` is high.
+    end : Signal
+        The item in stage 2 is a block's final beat.
+    last : Signal
+        ... and ends its dot product.
+    carry : dict of str to Signal
+        The per-beat values passed in, as they were on that beat.
+    """
+
+    sum: Signal
+    end: Signal
+    last: Signal
+    carry: dict
+
+
+def block_sums(m: Module, i, en, valid, *, lanes: int, block: int, carry: dict) -> BlockSums:
+    """Add pipeline stages 1 (this beat's partial sum) and 2 (the running block sum).
+
+    ``i`` is the unit's input stream, with payload fields ``a``, ``b`` (``lanes`` E2M1 codes)
+    and ``last``; ``en`` and ``valid`` come from :func:`~scoville.rtl.pipeline.stall_chain`.
+    ``carry`` maps names to values computed from the beat (scales, flags) that travel with it.
+    """
+    beats = block // lanes
+    beat = Signal(range(max(beats, 2)))
+    with m.If(i.valid & i.ready):
+        m.d.sync += beat.eq(Mux(beat == beats - 1, 0, beat + 1))
+    p = i.payload
+    partial = sum(e2m1_product(p.a[k], p.b[k]) for k in range(lanes))
+    end_now = beat == beats - 1
+
+    s1_sum = Signal(signed(9 + lanes.bit_length()))
+    s1_first, s1_end, s1_last = Signal(), Signal(), Signal()
+    s1 = {name: Signal.like(wire(m, f"{name}_in", value), name=f"s1_{name}")
+          for name, value in carry.items()}
+    with m.If(en):
+        m.d.sync += [
+            s1_sum.eq(partial),
+            s1_first.eq(beat == 0),
+            s1_end.eq(end_now),
+            s1_last.eq(p.last & end_now),
+        ]
+        m.d.sync += [s1[name].eq(value) for name, value in carry.items()]
+
+    s2_sum = Signal(signed((block * 144).bit_length() + 1))  # |sum| <= block * 144 quarters
+    s2_end, s2_last = Signal(), Signal()
+    s2 = {name: Signal.like(sig, name=f"s2_{name}") for name, sig in s1.items()}
+    with m.If(en & valid[0]):
+        m.d.sync += [
+            s2_sum.eq(Mux(s1_first, 0, s2_sum) + s1_sum),
+            s2_end.eq(s1_end),
+            s2_last.eq(s1_last),
+        ]
+        m.d.sync += [s2[name].eq(sig) for name, sig in s1.items()]
+    return BlockSums(s2_sum, s2_end, s2_last, s2)
+
+
+def accumulate(m: Module, step, sums: BlockSums, block_value) -> Signal:
+    """Add the FP32 accumulator: on each block's final beat (when ``step`` is high), add
+    ``block_value`` (binary32); at the end of a dot product clear it to +0. Returns the
+    registered sum as of the latest block (the dot product's result after its last block)."""
+    acc = Signal(32)
+    total = wire(m, "acc_total", fp32_add(m, acc, block_value))
+    result = Signal(32)
+    with m.If(step & sums.end):
+        m.d.sync += [result.eq(total), acc.eq(Mux(sums.last, 0, total))]
+    return result
