@@ -11,6 +11,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -118,14 +119,23 @@ def _locked(path: Path):
 @contextlib.contextmanager
 def _runner_env(tool: Tool):
     """The simulator on PATH, and cocotb's runner told it is not under pytest (so that it
-    returns instead of exiting; we read the results XML ourselves)."""
-    saved = os.environ.pop("PYTEST_CURRENT_TEST", None)
+    returns instead of exiting; we read the results XML ourselves). Verilator's makefiles
+    compile through ``ccache`` when it is installed: most of a build is the same C++ harness
+    (Verilator's runtime and cocotb's VPI glue) for every design, so this cuts a new build
+    from about 20 s to 8 s. ``OBJCACHE`` set by the user wins."""
+    saved = {key: os.environ.get(key) for key in ("PYTEST_CURRENT_TEST", "OBJCACHE")}
+    os.environ.pop("PYTEST_CURRENT_TEST", None)
+    if "OBJCACHE" not in os.environ and shutil.which("ccache"):
+        os.environ["OBJCACHE"] = "ccache"
     try:
         with simulator_env(tool):
             yield
     finally:
-        if saved is not None:
-            os.environ["PYTEST_CURRENT_TEST"] = saved
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _tail(path: Path, lines: int = 25) -> str:

@@ -1,12 +1,14 @@
 """The flow itself: a wrong design fails, builds are cached, lint waivers are explained."""
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from amaranth.hdl import Module
 
 from scoville.blocks import get_block
 from scoville.rtl.fp4 import Fp4Mul
+from scoville.sim import flow
 from scoville.sim.lint import WAIVED
 
 from .simcheck import explain, simulate
@@ -62,3 +64,13 @@ def test_different_parameters_build_in_different_folders(simulator, seed):
 def test_every_lint_waiver_has_a_reason():
     for name, reason in WAIVED.items():
         assert name.isupper() and len(reason) > 20, name
+
+
+@pytest.mark.sim
+def test_waves_are_recorded_on_request(simulator, seed):
+    block = get_block("fp4_mul")
+    config, workload = block.config(), block.workload(count=20)
+    result = flow.run(block, config, workload, simulator, seed=seed, waves=True)
+    assert result.passed, explain(result)
+    assert result.waves.endswith(".fst")
+    assert Path(result.waves).stat().st_size > 0
