@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import signal
 import sys
 import time
 from pathlib import Path
@@ -220,6 +221,8 @@ def _cmd_doctor() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Piped into `head` and the like, end quietly as Unix tools do.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = _build_parser().parse_args(argv)
     try:
         if args.command == "list":
