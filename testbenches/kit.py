@@ -142,14 +142,29 @@ class StreamLockstep:
 
 
 def scoreboard(what: str, expected, got) -> tuple[int, str]:
-    """Compare two equal-length sequences; return the mismatch count and a message naming the
-    first mismatch (index, expected, got), or ``""``."""
+    """Compare two equal-length sequences of outputs; return the mismatch count and a message
+    naming the first mismatch (index, expected, got), or ``""``. An output that is a list (one
+    value per lane) counts one mismatch per differing lane."""
     expected = list(expected)
     got = list(got)
     if len(expected) != len(got):
         return max(len(expected), len(got)), (
             f"{what}: expected {len(expected)} results, got {len(got)}"
         )
+
+    def wrong(e, g) -> int:
+        if isinstance(e, list) and isinstance(g, list) and len(e) == len(g):
+            return sum(x != y for x, y in zip(e, g, strict=True))
+        return int(e != g)
+
+    counts = [wrong(e, g) for e, g in zip(expected, got, strict=True)]
+    total = sum(counts)
+    if not total:
+        return 0, ""
+    k = next(i for i, c in enumerate(counts) if c)
+    return total, (
+        f"{what}: {total} mismatches; first at index {k}: expected {expected[k]}, got {got[k]}"
+    )
     bad = [k for k, (e, g) in enumerate(zip(expected, got, strict=True)) if e != g]
     if not bad:
         return 0, ""
