@@ -49,6 +49,7 @@ class TestOutcome:
     passed: bool
     message: str = ""
     sim_time_ns: float = 0.0
+    wall_s: float = 0.0
 
 
 @dataclass
@@ -220,6 +221,7 @@ def _read_results(path: Path) -> list[TestOutcome]:
         if failure is None:
             failure = case.find("error")
         skipped = case.find("skipped")
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
         message = ""
         if failure is not None:
             message = (failure.get("message") or "") + (failure.text or "")
@@ -228,7 +230,8 @@ def _read_results(path: Path) -> list[TestOutcome]:
                 name=case.get("name", "?"),
                 passed=failure is None and skipped is None,
                 message=message.strip(),
-                sim_time_ns=float(case.get("sim_time_ns", 0) or 0),
+                sim_time_ns=float(props.get("sim_time_duration") or 0),
+                wall_s=float(case.get("time", 0) or 0),
             )
         )
     return outcomes

@@ -28,16 +28,16 @@ class Schedule:
     def __init__(self, seed: int, gap: float):
         self._rng = np.random.default_rng(seed)
         self._gap = gap
-        self._bits = np.zeros(0, dtype=bool)
+        self._bits: list[bool] = []
 
     def __getitem__(self, t: int) -> bool:
-        while t >= len(self._bits):
+        bits = self._bits
+        while t >= len(bits):
             if self._gap == 0:
-                chunk = np.ones(self._CHUNK, dtype=bool)
+                bits.extend([True] * self._CHUNK)
             else:
-                chunk = self._rng.random(self._CHUNK) >= self._gap
-            self._bits = np.concatenate([self._bits, chunk])
-        return bool(self._bits[t])
+                bits.extend((self._rng.random(self._CHUNK) >= self._gap).tolist())
+        return bits[t]
 
 
 def pipeline_cycles_ideal(items: int, latency: int) -> int:
