@@ -22,7 +22,7 @@ import cocotb
 from amaranth.back import verilog
 
 from . import lint as lint_mod
-from .tools import Tool, ToolError, find_verilator, require, simulator_env
+from .tools import Tool, find_verilator, require, simulator_env
 
 __all__ = ["FlowError", "RunResult", "TestOutcome", "build", "cache_root", "run", "to_verilog"]
 
@@ -146,16 +146,20 @@ def _tail(path: Path, lines: int = 25) -> str:
         return ""
 
 
-def build(block, config, sim: str, *, waves: bool = False) -> tuple[Path, str, bool, str]:
+def build(
+    block, config, sim: str, *, waves: bool = False, tool: Tool | None = None
+) -> tuple[Path, str, bool, str]:
     """Build ``block`` with ``config`` for ``sim`` unless an identical build is cached.
 
     Returns ``(build_dir, top, reused, lint_status)``. The cache key is the Verilog text, the
     simulator and its version, the build options and the cocotb version; the folder is named
     after the block and simulator so parallel runs of different parameter sets never share one.
+    ``tool`` is the simulator as :func:`~scoville.sim.tools.require` finds it (looked up when
+    not given).
     """
     from cocotb_tools.runner import get_runner
 
-    tool = require(sim)
+    tool = tool or require(sim)
     top = block.name
     text = to_verilog(block.component(config), top)
     key_src = json.dumps(
@@ -171,7 +175,8 @@ def build(block, config, sim: str, *, waves: bool = False) -> tuple[Path, str, b
         build_dir.mkdir(parents=True, exist_ok=True)
         source = build_dir / f"{top}.v"
         source.write_text(text)
-        lint_status = _lint(source, top)
+        linter = tool if sim == "verilator" else find_verilator()
+        lint_status = _lint(source, top, linter)
         runner = get_runner(sim)
         build_args: list[str] = []
         if sim == "verilator":
@@ -200,8 +205,7 @@ def build(block, config, sim: str, *, waves: bool = False) -> tuple[Path, str, b
     return build_dir, top, False, lint_status
 
 
-def _lint(source: Path, top: str) -> str:
-    tool = find_verilator()
+def _lint(source: Path, top: str, tool: Tool) -> str:
     if not tool.ok:
         return f"skipped: {tool.problem}"
     with simulator_env(tool):
@@ -272,7 +276,7 @@ def run(
     from cocotb_tools.runner import get_runner
 
     tool = require(sim)
-    build_dir, top, reused, lint_status = build(block, config, sim, waves=waves)
+    build_dir, top, reused, lint_status = build(block, config, sim, waves=waves, tool=tool)
     runs = build_dir / "runs"
     runs.mkdir(exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix=f"seed{seed}-", dir=runs))
@@ -340,5 +344,3 @@ def run(
         errors=errors,
     )
 
-
-__all__ += ["ToolError"]

@@ -171,7 +171,7 @@ def find_icarus() -> Tool:
     if exe is None or shutil.which("vvp") is None:
         problem = "Icarus Verilog (iverilog, vvp) not found"
         return Tool("icarus", None, None, problem=problem, fix=fix)
-    version = _parse_version(_run_version([exe, "-V"]).splitlines()[0] if exe else "")
+    version = _parse_version(_run_version([exe, "-V"]))
     if version is None or version < MIN_ICARUS:
         return Tool(
             "icarus",

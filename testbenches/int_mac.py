@@ -8,6 +8,7 @@ and a random workload of dot products of random lengths under gaps and back-pres
 import cocotb
 import numpy as np
 
+from scoville.rtl.intmac import IntMac
 from scoville.sim.golden.intmac import int_mac
 
 from .kit import check_stream, context, pack
@@ -31,16 +32,10 @@ async def _check(dut, test, rows, *, gaps):
     await check_stream(
         dut, ctx, test, items, want,
         decode=lambda w: w - (1 << 32) if w >> 31 else w,
-        latency=dut_latency(), in_width=2 * bits * lanes + 33, gaps=gaps, emits=emits,
+        latency=IntMac.latency, in_width=2 * bits * lanes + 33, gaps=gaps, emits=emits,
         describe=lambda k: f"a={rows[k][0].tolist()} b={rows[k][1].tolist()} acc={rows[k][2]}",
         macs=sum(len(r[0]) for r in rows),
     )
-
-
-def dut_latency() -> int:
-    from scoville.rtl.intmac import IntMac
-
-    return IntMac.latency
 
 
 def _lo_hi(bits):

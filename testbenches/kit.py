@@ -141,14 +141,15 @@ class StreamLockstep:
         )
 
 
-def scoreboard(what: str, expected, got) -> tuple[int, str]:
-    """Compare two equal-length sequences of outputs; return the mismatch count and a message
-    naming the first mismatch (index, expected, got), or ``""``. An output that is a list (one
-    value per lane) counts one mismatch per differing lane."""
+def scoreboard(what: str, expected, got) -> tuple[int, int | None, str]:
+    """Compare two equal-length sequences of outputs; return the mismatch count, the index of
+    the first mismatching output (``None`` when all match) and a message naming it (index,
+    expected, got), or ``""``. An output that is a list (one value per lane) counts one
+    mismatch per differing lane."""
     expected = list(expected)
     got = list(got)
     if len(expected) != len(got):
-        return max(len(expected), len(got)), (
+        return max(len(expected), len(got)), None, (
             f"{what}: expected {len(expected)} results, got {len(got)}"
         )
 
@@ -160,9 +161,9 @@ def scoreboard(what: str, expected, got) -> tuple[int, str]:
     counts = [wrong(e, g) for e, g in zip(expected, got, strict=True)]
     total = sum(counts)
     if not total:
-        return 0, ""
+        return 0, None, ""
     k = next(i for i, c in enumerate(counts) if c)
-    return total, (
+    return total, k, (
         f"{what}: {total} mismatches; first at index {k}: expected {expected[k]}, got {got[k]}"
     )
     bad = [k for k, (e, g) in enumerate(zip(expected, got, strict=True)) if e != g]
@@ -231,9 +232,8 @@ async def check_stream(
     bench = StreamLockstep(dut, *schedules(ctx, gaps=gaps))
     words, cycles = await bench.run(items, len(expected), timeout=50 * len(items) + 200)
     got = [decode(w) for w in words]
-    mismatches, why = scoreboard(f"{ctx.describe()}: {test}", expected, got)
-    if mismatches and describe is not None:
-        first = next(k for k, (e, g) in enumerate(zip(expected, got, strict=False)) if e != g)
+    mismatches, first, why = scoreboard(f"{ctx.describe()}: {test}", expected, got)
+    if first is not None and describe is not None:
         why += f" ({describe(first)})"
     model_cycles = pipeline_cycles(len(items), latency, *schedules(ctx, gaps=gaps), emits)
     record(test, mismatches=mismatches, cycles=cycles, model_cycles=model_cycles,
