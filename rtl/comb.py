@@ -1,8 +1,8 @@
 """Small helpers for writing combinational datapaths."""
 
-from amaranth.hdl import Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 
-__all__ = ["wire"]
+__all__ = ["leading_one", "normalize", "wire"]
 
 
 def wire(m, name, value, shape=None):
@@ -14,3 +14,32 @@ def wire(m, name, value, shape=None):
     sig = Signal(shape if shape is not None else value.shape(), name=name)
     m.d.comb += sig.eq(value)
     return sig
+
+
+def normalize(m, name, value, probe=None):
+    """Shift ``value`` left by the leading-zero count of ``probe`` (``value`` itself by
+    default; both as wide as ``value``).
+
+    A logarithmic shifter: each stage shifts by 16, 8, 4, 2, 1 (the powers of two below the
+    width) when the top bits of the probe are zero. A probe with a sentinel bit caps the shift.
+    Returns the shifted value and the shift.
+    """
+    width = len(value)
+    steps = [1 << k for k in reversed(range((width - 1).bit_length()))]
+    taken = []
+    for step in steps:
+        zero = (value if probe is None else probe)[width - step :] == 0
+        if probe is not None:
+            probe = wire(m, f"{name}_probe{step}", Mux(zero, probe << step, probe)[:width])
+        value = wire(m, f"{name}_norm{step}", Mux(zero, value << step, value)[:width])
+        taken.append(zero)
+    return value, wire(m, f"{name}_shift", Cat(*reversed(taken)))
+
+
+def leading_one(m: Module, name, value) -> Signal:
+    """The position of the highest set bit of ``value`` (0 when ``value`` is 0)."""
+    lead = Signal(range(max(len(value), 2)), name=name)
+    for k in range(len(value)):
+        with m.If(value[k]):
+            m.d.comb += lead.eq(k)
+    return lead

@@ -11,7 +11,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .comb import wire
+from .comb import normalize, wire
 from .params import check_int, param
 from .pipeline import stall_pipeline
 
@@ -25,24 +25,6 @@ FP32_QNAN = 0x7FC0_0000
 
 #: Width of the working sum: carry, hidden bit, 23 fraction bits, guard, round, sticky.
 _SUM_BITS = 28
-
-
-def _normalize(m, name, value, probe):
-    """Shift ``value`` left by the leading-zero count of ``probe`` (both ``_SUM_BITS`` wide).
-
-    A logarithmic shifter: each stage shifts by 16, 8, 4, 2, 1 when the top bits of the probe
-    are zero. ``probe`` is ``value`` with a sentinel bit that caps the shift. Returns the
-    shifted value and the shift (5 bits; 31 when ``probe`` is zero).
-    """
-    taken = []
-    for step in (16, 8, 4, 2, 1):
-        zero = probe[_SUM_BITS - step :] == 0
-        probe = wire(m, f"{name}_probe{step}", Mux(zero, probe << step, probe)[:_SUM_BITS])
-        value = wire(m, f"{name}_norm{step}", Mux(zero, value << step, value)[:_SUM_BITS])
-        taken.append(zero)
-    return value, wire(m, f"{name}_shift", Cat(*reversed(taken)))
-
-
 
 
 def fp32_add(m, a, b, *, name="fp32_add"):
@@ -100,7 +82,7 @@ def fp32_add(m, a, b, *, name="fp32_add"):
 
     # The sentinel stops the shift where the exponent would reach 0: the result is subnormal.
     sentinel = Const(1 << (_SUM_BITS - 1), _SUM_BITS) >> exp_big
-    norm, shift = _normalize(m, name, total, total | sentinel)
+    norm, shift = normalize(m, name, total, total | sentinel)
     exp = wire(m, f"{name}_exp", (exp_big + 1 - shift)[:9])
     is_normal = norm[_SUM_BITS - 1]
     exp_field = Mux(is_normal, exp[:8], 0)

@@ -7,7 +7,7 @@ to zero), except that every NaN it produces is the canonical quiet NaN :data:`FP
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 
-from .comb import wire
+from .comb import normalize, wire
 from .fp32 import FP32_QNAN
 from .fpconv import FP32_INF
 
@@ -17,22 +17,6 @@ __all__ = ["fp32_mul"]
 #: Right shifts of the product for subnormal results stop here: from 25 places on, even the
 #: hidden bit lies below the guard position and the result rounds to zero.
 _MAX_RSHIFT = 25
-
-
-
-
-def _normalize24(m, name, sig):
-    """Shift the 24-bit ``sig`` left until its bit 23 is set; return it and the shift.
-
-    A logarithmic shifter whose stages (16, 8, 4, 2, 1 places) each fire when the top bits
-    are zero, so the shift is the leading-zero count (0..23 for a nonzero ``sig``).
-    """
-    taken = []
-    for step in (16, 8, 4, 2, 1):
-        zero = sig[24 - step :] == 0
-        sig = wire(m, f"{name}_norm{step}", Mux(zero, sig << step, sig)[:24])
-        taken.append(zero)
-    return sig, wire(m, f"{name}_lz", Cat(*reversed(taken)))
 
 
 def _operand(m, name, x):
@@ -49,7 +33,7 @@ def _operand(m, name, x):
     is_inf = wire(m, f"{name}_inf", top & (man == 0))
     is_zero = wire(m, f"{name}_zero", x[:31] == 0)
     # Subnormals share exponent 1 with the smallest normals; their hidden bit is 0.
-    sig, lz = _normalize24(m, name, Cat(man, biased != 0))
+    sig, lz = normalize(m, name, Cat(man, biased != 0))
     exp = wire(m, f"{name}_exp", Mux(biased == 0, 1, biased) - lz, signed(10))
     return sign, is_nan, is_inf, is_zero, sig, exp
 

@@ -6,6 +6,8 @@ with ties to even; subnormal results are kept; results beyond the binary32 range
 
 from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 
+from .comb import leading_one
+
 __all__ = ["FP32_INF", "scaled_int_to_fp32"]
 
 FP32_INF = 0x7F80_0000
@@ -34,10 +36,7 @@ def scaled_int_to_fp32(m: Module, value, exp, *, name: str = "cvt") -> Signal:
     sign = Signal(name=f"{name}_sign")
     m.d.comb += [sign.eq(value < 0), mag.eq(Mux(value < 0, -value, value))]
 
-    p = Signal(range(width), name=f"{name}_lead")
-    for k in range(width):
-        with m.If(mag[k]):
-            m.d.comb += p.eq(k)
+    p = leading_one(m, f"{name}_lead", mag)
 
     wide = signed(max(len(exp), 8) + 4)
     e1 = Signal(wide, name=f"{name}_e1")  # E - 1

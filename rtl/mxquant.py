@@ -13,6 +13,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .comb import leading_one
+from .fp32 import FP32
 from .params import check_choice, param
 from .pipeline import stall_pipeline
 
@@ -139,17 +141,14 @@ class MxQuant(wiring.Component):
 
         # Stage 2: the shared exponent, and every element rounded to E2M1.
         amax_exp = s1_amax[23:31]
-        lead = Signal(range(23), name="sub_lead")
-        for k in range(23):
-            with m.If(s1_amax[k]):
-                m.d.comb += lead.eq(k)
+        lead = leading_one(m, "sub_lead", s1_amax[:23])
         log2 = Signal(signed(10))  # floor(log2(amax)), -149..127
         m.d.comb += log2.eq(Mux(amax_exp == 0, lead - 149, amax_exp - 127))
         e = Signal(signed(10))
         m.d.comb += e.eq(Mux((s1_amax == 0) | (log2 - 2 < -127), -127, log2 - 2))
         codes = Signal(data.ArrayLayout(4, BLOCK))
         for k in range(BLOCK):
-            x = data.View(data.StructLayout({"man": 23, "exp": 8, "sign": 1}), s1_x[k])
+            x = data.View(FP32, s1_x[k])
             sig = Cat(x.man, x.exp != 0)
             mag = _round_e2m1(m, sig, x.exp, e, f"el{k}")
             m.d.comb += codes[k].eq(Cat(mag, x.sign))
