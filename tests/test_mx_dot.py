@@ -6,7 +6,8 @@ import pytest
 from scoville.rtl.mxdot import MxDotConfig
 from scoville.rtl.params import ParamError
 from scoville.sim.golden import E2M1_VALUES
-from scoville.sim.golden.mxdot import FP32_QNAN, mx_dot
+from scoville.sim.golden.fp32 import FP32_QNAN
+from scoville.sim.golden.mxdot import mx_dot
 
 from .simcheck import assert_passed, simulate
 

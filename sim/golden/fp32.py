@@ -7,7 +7,7 @@ quiet NaN 0x7FC00000, because the RTL does not propagate NaN payloads or signs.
 
 import numpy as np
 
-__all__ = ["FP32_QNAN", "fp32_add"]
+__all__ = ["FP32_QNAN", "canonical_bits", "fp32_add", "sum_in_order"]
 
 #: The one NaN encoding the RTL produces.
 FP32_QNAN = np.uint32(0x7FC0_0000)
@@ -28,7 +28,24 @@ def fp32_add(a_bits, b_bits) -> np.ndarray:
     b = _encodings("b_bits", b_bits)
     with np.errstate(over="ignore", invalid="ignore"):
         total = a.view(np.float32) + b.view(np.float32)
-    return np.where(np.isnan(total), FP32_QNAN, total.view(np.uint32)).astype(np.uint32)
+    return canonical_bits(total)
+
+
+def canonical_bits(values) -> np.ndarray:
+    """The bits of float32 ``values`` as uint32, every NaN as :data:`FP32_QNAN`."""
+    values = np.asarray(values, dtype=np.float32)
+    return np.where(np.isnan(values), FP32_QNAN, values.view(np.uint32)).astype(np.uint32)
+
+
+def sum_in_order(columns) -> np.ndarray:
+    """Row sums of the float32 array ``columns`` (shape ``(n, k)``), added column by column
+    into a float32 accumulator that starts at +0: each addition rounds once, in order."""
+    columns = np.asarray(columns, dtype=np.float32)
+    acc = np.zeros(columns.shape[0], dtype=np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for j in range(columns.shape[1]):
+            acc = (acc + columns[:, j]).astype(np.float32)
+    return acc
 
 
 def _encodings(name, bits) -> np.ndarray:

@@ -7,38 +7,22 @@ accumulator starting at +0. Every NaN is the canonical 0x7FC00000.
 
 import numpy as np
 
-from .fp4 import fp4_mul
+from .fp4 import fp4_block_sums
+from .fp32 import canonical_bits, sum_in_order
 
-__all__ = ["FP32_QNAN", "mx_block_dot_exact", "mx_dot"]
+__all__ = ["mx_dot"]
 
-FP32_QNAN = np.uint32(0x7FC0_0000)
 BLOCK = 32
-
-
-def mx_block_dot_exact(a, b):
-    """Exact block sums in quarters: ``a``, ``b`` are E2M1 codes of shape ``(..., 32)``."""
-    return fp4_mul(a, b).astype(np.int64).sum(axis=-1)
 
 
 def mx_dot(a, b, sa, sb):
     """Dot products of rows of E2M1 codes ``a``, ``b`` (shape ``(n, 32 * blocks)``) with E8M0
     scales ``sa``, ``sb`` (shape ``(n, blocks)``). Returns float32 bits, uint32, shape ``(n,)``.
     """
-    a = np.asarray(a, dtype=np.uint8)
-    b = np.asarray(b, dtype=np.uint8)
-    n, k = a.shape
-    if k % BLOCK:
-        raise ValueError(f"the dot-product length must be a multiple of {BLOCK}; got {k}")
-    sums = mx_block_dot_exact(a.reshape(n, -1, BLOCK), b.reshape(n, -1, BLOCK))
+    sums = fp4_block_sums(a, b, BLOCK)
     exps = np.asarray(sa, dtype=np.int64) + np.asarray(sb, dtype=np.int64) - 256
     with np.errstate(over="ignore"):
         blocks = np.ldexp(sums.astype(np.float64), exps).astype(np.float32)
     nan = (np.asarray(sa) == 0xFF) | (np.asarray(sb) == 0xFF)
     blocks[nan] = np.nan
-    acc = np.zeros(n, dtype=np.float32)
-    with np.errstate(invalid="ignore", over="ignore"):
-        for j in range(blocks.shape[1]):
-            acc = (acc + blocks[:, j]).astype(np.float32)
-    bits = acc.view(np.uint32).copy()
-    bits[np.isnan(acc)] = FP32_QNAN
-    return bits
+    return canonical_bits(sum_in_order(blocks))

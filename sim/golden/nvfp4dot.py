@@ -8,11 +8,11 @@ multiplied once, in float32, by the tensor scale. Every NaN is the canonical 0x7
 import ml_dtypes
 import numpy as np
 
-from .fp4 import fp4_mul
+from .fp4 import fp4_block_sums
+from .fp32 import canonical_bits, sum_in_order
 
 __all__ = ["E4M3_VALUES", "nvfp4_dot"]
 
-FP32_QNAN = np.uint32(0x7FC0_0000)
 BLOCK = 16
 
 #: The value of each E4M3 code 0..255 (0x7F and 0xFF are NaN).
@@ -23,19 +23,9 @@ def nvfp4_dot(a, b, sa, sb, scale):
     """Dot products of rows of E2M1 codes ``a``, ``b`` (shape ``(n, 16 * blocks)``) with E4M3
     block-scale codes ``sa``, ``sb`` (shape ``(n, blocks)``) and float32 tensor scales
     ``scale`` (shape ``(n,)``). Returns float32 bits, uint32, shape ``(n,)``."""
-    a = np.asarray(a, dtype=np.uint8)
-    b = np.asarray(b, dtype=np.uint8)
-    n, k = a.shape
-    if k % BLOCK:
-        raise ValueError(f"the dot-product length must be a multiple of {BLOCK}; got {k}")
-    sums = fp4_mul(a.reshape(n, -1, BLOCK), b.reshape(n, -1, BLOCK)).astype(np.int64).sum(-1)
+    sums = fp4_block_sums(a, b, BLOCK)
     scales = E4M3_VALUES[np.asarray(sa, np.uint8)] * E4M3_VALUES[np.asarray(sb, np.uint8)]
     blocks = (sums * 0.25 * scales).astype(np.float32)  # exact: < 2^21 times a power of two
-    acc = np.zeros(n, dtype=np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
-        for j in range(blocks.shape[1]):
-            acc = (acc + blocks[:, j]).astype(np.float32)
-        out = (acc * np.asarray(scale, dtype=np.float32)).astype(np.float32)
-    bits = out.view(np.uint32).copy()
-    bits[np.isnan(out)] = FP32_QNAN
-    return bits
+        out = (sum_in_order(blocks) * np.asarray(scale, dtype=np.float32)).astype(np.float32)
+    return canonical_bits(out)
