@@ -1,10 +1,11 @@
 """Binary32 multiplication: the RTL expression against NumPy float32, in Amaranth's simulator."""
 
 import numpy as np
-from amaranth.hdl import Module, Signal
-from amaranth.sim import Simulator
 
-from scoville.rtl.fp32mul import FP32_QNAN, fp32_mul
+from scoville.rtl.fp32 import FP32_QNAN
+from scoville.rtl.fp32mul import fp32_mul
+
+from .combsim import evaluate
 
 #: Directed operand pairs (binary32 encodings) and why each is here; NumPy gives the answer.
 EDGES = [
@@ -78,22 +79,7 @@ def _numpy_reference(a, b):
 
 
 def _simulate(a, b):
-    m = Module()
-    sig_a = Signal(32)
-    sig_b = Signal(32)
-    out = fp32_mul(m, sig_a, sig_b)
-    got = []
-
-    async def bench(ctx):
-        for x, y in zip(a, b, strict=True):
-            ctx.set(sig_a, int(x))
-            ctx.set(sig_b, int(y))
-            got.append(ctx.get(out))
-
-    sim = Simulator(m)
-    sim.add_testbench(bench)
-    sim.run()
-    return np.array(got, dtype=np.uint32)
+    return evaluate(fp32_mul, [32, 32], a, b)
 
 
 def _random_pairs(rng, n, exp_sum_lo, exp_sum_hi, frac_bits=23):

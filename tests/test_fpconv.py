@@ -2,10 +2,11 @@
 simulator (the cocotb tests of the MX and NVFP4 dot units cover it again in Verilog)."""
 
 import numpy as np
-from amaranth.hdl import Module, Signal, signed
-from amaranth.sim import Simulator
+from amaranth.hdl import signed
 
 from scoville.rtl.fpconv import scaled_int_to_fp32
+
+from .combsim import evaluate
 
 
 def _numpy_reference(values, exps):
@@ -15,22 +16,7 @@ def _numpy_reference(values, exps):
 
 
 def _simulate(width, values, exps):
-    m = Module()
-    value = Signal(signed(width))
-    exp = Signal(signed(11))
-    out = scaled_int_to_fp32(m, value, exp)
-    got = []
-
-    async def bench(ctx):
-        for v, e in zip(values, exps, strict=True):
-            ctx.set(value, int(v))
-            ctx.set(exp, int(e))
-            got.append(ctx.get(out))
-
-    sim = Simulator(m)
-    sim.add_testbench(bench)
-    sim.run()
-    return np.array(got, dtype=np.uint32)
+    return evaluate(scaled_int_to_fp32, [signed(width), signed(11)], values, exps)
 
 
 def test_scaled_int_to_fp32_matches_numpy():

@@ -1,0 +1,26 @@
+"""Evaluating a combinational function in Amaranth's own simulator, vector by vector."""
+
+import numpy as np
+from amaranth.hdl import Module, Signal
+from amaranth.sim import Simulator
+
+
+def evaluate(build, shapes, *columns) -> np.ndarray:
+    """Outputs of ``build(m, *inputs)`` (which adds its logic to ``m`` and returns the output
+    signal) for each row of ``columns``; the inputs have the given Amaranth ``shapes``.
+    Returns uint32 (the output's bits), one per row."""
+    m = Module()
+    inputs = [Signal(shape) for shape in shapes]
+    out = build(m, *inputs)
+    got = np.zeros(len(columns[0]), dtype=np.uint32)
+
+    async def bench(ctx):
+        for k, row in enumerate(zip(*columns, strict=True)):
+            for sig, value in zip(inputs, row, strict=True):
+                ctx.set(sig, int(value))
+            got[k] = ctx.get(out)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    return got
