@@ -3,13 +3,44 @@
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
 
 from .comb import wire
 from .fp4 import e2m1_product
 from .fp32 import fp32_add
 
-__all__ = ["BlockSums", "accumulate", "block_sums"]
+__all__ = ["BlockDotUnit", "BlockSums", "accumulate", "block_sums"]
+
+
+class BlockDotUnit(wiring.Component):
+    """The interface of a block dot-product unit, built from its ``config`` (which has
+    ``lanes``).
+
+    Input beats carry ``a``, ``b`` (``lanes`` E2M1 codes each), the 8-bit block scale codes
+    ``sa``, ``sb``, the unit's own ``tail`` fields, and ``last``; the output is the binary32
+    bits of each dot product.
+    """
+
+    def __init__(self, config, tail: dict):
+        self._config = config
+        self.in_layout = data.StructLayout({
+            "a": data.ArrayLayout(4, config.lanes),
+            "b": data.ArrayLayout(4, config.lanes),
+            "sa": unsigned(8),
+            "sb": unsigned(8),
+            **tail,
+            "last": unsigned(1),
+        })
+        super().__init__({
+            "i": In(stream.Signature(self.in_layout)),
+            "o": Out(stream.Signature(32)),
+        })
+
+    @property
+    def config(self):
+        return self._config
 
 
 @dataclass

@@ -10,11 +10,9 @@ tensor hardware accumulates. A NaN scale (0xFF) makes its block, and so the resu
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.hdl import Module, Mux, Signal, signed
 
-from .blockdot import accumulate, block_sums
+from .blockdot import BlockDotUnit, accumulate, block_sums
 from .fp32 import FP32_QNAN
 from .fpconv import scaled_int_to_fp32
 from .params import check_int, param
@@ -46,7 +44,7 @@ class MxDotConfig:
         return BLOCK // self.lanes
 
 
-class MxDot(wiring.Component):
+class MxDot(BlockDotUnit):
     """Streaming MXFP4 dot-product unit with FP32 accumulation.
 
     A dot product is a run of blocks; each block arrives as ``32 / lanes`` beats of ``lanes``
@@ -68,23 +66,7 @@ class MxDot(wiring.Component):
     latency = 3
 
     def __init__(self, config: MxDotConfig):
-        self._config = config
-        lanes = config.lanes
-        self.in_layout = data.StructLayout({
-            "a": data.ArrayLayout(4, lanes),
-            "b": data.ArrayLayout(4, lanes),
-            "sa": unsigned(8),
-            "sb": unsigned(8),
-            "last": unsigned(1),
-        })
-        super().__init__({
-            "i": In(stream.Signature(self.in_layout)),
-            "o": Out(stream.Signature(32)),
-        })
-
-    @property
-    def config(self) -> MxDotConfig:
-        return self._config
+        super().__init__(config, {})
 
     def elaborate(self, platform):
         m = Module()

@@ -12,10 +12,9 @@ tensors' FP32 scales) with :func:`~scoville.rtl.fp32mul.fp32_mul`. An E4M3 NaN s
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data
 
-from .blockdot import accumulate, block_sums
+from .blockdot import BlockDotUnit, accumulate, block_sums
 from .fp32 import FP32_QNAN
 from .fp32mul import fp32_mul
 from .fpconv import scaled_int_to_fp32
@@ -51,7 +50,7 @@ class Nvfp4DotConfig:
         return BLOCK // self.lanes
 
 
-class Nvfp4Dot(wiring.Component):
+class Nvfp4Dot(BlockDotUnit):
     """Streaming NVFP4 dot-product unit.
 
     A dot product is a run of blocks, each ``16 / lanes`` beats of ``lanes`` element pairs.
@@ -72,24 +71,7 @@ class Nvfp4Dot(wiring.Component):
     latency = 4
 
     def __init__(self, config: Nvfp4DotConfig):
-        self._config = config
-        lanes = config.lanes
-        self.in_layout = data.StructLayout({
-            "a": data.ArrayLayout(4, lanes),
-            "b": data.ArrayLayout(4, lanes),
-            "sa": unsigned(8),
-            "sb": unsigned(8),
-            "scale": unsigned(32),
-            "last": unsigned(1),
-        })
-        super().__init__({
-            "i": In(stream.Signature(self.in_layout)),
-            "o": Out(stream.Signature(32)),
-        })
-
-    @property
-    def config(self) -> Nvfp4DotConfig:
-        return self._config
+        super().__init__(config, {"scale": unsigned(32)})
 
     def elaborate(self, platform):
         m = Module()
