@@ -7,13 +7,12 @@ except that every NaN it produces is the canonical quiet NaN :data:`FP32_QNAN`.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.hdl import Cat, Const, Mux, unsigned
+from amaranth.lib import data
 
 from .comb import normalize, wire
 from .params import check_int, param
-from .pipeline import stall_pipeline
+from .pipeline import LaneUnit
 
 __all__ = ["FP32", "FP32_QNAN", "Fp32Add", "Fp32AddConfig", "fp32_add"]
 
@@ -121,56 +120,13 @@ class Fp32AddConfig:
         check_int("latency", self.latency, 1, 4)
 
 
-class Fp32Add(wiring.Component):
-    """``lanes`` IEEE-754 binary32 adders (:func:`fp32_add`) behind one stream.
-
-    The adders are combinational; the ``latency`` register stages follow them (for synthesis
-    to retime).
-
-    Attributes
-    ----------
-    i : In(stream.Signature(...))
-        Payload fields ``a`` and ``b``: arrays of ``lanes`` binary32 encodings; lane ``k`` in
-        bits ``32k..32k+31`` of each field, ``a`` in the low half.
-    o : Out(stream.Signature(...))
-        Payload: array of ``lanes`` binary32 sums ``a[k] + b[k]``.
-    latency : int
-        Cycles from an input handshake to its result being valid, with no back-pressure.
-    """
+class Fp32Add(LaneUnit):
+    """``lanes`` IEEE-754 binary32 adders (:func:`fp32_add`) behind one stream (see
+    :class:`~scoville.rtl.pipeline.LaneUnit`): binary32 encodings in, their sums out. The
+    adders are combinational; the ``latency`` register stages follow them."""
 
     def __init__(self, config: Fp32AddConfig):
-        self._config = config
-        lanes = config.lanes
-        self.in_layout = data.StructLayout(
-            {"a": data.ArrayLayout(32, lanes), "b": data.ArrayLayout(32, lanes)}
-        )
-        self.out_layout = data.ArrayLayout(32, lanes)
-        super().__init__(
-            {
-                "i": In(stream.Signature(self.in_layout)),
-                "o": Out(stream.Signature(self.out_layout)),
-            }
-        )
+        super().__init__(config, 32, 32)
 
-    @property
-    def config(self) -> Fp32AddConfig:
-        return self._config
-
-    @property
-    def latency(self) -> int:
-        return self._config.latency
-
-    def elaborate(self, platform):
-        m = Module()
-        en = stall_pipeline(m, self.i, self.o, self.latency)
-        sums = [
-            fp32_add(m, self.i.payload.a[k], self.i.payload.b[k], name=f"add{k}")
-            for k in range(self._config.lanes)
-        ]
-        stages = [Signal(self.out_layout, name=f"sum_s{s}") for s in range(self.latency)]
-        with m.If(en):
-            m.d.sync += stages[0].eq(Cat(*sums))
-            for s in range(1, self.latency):
-                m.d.sync += stages[s].eq(stages[s - 1])
-        m.d.comb += self.o.payload.eq(stages[-1])
-        return m
+    def lane(self, m, k, a, b):
+        return fp32_add(m, a, b, name=f"add{k}")

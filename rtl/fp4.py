@@ -7,12 +7,11 @@ signed fixed-point integer counting quarters (9 bits).
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.hdl import Cat, Mux, signed, unsigned
+from amaranth.lib import data
 
 from .params import check_int, param
-from .pipeline import stall_pipeline
+from .pipeline import LaneUnit
 
 __all__ = ["E2M1", "PRODUCT_SHAPE", "Fp4Mul", "Fp4MulConfig", "e2m1_product"]
 
@@ -59,52 +58,13 @@ class Fp4MulConfig:
         check_int("latency", self.latency, 1, 4)
 
 
-class Fp4Mul(wiring.Component):
-    """``lanes`` exact FP4 x FP4 multipliers behind one stream.
-
-    Attributes
-    ----------
-    i : In(stream.Signature(...))
-        Payload fields ``a`` and ``b``: arrays of ``lanes`` E2M1 codes; lane ``k`` in bits
-        ``4k..4k+3`` of each field, ``a`` in the low half.
-    o : Out(stream.Signature(...))
-        Payload: array of ``lanes`` signed 9-bit products counting quarters.
-    latency : int
-        Cycles from an input handshake to its result being valid, with no back-pressure.
-    """
+class Fp4Mul(LaneUnit):
+    """``lanes`` exact FP4 x FP4 multipliers behind one stream (see
+    :class:`~scoville.rtl.pipeline.LaneUnit`): E2M1 codes in, signed 9-bit products counting
+    quarters out."""
 
     def __init__(self, config: Fp4MulConfig):
-        self._config = config
-        lanes = config.lanes
-        self.in_layout = data.StructLayout(
-            {"a": data.ArrayLayout(4, lanes), "b": data.ArrayLayout(4, lanes)}
-        )
-        self.out_layout = data.ArrayLayout(PRODUCT_SHAPE, lanes)
-        super().__init__(
-            {
-                "i": In(stream.Signature(self.in_layout)),
-                "o": Out(stream.Signature(self.out_layout)),
-            }
-        )
+        super().__init__(config, 4, PRODUCT_SHAPE)
 
-    @property
-    def config(self) -> Fp4MulConfig:
-        return self._config
-
-    @property
-    def latency(self) -> int:
-        return self._config.latency
-
-    def elaborate(self, platform):
-        m = Module()
-        en = stall_pipeline(m, self.i, self.o, self.latency)
-        stages = [Signal(self.out_layout, name=f"prod_s{s}") for s in range(self.latency)]
-        with m.If(en):
-            for k in range(self._config.lanes):
-                m.d.sync += stages[0][k].eq(
-                    e2m1_product(self.i.payload.a[k], self.i.payload.b[k])
-                )
-            for s in range(1, self.latency):
-                m.d.sync += stages[s].eq(stages[s - 1])
-        m.d.comb += self.o.payload.eq(stages[-1])
-        return m
+    def lane(self, m, k, a, b):
+        return e2m1_product(a, b)

@@ -6,8 +6,10 @@ exactly this rule.
 """
 
 from amaranth.hdl import Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
 
-__all__ = ["stall_chain", "stall_pipeline"]
+__all__ = ["LaneUnit", "stall_chain", "stall_pipeline"]
 
 
 def stall_pipeline(m: Module, i, o, latency: int) -> Signal:
@@ -51,3 +53,60 @@ def stall_chain(m: Module, i, o, latency: int, *, emits=None) -> tuple[Signal, S
         else:
             m.d.sync += valid.eq((valid << 1) | i.valid)
     return en, valid
+
+
+class LaneUnit(wiring.Component):
+    """``lanes`` copies of a combinational two-operand function behind one stream, followed
+    by ``latency`` register stages (for synthesis to retime).
+
+    Subclasses define :meth:`lane`. The config has ``lanes`` and ``latency``.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(...))
+        Payload fields ``a`` and ``b``: arrays of ``lanes`` operands of ``in_width`` bits;
+        lane ``k`` in bits ``in_width * k`` upward of each field, ``a`` in the low half.
+    o : Out(stream.Signature(ArrayLayout(out_shape, lanes)))
+        Lane ``k`` is ``lane(a[k], b[k])``.
+    latency : int
+        Cycles from an input handshake to its result being valid, with no back-pressure.
+    """
+
+    def __init__(self, config, in_width: int, out_shape):
+        self._config = config
+        lanes = config.lanes
+        self.in_layout = data.StructLayout(
+            {"a": data.ArrayLayout(in_width, lanes), "b": data.ArrayLayout(in_width, lanes)}
+        )
+        self.out_layout = data.ArrayLayout(out_shape, lanes)
+        super().__init__(
+            {
+                "i": In(stream.Signature(self.in_layout)),
+                "o": Out(stream.Signature(self.out_layout)),
+            }
+        )
+
+    @property
+    def config(self):
+        return self._config
+
+    @property
+    def latency(self) -> int:
+        return self._config.latency
+
+    def lane(self, m: Module, k: int, a, b):
+        """The result of lane ``k`` for operands ``a`` and ``b`` (logic added to ``m``)."""
+        raise NotImplementedError
+
+    def elaborate(self, platform):
+        m = Module()
+        en = stall_pipeline(m, self.i, self.o, self.latency)
+        p = self.i.payload
+        results = [self.lane(m, k, p.a[k], p.b[k]) for k in range(self._config.lanes)]
+        stages = [Signal(self.out_layout, name=f"lanes_s{s}") for s in range(self.latency)]
+        with m.If(en):
+            m.d.sync += [stages[0][k].eq(r) for k, r in enumerate(results)]
+            for s in range(1, self.latency):
+                m.d.sync += stages[s].eq(stages[s - 1])
+        m.d.comb += self.o.payload.eq(stages[-1])
+        return m
