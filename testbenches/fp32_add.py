@@ -11,7 +11,7 @@ import numpy as np
 
 from scoville.sim.golden.fp32 import fp32_add
 
-from .kit import check_stream, context, pack, unpack
+from .kit import check_lanes, context
 
 __all__ = ["DIRECTED", "directed_pairs", "random_pairs"]
 
@@ -162,25 +162,8 @@ def random_pairs(rng: np.random.Generator, n: int):
 
 
 async def _check(dut, test, a, b, *, gaps):
-    ctx = context()
-    lanes = ctx.config.lanes
-    pad = (-len(a)) % lanes
-    a = np.concatenate([a, np.zeros(pad, np.uint32)])
-    b = np.concatenate([b, np.zeros(pad, np.uint32)])
-    items = [pack(a[k : k + lanes], 32) | pack(b[k : k + lanes], 32) << (32 * lanes)
-             for k in range(0, len(a), lanes)]
-    want = [_hex(beat) for beat in fp32_add(a, b).reshape(-1, lanes)]
-
-    def operands(k):
-        lo, hi = k * lanes, (k + 1) * lanes
-        return f"pairs {lo}..{hi - 1}: a={_hex(a[lo:hi])} b={_hex(b[lo:hi])}"
-
-    await check_stream(
-        dut, ctx, test, items, want,
-        decode=lambda w: _hex(unpack(w, 32, lanes)),
-        latency=ctx.config.latency, in_width=64 * lanes, gaps=gaps,
-        describe=operands, pairs=len(a),
-    )
+    await check_lanes(dut, context(), test, a, b, fp32_add, width=32, out_width=32, show=_hex,
+                      gaps=gaps)
 
 
 @cocotb.test()

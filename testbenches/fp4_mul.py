@@ -9,25 +9,12 @@ import numpy as np
 
 from scoville.sim.golden import fp4_mul
 
-from .kit import check_stream, context, pack, unpack
+from .kit import check_lanes, context
 
 
 async def _check(dut, test, a, b, *, gaps):
-    ctx = context()
-    lanes = ctx.config.lanes
-    pad = (-len(a)) % lanes
-    a = np.concatenate([a, np.zeros(pad, np.uint8)])
-    b = np.concatenate([b, np.zeros(pad, np.uint8)])
-    items = [pack(a[k : k + lanes], 4) | pack(b[k : k + lanes], 4) << (4 * lanes)
-             for k in range(0, len(a), lanes)]
-    want = fp4_mul(a, b).reshape(-1, lanes).tolist()
-    await check_stream(
-        dut, ctx, test, items, want,
-        decode=lambda w: unpack(w, 9, lanes, signed=True),
-        latency=ctx.config.latency, in_width=8 * lanes, gaps=gaps,
-        describe=lambda k: f"a={a[k * lanes:(k + 1) * lanes]} b={b[k * lanes:(k + 1) * lanes]}",
-        products=len(a),
-    )
+    await check_lanes(dut, context(), test, a, b, fp4_mul, width=4, out_width=9, signed=True,
+                      gaps=gaps, count_as="products")
 
 
 @cocotb.test()

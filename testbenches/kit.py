@@ -242,3 +242,35 @@ async def check_stream(
     assert cycles == model_cycles, (
         f"{ctx.describe()}: {test}: cycles {cycles} != model {model_cycles}"
     )
+
+
+def _ints(values) -> list[int]:
+    return [int(v) for v in values]
+
+
+async def check_lanes(
+    dut, ctx: RunContext, test: str, a, b, model, *, width: int, out_width: int,
+    signed: bool = False, show=_ints, gaps: bool, count_as: str = "pairs",
+) -> None:
+    """:func:`check_stream` for a lane-parallel unit (:class:`~scoville.rtl.pipeline.LaneUnit`):
+    operand arrays ``a`` and ``b`` (``width``-bit codes, padded with zeros to whole beats) in,
+    ``model(a, b)`` (``out_width``-bit lane results) expected. ``show`` turns a beat's values
+    into what is compared and printed; the number of pairs is recorded as ``count_as``."""
+    lanes = ctx.config.lanes
+    pad = (-len(a)) % lanes
+    a = np.concatenate([a, np.zeros(pad, a.dtype)])
+    b = np.concatenate([b, np.zeros(pad, b.dtype)])
+    items = [pack(a[k : k + lanes], width) | pack(b[k : k + lanes], width) << (width * lanes)
+             for k in range(0, len(a), lanes)]
+    want = [show(beat) for beat in np.asarray(model(a, b)).reshape(-1, lanes)]
+
+    def operands(k):
+        lo, hi = k * lanes, (k + 1) * lanes
+        return f"pairs {lo}..{hi - 1}: a={show(a[lo:hi])} b={show(b[lo:hi])}"
+
+    await check_stream(
+        dut, ctx, test, items, want,
+        decode=lambda w: show(unpack(w, out_width, lanes, signed=signed)),
+        latency=ctx.config.latency, in_width=2 * width * lanes, gaps=gaps,
+        describe=operands, **{count_as: len(a)},
+    )
