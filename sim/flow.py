@@ -22,7 +22,7 @@ import cocotb
 from amaranth.back import verilog
 
 from . import lint as lint_mod
-from .tools import Tool, find_verilator, require, simulator_env
+from .tools import Tool, find_verilator, patched_environ, require, simulator_env
 
 __all__ = ["FlowError", "RunResult", "TestOutcome", "build", "cache_root", "run", "to_verilog"]
 
@@ -124,19 +124,9 @@ def _runner_env(tool: Tool):
     compile through ``ccache`` when it is installed: most of a build is the same C++ harness
     (Verilator's runtime and cocotb's VPI glue) for every design, so this cuts a new build
     from about 20 s to 8 s. ``OBJCACHE`` set by the user wins."""
-    saved = {key: os.environ.get(key) for key in ("PYTEST_CURRENT_TEST", "OBJCACHE")}
-    os.environ.pop("PYTEST_CURRENT_TEST", None)
-    if "OBJCACHE" not in os.environ and shutil.which("ccache"):
-        os.environ["OBJCACHE"] = "ccache"
-    try:
-        with simulator_env(tool):
-            yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    objcache = os.environ.get("OBJCACHE") or ("ccache" if shutil.which("ccache") else None)
+    with patched_environ(PYTEST_CURRENT_TEST=None, OBJCACHE=objcache), simulator_env(tool):
+        yield
 
 
 def _tail(path: Path, lines: int = 25) -> str:

@@ -24,6 +24,7 @@ __all__ = [
     "find_icarus",
     "find_verilator",
     "find_yosys",
+    "patched_environ",
     "require",
     "simulator_env",
 ]
@@ -204,18 +205,16 @@ def require(simulator: str) -> Tool:
 
 
 @contextlib.contextmanager
-def simulator_env(tool: Tool):
-    """Put ``tool`` first on ``PATH`` (and set ``VERILATOR_ROOT``) for the duration."""
-    saved = {key: os.environ.get(key) for key in ("PATH", "VERILATOR_ROOT", "MAKEFLAGS")}
+def patched_environ(**values: str | None):
+    """Set (or, for ``None``, remove) environment variables for the duration, then restore
+    them as they were."""
+    saved = {key: os.environ.get(key) for key in values}
     try:
-        if tool.make_vars:
-            os.environ["MAKEFLAGS"] = " ".join(
-                [os.environ.get("MAKEFLAGS", ""), *tool.make_vars]
-            ).strip()
-        if tool.path:
-            os.environ["PATH"] = str(Path(tool.path).parent) + os.pathsep + os.environ["PATH"]
-        if tool.root:
-            os.environ["VERILATOR_ROOT"] = tool.root
+        for key, value in values.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         yield
     finally:
         for key, value in saved.items():
@@ -223,3 +222,17 @@ def simulator_env(tool: Tool):
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def simulator_env(tool: Tool):
+    """Put ``tool`` first on ``PATH`` (and set ``VERILATOR_ROOT`` and the make overrides it
+    needs) for the duration of a ``with`` block."""
+    env = os.environ
+    values = {}
+    if tool.make_vars:
+        values["MAKEFLAGS"] = " ".join([env.get("MAKEFLAGS", ""), *tool.make_vars]).strip()
+    if tool.path:
+        values["PATH"] = str(Path(tool.path).parent) + os.pathsep + env["PATH"]
+    if tool.root:
+        values["VERILATOR_ROOT"] = tool.root
+    return patched_environ(**values)

@@ -21,7 +21,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
 from scoville.blocks import get_block, parse_params
-from scoville.sim.cycles.stream import Schedule
+from scoville.sim.cycles.stream import Schedule, pipeline_cycles
 from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
 
 __all__ = [
@@ -226,8 +226,6 @@ async def check_stream(
     ``emits[k]`` says whether item ``k`` produces an output (reducing units). ``describe(k)``
     may add the inputs of output ``k`` to the mismatch message.
     """
-    from scoville.sim.cycles.stream import pipeline_cycles
-
     await reset(dut, {"i__valid": 1, "i__payload": in_width, "o__ready": 1}, seed=ctx.seed)
     bench = StreamLockstep(dut, *schedules(ctx, gaps=gaps))
     words, cycles = await bench.run(items, len(expected), timeout=50 * len(items) + 200)
