@@ -9,9 +9,10 @@ from amaranth.lib.wiring import In, Out
 
 from .comb import wire
 from .fp4 import e2m1_product
-from .fp32 import fp32_add
+from .fp32 import FP32_QNAN, fp32_add
+from .fpconv import scaled_int_to_fp32
 
-__all__ = ["BlockDotUnit", "BlockSums", "accumulate", "block_sums"]
+__all__ = ["BlockDotUnit", "BlockSums", "accumulate", "block_sums", "mx_block_value"]
 
 
 class BlockDotUnit(wiring.Component):
@@ -116,3 +117,14 @@ def accumulate(m: Module, step, sums: BlockSums, block_value) -> Signal:
     with m.If(step & sums.end):
         m.d.sync += [result.eq(total), acc.eq(Mux(sums.last, 0, total))]
     return result
+
+
+def mx_block_value(m: Module, total, sa, sb, *, name: str) -> Signal:
+    """The binary32 bits of an MX block value: the exact sum ``total`` (quarters) times
+    ``2**(sa + sb - 254)``, rounded once; the canonical NaN if either scale code is 0xFF."""
+    exp = Signal(signed(11), name=f"{name}_exp")
+    m.d.comb += exp.eq(sa + sb - 256)
+    value = scaled_int_to_fp32(m, total, exp, name=f"{name}_cvt")
+    out = Signal(32, name=f"{name}_fp32")
+    m.d.comb += out.eq(Mux((sa == 0xFF) | (sb == 0xFF), FP32_QNAN, value))
+    return out

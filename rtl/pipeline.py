@@ -9,7 +9,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["LaneUnit", "stall_chain", "stall_pipeline"]
+__all__ = ["LaneUnit", "delay", "stall_chain", "stall_pipeline"]
 
 
 def stall_pipeline(m: Module, i, o, latency: int) -> Signal:
@@ -110,3 +110,18 @@ class LaneUnit(wiring.Component):
                 m.d.sync += stages[s].eq(stages[s - 1])
         m.d.comb += self.o.payload.eq(stages[-1])
         return m
+
+
+def delay(m: Module, value, cycles: int, en, *, name: str, shape=None):
+    """``value`` delayed by ``cycles`` register stages that load when ``en`` is high.
+
+    Returns ``value`` itself when ``cycles`` is 0, else the last stage (a signal of ``shape``,
+    by default the shape of ``value``).
+    """
+    shape = value.shape() if shape is None else shape
+    for k in range(cycles):
+        stage = Signal(shape, name=f"{name}_d{k + 1}")
+        with m.If(en):
+            m.d.sync += stage.eq(value)
+        value = stage
+    return value

@@ -13,12 +13,13 @@ from typing import Any
 
 from scoville.rtl.fp4 import Fp4Mul, Fp4MulConfig
 from scoville.rtl.fp32 import Fp32Add, Fp32AddConfig
+from scoville.rtl.gemm import Gemm, GemmConfig
 from scoville.rtl.intmac import IntMac, IntMacConfig
 from scoville.rtl.mxdot import MxDot, MxDotConfig
 from scoville.rtl.mxquant import MxQuant, MxQuantConfig
 from scoville.rtl.nvfp4dot import Nvfp4Dot, Nvfp4DotConfig
 from scoville.rtl.params import ParamError
-from scoville.sim.workload import StreamWorkload
+from scoville.sim.workload import GemmWorkload, StreamWorkload
 
 __all__ = ["BLOCKS", "Block", "get_block", "parse_params"]
 
@@ -112,6 +113,14 @@ BLOCKS: dict[str, Block] = {
             workload=StreamWorkload,
             component=MxQuant,
             testbench="scoville.testbenches.mx_quant",
+        ),
+        Block(
+            name="gemm",
+            summary="tiled GEMM engine on an R x C systolic array (os/ws; int8, int4, mxfp4)",
+            config=GemmConfig,
+            workload=GemmWorkload,
+            component=Gemm,
+            testbench="scoville.testbenches.gemm",
         ),
     ]
 }

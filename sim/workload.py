@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from scoville.rtl.params import check_int, check_prob, param
 
-__all__ = ["StreamWorkload"]
+__all__ = ["GemmWorkload", "StreamWorkload"]
 
 
 @dataclass(frozen=True)
@@ -27,5 +27,37 @@ class StreamWorkload:
 
     def __post_init__(self):
         check_int("count", self.count, 1, 10_000_000)
+        check_prob("gap", self.gap)
+        check_prob("backpressure", self.backpressure)
+
+
+@dataclass(frozen=True)
+class GemmWorkload:
+    """GEMMs driven through the GEMM engine.
+
+    Attributes
+    ----------
+    m, k, n : int
+        The shape of every GEMM; 0 (the default) draws a random shape for each one, from
+        1 to a few array tiles in each dimension.
+    count : int
+        GEMMs run back to back.
+    gap : float
+        Probability that a producer (command, A, B) leaves a cycle idle before offering a beat.
+    backpressure : float
+        Probability that the consumer of C holds ``ready`` low in a cycle.
+    """
+
+    m: int = param(0, "0..65535 (0: random)", "rows of A and C")
+    k: int = param(0, "0..65535 (0: random)", "columns of A, rows of B")
+    n: int = param(0, "0..65535 (0: random)", "columns of B and C")
+    count: int = param(4, "1..10000", "GEMMs")
+    gap: float = param(0.0, "0..0.95", "probability of an idle input cycle")
+    backpressure: float = param(0.0, "0..0.95", "probability of ready low")
+
+    def __post_init__(self):
+        for name in ("m", "k", "n"):
+            check_int(name, getattr(self, name), 0, 65535)
+        check_int("count", self.count, 1, 10_000)
         check_prob("gap", self.gap)
         check_prob("backpressure", self.backpressure)

@@ -25,9 +25,17 @@ from scoville.sim.cycles.stream import Schedule, pipeline_cycles
 from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
 
 __all__ = [
+    "Lockstep",
     "RunContext",
+    "StreamLockstep",
+    "context",
     "pack",
-    "unpack", "StreamLockstep", "context", "read_int", "record", "reset", "scoreboard"]
+    "read_int",
+    "record",
+    "reset",
+    "scoreboard",
+    "unpack",
+]
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,84 @@ class StreamLockstep:
         )
 
 
+class Lockstep:
+    """Drives several source streams of ``dut`` and takes several sink streams, one cycle per
+    step, as :class:`StreamLockstep` does for one of each.
+
+    ``sources`` maps a stream name to ``(items, valid schedule)``; ``sinks`` maps a stream name
+    to ``(count, ready schedule)``. ``watch`` names output signals whose change over the run
+    (from cycle 0 to the cycle of the last handshake, exclusive) :meth:`run` also returns.
+    """
+
+    def __init__(self, dut, sources: dict, sinks: dict, watch=()):
+        self.dut = dut
+        self.sources = [
+            (name, items, valid, getattr(dut, f"{name}__valid"), getattr(dut, f"{name}__ready"),
+             getattr(dut, f"{name}__payload"))
+            for name, (items, valid) in sources.items()
+        ]
+        self.sinks = [
+            (name, count, ready, getattr(dut, f"{name}__valid"), getattr(dut, f"{name}__ready"),
+             getattr(dut, f"{name}__payload"))
+            for name, (count, ready) in sinks.items()
+        ]
+        self.watch = {name: getattr(dut, name) for name in watch}
+
+    async def run(self, timeout: int) -> tuple[dict, int, dict]:
+        """Returns the sinks' payloads by name, the cycle count up to and including the last
+        sink handshake, and the change of each watched signal."""
+        sent = [0] * len(self.sources)
+        offering = [False] * len(self.sources)
+        driven = [None] * len(self.sources)
+        ready_driven = [None] * len(self.sinks)
+        got = [[] for _ in self.sinks]
+        todo = sum(count for _, count, *_ in self.sinks)
+        start = {}
+        clk = self.dut.clk
+        for t in range(timeout):
+            await FallingEdge(clk)
+            for s, (_, items, valid, v, _, payload) in enumerate(self.sources):
+                if not offering[s] and sent[s] < len(items) and valid[t]:
+                    offering[s] = True
+                    payload.value = items[sent[s]]
+                if offering[s] != driven[s]:
+                    v.value = int(offering[s])
+                    driven[s] = offering[s]
+            ready_now = [ready[t] for _, _, ready, *_ in self.sinks]
+            for k, (_, _, _, _, r, _) in enumerate(self.sinks):
+                if ready_now[k] != ready_driven[k]:
+                    r.value = int(ready_now[k])
+                    ready_driven[k] = ready_now[k]
+            await ReadOnly()
+            if t == 0:
+                start = {name: read_int(h, name) for name, h in self.watch.items()}
+            for s, (name, _, _, _, r, _) in enumerate(self.sources):
+                if offering[s] and read_int(r, f"{name}__ready"):
+                    sent[s] += 1
+                    offering[s] = False
+            for k, (name, count, _, v, _, payload) in enumerate(self.sinks):
+                if ready_now[k] and len(got[k]) < count and read_int(v, f"{name}__valid"):
+                    got[k].append(read_int(payload, f"{name}__payload"))
+                    todo -= 1
+            if todo == 0:
+                change = {name: read_int(h, name) - start[name] for name, h in self.watch.items()}
+                await FallingEdge(clk)
+                for _, _, _, v, _, _ in self.sources:
+                    v.value = 0
+                for _, _, _, _, r, _ in self.sinks:
+                    r.value = 0
+                outs = {name: g for (name, *_), g in zip(self.sinks, got, strict=True)}
+                return outs, t + 1, change
+        sources = zip(self.sources, sent, strict=True)
+        sinks = zip(self.sinks, got, strict=True)
+        raise AssertionError(
+            f"timeout after {timeout} cycles: sent "
+            + ", ".join(f"{n} {c}/{len(i)}" for (n, i, *_), c in sources)
+            + "; received "
+            + ", ".join(f"{n} {len(g)}/{c}" for (n, c, *_), g in sinks)
+        )
+
+
 def scoreboard(what: str, expected, got) -> tuple[int, int | None, str]:
     """Compare two equal-length sequences of outputs; return the mismatch count, the index of
     the first mismatching output (``None`` when all match) and a message naming it (index,
@@ -165,13 +251,6 @@ def scoreboard(what: str, expected, got) -> tuple[int, int | None, str]:
     k = next(i for i, c in enumerate(counts) if c)
     return total, k, (
         f"{what}: {total} mismatches; first at index {k}: expected {expected[k]}, got {got[k]}"
-    )
-    bad = [k for k, (e, g) in enumerate(zip(expected, got, strict=True)) if e != g]
-    if not bad:
-        return 0, ""
-    k = bad[0]
-    return len(bad), (
-        f"{what}: {len(bad)} mismatches; first at index {k}: expected {expected[k]}, got {got[k]}"
     )
 
 
