@@ -28,6 +28,8 @@ the block's end rounds ``sum * 2**(sa + sb - 254)`` once to binary32 and adds it
 accumulator, blocks in order from +0, as :class:`~scoville.rtl.mxdot.MxDot` does.
 """
 
+import functools
+import operator
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
@@ -310,9 +312,12 @@ class _OutputStationary:
                 m.d.sync += k.eq(k + 1)
 
         # Stage 1 (the buffers' data arrive): flags of the step and the edge masks.
+        # What travels with each A element (and, below, each B element); the MX fields only
+        # in MX arrays, so that an integer PE carries nothing it does not use.
+        mx_fields = {"bstart": 1, "bend": 1, "sa": 8} if cfg.mx else {}
         flow = data.StructLayout({
-            "valid": 1, "first": 1, "last": 1, "bstart": 1, "bend": 1, "row": 1,
-            "a": self.abuf.data.data[0].shape(), "sa": 8,
+            "valid": 1, "first": 1, "last": 1, "row": 1, "a": self.abuf.data.data[0].shape(),
+            **mx_fields,
         })
         s1 = Signal(data.StructLayout({
             "valid": 1, "first": 1, "last": 1, "bstart": 1, "bend": 1,
@@ -335,20 +340,21 @@ class _OutputStationary:
             lane = Signal(flow, name=f"a_lane{r}")
             m.d.comb += [
                 lane.valid.eq(s1.valid), lane.first.eq(s1.first), lane.last.eq(s1.last),
-                lane.bstart.eq(s1.bstart), lane.bend.eq(s1.bend), lane.row.eq(s1.rows[r]),
-                lane.a.eq(adata.data[r]),
+                lane.row.eq(s1.rows[r]), lane.a.eq(adata.data[r]),
             ]
             if cfg.mx:
-                m.d.comb += lane.sa.eq(adata.scale[r] if R > 1 else adata.scale)
+                m.d.comb += [lane.bstart.eq(s1.bstart), lane.bend.eq(s1.bend),
+                             lane.sa.eq(adata.scale[r] if R > 1 else adata.scale)]
             left.append(delay(m, lane, r, en, name=f"a_skew{r}"))
-        btype = data.StructLayout({"b": bdata.data[0].shape(), "sb": 8, "on": 1})
+        btype = data.StructLayout({"b": bdata.data[0].shape(),
+                                   **({"sb": 8, "on": 1} if cfg.mx else {})})
         top = []
         for c in range(C):
             lane = Signal(btype, name=f"b_lane{c}")
-            m.d.comb += [lane.b.eq(Mux(s1.cols[c], bdata.data[c], 0)), lane.on.eq(s1.cols[c])]
+            m.d.comb += lane.b.eq(Mux(s1.cols[c], bdata.data[c], 0))
             if cfg.mx:
                 scale = bdata.scale[c] if C > 1 else bdata.scale
-                m.d.comb += lane.sb.eq(Mux(s1.cols[c], scale, 127))
+                m.d.comb += [lane.sb.eq(Mux(s1.cols[c], scale, 127)), lane.on.eq(s1.cols[c])]
             top.append(delay(m, lane, c, en, name=f"b_skew{c}"))
 
         res = [[None] * C for _ in range(R)]
@@ -369,10 +375,10 @@ class _OutputStationary:
                     top[c] = b_out
             collect.append(wire(m, f"collect{r}", a_in.valid & a_in.last & a_in.row))
 
+        # At most one row collects in a step (tiles are at least R steps apart): an AND-OR mux.
         row = Signal(data.ArrayLayout(32, C))
-        for r in range(R):
-            with m.If(collect[r]):
-                m.d.comb += row.eq(Cat(res[r]))
+        m.d.comb += row.eq(functools.reduce(
+            operator.or_, (Mux(collect[r], Cat(res[r]), 0) for r in range(R))))
         ctl.row = row
         m.d.comb += ctl.collect.eq(Cat(collect).any())
         with m.If(ctl.start):

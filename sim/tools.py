@@ -224,13 +224,14 @@ def patched_environ(**values: str | None):
                 os.environ[key] = value
 
 
-def simulator_env(tool: Tool):
+def simulator_env(tool: Tool, make_vars: tuple[str, ...] = ()):
     """Put ``tool`` first on ``PATH`` (and set ``VERILATOR_ROOT`` and the make overrides it
-    needs) for the duration of a ``with`` block."""
+    needs, then ``make_vars``) for the duration of a ``with`` block."""
     env = os.environ
     values = {}
-    if tool.make_vars:
-        values["MAKEFLAGS"] = " ".join([env.get("MAKEFLAGS", ""), *tool.make_vars]).strip()
+    if tool.make_vars or make_vars:
+        assigns = [v.replace(" ", "\\ ") for v in (*tool.make_vars, *make_vars)]
+        values["MAKEFLAGS"] = " ".join([env.get("MAKEFLAGS", ""), *assigns]).strip()
     if tool.path:
         values["PATH"] = str(Path(tool.path).parent) + os.pathsep + env["PATH"]
     if tool.root:

@@ -14,14 +14,13 @@ streams that keep up (zero stalls: the closed form exactly); and the workload.
 from __future__ import annotations
 
 import cocotb
-import numpy as np
 
 from scoville.rtl.gemm import DIM_BITS, MX_BLOCK, STATUS
 from scoville.sim.cycles.gemm import ideal_cycles, run_cycles, useful_macs, utilization
 from scoville.sim.cycles.stream import Schedule
 from scoville.sim.golden.gemm import Operands, gemm, operand_beats, result_rows
 
-from .kit import Lockstep, context, pack, read_int, record, reset, scoreboard, unpack
+from .kit import Lockstep, context, pack_rows, read_int, record, reset, scoreboard, unpack
 
 COUNTERS = ("busy", "stall_a", "stall_b", "stall_out", "idle", "rejected")
 
@@ -52,12 +51,11 @@ def random_operands(cfg, rng, m: int, k: int, n: int, *, extreme: bool = False) 
     return Operands(a, b, sa, sb)
 
 
-def _pack_beats(beats: dict, lanes: int, bits: int, scale_lanes: int) -> list[int]:
-    words = [pack(d, bits) for d in beats["data"]]
+def _pack_beats(beats: dict, lanes: int, bits: int) -> list[int]:
+    words = pack_rows(beats["data"], bits)
     if "scale" in beats:
-        shift = lanes * bits
-        words = [w | pack(np.atleast_1d(s), 8) << shift
-                 for w, s in zip(words, beats["scale"], strict=True)]
+        scales = pack_rows(beats["scale"].reshape(len(words), -1), 8)
+        words = [w | s << (lanes * bits) for w, s in zip(words, scales, strict=True)]
     return words
 
 
@@ -68,14 +66,13 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool) -> None:
     R, C = cfg.rows, cfg.cols
     fill = ctx.rng(9)
     cmds, a_items, b_items, want, rows_of = [], [], [], [], []
-    a_scales = R if cfg.dataflow == "os" else 1
     for g, (m, k, n, ops) in enumerate(jobs):
         cmds.append(m | k << DIM_BITS | n << (2 * DIM_BITS))
         if ops is None:
             continue
         a_beats, b_beats = operand_beats(cfg, ops, fill)
-        a_items += _pack_beats(a_beats, R, cfg.bits, a_scales)
-        b_items += _pack_beats(b_beats, C, cfg.bits, C)
+        a_items += _pack_beats(a_beats, R, cfg.bits)
+        b_items += _pack_beats(b_beats, C, cfg.bits)
         rows = result_rows(cfg, gemm(cfg, ops))
         want += [r.tolist() for r in rows]
         rows_of += [(g, m, k, n, i) for i in range(len(rows))]

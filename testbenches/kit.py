@@ -30,6 +30,7 @@ __all__ = [
     "StreamLockstep",
     "context",
     "pack",
+    "pack_rows",
     "read_int",
     "record",
     "reset",
@@ -261,6 +262,22 @@ def pack(values, width: int) -> int:
     for k, v in enumerate(values):
         word |= (int(v) & mask) << (k * width)
     return word
+
+
+def pack_rows(values, width: int) -> list[int]:
+    """:func:`pack` of every row of the 2-D integer array ``values``, vectorized where the
+    width allows (whole bytes, or 4 bits)."""
+    values = np.ascontiguousarray(np.asarray(values, dtype=np.int64) & ((1 << width) - 1))
+    n, lanes = values.shape
+    if width % 8 == 0:
+        raw = values.astype("<u8").view(np.uint8).reshape(n, lanes, 8)[:, :, : width // 8]
+    elif width == 4:
+        if lanes % 2:
+            values = np.pad(values, ((0, 0), (0, 1)))
+        raw = (values[:, 0::2] | values[:, 1::2] << 4).astype(np.uint8)
+    else:
+        return [pack(row, width) for row in values]
+    return [int.from_bytes(row.tobytes(), "little") for row in raw.reshape(n, -1)]
 
 
 def unpack(word: int, width: int, count: int, *, signed: bool = False) -> list[int]:

@@ -70,10 +70,6 @@ def gemm(config, ops: Operands) -> np.ndarray:
     return canonical_bits(sum_in_order(values.reshape(m * n, blocks))).reshape(m, n)
 
 
-def _tiles(size: int, step: int):
-    return range(0, size, step)
-
-
 def operand_beats(config, ops: Operands, fill=None) -> tuple[dict, dict]:
     """The A and B beats of one GEMM, in the order the engine takes them.
 
@@ -89,46 +85,48 @@ def operand_beats(config, ops: Operands, fill=None) -> tuple[dict, dict]:
     """
     m, k, n = ops.shape
     R, C = config.rows, config.cols
-    elem = (0, 16) if config.mx else (-(1 << (config.bits - 1)), 1 << (config.bits - 1))
-    a_rows, b_rows = [], []
+    # The matrices padded to whole tiles (and, in ws, A to whole K tiles), the padding drawn
+    # from ``fill``; every beat is then a slice.
+    mp, np_, kp = -(-m // R) * R, -(-n // C) * C, -(-k // R) * R
 
-    def pad(values, count, lo, hi):
-        out = np.zeros(count, np.int64) if fill is None else fill.integers(lo, hi, count)
-        out[: len(values)] = values
+    def padded(values, shape, lo, hi):
+        out = np.zeros(shape, np.int64) if fill is None else fill.integers(lo, hi, shape)
+        out[: values.shape[0], : values.shape[1]] = values
         return out
 
-    def beat(values, count, scales=None):
-        data = pad(values, count, *elem)
-        if not config.mx:
-            return data, None
-        return data, scales if np.ndim(scales) == 0 else pad(scales, count, 0, 256)
-
+    lo, hi = (0, 16) if config.mx else (-(1 << (config.bits - 1)), 1 << (config.bits - 1))
+    a = padded(ops.a, (mp, kp), lo, hi)
+    b = padded(ops.b, (k, np_), lo, hi)
+    if config.mx:
+        # The scale of every element: that of its block.
+        sa = padded(np.repeat(ops.sa, BLOCK, axis=1)[:, :k], (mp, kp), 0, 256)
+        sb = padded(np.repeat(ops.sb, BLOCK, axis=0)[:k], (k, np_), 0, 256)
+    a_beats, a_scales, b_beats, b_scales = [], [], [], []
     if config.dataflow == "os":
-        for i0 in _tiles(m, R):
-            for j0 in _tiles(n, C):
-                for kk in range(k):
-                    q = kk // BLOCK
-                    a_rows.append(beat(ops.a[i0 : i0 + R, kk], R,
-                                       config.mx and ops.sa[i0 : i0 + R, q]))
-                    b_rows.append(beat(ops.b[kk, j0 : j0 + C], C,
-                                       config.mx and ops.sb[q, j0 : j0 + C]))
+        for i0 in range(0, m, R):
+            for j0 in range(0, n, C):
+                a_beats.append(a[i0 : i0 + R, :k].T)
+                b_beats.append(b[:, j0 : j0 + C])
+                if config.mx:
+                    a_scales.append(sa[i0 : i0 + R, :k].T)
+                    b_scales.append(sb[:, j0 : j0 + C])
     else:
-        for j0 in _tiles(n, C):
-            for c0 in _tiles(m, config.acc_rows):
-                for k0 in _tiles(k, R):
-                    q = k0 // BLOCK
-                    for kk in range(k0, min(k0 + R, k)):
-                        b_rows.append(beat(ops.b[kk, j0 : j0 + C], C,
-                                           config.mx and ops.sb[q, j0 : j0 + C]))
-                    for i in range(c0, min(c0 + config.acc_rows, m)):
-                        a_rows.append(beat(ops.a[i, k0 : k0 + R], R, config.mx and ops.sa[i, q]))
-    return _stack(a_rows, config.mx), _stack(b_rows, config.mx)
+        for j0 in range(0, n, C):
+            for c0 in range(0, m, config.acc_rows):
+                rows = slice(c0, min(c0 + config.acc_rows, m))
+                for k0 in range(0, k, R):
+                    b_beats.append(b[k0 : k0 + R, j0 : j0 + C])
+                    a_beats.append(a[rows, k0 : k0 + R])
+                    if config.mx:
+                        b_scales.append(sb[k0 : k0 + R, j0 : j0 + C])
+                        a_scales.append(sa[rows, k0])
+    return _stack(a_beats, a_scales), _stack(b_beats, b_scales)
 
 
-def _stack(rows, mx: bool) -> dict:
-    out = {"data": np.array([d for d, _ in rows], dtype=np.int64)}
-    if mx:
-        out["scale"] = np.array([s for _, s in rows], dtype=np.int64)
+def _stack(beats: list, scales: list) -> dict:
+    out = {"data": np.concatenate(beats)}
+    if scales:
+        out["scale"] = np.concatenate(scales)
     return out
 
 
@@ -148,10 +146,10 @@ def result_rows(config, c: np.ndarray) -> np.ndarray:
         return values
 
     if config.dataflow == "os":
-        for i0 in _tiles(m, R):
-            for j0 in _tiles(n, C):
+        for i0 in range(0, m, R):
+            for j0 in range(0, n, C):
                 out.extend(row(i, j0) for i in range(i0, min(i0 + R, m)))
     else:
-        for j0 in _tiles(n, C):
+        for j0 in range(0, n, C):
             out.extend(row(i, j0) for i in range(m))
     return np.array(out, dtype=np.uint32).reshape(-1, C)
