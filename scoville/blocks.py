@@ -19,6 +19,7 @@ from scoville.rtl.mxdot import MxDot, MxDotConfig
 from scoville.rtl.mxquant import MxQuant, MxQuantConfig
 from scoville.rtl.nvfp4dot import Nvfp4Dot, Nvfp4DotConfig
 from scoville.rtl.params import ParamError
+from scoville.sim.harness import StreamHarness
 from scoville.sim.workload import GemmWorkload, StreamWorkload
 
 __all__ = ["BLOCKS", "Block", "get_block", "parse_params"]
@@ -44,6 +45,9 @@ class Block:
         The cocotb test module.
     workload_test : str
         The cocotb test that runs the random workload (what ``scoville sim`` runs).
+    sim_top : callable, optional
+        ``config -> wiring.Component`` simulated in place of ``component`` (a test harness
+        around it); ``component`` by default.
     """
 
     name: str
@@ -53,6 +57,11 @@ class Block:
     component: Callable[[Any], Any]
     testbench: str
     workload_test: str = "test_workload"
+    sim_top: Callable[[Any], Any] | None = None
+
+    def simulated(self, config) -> Any:
+        """The component the simulators build for ``config``."""
+        return (self.sim_top or self.component)(config)
 
     def param_fields(self) -> dict[str, tuple[type, dataclasses.Field]]:
         """Every parameter name, with the class that owns it and its field."""
@@ -121,6 +130,7 @@ BLOCKS: dict[str, Block] = {
             workload=GemmWorkload,
             component=Gemm,
             testbench="scoville.testbenches.gemm",
+            sim_top=lambda config: StreamHarness(Gemm(config)),
         ),
     ]
 }

@@ -36,6 +36,15 @@ UNITS = [
     ("MX dot unit, 32 lanes", "mx_dot", {"lanes": 32}),
     ("NVFP4 dot unit, 8 lanes", "nvfp4_dot", {"lanes": 8}),
     ("MXFP4 quantizer (FP32 in)", "mx_quant", {"in_fmt": "fp32"}),
+    # Yosys maps the SRAMs to flip-flops: small buffers keep the logic visible.
+    ("GEMM engine, 4x4 INT8, os", "gemm", {"rows": 4, "cols": 4, "fmt": "int8",
+                                           "buffer_depth": 4}),
+    ("GEMM engine, 4x4 INT8, ws", "gemm", {"rows": 4, "cols": 4, "fmt": "int8",
+                                           "dataflow": "ws", "buffer_depth": 4, "acc_rows": 4}),
+    ("GEMM engine, 4x4 MXFP4, os", "gemm", {"rows": 4, "cols": 4, "fmt": "mxfp4",
+                                            "buffer_depth": 4}),
+    ("GEMM engine, 4x4 MXFP4, ws", "gemm", {"rows": 4, "cols": 4, "fmt": "mxfp4",
+                                            "dataflow": "ws", "buffer_depth": 4, "acc_rows": 4}),
 ]
 
 

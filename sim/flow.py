@@ -187,7 +187,7 @@ def build(
 
     tool = tool or require(sim)
     top = block.name
-    text = to_verilog(block.component(config), top)
+    text = to_verilog(block.simulated(config), top)
     key_src = json.dumps(
         [text, sim, tool.path, tool.version, waves, VERILATOR_BUILD_ARGS, VERILATOR_MAKE_VARS,
          port_access(text, top), cocotb.__version__]

@@ -13,7 +13,14 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import Out
 
-__all__ = ["StreamHarness"]
+__all__ = ["StreamHarness", "stream_names"]
+
+
+def stream_names(component: wiring.Component) -> list[str]:
+    """The stream members of ``component``, in signature order (the order of the harness's
+    ``fired`` bits)."""
+    return [name for name, member in component.signature.members.items()
+            if member.is_signature and isinstance(member.signature, stream.Signature)]
 
 
 class StreamHarness(wiring.Component):
@@ -32,8 +39,7 @@ class StreamHarness(wiring.Component):
     def __init__(self, dut: wiring.Component):
         self._dut = dut
         members = dict(dut.signature.members.items())
-        self.streams = [name for name, member in members.items()
-                        if member.is_signature and isinstance(member.signature, stream.Signature)]
+        self.streams = stream_names(dut)
         extra = {"fired": Out(max(len(self.streams), 1))}
         for name in self.streams:
             if members[name].flow == Out:

@@ -151,26 +151,31 @@ class StreamLockstep:
 
 
 class Lockstep:
-    """Drives several source streams of ``dut`` and takes several sink streams, one cycle per
-    step, as :class:`StreamLockstep` does for one of each.
+    """Drives several source streams of a design wrapped in
+    :class:`~scoville.sim.harness.StreamHarness` and takes several sink streams, with one
+    simulator callback per cycle.
 
-    ``sources`` maps a stream name to ``(items, valid schedule)``; ``sinks`` maps a stream name
-    to ``(count, ready schedule)``. ``watch`` names output signals whose change over the run
-    (from cycle 0 to the cycle of the last handshake, exclusive) :meth:`run` also returns.
+    Just after each falling edge it reads which streams fired at the rising edge before (the
+    harness's ``fired`` bits, one per stream in ``order``) and the payloads the sinks handed
+    over (``NAME_taken``), then drives the next cycle's ``valid``, ``payload`` and ``ready``.
+    ``sources`` maps a stream name to ``(items, valid schedule)``; ``sinks`` maps a stream
+    name to ``(count, ready schedule)``. ``watch`` names output signals whose change over the
+    run (cycle 0 up to and including the cycle of the last handshake) :meth:`run` returns.
     """
 
-    def __init__(self, dut, sources: dict, sinks: dict, watch=()):
+    def __init__(self, dut, order: list[str], sources: dict, sinks: dict, watch=()):
         self.dut = dut
         self.sources = [
-            (name, items, valid, getattr(dut, f"{name}__valid"), getattr(dut, f"{name}__ready"),
+            (1 << order.index(name), items, valid, getattr(dut, f"{name}__valid"),
              getattr(dut, f"{name}__payload"))
             for name, (items, valid) in sources.items()
         ]
         self.sinks = [
-            (name, count, ready, getattr(dut, f"{name}__valid"), getattr(dut, f"{name}__ready"),
-             getattr(dut, f"{name}__payload"))
+            (1 << order.index(name), count, ready, getattr(dut, f"{name}__ready"),
+             getattr(dut, f"{name}_taken"))
             for name, (count, ready) in sinks.items()
         ]
+        self.names = (list(sources), list(sinks))
         self.watch = {name: getattr(dut, name) for name in watch}
 
     async def run(self, timeout: int) -> tuple[dict, int, dict]:
@@ -182,49 +187,47 @@ class Lockstep:
         ready_driven = [None] * len(self.sinks)
         got = [[] for _ in self.sinks]
         todo = sum(count for _, count, *_ in self.sinks)
+        clk, fired = self.dut.clk, self.dut.fired
         start = {}
-        clk = self.dut.clk
-        for t in range(timeout):
+        for t in range(timeout + 1):
             await FallingEdge(clk)
-            for s, (_, items, valid, v, _, payload) in enumerate(self.sources):
+            if t == 0:
+                start = {name: read_int(h, name) for name, h in self.watch.items()}
+            else:
+                bits = read_int(fired, "fired")
+                for s, (bit, *_) in enumerate(self.sources):
+                    if bits & bit:
+                        sent[s] += 1
+                        offering[s] = False
+                for k, (bit, _, _, _, taken) in enumerate(self.sinks):
+                    if bits & bit:
+                        got[k].append(read_int(taken, "taken payload"))
+                        todo -= 1
+                if todo == 0:
+                    change = {n: read_int(h, n) - start[n] for n, h in self.watch.items()}
+                    for _, _, _, v, _ in self.sources:
+                        v.value = 0
+                    for _, _, _, r, _ in self.sinks:
+                        r.value = 0
+                    return dict(zip(self.names[1], got, strict=True)), t, change
+            for s, (_, items, valid, v, payload) in enumerate(self.sources):
                 if not offering[s] and sent[s] < len(items) and valid[t]:
                     offering[s] = True
                     payload.value = items[sent[s]]
                 if offering[s] != driven[s]:
                     v.value = int(offering[s])
                     driven[s] = offering[s]
-            ready_now = [ready[t] for _, _, ready, *_ in self.sinks]
-            for k, (_, _, _, _, r, _) in enumerate(self.sinks):
-                if ready_now[k] != ready_driven[k]:
-                    r.value = int(ready_now[k])
-                    ready_driven[k] = ready_now[k]
-            await ReadOnly()
-            if t == 0:
-                start = {name: read_int(h, name) for name, h in self.watch.items()}
-            for s, (name, _, _, _, r, _) in enumerate(self.sources):
-                if offering[s] and read_int(r, f"{name}__ready"):
-                    sent[s] += 1
-                    offering[s] = False
-            for k, (name, count, _, v, _, payload) in enumerate(self.sinks):
-                if ready_now[k] and len(got[k]) < count and read_int(v, f"{name}__valid"):
-                    got[k].append(read_int(payload, f"{name}__payload"))
-                    todo -= 1
-            if todo == 0:
-                change = {name: read_int(h, name) - start[name] for name, h in self.watch.items()}
-                await FallingEdge(clk)
-                for _, _, _, v, _, _ in self.sources:
-                    v.value = 0
-                for _, _, _, _, r, _ in self.sinks:
-                    r.value = 0
-                outs = {name: g for (name, *_), g in zip(self.sinks, got, strict=True)}
-                return outs, t + 1, change
-        sources = zip(self.sources, sent, strict=True)
-        sinks = zip(self.sinks, got, strict=True)
+            for k, (_, _, ready, r, _) in enumerate(self.sinks):
+                if ready[t] != ready_driven[k]:
+                    r.value = int(ready[t])
+                    ready_driven[k] = ready[t]
+        sources = zip(self.names[0], self.sources, sent, strict=True)
+        sinks = zip(self.names[1], self.sinks, got, strict=True)
         raise AssertionError(
             f"timeout after {timeout} cycles: sent "
-            + ", ".join(f"{n} {c}/{len(i)}" for (n, i, *_), c in sources)
+            + ", ".join(f"{n} {c}/{len(src[1])}" for n, src, c in sources)
             + "; received "
-            + ", ".join(f"{n} {len(g)}/{c}" for (n, c, *_), g in sinks)
+            + ", ".join(f"{n} {len(g)}/{snk[1]}" for n, snk, g in sinks)
         )
 
 
