@@ -270,10 +270,14 @@ def _product(m: Module, config: GemmConfig, a, b, name: str):
     return wire(m, name, a * b)
 
 
-class _OutputStationary:
+class _Dataflow:
+    """A dataflow's schedule and array, built into the engine's module by ``build``."""
+
     def __init__(self, cfg, ctl, abuf, bbuf):
         self.cfg, self.ctl, self.abuf, self.bbuf = cfg, ctl, abuf, bbuf
 
+
+class _OutputStationary(_Dataflow):
     def build(self, m: Module):
         cfg, ctl = self.cfg, self.ctl
         R, C = cfg.rows, cfg.cols
@@ -418,10 +422,7 @@ class _OutputStationary:
         return res
 
 
-class _WeightStationary:
-    def __init__(self, cfg, ctl, abuf, bbuf):
-        self.cfg, self.ctl, self.abuf, self.bbuf = cfg, ctl, abuf, bbuf
-
+class _WeightStationary(_Dataflow):
     def build(self, m: Module):
         cfg, ctl = self.cfg, self.ctl
         R, C, AR = cfg.rows, cfg.cols, cfg.acc_rows
