@@ -15,12 +15,13 @@ from scoville.rtl.fp4 import Fp4Mul, Fp4MulConfig
 from scoville.rtl.fp32 import Fp32Add, Fp32AddConfig
 from scoville.rtl.gemm import Gemm, GemmConfig
 from scoville.rtl.intmac import IntMac, IntMacConfig
+from scoville.rtl.kvcache import KvCache, KvCacheConfig
 from scoville.rtl.mxdot import MxDot, MxDotConfig
 from scoville.rtl.mxquant import MxQuant, MxQuantConfig
 from scoville.rtl.nvfp4dot import Nvfp4Dot, Nvfp4DotConfig
 from scoville.rtl.params import ParamError
 from scoville.sim.harness import StreamHarness
-from scoville.sim.workload import GemmWorkload, StreamWorkload
+from scoville.sim.workload import GemmWorkload, KvCacheWorkload, StreamWorkload
 
 __all__ = ["BLOCKS", "Block", "get_block", "parse_params"]
 
@@ -131,6 +132,15 @@ BLOCKS: dict[str, Block] = {
             component=Gemm,
             testbench="scoville.testbenches.gemm",
             sim_top=lambda config: StreamHarness(Gemm(config)),
+        ),
+        Block(
+            name="kvcache",
+            summary="KV-cache scratchpad: banked SRAM, paged sequences, fork with copy-on-write",
+            config=KvCacheConfig,
+            workload=KvCacheWorkload,
+            component=KvCache,
+            testbench="scoville.testbenches.kvcache",
+            sim_top=lambda config: StreamHarness(KvCache(config)),
         ),
     ]
 }

@@ -121,6 +121,23 @@ def to_verilog(component, name: str) -> str:
     return verilog.convert(component, name=name, emit_src=False)
 
 
+_TRIGGER = re.compile(
+    r"^(\s*)reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;$", re.M
+)
+
+
+def icarus_time_zero(text: str) -> str:
+    """Make every combinational ``always @*`` block of Yosys' Verilog run at time 0 on Icarus.
+
+    Yosys puts a dummy register, initialized to 0, into each such block's sensitivity so that
+    it runs once at time 0; Icarus 11 applies the initializer before the blocks wait, so a
+    block whose real inputs are registers that keep their reset value (an FSM's outputs in its
+    first state) stays X. Toggling the dummy at time 0, after every block waits (``#0``), runs
+    them all once."""
+    return _TRIGGER.sub(lambda m: f"{m.group(0)}\n{m.group(1)}initial #0 {m.group(2)}= 1'b1;",
+                        text)
+
+
 def port_access(text: str, top: str) -> str:
     """A Verilator control file that makes the ports of module ``top`` (in Verilog ``text``)
     readable and writable through VPI, which is all cocotb needs once ``--public-flat-rw`` is
@@ -188,6 +205,8 @@ def build(
     tool = tool or require(sim)
     top = block.name
     text = to_verilog(block.simulated(config), top)
+    if sim == "icarus":
+        text = icarus_time_zero(text)
     key_src = json.dumps(
         [text, sim, tool.path, tool.version, waves, VERILATOR_BUILD_ARGS, VERILATOR_MAKE_VARS,
          port_access(text, top), cocotb.__version__]

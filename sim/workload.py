@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from scoville.rtl.params import check_int, check_prob, param
 
-__all__ = ["GemmWorkload", "StreamWorkload"]
+__all__ = ["GemmWorkload", "KvCacheWorkload", "StreamWorkload"]
 
 
 @dataclass(frozen=True)
@@ -59,5 +59,34 @@ class GemmWorkload:
         for name in ("m", "k", "n"):
             check_int(name, getattr(self, name), 0, 65535)
         check_int("count", self.count, 1, 10_000)
+        check_prob("gap", self.gap)
+        check_prob("backpressure", self.backpressure)
+
+
+@dataclass(frozen=True)
+class KvCacheWorkload:
+    """Random requests driven through the KV-cache scratchpad.
+
+    Attributes
+    ----------
+    count : int
+        Random requests (allocate, append, read, fork, free, and bad ones), after which every
+        sequence still alive is freed.
+    max_read : int
+        Longest read drawn, in tokens (0: up to the whole sequence).
+    gap : float
+        Probability that a producer (requests, append lines) leaves a cycle idle before offering.
+    backpressure : float
+        Probability that a consumer (read lines, answers) holds ``ready`` low in a cycle.
+    """
+
+    count: int = param(10_000, "1..1000000", "random requests")
+    max_read: int = param(0, "0..65535 (0: whole sequence)", "longest read, tokens")
+    gap: float = param(0.2, "0..0.95", "probability of an idle input cycle")
+    backpressure: float = param(0.2, "0..0.95", "probability of ready low")
+
+    def __post_init__(self):
+        check_int("count", self.count, 1, 1_000_000)
+        check_int("max_read", self.max_read, 0, 65535)
         check_prob("gap", self.gap)
         check_prob("backpressure", self.backpressure)

@@ -1,0 +1,540 @@
+"""The KV-cache scratchpad: banked on-chip SRAM with paged allocation and prefix sharing.
+
+Storage is ``banks`` SRAMs (``amaranth.lib.memory``, one-cycle read latency) of ``bank_words``
+words of ``word_bits`` each, addressed together: row ``r`` of every bank is one *line* of
+``banks * word_bits`` bits, so every line read or written touches each bank exactly once and no
+access can conflict. The cache is cut into pages of ``page_tokens`` tokens; a page holds, for
+each of K and V and each KV head, its tokens one after another, each token's head vector padded
+to whole lines (``docs/kvcache.md`` draws it)::
+
+    line in page = ((kv * kv_heads + head) * page_tokens + slot) * token_lines + j
+
+A read of one head streams its tokens' lines in token order, one line per cycle, so the banks
+deliver all their words every cycle; a page boundary costs nothing (the page table's next entry
+is read a cycle ahead).
+
+Requests are served one at a time, in order (the request stream is the only place where an
+append can meet a read, so a read in progress always finishes first: reads have priority and
+neither can corrupt the other). Each request answers one beat on ``resp``; a read answers after
+its last line has left on ``rd``. Every append takes its ``2 * kv_heads * token_lines`` lines
+from ``wd`` (K head 0, K head 1, ..., V head 0, ...), also when it fails, so the streams stay in
+step. A failing request changes nothing.
+
+The exact cost of each request, in cycles, is :func:`scoville.sim.cycles.kvcache.request_cycles`.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Array, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .params import ParamError, check_choice, check_int, param
+
+__all__ = ["FORMATS", "MX_BLOCK", "OPS", "STATUS", "KvCache", "KvCacheConfig", "request_layout"]
+
+#: Element width of each storage format.
+FORMATS = {"bf16": 16, "fp8_e4m3": 8, "mxfp4": 4}
+
+#: Elements per MXFP4 block (one E8M0 scale each).
+MX_BLOCK = 32
+
+#: Request opcodes.
+OPS = {"alloc": 0, "free": 1, "append": 2, "read": 3, "fork": 4}
+
+#: Response status codes, in the order they are checked.
+STATUS = {
+    "ok": 0,
+    "bad_op": 1,
+    "no_seq": 2,
+    "bad_head": 3,
+    "bad_range": 4,
+    "too_many": 5,
+    "full": 6,
+}
+
+SEQ_BITS = 8
+HEAD_BITS = 8
+TOKEN_BITS = 16
+COUNTER_BITS = 32
+
+_PAGE_TOKENS = tuple(1 << k for k in range(9))
+_WORD_BITS = (8, 16, 32, 64, 128)
+
+
+def request_layout() -> data.StructLayout:
+    """The ``req`` payload: ``op``; ``seq`` (free, append, read; the source of a fork);
+    ``kv`` (read: 0 K, 1 V); ``head`` (read); ``start`` (read: first token); ``count`` (read:
+    tokens; fork: tokens shared)."""
+    return data.StructLayout({
+        "op": unsigned(3), "seq": unsigned(SEQ_BITS), "kv": unsigned(1),
+        "head": unsigned(HEAD_BITS), "start": unsigned(TOKEN_BITS), "count": unsigned(TOKEN_BITS),
+    })
+
+
+def response_layout() -> data.StructLayout:
+    """The ``resp`` payload: ``status``; ``seq`` (the new sequence of an alloc or fork, else the
+    request's); ``length`` (that sequence's tokens after the request, 0 when unknown);
+    ``free`` (free pages after the request)."""
+    return data.StructLayout({
+        "status": unsigned(3), "seq": unsigned(SEQ_BITS), "length": unsigned(TOKEN_BITS),
+        "free": unsigned(TOKEN_BITS),
+    })
+
+
+@dataclass(frozen=True)
+class KvCacheConfig:
+    """Parameters of :class:`KvCache` (and of its reference and cycle models).
+
+    Attributes
+    ----------
+    banks : int
+        SRAM banks; a line is one word of each.
+    word_bits : int
+        Bits per bank word.
+    bank_words : int
+        Words per bank; the cache holds ``bank_words // page_lines`` pages.
+    page_tokens : int
+        Tokens per page (a power of two).
+    max_seqs : int
+        Sequences alive at once.
+    kv_heads, head_dim : int
+        KV heads per token and elements per head vector.
+    kv_fmt : str
+        Storage format of K and V: ``bf16``, ``fp8_e4m3`` or ``mxfp4`` (E2M1 elements, then one
+        E8M0 scale per 32 elements).
+    """
+
+    banks: int = param(4, "1..64", "SRAM banks")
+    word_bits: int = param(32, "8, 16, 32, 64, 128", "bits per bank word")
+    bank_words: int = param(1024, "16..65536", "words per bank")
+    page_tokens: int = param(4, "1, 2, 4, ..., 256", "tokens per page")
+    max_seqs: int = param(4, "1..64", "sequences alive at once")
+    kv_heads: int = param(2, "1..64", "KV heads")
+    head_dim: int = param(32, "1..1024 (mxfp4: a multiple of 32)", "elements per head")
+    kv_fmt: str = param("bf16", "bf16, fp8_e4m3, mxfp4", "storage format of K and V")
+
+    def __post_init__(self):
+        check_int("banks", self.banks, 1, 64)
+        check_int("word_bits", self.word_bits, 8, 128, choices=_WORD_BITS)
+        check_int("bank_words", self.bank_words, 16, 65536)
+        check_int("page_tokens", self.page_tokens, 1, 256, choices=_PAGE_TOKENS)
+        check_int("max_seqs", self.max_seqs, 1, 64)
+        check_int("kv_heads", self.kv_heads, 1, 64)
+        check_int("head_dim", self.head_dim, 1, 1024)
+        check_choice("kv_fmt", self.kv_fmt, tuple(FORMATS))
+        if self.kv_fmt == "mxfp4" and self.head_dim % MX_BLOCK:
+            raise ParamError(
+                f"parameter 'head_dim' = {self.head_dim} is not allowed with kv_fmt=mxfp4; "
+                f"allowed: a multiple of {MX_BLOCK}"
+            )
+        if self.pages < 2:
+            raise ParamError(
+                f"parameter 'bank_words' = {self.bank_words} holds fewer than 2 pages of "
+                f"{self.page_lines} lines; allowed: >= {2 * self.page_lines}"
+            )
+        if self.max_tokens >= 1 << TOKEN_BITS:
+            raise ParamError(
+                f"parameter 'bank_words' = {self.bank_words} holds {self.max_tokens} tokens, "
+                f"more than a {TOKEN_BITS}-bit length; allowed: <= "
+                f"{((1 << TOKEN_BITS) - 1) // self.page_tokens * self.page_lines}"
+            )
+
+    @property
+    def bits(self) -> int:
+        """Bits per element."""
+        return FORMATS[self.kv_fmt]
+
+    @property
+    def token_bits(self) -> int:
+        """Bits of one head vector (mxfp4: elements and scales)."""
+        scales = self.head_dim // MX_BLOCK * 8 if self.kv_fmt == "mxfp4" else 0
+        return self.head_dim * self.bits + scales
+
+    @property
+    def line_bits(self) -> int:
+        return self.banks * self.word_bits
+
+    @property
+    def token_lines(self) -> int:
+        """Lines per head vector (the vector is zero-padded to whole lines)."""
+        return -(-self.token_bits // self.line_bits)
+
+    @property
+    def page_lines(self) -> int:
+        return 2 * self.kv_heads * self.page_tokens * self.token_lines
+
+    @property
+    def pages(self) -> int:
+        return self.bank_words // self.page_lines
+
+    @property
+    def max_tokens(self) -> int:
+        """Tokens one sequence can hold (every page)."""
+        return self.pages * self.page_tokens
+
+    @property
+    def append_beats(self) -> int:
+        """``wd`` lines per append: K then V, each head in order."""
+        return 2 * self.kv_heads * self.token_lines
+
+    @property
+    def packing(self) -> float:
+        """Fraction of a token's lines that carry data (the rest is padding)."""
+        return self.token_bits / (self.token_lines * self.line_bits)
+
+
+def _counter() -> Out:
+    return Out(COUNTER_BITS)
+
+
+class KvCache(wiring.Component):
+    """The KV-cache scratchpad (see the module docstring).
+
+    Attributes
+    ----------
+    req : In(stream.Signature(request_layout()))
+        Requests (``OPS``).
+    wd : In(stream.Signature(ArrayLayout(word_bits, banks)))
+        Append data, one line per beat.
+    rd : Out(stream.Signature(StructLayout(data, last)))
+        Read data, one line per beat, token by token; ``last`` on a read's final line.
+    resp : Out(stream.Signature(response_layout()))
+        One answer per request (``STATUS``).
+    free_pages : Out
+        Pages on the free list.
+    reads, writes, copies : Out(32)
+        Lines handed over on ``rd``, written from ``wd``, and copied by copy-on-write.
+    busy, stalls, idle : Out(32)
+        Cycles working; waiting on ``wd`` data, ``rd`` or ``resp`` ready; waiting for a request.
+    read_cycles : Out(32)
+        Cycles spent on reads (from the request handshake to the answer's, stalls included).
+    """
+
+    def __init__(self, config: KvCacheConfig):
+        self._config = config
+        line = data.ArrayLayout(unsigned(config.word_bits), config.banks)
+        super().__init__({
+            "req": In(stream.Signature(request_layout())),
+            "wd": In(stream.Signature(line)),
+            "rd": Out(stream.Signature(data.StructLayout({"data": line, "last": 1}))),
+            "resp": Out(stream.Signature(response_layout())),
+            "free_pages": Out(range(config.pages + 1)),
+            **{name: _counter() for name in ("reads", "writes", "copies", "busy", "stalls",
+                                              "idle", "read_cycles")},
+        })
+
+    @property
+    def config(self) -> KvCacheConfig:
+        return self._config
+
+    def elaborate(self, platform):
+        cfg = self._config
+        m = Module()
+        H, PT, TL, PL = cfg.kv_heads, cfg.page_tokens, cfg.token_lines, cfg.page_lines
+        P, S, B = cfg.pages, cfg.max_seqs, cfg.append_beats
+        log_pt = PT.bit_length() - 1
+        head_lines = PT * TL
+
+        banks = []
+        for k in range(cfg.banks):
+            mem = Memory(shape=unsigned(cfg.word_bits), depth=cfg.bank_words, init=[])
+            m.submodules[f"bank{k}"] = mem
+            banks.append((mem.read_port(), mem.write_port()))
+        page = range(max(P, 2))
+        m.submodules.table = table = Memory(shape=page, depth=S * P, init=[])
+        m.submodules.refs = refs = Memory(shape=range(S + 1), depth=P, init=[])
+        m.submodules.stack = stack = Memory(shape=page, depth=P, init=[])
+        tab_r, tab_w = table.read_port(), table.write_port()
+        ref_r, ref_w = refs.read_port(), refs.write_port()
+        stk_r, stk_w = stack.read_port(), stack.write_port()
+
+        # Per-sequence state, and the free list: a stack of returned pages over a bump pointer
+        # of pages never used (so nothing needs clearing after reset).
+        active = Signal(S)
+        length = Array(Signal(TOKEN_BITS, name=f"length{s}") for s in range(S))
+        fresh = Signal(range(P + 1))
+        top = Signal(range(P + 1))
+        free = Signal(range(P + 1))
+        m.d.comb += [free.eq(P - fresh + top), self.free_pages.eq(free)]
+
+        r = Signal(request_layout())
+        status = Signal(3)
+        out_seq = Signal(SEQ_BITS)
+        out_len = Signal(TOKEN_BITS)
+        seq_ok = Signal()
+        seq_len = Signal(TOKEN_BITS)
+        m.d.comb += [
+            seq_ok.eq((r.seq < S) & active.bit_select(r.seq[: max(1, (S - 1).bit_length())], 1)),
+            seq_len.eq(length[r.seq]),
+        ]
+        # The lowest free sequence slot, registered: ``active`` changes only in the cycle
+        # before an answer, so this is current again by the next request's decode (and a
+        # register, unlike a combinational encoder of registers, is defined from reset on
+        # Icarus).
+        slot_free = Signal()
+        new_id = Signal(range(max(S, 2)))
+        m.d.sync += slot_free.eq(0)
+        for s in reversed(range(S)):
+            with m.If(~active[s]):
+                m.d.sync += [slot_free.eq(1), new_id.eq(s)]
+        dst = Signal.like(new_id)
+
+        # Walks over a sequence's pages (free, fork), appends, reads.
+        pg = Signal(range(P + 1))
+        npages = Signal(range(P + 1))
+        page_old = Signal(page)
+        page_w = Signal(page)
+        ref_old = Signal(range(S + 1))
+        cow = Signal()
+        slot = Signal(range(PT))
+        pidx = Signal(range(P + 1))
+        beat = Signal(range(B))
+        kvh = Signal(range(2 * H))
+        j = Signal(range(TL))
+        copy = Signal(range(PL + 1))
+
+        remaining = Signal(range(cfg.max_tokens * TL + 1))
+        region = Signal(range(PL))
+        off = Signal(range(PL))
+        in_page = Signal(range(head_lines))
+        pi = Signal(range(P + 1))
+        out_valid = Signal()
+        out_last = Signal()
+        issue = Signal()
+        advance = Signal()
+
+        ceil_pages = lambda tokens: (tokens + PT - 1) >> log_pt  # noqa: E731
+
+        def seq_entry(seq, index):
+            """Page-table address of entry ``index`` of ``seq`` (0 when past the end, so
+            that no read port ever addresses outside its memory)."""
+            return Mux(index < P, seq * P + index, 0)
+
+        m.d.comb += [
+            advance.eq(~out_valid | self.rd.ready),
+            self.rd.valid.eq(out_valid),
+            self.rd.payload.last.eq(out_last),
+            self.resp.payload.status.eq(status),
+            self.resp.payload.seq.eq(out_seq),
+            self.resp.payload.length.eq(out_len),
+            self.resp.payload.free.eq(free),
+            stk_r.addr.eq(Mux(top != 0, top - 1, 0)),
+        ]
+        # A bank's read port loads only when the output register moves on, so a line held
+        # by back-pressure stays put.
+        for k, (rp, _) in enumerate(banks):
+            m.d.comb += [self.rd.payload.data[k].eq(rp.data), rp.en.eq(advance)]
+        with m.If(advance):
+            m.d.sync += [out_valid.eq(issue), out_last.eq(remaining == 1)]
+
+        def finish(code):
+            m.d.sync += status.eq(code)
+            m.next = "RESP"
+
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                m.d.comb += self.req.ready.eq(1)
+                with m.If(self.req.valid):
+                    m.d.sync += r.eq(self.req.payload)
+                    m.next = "DECODE"
+
+            with m.State("DECODE"):
+                m.d.sync += [out_seq.eq(r.seq), out_len.eq(Mux(seq_ok, seq_len, 0)),
+                             pg.eq(0), beat.eq(0), kvh.eq(0), j.eq(0)]
+                with m.Switch(r.op):
+                    with m.Case(OPS["alloc"]):
+                        with m.If(~slot_free):
+                            finish(STATUS["too_many"])
+                        with m.Else():
+                            m.d.sync += [active.bit_select(new_id, 1).eq(1),
+                                         length[new_id].eq(0), out_seq.eq(new_id),
+                                         out_len.eq(0)]
+                            finish(STATUS["ok"])
+                    with m.Case(OPS["free"]):
+                        with m.If(~seq_ok):
+                            finish(STATUS["no_seq"])
+                        with m.Else():
+                            m.d.sync += npages.eq(ceil_pages(seq_len))
+                            m.next = "W_TAB"
+                    with m.Case(OPS["fork"]):
+                        with m.If(~seq_ok):
+                            finish(STATUS["no_seq"])
+                        with m.Elif(r.count > seq_len):
+                            finish(STATUS["bad_range"])
+                        with m.Elif(~slot_free):
+                            finish(STATUS["too_many"])
+                        with m.Else():
+                            m.d.sync += [npages.eq(ceil_pages(r.count)), dst.eq(new_id)]
+                            m.next = "W_TAB"
+                    with m.Case(OPS["append"]):
+                        m.d.sync += [slot.eq(seq_len[:log_pt] if log_pt else 0),
+                                     pidx.eq(seq_len >> log_pt)]
+                        m.d.comb += tab_r.addr.eq(seq_entry(r.seq, seq_len >> log_pt))
+                        with m.If(~seq_ok):
+                            m.d.sync += status.eq(STATUS["no_seq"])
+                            m.next = "DRAIN"
+                        with m.Else():
+                            m.next = "A_REF"
+                    with m.Case(OPS["read"]):
+                        first = r.start >> log_pt
+                        start_line = (r.start[:log_pt] * TL) if log_pt else 0
+                        base = (r.kv * H + r.head) * head_lines
+                        m.d.comb += tab_r.addr.eq(seq_entry(r.seq, first))
+                        m.d.sync += [pi.eq(first), in_page.eq(start_line), region.eq(base),
+                                     off.eq(base + start_line), remaining.eq(r.count * TL)]
+                        with m.If(~seq_ok):
+                            finish(STATUS["no_seq"])
+                        with m.Elif(r.head >= H):
+                            finish(STATUS["bad_head"])
+                        with m.Elif((r.count == 0) | (r.start + r.count > seq_len)):
+                            finish(STATUS["bad_range"])
+                        with m.Else():
+                            m.d.sync += status.eq(STATUS["ok"])
+                            m.next = "R_RUN"
+                    with m.Default():
+                        finish(STATUS["bad_op"])
+
+            # Free and fork: for each page, read its table entry, then its reference count,
+            # then write the count back (a freed page that drops to 0 goes on the stack).
+            with m.State("W_TAB"):
+                m.d.comb += tab_r.addr.eq(seq_entry(r.seq, pg))
+                with m.If(pg == npages):
+                    with m.If(r.op == OPS["free"]):
+                        m.d.sync += [active.bit_select(r.seq[: len(new_id)], 1).eq(0),
+                                     length[r.seq].eq(0), out_len.eq(0)]
+                    with m.Else():
+                        m.d.sync += [active.bit_select(dst, 1).eq(1), length[dst].eq(r.count),
+                                     out_seq.eq(dst), out_len.eq(r.count)]
+                    finish(STATUS["ok"])
+                with m.Else():
+                    m.next = "W_REF"
+            with m.State("W_REF"):
+                m.d.comb += ref_r.addr.eq(tab_r.data)
+                m.d.sync += page_old.eq(tab_r.data)
+                with m.If(r.op == OPS["fork"]):
+                    m.d.comb += [tab_w.addr.eq(dst * P + pg), tab_w.data.eq(tab_r.data),
+                                 tab_w.en.eq(1)]
+                m.next = "W_UPD"
+            with m.State("W_UPD"):
+                m.d.comb += [ref_w.addr.eq(page_old), ref_w.en.eq(1)]
+                with m.If(r.op == OPS["fork"]):
+                    m.d.comb += ref_w.data.eq(ref_r.data + 1)
+                with m.Else():
+                    m.d.comb += ref_w.data.eq(ref_r.data - 1)
+                    with m.If(ref_r.data == 1):
+                        m.d.comb += [stk_w.addr.eq(top), stk_w.data.eq(page_old),
+                                     stk_w.en.eq(1)]
+                        m.d.sync += top.eq(top + 1)
+                m.d.sync += pg.eq(pg + 1)
+                m.next = "W_TAB"
+
+            # Append: the page of the new token, its reference count, then a new page when the
+            # token opens a page or its page is shared (copy-on-write), then the lines.
+            with m.State("A_REF"):
+                m.d.comb += ref_r.addr.eq(tab_r.data)
+                m.d.sync += page_old.eq(tab_r.data)
+                m.next = "A_DEC"
+            with m.State("A_DEC"):
+                shared = (slot != 0) & (ref_r.data > 1)
+                need = (slot == 0) | shared
+                m.d.sync += [ref_old.eq(ref_r.data), cow.eq(shared), page_w.eq(page_old),
+                             copy.eq(0)]
+                with m.If(need & (free == 0)):
+                    m.d.sync += status.eq(STATUS["full"])
+                    m.next = "DRAIN"
+                with m.Elif(need):
+                    m.next = "A_ALLOC"
+                with m.Else():
+                    m.next = "WRITE"
+            with m.State("A_ALLOC"):
+                new_page = Mux(top != 0, stk_r.data, fresh)
+                with m.If(top != 0):
+                    m.d.sync += top.eq(top - 1)
+                with m.Else():
+                    m.d.sync += fresh.eq(fresh + 1)
+                m.d.comb += [ref_w.addr.eq(new_page), ref_w.data.eq(1), ref_w.en.eq(1),
+                             tab_w.addr.eq(r.seq * P + pidx), tab_w.data.eq(new_page),
+                             tab_w.en.eq(1)]
+                m.d.sync += page_w.eq(new_page)
+                with m.If(cow):
+                    m.next = "COPY"
+                with m.Else():
+                    m.next = "WRITE"
+            with m.State("COPY"):
+                with m.If(copy == 0):
+                    m.d.comb += [ref_w.addr.eq(page_old), ref_w.data.eq(ref_old - 1),
+                                 ref_w.en.eq(1)]
+                for rp, wp in banks:
+                    m.d.comb += [rp.addr.eq(page_old * PL + copy), rp.en.eq(1),
+                                 wp.addr.eq(page_w * PL + copy - 1), wp.data.eq(rp.data),
+                                 wp.en.eq(copy != 0)]
+                m.d.sync += copy.eq(copy + 1)
+                with m.If(copy == PL):
+                    m.next = "WRITE"
+            with m.State("WRITE"):
+                m.d.comb += self.wd.ready.eq(1)
+                row = page_w * PL + kvh * head_lines + slot * TL + j
+                for k, (_, wp) in enumerate(banks):
+                    m.d.comb += [wp.addr.eq(row), wp.data.eq(self.wd.payload[k]),
+                                 wp.en.eq(self.wd.valid)]
+                with m.If(self.wd.valid):
+                    m.d.sync += [beat.eq(beat + 1), j.eq(Mux(j == TL - 1, 0, j + 1))]
+                    with m.If(j == TL - 1):
+                        m.d.sync += kvh.eq(kvh + 1)
+                    with m.If(beat == B - 1):
+                        m.d.sync += [length[r.seq].eq(seq_len + 1), out_len.eq(seq_len + 1),
+                                     status.eq(STATUS["ok"])]
+                        m.next = "RESP"
+            with m.State("DRAIN"):
+                m.d.comb += self.wd.ready.eq(1)
+                with m.If(self.wd.valid):
+                    m.d.sync += beat.eq(beat + 1)
+                    with m.If(beat == B - 1):
+                        m.next = "RESP"
+
+            # Read: one line per cycle while ``rd`` keeps up; the table port always addresses
+            # the entry of the page the next cycle reads from.
+            with m.State("R_RUN"):
+                page_end = in_page == head_lines - 1
+                m.d.comb += issue.eq(remaining != 0)
+                step = issue & advance
+                m.d.comb += tab_r.addr.eq(seq_entry(r.seq, pi + (step & page_end)))
+                for rp, _ in banks:
+                    m.d.comb += rp.addr.eq(tab_r.data * PL + off)
+                with m.If(step):
+                    m.d.sync += remaining.eq(remaining - 1)
+                    with m.If(page_end):
+                        m.d.sync += [in_page.eq(0), off.eq(region), pi.eq(pi + 1)]
+                    with m.Else():
+                        m.d.sync += [in_page.eq(in_page + 1), off.eq(off + 1)]
+                    with m.If(remaining == 1):
+                        m.next = "RESP"
+
+            with m.State("RESP"):
+                m.d.comb += self.resp.valid.eq(~out_valid)
+                with m.If(self.resp.valid & self.resp.ready):
+                    m.next = "IDLE"
+
+        idle = fsm.ongoing("IDLE") & ~self.req.valid
+        stall = Signal()
+        m.d.comb += stall.eq(
+            ((fsm.ongoing("WRITE") | fsm.ongoing("DRAIN")) & ~self.wd.valid)
+            | (fsm.ongoing("R_RUN") & ~advance)
+            | (fsm.ongoing("RESP") & Mux(out_valid, ~self.rd.ready, ~self.resp.ready))
+        )
+        reading = Mux(fsm.ongoing("IDLE"), self.req.payload.op, r.op) == OPS["read"]
+        counts = {
+            "busy": ~idle & ~stall,
+            "stalls": stall,
+            "idle": idle,
+            "read_cycles": reading & ~idle,
+            "reads": self.rd.valid & self.rd.ready,
+            "writes": fsm.ongoing("WRITE") & self.wd.valid,
+            "copies": fsm.ongoing("COPY") & (copy != 0),
+        }
+        for name, inc in counts.items():
+            counter = getattr(self, name)
+            m.d.sync += counter.eq(counter + inc)
+        return m

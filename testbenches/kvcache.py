@@ -1,0 +1,292 @@
+"""cocotb testbench of :class:`scoville.rtl.kvcache.KvCache` against the reference model
+:class:`scoville.sim.golden.kvcache.KvCacheModel` and the cycle model
+:mod:`scoville.sim.cycles.kvcache`.
+
+Every test builds a request sequence, runs it through the reference model for the expected
+answers and read lines, drives ``req`` and ``wd`` and takes ``rd`` and ``resp`` in lockstep, and
+checks: every answer (status, sequence, length, free pages) and every read line bit for bit;
+the ``busy`` counter equal to the sum of the cycle model's request costs; the cycle count equal
+to that plus the counted stall and idle cycles (both zero when the streams keep up); the
+counters of lines read, written and copied; and, once every sequence is freed, every page free.
+
+Tests: directed edges (page boundaries, copy-on-write on both sides of a fork, a full cache,
+every bad request); random requests with streams that keep up; a read of a whole full
+sequence (the bandwidth); and the workload (``count`` random requests under gaps and
+back-pressure).
+"""
+
+from __future__ import annotations
+
+import cocotb
+
+from scoville.rtl.kvcache import OPS, STATUS, KvCache
+from scoville.sim.cycles.kvcache import request_cycles
+from scoville.sim.cycles.stream import Schedule
+from scoville.sim.golden.kvcache import KvCacheModel, Outcome, Request, encode_heads
+from scoville.sim.harness import stream_names
+
+from .kit import Lockstep, context, read_int, record, reset, scoreboard
+
+COUNTERS = ("busy", "stalls", "idle", "reads", "writes", "copies", "read_cycles", "free_pages")
+_NAMES = {v: k for k, v in STATUS.items()}
+_OPS = {v: k for k, v in OPS.items()}
+
+
+def random_lines(cfg, rng) -> tuple[int, ...]:
+    """One append's lines: K and V of every head, from random reals through the storage
+    format, or (one in five) raw random bits, padding included (the cache stores bits)."""
+    if rng.random() < 0.2:
+        return tuple(int.from_bytes(rng.bytes(-(-cfg.line_bits // 8)), "little")
+                     & ((1 << cfg.line_bits) - 1) for _ in range(cfg.append_beats))
+    scale = 2.0 ** rng.integers(-8, 9, (2, cfg.kv_heads, 1))
+    values = rng.standard_normal((2, cfg.kv_heads, cfg.head_dim)) * scale
+    return tuple(encode_heads(cfg, values[0]) + encode_heads(cfg, values[1]))
+
+
+class Script:
+    """A request sequence and the reference model's outcome of each."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.model = KvCacheModel(cfg)
+        self.requests: list[Request] = []
+        self.outcomes: list[Outcome] = []
+
+    def __call__(self, op: str | int, **fields) -> Outcome:
+        req = Request(OPS[op] if isinstance(op, str) else op, **fields)
+        self.requests.append(req)
+        self.outcomes.append(self.model.apply(req))
+        return self.outcomes[-1]
+
+    def append(self, seq: int, rng) -> Outcome:
+        return self("append", seq=seq, lines=random_lines(self.cfg, rng))
+
+    def free_all(self) -> None:
+        for seq in sorted(self.model.seqs):
+            self("free", seq=seq)
+
+
+def random_script(cfg, rng, count: int, max_read: int = 0) -> Script:
+    """``count`` random requests, steered by the reference model so that most are valid and
+    the cache fills up now and then; then every sequence freed."""
+    sc = Script(cfg)
+    pt = cfg.page_tokens
+    for _ in range(count):
+        alive = sorted(sc.model.seqs)
+        u = rng.random()
+        if u >= 0.84 and u < 0.90 and rng.random() < sc.model.free / cfg.pages:
+            u = 0.2
+        seq = int(rng.choice(alive)) if alive else 0
+        n = len(sc.model.seqs[seq].tokens) if alive else 0
+        if not alive or u < 0.05:
+            sc("alloc")
+        elif u < 0.50:
+            sc.append(seq, rng)
+        elif u < 0.76 and n:
+            start = int(rng.integers(0, n))
+            longest = min(n - start, max_read or n)
+            sc("read", seq=seq, kv=int(rng.integers(2)), head=int(rng.integers(cfg.kv_heads)),
+               start=start, count=int(rng.integers(1, longest + 1)))
+        elif u < 0.84:
+            cut = int(rng.integers(0, n + 1))
+            if n > pt and rng.random() < 0.5:
+                cut = int(rng.integers(1, n // pt + 1)) * pt - int(rng.integers(0, 2))
+            sc("fork", seq=seq, count=cut)
+        elif u < 0.90:
+            sc("free", seq=seq)
+        else:
+            bad_request(sc, cfg, rng, seq, n)
+    sc.free_all()
+    return sc
+
+
+def bad_request(sc: Script, cfg, rng, seq: int, n: int) -> None:
+    """One request that must fail, of a random kind."""
+    dead = [s for s in range(cfg.max_seqs) if s not in sc.model.seqs]
+    unknown = int(rng.choice(dead)) if dead and rng.random() < 0.6 else int(
+        rng.integers(cfg.max_seqs, 256))
+    kind = int(rng.integers(7))
+    if kind == 0:
+        sc(["free", "read", "fork"][int(rng.integers(3))], seq=unknown, count=1)
+    elif kind == 1:
+        sc("append", seq=unknown, lines=random_lines(cfg, rng))
+    elif kind == 2:
+        sc("read", seq=seq, head=int(rng.integers(cfg.kv_heads, 256)), count=1)
+    elif kind == 3:
+        sc("read", seq=seq, start=int(rng.integers(0, n + 2)), count=n + 1)
+    elif kind == 4:
+        sc("read", seq=seq, start=int(rng.integers(0, n + 1)), count=0)
+    elif kind == 5:
+        sc("fork", seq=seq, count=n + 1 + int(rng.integers(0, 3)))
+    else:
+        sc(int(rng.integers(5, 8)), seq=seq)
+
+
+def _response(out: Outcome) -> int:
+    return out.status | out.seq << 3 | out.length << 11 | out.free << 27
+
+
+async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool) -> dict:
+    """Run ``sc`` through the RTL and check answers, read lines, cycles and counters."""
+    cfg = ctx.config
+    reqs, outs = sc.requests, sc.outcomes
+    lines = [line for r in reqs if r.op == OPS["append"] for line in r.lines]
+    want_resp = [_response(o) for o in outs]
+    want_rd, where = [], []
+    for k, o in enumerate(outs):
+        for i, line in enumerate(o.data):
+            want_rd.append(line | int(i == len(o.data) - 1) << cfg.line_bits)
+            where.append((k, i))
+    model = sum(request_cycles(cfg, o) for o in outs)
+
+    await reset(dut, {"req__valid": 1, "req__payload": len(dut.req__payload), "wd__valid": 1,
+                      "wd__payload": len(dut.wd__payload), "rd__ready": 1, "resp__ready": 1},
+                seed=ctx.seed)
+    gap = ctx.workload.gap if gaps else 0.0
+    bp = ctx.workload.backpressure if gaps else 0.0
+    bench = Lockstep(
+        dut,
+        stream_names(KvCache(cfg)),
+        sources={"req": ([r.word() for r in reqs], Schedule([ctx.seed, 2, 0], gap)),
+                 "wd": (lines, Schedule([ctx.seed, 2, 1], gap))},
+        sinks={"rd": (len(want_rd), Schedule([ctx.seed, 3, 0], bp)),
+               "resp": (len(want_resp), Schedule([ctx.seed, 3, 1], bp))},
+        watch=COUNTERS,
+    )
+    got, cycles, counters = await bench.run(timeout=20 * model + 2000)
+    what = f"{ctx.describe()}: {test}"
+    bad_resp, first, why = scoreboard(f"{what}: answers", want_resp, got["resp"])
+    if first is not None:
+        req = reqs[first]
+        why += (f" (request {first}: {_OPS.get(req.op, req.op)} {req}; expected "
+                f"{_NAMES[outs[first].status]})")
+    bad_rd, first_rd, why_rd = scoreboard(f"{what}: read lines", want_rd, got["rd"])
+    if first_rd is not None:
+        k, i = where[first_rd]
+        why_rd += f" (request {k}: {reqs[k]}, line {i})"
+    busy, waits = counters["busy"], counters["stalls"] + counters["idle"]
+    reads = sum(1 for o in outs if o.op == OPS["read"] and o.data)
+    metrics = dict(
+        mismatches=bad_resp + bad_rd, cycles=cycles, model_cycles=model + waits,
+        request_model_cycles=model, requests=len(reqs), reads=reads,
+        read_lines=len(want_rd), read_bandwidth_utilization=(
+            counters["reads"] / counters["read_cycles"] if counters["read_cycles"] else 0.0),
+        statuses={name: sum(o.status == code for o in outs) for name, code in STATUS.items()},
+        copies=sum(o.copied for o in outs),
+        **{f"counter_{c}": counters[c] for c in COUNTERS},
+    )
+    record(test, **metrics)
+    assert bad_resp == 0, why
+    assert bad_rd == 0, why_rd
+    assert busy == model, f"{what}: busy cycles {busy} != model {model} (counters {counters})"
+    assert cycles == model + waits, (
+        f"{what}: cycles {cycles} != model {model} + stalls and idle {waits} ({counters})")
+    if not gaps:
+        assert waits == 0, f"{what}: waits although the streams keep up: {counters}"
+    line_count = sum(len(r.lines) for r, o in zip(reqs, outs, strict=True)
+                     if o.op == OPS["append"] and o.status == STATUS["ok"])
+    copied = sum(o.copied for o in outs) * cfg.page_lines
+    expect = {"reads": len(want_rd), "writes": line_count, "copies": copied}
+    for name, value in expect.items():
+        assert counters[name] == value, f"{what}: counter {name} {counters[name]} != {value}"
+    free = read_int(dut.free_pages, "free_pages")
+    assert free == sc.model.free, f"{what}: free_pages {free} != model {sc.model.free}"
+    return metrics
+
+
+@cocotb.test()
+async def test_edges(dut):
+    """Directed: sequences up to the limit and one too many; appends across page boundaries;
+    reads that start and end inside pages and cross them; forks inside a page and at a page
+    boundary, with appends on both sides (copy-on-write); the cache filled until an append
+    answers full, then read back intact; every bad request; everything freed."""
+    ctx = context()
+    cfg = ctx.config
+    rng = ctx.rng(1)
+    sc = Script(cfg)
+    pt = cfg.page_tokens
+    seqs = [sc("alloc").seq for _ in range(cfg.max_seqs)]
+    sc("alloc")
+    a = seqs[0]
+    for _ in range(2 * pt + 1):
+        sc.append(a, rng)
+    n = 2 * pt + 1
+    sc("read", seq=a, kv=0, head=0, start=0, count=n)
+    sc("read", seq=a, kv=1, head=cfg.kv_heads - 1, start=max(pt - 1, 0), count=min(pt + 2, n))
+    sc("read", seq=a, kv=1, head=0, start=n - 1, count=1)
+    for s in seqs[1:]:
+        sc("free", seq=s)
+    inside = sc("fork", seq=a, count=pt + (pt > 1))
+    edge = sc("fork", seq=a, count=pt)
+    for s in (inside.seq, a, edge.seq, inside.seq, a):
+        sc.append(s, rng)
+    for s in (a, inside.seq, edge.seq):
+        length = len(sc.model.seqs[s].tokens)
+        sc("read", seq=s, kv=0, head=0, start=0, count=length)
+        sc("read", seq=s, kv=1, head=cfg.kv_heads - 1, start=0, count=length)
+    while sc.model.free:
+        sc.append(edge.seq, rng)
+    for _ in range(pt + 1):
+        sc.append(edge.seq, rng)
+    sc.append(inside.seq, rng)
+    for s in sorted(sc.model.seqs):
+        sc("read", seq=s, kv=1, head=0, start=0, count=len(sc.model.seqs[s].tokens))
+    sc("free", seq=cfg.max_seqs)
+    sc("free", seq=255)
+    dead = next((s for s in range(cfg.max_seqs) if s not in sc.model.seqs), 255)
+    sc("read", seq=dead, count=1)
+    sc("append", seq=dead, lines=random_lines(cfg, rng))
+    sc("read", seq=a, head=cfg.kv_heads, count=1)
+    sc("read", seq=a, head=255, count=1)
+    length = len(sc.model.seqs[a].tokens)
+    sc("read", seq=a, start=0, count=length + 1)
+    sc("read", seq=a, start=length, count=1)
+    sc("read", seq=a, start=0, count=0)
+    sc("read", seq=a, start=65535, count=65535)
+    sc("fork", seq=a, count=length + 1)
+    for op in (5, 6, 7):
+        sc(op, seq=a)
+    sc.free_all()
+    sc("alloc")
+    sc.free_all()
+    assert sc.model.free == cfg.pages
+    await run_script(dut, ctx, "test_edges", sc, gaps=True)
+
+
+@cocotb.test()
+async def test_keep_up(dut):
+    """Random requests with streams that keep up: no stall or idle cycle, so the cycle count
+    is the sum of the cycle model's request costs exactly."""
+    ctx = context()
+    sc = random_script(ctx.config, ctx.rng(3), 300)
+    await run_script(dut, ctx, "test_keep_up", sc, gaps=False)
+
+
+@cocotb.test()
+async def test_long_read(dut):
+    """A sequence filled to the whole cache, read end to end, head by head, with streams that
+    keep up: the read bandwidth of long reads."""
+    ctx = context()
+    cfg = ctx.config
+    rng = ctx.rng(4)
+    sc = Script(cfg)
+    s = sc("alloc").seq
+    for _ in range(cfg.max_tokens):
+        sc.append(s, rng)
+    for kv in (0, 1):
+        for head in range(cfg.kv_heads):
+            sc("read", seq=s, kv=kv, head=head, start=0, count=cfg.max_tokens)
+    sc.free_all()
+    await run_script(dut, ctx, "test_long_read", sc, gaps=False)
+
+
+@cocotb.test()
+async def test_workload(dut):
+    """The workload: ``count`` random requests (every kind, interleaved sequences, reads
+    between appends, a cache that fills, bad requests) under the workload's gaps and
+    back-pressure, then every sequence freed."""
+    ctx = context()
+    w = ctx.workload
+    sc = random_script(ctx.config, ctx.rng(2), w.count, w.max_read)
+    await run_script(dut, ctx, "test_workload", sc, gaps=True)
+
