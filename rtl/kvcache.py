@@ -134,13 +134,6 @@ class KvCacheConfig:
                 f"parameter 'bank_words' = {self.bank_words} holds fewer than 2 pages of "
                 f"{self.page_lines} lines; allowed: >= {2 * self.page_lines}"
             )
-        if self.max_tokens >= 1 << TOKEN_BITS:
-            raise ParamError(
-                f"parameter 'bank_words' = {self.bank_words} holds {self.max_tokens} tokens, "
-                f"more than a {TOKEN_BITS}-bit length; allowed: <= "
-                f"{((1 << TOKEN_BITS) - 1) // self.page_tokens * self.page_lines}"
-            )
-
     @property
     def bits(self) -> int:
         """Bits per element."""
@@ -171,7 +164,8 @@ class KvCacheConfig:
 
     @property
     def max_tokens(self) -> int:
-        """Tokens one sequence can hold (every page)."""
+        """Tokens one sequence can hold (every page); at most ``bank_words / 2`` (a token takes
+        a line for each of K and V), so lengths fit ``TOKEN_BITS``."""
         return self.pages * self.page_tokens
 
     @property
@@ -183,6 +177,11 @@ class KvCacheConfig:
     def packing(self) -> float:
         """Fraction of a token's lines that carry data (the rest is padding)."""
         return self.token_bits / (self.token_lines * self.line_bits)
+
+
+def _index(n: int) -> range:
+    """The shape of an index below ``n``, at least one bit wide."""
+    return range(max(n, 2))
 
 
 def _counter() -> Out:
@@ -244,7 +243,8 @@ class KvCache(wiring.Component):
             banks.append((mem.read_port(), mem.write_port()))
         page = range(max(P, 2))
         m.submodules.table = table = Memory(shape=page, depth=S * P, init=[])
-        m.submodules.refs = refs = Memory(shape=range(S + 1), depth=P, init=[])
+        # A count of at least 2 bits, so that "shared" (> 1) is never constant.
+        m.submodules.refs = refs = Memory(shape=range(max(S + 1, 4)), depth=P, init=[])
         m.submodules.stack = stack = Memory(shape=page, depth=P, init=[])
         tab_r, tab_w = table.read_port(), table.write_port()
         ref_r, ref_w = refs.read_port(), refs.write_port()
@@ -286,19 +286,19 @@ class KvCache(wiring.Component):
         npages = Signal(range(P + 1))
         page_old = Signal(page)
         page_w = Signal(page)
-        ref_old = Signal(range(S + 1))
+        ref_old = Signal(refs.shape)
         cow = Signal()
-        slot = Signal(range(PT))
+        slot = Signal(_index(PT))
         pidx = Signal(range(P + 1))
         beat = Signal(range(B))
         kvh = Signal(range(2 * H))
-        j = Signal(range(TL))
+        j = Signal(_index(TL))
         copy = Signal(range(PL + 1))
 
         remaining = Signal(range(cfg.max_tokens * TL + 1))
         region = Signal(range(PL))
         off = Signal(range(PL))
-        in_page = Signal(range(head_lines))
+        in_page = Signal(_index(head_lines))
         pi = Signal(range(P + 1))
         out_valid = Signal()
         out_last = Signal()
