@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""KV-cache scratchpad: capacity of a few configurations, and read bandwidth measured in RTL.
+
+Capacity comes from the configuration alone (:class:`scoville.rtl.kvcache.KvCacheConfig`): the
+bits of a head vector in each storage format, the lines it takes once padded, the pages that
+fit, and the tokens one layer's cache holds. Bandwidth is measured: the ``test_long_read`` test
+of the KV-cache testbench fills a sequence to the whole cache and reads every head of it end
+to end with streams that keep up; its counters give the lines read and the cycles the reads
+took, which the cycle model predicts exactly.
+
+Writes ``docs/kvcache-bench.md``.
+
+Usage: ``python scripts/kvcache_bench.py [--sim verilator|icarus] [--seed N] [--out FILE.md]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from pathlib import Path
+
+from scoville.blocks import get_block
+from scoville.rtl.kvcache import KvCacheConfig
+from scoville.sim import flow
+from scoville.sim.cycles.kvcache import read_cycles, read_utilization
+from scoville.sim.workload import KvCacheWorkload
+
+#: A GPT-OSS-120B attention layer (/work/shared/MODELS.md): 8 KV heads of dimension 64.
+GPT_OSS = dict(kv_heads=8, head_dim=64, page_tokens=16)
+
+#: (label, config) of the capacity table: one 4 MiB SRAM in each format, then banks whose
+#: line fits each format's head vector exactly.
+CAPACITY = [
+    ("16 x 64-bit banks, bf16", KvCacheConfig(banks=16, word_bits=64, bank_words=32768,
+                                               kv_fmt="bf16", **GPT_OSS)),
+    ("16 x 64-bit banks, fp8_e4m3", KvCacheConfig(banks=16, word_bits=64, bank_words=32768,
+                                                   kv_fmt="fp8_e4m3", **GPT_OSS)),
+    ("16 x 64-bit banks, mxfp4", KvCacheConfig(banks=16, word_bits=64, bank_words=32768,
+                                                kv_fmt="mxfp4", **GPT_OSS)),
+    ("8 x 64-bit banks, fp8_e4m3", KvCacheConfig(banks=8, word_bits=64, bank_words=65536,
+                                                  kv_fmt="fp8_e4m3", **GPT_OSS)),
+    ("17 x 16-bit banks, mxfp4", KvCacheConfig(banks=17, word_bits=16, bank_words=65536,
+                                                kv_fmt="mxfp4", **GPT_OSS)),
+    ("8 x 32-bit banks, bf16", KvCacheConfig(banks=8, word_bits=32, bank_words=4096,
+                                              kv_fmt="bf16", **GPT_OSS)),
+]
+
+#: Simulated: a line per head vector in each format, 32 pages (512 tokens).
+MEASURED = [
+    ("bf16, 16 x 64-bit banks", KvCacheConfig(banks=16, word_bits=64, bank_words=8192,
+                                               kv_fmt="bf16", **GPT_OSS)),
+    ("fp8_e4m3, 8 x 64-bit banks", KvCacheConfig(banks=8, word_bits=64, bank_words=8192,
+                                                  kv_fmt="fp8_e4m3", **GPT_OSS)),
+    ("mxfp4, 17 x 16-bit banks", KvCacheConfig(banks=17, word_bits=16, bank_words=8192,
+                                                kv_fmt="mxfp4", **GPT_OSS)),
+]
+
+#: Clock assumed to turn lines per cycle into bytes per second.
+CLOCK_HZ = 1e9
+
+
+CAPACITY_COLUMNS = ["banks", "SRAM (MiB)", "bits / head vector", "line bits", "lines / vector",
+                    "packing", "page lines", "pages", "tokens", "KiB / token (K+V, all heads)"]
+MEASURED_COLUMNS = ["config", "tokens read", "reads", "lines", "cycles", "model cycles",
+                    "utilization", "model", "peak GB/s", "GB/s"]
+
+
+def _header(columns: list[str]) -> str:
+    return "| " + " | ".join(columns) + " |\n" + "|---" * len(columns) + "|"
+
+
+def capacity_rows() -> list[str]:
+    rows = []
+    for label, c in CAPACITY:
+        sram = c.banks * c.word_bits * c.bank_words / 8 / 2**20
+        per_token = 2 * c.kv_heads * c.token_lines * c.line_bits / 8
+        rows.append(
+            f"| {label} | {sram:.3g} | {c.token_bits} | {c.line_bits} | {c.token_lines} | "
+            f"{c.packing:.1%} | {c.page_lines} | {c.pages} | {c.max_tokens:,} | "
+            f"{per_token / 1024:.3g} |"
+        )
+    return rows
+
+
+def measured_rows(sim: str, seed: int) -> list[str]:
+    block = get_block("kvcache")
+    rows = []
+    for label, c in MEASURED:
+        result = flow.run(block, c, KvCacheWorkload(), sim, seed=seed, tests=["test_long_read"])
+        if not result.passed:
+            sys.exit(f"{label}: test_long_read failed on {sim}; see {result.log}")
+        m = result.metrics["test_long_read"]
+        lines, cycles = m["counter_reads"], m["counter_read_cycles"]
+        heads = 2 * c.kv_heads
+        model = heads * read_cycles(c, c.max_tokens)
+        util = lines / cycles
+        peak = c.line_bits / 8 * CLOCK_HZ / 1e9
+        rows.append(
+            f"| {label} | {c.max_tokens} | {heads} | {lines:,} | {cycles:,} | {model:,} | "
+            f"{util:.2%} | {read_utilization(c, c.max_tokens):.2%} | {peak:.0f} | "
+            f"{peak * util:.1f} |"
+        )
+        print(f"{label}: {lines} lines in {cycles} cycles ({util:.2%})", file=sys.stderr)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sim", default="verilator", choices=("verilator", "icarus"))
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" /
+                                        "kvcache-bench.md"))
+    args = p.parse_args(argv)
+    measured = measured_rows(args.sim, args.seed)
+    text = textwrap.dedent(f"""\
+        # KV-cache scratchpad: capacity and read bandwidth
+
+        Made by `python scripts/kvcache_bench.py --sim {args.sim} --seed {args.seed}`; do not
+        edit by hand. Layout and requests: [kvcache.md](kvcache.md).
+
+        ## Capacity of one GPT-OSS-120B layer's cache
+
+        8 KV heads of dimension 64, 16 tokens per page. A head vector is padded to whole lines
+        (a line is one word of every bank), so the line width decides how much of the SRAM a
+        format can use: fp8 and mxfp4 in lines sized for bf16 hold no more tokens than bf16.
+
+        """)
+    text += "\n".join([_header(CAPACITY_COLUMNS), *capacity_rows()]) + "\n"
+    text += textwrap.dedent(f"""
+        ## Read bandwidth, measured on {args.sim}
+
+        A sequence filled to the whole cache is read end to end, K and V of every head in turn,
+        with `rd` and `resp` always ready. Cycles count from each read's request handshake to
+        its answer's (the RTL's `read_cycles` counter); the cycle model's
+        `read_cycles(config, L) = {read_cycles(MEASURED[0][1], 0)} + L * token_lines` predicts
+        them exactly. Bandwidth at an assumed {CLOCK_HZ / 1e9:g} GHz clock.
+
+        """)
+    text += "\n".join([_header(MEASURED_COLUMNS), *measured]) + "\n"
+    Path(args.out).write_text(text)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
