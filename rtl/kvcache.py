@@ -269,10 +269,8 @@ class KvCache(wiring.Component):
             seq_ok.eq((r.seq < S) & active.bit_select(r.seq[: max(1, (S - 1).bit_length())], 1)),
             seq_len.eq(length[r.seq]),
         ]
-        # The lowest free sequence slot, registered: ``active`` changes only in the cycle
-        # before an answer, so this is current again by the next request's decode (and a
-        # register, unlike a combinational encoder of registers, is defined from reset on
-        # Icarus).
+        # The lowest free sequence slot, registered (off the decode path): ``active`` changes
+        # only in the cycle before an answer, so this is current again by the next decode.
         slot_free = Signal()
         new_id = Signal(range(max(S, 2)))
         m.d.sync += slot_free.eq(0)

@@ -74,3 +74,16 @@ def test_waves_are_recorded_on_request(simulator, seed):
     assert result.passed, explain(result)
     assert result.waves.endswith(".fst")
     assert Path(result.waves).stat().st_size > 0
+
+
+def test_icarus_time_zero_toggles_every_yosys_dummy_register():
+    text = (
+        "module a;\n  reg \\$auto$verilog_backend.cc:2355:dump_module$1  = 0;\n"
+        "  always @* begin\n    if (\\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end\n"
+        "  end\nendmodule\nmodule b;\n  reg \\$auto$verilog_backend.cc:2355:dump_module$2  = 0;\n"
+        "endmodule\n"
+    )
+    out = flow.icarus_time_zero(text)
+    assert out.count("initial #0 ") == 2
+    assert "  initial #0 \\$auto$verilog_backend.cc:2355:dump_module$2 = 1'b1;\n" in out
+    assert flow.icarus_time_zero("module c;\nendmodule\n") == "module c;\nendmodule\n"
