@@ -46,9 +46,6 @@ class Block:
         The cocotb test module.
     workload_test : str
         The cocotb test that runs the random workload (what ``scoville sim`` runs).
-    sim_top : callable, optional
-        ``config -> wiring.Component`` simulated in place of ``component`` (a test harness
-        around it); ``component`` by default.
     """
 
     name: str
@@ -58,11 +55,12 @@ class Block:
     component: Callable[[Any], Any]
     testbench: str
     workload_test: str = "test_workload"
-    sim_top: Callable[[Any], Any] | None = None
 
     def simulated(self, config) -> Any:
-        """The component the simulators build for ``config``."""
-        return (self.sim_top or self.component)(config)
+        """What the simulators build for ``config``: the component inside a
+        :class:`~scoville.sim.harness.StreamHarness`, which lets the testbench step every
+        stream with one simulator callback per cycle."""
+        return StreamHarness(self.component(config))
 
     def param_fields(self) -> dict[str, tuple[type, dataclasses.Field]]:
         """Every parameter name, with the class that owns it and its field."""
@@ -131,7 +129,6 @@ BLOCKS: dict[str, Block] = {
             workload=GemmWorkload,
             component=Gemm,
             testbench="scoville.testbenches.gemm",
-            sim_top=lambda config: StreamHarness(Gemm(config)),
         ),
         Block(
             name="kvcache",
@@ -140,7 +137,6 @@ BLOCKS: dict[str, Block] = {
             workload=KvCacheWorkload,
             component=KvCache,
             testbench="scoville.testbenches.kvcache",
-            sim_top=lambda config: StreamHarness(KvCache(config)),
         ),
     ]
 }

@@ -1,10 +1,10 @@
 """What every Scoville testbench shares: the run's parameters, reset, the lockstep stream
 driver/monitor, the scoreboard and the metrics file.
 
-Timing discipline (the same on Icarus and Verilator): inputs are driven just after the falling
-clock edge; in the read-only phase of that same time step every handshake signal has settled, so
-what is sampled there is exactly what the next rising edge acts on. One coroutine steps both
-streams cycle by cycle, so stimulus and sampling never race.
+Timing discipline (the same on Icarus and Verilator): every design is simulated inside
+:class:`~scoville.sim.harness.StreamHarness`, which registers each stream's handshake at the
+rising edge; one coroutine wakes just after each falling edge, reads what fired and drives the
+next cycle's inputs, so stimulus and sampling never race and each cycle costs one callback.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from typing import Any
 
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import FallingEdge, RisingEdge
 
 from scoville.blocks import get_block, parse_params
 from scoville.sim.cycles.stream import Schedule, pipeline_cycles
 from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
+from scoville.sim.harness import stream_names
 
 __all__ = [
     "Lockstep",
     "RunContext",
-    "StreamLockstep",
     "context",
     "pack",
     "pack_rows",
@@ -94,60 +94,6 @@ async def reset(dut, inputs: dict[str, int], cycles: int = 4, seed: int = 0) -> 
         if name.endswith("valid"):
             getattr(dut, name).value = 0
     await RisingEdge(dut.clk)
-
-
-class StreamLockstep:
-    """Drives stream ``inp`` of ``dut`` and takes stream ``out``, one cycle per step.
-
-    The producer offers its next item in cycle ``t`` when ``valid[t]`` holds and keeps it until
-    taken; the consumer raises ``ready`` when ``ready[t]`` holds. Both schedules are
-    :class:`~scoville.sim.cycles.stream.Schedule` objects, which the cycle model replays.
-    """
-
-    def __init__(self, dut, valid: Schedule, ready: Schedule, *, inp: str = "i", out: str = "o"):
-        self.dut = dut
-        self.valid = valid
-        self.ready = ready
-        self.i_valid = getattr(dut, f"{inp}__valid")
-        self.i_ready = getattr(dut, f"{inp}__ready")
-        self.i_payload = getattr(dut, f"{inp}__payload")
-        self.o_valid = getattr(dut, f"{out}__valid")
-        self.o_ready = getattr(dut, f"{out}__ready")
-        self.o_payload = getattr(dut, f"{out}__payload")
-        self.names = (inp, out)
-
-    async def run(self, items: list[int], expected_outputs: int, timeout: int) -> tuple[list, int]:
-        """Send ``items`` (packed payloads), collect ``expected_outputs`` payloads.
-
-        Returns the outputs and the cycle count up to and including the last output handshake.
-        """
-        out: list[int] = []
-        sent = 0
-        offering = False
-        inp, outp = self.names
-        for t in range(timeout):
-            await FallingEdge(self.dut.clk)
-            offering = offering or (sent < len(items) and self.valid[t])
-            self.i_valid.value = int(offering)
-            if offering:
-                self.i_payload.value = items[sent]
-            ready = self.ready[t]
-            self.o_ready.value = int(ready)
-            await ReadOnly()
-            if offering and read_int(self.i_ready, f"{inp}__ready"):
-                sent += 1
-                offering = False
-            if read_int(self.o_valid, f"{outp}__valid") and ready:
-                out.append(read_int(self.o_payload, f"{outp}__payload"))
-                if len(out) == expected_outputs:
-                    await FallingEdge(self.dut.clk)
-                    self.i_valid.value = 0
-                    self.o_ready.value = 0
-                    return out, t + 1
-        raise AssertionError(
-            f"timeout after {timeout} cycles: sent {sent}/{len(items)}, "
-            f"received {len(out)}/{expected_outputs}"
-        )
 
 
 class Lockstep:
@@ -326,8 +272,11 @@ async def check_stream(
     may add the inputs of output ``k`` to the mismatch message.
     """
     await reset(dut, {"i__valid": 1, "i__payload": in_width, "o__ready": 1}, seed=ctx.seed)
-    bench = StreamLockstep(dut, *schedules(ctx, gaps=gaps))
-    words, cycles = await bench.run(items, len(expected), timeout=50 * len(items) + 200)
+    valid, ready = schedules(ctx, gaps=gaps)
+    order = stream_names(get_block(ctx.block).component(ctx.config))
+    bench = Lockstep(dut, order, sources={"i": (items, valid)}, sinks={"o": (len(expected), ready)})
+    outs, cycles, _ = await bench.run(timeout=50 * len(items) + 200)
+    words = outs["o"]
     got = [decode(w) for w in words]
     mismatches, first, why = scoreboard(f"{ctx.describe()}: {test}", expected, got)
     if first is not None and describe is not None:
