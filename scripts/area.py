@@ -45,6 +45,14 @@ UNITS = [
                                             "buffer_depth": 4}),
     ("GEMM engine, 4x4 MXFP4, ws", "gemm", {"rows": 4, "cols": 4, "fmt": "mxfp4",
                                             "dataflow": "ws", "buffer_depth": 4, "acc_rows": 4}),
+    ("KV cache, 4 banks x 32-bit, bf16", "kvcache", {"banks": 4, "word_bits": 32,
+                                                     "bank_words": 128, "page_tokens": 4,
+                                                     "max_seqs": 4, "kv_heads": 1,
+                                                     "head_dim": 32, "kv_fmt": "bf16"}),
+    ("KV cache, 8 banks x 16-bit, bf16", "kvcache", {"banks": 8, "word_bits": 16,
+                                                     "bank_words": 128, "page_tokens": 8,
+                                                     "max_seqs": 4, "kv_heads": 1,
+                                                     "head_dim": 32, "kv_fmt": "bf16"}),
 ]
 
 
@@ -92,7 +100,7 @@ def main(argv=None) -> int:
         muxes = stats["by_type"].get("$_MUX_", 0)
         logic = stats["cells"] - flops - muxes
         rows.append((label, name, params, stats["cells"], flops, muxes, logic))
-        print(f"{label:<28} {stats['cells']:>7} cells ({flops} flip-flops) "
+        print(f"{label:<32} {stats['cells']:>7} cells ({flops} flip-flops) "
               f"in {time.monotonic() - start:.1f} s", flush=True)
     lines = [
         "# Unit sizes",
