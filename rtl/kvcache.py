@@ -32,7 +32,10 @@ from amaranth.lib.wiring import In, Out
 
 from .params import ParamError, check_choice, check_int, param
 
-__all__ = ["FORMATS", "MX_BLOCK", "OPS", "STATUS", "KvCache", "KvCacheConfig", "request_layout"]
+__all__ = [
+    "COUNTERS", "FORMATS", "MX_BLOCK", "OPS", "STATUS", "KvCache", "KvCacheConfig",
+    "request_layout",
+]
 
 #: Element width of each storage format.
 FORMATS = {"bf16": 16, "fp8_e4m3": 8, "mxfp4": 4}
@@ -184,6 +187,11 @@ def _index(n: int) -> range:
     return range(max(n, 2))
 
 
+#: The counters, each an ``Out(COUNTER_BITS)`` port.
+COUNTERS = ("busy", "stalls", "idle", "read_waits", "read_cycles", "read_stalls", "reads",
+            "writes", "copies")
+
+
 def _counter() -> Out:
     return Out(COUNTER_BITS)
 
@@ -205,10 +213,12 @@ class KvCache(wiring.Component):
         Pages on the free list.
     reads, writes, copies : Out(32)
         Lines handed over on ``rd``, written from ``wd``, and copied by copy-on-write.
-    busy, stalls, idle : Out(32)
-        Cycles working; waiting on ``wd`` data, ``rd`` or ``resp`` ready; waiting for a request.
-    read_cycles : Out(32)
-        Cycles spent on reads (from the request handshake to the answer's, stalls included).
+    busy, stalls, idle, read_waits : Out(32)
+        Cycles of the request engine: working; waiting on ``wd`` data or ``resp`` ready;
+        waiting for a request; waiting for the read engine (see the module docstring).
+    read_cycles, read_stalls : Out(32)
+        Cycles of the read engine: busy (a line to issue or to hand over); of those, waiting on
+        ``rd`` ready.
     """
 
     def __init__(self, config: KvCacheConfig):
@@ -220,8 +230,7 @@ class KvCache(wiring.Component):
             "rd": Out(stream.Signature(data.StructLayout({"data": line, "last": 1}))),
             "resp": Out(stream.Signature(response_layout())),
             "free_pages": Out(range(config.pages + 1)),
-            **{name: _counter() for name in ("reads", "writes", "copies", "busy", "stalls",
-                                              "idle", "read_cycles")},
+            **{name: _counter() for name in COUNTERS},
         })
 
     @property
@@ -246,7 +255,8 @@ class KvCache(wiring.Component):
         # A count of at least 2 bits, so that "shared" (> 1) is never constant.
         m.submodules.refs = refs = Memory(shape=range(max(S + 1, 4)), depth=P, init=[])
         m.submodules.stack = stack = Memory(shape=page, depth=P, init=[])
-        tab_r, tab_w = table.read_port(), table.write_port()
+        # One table read port for the read engine, one for the request engine.
+        tab_r, tab_c, tab_w = table.read_port(), table.read_port(), table.write_port()
         ref_r, ref_w = refs.read_port(), refs.write_port()
         stk_r, stk_w = stack.read_port(), stack.write_port()
 
@@ -293,6 +303,7 @@ class KvCache(wiring.Component):
         j = Signal(_index(TL))
         copy = Signal(range(PL + 1))
 
+        rseq = Signal(SEQ_BITS)
         remaining = Signal(range(cfg.max_tokens * TL + 1))
         region = Signal(range(PL))
         off = Signal(range(PL))
@@ -302,6 +313,9 @@ class KvCache(wiring.Component):
         out_last = Signal()
         issue = Signal()
         advance = Signal()
+        engine_busy = Signal()
+        start = Signal()
+        read_wait = Signal()
 
         ceil_pages = lambda tokens: (tokens + PT - 1) >> log_pt  # noqa: E731
 
@@ -327,6 +341,25 @@ class KvCache(wiring.Component):
         with m.If(advance):
             m.d.sync += [out_valid.eq(issue), out_last.eq(remaining == 1)]
 
+        # The read engine: one line per cycle while ``rd`` keeps up; the table port always
+        # addresses the entry of the page the next cycle reads from.
+        page_end = in_page == head_lines - 1
+        step = issue & advance
+        m.d.comb += [
+            issue.eq(remaining != 0),
+            engine_busy.eq(issue | out_valid),
+            tab_r.addr.eq(Mux(start, seq_entry(r.seq, r.start >> log_pt),
+                              seq_entry(rseq, pi + (step & page_end)))),
+        ]
+        for rp, _ in banks:
+            m.d.comb += rp.addr.eq(tab_r.data * PL + off)
+        with m.If(step):
+            m.d.sync += remaining.eq(remaining - 1)
+            with m.If(page_end):
+                m.d.sync += [in_page.eq(0), off.eq(region), pi.eq(pi + 1)]
+            with m.Else():
+                m.d.sync += [in_page.eq(in_page + 1), off.eq(off + 1)]
+
         def finish(code):
             m.d.sync += status.eq(code)
             m.next = "RESP"
@@ -341,63 +374,66 @@ class KvCache(wiring.Component):
             with m.State("DECODE"):
                 m.d.sync += [out_seq.eq(r.seq), out_len.eq(Mux(seq_ok, seq_len, 0)),
                              pg.eq(0), beat.eq(0), kvh.eq(0), j.eq(0)]
-                with m.Switch(r.op):
-                    with m.Case(OPS["alloc"]):
-                        with m.If(~slot_free):
-                            finish(STATUS["too_many"])
-                        with m.Else():
-                            m.d.sync += [active.bit_select(new_id, 1).eq(1),
-                                         length[new_id].eq(0), out_seq.eq(new_id),
-                                         out_len.eq(0)]
-                            finish(STATUS["ok"])
-                    with m.Case(OPS["free"]):
-                        with m.If(~seq_ok):
-                            finish(STATUS["no_seq"])
-                        with m.Else():
-                            m.d.sync += npages.eq(ceil_pages(seq_len))
-                            m.next = "W_TAB"
-                    with m.Case(OPS["fork"]):
-                        with m.If(~seq_ok):
-                            finish(STATUS["no_seq"])
-                        with m.Elif(r.count > seq_len):
-                            finish(STATUS["bad_range"])
-                        with m.Elif(~slot_free):
-                            finish(STATUS["too_many"])
-                        with m.Else():
-                            m.d.sync += [npages.eq(ceil_pages(r.count)), dst.eq(new_id)]
-                            m.next = "W_TAB"
-                    with m.Case(OPS["append"]):
-                        m.d.sync += [slot.eq(seq_len[:log_pt] if log_pt else 0),
-                                     pidx.eq(seq_len >> log_pt)]
-                        m.d.comb += tab_r.addr.eq(seq_entry(r.seq, seq_len >> log_pt))
-                        with m.If(~seq_ok):
-                            m.d.sync += status.eq(STATUS["no_seq"])
-                            m.next = "DRAIN"
-                        with m.Else():
-                            m.next = "A_REF"
-                    with m.Case(OPS["read"]):
-                        first = r.start >> log_pt
-                        start_line = (r.start[:log_pt] * TL) if log_pt else 0
-                        base = (r.kv * H + r.head) * head_lines
-                        m.d.comb += tab_r.addr.eq(seq_entry(r.seq, first))
-                        m.d.sync += [pi.eq(first), in_page.eq(start_line), region.eq(base),
-                                     off.eq(base + start_line), remaining.eq(r.count * TL)]
-                        with m.If(~seq_ok):
-                            finish(STATUS["no_seq"])
-                        with m.Elif(r.head >= H):
-                            finish(STATUS["bad_head"])
-                        with m.Elif((r.count == 0) | (r.start + r.count > seq_len)):
-                            finish(STATUS["bad_range"])
-                        with m.Else():
-                            m.d.sync += status.eq(STATUS["ok"])
-                            m.next = "R_RUN"
-                    with m.Default():
-                        finish(STATUS["bad_op"])
+                with m.If(engine_busy & (r.op != OPS["append"])):
+                    m.d.comb += read_wait.eq(1)
+                with m.Else():
+                    with m.Switch(r.op):
+                        with m.Case(OPS["alloc"]):
+                            with m.If(~slot_free):
+                                finish(STATUS["too_many"])
+                            with m.Else():
+                                m.d.sync += [active.bit_select(new_id, 1).eq(1),
+                                             length[new_id].eq(0), out_seq.eq(new_id),
+                                             out_len.eq(0)]
+                                finish(STATUS["ok"])
+                        with m.Case(OPS["free"]):
+                            with m.If(~seq_ok):
+                                finish(STATUS["no_seq"])
+                            with m.Else():
+                                m.d.sync += npages.eq(ceil_pages(seq_len))
+                                m.next = "W_TAB"
+                        with m.Case(OPS["fork"]):
+                            with m.If(~seq_ok):
+                                finish(STATUS["no_seq"])
+                            with m.Elif(r.count > seq_len):
+                                finish(STATUS["bad_range"])
+                            with m.Elif(~slot_free):
+                                finish(STATUS["too_many"])
+                            with m.Else():
+                                m.d.sync += [npages.eq(ceil_pages(r.count)), dst.eq(new_id)]
+                                m.next = "W_TAB"
+                        with m.Case(OPS["append"]):
+                            m.d.sync += [slot.eq(seq_len[:log_pt] if log_pt else 0),
+                                         pidx.eq(seq_len >> log_pt)]
+                            m.d.comb += tab_c.addr.eq(seq_entry(r.seq, seq_len >> log_pt))
+                            with m.If(~seq_ok):
+                                m.d.sync += status.eq(STATUS["no_seq"])
+                                m.next = "DRAIN"
+                            with m.Else():
+                                m.next = "A_REF"
+                        with m.Case(OPS["read"]):
+                            start_line = (r.start[:log_pt] * TL) if log_pt else 0
+                            base = (r.kv * H + r.head) * head_lines
+                            with m.If(~seq_ok):
+                                finish(STATUS["no_seq"])
+                            with m.Elif(r.head >= H):
+                                finish(STATUS["bad_head"])
+                            with m.Elif((r.count == 0) | (r.start + r.count > seq_len)):
+                                finish(STATUS["bad_range"])
+                            with m.Else():
+                                m.d.comb += start.eq(1)
+                                m.d.sync += [rseq.eq(r.seq), pi.eq(r.start >> log_pt),
+                                             in_page.eq(start_line), region.eq(base),
+                                             off.eq(base + start_line),
+                                             remaining.eq(r.count * TL)]
+                                finish(STATUS["ok"])
+                        with m.Default():
+                            finish(STATUS["bad_op"])
 
             # Free and fork: for each page, read its table entry, then its reference count,
             # then write the count back (a freed page that drops to 0 goes on the stack).
             with m.State("W_TAB"):
-                m.d.comb += tab_r.addr.eq(seq_entry(r.seq, pg))
+                m.d.comb += tab_c.addr.eq(seq_entry(r.seq, pg))
                 with m.If(pg == npages):
                     with m.If(r.op == OPS["free"]):
                         m.d.sync += [active.bit_select(r.seq[: len(new_id)], 1).eq(0),
@@ -409,10 +445,10 @@ class KvCache(wiring.Component):
                 with m.Else():
                     m.next = "W_REF"
             with m.State("W_REF"):
-                m.d.comb += ref_r.addr.eq(tab_r.data)
-                m.d.sync += page_old.eq(tab_r.data)
+                m.d.comb += ref_r.addr.eq(tab_c.data)
+                m.d.sync += page_old.eq(tab_c.data)
                 with m.If(r.op == OPS["fork"]):
-                    m.d.comb += [tab_w.addr.eq(dst * P + pg), tab_w.data.eq(tab_r.data),
+                    m.d.comb += [tab_w.addr.eq(dst * P + pg), tab_w.data.eq(tab_c.data),
                                  tab_w.en.eq(1)]
                 m.next = "W_UPD"
             with m.State("W_UPD"):
@@ -431,10 +467,14 @@ class KvCache(wiring.Component):
             # Append: the page of the new token, its reference count, then a new page when the
             # token opens a page or its page is shared (copy-on-write), then the lines.
             with m.State("A_REF"):
-                m.d.comb += ref_r.addr.eq(tab_r.data)
-                m.d.sync += page_old.eq(tab_r.data)
+                m.d.comb += ref_r.addr.eq(tab_c.data)
+                m.d.sync += page_old.eq(tab_c.data)
                 m.next = "A_DEC"
             with m.State("A_DEC"):
+                # A copy-on-write waits for the read engine: the copy needs the banks' read
+                # ports, and the page table must not point a read at the page before it is
+                # copied. The reference count stays addressed while waiting.
+                m.d.comb += ref_r.addr.eq(page_old)
                 shared = (slot != 0) & (ref_r.data > 1)
                 need = (slot == 0) | shared
                 m.d.sync += [ref_old.eq(ref_r.data), cow.eq(shared), page_w.eq(page_old),
@@ -442,6 +482,8 @@ class KvCache(wiring.Component):
                 with m.If(need & (free == 0)):
                     m.d.sync += status.eq(STATUS["full"])
                     m.next = "DRAIN"
+                with m.Elif(shared & engine_busy):
+                    m.d.comb += read_wait.eq(1)
                 with m.Elif(need):
                     m.next = "A_ALLOC"
                 with m.Else():
@@ -492,26 +534,8 @@ class KvCache(wiring.Component):
                     with m.If(beat == B - 1):
                         m.next = "RESP"
 
-            # Read: one line per cycle while ``rd`` keeps up; the table port always addresses
-            # the entry of the page the next cycle reads from.
-            with m.State("R_RUN"):
-                page_end = in_page == head_lines - 1
-                m.d.comb += issue.eq(remaining != 0)
-                step = issue & advance
-                m.d.comb += tab_r.addr.eq(seq_entry(r.seq, pi + (step & page_end)))
-                for rp, _ in banks:
-                    m.d.comb += rp.addr.eq(tab_r.data * PL + off)
-                with m.If(step):
-                    m.d.sync += remaining.eq(remaining - 1)
-                    with m.If(page_end):
-                        m.d.sync += [in_page.eq(0), off.eq(region), pi.eq(pi + 1)]
-                    with m.Else():
-                        m.d.sync += [in_page.eq(in_page + 1), off.eq(off + 1)]
-                    with m.If(remaining == 1):
-                        m.next = "RESP"
-
             with m.State("RESP"):
-                m.d.comb += self.resp.valid.eq(~out_valid)
+                m.d.comb += self.resp.valid.eq(1)
                 with m.If(self.resp.valid & self.resp.ready):
                     m.next = "IDLE"
 
@@ -519,15 +543,15 @@ class KvCache(wiring.Component):
         stall = Signal()
         m.d.comb += stall.eq(
             ((fsm.ongoing("WRITE") | fsm.ongoing("DRAIN")) & ~self.wd.valid)
-            | (fsm.ongoing("R_RUN") & ~advance)
-            | (fsm.ongoing("RESP") & Mux(out_valid, ~self.rd.ready, ~self.resp.ready))
+            | (fsm.ongoing("RESP") & ~self.resp.ready)
         )
-        reading = Mux(fsm.ongoing("IDLE"), self.req.payload.op, r.op) == OPS["read"]
         counts = {
-            "busy": ~idle & ~stall,
+            "busy": ~idle & ~stall & ~read_wait,
             "stalls": stall,
             "idle": idle,
-            "read_cycles": reading & ~idle,
+            "read_waits": read_wait,
+            "read_cycles": engine_busy,
+            "read_stalls": out_valid & ~self.rd.ready,
             "reads": self.rd.valid & self.rd.ready,
             "writes": fsm.ongoing("WRITE") & self.wd.valid,
             "copies": fsm.ongoing("COPY") & (copy != 0),
