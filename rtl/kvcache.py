@@ -13,14 +13,19 @@ A read of one head streams its tokens' lines in token order, one line per cycle,
 deliver all their words every cycle; a page boundary costs nothing (the page table's next entry
 is read a cycle ahead).
 
-Requests are served one at a time, in order (the request stream is the only place where an
-append can meet a read, so a read in progress always finishes first: reads have priority and
-neither can corrupt the other). Each request answers one beat on ``resp``; a read answers after
-its last line has left on ``rd``. Every append takes its ``2 * kv_heads * token_lines`` lines
-from ``wd`` (K head 0, K head 1, ..., V head 0, ...), also when it fails, so the streams stay in
-step. A failing request changes nothing.
+Two engines share the banks. The *request engine* takes requests in order and answers each
+with one beat on ``resp``; a read that passes its checks is answered at once and handed to the
+*read engine*, which streams its lines on ``rd`` (``last`` on the final one) through the banks'
+read ports while the request engine goes on. Priority: an append runs beside a streaming read
+(it writes through the banks' write ports, into lines no read can cover: a later token of a
+sequence, or a page no other sequence holds); an append that must copy a shared page waits
+until the read has finished (the copy needs the read ports, and the page table must not send
+the read to the page before it is copied); every other request waits in decode until the read
+engine is idle, so pages are never freed or re-shared under a read. Every append takes its
+``2 * kv_heads * token_lines`` lines from ``wd`` (K head 0, K head 1, ..., V head 0, ...), also
+when it fails, so the streams stay in step. A failing request changes nothing.
 
-The exact cost of each request, in cycles, is :func:`scoville.sim.cycles.kvcache.request_cycles`.
+The exact cost of each request in cycles is :mod:`scoville.sim.cycles.kvcache`.
 """
 
 from dataclasses import dataclass
