@@ -12,7 +12,9 @@ from .fp4 import e2m1_product
 from .fp32 import FP32_QNAN, fp32_add
 from .fpconv import scaled_int_to_fp32
 
-__all__ = ["BlockDotUnit", "BlockSums", "accumulate", "block_sums", "mx_block_value"]
+__all__ = [
+    "BlockDotUnit", "BlockSums", "accumulate", "block_sums", "mx_block_value", "mx_scale_terms",
+]
 
 
 class BlockDotUnit(wiring.Component):
@@ -119,12 +121,19 @@ def accumulate(m: Module, step, sums: BlockSums, block_value) -> Signal:
     return result
 
 
-def mx_block_value(m: Module, total, sa, sb, *, name: str) -> Signal:
+def mx_scale_terms(sa, sb) -> dict:
+    """What an MX block value needs of its two E8M0 scale codes: their sum (``exp``) and
+    whether either is NaN (``nan``, code 0xFF); a pipeline may carry both to a later stage."""
+    return {"exp": sa + sb, "nan": (sa == 0xFF) | (sb == 0xFF)}
+
+
+def mx_block_value(m: Module, total, exp, nan, *, name: str = "blk") -> Signal:
     """The binary32 bits of an MX block value: the exact sum ``total`` (quarters) times
-    ``2**(sa + sb - 254)``, rounded once; the canonical NaN if either scale code is 0xFF."""
-    exp = Signal(signed(11), name=f"{name}_exp")
-    m.d.comb += exp.eq(sa + sb - 256)
-    value = scaled_int_to_fp32(m, total, exp, name=f"{name}_cvt")
+    ``2**(exp - 254)`` (``exp`` the sum of the two scale codes), rounded once; the canonical
+    NaN when ``nan`` (see :func:`mx_scale_terms`)."""
+    power = Signal(signed(11), name=f"{name}_exp")
+    m.d.comb += power.eq(exp - 256)
+    value = scaled_int_to_fp32(m, total, power, name=f"{name}_cvt")
     out = Signal(32, name=f"{name}_fp32")
-    m.d.comb += out.eq(Mux((sa == 0xFF) | (sb == 0xFF), FP32_QNAN, value))
+    m.d.comb += out.eq(Mux(nan, FP32_QNAN, value))
     return out

@@ -37,7 +37,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .blockdot import mx_block_value
+from .blockdot import mx_block_value, mx_scale_terms
 from .comb import wire
 from .fp4 import e2m1_product
 from .fp32 import fp32_add
@@ -404,7 +404,8 @@ class _OutputStationary(_Dataflow):
             fresh = wire(m, f"{name}_bs", Mux(a_in.bstart, 0, sums) + prod, _mac_shape(cfg))
             fp = Signal(32, name=f"{name}_fp")
             # A column beyond N gives +0 even when its row's scale is NaN.
-            value = Mux(b_in.on, mx_block_value(m, fresh, a_in.sa, b_in.sb, name=f"{name}_blk"), 0)
+            value = Mux(b_in.on, mx_block_value(m, fresh, **mx_scale_terms(a_in.sa, b_in.sb),
+                                                    name=f"{name}_blk"), 0)
             total = wire(m, f"{name}_total", fp32_add(m, Mux(a_in.first, 0, fp), value,
                                                       name=f"{name}_add"))
             with m.If(en & a_in.valid):
@@ -569,7 +570,8 @@ class _WeightStationary(_Dataflow):
             old = rp.data[c]
             if cfg.mx:
                 bs = wire(m, f"acc{c}_bs", Mux(mt.m.bstart, 0, old.bs) + psums[c], _mac_shape(cfg))
-                value = Mux(mt.on[c], mx_block_value(m, bs, mt.sa, mt.sb[c], name=f"acc{c}_blk"), 0)
+                value = Mux(mt.on[c], mx_block_value(m, bs, **mx_scale_terms(mt.sa, mt.sb[c]),
+                                                      name=f"acc{c}_blk"), 0)
                 base = wire(m, f"acc{c}_base", Mux(mt.m.first_kt, 0, old.fp))
                 total = wire(m, f"acc{c}_total", fp32_add(m, base, value, name=f"acc{c}_add"))
                 m.d.comb += [

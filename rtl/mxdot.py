@@ -10,11 +10,9 @@ tensor hardware accumulates. A NaN scale (0xFF) makes its block, and so the resu
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Module, Signal
 
-from .blockdot import BlockDotUnit, accumulate, block_sums
-from .fp32 import FP32_QNAN
-from .fpconv import scaled_int_to_fp32
+from .blockdot import BlockDotUnit, accumulate, block_sums, mx_block_value, mx_scale_terms
 from .params import check_int, param
 from .pipeline import stall_chain
 
@@ -75,17 +73,11 @@ class MxDot(BlockDotUnit):
         en, valid = stall_chain(m, self.i, self.o, self.latency, emits=s3_last)
 
         p = self.i.payload
-        sums = block_sums(m, self.i, en, valid, lanes=lanes, block=BLOCK, carry={
-            "nan": (p.sa == 0xFF) | (p.sb == 0xFF),
-            "exp": p.sa + p.sb,
-        })
+        sums = block_sums(m, self.i, en, valid, lanes=lanes, block=BLOCK,
+                          carry=mx_scale_terms(p.sa, p.sb))
 
         # Stage 3: round the block to FP32 (quarters: 2^(sa+sb-254-2)) and accumulate.
-        exp = Signal(signed(11))
-        m.d.comb += exp.eq(sums.carry["exp"] - 256)
-        value = scaled_int_to_fp32(m, sums.sum, exp)
-        block = Signal(32)
-        m.d.comb += block.eq(Mux(sums.carry["nan"], FP32_QNAN, value))
+        block = mx_block_value(m, sums.sum, **sums.carry)
         with m.If(en & valid[1]):
             m.d.sync += s3_last.eq(sums.last)
         result = accumulate(m, en & valid[1], sums, block)
