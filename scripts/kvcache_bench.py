@@ -29,31 +29,29 @@ from scoville.sim.workload import KvCacheWorkload
 #: A GPT-OSS-120B attention layer (/work/shared/MODELS.md): 8 KV heads of dimension 64.
 GPT_OSS = dict(kv_heads=8, head_dim=64, page_tokens=16)
 
+def _sram(banks: int, word_bits: int, bank_words: int, kv_fmt: str) -> tuple[str, KvCacheConfig]:
+    """A labelled GPT-OSS-120B layer cache on ``banks`` banks of ``word_bits``-bit words."""
+    config = KvCacheConfig(banks=banks, word_bits=word_bits, bank_words=bank_words,
+                           kv_fmt=kv_fmt, **GPT_OSS)
+    return f"{banks} x {word_bits}-bit banks, {kv_fmt}", config
+
+
 #: (label, config) of the capacity table: one 4 MiB SRAM in each format, then banks whose
 #: line fits each format's head vector exactly.
 CAPACITY = [
-    ("16 x 64-bit banks, bf16", KvCacheConfig(banks=16, word_bits=64, bank_words=32768,
-                                               kv_fmt="bf16", **GPT_OSS)),
-    ("16 x 64-bit banks, fp8_e4m3", KvCacheConfig(banks=16, word_bits=64, bank_words=32768,
-                                                   kv_fmt="fp8_e4m3", **GPT_OSS)),
-    ("16 x 64-bit banks, mxfp4", KvCacheConfig(banks=16, word_bits=64, bank_words=32768,
-                                                kv_fmt="mxfp4", **GPT_OSS)),
-    ("8 x 64-bit banks, fp8_e4m3", KvCacheConfig(banks=8, word_bits=64, bank_words=65536,
-                                                  kv_fmt="fp8_e4m3", **GPT_OSS)),
-    ("17 x 16-bit banks, mxfp4", KvCacheConfig(banks=17, word_bits=16, bank_words=65536,
-                                                kv_fmt="mxfp4", **GPT_OSS)),
-    ("8 x 32-bit banks, bf16", KvCacheConfig(banks=8, word_bits=32, bank_words=4096,
-                                              kv_fmt="bf16", **GPT_OSS)),
+    _sram(16, 64, 32768, "bf16"),
+    _sram(16, 64, 32768, "fp8_e4m3"),
+    _sram(16, 64, 32768, "mxfp4"),
+    _sram(8, 64, 65536, "fp8_e4m3"),
+    _sram(17, 16, 65536, "mxfp4"),
+    _sram(8, 32, 4096, "bf16"),
 ]
 
 #: Simulated: a line per head vector in each format, 32 pages (512 tokens).
 MEASURED = [
-    ("bf16, 16 x 64-bit banks", KvCacheConfig(banks=16, word_bits=64, bank_words=8192,
-                                               kv_fmt="bf16", **GPT_OSS)),
-    ("fp8_e4m3, 8 x 64-bit banks", KvCacheConfig(banks=8, word_bits=64, bank_words=8192,
-                                                  kv_fmt="fp8_e4m3", **GPT_OSS)),
-    ("mxfp4, 17 x 16-bit banks", KvCacheConfig(banks=17, word_bits=16, bank_words=8192,
-                                                kv_fmt="mxfp4", **GPT_OSS)),
+    _sram(16, 64, 8192, "bf16"),
+    _sram(8, 64, 8192, "fp8_e4m3"),
+    _sram(17, 16, 8192, "mxfp4"),
 ]
 
 #: Clock assumed to turn lines per cycle into bytes per second.

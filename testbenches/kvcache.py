@@ -125,16 +125,12 @@ def bad_request(sc: Script, cfg, rng, seq: int, n: int) -> None:
         sc(int(rng.integers(5, 8)), seq=seq)
 
 
-def _response(out: Outcome) -> int:
-    return out.status | out.seq << 3 | out.length << 11 | out.free << 27
-
-
 async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool) -> dict:
     """Run ``sc`` through the RTL and check answers, read lines, cycles and counters."""
     cfg = ctx.config
     reqs, outs = sc.requests, sc.outcomes
     lines = [line for r in reqs if r.op == OPS["append"] for line in r.lines]
-    want_resp = [_response(o) for o in outs]
+    want_resp = [o.word() for o in outs]
     want_rd, where = [], []
     for k, o in enumerate(outs):
         for i, line in enumerate(o.data):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-from scoville.rtl.kvcache import MX_BLOCK, OPS, STATUS
+from scoville.rtl.kvcache import MX_BLOCK, OPS, STATUS, request_layout, response_layout
 
 from .mx import dequantize_mxfp4, quantize_mxfp4
 
@@ -99,8 +99,8 @@ class Request:
 
     def word(self) -> int:
         """The packed ``req`` payload."""
-        return (self.op | self.seq << 3 | self.kv << 11 | self.head << 12 | self.start << 20
-                | self.count << 36)
+        return _pack(_REQUEST, op=self.op, seq=self.seq, kv=self.kv, head=self.head,
+                     start=self.start, count=self.count)
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,20 @@ class Outcome:
     new_page: bool = False
     copied: bool = False
     reached: str = "done"
+
+
+    def word(self) -> int:
+        """The packed ``resp`` payload."""
+        return _pack(_RESPONSE, status=self.status, seq=self.seq, length=self.length,
+                     free=self.free)
+
+
+_REQUEST, _RESPONSE = request_layout(), response_layout()
+
+
+def _pack(layout, **fields) -> int:
+    """``fields`` packed into one integer at the offsets of ``layout``'s fields."""
+    return sum(int(fields[name]) << member.offset for name, member in layout)
 
 
 @dataclass
