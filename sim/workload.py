@@ -46,6 +46,8 @@ class GemmWorkload:
         Probability that a producer (command, A, B) leaves a cycle idle before offering a beat.
     backpressure : float
         Probability that the consumer of C holds ``ready`` low in a cycle.
+    long_k : int
+        ``int8``: K of the test whose sums reach 2**29 (0 skips it).
     """
 
     m: int = param(0, "0..65535 (0: random)", "rows of A and C")
@@ -54,9 +56,10 @@ class GemmWorkload:
     count: int = param(4, "1..10000", "GEMMs")
     gap: float = param(0.0, "0..0.95", "probability of an idle input cycle")
     backpressure: float = param(0.0, "0..0.95", "probability of ready low")
+    long_k: int = param(32773, "0..65535 (0: skip)", "int8: K of the long-accumulation test")
 
     def __post_init__(self):
-        for name in ("m", "k", "n"):
+        for name in ("m", "k", "n", "long_k"):
             check_int(name, getattr(self, name), 0, 65535)
         check_int("count", self.count, 1, 10_000)
         check_prob("gap", self.gap)

@@ -35,7 +35,8 @@ def beats(rows, *, lanes: int, block: int, scale_bits: int, tail=None):
     return items, emits, offset + 1
 
 
-async def check_block_dot(dut, test, rows, want, *, block, scale_bits, latency, gaps, tail=None):
+async def check_block_dot(dut, test, rows, want, *, block, scale_bits, latency, gaps, tail=None,
+                          interrupt=False):
     """Drive ``rows`` through a block dot unit and compare with ``want`` (uint32 bits)."""
     ctx = context()
     items, emits, width = beats(rows, lanes=ctx.config.lanes, block=block,
@@ -43,7 +44,7 @@ async def check_block_dot(dut, test, rows, want, *, block, scale_bits, latency, 
     await check_stream(
         dut, ctx, test, items, [f"{int(w):08x}" for w in want],
         decode=lambda w: f"{w:08x}",
-        latency=latency, in_width=width, gaps=gaps, emits=emits,
+        latency=latency, in_width=width, gaps=gaps, emits=emits, interrupt=interrupt,
         describe=lambda k: "row=" + repr([list(map(int, x)) if hasattr(x, "__len__") else x
                                           for x in rows[k]]),
         blocks=sum(len(r[2]) for r in rows),

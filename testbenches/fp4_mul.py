@@ -12,16 +12,28 @@ from scoville.sim.golden import fp4_mul
 from .kit import check_lanes, context
 
 
-async def _check(dut, test, a, b, *, gaps):
+async def _check(dut, test, a, b, *, gaps, interrupt=False):
     await check_lanes(dut, context(), test, a, b, fp4_mul, width=4, out_width=9, signed=True,
-                      gaps=gaps, count_as="products")
+                      gaps=gaps, count_as="products", interrupt=interrupt)
 
 
 @cocotb.test()
 async def test_exhaustive(dut):
     """All 256 pairs of E2M1 codes, back to back (cycles against the closed form)."""
+    await _check(dut, "test_exhaustive", *_all_pairs(), gaps=False)
+
+
+def _all_pairs():
     a, b = np.meshgrid(np.arange(16, dtype=np.uint8), np.arange(16, dtype=np.uint8))
-    await _check(dut, "test_exhaustive", a.ravel(), b.ravel(), gaps=False)
+    return a.ravel(), b.ravel()
+
+
+@cocotb.test()
+async def test_reset(dut):
+    """A reset in the middle of all 256 pairs under gaps and back-pressure (beats in the
+    pipeline, an output waiting): the unit must come back empty, then run the same stimulus
+    from the start correctly."""
+    await _check(dut, "test_reset", *_all_pairs(), gaps=True, interrupt=True)
 
 
 @cocotb.test()

@@ -2,9 +2,10 @@
 :func:`scoville.sim.golden.gemm.gemm` and the cycle model :mod:`scoville.sim.cycles.gemm`.
 
 Every test drives the command, A and B streams and takes the C stream in lockstep, checks every
-row of C bit for bit, and checks the cycle count: ``cycles == run_cycles + stall cycles`` (the
-engine's counters), with no stall at all when the streams keep up. Lanes outside the matrices
-carry random values, which the engine must ignore.
+row of C bit for bit, checks the cycle of every handshake on every stream against the timed
+model :func:`~scoville.sim.cycles.gemm.timing` (fed the same schedules), each counter against
+the model's count of its kind, and, when the streams keep up, the cycle count against the
+closed form. Lanes outside the matrices carry random values, which the engine must ignore.
 
 Tests: directed edge shapes and values (M = 1, K = 1, K < rows, N < cols, shapes off the array
 grid, extreme values, NaN and extreme MX scales, a rejected command); random shapes with
@@ -14,16 +15,34 @@ streams that keep up (zero stalls: the closed form exactly); and the workload.
 from __future__ import annotations
 
 import cocotb
+import numpy as np
 
 from scoville.rtl.gemm import DIM_BITS, MX_BLOCK, STATUS, Gemm
-from scoville.sim.cycles.gemm import ideal_cycles, run_cycles, useful_macs, utilization
-from scoville.sim.cycles.stream import Schedule
+from scoville.sim.cycles.gemm import (
+    COUNTERS,
+    ideal_cycles,
+    run_cycles,
+    timing,
+    useful_macs,
+    utilization,
+)
+from scoville.sim.cycles.stream import Source
 from scoville.sim.golden.gemm import Operands, gemm, operand_beats, result_rows
 from scoville.sim.harness import stream_names
 
-from .kit import Lockstep, context, pack_rows, read_int, record, reset, scoreboard, unpack
-
-COUNTERS = ("busy", "stall_a", "stall_b", "stall_out", "idle", "rejected")
+from .kit import (
+    Lockstep,
+    context,
+    pack_rows,
+    read_int,
+    record,
+    reset,
+    reset_midway,
+    scoreboard,
+    stream_schedules,
+    timing_errors,
+    unpack,
+)
 
 
 def _limits(cfg) -> tuple[int, int]:
@@ -60,9 +79,10 @@ def _pack_beats(beats: dict, lanes: int, bits: int) -> list[int]:
     return words
 
 
-async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool) -> None:
+async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: bool = False):
     """Run ``jobs`` (``(m, k, n, Operands or None)``; None: a command that must be rejected)
-    back to back and check results, cycles and counters."""
+    back to back and check results, handshake cycles and counters. ``interrupt``: first run
+    the same jobs halfway and reset the engine in the middle of them."""
     cfg = ctx.config
     R, C = cfg.rows, cfg.cols
     fill = ctx.rng(9)
@@ -78,53 +98,50 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool) -> None:
         want += [r.tolist() for r in rows]
         rows_of += [(g, m, k, n, i) for i in range(len(rows))]
 
-    a_width, b_width = len(dut.a__payload), len(dut.b__payload)
-    await reset(dut, {"cmd__valid": 1, "cmd__payload": 3 * DIM_BITS, "a__valid": 1,
-                      "a__payload": a_width, "b__valid": 1, "b__payload": b_width,
-                      "o__ready": 1}, seed=ctx.seed)
-    gap = ctx.workload.gap if gaps else 0.0
-    bp = ctx.workload.backpressure if gaps else 0.0
+    inputs = {"cmd__valid": 1, "cmd__payload": 3 * DIM_BITS, "a__valid": 1,
+              "a__payload": len(dut.a__payload), "b__valid": 1, "b__payload": len(dut.b__payload),
+              "o__ready": 1}
+    await reset(dut, inputs, seed=ctx.seed)
     shapes = [(m, k, n) for m, k, n, _ in jobs]
-    model = run_cycles(cfg, shapes)
-    bench = Lockstep(
-        dut,
-        stream_names(Gemm(cfg)),
-        sources={
-            "cmd": (cmds, Schedule([ctx.seed, 2, 0], gap)),
-            "a": (a_items, Schedule([ctx.seed, 2, 1], gap)),
-            "b": (b_items, Schedule([ctx.seed, 2, 2], gap)),
-        },
-        sinks={"o": (len(want), Schedule([ctx.seed, 3], bp))},
-        watch=COUNTERS,
-    )
-    outs, cycles, counters = await bench.run(timeout=30 * model + 2000)
-    got = [unpack(w, 32, C) for w in outs["o"]]
-    mismatches, first, why = scoreboard(f"{ctx.describe()}: {test}", want, got)
+    valid, ready = stream_schedules(ctx, ("cmd", "a", "b"), ("o",), gaps=gaps)
+    model = timing(cfg, shapes, {name: Source(v) for name, v in valid.items()}, ready["o"])
+    what = f"{ctx.describe()}: {test}"
+
+    def bench():
+        return Lockstep(
+            dut,
+            stream_names(Gemm(cfg)),
+            sources={"cmd": (cmds, valid["cmd"]), "a": (a_items, valid["a"]),
+                     "b": (b_items, valid["b"])},
+            sinks={"o": (len(want), ready["o"])},
+            watch=COUNTERS,
+        )
+
+    if interrupt:
+        await reset_midway(dut, what, bench(), model.cycles // 2, inputs, ctx.seed,
+                           zero=(*COUNTERS, "status"))
+    seen = await bench().run(timeout=2 * model.cycles + 2000)
+    got = [unpack(w, 32, C) for w in seen.payloads["o"]]
+    mismatches, first, why = scoreboard(what, want, got)
     if first is not None:
         g, m, k, n, i = rows_of[first]
         why += f" (GEMM {g}, M x K x N = {m} x {k} x {n}, output row {i})"
-    # The engine counts the last row's handshake cycle as idle; the model has it as its "+ 1".
-    stalls = sum(counters[c] for c in ("stall_a", "stall_b", "stall_out", "idle")) - 1
+    errors = timing_errors(what, model, seen, COUNTERS)
     good = [s for s in shapes if min(s)]
     macs = sum(useful_macs(*s) for s in good)
-    record(test, mismatches=mismatches, cycles=cycles, model_cycles=model + stalls,
-           schedule_cycles=model, ideal_cycles=sum(ideal_cycles(cfg, *s) for s in good),
-           utilization=utilization(cfg, macs, cycles), macs=macs, gemms=len(good),
-           **{c: counters[c] for c in COUNTERS})
+    record(test, mismatches=mismatches, cycles=seen.cycles, model_cycles=model.cycles,
+           timing_errors=len(errors), closed_form_cycles=run_cycles(cfg, shapes),
+           ideal_cycles=sum(ideal_cycles(cfg, *s) for s in good),
+           utilization=utilization(cfg, macs, seen.cycles), macs=macs, gemms=len(good),
+           **{f"counter_{c}": seen.change[c] for c in COUNTERS})
     assert mismatches == 0, why
-    assert cycles == model + stalls, (
-        f"{ctx.describe()}: {test}: cycles {cycles} != model {model} + stalls {stalls} "
-        f"(counters {counters})"
-    )
-    if gap == 0 and bp == 0:
-        assert stalls == 0, f"{ctx.describe()}: {test}: stalls although streams keep up: {counters}"
-    rejected = len(jobs) - len(good)
-    assert counters["rejected"] == rejected, (
-        f"{ctx.describe()}: {test}: rejected {counters['rejected']} commands, expected {rejected}"
-    )
+    assert not errors, errors[0]
     status = read_int(dut.status, "status")
     last_ok = STATUS["ok"] if min(shapes[-1]) else STATUS["zero_dim"]
-    assert status == last_ok, f"{ctx.describe()}: {test}: status {status}, expected {last_ok}"
+    assert status == last_ok, f"{what}: status {status}, expected {last_ok}"
+    if not gaps:
+        assert seen.cycles == run_cycles(cfg, shapes), (
+            f"{what}: cycles {seen.cycles} != closed form {run_cycles(cfg, shapes)}")
 
 
 def random_shape(cfg, rng) -> tuple[int, int, int]:
@@ -138,8 +155,9 @@ def random_shape(cfg, rng) -> tuple[int, int, int]:
 @cocotb.test()
 async def test_edges(dut):
     """Edge shapes (M = 1, K = 1, K < rows, N < cols, every dimension off the array grid),
-    extreme values and scales, and a zero-dimension command that must be rejected without
-    disturbing its neighbours; under the workload's gaps and back-pressure."""
+    extreme values and scales, and every combination of zero dimensions, each a command that
+    must be rejected without disturbing its neighbours; under the workload's gaps and
+    back-pressure."""
     ctx = context()
     cfg = ctx.config
     R, C = cfg.rows, cfg.cols
@@ -153,9 +171,14 @@ async def test_edges(dut):
         (R, k_long, C),
     ]
     jobs = [(m, k, n, random_operands(cfg, rng, m, k, n)) for m, k, n in shapes]
-    jobs.insert(2, (0, 3, 2, None))
     for m, k, n in [(R + 1, k_long, C + 1), (1, 2 * k_long, C)]:
         jobs.append((m, k, n, random_operands(cfg, rng, m, k, n, extreme=True)))
+    # Every combination of zero dimensions, each between two good commands, and one last, so
+    # that the final status must say it was rejected.
+    zeros = [(0, 3, 2), (3, 0, 2), (3, 2, 0), (0, 0, 2), (0, 2, 0), (2, 0, 0), (0, 0, 0)]
+    for index, (m, k, n) in enumerate(zeros[:-1]):
+        jobs.insert(1 + 2 * index, (m, k, n, None))
+    jobs.append((*zeros[-1], None))
     await run_gemms(dut, ctx, "test_edges", jobs, gaps=True)
 
 
@@ -186,3 +209,38 @@ async def test_workload(dut):
                                                             random_shape(cfg, rng), strict=True))
         jobs.append((m, k, n, random_operands(cfg, rng, m, k, n, extreme=rng.random() < 0.1)))
     await run_gemms(dut, ctx, "test_workload", jobs, gaps=True)
+
+
+@cocotb.test()
+async def test_long_k(dut):
+    """``int8``: a GEMM with K = ``long_k`` (0 skips) of extreme values, so the array's sums
+    reach 2**29 and beyond (K = 32773 of (-128) * (-128) is 2**29 + 81920): an accumulator
+    narrower than 32 bits fails. Other formats cannot get there within 16-bit K (INT4 at most
+    65535 * 64 < 2**22) and skip it."""
+    ctx = context()
+    cfg, k = ctx.config, ctx.workload.long_k
+    if cfg.fmt != "int8" or not k:
+        return
+    R, C = cfg.rows, cfg.cols
+    m, n = min(R, 2), C
+    rng = ctx.rng(5)
+    a = np.full((m, k), -128)
+    a[1:] = 127
+    b = rng.choice([-128, 127], (k, n))
+    b[:, 0] = -128
+    await run_gemms(dut, ctx, "test_long_k", [(m, k, n, Operands(a, b))], gaps=False)
+
+
+@cocotb.test()
+async def test_reset(dut):
+    """A reset in the middle of random GEMMs under gaps and back-pressure (commands running,
+    rows waiting, operands buffered): the engine must come back idle with its counters and
+    status at 0, then run the same GEMMs from the start correctly."""
+    ctx = context()
+    cfg = ctx.config
+    rng = ctx.rng(6)
+    jobs = []
+    for _ in range(3):
+        m, k, n = random_shape(cfg, rng)
+        jobs.append((m, k, n, random_operands(cfg, rng, m, k, n)))
+    await run_gemms(dut, ctx, "test_reset", jobs, gaps=True, interrupt=True)

@@ -21,12 +21,13 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge
 
 from scoville.blocks import get_block, parse_params
-from scoville.sim.cycles.stream import Schedule, pipeline_cycles
+from scoville.sim.cycles.stream import ALWAYS, Schedule, Source, first_difference, pipeline_timing
 from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
 from scoville.sim.harness import stream_names
 
 __all__ = [
     "Lockstep",
+    "Observed",
     "RunContext",
     "context",
     "pack",
@@ -34,7 +35,10 @@ __all__ = [
     "read_int",
     "record",
     "reset",
+    "reset_midway",
     "scoreboard",
+    "stream_schedules",
+    "timing_errors",
     "unpack",
 ]
 
@@ -78,10 +82,14 @@ def read_int(handle, name: str, *, signed: bool = False) -> int:
         raise AssertionError(f"{name} is not 0/1: {value}") from None
 
 
-async def reset(dut, inputs: dict[str, int], cycles: int = 4, seed: int = 0) -> None:
-    """Start the clock and hold ``rst`` for ``cycles`` while toggling ``inputs`` (name -> width),
-    so that no combinational block is left unevaluated at time 0 (an Icarus pitfall)."""
-    Clock(dut.clk, 10, unit="ns").start()
+async def reset(dut, inputs: dict[str, int], cycles: int = 4, seed: int = 0, *,
+                clock: bool = True, held=None) -> None:
+    """Start the clock (unless ``clock`` is false: it runs already) and hold ``rst`` for
+    ``cycles`` while toggling ``inputs`` (name -> width), so that no combinational block is
+    left unevaluated at time 0 (an Icarus pitfall). ``held()``, if given, runs in the last
+    cycle of the reset, when every register holds its reset value."""
+    if clock:
+        Clock(dut.clk, 10, unit="ns").start()
     rng = random.Random(seed)
     dut.rst.value = 1
     for _ in range(cycles):
@@ -89,11 +97,68 @@ async def reset(dut, inputs: dict[str, int], cycles: int = 4, seed: int = 0) -> 
         for name, width in inputs.items():
             getattr(dut, name).value = rng.getrandbits(width)
     await FallingEdge(dut.clk)
+    if held is not None:
+        held()
     dut.rst.value = 0
     for name in inputs:
         if name.endswith("valid"):
             getattr(dut, name).value = 0
     await RisingEdge(dut.clk)
+
+
+@dataclass
+class Observed:
+    """What a :class:`Lockstep` run saw.
+
+    Attributes
+    ----------
+    payloads : dict
+        Each sink's payloads, in order.
+    cycles : int
+        Cycles up to and including the last handshake.
+    handshakes : dict
+        Each stream's handshake cycles, in order.
+    change : dict
+        Each watched signal's change over the run.
+    """
+
+    payloads: dict[str, list[int]]
+    cycles: int
+    handshakes: dict[str, list[int]]
+    change: dict[str, int]
+
+
+async def reset_midway(dut, what: str, bench: Lockstep, cycles: int, inputs: dict[str, int],
+                       seed: int, zero=()) -> None:
+    """Run ``bench`` for ``cycles`` cycles, then reset the design in the middle of its work
+    (streams busy, beats in flight) and check that it is back in its reset state: no output
+    stream offers a beat and every signal in ``zero`` (counters, status) reads 0."""
+    await bench.run(cycles, stop_after=cycles)
+
+    def check():
+        for name in bench.names[1]:
+            valid = read_int(getattr(dut, f"{name}__valid"), f"{name}__valid")
+            assert valid == 0, f"{what}: {name}.valid is high in reset"
+        for name in zero:
+            value = read_int(getattr(dut, name), name)
+            assert value == 0, f"{what}: {name} = {value} in reset"
+
+    await reset(dut, inputs, seed=seed + 1, clock=False, held=check)
+
+
+def timing_errors(what: str, model, observed: Observed, counters=()) -> list[str]:
+    """The ways ``observed`` disagrees with the timed model's prediction ``model`` (a
+    :class:`~scoville.sim.cycles.stream.Timing`): the first differing handshake, then each
+    watched counter in ``counters`` that differs from the model's count of its kind."""
+    errors = []
+    first = first_difference(model.handshakes, observed.handshakes)
+    if first:
+        errors.append(f"{what}: {first} (cycles {observed.cycles}, model {model.cycles})")
+    for name in counters:
+        if observed.change[name] != model.counters[name]:
+            errors.append(f"{what}: counter {name} = {observed.change[name]}, "
+                          f"model {model.counters[name]}")
+    return errors
 
 
 class Lockstep:
@@ -107,6 +172,7 @@ class Lockstep:
     ``sources`` maps a stream name to ``(items, valid schedule)``; ``sinks`` maps a stream
     name to ``(count, ready schedule)``. ``watch`` names output signals whose change over the
     run (cycle 0 up to and including the cycle of the last handshake) :meth:`run` returns.
+    Every handshake of every stream is recorded with its cycle.
     """
 
     def __init__(self, dut, order: list[str], sources: dict, sinks: dict, watch=()):
@@ -124,15 +190,18 @@ class Lockstep:
         self.names = (list(sources), list(sinks))
         self.watch = {name: getattr(dut, name) for name in watch}
 
-    async def run(self, timeout: int) -> tuple[dict, int, dict]:
-        """Returns the sinks' payloads by name, the cycle count up to and including the last
-        sink handshake, and the change of each watched signal."""
+    async def run(self, timeout: int, *, stop_after: int | None = None) -> Observed:
+        """Run until every sink has its count and every source has handed over its items;
+        return what was observed. ``stop_after``: stop after that many cycles instead (to
+        interrupt a run), returning what was observed so far."""
         sent = [0] * len(self.sources)
         offering = [False] * len(self.sources)
         driven = [None] * len(self.sources)
         ready_driven = [None] * len(self.sinks)
         got = [[] for _ in self.sinks]
-        todo = sum(count for _, count, *_ in self.sinks)
+        fired_at = [[] for _ in self.sources], [[] for _ in self.sinks]
+        todo = sum(count for _, count, *_ in self.sinks) + sum(
+            len(items) for _, items, *_ in self.sources)
         clk, fired = self.dut.clk, self.dut.fired
         start = {}
         for t in range(timeout + 1):
@@ -145,17 +214,23 @@ class Lockstep:
                     if bits & bit:
                         sent[s] += 1
                         offering[s] = False
+                        fired_at[0][s].append(t - 1)
+                        todo -= 1
                 for k, (bit, _, _, _, taken) in enumerate(self.sinks):
                     if bits & bit:
                         got[k].append(read_int(taken, "taken payload"))
+                        fired_at[1][k].append(t - 1)
                         todo -= 1
-                if todo == 0:
+                if todo == 0 or t == stop_after:
                     change = {n: read_int(h, n) - start[n] for n, h in self.watch.items()}
                     for _, _, _, v, _ in self.sources:
                         v.value = 0
                     for _, _, _, r, _ in self.sinks:
                         r.value = 0
-                    return dict(zip(self.names[1], got, strict=True)), t, change
+                    handshakes = dict(zip(self.names[0], fired_at[0], strict=True))
+                    handshakes.update(zip(self.names[1], fired_at[1], strict=True))
+                    return Observed(dict(zip(self.names[1], got, strict=True)), t, handshakes,
+                                    change)
             for s, (_, items, valid, v, payload) in enumerate(self.sources):
                 if not offering[s] and sent[s] < len(items) and valid[t]:
                     offering[s] = True
@@ -241,10 +316,20 @@ def unpack(word: int, width: int, count: int, *, signed: bool = False) -> list[i
     return out
 
 
+def stream_schedules(ctx: RunContext, sources, sinks, *, gaps: bool = True) -> tuple[dict, dict]:
+    """The valid schedule of each source stream and the ready schedule of each sink stream
+    (by name): the workload's gaps and back-pressure, or none; the testbench drives them and
+    the timed model is fed them."""
+    w = ctx.workload
+    gap, bp = (w.gap, w.backpressure) if gaps else (0.0, 0.0)
+    return ({name: Schedule([ctx.seed, 2, k], gap) for k, name in enumerate(sources)},
+            {name: Schedule([ctx.seed, 3, k], bp) for k, name in enumerate(sinks)})
+
+
 def schedules(ctx: RunContext, *, gaps: bool = True) -> tuple[Schedule, Schedule]:
     """The valid and ready schedules of a test: the workload's gaps, or none."""
     if not gaps:
-        return Schedule(0, 0.0), Schedule(0, 0.0)
+        return ALWAYS, ALWAYS
     w = ctx.workload
     return Schedule([ctx.seed, 2], w.gap), Schedule([ctx.seed, 3], w.backpressure)
 
@@ -262,32 +347,40 @@ async def check_stream(
     gaps: bool = True,
     emits=None,
     describe=None,
+    interrupt: bool = False,
     **metrics,
 ) -> None:
     """Drive packed ``items`` through the block's ``i``/``o`` streams, decode every output word
-    with ``decode``, compare with ``expected`` and the cycle count with the cycle model; record
-    the metrics and assert.
+    with ``decode``, compare with ``expected`` and every handshake with the timed model
+    (:func:`~scoville.sim.cycles.stream.pipeline_timing`); record the metrics and assert.
 
     ``emits[k]`` says whether item ``k`` produces an output (reducing units). ``describe(k)``
-    may add the inputs of output ``k`` to the mismatch message.
+    may add the inputs of output ``k`` to the mismatch message. ``interrupt``: first run the
+    same stimulus halfway and reset the design in the middle of it (:func:`reset_midway`).
     """
-    await reset(dut, {"i__valid": 1, "i__payload": in_width, "o__ready": 1}, seed=ctx.seed)
+    inputs = {"i__valid": 1, "i__payload": in_width, "o__ready": 1}
+    await reset(dut, inputs, seed=ctx.seed)
     valid, ready = schedules(ctx, gaps=gaps)
     order = stream_names(get_block(ctx.block).component(ctx.config))
-    bench = Lockstep(dut, order, sources={"i": (items, valid)}, sinks={"o": (len(expected), ready)})
-    outs, cycles, _ = await bench.run(timeout=50 * len(items) + 200)
-    words = outs["o"]
-    got = [decode(w) for w in words]
-    mismatches, first, why = scoreboard(f"{ctx.describe()}: {test}", expected, got)
+    what = f"{ctx.describe()}: {test}"
+
+    def bench():
+        return Lockstep(dut, order, sources={"i": (items, valid)},
+                        sinks={"o": (len(expected), ready)})
+
+    model = pipeline_timing(len(items), latency, Source(valid), ready, emits)
+    if interrupt:
+        await reset_midway(dut, what, bench(), model.cycles // 2, inputs, ctx.seed)
+    seen = await bench().run(timeout=2 * model.cycles + 200)
+    got = [decode(w) for w in seen.payloads["o"]]
+    mismatches, first, why = scoreboard(what, expected, got)
     if first is not None and describe is not None:
         why += f" ({describe(first)})"
-    model_cycles = pipeline_cycles(len(items), latency, *schedules(ctx, gaps=gaps), emits)
-    record(test, mismatches=mismatches, cycles=cycles, model_cycles=model_cycles,
-           items=len(items), outputs=len(expected), **metrics)
+    errors = timing_errors(what, model, seen)
+    record(test, mismatches=mismatches, cycles=seen.cycles, model_cycles=model.cycles,
+           timing_errors=len(errors), items=len(items), outputs=len(expected), **metrics)
     assert mismatches == 0, why
-    assert cycles == model_cycles, (
-        f"{ctx.describe()}: {test}: cycles {cycles} != model {model_cycles}"
-    )
+    assert not errors, errors[0]
 
 
 def _ints(values) -> list[int]:
@@ -297,6 +390,7 @@ def _ints(values) -> list[int]:
 async def check_lanes(
     dut, ctx: RunContext, test: str, a, b, model, *, width: int, out_width: int,
     signed: bool = False, show=_ints, gaps: bool, count_as: str = "pairs",
+    interrupt: bool = False,
 ) -> None:
     """:func:`check_stream` for a lane-parallel unit (:class:`~scoville.rtl.pipeline.LaneUnit`):
     operand arrays ``a`` and ``b`` (``width``-bit codes, padded with zeros to whole beats) in,
@@ -318,5 +412,5 @@ async def check_lanes(
         dut, ctx, test, items, want,
         decode=lambda w: show(unpack(w, out_width, lanes, signed=signed)),
         latency=ctx.config.latency, in_width=2 * width * lanes, gaps=gaps,
-        describe=operands, **{count_as: len(a)},
+        describe=operands, interrupt=interrupt, **{count_as: len(a)},
     )

@@ -18,12 +18,12 @@ from .kit import context
 EDGE_SCALES = (0x00, 0x7F, 0xFE, 0xFF)
 
 
-async def _check(dut, test, rows, *, gaps):
+async def _check(dut, test, rows, *, gaps, interrupt=False):
     """``rows``: list of ``(a, b, sa, sb)``: codes of length 32 * blocks, scales per block."""
     want = [mx_dot(a[None], b[None], np.asarray(sa)[None], np.asarray(sb)[None])[0]
             for a, b, sa, sb in rows]
     await check_block_dot(dut, test, rows, want, block=BLOCK, scale_bits=8,
-                          latency=MxDot.latency, gaps=gaps)
+                          latency=MxDot.latency, gaps=gaps, interrupt=interrupt)
 
 
 @cocotb.test()
@@ -48,6 +48,18 @@ async def test_codes_at_edge_scales(dut):
 async def test_extremes(dut):
     """Blocks of +-6 at the largest scales (overflow, Inf - Inf), the smallest scales
     (subnormal and zero results), and cancelling blocks."""
+    await _check(dut, "test_extremes", _extremes(), gaps=True)
+
+
+@cocotb.test()
+async def test_reset(dut):
+    """A reset in the middle of the extreme dot products under gaps and back-pressure (beats
+    in the pipeline, an output waiting): the unit must come back empty, then run the same
+    stimulus from the start correctly."""
+    await _check(dut, "test_reset", _extremes(), gaps=True, interrupt=True)
+
+
+def _extremes() -> list:
     six, msix = 0x7, 0xF
     full = np.full(BLOCK, six, np.uint8)
     neg = np.full(BLOCK, msix, np.uint8)
@@ -65,7 +77,7 @@ async def test_extremes(dut):
         (half, np.full(BLOCK, 0x9, np.uint8), [0x38], [0x36]),
         (np.concatenate([half, half]), np.concatenate([half, half]), [0x38, 0x39], [0x37, 0x37]),
     ]
-    await _check(dut, "test_extremes", rows, gaps=True)
+    return rows
 
 
 @cocotb.test()

@@ -23,7 +23,7 @@ def _to_input(blocks: np.ndarray, in_fmt: str) -> np.ndarray:
     return bits.view(np.float32)
 
 
-async def _check(dut, test, blocks, *, gaps):
+async def _check(dut, test, blocks, *, gaps, interrupt=False):
     ctx = context()
     in_fmt = ctx.config.in_fmt
     width = IN_BITS[in_fmt]
@@ -35,7 +35,7 @@ async def _check(dut, test, blocks, *, gaps):
     await check_stream(
         dut, ctx, test, items, want,
         decode=lambda w: (w & ((1 << 128) - 1), w >> 128),
-        latency=MxQuant.latency, in_width=width * BLOCK, gaps=gaps,
+        latency=MxQuant.latency, in_width=width * BLOCK, gaps=gaps, interrupt=interrupt,
         describe=lambda k: f"block={x[k].tolist()}",
         blocks=len(items),
     )
@@ -72,6 +72,14 @@ def _directed() -> list[np.ndarray]:
 async def test_directed(dut):
     """Zero, NaN, Inf, subnormal and clamped blocks, and every rounding tie."""
     await _check(dut, "test_directed", np.stack(_directed()), gaps=False)
+
+
+@cocotb.test()
+async def test_reset(dut):
+    """A reset in the middle of the directed blocks under gaps and back-pressure (beats in
+    the pipeline, an output waiting): the unit must come back empty, then run the same
+    stimulus from the start correctly."""
+    await _check(dut, "test_reset", np.stack(_directed()), gaps=True, interrupt=True)
 
 
 @cocotb.test()

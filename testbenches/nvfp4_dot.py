@@ -24,7 +24,7 @@ def _tensor_scale_bits(row):
     return [(row[4], 32)]
 
 
-async def _check(dut, test, rows, *, gaps):
+async def _check(dut, test, rows, *, gaps, interrupt=False):
     """``rows``: list of ``(a, b, sa, sb, scale_bits)``."""
     want = [
         nvfp4_dot(a[None], b[None], np.asarray(sa)[None], np.asarray(sb)[None],
@@ -32,7 +32,8 @@ async def _check(dut, test, rows, *, gaps):
         for a, b, sa, sb, scale in rows
     ]
     await check_block_dot(dut, test, rows, want, block=BLOCK, scale_bits=8,
-                          latency=Nvfp4Dot.latency, gaps=gaps, tail=_tensor_scale_bits)
+                          latency=Nvfp4Dot.latency, gaps=gaps, tail=_tensor_scale_bits,
+                          interrupt=interrupt)
 
 
 @cocotb.test()
@@ -56,6 +57,18 @@ async def test_codes_at_edge_scales(dut):
 @cocotb.test()
 async def test_extremes(dut):
     """Overflow through the tensor scale, Inf - Inf, subnormal results, cancellation."""
+    await _check(dut, "test_extremes", _extremes(), gaps=True)
+
+
+@cocotb.test()
+async def test_reset(dut):
+    """A reset in the middle of the extreme dot products under gaps and back-pressure (beats
+    in the pipeline, an output waiting): the unit must come back empty, then run the same
+    stimulus from the start correctly."""
+    await _check(dut, "test_reset", _extremes(), gaps=True, interrupt=True)
+
+
+def _extremes() -> list:
     six = np.full(BLOCK, 0x7, np.uint8)
     msix = np.full(BLOCK, 0xF, np.uint8)
     half = np.full(BLOCK, 0x1, np.uint8)
@@ -72,7 +85,7 @@ async def test_extremes(dut):
         (six, six, [0x7E], [0x7E], F32["inf"]),
         (six, np.zeros(BLOCK, np.uint8), [0x7E], [0x7E], F32["inf"]),
     ]
-    await _check(dut, "test_extremes", rows, gaps=True)
+    return rows
 
 
 @cocotb.test()

@@ -21,7 +21,11 @@ def explain(result) -> str:
 
 
 def assert_passed(result) -> None:
+    """The run passed: every test, no mismatch, every handshake where the timed model put it,
+    and a clean lint of the design."""
     assert result.passed, explain(result)
+    assert result.lint == "clean", f"lint: {result.lint}: {explain(result)}"
     for test, metrics in result.metrics.items():
         assert metrics["mismatches"] == 0, f"{test}: {explain(result)}"
+        assert metrics["timing_errors"] == 0, f"{test}: {explain(result)}"
         assert metrics["cycles"] == metrics["model_cycles"], f"{test}: {explain(result)}"

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from scoville.rtl.fp4 import Fp4MulConfig
 from scoville.rtl.params import ParamError
-from scoville.sim.cycles.stream import Schedule, pipeline_cycles, pipeline_cycles_ideal
+from scoville.sim.cycles.stream import Schedule, Source, pipeline_cycles_ideal, pipeline_timing
 from scoville.sim.golden import E2M1_VALUES, fp4_mul
 
 from .simcheck import assert_passed, simulate
@@ -41,17 +41,23 @@ def test_config_rejects_bad_values_naming_the_parameter(bad):
 
 
 @given(items=st.integers(1, 300), latency=st.integers(1, 4))
-def test_cycle_model_without_gaps_is_the_closed_form(items, latency):
-    always = Schedule(0, 0.0)
-    assert pipeline_cycles(items, latency, always, always) == pipeline_cycles_ideal(items, latency)
+def test_timed_model_without_gaps_is_the_closed_form(items, latency):
+    timed = pipeline_timing(items, latency)
+    assert timed.cycles == pipeline_cycles_ideal(items, latency)
+    assert timed.handshakes["i"] == list(range(items))
+    assert timed.handshakes["o"] == list(range(latency, latency + items))
 
 
 @settings(max_examples=50)
 @given(items=st.integers(1, 200), latency=st.integers(1, 4), seed=st.integers(0, 2**32 - 1),
        gap=st.floats(0, 0.9), bp=st.floats(0, 0.9))
-def test_cycle_model_with_gaps_is_never_faster_than_ideal(items, latency, seed, gap, bp):
-    cycles = pipeline_cycles(items, latency, Schedule([seed, 0], gap), Schedule([seed, 1], bp))
-    assert cycles >= pipeline_cycles_ideal(items, latency)
+def test_timed_model_with_gaps_is_never_faster_than_ideal(items, latency, seed, gap, bp):
+    timed = pipeline_timing(items, latency, Source(Schedule([seed, 0], gap)),
+                            Schedule([seed, 1], bp))
+    assert timed.cycles >= pipeline_cycles_ideal(items, latency)
+    # Every item leaves at least ``latency`` cycles after it entered, in order.
+    i, o = timed.handshakes["i"], timed.handshakes["o"]
+    assert all(b - a >= latency for a, b in zip(i, o, strict=True))
 
 
 @pytest.mark.sim

@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scoville.blocks import get_block, parse_params
 from scoville.rtl.gemm import GemmConfig
 from scoville.rtl.params import ParamError
+from scoville.sim import flow
 from scoville.sim.cycles.gemm import (
     command_cycles,
     ideal_cycles,
@@ -166,8 +168,9 @@ def test_run_cycles_adds_commands_and_rejects_cost_one_cycle():
     assert utilization(cfg, 16 * 10, 10) == 1.0
 
 
-# (rows, cols, fmt, dataflow): 4x4, 8x8, 16x16 and non-square arrays, every format and both
-# dataflows; each on both simulators, with gaps and back-pressure (and the keep-up test).
+# (rows, cols, fmt, dataflow): 4x4, 8x8, 16x16, non-square arrays and the degenerate 1x1, 1xC
+# and Rx1, every format and both dataflows; each on both simulators, with 30% gaps and
+# back-pressure (and the keep-up, long-K and reset tests).
 CONFIGS = [
     (4, 4, "int8", "os"),
     (4, 4, "int8", "ws"),
@@ -179,18 +182,54 @@ CONFIGS = [
     (8, 8, "int8", "ws"),
     (16, 16, "int8", "os"),
     (16, 16, "int8", "ws"),
+    (1, 1, "mxfp4", "ws"),
+    (1, 5, "int8", "os"),
+    (6, 1, "int8", "ws"),
 ]
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("rows", "cols", "fmt", "dataflow"), CONFIGS)
 def test_gemm_rtl(simulator, seed, rows, cols, fmt, dataflow):
     big = rows * cols >= 256
+    # The long-K test (2**15 steps) on the small int8 arrays, and on Verilator everywhere.
+    long_k = 32773 if simulator == "verilator" or rows * cols <= 16 else 0
     result = simulate(
         "gemm", simulator, seed, rows=rows, cols=cols, fmt=fmt, dataflow=dataflow,
-        acc_rows=8, count=2 if big else 6, gap=0.3, backpressure=0.3,
+        acc_rows=8, count=2 if big else 6, gap=0.3, backpressure=0.3, long_k=long_k,
     )
     assert_passed(result)
-    assert {t.name for t in result.tests} == {"test_edges", "test_keep_up", "test_workload"}
+    names = {"test_edges", "test_keep_up", "test_long_k", "test_reset", "test_workload"}
+    assert {t.name for t in result.tests} == names
     workload = result.metrics["test_workload"]
-    assert workload["stall_a"] + workload["stall_b"] + workload["stall_out"] > 0
-    assert result.metrics["test_edges"]["rejected"] == 1
+    assert sum(workload[f"counter_{c}"] for c in ("stall_a", "stall_b", "stall_out")) > 0
+    assert result.metrics["test_edges"]["counter_rejected"] == 7
+    if fmt == "int8" and long_k:
+        assert result.metrics["test_long_k"]["macs"] >= 32773 * cols
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(("rows", "cols", "fmt", "dataflow"),
+                         [(4, 4, "int8", "os"), (2, 3, "mxfp4", "ws"), (3, 2, "int4", "ws")])
+def test_gemm_rtl_heavy_gaps_and_back_pressure(simulator, seed, rows, cols, fmt, dataflow):
+    """90% of cycles without a beat offered and 90% without ``ready``: every handshake still
+    where the timed model puts it."""
+    result = simulate("gemm", simulator, seed, rows=rows, cols=cols, fmt=fmt,
+                      dataflow=dataflow, acc_rows=4, count=3, gap=0.9, backpressure=0.9,
+                      long_k=0)
+    assert_passed(result)
+
+
+@pytest.mark.sim
+def test_gemm_rtl_documented_16x16_case():
+    """The README's and docs/gemm.md's example: 16x16 int8 ``os``, one 256 x 512 x 128 GEMM
+    with streams that keep up, 65,570 cycles, as the timed model and the closed form say."""
+    block = get_block("gemm")
+    config, workload = parse_params(block, {"rows": 16, "cols": 16, "m": 256, "k": 512,
+                                            "n": 128, "count": 1})
+    result = flow.run(block, config, workload, "verilator", seed=1, tests=["test_workload"])
+    assert_passed(result)
+    work = result.metrics["test_workload"]
+    assert work["cycles"] == work["model_cycles"] == run_cycles(config, [(256, 512, 128)])
+    assert work["cycles"] == 65570
+    assert work["utilization"] == pytest.approx(256 * 512 * 128 / (256 * 65570))

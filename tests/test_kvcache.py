@@ -215,16 +215,17 @@ def test_request_costs_and_the_time_line_of_both_engines():
 
 
 # Each on both simulators: the default with 10,000 random requests (the workload's default);
-# with 3,000: the issue's CLI example, fp8 with a page per token and wide words, mxfp4 packed
-# exactly in 17 banks, one sequence with one head.
+# with 3,000: the issue's CLI example, fp8 with two tokens per page and wide words, mxfp4
+# packed exactly in 17 banks, two sequences of one head. Every one can fork (max_seqs >= 2)
+# and copy on write (page_tokens >= 2).
 CONFIGS = [
     ({}, 10_000),
     ({"banks": 8, "page_tokens": 16}, 3000),
-    ({"kv_fmt": "fp8_e4m3", "banks": 2, "word_bits": 64, "page_tokens": 1, "max_seqs": 3,
+    ({"kv_fmt": "fp8_e4m3", "banks": 2, "word_bits": 64, "page_tokens": 2, "max_seqs": 3,
       "bank_words": 256}, 3000),
     ({"kv_fmt": "mxfp4", "head_dim": 64, "banks": 17, "word_bits": 16, "page_tokens": 8,
       "max_seqs": 5, "bank_words": 512}, 3000),
-    ({"max_seqs": 1, "kv_heads": 1, "page_tokens": 2, "bank_words": 64}, 3000),
+    ({"max_seqs": 2, "kv_heads": 1, "page_tokens": 2, "bank_words": 64}, 3000),
 ]
 
 
@@ -234,14 +235,25 @@ def test_kvcache_rtl(simulator, seed, params, count):
     result = simulate("kvcache", simulator, seed, count=count, gap=0.3, backpressure=0.3,
                       **params)
     assert_passed(result)
-    names = {"test_edges", "test_keep_up", "test_long_read", "test_workload"}
+    names = {"test_edges", "test_keep_up", "test_long_read", "test_reset", "test_workload"}
     assert {t.name for t in result.tests} == names
     work = result.metrics["test_workload"]
     assert work["requests"] >= count
     assert work["counter_stalls"] > 0 and work["read_lines"] > 0
+    # Fork and copy-on-write are reached, in the directed test and in the random requests.
+    assert result.metrics["test_edges"]["copies"] > 0 and work["copies"] > 0
     statuses = result.metrics["test_edges"]["statuses"]
     assert all(statuses.values()), statuses
     long = result.metrics["test_long_read"]
     cfg = KvCacheConfig(**params)
     lines = cfg.max_tokens * cfg.token_lines
     assert long["read_bandwidth_utilization"] == pytest.approx(lines / (lines + 1))
+
+
+@pytest.mark.sim
+def test_kvcache_rtl_heavy_gaps_and_back_pressure(simulator, seed):
+    """90% of cycles without a request or line offered and 90% without ``ready`` on reads and
+    answers: every handshake still where the timed model puts it."""
+    result = simulate("kvcache", simulator, seed, count=400, gap=0.9, backpressure=0.9,
+                      max_seqs=2, page_tokens=2, bank_words=128)
+    assert_passed(result)

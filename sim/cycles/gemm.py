@@ -1,14 +1,17 @@
-"""Cycle model of :class:`scoville.rtl.gemm.Gemm`, and the usual analytical references.
+"""Timed model of :class:`scoville.rtl.gemm.Gemm`, its closed forms, and the usual analytical
+references.
 
-The engine runs a fixed schedule per command and holds (stalls) whole cycles when an operand
-beat is missing or a row of C cannot leave; it counts those cycles. So for any stream timing
+The engine runs a fixed schedule per command: a list of steps, each of which may take an A
+beat and a B beat from the operand buffers and may emit a row of C (:func:`command_steps`).
+It holds (stalls) a whole cycle when a step needs a beat its buffer does not hold yet, or must
+emit a row while the previous row still waits on ``o.ready``. :func:`timing` runs that rule
+cycle by cycle against the streams' schedules (the operand buffers of ``buffer_depth`` beats,
+the command handshake, the output register) and predicts the cycle of every handshake on
+``cmd``, ``a``, ``b`` and ``o``, and every counter. Cycle 0 is the first cycle a command may
+be offered.
 
-    cycles = run_cycles(config, shapes) + stall cycles (the engine's counters)
-
-where cycle 0 is the first cycle the command may be offered and the count runs up to and
-including the handshake of the last row of C. With streams that keep up the stalls are 0.
-
-Per command (``R`` x ``C`` array; M, K, N):
+With streams that keep up no step stalls, and the closed forms below give the count (the fast
+path, valid at any size; a test checks that both agree). Per command (``R`` x ``C`` array; M, K, N):
 
 ``os``: ``T = ceil(M/R) * ceil(N/C)`` output tiles, ``max(K, R, C)`` steps apart::
 
@@ -25,8 +28,20 @@ row of C per cycle for its ``m_last = M - (ceil(M/R) - 1) * R`` rows).
 (the accept cycle; the prologue step that writes the first weight row; the tiles; the last
 tile's rows crossing R rows and C columns and its last row leaving).
 
-A run of commands takes the sum of its commands plus 1 (the last row's handshake). A rejected
-command (a zero dimension) takes 1 cycle.
+A run of commands takes the sum of its commands plus 1 (the last row's handshake, which a
+rejected command after it overlaps). A rejected command (a zero dimension) takes 1 cycle.
+
+Steps, counted from the cycle after the command's accept (``S`` = ``max(K, R, C)``):
+
+- ``os``: tile ``t``'s K steps (each takes one A and one B beat) are steps ``t * S .. t * S +
+  K - 1``; its row ``r`` leaves the array at step ``t * S + K + C + r`` (one step through the
+  operand register, ``r`` through the row's skew, ``C`` across the row of PEs).
+- ``ws``: step 0 (the prologue) takes row 0 of the first weight tile; a tile's step ``s``
+  takes A row ``s`` when ``s < mc``, takes weight row ``s + 1`` when that row exists (below
+  ``R`` and below K), and at its last step row 0 of the next tile; an A row of the last K tile
+  leaves as a row of C ``R + C`` steps after it was taken.
+
+The command ends with its last row's step; the next may be accepted in the cycle after.
 """
 
 from __future__ import annotations
@@ -34,14 +49,134 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import numpy as np
+
+from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
+
 __all__ = [
+    "COUNTERS",
     "command_cycles",
+    "command_steps",
     "ideal_cycles",
     "run_cycles",
     "scalesim_cycles",
+    "timing",
     "useful_macs",
     "utilization",
 ]
+
+
+#: The engine's cycle counters, as :func:`timing` predicts them.
+COUNTERS = ("busy", "stall_a", "stall_b", "stall_out", "idle", "rejected")
+
+
+def command_steps(config, m: int, k: int, n: int) -> np.ndarray:
+    """The schedule of one good command: an array of shape (steps, 3) of booleans, each step's
+    (takes an A beat, takes a B beat, emits a row of C), from the step after the accept to the
+    step that emits the last row."""
+    R, C = config.rows, config.cols
+    if config.dataflow == "os":
+        span = max(k, R, C)
+        rows = [min(R, m - i0) for i0 in range(0, m, R) for _ in range(0, n, C)]
+        steps = np.zeros((len(rows) * span + k + C + R, 3), dtype=bool)
+        for t, tile_rows in enumerate(rows):
+            steps[t * span: t * span + k, :2] = True
+            at = t * span + k + C
+            steps[at: at + tile_rows, 2] = True
+    else:
+        chunks = [min(config.acc_rows, m - c0) for c0 in range(0, m, config.acc_rows)]
+        tiles = [(mc, min(R, k - k0), k0 + R >= k)
+                 for _ in range(0, n, C) for mc in chunks for k0 in range(0, k, R)]
+        total = 1 + sum(max(mc, R) for mc, _, _ in tiles) + R + C
+        steps = np.zeros((total, 3), dtype=bool)
+        steps[0, 1] = True
+        g = 1
+        for index, (mc, kr, last_k) in enumerate(tiles):
+            span = max(mc, R)
+            steps[g: g + mc, 0] = True
+            steps[g: g + min(kr, R) - 1, 1] = True
+            if index < len(tiles) - 1:
+                steps[g + span - 1, 1] = True
+            if last_k:
+                steps[g + R + C: g + R + C + mc, 2] = True
+            g += span
+    last = int(np.flatnonzero(steps[:, 2])[-1])
+    return steps[: last + 1]
+
+
+def timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[str, Source],
+           ready: Schedule = ALWAYS) -> Timing:
+    """Timed model of a run of commands: the handshake cycles of ``cmd``, ``a``, ``b`` and
+    ``o`` and the counters ``busy``, ``stall_a``, ``stall_b``, ``stall_out``, ``idle`` and
+    ``rejected``, given a :class:`Source` for each of ``cmd``, ``a`` and ``b`` and the ready
+    schedule of ``o``.
+
+    Cycle rule, as the engine's: a command is taken when no command is active; a good one
+    starts its steps in the next cycle. A step runs when the beats it needs are in their
+    buffers (written in an earlier cycle) and, if it emits, the output register is empty or
+    taken this cycle; otherwise it stalls, counted as ``stall_out``, else ``stall_a``, else
+    ``stall_b``. A buffer takes a beat while it holds fewer than ``buffer_depth``. Cycles with
+    no active command count ``busy`` when a command is offered, ``stall_out`` while a row waits
+    for ``ready``, else ``idle``.
+    """
+    shapes = [tuple(s) for s in shapes]
+    programs = [command_steps(config, *s).tolist() if min(s) else None for s in shapes]
+    need = [sum(row[i] for row in p) if p else 0 for p in programs for i in (0, 1)]
+    beats_a, beats_b = sum(need[0::2]), sum(need[1::2])
+    rows = sum(sum(row[2] for row in p) for p in programs if p)
+    cmd = Producer(sources["cmd"], len(shapes))
+    a, b = Producer(sources["a"], beats_a), Producer(sources["b"], beats_b)
+    out = Consumer(ready)
+    depth = config.buffer_depth
+    count = dict.fromkeys(COUNTERS, 0)
+    level_a = level_b = 0
+    program, pos = None, 0
+    o_valid = False
+    t = 0
+    limit = 64 * (sum(len(p) for p in programs if p) + len(shapes) + 1) + 100_000
+    while len(out.cycles) < rows or cmd.sent < len(shapes):
+        if t > limit:
+            raise RuntimeError(f"gemm timed model: no progress after {t} cycles")
+        o_ready = ready[t]
+        pop_a = pop_b = False
+        emit = False
+        if program is None:
+            if cmd.offers(t):
+                cmd.take(t)
+                count["busy"] += 1
+                program, pos = programs[cmd.sent - 1], 0
+                count["rejected"] += program is None
+            elif o_valid and not o_ready:
+                count["stall_out"] += 1
+            else:
+                count["idle"] += 1
+        else:
+            take_a, take_b, collect = program[pos]
+            if collect and o_valid and not o_ready:
+                count["stall_out"] += 1
+            elif take_a and not level_a:
+                count["stall_a"] += 1
+            elif take_b and not level_b:
+                count["stall_b"] += 1
+            else:
+                count["busy"] += 1
+                pop_a, pop_b, emit = take_a, take_b, collect
+                pos += 1
+                if pos == len(program):
+                    program = None
+        if o_valid and o_ready:
+            out.take(t)
+        o_valid = (o_valid and not o_ready) or emit
+        push_a = level_a < depth and a.offers(t)
+        if push_a:
+            a.take(t)
+        push_b = level_b < depth and b.offers(t)
+        if push_b:
+            b.take(t)
+        level_a += push_a - pop_a
+        level_b += push_b - pop_b
+        t += 1
+    return Timing({"cmd": cmd.cycles, "a": a.cycles, "b": b.cycles, "o": out.cycles}, count)
 
 
 def command_cycles(config, m: int, k: int, n: int) -> int:
@@ -64,7 +199,8 @@ def run_cycles(config, shapes: Iterable[tuple[int, int, int]]) -> int:
     shapes = list(shapes)
     if not shapes:
         return 0
-    return sum(command_cycles(config, *shape) for shape in shapes) + 1
+    # The last row's handshake; a rejected command after it is taken in the same cycle.
+    return sum(command_cycles(config, *shape) for shape in shapes) + (min(shapes[-1]) > 0)
 
 
 def useful_macs(m: int, k: int, n: int) -> int:

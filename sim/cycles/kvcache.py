@@ -33,15 +33,24 @@ cycles ``rd`` is not ready are ``read_stalls`` on top). From the request's hands
 line, a read on an idle engine takes ``READ_LATENCY + N`` cycles.
 
 :func:`run_cycles` puts both engines on one time line for streams that keep up: the exact
-cycle count of a request sequence, waits included.
+cycle count of a request sequence, waits included (the fast path). :func:`timing` is the
+cycle-level model for any stream timing: the request engine's state machine and the read
+engine, cycle by cycle, against the schedules of ``req``, ``wd``, ``rd`` and ``resp``; it
+predicts the cycle of every handshake on the four streams and every cycle counter.
 """
 
 from __future__ import annotations
 
 from scoville.rtl.kvcache import OPS, STATUS
 
-__all__ = ["READ_LATENCY", "engine_cycles", "read_cycles", "read_utilization",
-           "request_cycles", "run_cycles"]
+from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
+
+__all__ = ["COUNTERS", "READ_LATENCY", "engine_cycles", "read_cycles", "read_utilization",
+           "request_cycles", "run_cycles", "timing"]
+
+#: The counters :func:`timing` predicts (every counter of the RTL).
+COUNTERS = ("busy", "stalls", "idle", "read_waits", "read_cycles", "read_stalls", "reads",
+            "writes", "copies")
 
 #: Cycles of a read on an idle engine beyond one per line: handshake, decode (the engine
 #: starts), and the output register.
@@ -108,3 +117,119 @@ def run_cycles(config, outcomes) -> int:
             t = decode + cost - 1
         end = max(end, t)
     return end
+
+
+
+def _steps(config, out) -> list[tuple[str, int]]:
+    """The request engine's path through one request after its handshake cycle, as
+    ``(step, n)``: ``decode`` (one cycle; n = 1: it first waits while the read engine is
+    busy), ``start`` (a read's decode: waits, then starts the read engine on n lines),
+    ``work`` (n cycles), ``copy`` (n cycles, all but the first copying a line), ``write`` and
+    ``drain`` (take n ``wd`` beats), ``resp`` (the answer, until ``resp`` is ready)."""
+    if out.op == OPS["append"]:
+        beats = config.append_beats
+        if out.reached == "decode":
+            return [("decode", 0), ("drain", beats), ("resp", 0)]
+        # Decode, the page's reference count, then the decision (A_DEC), which waits for the
+        # read engine before a copy-on-write.
+        steps = [("decode", 0), ("work", 1), ("decode", int(out.copied))]
+        if out.reached == "page":
+            return [*steps, ("drain", beats), ("resp", 0)]
+        if out.new_page:
+            steps.append(("work", 1))
+        if out.copied:
+            steps.append(("copy", config.page_lines + 1))
+        return [*steps, ("write", beats), ("resp", 0)]
+    if out.data:
+        return [("start", len(out.data)), ("resp", 0)]
+    walk = out.status == STATUS["ok"] and out.op in (OPS["free"], OPS["fork"])
+    return [("decode", 1), ("work", 3 * out.walked + 1 if walk else 0), ("resp", 0)]
+
+
+def timing(config, outcomes, sources: dict[str, Source] | None = None,
+           ready: dict[str, Schedule] | None = None) -> Timing:
+    """Timed model of a request sequence (the reference model's ``Outcome`` of each): the
+    handshake cycles of ``req``, ``wd``, ``rd`` and ``resp`` and the counters
+    :data:`COUNTERS`, given a :class:`Source` for ``req`` and ``wd`` and the ready schedules
+    of ``rd`` and ``resp`` (each keeps up when not given).
+
+    Each cycle, as the RTL: the request engine takes a request when idle, decodes it (a
+    request other than an append first waits while the read engine is busy), works through
+    its fixed cycles, takes an append's ``wd`` beats (a cycle without one is a stall), and
+    holds its answer until ``resp`` is ready (a stall); an append that copies waits for the
+    read engine in its fourth cycle. A read's decode starts the read engine, which moves one
+    line per cycle into its output register while the register is empty or taken.
+    """
+    sources, ready = sources or {}, ready or {}
+    outcomes = list(outcomes)
+    req = Producer(sources.get("req", Source()), len(outcomes))
+    beats = sum(config.append_beats for o in outcomes if o.op == OPS["append"])
+    wd = Producer(sources.get("wd", Source()), beats)
+    rd, resp = Consumer(ready.get("rd", ALWAYS)), Consumer(ready.get("resp", ALWAYS))
+    rd_lines = sum(len(o.data) for o in outcomes)
+    count = dict.fromkeys(COUNTERS, 0)
+    plan: list[tuple[str, int]] = []  # the current request's steps to go; empty: idle
+    left = 0  # cycles or beats left in the current step
+    remaining = 0  # lines the read engine has yet to issue
+    out_valid = False  # the read engine's output register holds a line
+    t = 0
+    limit = 1_000_000 + 100 * (len(outcomes) + beats + rd_lines)
+    while len(resp.cycles) < len(outcomes) or len(rd.cycles) < rd_lines:
+        if t > limit:
+            raise RuntimeError(f"kvcache timed model: no progress after {t} cycles")
+        rd_ready = rd.ready[t]
+        engine_busy = remaining > 0 or out_valid
+        start = 0
+        kind = "busy"
+        if not plan:
+            if req.offers(t):
+                req.take(t)
+                plan = _steps(config, outcomes[req.sent - 1])
+                left = plan[0][1]
+            else:
+                kind = "idle"
+        else:
+            step, n = plan[0]
+            done = False
+            if step in ("decode", "start"):
+                if engine_busy and (step == "start" or n):
+                    kind = "read_waits"
+                else:
+                    start = n if step == "start" else 0
+                    done = True
+            elif step in ("work", "copy"):
+                count["copies"] += step == "copy" and left <= n - 1
+                left -= 1
+                done = left <= 0
+            elif step in ("write", "drain"):
+                if wd.offers(t):
+                    wd.take(t)
+                    count["writes"] += step == "write"
+                    left -= 1
+                    done = left == 0
+                else:
+                    kind = "stalls"
+            elif resp.ready[t]:
+                resp.take(t)
+                done = True
+            else:
+                kind = "stalls"
+            while done and plan:
+                plan = plan[1:]
+                left = plan[0][1] if plan else 0
+                # A step of no cycles (a failing request's work) is passed at once.
+                done = bool(plan) and plan[0][0] == "work" and left == 0
+        count[kind] += 1
+        # The read engine.
+        count["read_cycles"] += engine_busy
+        count["read_stalls"] += out_valid and not rd_ready
+        if out_valid and rd_ready:
+            rd.take(t)
+        if not out_valid or rd_ready:
+            out_valid = remaining > 0
+            remaining -= out_valid
+        remaining += start
+        t += 1
+    count["reads"] = len(rd.cycles)
+    return Timing({"req": req.cycles, "wd": wd.cycles, "rd": rd.cycles, "resp": resp.cycles},
+                  count)

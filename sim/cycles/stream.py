@@ -1,31 +1,53 @@
-"""Cycle model of a stalling pipeline under random valid gaps and ready back-pressure.
+"""Stream timing shared by every timed model, and the timed model of a stalling pipeline.
 
-Cycle 0 is the first cycle the testbench may offer data. The producer offers its next item in
-cycle ``t`` when ``valid[t]`` is true and then holds it until taken (stream rules); the consumer
-raises ``ready`` in cycle ``t`` when ``ready[t]`` is true. The pipeline (see
-:func:`scoville.rtl.pipeline.stall_pipeline`) advances as a whole when its last stage is empty
-or taken. The count is the number of cycles up to and including the last output handshake.
+A timed model predicts the cycle of every handshake on every stream of a block from its
+config, its transactions and the stream schedules alone (it never looks at the DUT). Cycle 0 is
+the first cycle a testbench may offer data; a handshake in cycle ``t`` happens at the rising
+edge that ends it.
+
+Streams follow the rules of ``amaranth.lib.stream``, and the testbench's producers and
+consumers behave as modelled here:
+
+- a :class:`Source` offers its beats in order: beat ``k`` from the first cycle ``t`` at or
+  after its arrival (and after beat ``k - 1`` was taken) where its valid schedule is true,
+  then holds it until it is taken;
+- a sink raises ``ready`` in cycle ``t`` when its ready :class:`Schedule` is true there.
+
+Models compose: a part's model takes a :class:`Source` for each input stream (its beats'
+arrival cycles and valid schedule) and returns a :class:`Timing` with the handshake cycles of
+each stream; :meth:`Source.after` turns one part's output handshakes into the next part's input
+arrivals.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Schedule", "pipeline_cycles", "pipeline_cycles_ideal"]
+__all__ = [
+    "Consumer",
+    "Producer",
+    "Schedule",
+    "Source",
+    "Timing",
+    "first_difference",
+    "pipeline_cycles_ideal",
+    "pipeline_timing",
+]
 
 
 class Schedule:
     """An endless, replayable sequence of booleans: true with probability ``1 - gap``.
 
     Two instances with the same ``seed`` and ``gap`` give the same sequence, so the testbench
-    and the cycle model see the same gaps.
+    and the timed model see the same gaps.
     """
 
     _CHUNK = 4096
 
-    def __init__(self, seed: int, gap: float):
+    def __init__(self, seed, gap: float):
         self._rng = np.random.default_rng(seed)
         self._gap = gap
         self._bits: list[bool] = []
@@ -40,39 +62,161 @@ class Schedule:
         return bits[t]
 
 
+#: A schedule that is always true: a producer that keeps up, or a sink that is always ready.
+ALWAYS = Schedule(0, 0.0)
+
+
+@dataclass(frozen=True)
+class Source:
+    """When a producer offers its beats.
+
+    Attributes
+    ----------
+    valid : Schedule
+        Cycles in which the producer may raise ``valid`` for its next beat.
+    arrivals : sequence of int, optional
+        ``arrivals[k]``: the first cycle beat ``k`` exists (every beat from cycle 0 if not
+        given). A composed block feeds a part's output handshakes here.
+    """
+
+    valid: Schedule = ALWAYS
+    arrivals: Sequence[int] | None = None
+
+    @classmethod
+    def after(cls, handshakes: Sequence[int], delay: int = 1,
+              valid: Schedule = ALWAYS) -> Source:
+        """Beats that arrive ``delay`` cycles after another stream's handshakes."""
+        return cls(valid, [h + delay for h in handshakes])
+
+
+class Producer:
+    """A :class:`Source` in a timed model's cycle loop: :meth:`offers` says whether the
+    producer holds a beat on the stream in cycle ``t`` (the model may ask in any cycles, in
+    increasing order); :meth:`take` records the handshake."""
+
+    __slots__ = ("_arrivals", "_at", "_valid", "count", "cycles", "sent")
+
+    def __init__(self, source: Source, count: int):
+        self._valid = source.valid
+        self._arrivals = source.arrivals
+        if self._arrivals is not None and len(self._arrivals) < count:
+            raise ValueError(f"source has {len(self._arrivals)} arrivals for {count} beats")
+        self.count = count
+        self.sent = 0
+        self.cycles: list[int] = []
+        self._at = self._first_offer(0) if count else None
+
+    def _first_offer(self, earliest: int) -> int:
+        """The cycle the next beat is first offered: at or after ``earliest`` and its
+        arrival, where the valid schedule is true."""
+        t = earliest
+        if self._arrivals is not None:
+            t = max(t, self._arrivals[self.sent])
+        valid = self._valid
+        while not valid[t]:
+            t += 1
+        return t
+
+    def offers(self, t: int) -> bool:
+        return self._at is not None and self._at <= t
+
+    def take(self, t: int) -> None:
+        self.cycles.append(t)
+        self.sent += 1
+        self._at = self._first_offer(t + 1) if self.sent < self.count else None
+
+
+class Consumer:
+    """A sink in a timed model's cycle loop: ``ready`` follows its schedule."""
+
+    __slots__ = ("cycles", "ready")
+
+    def __init__(self, ready: Schedule = ALWAYS):
+        self.ready = ready
+        self.cycles: list[int] = []
+
+    def take(self, t: int) -> None:
+        self.cycles.append(t)
+
+
+@dataclass
+class Timing:
+    """What a timed model predicts.
+
+    Attributes
+    ----------
+    handshakes : dict of str to list of int
+        For each stream, the cycle of each of its handshakes, in order.
+    counters : dict of str to int
+        For each performance counter of the block, the cycles (or events) of its kind, from
+        cycle 0 up to and including :attr:`cycles` - 1.
+    """
+
+    handshakes: dict[str, list[int]]
+    counters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def cycles(self) -> int:
+        """Cycles up to and including the last handshake (0 when there is none)."""
+        return max((h[-1] + 1 for h in self.handshakes.values() if h), default=0)
+
+
+def first_difference(predicted: dict[str, Sequence[int]],
+                     observed: dict[str, Sequence[int]]) -> str:
+    """The earliest handshake where ``observed`` differs from ``predicted``, as one line
+    naming the stream, the beat, and both cycles; ``""`` when they agree."""
+    worst = None
+    for name, want in predicted.items():
+        got = list(observed.get(name, ()))
+        want = list(want)
+        for k in range(max(len(want), len(got))):
+            p = want[k] if k < len(want) else None
+            o = got[k] if k < len(got) else None
+            if p != o:
+                when = min(c for c in (p, o) if c is not None)
+                if worst is None or when < worst[0]:
+                    worst = (when, name, k, p, o)
+                break
+    if worst is None:
+        return ""
+    _, name, k, p, o = worst
+    show = lambda c: "none" if c is None else f"cycle {c}"  # noqa: E731
+    return f"first differing handshake: stream {name} beat {k}: predicted {show(p)}, " \
+           f"observed {show(o)}"
+
+
 def pipeline_cycles_ideal(items: int, latency: int) -> int:
-    """Cycles for ``items`` back-to-back items with no gaps and no back-pressure."""
+    """The fast path: cycles for ``items`` back-to-back items with no gaps and no
+    back-pressure."""
     return items + latency if items else 0
 
 
-def pipeline_cycles(
-    items: int, latency: int, valid: Schedule, ready: Schedule, emits: Sequence[bool] | None = None
-) -> int:
-    """Cycles for ``items`` items through a ``latency``-stage stalling pipeline.
+def pipeline_timing(
+    items: int, latency: int, source: Source = Source(), ready: Schedule = ALWAYS,
+    emits: Sequence[bool] | None = None,
+) -> Timing:
+    """Timed model of a ``latency``-stage stalling pipeline
+    (:func:`scoville.rtl.pipeline.stall_chain`) with streams ``i`` and ``o``.
 
-    ``emits[k]`` says whether item ``k`` produces an output (reducing units emit only at the
-    end of a reduction); every item does by default. The last item must emit.
+    The pipeline advances as a whole when its last stage is empty, holds an item that emits
+    nothing, or is taken. ``emits[k]`` says whether item ``k`` produces an output (reducing
+    units emit only at the end of a reduction); every item does by default.
     """
-    if items == 0:
-        return 0
+    src, sink = Producer(source, items), Consumer(ready)
     outputs = items if emits is None else sum(bool(e) for e in emits)
     # A stage holds None (empty) or whether its item emits.
     stages: list[bool | None] = [None] * latency
-    sent = received = 0
-    offering = False
     t = 0
-    while True:
-        offering = offering or (sent < items and valid[t])
+    while len(sink.cycles) < outputs:
+        offering = src.offers(t)
         out_valid = bool(stages[-1])
         if not out_valid or ready[t]:
             if out_valid:
-                received += 1
-                if received == outputs:
-                    return t + 1
+                sink.take(t)
             entering = None
             if offering:
-                entering = True if emits is None else bool(emits[sent])
-                sent += 1
-                offering = False
-            stages = [entering] + stages[:-1]
+                entering = True if emits is None else bool(emits[src.sent])
+                src.take(t)
+            stages = [entering, *stages[:-1]]
         t += 1
+    return Timing({"i": src.cycles, "o": sink.cycles})
