@@ -13,7 +13,7 @@ from scoville.sim.golden.fp32 import fp32_add
 
 from .kit import check_lanes, context
 
-__all__ = ["DIRECTED", "directed_pairs", "random_pairs"]
+__all__ = ["DIRECTED", "directed_pairs", "random_pairs", "workload_pairs"]
 
 #: IEEE-754 edge cases: (a, b, a + b as NumPy float32 gives it, what the pair exercises).
 #: NaN sums are written as the canonical 0x7FC00000 the RTL produces.
@@ -125,9 +125,11 @@ def random_pairs(rng: np.random.Generator, n: int):
 
     Six equal mixes: uniform 32-bit patterns; exponents within 2 of each other (alignment by
     0..2 places); exponent differences of 0..30 (guard, round and sticky bits); near-total
-    cancellation (opposite signs, equal or adjacent exponents, fractions differing in a few low
-    bits); subnormals and the smallest normals; and specials (zeros, Inf, NaNs with random
-    payloads, the extreme finite values) against anything. Each pair is swapped at random.
+    cancellation (opposite signs; equal exponents with fractions differing in a few low bits,
+    or adjacent exponents with the larger operand's fraction near 0 and the smaller's near all
+    ones); subnormals and the smallest normals; and specials (zeros, Inf, NaNs with random
+    payloads, the extreme finite values) against anything, a quarter of them against another
+    special. Each pair is swapped at random.
     """
     kind = rng.integers(0, 6, n)
     bits = rng.integers(0, 1 << 32, (2, n), dtype=np.uint64).astype(np.uint32)
@@ -137,33 +139,46 @@ def random_pairs(rng: np.random.Generator, n: int):
     near = np.clip(exp_a + rng.integers(-2, 3, n), 0, 254)
     apart = np.clip(exp_a - rng.integers(0, 31, n), 0, 254)
     low = (1 << rng.integers(0, 24, n)) - 1
-    flip = man[0] ^ (rng.integers(0, 1 << 23, n) & low)
+    noise = rng.integers(0, 1 << 23, n) & low
     cancel = np.clip(exp_a - rng.integers(0, 2, n), 0, 254)
+    # Across an exponent boundary only a value just above the power of two and one just
+    # below it nearly cancel.
+    across = cancel < exp_a
+    man_a = np.where((kind == 3) & across, man[0] & low, man[0])
+    flip = np.where(across, 0x7F_FFFF ^ noise, man[0] ^ noise)
     tiny = rng.integers(0, 3, (2, n))
     specials = np.array(
         [0x0000_0000, 0x8000_0000, 0x7F80_0000, 0xFF80_0000, 0x7FC0_0000, 0x7F7F_FFFF,
          0xFF7F_FFFF, 0x0080_0000, 0x0000_0001, 0x807F_FFFF], dtype=np.uint32)
-    special = specials[rng.integers(0, len(specials), n)]
-    nan = _encode(sign[0], np.full(n, 255), np.maximum(man[0], 1))
-    special = np.where(rng.random(n) < 0.2, nan, special)
+    special = specials[rng.integers(0, len(specials), (2, n))]
+    nan = _encode(sign, np.full((2, n), 255), np.maximum(man, 1))
+    special = np.where(rng.random((2, n)) < 0.2, nan, special)
+    partner = np.where(rng.random(n) < 0.25, special[1], bits[1])
 
     a = np.select(
         [kind == 0, kind <= 3, kind == 4, kind == 5],
-        [bits[0], _encode(sign[0], exp_a, man[0]), _encode(sign[0], tiny[0], man[0]),
-         special],
+        [bits[0], _encode(sign[0], exp_a, man_a), _encode(sign[0], tiny[0], man[0]),
+         special[0]],
     )
     b = np.select(
         [kind == 0, kind == 1, kind == 2, kind == 3, kind == 4, kind == 5],
         [bits[1], _encode(sign[1], near, man[1]), _encode(sign[1], apart, man[1]),
-         _encode(1 - sign[0], cancel, flip), _encode(sign[1], tiny[1], man[1]), bits[1]],
+         _encode(1 - sign[0], cancel, flip), _encode(sign[1], tiny[1], man[1]), partner],
     )
     swap = rng.random(n) < 0.5
     return (np.where(swap, b, a).astype(np.uint32), np.where(swap, a, b).astype(np.uint32))
 
 
-async def _check(dut, test, a, b, *, gaps):
+def workload_pairs(ctx):
+    """The pairs :func:`test_workload` drives in the run ``ctx``: ``ctx.workload.count`` of
+    :func:`random_pairs` from the run's generator 1 (``scripts/fp32_add_bench.py`` counts its
+    coverage on the same pairs)."""
+    return random_pairs(ctx.rng(1), ctx.workload.count)
+
+
+async def _check(dut, test, a, b, *, gaps, interrupt=False):
     await check_lanes(dut, context(), test, a, b, fp32_add, width=32, out_width=32, show=_hex,
-                      gaps=gaps)
+                      gaps=gaps, interrupt=interrupt)
 
 
 @cocotb.test()
@@ -174,7 +189,14 @@ async def test_directed(dut):
 
 
 @cocotb.test()
+async def test_reset(dut):
+    """A reset in the middle of the directed pairs under gaps and back-pressure (beats in
+    the pipeline, an output waiting): the unit must come back empty, then run the same
+    stimulus from the start correctly."""
+    await _check(dut, "test_reset", *directed_pairs(), gaps=True, interrupt=True)
+
+
+@cocotb.test()
 async def test_workload(dut):
     """``count`` random pairs (:func:`random_pairs`) under random valid gaps and back-pressure."""
-    ctx = context()
-    await _check(dut, "test_workload", *random_pairs(ctx.rng(1), ctx.workload.count), gaps=True)
+    await _check(dut, "test_workload", *workload_pairs(context()), gaps=True)

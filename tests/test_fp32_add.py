@@ -73,6 +73,15 @@ def test_random_pairs_cover_the_exponent_range():
     assert np.mean((exp_a == 0) | (exp_b == 0)) > 0.1
     nan = ((a & 0x7FFF_FFFF) > 0x7F80_0000) | ((b & 0x7FFF_FFFF) > 0x7F80_0000)
     assert np.mean(nan) > 0.02
+    total = golden_add(a, b)
+    scale = np.maximum(np.stack([exp_a, exp_b, total >> 23 & 0xFF]), 1).astype(int)
+    lost = np.maximum(scale[0], scale[1]) - scale[2]
+    across = cancelling & (gap == 1) & (total != 0)
+    assert np.mean(across & (lost >= 8)) > 0.03
+    assert np.any(across & (lost == 24))
+    inf_minus_inf = ((a & 0x7FFF_FFFF) == 0x7F80_0000) & ((a ^ b) == 0x8000_0000)
+    assert np.sum(inf_minus_inf) > 10
+    assert np.sum(total == 0x8000_0000) > 10
 
 
 def test_combinational_adder_in_amaranth_simulator(seed):
