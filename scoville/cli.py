@@ -48,14 +48,17 @@ def _build_parser() -> argparse.ArgumentParser:
     block_args(p)
     p.add_argument("-o", "--output", default="-", help="output file ('-' for stdout)")
 
-    p = sub.add_parser("sim", help="build and simulate a block against its golden and cycle models")
+    p = sub.add_parser("sim", help="build and simulate a block against its golden and timed models")
     block_args(p)
     p.add_argument("--sim", required=True, choices=SIMULATORS)
     p.add_argument("--seed", type=int, help="stimulus seed (random and printed when omitted)")
     p.add_argument("--waves", action="store_true", help="record an FST waveform")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    p.add_argument("--all-tests", action="store_true",
-                   help="run every test of the testbench, not only the random workload")
+    tests = p.add_mutually_exclusive_group()
+    tests.add_argument("--all-tests", action="store_true",
+                       help="run every test of the testbench, not only the random workload")
+    tests.add_argument("--test", action="append", metavar="NAME",
+                       help="run this test of the testbench (repeatable) instead of the workload")
 
     p = sub.add_parser("regress", help="simulate every block on both simulators; print a table")
     p.add_argument("--sim", action="append", choices=SIMULATORS, help="limit to a simulator")
@@ -106,6 +109,8 @@ def _report(result, block, elapsed: float) -> dict:
         report.setdefault(key, value)
     report.update(
         tests={t.name: t.passed for t in result.tests},
+        failures={t.name: t.message.splitlines()[0] for t in result.tests
+                  if not t.passed and t.message},
         build_reused=result.build_reused,
         build_dir=result.build_dir,
         lint=result.lint,
@@ -131,7 +136,7 @@ def _cmd_sim(args) -> int:
     try:
         result = flow.run(
             block, config, workload, args.sim, seed=seed, waves=args.waves,
-            tests=None if args.all_tests else [block.workload_test],
+            tests=None if args.all_tests else (args.test or [block.workload_test]),
         )
     except (ToolError, flow.FlowError) as err:
         line = str(err).splitlines()[0]

@@ -446,7 +446,12 @@ def run(
         except (RuntimeError, SystemExit) as err:
             errors.append(f"simulator exited abnormally ({err}); see {log}")
     outcomes = _read_results(results)
-    if not outcomes:
+    ran = {t.name for t in outcomes}
+    missing = [name for name in tests or () if name not in ran]
+    if missing:
+        errors.append(f"no test named {', '.join(missing)} ran; {block.testbench} has: "
+                      f"{', '.join(sorted(ran)) or 'none that ran'}")
+    elif not outcomes:
         errors.append(f"no test results were written; see {log}:\n{_tail(log)}")
     metrics = {}
     for path in sorted(metrics_dir.glob("*.json")):

@@ -95,3 +95,18 @@ def test_sim_json_report(sim):
     assert json.loads(second.stdout)["build_reused"] is True
     assert "build: reused" in second.stderr
     assert json.loads(second.stdout)["cycles"] == report["cycles"]
+
+
+@pytest.mark.sim
+def test_sim_runs_the_named_tests_and_names_what_failed():
+    ok = scoville("sim", "fp4_mul", "--param", "count=50", "--sim", "icarus", "--seed", "3",
+                  "--test", "test_reset", "--test", "test_exhaustive", "--json")
+    assert ok.returncode == 0, ok.stderr
+    report = json.loads(ok.stdout)
+    assert report["tests"] == {"test_reset": True, "test_exhaustive": True}
+    assert report["failures"] == {}
+    missing = scoville("sim", "fp4_mul", "--sim", "icarus", "--seed", "3", "--test", "nope",
+                       "--json")
+    assert missing.returncode == 1
+    assert json.loads(missing.stdout)["passed"] is False
+    assert "no test named nope ran" in missing.stderr
