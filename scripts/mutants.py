@@ -1,0 +1,894 @@
+#!/usr/bin/env python3
+"""Mutation testing: named bugs put into a copy of the RTL, each run on the tests that should
+catch it.
+
+Each :class:`Mutation` replaces exact source text in one RTL file (every piece must occur
+exactly once, or the script stops and names the mutation) and says which block, parameters and
+cocotb tests expose it. The script copies the repository (the working tree as ``git`` sees it:
+tracked files and untracked ones that are not ignored; or, with ``--rev``, a commit) into a
+temporary folder, applies one mutation to each copy, and simulates every copy in a subprocess
+that imports the copy instead of the installed package (see :func:`link_packages`). The
+unmutated copy is simulated first, once per block and parameter set, and must pass, or the
+results mean nothing. A mutation is *caught* on a simulator when a test fails; it *survives*
+when every test passes; a build failure, a missing test result or a timeout is an *error*.
+
+Writes ``docs/verification.md`` (when every mutation is run, or ``--out`` is given) and exits
+non-zero when a baseline fails, a mutation survives or a run goes wrong.
+
+Usage: ``python scripts/mutants.py [--only NAME]... [--sim icarus|verilator|both] [--seed N]
+[--jobs N] [--out FILE.md] [--rev REV] [--timeout S] [--keep] [--list]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import importlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SIMULATORS = ("icarus", "verilator")
+DEFAULT_OUT = "docs/verification.md"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace ``old`` (which must occur exactly once in the file) with ``new``."""
+
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One named bug.
+
+    Attributes
+    ----------
+    name : str
+        Unique; ``--only`` selects by it.
+    models : str
+        What the bug is, in one line.
+    file : str
+        The RTL file it changes, relative to the repository.
+    edits : tuple of Edit
+        The replacements, applied in order.
+    block : str
+        The block simulated.
+    params : dict
+        Its hardware and workload parameters (``scoville sim --param`` names).
+    tests : tuple of str
+        The cocotb tests run, the narrowest that should catch it.
+    timing : bool
+        Data and protocol stay correct; only the cycle of some handshakes changes.
+    why : str
+        Why those parameters and tests reach the bug.
+    """
+
+    name: str
+    models: str
+    file: str
+    edits: tuple[Edit, ...]
+    block: str
+    params: dict[str, Any] = field(hash=False)
+    tests: tuple[str, ...]
+    timing: bool
+    why: str
+
+
+class MutationError(RuntimeError):
+    """A mutation's source text does not occur exactly once."""
+
+
+#: A small array; back-pressure and gaps so that the timing bugs fire often, and enough GEMMs
+#: (random shapes up to 2 tiles + 2 in M and N) for rows of C to leave back to back.
+GEMM = {"rows": 4, "cols": 4, "fmt": "int8", "dataflow": "os", "count": 20, "gap": 0.3,
+        "backpressure": 0.3}
+
+#: The default cache (4 tokens a page, 4 sequences, 16 pages: forks share pages and
+#: copy-on-write happens often); 2,000 random requests under gaps and back-pressure.
+KVCACHE = {"page_tokens": 4, "max_seqs": 4, "count": 2000, "gap": 0.3, "backpressure": 0.3}
+
+#: Declarations the kvcache mutations add next to the request engine's own.
+_KV_DECL = "        read_wait = Signal()\n"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        name="gemm-o-stall-after-release",
+        models="after each back-pressure release on `o` the engine resumes one cycle late "
+               "(an extra stall, counted as one)",
+        file="rtl/gemm.py",
+        edits=(Edit(
+            "        stall_out = ctl.collect & self.o.valid & ~self.o.ready\n",
+            "        released = Signal()\n"
+            "        m.d.sync += released.eq(ctl.collect & self.o.valid & ~self.o.ready)\n"
+            "        stall_out = ctl.collect & ((self.o.valid & ~self.o.ready) | released)\n",
+        ),),
+        block="gemm", params=GEMM, tests=("test_workload",), timing=True,
+        why="back-pressure 0.3 on `o` releases a stall many times per GEMM; the engine counts "
+            "the extra cycle as `stall_out`, so only a model of every handshake sees it",
+    ),
+    Mutation(
+        name="gemm-o-bubble-after-stall",
+        models="after a row of C that ended a back-pressure stall, `o.valid` drops for one "
+               "cycle before the next row (protocol-legal, data unchanged)",
+        file="rtl/gemm.py",
+        edits=(
+            Edit(
+                "        stall_out = ctl.collect & self.o.valid & ~self.o.ready\n",
+                "        full = Signal()\n"
+                "        held = Signal()\n"
+                "        bubble = Signal()\n"
+                "        taken = self.o.valid & self.o.ready\n"
+                "        m.d.comb += self.o.valid.eq(full & ~bubble)\n"
+                "        m.d.sync += [held.eq(self.o.valid & ~self.o.ready), "
+                "bubble.eq(taken & held)]\n"
+                "        stall_out = ctl.collect & full & ~taken\n",
+            ),
+            Edit(
+                "        with m.If(self.o.ready):\n"
+                "            m.d.sync += self.o.valid.eq(0)\n"
+                "        with m.If(ctl.en & ctl.collect):\n"
+                "            m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(ctl.row)]\n",
+                "        with m.If(taken):\n"
+                "            m.d.sync += full.eq(0)\n"
+                "        with m.If(ctl.en & ctl.collect):\n"
+                "            m.d.sync += [full.eq(1), self.o.payload.eq(ctl.row)]\n",
+            ),
+        ),
+        block="gemm", params=GEMM, tests=("test_workload",), timing=True,
+        why="the rows of each finished tile leave one per cycle, so a stalled row is often "
+            "followed at once by the next; the engine counts the held cycle as a stall",
+    ),
+    Mutation(
+        name="gemm-acc-24-bit",
+        models="the integer accumulators are 24 bits wide instead of 32 (wrap at 2**23)",
+        file="rtl/gemm.py",
+        edits=(Edit(
+            "    return signed(16) if config.mx else signed(32)\n",
+            "    return signed(16) if config.mx else signed(24)\n",
+        ),),
+        block="gemm", params=GEMM, tests=("test_long_k",), timing=False,
+        why="int8: a sum leaves 24 bits only past 512 products of the same sign near "
+            "-128 x -128, which random operands never give; test_long_k's column of K = "
+            "long_k (32773 by default) products of -128 x -128 reaches 2**29",
+    ),
+    Mutation(
+        name="gemm-no-zero-check-n",
+        models="a command with N = 0 is not rejected (only M and K are checked)",
+        file="rtl/gemm.py",
+        edits=(Edit(
+            "        bad = (cmd.m == 0) | (cmd.k == 0) | (cmd.n == 0)\n",
+            "        bad = (cmd.m == 0) | (cmd.k == 0)\n",
+        ),),
+        block="gemm", params=GEMM, tests=("test_edges",), timing=False,
+        why="only a directed command with N = 0 reaches it (the workload's shapes are never 0)",
+    ),
+    Mutation(
+        name="gemm-drops-first-product",
+        models="each output's accumulation drops its first product (the sum restarts from 0 "
+               "instead of from the first product)",
+        file="rtl/gemm.py",
+        edits=(Edit(
+            '            total = wire(m, f"{name}_total", Mux(a_in.first, 0, sums) + prod, '
+            "_mac_shape(cfg))\n",
+            '            total = wire(m, f"{name}_total", Mux(a_in.first, 0, sums + prod), '
+            "_mac_shape(cfg))\n",
+        ),),
+        block="gemm", params=GEMM, tests=("test_workload",), timing=False,
+        why="every output of every GEMM is wrong unless its first product is 0",
+    ),
+    Mutation(
+        name="kvcache-wd-bubble-after-gap",
+        models="after a cycle without `wd` data while writing an append's lines, `wd.ready` "
+               "stays low one more cycle (a restart bubble; counted as a stall)",
+        file="rtl/kvcache.py",
+        edits=(
+            Edit(_KV_DECL, _KV_DECL + "        wd_gap = Signal()\n"),
+            Edit(
+                '            with m.State("WRITE"):\n'
+                "                m.d.comb += self.wd.ready.eq(1)\n"
+                "                row = page_w * PL + kvh * head_lines + slot * TL + j\n"
+                "                for k, (_, wp) in enumerate(banks):\n"
+                "                    m.d.comb += [wp.addr.eq(row), "
+                "wp.data.eq(self.wd.payload[k]),\n"
+                "                                 wp.en.eq(self.wd.valid)]\n"
+                "                with m.If(self.wd.valid):\n",
+                '            with m.State("WRITE"):\n'
+                "                m.d.comb += self.wd.ready.eq(~wd_gap)\n"
+                "                m.d.sync += wd_gap.eq(~self.wd.valid)\n"
+                "                row = page_w * PL + kvh * head_lines + slot * TL + j\n"
+                "                for k, (_, wp) in enumerate(banks):\n"
+                "                    m.d.comb += [wp.addr.eq(row), "
+                "wp.data.eq(self.wd.payload[k]),\n"
+                "                                 wp.en.eq(self.wd.valid & ~wd_gap)]\n"
+                "                with m.If(self.wd.valid & ~wd_gap):\n",
+            ),
+            Edit(
+                '            ((fsm.ongoing("WRITE") | fsm.ongoing("DRAIN")) & ~self.wd.valid)\n',
+                '            ((fsm.ongoing("WRITE") | fsm.ongoing("DRAIN"))\n'
+                "             & ~(self.wd.valid & self.wd.ready))\n",
+            ),
+            Edit(
+                '            "writes": fsm.ongoing("WRITE") & self.wd.valid,\n',
+                '            "writes": fsm.ongoing("WRITE") & self.wd.valid & self.wd.ready,\n',
+            ),
+        ),
+        block="kvcache", params=KVCACHE, tests=("test_workload",), timing=True,
+        why="gap 0.3 on `wd` leaves holes inside most appends; the bubble is counted as a "
+            "stall and the write counter counts handshakes, so only the handshake cycles move",
+    ),
+    Mutation(
+        name="kvcache-read-wait-extra",
+        models="a request waiting for the read engine waits one cycle more after the engine "
+               "goes idle (counted as a read wait)",
+        file="rtl/kvcache.py",
+        edits=(
+            Edit(_KV_DECL, _KV_DECL + "        was_busy = Signal()\n"
+                                      "        m.d.sync += was_busy.eq(engine_busy)\n"),
+            Edit(
+                '                with m.If(engine_busy & (r.op != OPS["append"])):\n',
+                '                with m.If((engine_busy | was_busy) & (r.op != OPS["append"])):\n',
+            ),
+        ),
+        block="kvcache", params=KVCACHE, tests=("test_keep_up", "test_workload"), timing=True,
+        why="every request but an append that follows a read waits for the engine; with "
+            "streams that keep up the model's time line sees the cycle, under gaps only a "
+            "model of every handshake does",
+    ),
+    Mutation(
+        name="kvcache-rd-bubble-after-stall",
+        models="after a read line that ended a back-pressure stall, `rd.valid` drops for one "
+               "cycle before the next line (protocol-legal, data unchanged)",
+        file="rtl/kvcache.py",
+        edits=(
+            Edit(_KV_DECL, _KV_DECL
+                 + "        rd_held = Signal()\n"
+                 "        rd_bubble = Signal()\n"
+                 "        m.d.sync += [rd_held.eq(self.rd.valid & ~self.rd.ready),\n"
+                 "                     rd_bubble.eq(self.rd.valid & self.rd.ready & rd_held)]\n"),
+            Edit(
+                "            advance.eq(~out_valid | self.rd.ready),\n"
+                "            self.rd.valid.eq(out_valid),\n",
+                "            advance.eq(~out_valid | (self.rd.ready & ~rd_bubble)),\n"
+                "            self.rd.valid.eq(out_valid & ~rd_bubble),\n",
+            ),
+            Edit(
+                '            "read_stalls": out_valid & ~self.rd.ready,\n',
+                '            "read_stalls": out_valid & ~(self.rd.valid & self.rd.ready),\n',
+            ),
+        ),
+        block="kvcache", params=KVCACHE, tests=("test_workload",), timing=True,
+        why="reads stream a line per cycle and back-pressure 0.3 stalls them often; the "
+            "bubble is counted as a read stall, so the engine's busy count stays the model's",
+    ),
+    Mutation(
+        name="kvcache-resp-bubble-after-stall",
+        models="after an answer that ended a back-pressure stall, the next answer's "
+               "`resp.valid` rises one cycle late (protocol-legal, data unchanged)",
+        file="rtl/kvcache.py",
+        edits=(
+            Edit(_KV_DECL, _KV_DECL + "        resp_held = Signal()\n"
+                                      "        resp_late = Signal()\n"),
+            Edit(
+                '            with m.State("RESP"):\n'
+                "                m.d.comb += self.resp.valid.eq(1)\n"
+                "                with m.If(self.resp.valid & self.resp.ready):\n"
+                '                    m.next = "IDLE"\n',
+                '            with m.State("RESP"):\n'
+                "                m.d.comb += self.resp.valid.eq(~resp_late)\n"
+                "                m.d.sync += [resp_late.eq(0),\n"
+                "                             resp_held.eq(self.resp.valid & ~self.resp.ready)]\n"
+                "                with m.If(self.resp.valid & self.resp.ready):\n"
+                "                    m.d.sync += resp_late.eq(resp_held)\n"
+                '                    m.next = "IDLE"\n',
+            ),
+            Edit(
+                '            | (fsm.ongoing("RESP") & ~self.resp.ready)\n',
+                '            | (fsm.ongoing("RESP") & ~(self.resp.valid & self.resp.ready))\n',
+            ),
+        ),
+        block="kvcache", params=KVCACHE, tests=("test_workload",), timing=True,
+        why="answers come at least 3 cycles apart, so the bubble delays the next answer; "
+            "back-pressure 0.3 on `resp` stalls many answers; the late cycle counts as a stall",
+    ),
+    Mutation(
+        name="kvcache-cow-one-line-short",
+        models="copy-on-write stops one line early: the page's last line is not copied",
+        file="rtl/kvcache.py",
+        edits=(Edit(
+            "                with m.If(copy == PL):\n",
+            "                with m.If(copy == PL - 1):\n",
+        ),),
+        block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
+        why="page_tokens 4 and max_seqs 4: forks share pages and appends to either side copy "
+            "them (test_edges does both sides); the missing line (V, last head, last slot) is "
+            "never read before it is written, so cycles and counters must catch it",
+    ),
+    Mutation(
+        name="kvcache-cow-skips-first-line",
+        models="copy-on-write leaves the new page's first line (K, head 0, first token) "
+               "uncopied",
+        file="rtl/kvcache.py",
+        edits=(Edit("wp.en.eq(copy != 0)]", "wp.en.eq(copy > 1)]"),),
+        block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
+        why="test_edges reads K head 0 of both sides of a fork from token 0 after copies; the "
+            "line is stale, so the read data differ (the copy takes as many cycles as before)",
+    ),
+    Mutation(
+        name="kvcache-cow-refcount-kept",
+        models="copy-on-write does not decrement the shared page's reference count",
+        file="rtl/kvcache.py",
+        edits=(Edit(
+            "ref_w.data.eq(ref_old - 1),",
+            "ref_w.data.eq(ref_old),",
+        ),),
+        block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
+        why="the shared page is never freed once both sequences are: `free` in the answers "
+            "and `free_pages` at the end differ from the model",
+    ),
+    Mutation(
+        name="mx_quant-round-ties-away",
+        models="E2M1 rounding breaks ties away from zero instead of to even",
+        file="rtl/mxquant.py",
+        edits=(Edit(
+            "        return q + (guard & (rest | q[0]))\n",
+            "        return q + guard\n",
+        ),),
+        block="mx_quant", params={"in_fmt": "bf16"}, tests=("test_directed", "test_workload"),
+        timing=False,
+        why="test_directed has every tie of the grid; BF16 inputs (8-bit significands) make "
+            "ties common in random blocks too",
+    ),
+    Mutation(
+        name="fp32_add-flush-subnormals",
+        models="subnormal sums are flushed to zero (sign kept)",
+        file="rtl/fp32.py",
+        edits=(Edit(
+            "    magnitude = Mux(overflow, 0x7F80_0000, rounded)[:31]\n",
+            "    magnitude = Mux(overflow, 0x7F80_0000, "
+            "Mux(rounded[23:31] == 0, 0, rounded))[:31]\n",
+        ),),
+        block="fp32_add", params={}, tests=("test_directed", "test_workload"), timing=False,
+        why="test_directed has subnormal sums; a sixth of the random pairs are subnormals "
+            "or the smallest normals",
+    ),
+)
+
+
+def by_name() -> dict[str, Mutation]:
+    return {mu.name: mu for mu in MUTATIONS}
+
+
+def mutate(mutation: Mutation, text: str) -> str:
+    """``text`` (the content of ``mutation.file``) with the mutation's edits applied.
+
+    Raises
+    ------
+    MutationError
+        A piece of source text does not occur exactly once; the message names the mutation.
+    """
+    for k, edit in enumerate(mutation.edits):
+        found = text.count(edit.old)
+        if found != 1:
+            first = edit.old.strip().splitlines()[0]
+            raise MutationError(
+                f"mutation {mutation.name}: edit {k + 1} of {len(mutation.edits)} expects its "
+                f"text once in {mutation.file}, found it {found} times: {first!r}"
+            )
+        text = text.replace(edit.old, edit.new)
+    return text
+
+
+# The copy of the repository, and how a subprocess imports it.
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def describe_tree(rev: str | None) -> str:
+    """What a snapshot holds, in words (no paths)."""
+    if rev is not None:
+        return f"commit {_git('rev-parse', '--short', rev).strip()}"
+    head = _git("rev-parse", "--short", "HEAD").strip()
+    dirty = _git("status", "--porcelain", "--untracked-files=no").strip()
+    return f"the working tree at {head}" + (" with uncommitted changes" if dirty else "")
+
+
+def snapshot(dest: Path, rev: str | None) -> None:
+    """Copy the repository into ``dest``: commit ``rev``, or the working tree as ``git`` sees
+    it (tracked files as they are now, and untracked files that are not ignored)."""
+    dest.mkdir(parents=True)
+    if rev is not None:
+        archive = subprocess.run(["git", "archive", "--format=tar", rev], cwd=ROOT, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    else:
+        listed = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard")
+        for name in filter(None, listed.split("\0")):
+            source = ROOT / name
+            if source.is_file():  # a tracked file deleted in the working tree is skipped
+                target = dest / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
+    link_packages(dest)
+
+
+def package_dirs(tree: Path) -> dict[str, str]:
+    """The package-to-folder mapping of ``tree``'s ``pyproject.toml``."""
+    project = tomllib.loads((tree / "pyproject.toml").read_text())
+    return project["tool"]["setuptools"]["package-dir"]
+
+
+def link_packages(tree: Path) -> None:
+    """Make ``tree`` importable from ``PYTHONPATH``: the package is installed in editable mode
+    with a package-dir mapping (``scoville.rtl`` is ``rtl/``, ...), which a plain copy does
+    not have. Each package that is not already where its dotted name says gets a relative
+    symbolic link there (``scoville/rtl -> ../rtl``), so ``import scoville.rtl`` finds the
+    copy's ``rtl/`` through Python's path finder, which runs before the editable install's
+    finder (appended to ``sys.meta_path``)."""
+    for name, folder in sorted(package_dirs(tree).items(), key=lambda item: item[0].count(".")):
+        target = (tree / folder).resolve()
+        where = tree.joinpath(*name.split("."))
+        if where.resolve() == target:
+            continue
+        if where.exists() or where.is_symlink():
+            raise RuntimeError(f"cannot link package {name}: {where.relative_to(tree)} exists")
+        where.symlink_to(os.path.relpath(target, where.parent), target_is_directory=True)
+
+
+# One simulation, in a subprocess that imports a copy.
+
+
+def worker(job_file: Path) -> int:
+    """Run one job (a JSON file written by :func:`run_job`) and write its result beside it.
+
+    Checks first that every package of the mapping is imported from the copy."""
+    job = json.loads(job_file.read_text())
+    tree = Path(job["tree"]).resolve()
+    out: dict[str, Any] = {"passed": False, "tests": [], "errors": []}
+    for name in job["packages"]:
+        origin = Path(importlib.import_module(name).__file__).resolve()
+        if not origin.is_relative_to(tree):
+            out["errors"].append(f"{name} was imported from {origin}, not from the copy")
+    if out["errors"]:
+        Path(job["result"]).write_text(json.dumps(out))
+        return 1
+    from scoville.blocks import get_block, parse_params
+    from scoville.sim import flow
+    from scoville.sim.tools import ToolError, require
+
+    block = get_block(job["block"])
+    config, workload = parse_params(block, job["params"])
+    out["design_key"] = flow.design_key(block, config)
+    start = time.monotonic()
+    try:
+        out["sim_version"] = require(job["sim"]).version_str
+        result = flow.run(block, config, workload, job["sim"], seed=job["seed"],
+                          tests=job["tests"])
+    except (ToolError, flow.FlowError) as err:
+        out["errors"].append(str(err).splitlines()[0])
+    else:
+        out.update(
+            passed=result.passed,
+            tests=[{"name": t.name, "passed": t.passed, "message": t.message}
+                   for t in result.tests],
+            errors=[e.splitlines()[0] for e in result.errors],
+            build=Path(result.build_dir).name,
+            build_reused=result.build_reused,
+            cycles={name: m.get("cycles") for name, m in result.metrics.items()},
+        )
+        out["foreign"] = _foreign_tests(Path(result.run_dir) / "results.xml", tree)
+    out["seconds"] = round(time.monotonic() - start, 1)
+    Path(job["result"]).write_text(json.dumps(out))
+    return 0
+
+
+def _foreign_tests(results: Path, tree: Path) -> list[str]:
+    """The simulator's Python imported the testbench too: cocotb's results name each test's
+    file, which must be in the copy."""
+    if not results.is_file():
+        return []
+    errors = []
+    for case in ET.parse(results).getroot().iter("testcase"):
+        for prop in case.iter("property"):
+            if prop.get("name") == "file" and not Path(prop.get("value")).resolve(
+            ).is_relative_to(tree):
+                errors.append(f"the simulator ran {case.get('name')} from {prop.get('value')}, "
+                              "not from the copy")
+    return errors
+
+
+@dataclass
+class Outcome:
+    """What one run of one tree on one simulator gave.
+
+    ``status`` is ``caught`` (a test failed), ``passed`` (every test passed: a baseline's
+    success, a mutation's survival), ``error`` or ``skipped``."""
+
+    status: str
+    failed: list[str] = field(default_factory=list)
+    passed: list[str] = field(default_factory=list)
+    message: str = ""
+    seconds: float = 0.0
+    design_key: str = ""
+    build: str = ""
+    sim_version: str = ""
+    cycles: dict[str, int | None] = field(default_factory=dict)
+    reused: bool | None = None
+
+
+_DESCRIBE = re.compile(r"^block \S+ \S+?\(.*?\) \S+?\(.*?\) seed \d+: ")
+
+
+def first_line(message: str, test: str, width: int = 200) -> str:
+    """A test's failure message as one line: the assertion's first line, without the run's
+    description (block, parameters, seed) and the test's name that the testbenches' messages
+    start with."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    line = lines[0] if lines else ""
+    line = _DESCRIBE.sub("", line).removeprefix(f"{test}: ")
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+#: Workers running now. Each leads a process group of its own (the simulator is its child),
+#: so that a timeout or an interrupt can end the whole group.
+_RUNNING: set[subprocess.Popen] = set()
+
+
+def _end(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def run_job(tree: Path, block: str, params: dict, sim: str, seed: int, tests: list[str],
+            timeout: float, tag: str) -> Outcome:
+    """Simulate ``tree`` in a subprocess that imports it (``PYTHONPATH`` and working folder
+    the copy); a timeout ends the subprocess's whole process group."""
+    work = tree.parent / "jobs"
+    work.mkdir(exist_ok=True)
+    job_file, result_file, log = (work / f"{tag}-{sim}.{ext}" for ext in ("json", "out",
+                                                                          "log"))
+    packages = sorted(package_dirs(tree))
+    job_file.write_text(json.dumps({
+        "tree": str(tree), "block": block, "params": params, "sim": sim, "seed": seed,
+        "tests": tests, "packages": packages, "result": str(result_file),
+    }))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
+    start = time.monotonic()
+    with open(log, "w") as handle:
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker",
+                                 str(job_file)], cwd=tree, env=env, stdout=handle,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        _RUNNING.add(proc)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _end(proc)
+            return Outcome("error", message=f"timed out after {timeout:g} s",
+                           seconds=time.monotonic() - start)
+        finally:
+            _RUNNING.discard(proc)
+    if not result_file.is_file():
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        return Outcome("error", message=f"worker exited {proc.returncode}: {tail[0]}",
+                       seconds=time.monotonic() - start)
+    res = json.loads(result_file.read_text())
+    outcome = Outcome("error", seconds=time.monotonic() - start,
+                      design_key=res.get("design_key", ""), build=res.get("build", ""),
+                      sim_version=res.get("sim_version", ""), reused=res.get("build_reused"))
+    ran = {t["name"]: t for t in res["tests"]}
+    outcome.failed = [name for name in tests if name in ran and not ran[name]["passed"]]
+    outcome.passed = [name for name in tests if name in ran and ran[name]["passed"]]
+    outcome.cycles = res.get("cycles", {})
+    missing = [name for name in tests if name not in ran]
+    if res.get("foreign"):
+        outcome.failed = []
+        outcome.message = res["foreign"][0]
+    elif outcome.failed:
+        outcome.status = "caught"
+        outcome.message = first_line(ran[outcome.failed[0]]["message"], outcome.failed[0])
+    elif res["errors"]:
+        outcome.message = res["errors"][0]
+    elif missing:
+        outcome.message = f"no result for {', '.join(missing)}"
+    elif res["passed"]:
+        outcome.status = "passed"
+    else:
+        outcome.message = "the run did not pass, but no test failed"
+    return outcome
+
+
+# The whole run.
+
+
+def _against(tests, cycles: dict, unmutated: dict) -> str:
+    """What a surviving mutation changed, as far as cycle counts tell."""
+    moved = [f"{t} {cycles.get(t)} cycles, unmutated {unmutated.get(t)}" for t in tests
+             if cycles.get(t) != unmutated.get(t)]
+    if moved:
+        return "the bug showed (" + "; ".join(moved) + ") but no check failed"
+    return "cycle counts as unmutated (" + ", ".join(
+        f"{t} {cycles.get(t)}" for t in tests) + ")"
+
+
+def _params_text(params: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items()) or "defaults"
+
+
+def _group(mu: Mutation) -> tuple[str, str]:
+    return mu.block, json.dumps(mu.params, sort_keys=True)
+
+
+def prepare(mutations: list[Mutation], rev: str | None, scratch: Path):
+    """The unmutated copy and one mutated copy per mutation, all made before anything runs
+    (so that no copy holds another's compiled files); returns ``(base, {name: tree})``."""
+    base = scratch / "baseline" / "tree"
+    snapshot(base, rev)
+    trees = {}
+    for mu in mutations:
+        mutated = mutate(mu, (base / mu.file).read_text())
+        tree = scratch / mu.name / "tree"
+        shutil.copytree(base, tree, symlinks=True)
+        (tree / mu.file).write_text(mutated)
+        trees[mu.name] = tree
+    return base, trees
+
+
+def baseline_groups(mutations: list[Mutation]) -> dict[tuple[str, str], dict[str, Any]]:
+    """One unmutated run per block and parameter set, on every test its mutations run."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for mu in mutations:
+        entry = groups.setdefault(_group(mu), {"params": mu.params, "tests": []})
+        entry["tests"] += [t for t in mu.tests if t not in entry["tests"]]
+    return groups
+
+
+def run_all(mutations: list[Mutation], sims: list[str], seed: int, jobs: int, rev: str | None,
+            timeout: float, scratch: Path):
+    """Copy, mutate, simulate the baselines and then the mutations; returns
+    ``(baselines, results)``: ``{(block, params): {"params", "tests", sim: Outcome}}`` and
+    ``{name: {sim: Outcome}}``."""
+    base, trees = prepare(mutations, rev, scratch)
+    baselines = baseline_groups(mutations)
+    total = len(baselines) * len(sims) + len(mutations) * len(sims)
+    done = 0
+
+    def report(what: str, sim: str, outcome: Outcome) -> None:
+        nonlocal done
+        done += 1
+        detail = f" by {', '.join(outcome.failed)}" if outcome.failed else ""
+        note = f": {outcome.message}" if outcome.message else ""
+        print(f"[{done}/{total}] {what} on {sim}: {outcome.status}{detail} "
+              f"({outcome.seconds:.0f} s){note}", file=sys.stderr, flush=True)
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = {}
+        for n, (group, entry) in enumerate(baselines.items()):
+            for sim in sims:
+                fut = pool.submit(run_job, base, group[0], entry["params"], sim, seed,
+                                  entry["tests"], timeout, f"baseline{n}")
+                futures[fut] = (group, sim)
+        for fut in concurrent.futures.as_completed(futures):
+            group, sim = futures[fut]
+            entry = baselines[group]
+            entry[sim] = fut.result()
+            report(f"baseline {group[0]} ({_params_text(entry['params'])})", sim, entry[sim])
+
+        results: dict[str, dict[str, Outcome]] = {mu.name: {} for mu in mutations}
+        futures = {}
+        for mu in mutations:
+            for sim in sims:
+                if baselines[_group(mu)][sim].status != "passed":
+                    results[mu.name][sim] = Outcome("skipped", message="its baseline failed")
+                    done += 1
+                    continue
+                fut = pool.submit(run_job, trees[mu.name], mu.block, mu.params, sim, seed,
+                                  list(mu.tests), timeout, mu.name)
+                futures[fut] = (mu, sim)
+        for fut in concurrent.futures.as_completed(futures):
+            mu, sim = futures[fut]
+            outcome = fut.result()
+            base_outcome = baselines[_group(mu)][sim]
+            if outcome.design_key and outcome.design_key == base_outcome.design_key:
+                outcome.status, outcome.message = "error", (
+                    "same design key as the baseline: the build cache would not see the "
+                    "mutation")
+            elif outcome.build and outcome.build == base_outcome.build:
+                outcome.status, outcome.message = "error", (
+                    "same Verilog as the baseline: the mutation changes nothing")
+            elif outcome.status == "passed":
+                outcome.message = _against(mu.tests, outcome.cycles, base_outcome.cycles)
+            results[mu.name][sim] = outcome
+            report(mu.name, sim, outcome)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list(_RUNNING):
+            _end(proc)
+        raise
+    pool.shutdown()
+    return baselines, results
+
+
+def _cell(outcome: Outcome | None, *, baseline: bool = False) -> str:
+    if outcome is None:
+        return "not run"
+    text = outcome.message.replace("|", "\\|").replace("`", "'")
+    if outcome.status == "caught":
+        tests = ", ".join(f"`{t}`" for t in outcome.failed)
+        also = ", ".join(f"`{t}`" for t in outcome.passed)
+        also = f" ({also} passed)" if also else ""
+        return f"{'**failed**' if baseline else 'caught'} by {tests}{also}: {text}"
+    if outcome.status == "passed":
+        return "passed" if baseline else f"**survived**: {text}"
+    return f"**{outcome.status}**: {text}"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} minutes"
+
+
+def _version(baselines: dict, sim: str) -> str:
+    found = [b[sim].sim_version for b in baselines.values() if b[sim].sim_version]
+    return found[0] if found else "(version unknown)"
+
+
+def write_report(path: Path, command: str, tree: str, seed: int, sims: list[str],
+                 mutations: list[Mutation], baselines: dict, results: dict,
+                 wall: float) -> None:
+    caught = {sim: sum(results[mu.name][sim].status == "caught" for mu in mutations)
+              for sim in sims}
+    everywhere = sum(all(results[mu.name][sim].status == "caught" for sim in sims)
+                     for mu in mutations)
+    passed = {sim: sum(b[sim].status == "passed" for b in baselines.values()) for sim in sims}
+    timing = [mu for mu in mutations if mu.timing]
+    named = sum(all(results[mu.name][s].status == "caught"
+                    and "handshake" in results[mu.name][s].message for s in sims)
+                for mu in timing)
+    versions = ", ".join(f"{sim} {_version(baselines, sim)}" for sim in sims)
+    runs = [o for b in baselines.values() for s in sims for o in [b[s]]]
+    runs += [results[mu.name][s] for mu in mutations for s in sims]
+    reused = sum(bool(o.reused) for o in runs)
+    m = len(mutations)
+    lines = [
+        "# Verification: mutation testing",
+        "",
+        f"Made by `{command}` on {tree}, seed {seed}, {versions}; do not edit by hand. "
+        f"The run took {_duration(wall)} ({reused} of {len(runs)} builds found in the build "
+        "cache).",
+        "",
+        "Each mutation is a named bug put into a copy of the RTL (`scripts/mutants.py` holds "
+        "the exact source text it replaces). The copy is simulated with the block parameters "
+        "and on the cocotb tests listed below, the narrowest that should catch it; a mutation "
+        "is *caught* on a simulator when a test fails, and *survives* when every test passes. "
+        "Timing mutations keep data and the stream protocol correct and count their extra "
+        "cycles in the block's own stall counters, so only a model that predicts every "
+        "handshake can catch them. Each block and parameter set is also simulated unmutated "
+        "(the baseline), which must pass.",
+        "",
+        f"**{everywhere} of {m} mutations caught on every simulator** ("
+        + ", ".join(f"{sim}: {caught[sim]} of {m}" for sim in sims)
+        + f"); timing mutations whose first failure names a handshake: {named} of "
+        f"{len(timing)}; baselines passed: "
+        + ", ".join(f"{sim} {passed[sim]} of {len(baselines)}" for sim in sims) + ".",
+        "",
+        "## Mutations",
+        "",
+        "| mutation | file | kind | what it models | " + " | ".join(sims) + " |",
+        "|---" * (4 + len(sims)) + "|",
+    ]
+    for mu in mutations:
+        cells = [_cell(results[mu.name].get(sim)) for sim in sims]
+        kind = "timing" if mu.timing else "function"
+        lines.append(f"| `{mu.name}` | `{mu.file}` | {kind} | {mu.models} | "
+                     + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "## How each mutation is run",
+        "",
+        "| mutation | block | parameters | tests | why these |",
+        "|---|---|---|---|---|",
+    ]
+    for mu in mutations:
+        tests = ", ".join(f"`{t}`" for t in mu.tests)
+        lines.append(f"| `{mu.name}` | `{mu.block}` | {_params_text(mu.params)} | {tests} | "
+                     f"{mu.why} |")
+    lines += [
+        "",
+        "## Baselines (unmutated)",
+        "",
+        "| block | parameters | tests | " + " | ".join(sims) + " |",
+        "|---" * (3 + len(sims)) + "|",
+    ]
+    for (block, _), entry in baselines.items():
+        tests = ", ".join(f"`{t}`" for t in entry["tests"])
+        cells = [_cell(entry.get(sim), baseline=True) for sim in sims]
+        lines.append(f"| `{block}` | {_params_text(entry['params'])} | {tests} | "
+                     + " | ".join(cells) + " |")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", action="append", metavar="NAME",
+                   help="run this mutation only (repeatable); --list shows the names")
+    p.add_argument("--sim", choices=(*SIMULATORS, "both"), default="both")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--jobs", type=int, default=1, help="simulations at once (default 1)")
+    p.add_argument("--out", help=f"report file (default {DEFAULT_OUT} when every mutation "
+                                 "runs; none with --only)")
+    p.add_argument("--rev", help="simulate this commit's tree instead of the working tree")
+    p.add_argument("--timeout", type=float, default=3600, help="seconds per simulation")
+    p.add_argument("--keep", action="store_true", help="keep the copies and logs; print where")
+    p.add_argument("--list", action="store_true", help="list the mutations and exit")
+    p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        return worker(args.worker)
+    if args.list:
+        for mu in MUTATIONS:
+            print(f"{mu.name:<34} {mu.block:<9} {mu.models}")
+        return 0
+    names = by_name()
+    unknown = [n for n in args.only or [] if n not in names]
+    if unknown:
+        p.error(f"unknown mutation {', '.join(unknown)}; allowed: {', '.join(names)}")
+    if args.jobs < 1:
+        p.error("--jobs must be at least 1")
+    mutations = [names[n] for n in dict.fromkeys(args.only)] if args.only else list(MUTATIONS)
+    sims = list(SIMULATORS) if args.sim == "both" else [args.sim]
+    out = args.out or (None if args.only else DEFAULT_OUT)
+    command = "python scripts/mutants.py " + shlex.join(argv if argv is not None
+                                                          else sys.argv[1:])
+    tree = describe_tree(args.rev)
+    scratch = Path(tempfile.mkdtemp(prefix="scoville-mutants-"))
+    start = time.monotonic()
+    try:
+        baselines, results = run_all(mutations, sims, args.seed, args.jobs, args.rev,
+                                     args.timeout, scratch)
+    except MutationError as err:
+        sys.exit(f"mutants: {err}")
+    finally:
+        if args.keep:
+            print(f"copies and logs kept in {scratch}", file=sys.stderr)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+    wall = time.monotonic() - start
+    if out:
+        path = Path(args.out) if args.out else ROOT / DEFAULT_OUT
+        write_report(path, command.strip(), tree, args.seed, sims, mutations, baselines,
+                     results, wall)
+        print(f"wrote {out}", file=sys.stderr)
+    bad_base = [(block, sim) for (block, _), b in baselines.items() for sim in sims
+                if b[sim].status != "passed"]
+    survivors = [(mu.name, sim) for mu in mutations for sim in sims
+                 if results[mu.name][sim].status != "caught"]
+    caught = len(mutations) * len(sims) - len(survivors)
+    print(f"{caught} of {len(mutations) * len(sims)} mutation runs caught; "
+          f"{len(bad_base)} baseline runs failed; {_duration(wall)}", file=sys.stderr)
+    return 1 if bad_base or survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
