@@ -1,6 +1,6 @@
 """The tiled GEMM engine: C = A x B on an R x C systolic array, for any M x K x N.
 
-The engine runs one fixed schedule per command (see ``docs/gemm.md`` and the cycle model
+The engine runs one fixed schedule per command (see ``docs/gemm.md`` and the timed model
 :mod:`scoville.sim.cycles.gemm`): every schedule step reads at most one A beat and one B beat
 from the operand buffers and emits at most one row of C. When a step needs a beat that has not
 arrived, or must emit a row while the previous one still waits on ``o.ready``, the whole engine
@@ -65,7 +65,7 @@ _CMD = data.StructLayout({"m": unsigned(DIM_BITS), "k": unsigned(DIM_BITS),
 
 @dataclass(frozen=True)
 class GemmConfig:
-    """Parameters of :class:`Gemm` (and of its golden and cycle models).
+    """Parameters of :class:`Gemm` (and of its golden and timed models).
 
     Attributes
     ----------

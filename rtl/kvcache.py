@@ -93,7 +93,7 @@ def response_layout() -> data.StructLayout:
 
 @dataclass(frozen=True)
 class KvCacheConfig:
-    """Parameters of :class:`KvCache` (and of its reference and cycle models).
+    """Parameters of :class:`KvCache` (and of its reference and timed models).
 
     Attributes
     ----------

@@ -1,7 +1,7 @@
 """A stalling pipeline: the handshake skeleton shared by the streaming arithmetic units.
 
 All stages advance together when the last stage can move (its output is empty or taken), so
-``i.ready = ~o.valid | o.ready``. The cycle model in :mod:`scoville.sim.cycles.stream` mirrors
+``i.ready = ~o.valid | o.ready``. The timed model in :mod:`scoville.sim.cycles.stream` mirrors
 exactly this rule.
 """
 

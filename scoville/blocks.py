@@ -20,7 +20,6 @@ from scoville.rtl.mxdot import MxDot, MxDotConfig
 from scoville.rtl.mxquant import MxQuant, MxQuantConfig
 from scoville.rtl.nvfp4dot import Nvfp4Dot, Nvfp4DotConfig
 from scoville.rtl.params import ParamError
-from scoville.sim.harness import StreamHarness
 from scoville.sim.workload import GemmWorkload, KvCacheWorkload, StreamWorkload
 
 __all__ = ["BLOCKS", "Block", "get_block", "parse_params"]
@@ -37,7 +36,7 @@ class Block:
     summary : str
         One line saying what it is.
     config : type
-        Frozen dataclass of the hardware parameters; the RTL, golden and cycle models take it.
+        Frozen dataclass of the hardware parameters; the RTL, golden and timed models take it.
     workload : type
         Frozen dataclass of the testbench's workload parameters.
     component : callable
@@ -55,12 +54,6 @@ class Block:
     component: Callable[[Any], Any]
     testbench: str
     workload_test: str = "test_workload"
-
-    def simulated(self, config) -> Any:
-        """What the simulators build for ``config``: the component inside a
-        :class:`~scoville.sim.harness.StreamHarness`, which lets the testbench step every
-        stream with one simulator callback per cycle."""
-        return StreamHarness(self.component(config))
 
     def param_fields(self) -> dict[str, tuple[type, dataclasses.Field]]:
         """Every parameter name, with the class that owns it and its field."""

@@ -56,7 +56,7 @@ def main(argv=None) -> int:
         for r, c, fmt, dataflow, sims in CASES:
             config = GemmConfig(rows=r, cols=c, fmt=fmt, dataflow=dataflow)
             start = time.perf_counter()
-            text = flow.to_verilog(block.simulated(config), "gemm")
+            text = flow.simulated_verilog(block, config, "gemm")
             elaborate = time.perf_counter() - start
             for sim in sims:
                 tool = require(sim)

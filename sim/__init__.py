@@ -1,1 +1,1 @@
-"""Golden models, cycle models and the simulator flow."""
+"""Golden models, timed models and the simulator flow."""

@@ -28,7 +28,8 @@ from amaranth.back import verilog
 from . import lint as lint_mod
 from .tools import Tool, find_verilator, patched_environ, require, simulator_env
 
-__all__ = ["FlowError", "RunResult", "TestOutcome", "build", "cache_root", "run", "to_verilog"]
+__all__ = ["FlowError", "RunResult", "TestOutcome", "build", "cache_root", "run",
+           "simulated_verilog", "to_verilog"]
 
 #: Environment variables through which the flow hands a run to its cocotb testbench.
 ENV_BLOCK = "SCOVILLE_BLOCK"
@@ -124,6 +125,17 @@ def to_verilog(component, name: str) -> str:
     return verilog.convert(component, name=name, emit_src=False)
 
 
+def simulated_verilog(block, config, top: str) -> str:
+    """What the simulators build for ``block`` with ``config``: its component (module
+    ``TOP_dut``) inside the free-running harness (module ``top``,
+    :func:`~scoville.sim.harness.harness_verilog`)."""
+    from .harness import harness_verilog
+
+    component = block.component(config)
+    dut = f"{top}_dut"
+    return to_verilog(component, dut) + harness_verilog(component, dut, top)
+
+
 _TRIGGER = re.compile(
     r"^(\s*)reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;$", re.M
 )
@@ -148,7 +160,8 @@ def port_access(text: str, top: str) -> str:
     header = re.search(rf"^module {re.escape(top)}\((.*?)\);", text, re.S | re.M)
     if header is None:
         raise FlowError(f"no module {top!r} in the generated Verilog")
-    ports = [p.strip() for p in header.group(1).split(",")]
+    # A port is the last name of each entry (bare names, or ANSI ``input [31:0] name``).
+    ports = [p.split()[-1] for p in header.group(1).split(",")]
     lines = [f'public_flat_rw -module "{top}" -var "{p}"' for p in ports]
     return "`verilator_config\n" + "\n".join(lines) + "\n"
 
@@ -262,7 +275,7 @@ def build(
         if stamp.is_file():
             info = json.loads(stamp.read_text())
             return stamp.parent, top, True, info.get("lint", "clean")
-    text = to_verilog(block.simulated(config), top)
+    text = simulated_verilog(block, config, top)
     if sim == "icarus":
         text = icarus_time_zero(text)
     key_src = json.dumps(
@@ -449,8 +462,9 @@ def run(
     ran = {t.name for t in outcomes}
     missing = [name for name in tests or () if name not in ran]
     if missing:
-        errors.append(f"no test named {', '.join(missing)} ran; {block.testbench} has: "
-                      f"{', '.join(sorted(ran)) or 'none that ran'}")
+        errors.append(f"no test named {', '.join(missing)} ran in {block.testbench} "
+                      + (f"(ran: {', '.join(sorted(ran))})" if ran else
+                         f"(none ran; see {log}:\n{_tail(log)})"))
     elif not outcomes:
         errors.append(f"no test results were written; see {log}:\n{_tail(log)}")
     metrics = {}

@@ -1,69 +1,241 @@
-"""A simulation top that lets a cocotb testbench step a block's streams with one simulator
-callback per cycle.
+"""The free-running simulation top: a block's component inside a Verilog harness that drives and
+records every stream with no Python callback per cycle.
 
-A handshake happens at a rising edge, on values that are gone just after it. To see it, a
-testbench would wake twice per cycle (drive after the falling edge, sample in the read-only
-phase before the rising one). :class:`StreamHarness` registers, for every stream, whether it
-fired at the last rising edge and, for every output stream, the payload it handed over; the
-testbench reads those just after the falling edge and drives the next cycle's inputs in the
-same callback.
+For each stream the component *takes* (a source, from the harness's side) the harness holds a
+ring of payloads and a ring of valid-schedule bits; for each stream it *gives* (a sink), a ring
+of ready-schedule bits. Once ``run`` rises, a free-running cycle counter starts at 0 and the
+harness offers and takes beats by the testbench's rules (:mod:`scoville.sim.cycles.stream`): a
+source offers its next beat from the first cycle its valid bit is set and holds it until taken;
+a sink is ready in the cycles its ready bit is set. Every handshake is recorded in a ring with
+its cycle, and a sink's with its payload.
+
+The testbench (:class:`scoville.testbenches.freerun.FreeRun`) loads and drains the rings in
+bulk through files (``$readmemh`` and ``$writememh``, triggered by toggling a port), in zero
+simulated time, every :data:`WAKE` cycles, while the design runs. The rings have a fixed depth,
+so the build never depends on the workload. If the testbench ever fell behind, a ring would
+run dry: the harness then raises ``starved`` (it never stalls a stream in its place, which
+would change the design's timing).
+
+Protocol checks on every stream, every cycle: once ``valid`` is high without ``ready``, it must
+stay high, and the payload unchanged, until the beat is taken. The first violation sets
+``err`` with its cycle, stream and kind.
+
+Every other output of the component is sampled in cycle 0 and in the cycle after the last
+expected handshake (``NAME_start``, ``NAME_end``), so a testbench reads counters over exactly
+the run.
 """
 
-from amaranth.hdl import Module, Signal
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Shape
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import Out
 
-__all__ = ["StreamHarness", "stream_names"]
+__all__ = ["DEPTH", "SCHED_WORDS", "WAKE", "Port", "Stream", "harness_verilog", "ports",
+           "stream_names"]
+
+#: Entries of every payload and record ring.
+DEPTH = 8192
+#: 32-bit words of every schedule ring (one bit per cycle).
+SCHED_WORDS = 256
+#: Cycles between the testbench's refills: at most half of what any ring holds.
+WAKE = 2048
+assert 2 * WAKE <= min(DEPTH, 32 * SCHED_WORDS)
 
 
 def stream_names(component: wiring.Component) -> list[str]:
-    """The stream members of ``component``, in signature order (the order of the harness's
-    ``fired`` bits)."""
+    """The stream members of ``component``, in signature order."""
     return [name for name, member in component.signature.members.items()
             if member.is_signature and isinstance(member.signature, stream.Signature)]
 
 
-class StreamHarness(wiring.Component):
-    """``dut`` with the same ports, plus:
+@dataclass(frozen=True)
+class Stream:
+    """A stream member of the component: ``source`` when the component takes it (the harness
+    drives ``valid`` and ``payload``)."""
 
-    Attributes
-    ----------
-    fired : Out(number of streams)
-        Bit ``k``: stream ``streams[k]`` handed over a beat at the last rising edge.
-    NAME_taken : Out(payload shape)
-        For each output stream ``NAME``: the payload of its latest handshake.
-    streams : list of str
-        The stream members of ``dut``, in signature order.
+    name: str
+    width: int
+    source: bool
+    index: int
+
+
+@dataclass(frozen=True)
+class Port:
+    """A plain port of the component."""
+
+    name: str
+    width: int
+    output: bool
+
+
+def ports(component: wiring.Component) -> tuple[list[Stream], list[Port]]:
+    """The component's streams and plain ports, in signature order."""
+    streams, plain = [], []
+    for name, member in component.signature.members.items():
+        if member.is_signature and isinstance(member.signature, stream.Signature):
+            width = max(Shape.cast(member.signature.members["payload"].shape).width, 1)
+            streams.append(Stream(name, width, member.flow != Out, len(streams)))
+        elif member.is_port:
+            plain.append(Port(name, max(Shape.cast(member.shape).width, 1), member.flow == Out))
+    return streams, plain
+
+
+def _vec(width: int) -> str:
+    return f"[{width - 1}:0] " if width > 1 else ""
+
+
+def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
+    """The Verilog module ``top``: the harness around module ``dut`` (the component's own
+    Verilog, with Amaranth's port names ``NAME__valid``, ``NAME__ready``, ``NAME__payload``).
+
+    Ports, besides ``clk`` and ``rst``: ``run`` (cycle 0 is the first cycle it is high; low
+    clears every count), ``sched_loaded`` (cycles whose schedule bits are loaded), ``cycle``,
+    ``done`` (every source has handed over ``total_NAME`` beats and every sink taken
+    ``total_NAME``), ``starved``, ``err`` with ``err_cycle``, ``err_stream`` (signature order)
+    and ``err_changed`` (payload changed; else ``valid`` dropped); per stream ``total_NAME``,
+    ``count_NAME`` (handshakes so far), ``valid_NAME``, ``loaded_NAME`` (sources: beats loaded
+    so far), and the file strobes: a rising ``load_NAME`` reads ``data_NAME.hex`` into payload
+    entries ``lo_NAME..hi_NAME``, ``sload_NAME`` reads ``sched_NAME.hex`` into schedule words
+    ``slo_NAME..shi_NAME``, ``dump_NAME`` writes record entries ``dlo_NAME..dhi_NAME`` to
+    ``cyc_NAME.hex`` (and, for a sink, ``data_NAME.hex``); per plain output, ``NAME_start`` and
+    ``NAME_end``.
     """
-
-    def __init__(self, dut: wiring.Component):
-        self._dut = dut
-        members = dict(dut.signature.members.items())
-        self.streams = stream_names(dut)
-        extra = {"fired": Out(max(len(self.streams), 1))}
-        for name in self.streams:
-            if members[name].flow == Out:
-                extra[f"{name}_taken"] = Out(members[name].signature.members["payload"].shape)
-        super().__init__({**members, **extra})
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.dut = dut = self._dut
-        for name, member in dut.signature.members.items():
-            outer, inner = getattr(self, name), getattr(dut, name)
-            if member.is_port:
-                if member.flow == Out:
-                    m.d.comb += outer.eq(inner)
-                else:
-                    m.d.comb += inner.eq(outer)
-            else:
-                wiring.connect(m, wiring.flipped(outer), inner)
-        fired = Signal.like(self.fired)
-        for k, name in enumerate(self.streams):
-            s = getattr(dut, name)
-            m.d.sync += fired[k].eq(s.valid & s.ready)
-            if hasattr(self, f"{name}_taken"):
-                with m.If(s.valid & s.ready):
-                    m.d.sync += getattr(self, f"{name}_taken").eq(s.payload)
-        m.d.comb += self.fired.eq(fired)
-        return m
+    streams, plain = ports(component)
+    taken = {"clk", "rst", "run", "sched_loaded", "cycle", "done", "starved", "err", "err_cycle",
+             "err_stream", "err_changed"}
+    clash = [p.name for p in plain if p.name in taken]
+    if clash:
+        raise ValueError(f"ports {clash} of the component clash with the harness's own")
+    ld = (DEPTH - 1).bit_length()
+    ls = (SCHED_WORDS - 1).bit_length()
+    io = ["input clk", "input rst", "input run", "input [31:0] sched_loaded",
+          "output reg [31:0] cycle", "output done", "output reg starved", "output reg err",
+          "output reg [31:0] err_cycle", "output reg [7:0] err_stream",
+          "output reg err_changed"]
+    body = []
+    conns = [".clk(clk)", ".rst(rst)"]
+    for s in streams:
+        n, w = s.name, s.width
+        at = f"count_{n}[{ld - 1}:0]"
+        io += [f"input [31:0] total_{n}", f"output reg [31:0] count_{n}", f"output valid_{n}",
+               f"input sload_{n}", f"input [31:0] slo_{n}", f"input [31:0] shi_{n}",
+               f"input dump_{n}", f"input [31:0] dlo_{n}", f"input [31:0] dhi_{n}"]
+        conns += [f".{n}__valid({n}_valid)", f".{n}__ready({n}_ready)",
+                  f".{n}__payload({n}_payload)"]
+        body += [
+            f"  // stream {n}: {'source' if s.source else 'sink'}, {w} bits",
+            f"  wire {n}_valid, {n}_ready;",
+            f"  wire {_vec(w)}{n}_payload;",
+            f"  reg [31:0] {n}_sched [0:{SCHED_WORDS - 1}];",
+            f"  reg [31:0] {n}_cyc [0:{DEPTH - 1}];",
+            f"  reg {_vec(w)}{n}_data [0:{DEPTH - 1}];",
+            f"  wire {n}_bit = {n}_sched[cycle[{ls + 4}:5]][cycle[4:0]];",
+            f"  wire {n}_fire = {n}_valid & {n}_ready;",
+            f"  assign valid_{n} = {n}_valid;",
+            f"  always @(posedge sload_{n}) $readmemh(\"sched_{n}.hex\", {n}_sched, slo_{n},"
+            f" shi_{n});",
+        ]
+        if s.source:
+            io += [f"input load_{n}", f"input [31:0] lo_{n}", f"input [31:0] hi_{n}",
+                   f"input [31:0] loaded_{n}"]
+            body += [
+                f"  reg {n}_hold;",
+                f"  wire {n}_want = run & (count_{n} < total_{n}) & ({n}_hold | {n}_bit);",
+                f"  wire {n}_dry = {n}_want & ~(count_{n} < loaded_{n});",
+                f"  assign {n}_valid = {n}_want & ~{n}_dry;",
+                f"  assign {n}_payload = {n}_data[{at}];",
+                f"  always @(posedge load_{n}) $readmemh(\"data_{n}.hex\", {n}_data, lo_{n},"
+                f" hi_{n});",
+                f"  always @(posedge dump_{n}) $writememh(\"cyc_{n}.hex\", {n}_cyc, dlo_{n},"
+                f" dhi_{n});",
+                "  always @(posedge clk) begin",
+                f"    if (rst | ~run) begin count_{n} <= 32'd0; {n}_hold <= 1'b0; end",
+                "    else begin",
+                f"      {n}_hold <= {n}_valid & ~{n}_ready;",
+                f"      if ({n}_fire) begin",
+                f"        {n}_cyc[{at}] <= cycle;",
+                f"        count_{n} <= count_{n} + 32'd1;",
+                "      end",
+                "    end",
+                "  end",
+            ]
+        else:
+            body += [
+                f"  wire {n}_dry = 1'b0;",
+                f"  assign {n}_ready = run & {n}_bit;",
+                f"  always @(posedge dump_{n}) begin",
+                f"    $writememh(\"cyc_{n}.hex\", {n}_cyc, dlo_{n}, dhi_{n});",
+                f"    $writememh(\"data_{n}.hex\", {n}_data, dlo_{n}, dhi_{n});",
+                "  end",
+                "  always @(posedge clk) begin",
+                f"    if (rst | ~run) count_{n} <= 32'd0;",
+                f"    else if ({n}_fire) begin",
+                f"      {n}_cyc[{at}] <= cycle;",
+                f"      {n}_data[{at}] <= {n}_payload;",
+                f"      count_{n} <= count_{n} + 32'd1;",
+                "    end",
+                "  end",
+            ]
+        # The protocol check: a beat offered and not taken stays offered, unchanged.
+        body += [
+            f"  reg {n}_was, {n}_took;",
+            f"  reg {_vec(w)}{n}_last;",
+            "  always @(posedge clk) begin",
+            f"    {n}_was <= run & {n}_valid;",
+            f"    {n}_took <= {n}_ready;",
+            f"    {n}_last <= {n}_payload;",
+            "  end",
+            f"  wire {n}_dropped = run & {n}_was & ~{n}_took & ~{n}_valid;",
+            f"  wire {n}_changed = run & {n}_was & ~{n}_took & {n}_valid"
+            f" & ({n}_payload != {n}_last);",
+        ]
+    outputs = [p for p in plain if p.output]
+    for p in plain:
+        conns.append(f".{p.name}({p.name})")
+        if p.output:
+            io += [f"output {_vec(p.width)}{p.name}",
+                   f"output reg {_vec(p.width)}{p.name}_start",
+                   f"output reg {_vec(p.width)}{p.name}_end"]
+        else:
+            io.append(f"input {_vec(p.width)}{p.name}")
+    dry = " | ".join(f"{s.name}_dry" for s in streams) or "1'b0"
+    checks = []
+    for k, s in enumerate(streams):
+        n = s.name
+        checks += [f"        {'else ' if k else ''}if ({n}_dropped | {n}_changed) begin",
+                   f"          err <= 1'b1; err_cycle <= cycle; err_stream <= 8'd{s.index};",
+                   f"          err_changed <= {n}_changed;",
+                   "        end"]
+    done = " & ".join(f"(count_{s.name} >= total_{s.name})" for s in streams) or "1'b1"
+    lines = [
+        f"module {top}(",
+        ",\n".join(f"  {x}" for x in io),
+        ");",
+        *body,
+        f"  {dut} dut({', '.join(conns)});",
+        f"  assign done = run & {done};",
+        "  reg ended;",
+        "  always @(posedge clk) begin",
+        "    if (rst | ~run) begin",
+        "      cycle <= 32'd0; starved <= 1'b0; err <= 1'b0; err_cycle <= 32'd0;",
+        "      err_stream <= 8'd0; err_changed <= 1'b0; ended <= 1'b0;",
+        "    end else begin",
+        "      cycle <= cycle + 32'd1;",
+        f"      if (({dry}) | ~(cycle < sched_loaded)) starved <= 1'b1;",
+        "      if (~err) begin",
+        *checks,
+        "      end",
+        *(f"      if (cycle == 32'd0) {p.name}_start <= {p.name};" for p in outputs),
+        "      if (done & ~ended) begin",
+        "        ended <= 1'b1;",
+        *(f"        {p.name}_end <= {p.name};" for p in outputs),
+        "      end",
+        "    end",
+        "  end",
+        "endmodule",
+        "",
+    ]
+    return "\n".join(lines)

@@ -39,12 +39,12 @@ async def check_block_dot(dut, test, rows, want, *, block, scale_bits, latency, 
                           interrupt=False):
     """Drive ``rows`` through a block dot unit and compare with ``want`` (uint32 bits)."""
     ctx = context()
-    items, emits, width = beats(rows, lanes=ctx.config.lanes, block=block,
+    items, emits, _ = beats(rows, lanes=ctx.config.lanes, block=block,
                                 scale_bits=scale_bits, tail=tail)
     await check_stream(
         dut, ctx, test, items, [f"{int(w):08x}" for w in want],
         decode=lambda w: f"{w:08x}",
-        latency=latency, in_width=width, gaps=gaps, emits=emits, interrupt=interrupt,
+        latency=latency, gaps=gaps, emits=emits, interrupt=interrupt,
         describe=lambda k: "row=" + repr([list(map(int, x)) if hasattr(x, "__len__") else x
                                           for x in rows[k]]),
         blocks=sum(len(r[2]) for r in rows),

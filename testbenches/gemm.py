@@ -1,7 +1,8 @@
 """cocotb testbench of :class:`scoville.rtl.gemm.Gemm` against
-:func:`scoville.sim.golden.gemm.gemm` and the cycle model :mod:`scoville.sim.cycles.gemm`.
+:func:`scoville.sim.golden.gemm.gemm` and the timed model :mod:`scoville.sim.cycles.gemm`.
 
-Every test drives the command, A and B streams and takes the C stream in lockstep, checks every
+Every test drives the command, A and B streams and takes the C stream through the free-running
+harness, checks every
 row of C bit for bit, checks the cycle of every handshake on every stream against the timed
 model :func:`~scoville.sim.cycles.gemm.timing` (fed the same schedules), each counter against
 the model's count of its kind, and, when the streams keep up, the cycle count against the
@@ -31,7 +32,7 @@ from scoville.sim.golden.gemm import Operands, gemm, operand_beats, result_rows
 from scoville.sim.harness import stream_names
 
 from .kit import (
-    Lockstep,
+    FreeRun,
     context,
     pack_rows,
     read_int,
@@ -98,19 +99,17 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
         want += [r.tolist() for r in rows]
         rows_of += [(g, m, k, n, i) for i in range(len(rows))]
 
-    inputs = {"cmd__valid": 1, "cmd__payload": 3 * DIM_BITS, "a__valid": 1,
-              "a__payload": len(dut.a__payload), "b__valid": 1, "b__payload": len(dut.b__payload),
-              "o__ready": 1}
-    await reset(dut, inputs, seed=ctx.seed)
+    order = stream_names(Gemm(cfg))
+    await reset(dut, order)
     shapes = [(m, k, n) for m, k, n, _ in jobs]
     valid, ready = stream_schedules(ctx, ("cmd", "a", "b"), ("o",), gaps=gaps)
     model = timing(cfg, shapes, {name: Source(v) for name, v in valid.items()}, ready["o"])
     what = f"{ctx.describe()}: {test}"
 
     def bench():
-        return Lockstep(
+        return FreeRun(
             dut,
-            stream_names(Gemm(cfg)),
+            order,
             sources={"cmd": (cmds, valid["cmd"]), "a": (a_items, valid["a"]),
                      "b": (b_items, valid["b"])},
             sinks={"o": (len(want), ready["o"])},
@@ -118,8 +117,7 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
         )
 
     if interrupt:
-        await reset_midway(dut, what, bench(), model.cycles // 2, inputs, ctx.seed,
-                           zero=(*COUNTERS, "status"))
+        await reset_midway(dut, what, bench(), model.cycles // 2, zero=(*COUNTERS, "status"))
     seen = await bench().run(timeout=2 * model.cycles + 2000)
     got = [unpack(w, 32, C) for w in seen.payloads["o"]]
     mismatches, first, why = scoreboard(what, want, got)
@@ -185,7 +183,7 @@ async def test_edges(dut):
 @cocotb.test()
 async def test_keep_up(dut):
     """Random shapes with streams that keep up (no gaps, no back-pressure): no stall cycle,
-    so the cycle count is the closed form of the cycle model exactly."""
+    so the cycle count is the timed model's closed form exactly."""
     ctx = context()
     cfg = ctx.config
     rng = ctx.rng(3)

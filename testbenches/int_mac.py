@@ -32,7 +32,7 @@ async def _check(dut, test, rows, *, gaps, interrupt=False):
     await check_stream(
         dut, ctx, test, items, want,
         decode=lambda w: w - (1 << 32) if w >> 31 else w,
-        latency=IntMac.latency, in_width=2 * bits * lanes + 33, gaps=gaps, emits=emits,
+        latency=IntMac.latency, gaps=gaps, emits=emits,
         interrupt=interrupt,
         describe=lambda k: f"a={rows[k][0].tolist()} b={rows[k][1].tolist()} acc={rows[k][2]}",
         macs=sum(len(r[0]) for r in rows),

@@ -1,17 +1,13 @@
-"""What every Scoville testbench shares: the run's parameters, reset, the lockstep stream
-driver/monitor, the scoreboard and the metrics file.
-
-Timing discipline (the same on Icarus and Verilator): every design is simulated inside
-:class:`~scoville.sim.harness.StreamHarness`, which registers each stream's handshake at the
-rising edge; one coroutine wakes just after each falling edge, reads what fired and drives the
-next cycle's inputs, so stimulus and sampling never race and each cycle costs one callback.
+"""What every Scoville testbench shares: the run's parameters, reset, the stream driver and
+monitor (:class:`~scoville.testbenches.freerun.FreeRun`, on the free-running harness of
+:mod:`scoville.sim.harness`), the timing check against the timed model, the scoreboard and the
+metrics file.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,12 +17,14 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge
 
 from scoville.blocks import get_block, parse_params
-from scoville.sim.cycles.stream import ALWAYS, Schedule, Source, first_difference, pipeline_timing
+from scoville.sim.cycles.stream import Schedule, Source, first_difference, pipeline_timing
 from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
 from scoville.sim.harness import stream_names
 
+from .freerun import PERIOD_NS, FreeRun, Observed, idle_inputs
+
 __all__ = [
-    "Lockstep",
+    "FreeRun",
     "Observed",
     "RunContext",
     "context",
@@ -82,68 +80,43 @@ def read_int(handle, name: str, *, signed: bool = False) -> int:
         raise AssertionError(f"{name} is not 0/1: {value}") from None
 
 
-async def reset(dut, inputs: dict[str, int], cycles: int = 4, seed: int = 0, *,
-                clock: bool = True, held=None) -> None:
-    """Start the clock (unless ``clock`` is false: it runs already) and hold ``rst`` for
-    ``cycles`` while toggling ``inputs`` (name -> width), so that no combinational block is
-    left unevaluated at time 0 (an Icarus pitfall). ``held()``, if given, runs in the last
-    cycle of the reset, when every register holds its reset value."""
+async def reset(dut, order: list[str], cycles: int = 4, *, clock: bool = True,
+                held=None) -> None:
+    """Start the clock (unless ``clock`` is false: it runs already), stop the harness and hold
+    ``rst`` for ``cycles``. ``order`` lists the design's streams. ``held()``, if given, runs
+    in the last cycle of the reset, when every register holds its reset value."""
     if clock:
-        Clock(dut.clk, 10, unit="ns").start()
-    rng = random.Random(seed)
+        Clock(dut.clk, PERIOD_NS, unit="ns").start()
+    idle_inputs(dut, order)
     dut.rst.value = 1
     for _ in range(cycles):
         await FallingEdge(dut.clk)
-        for name, width in inputs.items():
-            getattr(dut, name).value = rng.getrandbits(width)
-    await FallingEdge(dut.clk)
     if held is not None:
         held()
     dut.rst.value = 0
-    for name in inputs:
-        if name.endswith("valid"):
-            getattr(dut, name).value = 0
     await RisingEdge(dut.clk)
 
 
-@dataclass
-class Observed:
-    """What a :class:`Lockstep` run saw.
-
-    Attributes
-    ----------
-    payloads : dict
-        Each sink's payloads, in order.
-    cycles : int
-        Cycles up to and including the last handshake.
-    handshakes : dict
-        Each stream's handshake cycles, in order.
-    change : dict
-        Each watched signal's change over the run.
-    """
-
-    payloads: dict[str, list[int]]
-    cycles: int
-    handshakes: dict[str, list[int]]
-    change: dict[str, int]
-
-
-async def reset_midway(dut, what: str, bench: Lockstep, cycles: int, inputs: dict[str, int],
-                       seed: int, zero=()) -> None:
+async def reset_midway(dut, what: str, bench: FreeRun, cycles: int, zero=()) -> None:
     """Run ``bench`` for ``cycles`` cycles, then reset the design in the middle of its work
     (streams busy, beats in flight) and check that it is back in its reset state: no output
     stream offers a beat and every signal in ``zero`` (counters, status) reads 0."""
-    await bench.run(cycles, stop_after=cycles)
+    seen = await bench.run(cycles, stop_after=cycles)
+    moved = sum(len(h) for h in seen.handshakes.values())
+    expected = sum(len(items) for items, _ in bench.sources.values()) + sum(
+        count for count, _ in bench.sinks.values())
+    assert 0 < moved < expected, (
+        f"{what}: the reset came after {moved} of {expected} handshakes: not mid-run")
 
     def check():
         for name in bench.names[1]:
-            valid = read_int(getattr(dut, f"{name}__valid"), f"{name}__valid")
+            valid = read_int(getattr(dut, f"valid_{name}"), f"{name}.valid")
             assert valid == 0, f"{what}: {name}.valid is high in reset"
         for name in zero:
             value = read_int(getattr(dut, name), name)
             assert value == 0, f"{what}: {name} = {value} in reset"
 
-    await reset(dut, inputs, seed=seed + 1, clock=False, held=check)
+    await reset(dut, bench.order, clock=False, held=check)
 
 
 def timing_errors(what: str, model, observed: Observed, counters=()) -> list[str]:
@@ -159,97 +132,6 @@ def timing_errors(what: str, model, observed: Observed, counters=()) -> list[str
             errors.append(f"{what}: counter {name} = {observed.change[name]}, "
                           f"model {model.counters[name]}")
     return errors
-
-
-class Lockstep:
-    """Drives several source streams of a design wrapped in
-    :class:`~scoville.sim.harness.StreamHarness` and takes several sink streams, with one
-    simulator callback per cycle.
-
-    Just after each falling edge it reads which streams fired at the rising edge before (the
-    harness's ``fired`` bits, one per stream in ``order``) and the payloads the sinks handed
-    over (``NAME_taken``), then drives the next cycle's ``valid``, ``payload`` and ``ready``.
-    ``sources`` maps a stream name to ``(items, valid schedule)``; ``sinks`` maps a stream
-    name to ``(count, ready schedule)``. ``watch`` names output signals whose change over the
-    run (cycle 0 up to and including the cycle of the last handshake) :meth:`run` returns.
-    Every handshake of every stream is recorded with its cycle.
-    """
-
-    def __init__(self, dut, order: list[str], sources: dict, sinks: dict, watch=()):
-        self.dut = dut
-        self.sources = [
-            (1 << order.index(name), items, valid, getattr(dut, f"{name}__valid"),
-             getattr(dut, f"{name}__payload"))
-            for name, (items, valid) in sources.items()
-        ]
-        self.sinks = [
-            (1 << order.index(name), count, ready, getattr(dut, f"{name}__ready"),
-             getattr(dut, f"{name}_taken"))
-            for name, (count, ready) in sinks.items()
-        ]
-        self.names = (list(sources), list(sinks))
-        self.watch = {name: getattr(dut, name) for name in watch}
-
-    async def run(self, timeout: int, *, stop_after: int | None = None) -> Observed:
-        """Run until every sink has its count and every source has handed over its items;
-        return what was observed. ``stop_after``: stop after that many cycles instead (to
-        interrupt a run), returning what was observed so far."""
-        sent = [0] * len(self.sources)
-        offering = [False] * len(self.sources)
-        driven = [None] * len(self.sources)
-        ready_driven = [None] * len(self.sinks)
-        got = [[] for _ in self.sinks]
-        fired_at = [[] for _ in self.sources], [[] for _ in self.sinks]
-        todo = sum(count for _, count, *_ in self.sinks) + sum(
-            len(items) for _, items, *_ in self.sources)
-        clk, fired = self.dut.clk, self.dut.fired
-        start = {}
-        for t in range(timeout + 1):
-            await FallingEdge(clk)
-            if t == 0:
-                start = {name: read_int(h, name) for name, h in self.watch.items()}
-            else:
-                bits = read_int(fired, "fired")
-                for s, (bit, *_) in enumerate(self.sources):
-                    if bits & bit:
-                        sent[s] += 1
-                        offering[s] = False
-                        fired_at[0][s].append(t - 1)
-                        todo -= 1
-                for k, (bit, _, _, _, taken) in enumerate(self.sinks):
-                    if bits & bit:
-                        got[k].append(read_int(taken, "taken payload"))
-                        fired_at[1][k].append(t - 1)
-                        todo -= 1
-                if todo == 0 or t == stop_after:
-                    change = {n: read_int(h, n) - start[n] for n, h in self.watch.items()}
-                    for _, _, _, v, _ in self.sources:
-                        v.value = 0
-                    for _, _, _, r, _ in self.sinks:
-                        r.value = 0
-                    handshakes = dict(zip(self.names[0], fired_at[0], strict=True))
-                    handshakes.update(zip(self.names[1], fired_at[1], strict=True))
-                    return Observed(dict(zip(self.names[1], got, strict=True)), t, handshakes,
-                                    change)
-            for s, (_, items, valid, v, payload) in enumerate(self.sources):
-                if not offering[s] and sent[s] < len(items) and valid[t]:
-                    offering[s] = True
-                    payload.value = items[sent[s]]
-                if offering[s] != driven[s]:
-                    v.value = int(offering[s])
-                    driven[s] = offering[s]
-            for k, (_, _, ready, r, _) in enumerate(self.sinks):
-                if ready[t] != ready_driven[k]:
-                    r.value = int(ready[t])
-                    ready_driven[k] = ready[t]
-        sources = zip(self.names[0], self.sources, sent, strict=True)
-        sinks = zip(self.names[1], self.sinks, got, strict=True)
-        raise AssertionError(
-            f"timeout after {timeout} cycles: sent "
-            + ", ".join(f"{n} {c}/{len(src[1])}" for n, src, c in sources)
-            + "; received "
-            + ", ".join(f"{n} {len(g)}/{snk[1]}" for n, snk, g in sinks)
-        )
 
 
 def scoreboard(what: str, expected, got) -> tuple[int, int | None, str]:
@@ -326,14 +208,6 @@ def stream_schedules(ctx: RunContext, sources, sinks, *, gaps: bool = True) -> t
             {name: Schedule([ctx.seed, 3, k], bp) for k, name in enumerate(sinks)})
 
 
-def schedules(ctx: RunContext, *, gaps: bool = True) -> tuple[Schedule, Schedule]:
-    """The valid and ready schedules of a test: the workload's gaps, or none."""
-    if not gaps:
-        return ALWAYS, ALWAYS
-    w = ctx.workload
-    return Schedule([ctx.seed, 2], w.gap), Schedule([ctx.seed, 3], w.backpressure)
-
-
 async def check_stream(
     dut,
     ctx: RunContext,
@@ -343,7 +217,6 @@ async def check_stream(
     *,
     decode,
     latency: int,
-    in_width: int,
     gaps: bool = True,
     emits=None,
     describe=None,
@@ -358,19 +231,19 @@ async def check_stream(
     may add the inputs of output ``k`` to the mismatch message. ``interrupt``: first run the
     same stimulus halfway and reset the design in the middle of it (:func:`reset_midway`).
     """
-    inputs = {"i__valid": 1, "i__payload": in_width, "o__ready": 1}
-    await reset(dut, inputs, seed=ctx.seed)
-    valid, ready = schedules(ctx, gaps=gaps)
     order = stream_names(get_block(ctx.block).component(ctx.config))
+    await reset(dut, order)
+    valid, ready = stream_schedules(ctx, ("i",), ("o",), gaps=gaps)
+    valid, ready = valid["i"], ready["o"]
     what = f"{ctx.describe()}: {test}"
 
     def bench():
-        return Lockstep(dut, order, sources={"i": (items, valid)},
-                        sinks={"o": (len(expected), ready)})
+        return FreeRun(dut, order, sources={"i": (items, valid)},
+                       sinks={"o": (len(expected), ready)})
 
     model = pipeline_timing(len(items), latency, Source(valid), ready, emits)
     if interrupt:
-        await reset_midway(dut, what, bench(), model.cycles // 2, inputs, ctx.seed)
+        await reset_midway(dut, what, bench(), model.cycles // 2)
     seen = await bench().run(timeout=2 * model.cycles + 200)
     got = [decode(w) for w in seen.payloads["o"]]
     mismatches, first, why = scoreboard(what, expected, got)
@@ -411,6 +284,6 @@ async def check_lanes(
     await check_stream(
         dut, ctx, test, items, want,
         decode=lambda w: show(unpack(w, out_width, lanes, signed=signed)),
-        latency=ctx.config.latency, in_width=2 * width * lanes, gaps=gaps,
+        latency=ctx.config.latency, gaps=gaps,
         describe=operands, interrupt=interrupt, **{count_as: len(a)},
     )

@@ -1,15 +1,15 @@
 """cocotb testbench of :class:`scoville.rtl.kvcache.KvCache` against the reference model
-:class:`scoville.sim.golden.kvcache.KvCacheModel` and the cycle model
+:class:`scoville.sim.golden.kvcache.KvCacheModel` and the timed model
 :mod:`scoville.sim.cycles.kvcache`.
 
 Every test builds a request sequence, runs it through the reference model for the expected
-answers and read lines, drives ``req`` and ``wd`` and takes ``rd`` and ``resp`` in lockstep, and
-checks: every answer (status, sequence, length, free pages) and every read line bit for bit;
-the cycle of every handshake on the four streams against the timed model
+answers and read lines, drives ``req`` and ``wd`` and takes ``rd`` and ``resp`` through the
+free-running harness, and checks: every answer (status, sequence, length, free pages) and every
+read line bit for bit; the cycle of every handshake on the four streams against the timed model
 :func:`~scoville.sim.cycles.kvcache.timing` (fed the same schedules), and every counter against
-the model's count of its kind; ``busy`` against the sum of the request costs and the lines
-read, written and copied against the reference model; the cycle count against the closed-form
-time line when the streams keep up; and, once every sequence is freed, every page free.
+the model's count of its kind; the lines read, written and copied against the reference model;
+the cycle count against the closed-form time line when the streams keep up; and, once every
+sequence is freed, every page free.
 
 Tests: directed edges (page boundaries, copy-on-write on both sides of a fork, a full cache,
 every bad request); random requests with streams that keep up; a read of a whole full
@@ -34,7 +34,7 @@ from scoville.sim.golden.kvcache import KvCacheModel, Outcome, Request, encode_h
 from scoville.sim.harness import stream_names
 
 from .kit import (
-    Lockstep,
+    FreeRun,
     context,
     read_int,
     record,
@@ -161,17 +161,16 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     model = sum(request_cycles(cfg, o) for o in outs)
     engine = sum(engine_cycles(o) for o in outs)
 
-    inputs = {"req__valid": 1, "req__payload": len(dut.req__payload), "wd__valid": 1,
-              "wd__payload": len(dut.wd__payload), "rd__ready": 1, "resp__ready": 1}
-    await reset(dut, inputs, seed=ctx.seed)
+    order = stream_names(KvCache(cfg))
+    await reset(dut, order)
     valid, ready = stream_schedules(ctx, ("req", "wd"), ("rd", "resp"), gaps=gaps)
     timed = timing(cfg, outs, {name: Source(v) for name, v in valid.items()}, ready)
     what = f"{ctx.describe()}: {test}"
 
     def bench():
-        return Lockstep(
+        return FreeRun(
             dut,
-            stream_names(KvCache(cfg)),
+            order,
             sources={"req": ([r.word() for r in reqs], valid["req"]),
                      "wd": (lines, valid["wd"])},
             sinks={"rd": (len(want_rd), ready["rd"]), "resp": (len(want_resp), ready["resp"])},
@@ -179,8 +178,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
         )
 
     if interrupt:
-        await reset_midway(dut, what, bench(), timed.cycles // 2, inputs, ctx.seed,
-                           zero=COUNTERS)
+        await reset_midway(dut, what, bench(), timed.cycles // 2, zero=COUNTERS)
         free = read_int(dut.free_pages, "free_pages")
         assert free == cfg.pages, f"{what}: free_pages {free} != {cfg.pages} after a reset"
     seen = await bench().run(timeout=2 * timed.cycles + 2000)
@@ -299,7 +297,7 @@ async def test_edges(dut):
 @cocotb.test()
 async def test_keep_up(dut):
     """Random requests with streams that keep up: no stall or idle cycle, so the cycle count
-    is the cycle model's time line of both engines exactly, and appends overlap reads (fewer
+    is the closed-form time line of both engines exactly, and appends overlap reads (fewer
     cycles than the two engines' costs one after the other)."""
     ctx = context()
     sc = random_script(ctx.config, ctx.rng(3), 300)

@@ -35,7 +35,7 @@ async def _check(dut, test, blocks, *, gaps, interrupt=False):
     await check_stream(
         dut, ctx, test, items, want,
         decode=lambda w: (w & ((1 << 128) - 1), w >> 128),
-        latency=MxQuant.latency, in_width=width * BLOCK, gaps=gaps, interrupt=interrupt,
+        latency=MxQuant.latency, gaps=gaps, interrupt=interrupt,
         describe=lambda k: f"block={x[k].tolist()}",
         blocks=len(items),
     )

@@ -1,10 +1,12 @@
 """The flow itself: a wrong design fails, builds are cached, lint waivers are explained."""
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
 
 from scoville.blocks import get_block
 from scoville.rtl.fp4 import Fp4Mul
@@ -14,23 +16,64 @@ from scoville.sim.lint import WAIVED
 from .simcheck import explain, simulate
 
 
+def _pass_through(m: Module, outer: Fp4Mul, inner: Fp4Mul) -> None:
+    """Connect ``outer``'s streams straight to ``inner``'s (later assignments may override)."""
+    wiring.connect(m, wiring.flipped(outer.i), inner.i)
+    m.d.comb += [outer.o.valid.eq(inner.o.valid), inner.o.ready.eq(outer.o.ready),
+                 outer.o.payload.eq(inner.o.payload)]
+
+
 class WrongFp4Mul(Fp4Mul):
     """Fp4Mul with one wrong product: 6 x 6 gives 143 quarters instead of 144."""
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.good = good = Fp4Mul(self.config)
-        m.d.comb += [
-            good.i.valid.eq(self.i.valid),
-            good.i.payload.eq(self.i.payload),
-            self.i.ready.eq(good.i.ready),
-            self.o.valid.eq(good.o.valid),
-            good.o.ready.eq(self.o.ready),
-            self.o.payload.eq(good.o.payload),
-        ]
+        _pass_through(m, self, good)
         with m.If(good.o.payload[0] == 144):
             m.d.comb += self.o.payload[0].eq(143)
         return m
+
+
+class StutteringFp4Mul(Fp4Mul):
+    """Fp4Mul whose output breaks the stream rules while ``o.ready`` is low: ``valid`` drops
+    (``kind="drop"``) or the payload changes (``kind="change"``) one cycle into each stall."""
+
+    kind = "drop"
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.good = good = Fp4Mul(self.config)
+        waited = Signal()
+        m.d.sync += waited.eq(good.o.valid & ~self.o.ready)
+        _pass_through(m, self, good)
+        with m.If(waited & ~self.o.ready):
+            if self.kind == "drop":
+                m.d.comb += self.o.valid.eq(0)
+            else:
+                m.d.comb += self.o.payload.eq(good.o.payload.as_value() ^ 1)
+        return m
+
+
+class ChangingFp4Mul(StutteringFp4Mul):
+    kind = "change"
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(("component", "kind"), [(StutteringFp4Mul, "valid dropped"),
+                                                 (ChangingFp4Mul, "payload changed")])
+def test_protocol_checkers_name_the_stream_and_cycle(simulator, seed, component, kind):
+    """The harness's checkers fire on a design that breaks the stream rules on ``o``, and the
+    test fails naming the stream, the cycle and what happened."""
+    block = dataclasses.replace(get_block("fp4_mul"), component=component)
+    result = simulate("fp4_mul", simulator, seed, block=block, count=50)
+    assert not result.passed
+    failed = {t.name: t.message for t in result.tests if not t.passed}
+    assert "test_workload" in failed, explain(result)
+    assert re.search(rf"protocol violation on stream o in cycle \d+: {kind}",
+                     failed["test_workload"]), failed["test_workload"]
+    # Without back-pressure the stream never waits, and the same design passes.
+    assert "test_exhaustive" not in failed, explain(result)
 
 
 @pytest.mark.sim
@@ -106,9 +149,9 @@ def test_a_cached_build_is_found_without_elaborating(seed, monkeypatch, tmp_path
     second = simulate("fp4_mul", simulator, seed, count=20, lanes=3)
     assert not first.build_reused and second.build_reused
     assert second.build_dir == first.build_dir
-    assert calls == ["fp4_mul"]
+    assert calls == ["fp4_mul_dut"]
     simulate("fp4_mul", simulator, seed, count=20, lanes=3, latency=3)
-    assert calls == ["fp4_mul", "fp4_mul"]
+    assert calls == ["fp4_mul_dut", "fp4_mul_dut"]
 
 
 def test_design_key_follows_the_component_and_the_parameters():

@@ -209,14 +209,17 @@ def test_gemm_rtl(simulator, seed, rows, cols, fmt, dataflow):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize(("rows", "cols", "fmt", "dataflow"),
-                         [(4, 4, "int8", "os"), (2, 3, "mxfp4", "ws"), (3, 2, "int4", "ws")])
-def test_gemm_rtl_heavy_gaps_and_back_pressure(simulator, seed, rows, cols, fmt, dataflow):
-    """90% of cycles without a beat offered and 90% without ``ready``: every handshake still
-    where the timed model puts it."""
+@pytest.mark.parametrize(("rows", "cols", "fmt", "dataflow", "depth"),
+                         [(4, 4, "int8", "os", 64), (2, 3, "mxfp4", "ws", 64),
+                          (3, 2, "int4", "ws", 2), (3, 3, "int8", "os", 2)])
+def test_gemm_rtl_heavy_gaps_and_back_pressure(simulator, seed, rows, cols, fmt, dataflow,
+                                               depth):
+    """90% of cycles without a beat offered and 90% without ``ready``, and operand buffers of
+    2 beats that fill while the output waits: every handshake still where the timed model
+    puts it."""
     result = simulate("gemm", simulator, seed, rows=rows, cols=cols, fmt=fmt,
-                      dataflow=dataflow, acc_rows=4, count=3, gap=0.9, backpressure=0.9,
-                      long_k=0)
+                      dataflow=dataflow, acc_rows=4, buffer_depth=depth, count=3, gap=0.9,
+                      backpressure=0.9, long_k=0)
     assert_passed(result)
 
 

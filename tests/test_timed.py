@@ -18,6 +18,7 @@ from scoville.sim.cycles.stream import (
     first_difference,
     pipeline_timing,
 )
+from scoville.testbenches.freerun import _segments
 from scoville.testbenches.kvcache import random_script
 
 
@@ -70,6 +71,20 @@ def test_first_difference_names_the_earliest_differing_handshake():
                    "observed cycle 5")
     assert "stream a beat 2: predicted cycle 5, observed none" in first_difference(
         predicted, {"a": [0, 1], "o": [3, 4, 9]})
+
+
+def test_sources_arrive_in_order_and_a_reduction_ends_on_an_emitting_item():
+    with pytest.raises(ValueError, match="'arrivals' must not decrease"):
+        Source(arrivals=[0, 5, 3])
+    with pytest.raises(ValueError, match="the last item must emit"):
+        pipeline_timing(3, 1, emits=[True, True, False])
+
+
+def test_ring_segments_split_at_the_wrap():
+    assert _segments(0, 0, 8) == []
+    assert _segments(3, 8, 8) == [(3, 3, 5)]
+    assert _segments(6, 19, 8) == [(6, 6, 2), (8, 0, 8), (16, 0, 3)]
+    assert _segments(15, 17, 8) == [(15, 7, 1), (16, 0, 1)]
 
 
 def test_timing_cycles_run_to_the_last_handshake():
@@ -138,16 +153,21 @@ def test_gemm_timed_model_under_gaps_counts_every_cycle_once(dataflow, depth, se
     assert len(b) == sum(int(p[:, 1].sum()) for p in steps)
 
 
-def test_gemm_operand_buffer_depth_bounds_how_far_a_producer_runs_ahead():
-    cfg = GemmConfig(rows=2, cols=2, buffer_depth=3)
-    # A stalled output holds the engine: A and B fill their buffers, then wait.
-    never = Schedule(0, 0.0)
-    timed = gemm_timed.timing(cfg, [(2, 40, 2)], dict.fromkeys(("cmd", "a", "b"), Source()),
-                              never)
+@pytest.mark.parametrize("depth", [2, 3, 7])
+def test_gemm_operand_buffer_depth_bounds_how_far_a_producer_runs_ahead(depth):
+    """``o`` not ready for 300 cycles: the engine runs until its second row of C must wait
+    (os, 2x2, two row tiles of K = 40: 43 steps, each taking an A beat), then holds; the A
+    producer fills the buffer with exactly ``buffer_depth`` more beats and waits."""
+    cfg = GemmConfig(rows=2, cols=2, buffer_depth=depth)
+    late = _Bits("0" * 300)
+    timed = gemm_timed.timing(cfg, [(4, 40, 2)], dict.fromkeys(("cmd", "a", "b"), Source()),
+                              late)
     a = timed.handshakes["a"]
-    # A beat is taken by a step the cycle after it arrives at the earliest; the buffer holds 3.
-    assert a[:4] == [0, 1, 2, 3]
-    assert all(later - earlier >= 1 for earlier, later in zip(a, a[1:], strict=False))
+    assert sum(c < 300 for c in a) == 43 + depth
+    # The first row is in the output register from cycle 44 (the accept in cycle 0, steps
+    # from cycle 1); the engine holds from then until ``ready`` rises in cycle 300.
+    assert timed.handshakes["o"][:2] == [300, 301]
+    assert timed.counters["stall_out"] == 300 - 44
 
 
 _KV_CONFIGS = [

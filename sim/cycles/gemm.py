@@ -120,10 +120,9 @@ def timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[str, So
     for ``ready``, else ``idle``.
     """
     shapes = [tuple(s) for s in shapes]
+    steps = [command_steps(config, *s) for s in shapes if min(s)]
+    beats_a, beats_b, rows = (int(sum(p[:, k].sum() for p in steps)) for k in range(3))
     programs = [command_steps(config, *s).tolist() if min(s) else None for s in shapes]
-    need = [sum(row[i] for row in p) if p else 0 for p in programs for i in (0, 1)]
-    beats_a, beats_b = sum(need[0::2]), sum(need[1::2])
-    rows = sum(sum(row[2] for row in p) for p in programs if p)
     cmd = Producer(sources["cmd"], len(shapes))
     a, b = Producer(sources["a"], beats_a), Producer(sources["b"], beats_b)
     out = Consumer(ready)

@@ -41,16 +41,14 @@ predicts the cycle of every handshake on the four streams and every cycle counte
 
 from __future__ import annotations
 
-from scoville.rtl.kvcache import OPS, STATUS
+from scoville.rtl.kvcache import COUNTERS, OPS, STATUS
 
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 
 __all__ = ["COUNTERS", "READ_LATENCY", "engine_cycles", "read_cycles", "read_utilization",
            "request_cycles", "run_cycles", "timing"]
 
-#: The counters :func:`timing` predicts (every counter of the RTL).
-COUNTERS = ("busy", "stalls", "idle", "read_waits", "read_cycles", "read_stalls", "reads",
-            "writes", "copies")
+
 
 #: Cycles of a read on an idle engine beyond one per line: handshake, decode (the engine
 #: starts), and the output register.
@@ -119,20 +117,20 @@ def run_cycles(config, outcomes) -> int:
     return end
 
 
-
 def _steps(config, out) -> list[tuple[str, int]]:
-    """The request engine's path through one request after its handshake cycle, as
-    ``(step, n)``: ``decode`` (one cycle; n = 1: it first waits while the read engine is
-    busy), ``start`` (a read's decode: waits, then starts the read engine on n lines),
-    ``work`` (n cycles), ``copy`` (n cycles, all but the first copying a line), ``write`` and
-    ``drain`` (take n ``wd`` beats), ``resp`` (the answer, until ``resp`` is ready)."""
+    """The request engine's path through one request after its handshake cycle, as ``(step,
+    n)``: ``decode`` (one cycle; n = 1: it first waits while the read engine is busy),
+    ``decide`` (an append's choice of page, one cycle; n = 1: a copy-on-write first waits while
+    the read engine is busy), ``start`` (a read's decode: waits, then starts the read engine on
+    n lines), ``work`` (n cycles), ``copy`` (n cycles, all but the first copying a line),
+    ``write`` and ``drain`` (take n ``wd`` beats), ``resp`` (the answer, until ``resp`` is
+    ready)."""
     if out.op == OPS["append"]:
         beats = config.append_beats
         if out.reached == "decode":
             return [("decode", 0), ("drain", beats), ("resp", 0)]
-        # Decode, the page's reference count, then the decision (A_DEC), which waits for the
-        # read engine before a copy-on-write.
-        steps = [("decode", 0), ("work", 1), ("decode", int(out.copied))]
+        # Decode, the page's reference count, then the choice of page (A_DEC).
+        steps = [("decode", 0), ("work", 1), ("decide", int(out.copied))]
         if out.reached == "page":
             return [*steps, ("drain", beats), ("resp", 0)]
         if out.new_page:
@@ -191,7 +189,7 @@ def timing(config, outcomes, sources: dict[str, Source] | None = None,
         else:
             step, n = plan[0]
             done = False
-            if step in ("decode", "start"):
+            if step in ("decode", "decide", "start"):
                 if engine_busy and (step == "start" or n):
                     kind = "read_waits"
                 else:

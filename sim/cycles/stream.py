@@ -16,7 +16,10 @@ consumers behave as modelled here:
 Models compose: a part's model takes a :class:`Source` for each input stream (its beats'
 arrival cycles and valid schedule) and returns a :class:`Timing` with the handshake cycles of
 each stream; :meth:`Source.after` turns one part's output handshakes into the next part's input
-arrivals.
+arrivals. The coupling runs one way: a part's output is modelled against a fixed ready
+schedule, so chaining is exact where the next part always takes what arrives (it is always
+ready, or a buffer between them never fills); a composed block whose parts back-pressure each
+other models that buffer or steps its parts' models together.
 """
 
 from __future__ import annotations
@@ -61,6 +64,13 @@ class Schedule:
                 bits.extend((self._rng.random(self._CHUNK) >= self._gap).tolist())
         return bits[t]
 
+    def words(self, first: int, count: int) -> list[int]:
+        """Cycles ``32 * first`` to ``32 * (first + count) - 1`` as ``count`` 32-bit words,
+        cycle ``t`` in bit ``t % 32`` of word ``t // 32``."""
+        self[32 * (first + count)]
+        bits = np.array(self._bits[32 * first: 32 * (first + count)], dtype=bool)
+        return np.packbits(bits, bitorder="little").view("<u4").tolist()
+
 
 #: A schedule that is always true: a producer that keeps up, or a sink that is always ready.
 ALWAYS = Schedule(0, 0.0)
@@ -81,6 +91,11 @@ class Source:
 
     valid: Schedule = ALWAYS
     arrivals: Sequence[int] | None = None
+
+    def __post_init__(self):
+        a = self.arrivals
+        if a is not None and any(a[k + 1] < a[k] for k in range(len(a) - 1)):
+            raise ValueError("parameter 'arrivals' must not decrease: beats arrive in order")
 
     @classmethod
     def after(cls, handshakes: Sequence[int], delay: int = 1,
@@ -202,6 +217,8 @@ def pipeline_timing(
     nothing, or is taken. ``emits[k]`` says whether item ``k`` produces an output (reducing
     units emit only at the end of a reduction); every item does by default.
     """
+    if emits is not None and items and not emits[items - 1]:
+        raise ValueError("parameter 'emits': the last item must emit (it ends the run)")
     src, sink = Producer(source, items), Consumer(ready)
     outputs = items if emits is None else sum(bool(e) for e in emits)
     # A stage holds None (empty) or whether its item emits.

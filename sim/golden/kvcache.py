@@ -10,7 +10,7 @@ values.
 :class:`KvCacheModel` is the cache as a program: sequences as lists of tokens (each token the
 lines of all its heads), pages counted with reference counts, the same checks in the same
 order as the RTL. It predicts every answer (status, sequence, length, free pages) and every
-line a read returns; its :class:`Outcome` carries what the cycle model
+line a read returns; its :class:`Outcome` carries what the timed model
 (:mod:`scoville.sim.cycles.kvcache`) needs.
 """
 

@@ -1,0 +1,241 @@
+"""The testbench side of the free-running harness (:mod:`scoville.sim.harness`).
+
+:class:`FreeRun` loads every source's payloads and valid schedule and every sink's ready
+schedule into the harness's rings, raises ``run`` and lets the design run. It wakes every
+:data:`~scoville.sim.harness.WAKE` cycles (one timer callback, no callback per cycle), and then,
+in zero simulated time, reads back the handshake records and refills the rings through files;
+it also wakes when the harness says every expected handshake has happened. So the simulator
+runs at its own speed, and the testbench still sees every handshake with its cycle and every
+payload a sink took.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
+
+from scoville.sim.harness import DEPTH, SCHED_WORDS, WAKE
+
+__all__ = ["PERIOD_NS", "FreeRun", "Observed", "idle_inputs"]
+
+#: The clock period the testbenches start (``kit.reset``).
+PERIOD_NS = 10
+
+
+@dataclass
+class Observed:
+    """What a run saw.
+
+    Attributes
+    ----------
+    payloads : dict
+        Each sink's payloads, in order.
+    cycles : int
+        Cycles up to and including the last handshake.
+    handshakes : dict
+        Each stream's handshake cycles, in order.
+    change : dict
+        Each watched output's change over the run (cycle 0 up to and including the cycle of
+        the last handshake).
+    """
+
+    payloads: dict[str, list[int]]
+    cycles: int
+    handshakes: dict[str, list[int]]
+    change: dict[str, int]
+
+
+def idle_inputs(dut, order: list[str]) -> None:
+    """Drive every input of the harness for ``order``'s streams to 0: stopped, nothing
+    loaded, every file strobe low."""
+    dut.run.value = 0
+    dut.sched_loaded.value = 0
+    for name in order:
+        ports = ["total", "sload", "slo", "shi", "dump", "dlo", "dhi"]
+        if hasattr(dut, f"load_{name}"):
+            ports += ["load", "lo", "hi", "loaded"]
+        for port in ports:
+            getattr(dut, f"{port}_{name}").value = 0
+
+
+def _segments(first: int, end: int, depth: int) -> list[tuple[int, int, int]]:
+    """Items ``first .. end - 1`` of an endless sequence kept in a ring of ``depth``: the
+    contiguous pieces as ``(item, ring index, count)``."""
+    out = []
+    while first < end:
+        at = first % depth
+        n = min(end - first, depth - at)
+        out.append((first, at, n))
+        first += n
+    return out
+
+
+def _read_hex(path: Path, what: str) -> list[int]:
+    values = []
+    for line in path.read_text().splitlines():
+        if line and not line.startswith("//"):
+            try:
+                values.append(int(line, 16))
+            except ValueError:
+                raise AssertionError(f"{what} is not 0/1: {line}") from None
+    return values
+
+
+class FreeRun:
+    """Drives the source streams and takes the sink streams of a design inside the harness.
+
+    ``order`` lists the design's streams in signature order (the harness numbers them so);
+    ``sources`` maps a stream name to ``(items, valid schedule)``: packed payloads, offered in
+    order; ``sinks`` maps a stream name to ``(count, ready schedule)``. ``watch`` names plain
+    outputs of the design (counters) whose change over the run :meth:`run` returns.
+    """
+
+    def __init__(self, dut, order: list[str], sources: dict, sinks: dict, watch=()):
+        self.dut = dut
+        self.order = order
+        self.sources = {name: (list(items), valid) for name, (items, valid) in sources.items()}
+        self.sinks = dict(sinks)
+        self.names = (list(self.sources), list(self.sinks))
+        self.watch = tuple(watch)
+        self._schedules = {name: schedule for name, (_, schedule)
+                           in {**self.sources, **self.sinks}.items()}
+        self._dir = Path.cwd()
+
+    def _set(self, name: str, value: int) -> None:
+        getattr(self.dut, name).value = value
+
+    def _get(self, name: str) -> int:
+        value = getattr(self.dut, name).value
+        try:
+            return int(value)
+        except ValueError:
+            raise AssertionError(f"{name} is not 0/1: {value}") from None
+
+    async def _strobe(self, kind: str, pieces: dict[str, tuple[int, int, list[int] | None]]):
+        """For each stream in ``pieces``, ``(ring index, count, values)``: write ``values``
+        (unless None) to the stream's file of ``kind``, set the range ports and raise the
+        strobe, all in one time step; then lower them. ``kind``: ``load`` (payloads),
+        ``sload`` (schedule words) or ``dump`` (records)."""
+        if not pieces:
+            return
+        prefix, file = {"load": ("", "data"), "sload": ("s", "sched"), "dump": ("d", "")}[kind]
+        for name, (at, n, values) in pieces.items():
+            if values is not None:
+                text = "\n".join(map("{:x}".format, values))
+                (self._dir / f"{file}_{name}.hex").write_text(text + "\n")
+            self._set(f"{prefix}lo_{name}", at)
+            self._set(f"{prefix}hi_{name}", at + n - 1)
+            self._set(f"{kind}_{name}", 1)
+        await Timer(1, "ps")
+        for name in pieces:
+            self._set(f"{kind}_{name}", 0)
+        await Timer(1, "ps")
+
+    async def _service(self, cycle: int) -> None:
+        """Drain the records and refill the rings, as of ``cycle`` (zero simulated time)."""
+        counts = {name: self._get(f"count_{name}") for name in self._all}
+        # Records: every handshake since the last service, in up to two pieces per ring.
+        records = {name: _segments(self._drained[name], counts[name], DEPTH)
+                   for name in self._all}
+        for piece in range(2):
+            todo = {name: (at, n, None) for name, segs in records.items() if piece < len(segs)
+                    for _, at, n in [segs[piece]]}
+            await self._strobe("dump", todo)
+            for name, (_, n, _) in todo.items():
+                cyc = _read_hex(self._dir / f"cyc_{name}.hex", f"{name} handshake cycle")
+                self.handshakes[name] += cyc[:n]
+                if name in self.sinks:
+                    data = _read_hex(self._dir / f"data_{name}.hex", f"{name} payload")
+                    self.payloads[name] += data[:n]
+                self._drained[name] += n
+        # Payloads: up to a ring ahead of what each source has handed over.
+        ends = {name: min(counts[name] + DEPTH, len(items))
+                for name, (items, _) in self.sources.items()}
+        for piece in range(2):
+            todo = {}
+            for name, (items, _) in self.sources.items():
+                segs = _segments(self._loaded[name], ends[name], DEPTH)
+                if piece < len(segs):
+                    first, at, n = segs[piece]
+                    todo[name] = (at, n, items[first:first + n])
+            await self._strobe("load", todo)
+        for name, end in ends.items():
+            self._loaded[name] = end
+            self._set(f"loaded_{name}", end)
+        # Schedules: a ring of words from the current cycle's on.
+        end = cycle // 32 + SCHED_WORDS
+        for first, at, n in _segments(self._sched_words, end, SCHED_WORDS):
+            await self._strobe("sload", {name: (at, n, s.words(first, n))
+                                         for name, s in self._schedules.items()})
+        self._sched_words = end
+        self._set("sched_loaded", 32 * end)
+
+    async def run(self, timeout: int, *, stop_after: int | None = None) -> Observed:
+        """Run until every sink has its count and every source has handed over its items;
+        return what was observed. ``stop_after``: stop after that many cycles instead (to
+        interrupt a run), returning what was observed so far."""
+        dut = self.dut
+        self._all = [*self.names[0], *self.names[1]]
+        self._drained = dict.fromkeys(self._all, 0)
+        self._loaded = dict.fromkeys(self.sources, 0)
+        self._sched_words = 0
+        self.handshakes = {name: [] for name in self._all}
+        self.payloads = {name: [] for name in self.sinks}
+        for name, (items, _) in self.sources.items():
+            self._set(f"total_{name}", len(items))
+        for name, (count, _) in self.sinks.items():
+            self._set(f"total_{name}", count)
+        await FallingEdge(dut.clk)
+        await Timer(1, "ns")
+        await self._service(0)
+        self._set("run", 1)  # this cycle is cycle 0
+        cycle = 0
+        limit = timeout if stop_after is None else min(timeout, stop_after)
+        finished = False
+        while True:
+            step = min(WAKE, max(limit - cycle, 1))
+            fired = await First(Timer(step * PERIOD_NS, "ns"), RisingEdge(dut.done))
+            if fired is not None and not isinstance(fired, Timer):
+                # ``done`` rose at a rising edge: come back to the testbench's phase, and let
+                # the harness take its end-of-run snapshot one edge later.
+                await FallingEdge(dut.clk)
+                await FallingEdge(dut.clk)
+                await Timer(1, "ns")
+                finished = True
+            cycle = self._get("cycle")
+            self._check(cycle)
+            await self._service(cycle)
+            if finished or (stop_after is not None and cycle >= stop_after):
+                break
+            if cycle >= timeout:
+                self._set("run", 0)
+                raise AssertionError(
+                    f"timeout after {cycle} cycles: "
+                    + ", ".join(f"{n} {len(self.handshakes[n])}/{self._expected(n)}"
+                                for n in self._all))
+        change = {}
+        for name in self.watch:
+            change[name] = self._get(f"{name}_end") - self._get(f"{name}_start")
+        self._set("run", 0)
+        if finished:
+            for name in self._all:
+                got = len(self.handshakes[name])
+                assert got == self._expected(name), (
+                    f"stream {name}: {got} handshakes, expected {self._expected(name)}")
+        last = max((h[-1] + 1 for h in self.handshakes.values() if h), default=0)
+        return Observed(self.payloads, last, self.handshakes, change)
+
+    def _expected(self, name: str) -> int:
+        return len(self.sources[name][0]) if name in self.sources else self.sinks[name][0]
+
+    def _check(self, cycle: int) -> None:
+        if self._get("err"):
+            stream = self.order[self._get("err_stream")]
+            kind = "payload changed" if self._get("err_changed") else "valid dropped"
+            raise AssertionError(
+                f"protocol violation on stream {stream} in cycle {self._get('err_cycle')}: "
+                f"{kind} while a beat waited for ready")
+        if self._get("starved"):
+            raise AssertionError(f"the harness ran dry by cycle {cycle}: refills came too late")
