@@ -87,6 +87,22 @@ def _vec(width: int) -> str:
     return f"[{width - 1}:0] " if width > 1 else ""
 
 
+def _fread(strobe: str, file: str, memory: str, lo: str, hi: str) -> list[str]:
+    """Verilog that reads entries ``lo..hi`` of ``memory`` from the binary ``file`` (each entry
+    its whole bytes, most significant first) on a rising ``strobe``."""
+    # The file handle is a variable of the testbench's file I/O, not logic: blocking is right.
+    return [
+        f"  integer {strobe}_fd, {strobe}_got;",
+        "  /* verilator lint_off BLKSEQ */",
+        f"  always @(posedge {strobe}) begin",
+        f"    {strobe}_fd = $fopen(\"{file}\", \"rb\");",
+        f"    {strobe}_got = $fread({memory}, {strobe}_fd, {lo}, {hi} - {lo} + 32'd1);",
+        f"    $fclose({strobe}_fd);",
+        "  end",
+        "  /* verilator lint_on BLKSEQ */",
+    ]
+
+
 def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     """The Verilog module ``top``: the harness around module ``dut`` (the component's own
     Verilog, with Amaranth's port names ``NAME__valid``, ``NAME__ready``, ``NAME__payload``).
@@ -97,8 +113,8 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     ``total_NAME``), ``starved``, ``err`` with ``err_cycle``, ``err_stream`` (signature order)
     and ``err_changed`` (payload changed; else ``valid`` dropped); per stream ``total_NAME``,
     ``count_NAME`` (handshakes so far), ``valid_NAME``, ``loaded_NAME`` (sources: beats loaded
-    so far), and the file strobes: a rising ``load_NAME`` reads ``data_NAME.hex`` into payload
-    entries ``lo_NAME..hi_NAME``, ``sload_NAME`` reads ``sched_NAME.hex`` into schedule words
+    so far), and the file strobes: a rising ``load_NAME`` reads ``data_NAME.bin`` into payload
+    entries ``lo_NAME..hi_NAME``, ``sload_NAME`` reads ``sched_NAME.bin`` into schedule words
     ``slo_NAME..shi_NAME``, ``dump_NAME`` writes record entries ``dlo_NAME..dhi_NAME`` to
     ``cyc_NAME.hex`` (and, for a sink, ``data_NAME.hex``); per plain output, ``NAME_start`` and
     ``NAME_end``.
@@ -135,8 +151,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
             f"  wire {n}_bit = {n}_sched[cycle[{ls + 4}:5]][cycle[4:0]];",
             f"  wire {n}_fire = {n}_valid & {n}_ready;",
             f"  assign valid_{n} = {n}_valid;",
-            f"  always @(posedge sload_{n}) $readmemh(\"sched_{n}.hex\", {n}_sched, slo_{n},"
-            f" shi_{n});",
+            *_fread(f"sload_{n}", f"sched_{n}.bin", f"{n}_sched", f"slo_{n}", f"shi_{n}"),
         ]
         if s.source:
             io += [f"input load_{n}", f"input [31:0] lo_{n}", f"input [31:0] hi_{n}",
@@ -147,8 +162,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
                 f"  wire {n}_dry = {n}_want & ~(count_{n} < loaded_{n});",
                 f"  assign {n}_valid = {n}_want & ~{n}_dry;",
                 f"  assign {n}_payload = {n}_data[{at}];",
-                f"  always @(posedge load_{n}) $readmemh(\"data_{n}.hex\", {n}_data, lo_{n},"
-                f" hi_{n});",
+                *_fread(f"load_{n}", f"data_{n}.bin", f"{n}_data", f"lo_{n}", f"hi_{n}"),
                 f"  always @(posedge dump_{n}) $writememh(\"cyc_{n}.hex\", {n}_cyc, dlo_{n},"
                 f" dhi_{n});",
                 "  always @(posedge clk) begin",

@@ -11,12 +11,14 @@ payload a sink took.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
 
-from scoville.sim.harness import DEPTH, SCHED_WORDS, WAKE
+from scoville.sim.harness import DEPTH, SCHED_WORDS, WAKE, ports
 
 __all__ = ["PERIOD_NS", "FreeRun", "Observed", "idle_inputs"]
 
@@ -39,12 +41,18 @@ class Observed:
     change : dict
         Each watched output's change over the run (cycle 0 up to and including the cycle of
         the last handshake).
+    wall_s : float
+        Wall time from releasing the design (``run``) to reading back its last records.
+    service_s : float
+        Of that, the time spent loading and draining the rings.
     """
 
     payloads: dict[str, list[int]]
     cycles: int
     handshakes: dict[str, list[int]]
     change: dict[str, int]
+    wall_s: float = 0.0
+    service_s: float = 0.0
 
 
 def idle_inputs(dut, order: list[str]) -> None:
@@ -86,15 +94,17 @@ def _read_hex(path: Path, what: str) -> list[int]:
 class FreeRun:
     """Drives the source streams and takes the sink streams of a design inside the harness.
 
-    ``order`` lists the design's streams in signature order (the harness numbers them so);
-    ``sources`` maps a stream name to ``(items, valid schedule)``: packed payloads, offered in
-    order; ``sinks`` maps a stream name to ``(count, ready schedule)``. ``watch`` names plain
+    ``component`` is the design (the harness is built from its signature); ``sources`` maps
+    a stream name to ``(items, valid schedule)``: packed payloads, offered in order;
+    ``sinks`` maps a stream name to ``(count, ready schedule)``. ``watch`` names plain
     outputs of the design (counters) whose change over the run :meth:`run` returns.
     """
 
-    def __init__(self, dut, order: list[str], sources: dict, sinks: dict, watch=()):
+    def __init__(self, dut, component, sources: dict, sinks: dict, watch=()):
         self.dut = dut
-        self.order = order
+        streams, _ = ports(component)
+        self.order = [s.name for s in streams]
+        self._bytes = {s.name: -(-s.width // 8) for s in streams}
         self.sources = {name: (list(items), valid) for name, (items, valid) in sources.items()}
         self.sinks = dict(sinks)
         self.names = (list(self.sources), list(self.sinks))
@@ -113,18 +123,17 @@ class FreeRun:
         except ValueError:
             raise AssertionError(f"{name} is not 0/1: {value}") from None
 
-    async def _strobe(self, kind: str, pieces: dict[str, tuple[int, int, list[int] | None]]):
-        """For each stream in ``pieces``, ``(ring index, count, values)``: write ``values``
-        (unless None) to the stream's file of ``kind``, set the range ports and raise the
-        strobe, all in one time step; then lower them. ``kind``: ``load`` (payloads),
-        ``sload`` (schedule words) or ``dump`` (records)."""
+    async def _strobe(self, kind: str, pieces: dict[str, tuple[int, int, bytes | None]]):
+        """For each stream in ``pieces``, ``(ring index, count, data)``: write ``data`` (unless
+        None) to the stream's file of ``kind``, set the range ports and raise the strobe, all
+        in one time step; then lower them. ``kind``: ``load`` (payloads), ``sload`` (schedule
+        words) or ``dump`` (records)."""
         if not pieces:
             return
         prefix, file = {"load": ("", "data"), "sload": ("s", "sched"), "dump": ("d", "")}[kind]
-        for name, (at, n, values) in pieces.items():
-            if values is not None:
-                text = "\n".join(map("{:x}".format, values))
-                (self._dir / f"{file}_{name}.hex").write_text(text + "\n")
+        for name, (at, n, data) in pieces.items():
+            if data is not None:
+                (self._dir / f"{file}_{name}.bin").write_bytes(data)
             self._set(f"{prefix}lo_{name}", at)
             self._set(f"{prefix}hi_{name}", at + n - 1)
             self._set(f"{kind}_{name}", 1)
@@ -159,7 +168,9 @@ class FreeRun:
                 segs = _segments(self._loaded[name], ends[name], DEPTH)
                 if piece < len(segs):
                     first, at, n = segs[piece]
-                    todo[name] = (at, n, items[first:first + n])
+                    size = self._bytes[name]
+                    todo[name] = (at, n, b"".join(v.to_bytes(size, "big")
+                                                  for v in items[first:first + n]))
             await self._strobe("load", todo)
         for name, end in ends.items():
             self._loaded[name] = end
@@ -167,8 +178,9 @@ class FreeRun:
         # Schedules: a ring of words from the current cycle's on.
         end = cycle // 32 + SCHED_WORDS
         for first, at, n in _segments(self._sched_words, end, SCHED_WORDS):
-            await self._strobe("sload", {name: (at, n, s.words(first, n))
-                                         for name, s in self._schedules.items()})
+            await self._strobe("sload", {
+                name: (at, n, np.array(s.words(first, n), dtype=">u4").tobytes())
+                for name, s in self._schedules.items()})
         self._sched_words = end
         self._set("sched_loaded", 32 * end)
 
@@ -191,6 +203,8 @@ class FreeRun:
         await Timer(1, "ns")
         await self._service(0)
         self._set("run", 1)  # this cycle is cycle 0
+        start = time.perf_counter()
+        self._service_s = 0.0
         cycle = 0
         limit = timeout if stop_after is None else min(timeout, stop_after)
         finished = False
@@ -206,7 +220,14 @@ class FreeRun:
                 finished = True
             cycle = self._get("cycle")
             self._check(cycle)
+            began = time.perf_counter()
             await self._service(cycle)
+            self._service_s += time.perf_counter() - began
+            for name, (count, _) in self.sinks.items():
+                if len(self.handshakes[name]) > count:
+                    self._set("run", 0)
+                    raise AssertionError(f"stream {name}: {len(self.handshakes[name])} "
+                                         f"handshakes by cycle {cycle}, {count} expected")
             if finished or (stop_after is not None and cycle >= stop_after):
                 break
             if cycle >= timeout:
@@ -215,6 +236,7 @@ class FreeRun:
                     f"timeout after {cycle} cycles: "
                     + ", ".join(f"{n} {len(self.handshakes[n])}/{self._expected(n)}"
                                 for n in self._all))
+        wall = time.perf_counter() - start
         change = {}
         for name in self.watch:
             change[name] = self._get(f"{name}_end") - self._get(f"{name}_start")
@@ -225,7 +247,7 @@ class FreeRun:
                 assert got == self._expected(name), (
                     f"stream {name}: {got} handshakes, expected {self._expected(name)}")
         last = max((h[-1] + 1 for h in self.handshakes.values() if h), default=0)
-        return Observed(self.payloads, last, self.handshakes, change)
+        return Observed(self.payloads, last, self.handshakes, change, wall, self._service_s)
 
     def _expected(self, name: str) -> int:
         return len(self.sources[name][0]) if name in self.sources else self.sinks[name][0]

@@ -99,8 +99,8 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
         want += [r.tolist() for r in rows]
         rows_of += [(g, m, k, n, i) for i in range(len(rows))]
 
-    order = stream_names(Gemm(cfg))
-    await reset(dut, order)
+    component = Gemm(cfg)
+    await reset(dut, stream_names(component))
     shapes = [(m, k, n) for m, k, n, _ in jobs]
     valid, ready = stream_schedules(ctx, ("cmd", "a", "b"), ("o",), gaps=gaps)
     model = timing(cfg, shapes, {name: Source(v) for name, v in valid.items()}, ready["o"])
@@ -109,7 +109,7 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
     def bench():
         return FreeRun(
             dut,
-            order,
+            component,
             sources={"cmd": (cmds, valid["cmd"]), "a": (a_items, valid["a"]),
                      "b": (b_items, valid["b"])},
             sinks={"o": (len(want), ready["o"])},
@@ -131,6 +131,7 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
            timing_errors=len(errors), closed_form_cycles=run_cycles(cfg, shapes),
            ideal_cycles=sum(ideal_cycles(cfg, *s) for s in good),
            utilization=utilization(cfg, macs, seen.cycles), macs=macs, gemms=len(good),
+           run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
            **{f"counter_{c}": seen.change[c] for c in COUNTERS})
     assert mismatches == 0, why
     assert not errors, errors[0]

@@ -231,14 +231,14 @@ async def check_stream(
     may add the inputs of output ``k`` to the mismatch message. ``interrupt``: first run the
     same stimulus halfway and reset the design in the middle of it (:func:`reset_midway`).
     """
-    order = stream_names(get_block(ctx.block).component(ctx.config))
-    await reset(dut, order)
+    component = get_block(ctx.block).component(ctx.config)
+    await reset(dut, stream_names(component))
     valid, ready = stream_schedules(ctx, ("i",), ("o",), gaps=gaps)
     valid, ready = valid["i"], ready["o"]
     what = f"{ctx.describe()}: {test}"
 
     def bench():
-        return FreeRun(dut, order, sources={"i": (items, valid)},
+        return FreeRun(dut, component, sources={"i": (items, valid)},
                        sinks={"o": (len(expected), ready)})
 
     model = pipeline_timing(len(items), latency, Source(valid), ready, emits)
@@ -251,7 +251,8 @@ async def check_stream(
         why += f" ({describe(first)})"
     errors = timing_errors(what, model, seen)
     record(test, mismatches=mismatches, cycles=seen.cycles, model_cycles=model.cycles,
-           timing_errors=len(errors), items=len(items), outputs=len(expected), **metrics)
+           timing_errors=len(errors), items=len(items), outputs=len(expected),
+           run_wall_s=seen.wall_s, service_wall_s=seen.service_s, **metrics)
     assert mismatches == 0, why
     assert not errors, errors[0]
 

@@ -161,8 +161,8 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     model = sum(request_cycles(cfg, o) for o in outs)
     engine = sum(engine_cycles(o) for o in outs)
 
-    order = stream_names(KvCache(cfg))
-    await reset(dut, order)
+    component = KvCache(cfg)
+    await reset(dut, stream_names(component))
     valid, ready = stream_schedules(ctx, ("req", "wd"), ("rd", "resp"), gaps=gaps)
     timed = timing(cfg, outs, {name: Source(v) for name, v in valid.items()}, ready)
     what = f"{ctx.describe()}: {test}"
@@ -170,7 +170,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     def bench():
         return FreeRun(
             dut,
-            order,
+            component,
             sources={"req": ([r.word() for r in reqs], valid["req"]),
                      "wd": (lines, valid["wd"])},
             sinks={"rd": (len(want_rd), ready["rd"]), "resp": (len(want_resp), ready["resp"])},
@@ -201,7 +201,8 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
         read_lines=len(want_rd), read_bandwidth_utilization=(
             counters["reads"] / counters["read_cycles"] if counters["read_cycles"] else 0.0),
         statuses={name: sum(o.status == code for o in outs) for name, code in STATUS.items()},
-        copies=sum(o.copied for o in outs),
+        copies=sum(o.copied for o in outs), run_wall_s=seen.wall_s,
+        service_wall_s=seen.service_s,
         **{f"counter_{c}": counters[c] for c in WATCH},
     )
     record(test, **metrics)
