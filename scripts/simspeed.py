@@ -1,86 +1,306 @@
 #!/usr/bin/env python3
-"""Simulation speed: simulated cycles per second of each block's random-workload testbench on
-Icarus and Verilator, beside a bare cocotb clock on the same build.
+"""Simulation speed of the free-running harness, as ratios against references run in the same
+script: the simulator's own speed on the bare design, and (optionally) the testbench of an
+earlier revision.
 
-Writes ``docs/simspeed.md``. Builds are cached, so only the simulations are timed (the wall
-time cocotb records for each test, not the build).
+For each block and simulator:
 
-Usage: ``python scripts/simspeed.py [--count N] [--gemm-m M] [--gemm-m-icarus M]
-[--out docs/simspeed.md]``
+- **limit**: the bare component's Verilog (what ``scoville verilog`` writes), clocked with its
+  inputs held at values that keep it busy (every input stream offering, every output stream
+  ready), with no cocotb: on Verilator a small C++ ``main`` built with the flow's options, on
+  Icarus a minimal Verilog testbench under ``vvp``;
+- **run**: simulated cycles over the wall time from releasing the design in the harness to
+  reading back its records (``run_wall_s`` of the workload test);
+- **end to end** (``gemm`` on Verilator): cycles over the wall time of a whole ``scoville sim``
+  run, less a run of a one-tile GEMM, so that start-up cancels;
+- **earlier** (with ``--against REV``): the same workload through the testbench of revision
+  REV (its whole cocotb test), in a copy of that revision.
+
+Writes ``docs/simspeed.md``. Builds are cached; the limit's builds go to a temporary folder.
+
+Usage: ``python scripts/simspeed.py [--count N] [--gemm-m M] [--against REV] [--out FILE]``
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 from scoville.blocks import BLOCKS
 from scoville.rtl.gemm import GemmConfig
 from scoville.sim import flow
-from scoville.sim.workload import GemmWorkload, StreamWorkload
+from scoville.sim.harness import ports
+from scoville.sim.tools import find_verilator, require, simulator_env
+from scoville.sim.workload import GemmWorkload
 
+ROOT = Path(__file__).resolve().parent.parent
 SIMULATORS = ("icarus", "verilator")
+#: Blocks whose speed against an earlier testbench the issue asks for.
+AGAINST = ("gemm", "kvcache", "mx_dot")
 
 
-def _rate(result, test: str) -> tuple[int, float]:
-    outcome = next(t for t in result.tests if t.name == test)
-    if not outcome.passed:
-        sys.exit(f"simspeed.py: {result.block} on {result.sim}: {test} failed: {outcome.message}")
-    return result.metrics[test]["cycles"], outcome.wall_s
+def _case(block, sim: str, args):
+    """The configuration and workload of a block's measurement."""
+    if block.name == "gemm":
+        m = args.gemm_m if sim == "verilator" else args.gemm_m_icarus
+        return GemmConfig(rows=16, cols=16), GemmWorkload(m=m, k=512, n=128, count=1)
+    return block.config(), block.workload(count=args.count)
+
+
+def _held(component) -> dict[str, int]:
+    """Input values that keep the design busy: every input stream offering (a GEMM command
+    of 256 x 512 x 128, other payloads all ones), every output stream ready."""
+    values = {}
+    for s in ports(component)[0]:
+        if s.source:
+            values[f"{s.name}__valid"] = 1
+            payload = (1 << s.width) - 1
+            if s.name == "cmd":
+                payload = 256 | 512 << 16 | 128 << 32
+            values[f"{s.name}__payload"] = payload
+        else:
+            values[f"{s.name}__ready"] = 1
+    return values
+
+
+def _cpp_assign(name: str, value: int, width: int) -> str:
+    name = name.replace("__", "___05F")  # Verilator's C++ name for "__"
+    if width <= 64:
+        return f"    top.{name} = {value}ULL;"
+    words = [(value >> (32 * k)) & 0xFFFFFFFF for k in range(-(-width // 32))]
+    return "\n".join(f"    top.{name}[{k}] = {w}U;" for k, w in enumerate(words))
+
+
+def verilator_limit(component, cycles: int, work: Path) -> float:
+    """Cycles per second of the bare component clocked from a C++ loop, inputs held."""
+    text = flow.to_verilog(component, "bare")
+    (work / "bare.v").write_text(text)
+    widths = {f"{s.name}__payload": s.width for s in ports(component)[0]}
+    held = "\n".join(_cpp_assign(name, value, widths.get(name, 1))
+                     for name, value in _held(component).items())
+    (work / "main.cpp").write_text(f"""#include "Vbare.h"
+#include "verilated.h"
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+int main(int argc, char** argv) {{
+    VerilatedContext ctx;
+    Vbare top{{&ctx}};
+    long n = std::atol(argv[1]);
+    top.rst = 1;
+    for (int i = 0; i < 4; ++i) {{ top.clk = 0; top.eval(); top.clk = 1; top.eval(); }}
+    top.rst = 0;
+{held}
+    auto t0 = std::chrono::steady_clock::now();
+    for (long i = 0; i < n; ++i) {{ top.clk = 0; top.eval(); top.clk = 1; top.eval(); }}
+    std::chrono::duration<double> s = std::chrono::steady_clock::now() - t0;
+    std::printf("%.6f\\n", s.count());
+    return 0;
+}}
+""")
+    tool = find_verilator()
+    args = [tool.path, "--cc", "--exe", "--build", "-j", "2", *flow.VERILATOR_BUILD_ARGS,
+            "-Wno-fatal", "--top-module", "bare", "bare.v", "main.cpp", "-o", "bare"]
+    # The model's C++ optimized as in the flow's builds (the header settings only speed up
+    # the flow's builds).
+    for var in flow.VERILATOR_MAKE_VARS:
+        if var.startswith("OPT_"):
+            args += ["-MAKEFLAGS", var]
+    with simulator_env(tool):
+        proc = subprocess.run(args, cwd=work, capture_output=True, text=True)
+    if proc.returncode:
+        sys.exit(f"simspeed.py: the bare Verilator build failed:\n{proc.stdout[-2000:]}"
+                 f"{proc.stderr[-2000:]}")
+    out = subprocess.run([str(work / "obj_dir" / "bare"), str(cycles)], check=True,
+                         capture_output=True, text=True)
+    return cycles / float(out.stdout.split()[-1])
+
+
+def icarus_limit(component, cycles: int, work: Path) -> float:
+    """Cycles per second of the bare component clocked by a Verilog testbench under ``vvp``,
+    inputs held."""
+    text = flow.icarus_time_zero(flow.to_verilog(component, "bare"))
+    conns = [".clk(clk)", ".rst(rst)"]
+    for s in ports(component)[0]:
+        for field in ("valid", "ready", "payload"):
+            conns.append(f".{s.name}__{field}({s.name}__{field})")
+    decls, drives = [], []
+    held = _held(component)
+    for s in ports(component)[0]:
+        decls += [f"  wire {s.name}__valid, {s.name}__ready;",
+                  f"  wire [{s.width - 1}:0] {s.name}__payload;"]
+        for field in ("valid", "ready", "payload"):
+            name = f"{s.name}__{field}"
+            if name in held:
+                drives.append(f"  assign {name} = {held[name]:#x};".replace("0x", "'h"))
+    (work / "tb.v").write_text(text + "\n".join([
+        "`timescale 1ns/1ps",
+        "module tb;",
+        "  reg clk = 0, rst = 1;",
+        *decls, *drives,
+        f"  bare dut({', '.join(conns)});",
+        "  always #5 clk = ~clk;",
+        "  initial begin",
+        "    #40 rst = 0;",
+        f"    #{10 * cycles} $finish;",
+        "  end",
+        "endmodule", ""]))
+    subprocess.run(["iverilog", "-g2012", "-o", "tb.vvp", "-s", "tb", "tb.v"], cwd=work,
+                   check=True, capture_output=True)
+    start = time.perf_counter()
+    subprocess.run(["vvp", "-n", "tb.vvp"], cwd=work, check=True, capture_output=True)
+    return cycles / (time.perf_counter() - start)
+
+
+def harness_run(block, config, workload, sim: str) -> tuple[int, float, float]:
+    """Cycles, run wall time and whole-test wall time of the workload test in the harness."""
+    run = flow.run(block, config, workload, sim, seed=1, tests=[block.workload_test])
+    outcome = next(t for t in run.tests if t.name == block.workload_test)
+    if not run.passed:
+        sys.exit(f"simspeed.py: {block.name} on {sim} failed: {outcome.message or run.errors}")
+    metrics = run.metrics[block.workload_test]
+    return metrics["cycles"], metrics["run_wall_s"], outcome.wall_s
+
+
+def scoville_sim_wall(params: dict) -> tuple[int, float]:
+    """Cycles and wall time of a whole ``scoville sim gemm`` run on Verilator."""
+    argv = [sys.executable, "-m", "scoville.cli", "sim", "gemm", "--sim", "verilator",
+            "--seed", "1", "--json"]
+    for name, value in params.items():
+        argv += ["--param", f"{name}={value}"]
+    start = time.perf_counter()
+    out = subprocess.run(argv, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    return json.loads(out.stdout)["cycles"], wall
+
+
+def earlier_run(rev: str, block, params: dict, sim: str, scratch: Path) -> tuple[int, float]:
+    """Cycles and whole-test wall time of the workload test through revision ``rev``'s
+    testbench, in a copy of that revision."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import mutants  # the copy machinery: a snapshot of a revision, importable on its own
+
+    tree = scratch / f"rev-{rev}"
+    if not tree.exists():
+        mutants.snapshot(tree, rev)
+        mutants.link_packages(tree)
+    code = (
+        "import json, sys\n"
+        "from scoville.blocks import get_block, parse_params\n"
+        "from scoville.sim import flow\n"
+        f"b = get_block({block.name!r}); c, w = parse_params(b, {params!r})\n"
+        f"r = flow.run(b, c, w, {sim!r}, seed=1, tests=[b.workload_test])\n"
+        "t = next(t for t in r.tests if t.name == b.workload_test)\n"
+        "print(json.dumps([r.passed, r.metrics[b.workload_test]['cycles'], t.wall_s]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True,
+                         capture_output=True, text=True)
+    passed, cycles, wall = json.loads(out.stdout.splitlines()[-1])
+    if not passed:
+        sys.exit(f"simspeed.py: {block.name} on {sim} at {rev} failed")
+    return cycles, wall
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=2000, help="items per block workload")
+    parser.add_argument("--count", type=int, default=20000, help="items per block workload")
     parser.add_argument("--gemm-m", type=int, default=256,
                         help="rows of A of the GEMM run on Verilator")
     parser.add_argument("--gemm-m-icarus", type=int, default=32,
                         help="rows of A of the GEMM run on Icarus")
-    parser.add_argument("--out", default=str(Path(__file__).parent.parent / "docs" /
-                                             "simspeed.md"))
+    parser.add_argument("--against", metavar="REV",
+                        help="also run gemm, kvcache and mx_dot through revision REV's testbench")
+    parser.add_argument("--blocks", nargs="*", default=list(BLOCKS), metavar="BLOCK",
+                        help="the blocks to measure (all by default)")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "simspeed.md"))
     args = parser.parse_args(argv)
-    rows = []
-    for block in BLOCKS.values():
-        for sim in SIMULATORS:
-            if block.name == "gemm":
-                # The 16x16 array on a prefill shape (fewer rows of A on the slower Icarus),
-                # operands that keep up.
-                config = GemmConfig(rows=16, cols=16)
-                m = args.gemm_m if sim == "verilator" else args.gemm_m_icarus
-                workload = GemmWorkload(m=m, k=512, n=128, count=1)
-            else:
-                config, workload = block.config(), block.workload(count=args.count)
-            run = flow.run(block, config, workload, sim, seed=1, tests=[block.workload_test])
-            cycles, wall = _rate(run, block.workload_test)
-            bare = dataclasses.replace(block, testbench="scoville.testbenches.bare_clock")
-            base = flow.run(bare, config, StreamWorkload(count=cycles), sim, seed=1)
-            bare_cycles, bare_wall = _rate(base, "test_bare_clock")
-            rows.append((block.name, sim, cycles, wall, cycles / wall, bare_cycles / bare_wall))
-            print(f"{block.name:<10} {sim:<10} {cycles:>7} cycles {cycles / wall:>9.0f}/s, "
-                  f"bare clock {bare_cycles / bare_wall:>9.0f}/s", flush=True)
+    rows, earlier = [], []
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        for block in (BLOCKS[name] for name in args.blocks):
+            for sim in SIMULATORS:
+                require(sim)
+                config, workload = _case(block, sim, args)
+                cycles, run_wall, test_wall = harness_run(block, config, workload, sim)
+                work = scratch / f"{block.name}-{sim}"
+                work.mkdir()
+                limit_fn = verilator_limit if sim == "verilator" else icarus_limit
+                limit = limit_fn(block.component(config), cycles, work)
+                shutil.rmtree(work)
+                rows.append((block.name, sim, cycles, cycles / run_wall, cycles / test_wall,
+                             limit))
+                print(f"{block.name:<10} {sim:<10} {cycles:>8} cycles: run "
+                      f"{cycles / run_wall:>9,.0f}/s, test {cycles / test_wall:>9,.0f}/s, "
+                      f"limit {limit:>9,.0f}/s", flush=True)
+                if args.against and block.name in AGAINST and sim == "verilator":
+                    params = {**flow._params_dict(config, workload)}
+                    old_cycles, old_wall = earlier_run(args.against, block, params, sim,
+                                                       scratch)
+                    earlier.append((block.name, sim, old_cycles, old_cycles / old_wall,
+                                    cycles / test_wall))
+        gemm_limit = next((r[5] for r in rows if r[0] == "gemm" and r[1] == "verilator"), 0)
+        if gemm_limit:
+            big = {"rows": 16, "cols": 16, "m": args.gemm_m, "k": 512, "n": 128, "count": 1}
+            small = {**big, "m": 16, "n": 16, "k": 16}
+            big_cycles, big_wall = scoville_sim_wall(big)
+            small_cycles, small_wall = scoville_sim_wall(small)
+            end_to_end = (big_cycles - small_cycles) / (big_wall - small_wall)
     lines = [
         "# Simulation speed",
         "",
-        f"Made by `scripts/simspeed.py --count {args.count}` on {platform.machine()}, "
-        f"{os.cpu_count()} cores, one simulation at a time. Each block runs its random workload",
-        "(default parameters, 30% valid gaps, 30% back-pressure), except `gemm`: the 16x16",
-        f"int8 array on one M x 512 x 128 GEMM (M = {args.gemm_m} on Verilator,"
-        f" {args.gemm_m_icarus} on Icarus) with streams that keep up (three",
-        "input streams and one output stream driven every cycle). The bare clock is a cocotb",
-        "testbench that only awaits each falling edge, on the same build, for as many cycles.",
-        "Rates are simulated cycles per wall second of the whole cocotb test, build excluded:",
-        "a testbench's time includes making its stimulus and running the golden model.",
+        f"Made by `python scripts/simspeed.py"
+        f"{' --against ' + args.against if args.against else ''}` on {platform.machine()}, "
+        f"{os.cpu_count()} cores, one simulation at a time; do not edit by hand.",
         "",
-        "| block | simulator | cycles | testbench cycles/s | bare clock cycles/s | ratio |",
-        "|---|---|---:|---:|---:|---:|",
+        "Every block runs its random workload (default parameters, 30% valid gaps, 30% "
+        f"back-pressure, {args.count} items) in the free-running harness, except `gemm`: the "
+        f"16x16 int8 array on one M x 512 x 128 GEMM (M = {args.gemm_m} on Verilator, "
+        f"{args.gemm_m_icarus} on Icarus) with streams that keep up.",
+        "",
+        "- *limit*: the bare component (what `scoville verilog` writes) clocked with its inputs "
+        "held busy and no cocotb: a C++ loop on Verilator (the flow's build options), a "
+        "Verilog testbench under `vvp` on Icarus;",
+        "- *run*: simulated cycles over the wall time from releasing the design to reading back "
+        "its records (stimulus in and records out included);",
+        "- *test*: simulated cycles over the whole cocotb test (stimulus, golden model, timed "
+        "model and checks included; the build excluded).",
+        "",
+        "| block | simulator | cycles | run cycles/s | test cycles/s | limit cycles/s "
+        "| run / limit | test / limit |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, sim, cycles, _wall, rate, bare in rows:
-        lines.append(f"| {name} | {sim} | {cycles} | {rate:,.0f} | {bare:,.0f} | "
-                     f"{rate / bare:.2f} |")
+    for name, sim, cycles, run_rate, test_rate, limit in rows:
+        lines.append(f"| {name} | {sim} | {cycles:,} | {run_rate:,.0f} | {test_rate:,.0f} | "
+                     f"{limit:,.0f} | {run_rate / limit:.2f} | {test_rate / limit:.2f} |")
+    if gemm_limit:
+        lines += [
+            "",
+            f"End to end, `gemm` on Verilator: whole `scoville sim` runs of the {args.gemm_m} x "
+            f"512 x 128 GEMM ({big_cycles:,} cycles, {big_wall:.2f} s) less a 16 x 16 x 16 one "
+            f"({small_cycles:,} cycles, {small_wall:.2f} s): {end_to_end:,.0f} cycles/s, "
+            f"{end_to_end / gemm_limit:.2f} of the limit.",
+        ]
+    if earlier:
+        lines += [
+            "",
+            f"Against the testbench of revision `{args.against}` (the same workload, whole "
+            "cocotb test, Verilator):",
+            "",
+            "| block | simulator | cycles | earlier test cycles/s | now test cycles/s | speed-up |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for name, sim, cycles, old, new in earlier:
+            lines.append(f"| {name} | {sim} | {cycles:,} | {old:,.0f} | {new:,.0f} | "
+                         f"{new / old:.1f}x |")
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -10,15 +10,16 @@ a sink is ready in the cycles its ready bit is set. Every handshake is recorded 
 its cycle, and a sink's with its payload.
 
 The testbench (:class:`scoville.testbenches.freerun.FreeRun`) loads and drains the rings in
-bulk through files (``$readmemh`` and ``$writememh``, triggered by toggling a port), in zero
-simulated time, every :data:`WAKE` cycles, while the design runs. The rings have a fixed depth,
+bulk through binary files (``$fread`` in, ``$fwrite`` of ``%u`` words out, each triggered by
+a rising port), in zero simulated time, every :data:`WAKE` cycles, while the design runs. The rings have a fixed depth,
 so the build never depends on the workload. If the testbench ever fell behind, a ring would
 run dry: the harness then raises ``starved`` (it never stalls a stream in its place, which
 would change the design's timing).
 
 Protocol checks on every stream, every cycle: once ``valid`` is high without ``ready``, it must
-stay high, and the payload unchanged, until the beat is taken. The first violation sets
-``err`` with its cycle, stream and kind.
+stay high, and the payload unchanged, until the beat is taken; ``valid`` and a handed-over
+payload must be 0s and 1s (on Icarus's four-state values). The first violation sets ``err``
+with its cycle, stream and kind.
 
 Every other output of the component is sampled in cycle 0 and in the cycle after the last
 expected handshake (``NAME_start``, ``NAME_end``), so a testbench reads counters over exactly
@@ -103,6 +104,22 @@ def _fread(strobe: str, file: str, memory: str, lo: str, hi: str) -> list[str]:
     ]
 
 
+def _fwrite(strobe: str, files: list[tuple[str, str]], lo: str, hi: str) -> list[str]:
+    """Verilog that writes entries ``lo..hi`` of each memory to its binary file (each entry
+    as whole 32-bit words, least significant first, each word little-endian: ``%u``) on a
+    rising ``strobe``."""
+    lines = [f"  integer {strobe}_fd, {strobe}_at;", "  /* verilator lint_off BLKSEQ */",
+             f"  always @(posedge {strobe}) begin"]
+    for file, memory in files:
+        lines += [
+            f"    {strobe}_fd = $fopen(\"{file}\", \"wb\");",
+            f"    for ({strobe}_at = {lo}; {strobe}_at <= {hi}; {strobe}_at = {strobe}_at + 1)",
+            f"      $fwrite({strobe}_fd, \"%u\", {memory}[{strobe}_at]);",
+            f"    $fclose({strobe}_fd);",
+        ]
+    return [*lines, "  end", "  /* verilator lint_on BLKSEQ */"]
+
+
 def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     """The Verilog module ``top``: the harness around module ``dut`` (the component's own
     Verilog, with Amaranth's port names ``NAME__valid``, ``NAME__ready``, ``NAME__payload``).
@@ -111,17 +128,17 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     clears every count), ``sched_loaded`` (cycles whose schedule bits are loaded), ``cycle``,
     ``done`` (every source has handed over ``total_NAME`` beats and every sink taken
     ``total_NAME``), ``starved``, ``err`` with ``err_cycle``, ``err_stream`` (signature order)
-    and ``err_changed`` (payload changed; else ``valid`` dropped); per stream ``total_NAME``,
-    ``count_NAME`` (handshakes so far), ``valid_NAME``, ``loaded_NAME`` (sources: beats loaded
-    so far), and the file strobes: a rising ``load_NAME`` reads ``data_NAME.bin`` into payload
-    entries ``lo_NAME..hi_NAME``, ``sload_NAME`` reads ``sched_NAME.bin`` into schedule words
-    ``slo_NAME..shi_NAME``, ``dump_NAME`` writes record entries ``dlo_NAME..dhi_NAME`` to
-    ``cyc_NAME.hex`` (and, for a sink, ``data_NAME.hex``); per plain output, ``NAME_start`` and
-    ``NAME_end``.
+    and ``err_kind`` (0: ``valid`` dropped, 1: payload changed, 2: an X or Z); per stream
+    ``total_NAME``, ``count_NAME`` (handshakes so far), ``valid_NAME``, ``loaded_NAME``
+    (sources: beats loaded so far), and the file strobes: a rising ``load_NAME`` reads
+    ``data_NAME.bin`` into payload entries ``lo_NAME..hi_NAME``, ``sload_NAME`` reads
+    ``sched_NAME.bin`` into schedule words ``slo_NAME..shi_NAME``, ``dump_NAME`` writes record
+    entries ``dlo_NAME..dhi_NAME`` to ``cyc_NAME.bin`` (and, for a sink, ``data_NAME.bin``); per
+    plain output, ``NAME_start`` and ``NAME_end``.
     """
     streams, plain = ports(component)
     taken = {"clk", "rst", "run", "sched_loaded", "cycle", "done", "starved", "err", "err_cycle",
-             "err_stream", "err_changed"}
+             "err_stream", "err_kind"}
     clash = [p.name for p in plain if p.name in taken]
     if clash:
         raise ValueError(f"ports {clash} of the component clash with the harness's own")
@@ -130,7 +147,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     io = ["input clk", "input rst", "input run", "input [31:0] sched_loaded",
           "output reg [31:0] cycle", "output done", "output reg starved", "output reg err",
           "output reg [31:0] err_cycle", "output reg [7:0] err_stream",
-          "output reg err_changed"]
+          "output reg [1:0] err_kind"]
     body = []
     conns = [".clk(clk)", ".rst(rst)"]
     for s in streams:
@@ -163,8 +180,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
                 f"  assign {n}_valid = {n}_want & ~{n}_dry;",
                 f"  assign {n}_payload = {n}_data[{at}];",
                 *_fread(f"load_{n}", f"data_{n}.bin", f"{n}_data", f"lo_{n}", f"hi_{n}"),
-                f"  always @(posedge dump_{n}) $writememh(\"cyc_{n}.hex\", {n}_cyc, dlo_{n},"
-                f" dhi_{n});",
+                *_fwrite(f"dump_{n}", [(f"cyc_{n}.bin", f"{n}_cyc")], f"dlo_{n}", f"dhi_{n}"),
                 "  always @(posedge clk) begin",
                 f"    if (rst | ~run) begin count_{n} <= 32'd0; {n}_hold <= 1'b0; end",
                 "    else begin",
@@ -180,10 +196,8 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
             body += [
                 f"  wire {n}_dry = 1'b0;",
                 f"  assign {n}_ready = run & {n}_bit;",
-                f"  always @(posedge dump_{n}) begin",
-                f"    $writememh(\"cyc_{n}.hex\", {n}_cyc, dlo_{n}, dhi_{n});",
-                f"    $writememh(\"data_{n}.hex\", {n}_data, dlo_{n}, dhi_{n});",
-                "  end",
+                *_fwrite(f"dump_{n}", [(f"cyc_{n}.bin", f"{n}_cyc"),
+                                       (f"data_{n}.bin", f"{n}_data")], f"dlo_{n}", f"dhi_{n}"),
                 "  always @(posedge clk) begin",
                 f"    if (rst | ~run) count_{n} <= 32'd0;",
                 f"    else if ({n}_fire) begin",
@@ -205,6 +219,9 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
             f"  wire {n}_dropped = run & {n}_was & ~{n}_took & ~{n}_valid;",
             f"  wire {n}_changed = run & {n}_was & ~{n}_took & {n}_valid"
             f" & ({n}_payload != {n}_last);",
+            # An X or Z (Icarus) on valid, or on a handed-over payload.
+            f"  wire {n}_unknown = run & (((^{n}_valid) === 1'bx)"
+            f" | ({n}_valid & {n}_ready & ((^{n}_payload) === 1'bx)));",
         ]
     outputs = [p for p in plain if p.output]
     for p in plain:
@@ -219,9 +236,10 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     checks = []
     for k, s in enumerate(streams):
         n = s.name
-        checks += [f"        {'else ' if k else ''}if ({n}_dropped | {n}_changed) begin",
+        checks += [f"        {'else ' if k else ''}if ({n}_dropped | {n}_changed | {n}_unknown)"
+                   " begin",
                    f"          err <= 1'b1; err_cycle <= cycle; err_stream <= 8'd{s.index};",
-                   f"          err_changed <= {n}_changed;",
+                   f"          err_kind <= {n}_unknown ? 2'd2 : {{1'b0, {n}_changed}};",
                    "        end"]
     done = " & ".join(f"(count_{s.name} >= total_{s.name})" for s in streams) or "1'b1"
     lines = [
@@ -235,7 +253,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
         "  always @(posedge clk) begin",
         "    if (rst | ~run) begin",
         "      cycle <= 32'd0; starved <= 1'b0; err <= 1'b0; err_cycle <= 32'd0;",
-        "      err_stream <= 8'd0; err_changed <= 1'b0; ended <= 1'b0;",
+        "      err_stream <= 8'd0; err_kind <= 2'd0; ended <= 1'b0;",
         "    end else begin",
         "      cycle <= cycle + 32'd1;",
         f"      if (({dry}) | ~(cycle < sched_loaded)) starved <= 1'b1;",

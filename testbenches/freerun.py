@@ -80,15 +80,18 @@ def _segments(first: int, end: int, depth: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _read_hex(path: Path, what: str) -> list[int]:
-    values = []
-    for line in path.read_text().splitlines():
-        if line and not line.startswith("//"):
-            try:
-                values.append(int(line, 16))
-            except ValueError:
-                raise AssertionError(f"{what} is not 0/1: {line}") from None
-    return values
+def _read_words(path: Path, n: int, width: int) -> list[int]:
+    """``n`` entries of ``width`` bits from a record file the harness wrote with ``%u`` (each
+    entry whole 32-bit words, least significant first, little-endian)."""
+    data = path.read_bytes()
+    size = 4 * -(-width // 32)
+    if len(data) != n * size:
+        raise AssertionError(f"{path.name}: {len(data)} bytes, expected {n} entries of {size}")
+    if size == 4:
+        return np.frombuffer(data, dtype="<u4").tolist()
+    if size == 8:
+        return np.frombuffer(data, dtype="<u8").tolist()
+    return [int.from_bytes(data[k:k + size], "little") for k in range(0, len(data), size)]
 
 
 class FreeRun:
@@ -104,6 +107,7 @@ class FreeRun:
         self.dut = dut
         streams, _ = ports(component)
         self.order = [s.name for s in streams]
+        self._width = {s.name: s.width for s in streams}
         self._bytes = {s.name: -(-s.width // 8) for s in streams}
         self.sources = {name: (list(items), valid) for name, (items, valid) in sources.items()}
         self.sinks = dict(sinks)
@@ -153,11 +157,10 @@ class FreeRun:
                     for _, at, n in [segs[piece]]}
             await self._strobe("dump", todo)
             for name, (_, n, _) in todo.items():
-                cyc = _read_hex(self._dir / f"cyc_{name}.hex", f"{name} handshake cycle")
-                self.handshakes[name] += cyc[:n]
+                self.handshakes[name] += _read_words(self._dir / f"cyc_{name}.bin", n, 32)
                 if name in self.sinks:
-                    data = _read_hex(self._dir / f"data_{name}.hex", f"{name} payload")
-                    self.payloads[name] += data[:n]
+                    self.payloads[name] += _read_words(self._dir / f"data_{name}.bin", n,
+                                                       self._width[name])
                 self._drained[name] += n
         # Payloads: up to a ring ahead of what each source has handed over.
         ends = {name: min(counts[name] + DEPTH, len(items))
@@ -255,9 +258,12 @@ class FreeRun:
     def _check(self, cycle: int) -> None:
         if self._get("err"):
             stream = self.order[self._get("err_stream")]
-            kind = "payload changed" if self._get("err_changed") else "valid dropped"
-            raise AssertionError(
-                f"protocol violation on stream {stream} in cycle {self._get('err_cycle')}: "
-                f"{kind} while a beat waited for ready")
+            cycle = self._get("err_cycle")
+            kind = self._get("err_kind")
+            if kind == 2:
+                raise AssertionError(f"an X or Z on stream {stream} in cycle {cycle}")
+            what = "payload changed" if kind else "valid dropped"
+            raise AssertionError(f"protocol violation on stream {stream} in cycle {cycle}: "
+                                 f"{what} while a beat waited for ready")
         if self._get("starved"):
             raise AssertionError(f"the harness ran dry by cycle {cycle}: refills came too late")
