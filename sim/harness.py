@@ -9,12 +9,12 @@ source offers its next beat from the first cycle its valid bit is set and holds 
 a sink is ready in the cycles its ready bit is set. Every handshake is recorded in a ring with
 its cycle, and a sink's with its payload.
 
-The testbench (:class:`scoville.testbenches.freerun.FreeRun`) loads and drains the rings in
-bulk through binary files (``$fread`` in, ``$fwrite`` of ``%u`` words out, each triggered by
-a rising port), in zero simulated time, every :data:`WAKE` cycles, while the design runs. The rings have a fixed depth,
-so the build never depends on the workload. If the testbench ever fell behind, a ring would
-run dry: the harness then raises ``starved`` (it never stalls a stream in its place, which
-would change the design's timing).
+The testbench (:class:`scoville.testbenches.freerun.FreeRun`) loads and drains the rings in bulk
+through binary files (``$fread`` in, ``$fwrite`` of ``%u`` words out, each triggered by a rising
+port), in zero simulated time, every :data:`WAKE` cycles, while the design runs. The rings have
+a fixed depth, so the build never depends on the workload. If the testbench ever fell behind, a
+ring would run dry: the harness then raises ``starved`` (it never stalls a stream in its place,
+which would change the design's timing).
 
 Protocol checks on every stream, every cycle: once ``valid`` is high without ``ready``, it must
 stay high, and the payload unchanged, until the beat is taken; ``valid`` and a handed-over
