@@ -177,8 +177,8 @@ def workload_pairs(ctx):
 
 
 async def _check(dut, test, a, b, *, gaps, interrupt=False):
-    await check_lanes(dut, context(), test, a, b, fp32_add, width=32, out_width=32, show=_hex,
-                      gaps=gaps, interrupt=interrupt)
+    await check_lanes(dut, context(), test, a, b, fp32_add, show=_hex, gaps=gaps,
+                      interrupt=interrupt)
 
 
 @cocotb.test()

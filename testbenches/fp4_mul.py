@@ -13,8 +13,8 @@ from .kit import check_lanes, context
 
 
 async def _check(dut, test, a, b, *, gaps, interrupt=False):
-    await check_lanes(dut, context(), test, a, b, fp4_mul, width=4, out_width=9, signed=True,
-                      gaps=gaps, count_as="products", interrupt=interrupt)
+    await check_lanes(dut, context(), test, a, b, fp4_mul, gaps=gaps, count_as="products",
+                      interrupt=interrupt)
 
 
 @cocotb.test()

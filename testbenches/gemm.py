@@ -18,7 +18,7 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
-from scoville.rtl.gemm import DIM_BITS, MX_BLOCK, STATUS, Gemm
+from scoville.rtl.gemm import MX_BLOCK, STATUS, Gemm
 from scoville.sim.cycles.gemm import (
     COUNTERS,
     ideal_cycles,
@@ -31,10 +31,10 @@ from scoville.sim.cycles.stream import Source
 from scoville.sim.golden.gemm import Operands, gemm, operand_beats, result_rows
 from scoville.sim.harness import stream_names
 
+from .codec import codecs
 from .kit import (
     FreeRun,
     context,
-    pack_rows,
     read_int,
     record,
     reset,
@@ -42,7 +42,6 @@ from .kit import (
     scoreboard,
     stream_schedules,
     timing_errors,
-    unpack,
 )
 
 
@@ -72,34 +71,26 @@ def random_operands(cfg, rng, m: int, k: int, n: int, *, extreme: bool = False) 
     return Operands(a, b, sa, sb)
 
 
-def _pack_beats(beats: dict, lanes: int, bits: int) -> list[int]:
-    words = pack_rows(beats["data"], bits)
-    if "scale" in beats:
-        scales = pack_rows(beats["scale"].reshape(len(words), -1), 8)
-        words = [w | s << (lanes * bits) for w, s in zip(words, scales, strict=True)]
-    return words
-
-
 async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: bool = False):
     """Run ``jobs`` (``(m, k, n, Operands or None)``; None: a command that must be rejected)
     back to back and check results, handshake cycles and counters. ``interrupt``: first run
     the same jobs halfway and reset the engine in the middle of them."""
     cfg = ctx.config
-    R, C = cfg.rows, cfg.cols
     fill = ctx.rng(9)
-    cmds, a_items, b_items, want, rows_of = [], [], [], [], []
+    component = Gemm(cfg)
+    codec = codecs(component)
+    cmds = codec["cmd"].pack(**{name: [job[d] for job in jobs] for d, name in enumerate("mkn")})
+    a_items, b_items, want, rows_of = [], [], [], []
     for g, (m, k, n, ops) in enumerate(jobs):
-        cmds.append(m | k << DIM_BITS | n << (2 * DIM_BITS))
         if ops is None:
             continue
         a_beats, b_beats = operand_beats(cfg, ops, fill)
-        a_items += _pack_beats(a_beats, R, cfg.bits)
-        b_items += _pack_beats(b_beats, C, cfg.bits)
+        a_items += codec["a"].pack(**a_beats)
+        b_items += codec["b"].pack(**b_beats)
         rows = result_rows(cfg, gemm(cfg, ops))
         want += [r.tolist() for r in rows]
         rows_of += [(g, m, k, n, i) for i in range(len(rows))]
 
-    component = Gemm(cfg)
     await reset(dut, stream_names(component))
     shapes = [(m, k, n) for m, k, n, _ in jobs]
     valid, ready = stream_schedules(ctx, ("cmd", "a", "b"), ("o",), gaps=gaps)
@@ -119,7 +110,7 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
     if interrupt:
         await reset_midway(dut, what, bench(), model.cycles // 2, zero=(*COUNTERS, "status"))
     seen = await bench().run(timeout=2 * model.cycles + 2000)
-    got = [unpack(w, 32, C) for w in seen.payloads["o"]]
+    got = codec["o"].unpack(seen.payloads["o"])[""].tolist()
     mismatches, first, why = scoreboard(what, want, got)
     if first is not None:
         g, m, k, n, i = rows_of[first]

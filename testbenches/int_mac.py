@@ -11,27 +11,26 @@ import numpy as np
 from scoville.rtl.intmac import IntMac
 from scoville.sim.golden.intmac import int_mac
 
-from .kit import check_stream, context, pack
+from .kit import check_stream, context
 
 
 async def _check(dut, test, rows, *, gaps, interrupt=False):
     """``rows``: list of ``(a, b, acc)`` dot products; a and b have a multiple of lanes."""
     ctx = context()
     lanes, bits = ctx.config.lanes, ctx.config.bits
-    items, emits = [], []
+    cols = {"a": [], "b": [], "acc": [], "last": []}
     for a, b, acc in rows:
         beats = len(a) // lanes
-        for k in range(beats):
-            sl = slice(k * lanes, (k + 1) * lanes)
-            word = pack(a[sl], bits) | pack(b[sl], bits) << (bits * lanes)
-            word |= (int(acc) & 0xFFFFFFFF) << (2 * bits * lanes)
-            word |= int(k == beats - 1) << (2 * bits * lanes + 32)
-            items.append(word)
-            emits.append(k == beats - 1)
+        cols["a"].append(np.asarray(a).reshape(beats, lanes))
+        cols["b"].append(np.asarray(b).reshape(beats, lanes))
+        cols["acc"].append(np.full(beats, int(acc), np.int64))
+        cols["last"].append(np.arange(beats) == beats - 1)
+    inputs = {name: np.concatenate(parts) for name, parts in cols.items()}
+    emits = [bool(x) for x in inputs["last"]]
     want = [int(int_mac(a, b, acc, bits)) for a, b, acc in rows]
     await check_stream(
-        dut, ctx, test, items, want,
-        decode=lambda w: w - (1 << 32) if w >> 31 else w,
+        dut, ctx, test, inputs, want,
+        decode=lambda out: [int(v) for v in out[""]],
         latency=IntMac.latency, gaps=gaps, emits=emits,
         interrupt=interrupt,
         describe=lambda k: f"a={rows[k][0].tolist()} b={rows[k][1].tolist()} acc={rows[k][2]}",

@@ -21,6 +21,7 @@ from scoville.sim.cycles.stream import Schedule, Source, first_difference, pipel
 from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
 from scoville.sim.harness import stream_names
 
+from .codec import codecs
 from .freerun import PERIOD_NS, FreeRun, Observed, idle_inputs
 
 __all__ = [
@@ -28,8 +29,6 @@ __all__ = [
     "Observed",
     "RunContext",
     "context",
-    "pack",
-    "pack_rows",
     "read_int",
     "record",
     "reset",
@@ -37,7 +36,6 @@ __all__ = [
     "scoreboard",
     "stream_schedules",
     "timing_errors",
-    "unpack",
 ]
 
 
@@ -161,43 +159,6 @@ def scoreboard(what: str, expected, got) -> tuple[int, int | None, str]:
     )
 
 
-def pack(values, width: int) -> int:
-    """Pack integers (two's complement, ``width`` bits each) into one word, element 0 lowest."""
-    mask = (1 << width) - 1
-    word = 0
-    for k, v in enumerate(values):
-        word |= (int(v) & mask) << (k * width)
-    return word
-
-
-def pack_rows(values, width: int) -> list[int]:
-    """:func:`pack` of every row of the 2-D integer array ``values``, vectorized where the
-    width allows (whole bytes, or 4 bits)."""
-    values = np.ascontiguousarray(np.asarray(values, dtype=np.int64) & ((1 << width) - 1))
-    n, lanes = values.shape
-    if width % 8 == 0:
-        raw = values.astype("<u8").view(np.uint8).reshape(n, lanes, 8)[:, :, : width // 8]
-    elif width == 4:
-        if lanes % 2:
-            values = np.pad(values, ((0, 0), (0, 1)))
-        raw = (values[:, 0::2] | values[:, 1::2] << 4).astype(np.uint8)
-    else:
-        return [pack(row, width) for row in values]
-    return [int.from_bytes(row.tobytes(), "little") for row in raw.reshape(n, -1)]
-
-
-def unpack(word: int, width: int, count: int, *, signed: bool = False) -> list[int]:
-    """Split a word into ``count`` fields of ``width`` bits, element 0 lowest."""
-    mask = (1 << width) - 1
-    out = []
-    for k in range(count):
-        v = (word >> (k * width)) & mask
-        if signed and v >> (width - 1):
-            v -= 1 << width
-        out.append(v)
-    return out
-
-
 def stream_schedules(ctx: RunContext, sources, sinks, *, gaps: bool = True) -> tuple[dict, dict]:
     """The valid schedule of each source stream and the ready schedule of each sink stream
     (by name): the workload's gaps and back-pressure, or none; the testbench drives them and
@@ -212,7 +173,7 @@ async def check_stream(
     dut,
     ctx: RunContext,
     test: str,
-    items: list[int],
+    inputs: dict,
     expected: list,
     *,
     decode,
@@ -223,15 +184,21 @@ async def check_stream(
     interrupt: bool = False,
     **metrics,
 ) -> None:
-    """Drive packed ``items`` through the block's ``i``/``o`` streams, decode every output word
-    with ``decode``, compare with ``expected`` and every handshake with the timed model
+    """Drive ``inputs`` through the block's ``i``/``o`` streams, decode the outputs with
+    ``decode``, compare with ``expected`` and every handshake with the timed model
     (:func:`~scoville.sim.cycles.stream.pipeline_timing`); record the metrics and assert.
+
+    ``inputs`` holds a column per field of the ``i`` payload (one row per beat), packed by the
+    RTL's layout (:class:`~scoville.testbenches.codec.Codec`); ``decode`` turns the ``o``
+    payloads, unpacked into their fields' columns, into the list compared with ``expected``.
 
     ``emits[k]`` says whether item ``k`` produces an output (reducing units). ``describe(k)``
     may add the inputs of output ``k`` to the mismatch message. ``interrupt``: first run the
     same stimulus halfway and reset the design in the middle of it (:func:`reset_midway`).
     """
     component = get_block(ctx.block).component(ctx.config)
+    codec = codecs(component)
+    items = codec["i"].pack(**inputs)
     await reset(dut, stream_names(component))
     valid, ready = stream_schedules(ctx, ("i",), ("o",), gaps=gaps)
     valid, ready = valid["i"], ready["o"]
@@ -245,7 +212,7 @@ async def check_stream(
     if interrupt:
         await reset_midway(dut, what, bench(), model.cycles // 2)
     seen = await bench().run(timeout=2 * model.cycles + 200)
-    got = [decode(w) for w in seen.payloads["o"]]
+    got = decode(codec["o"].unpack(seen.payloads["o"]))
     mismatches, first, why = scoreboard(what, expected, got)
     if first is not None and describe is not None:
         why += f" ({describe(first)})"
@@ -262,20 +229,17 @@ def _ints(values) -> list[int]:
 
 
 async def check_lanes(
-    dut, ctx: RunContext, test: str, a, b, model, *, width: int, out_width: int,
-    signed: bool = False, show=_ints, gaps: bool, count_as: str = "pairs",
-    interrupt: bool = False,
+    dut, ctx: RunContext, test: str, a, b, model, *, show=_ints, gaps: bool,
+    count_as: str = "pairs", interrupt: bool = False,
 ) -> None:
     """:func:`check_stream` for a lane-parallel unit (:class:`~scoville.rtl.pipeline.LaneUnit`):
-    operand arrays ``a`` and ``b`` (``width``-bit codes, padded with zeros to whole beats) in,
-    ``model(a, b)`` (``out_width``-bit lane results) expected. ``show`` turns a beat's values
-    into what is compared and printed; the number of pairs is recorded as ``count_as``."""
+    operand arrays ``a`` and ``b`` (codes, padded with zeros to whole beats) in, ``model(a,
+    b)`` (lane results) expected. ``show`` turns a beat's values into what is compared and
+    printed; the number of pairs is recorded as ``count_as``."""
     lanes = ctx.config.lanes
     pad = (-len(a)) % lanes
     a = np.concatenate([a, np.zeros(pad, a.dtype)])
     b = np.concatenate([b, np.zeros(pad, b.dtype)])
-    items = [pack(a[k : k + lanes], width) | pack(b[k : k + lanes], width) << (width * lanes)
-             for k in range(0, len(a), lanes)]
     want = [show(beat) for beat in np.asarray(model(a, b)).reshape(-1, lanes)]
 
     def operands(k):
@@ -283,8 +247,8 @@ async def check_lanes(
         return f"pairs {lo}..{hi - 1}: a={show(a[lo:hi])} b={show(b[lo:hi])}"
 
     await check_stream(
-        dut, ctx, test, items, want,
-        decode=lambda w: show(unpack(w, out_width, lanes, signed=signed)),
+        dut, ctx, test, {"a": a.reshape(-1, lanes), "b": b.reshape(-1, lanes)}, want,
+        decode=lambda out: [show(beat) for beat in out[""]],
         latency=ctx.config.latency, gaps=gaps,
         describe=operands, interrupt=interrupt, **{count_as: len(a)},
     )

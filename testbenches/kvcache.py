@@ -33,6 +33,7 @@ from scoville.sim.cycles.stream import Source
 from scoville.sim.golden.kvcache import KvCacheModel, Outcome, Request, encode_heads
 from scoville.sim.harness import stream_names
 
+from .codec import codecs
 from .kit import (
     FreeRun,
     context,
@@ -152,16 +153,18 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     reqs, outs = sc.requests, sc.outcomes
     lines = [line for r in reqs if r.op == OPS["append"] for line in r.lines]
     want_resp = [o.word() for o in outs]
-    want_rd, where = [], []
+    component = KvCache(cfg)
+    lines_rd, last_rd, where = [], [], []
     for k, o in enumerate(outs):
         for i, line in enumerate(o.data):
-            want_rd.append(line | int(i == len(o.data) - 1) << cfg.line_bits)
+            lines_rd.append(line)
+            last_rd.append(int(i == len(o.data) - 1))
             where.append((k, i))
+    want_rd = codecs(component)["rd"].pack(data=lines_rd, last=last_rd) if lines_rd else []
     assert reqs[-1].op != OPS["append"], "a script must not end on an append"
     model = sum(request_cycles(cfg, o) for o in outs)
     engine = sum(engine_cycles(o) for o in outs)
 
-    component = KvCache(cfg)
     await reset(dut, stream_names(component))
     valid, ready = stream_schedules(ctx, ("req", "wd"), ("rd", "resp"), gaps=gaps)
     timed = timing(cfg, outs, {name: Source(v) for name, v in valid.items()}, ready)

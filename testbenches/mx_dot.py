@@ -22,7 +22,7 @@ async def _check(dut, test, rows, *, gaps, interrupt=False):
     """``rows``: list of ``(a, b, sa, sb)``: codes of length 32 * blocks, scales per block."""
     want = [mx_dot(a[None], b[None], np.asarray(sa)[None], np.asarray(sb)[None])[0]
             for a, b, sa, sb in rows]
-    await check_block_dot(dut, test, rows, want, block=BLOCK, scale_bits=8,
+    await check_block_dot(dut, test, rows, want, block=BLOCK,
                           latency=MxDot.latency, gaps=gaps, interrupt=interrupt)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from scoville.rtl.mxquant import BLOCK, IN_BITS, MxQuant
 from scoville.sim.golden.mx import quantize_mxfp4
 
-from .kit import check_stream, context, pack
+from .kit import check_stream, context
 
 
 def _to_input(blocks: np.ndarray, in_fmt: str) -> np.ndarray:
@@ -29,15 +29,15 @@ async def _check(dut, test, blocks, *, gaps, interrupt=False):
     width = IN_BITS[in_fmt]
     x = _to_input(np.asarray(blocks, dtype=np.float32).reshape(-1, BLOCK), in_fmt)
     raw = x.view(np.uint32) >> np.uint32(32 - width)
-    items = [pack(row.tolist(), width) for row in raw]
     codes, scales = quantize_mxfp4(x, axis=-1)
-    want = [(pack(c.tolist(), 4), int(s[0])) for c, s in zip(codes, scales, strict=True)]
+    want = [(tuple(int(v) for v in c), int(s[0])) for c, s in zip(codes, scales, strict=True)]
     await check_stream(
-        dut, ctx, test, items, want,
-        decode=lambda w: (w & ((1 << 128) - 1), w >> 128),
+        dut, ctx, test, {"_": raw}, want,
+        decode=lambda out: [(tuple(int(v) for v in c), int(s))
+                            for c, s in zip(out["codes"], out["scale"], strict=True)],
         latency=MxQuant.latency, gaps=gaps, interrupt=interrupt,
         describe=lambda k: f"block={x[k].tolist()}",
-        blocks=len(items),
+        blocks=len(raw),
     )
 
 

@@ -21,7 +21,7 @@ F32 = {"one": 0x3F800000, "tiny": 0x00000001, "max": 0x7F7FFFFF, "inf": 0x7F8000
 
 
 def _tensor_scale_bits(row):
-    return [(row[4], 32)]
+    return {"scale": row[4]}
 
 
 async def _check(dut, test, rows, *, gaps, interrupt=False):
@@ -31,7 +31,7 @@ async def _check(dut, test, rows, *, gaps, interrupt=False):
                   np.array([scale], np.uint32).view(np.float32))[0]
         for a, b, sa, sb, scale in rows
     ]
-    await check_block_dot(dut, test, rows, want, block=BLOCK, scale_bits=8,
+    await check_block_dot(dut, test, rows, want, block=BLOCK,
                           latency=Nvfp4Dot.latency, gaps=gaps, tail=_tensor_scale_bits,
                           interrupt=interrupt)
 

@@ -1,0 +1,127 @@
+"""Stream payloads packed and unpacked by the RTL's own ``data`` layouts, so no testbench writes
+a bit offset by hand.
+
+A :class:`Codec` reads a payload shape (a ``data.StructLayout``, a ``data.ArrayLayout`` or a
+plain shape) once into its fields: each leaf of the layout with its offset, element width,
+signedness and element count (an array of scalars is one field of ``count`` elements). It then
+packs whole columns of values (NumPy arrays, one row per beat) into payload words and unpacks
+words back into columns, vectorized.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth.hdl import Shape
+from amaranth.lib import data, stream
+
+__all__ = ["Codec", "Field", "codecs"]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One leaf of a payload layout: ``count`` elements of ``width`` bits from ``offset``
+    (``count`` is 0 for a scalar, else the length of an array of scalars)."""
+
+    name: str
+    offset: int
+    width: int
+    signed: bool
+    count: int
+
+
+def _fields(shape, name: str = "", offset: int = 0) -> list[Field]:
+    if isinstance(shape, data.StructLayout):
+        out = []
+        for member, field in shape:
+            path = f"{name}.{member}" if name else member
+            out += _fields(field.shape, path, offset + field.offset)
+        return out
+    if isinstance(shape, data.ArrayLayout) and not isinstance(shape.elem_shape, data.Layout):
+        elem = Shape.cast(shape.elem_shape)
+        return [Field(name, offset, elem.width, elem.signed, shape.length)]
+    if isinstance(shape, data.ArrayLayout):
+        elem = shape.elem_shape
+        return [f for k in range(shape.length)
+                for f in _fields(elem, f"{name}[{k}]", offset + k * elem.size)]
+    plain = Shape.cast(shape)
+    return [Field(name, offset, plain.width, plain.signed, 0)]
+
+
+class Codec:
+    """Packs and unpacks the payloads of one stream (see the module docstring).
+
+    Attributes
+    ----------
+    width : int
+        Bits of a payload.
+    fields : dict of str to Field
+        The layout's leaves by name (``""`` for a payload that is one scalar or one array).
+    """
+
+    def __init__(self, shape):
+        self.width = Shape.cast(shape).width
+        self.fields = {f.name: f for f in _fields(shape)}
+
+    def pack(self, **columns) -> list[int]:
+        """Payload words from columns: ``name=values``, an array of one value per beat (a
+        scalar field) or of one row of ``count`` values per beat (an array field; or one
+        integer per beat holding all of its bits, element 0 lowest); for the unnamed field
+        pass ``_=values``. Missing fields are 0; values are two's complement cut to their
+        width."""
+        columns = {("" if k == "_" else k): v for k, v in columns.items()}
+        unknown = set(columns) - set(self.fields)
+        if unknown:
+            raise ValueError(f"no payload field {sorted(unknown)}; fields: {sorted(self.fields)}")
+        beats = {len(np.asarray(v)) for v in columns.values()}
+        if len(beats) != 1:
+            raise ValueError(f"columns of different lengths: {sorted(beats)}")
+        (n,) = beats
+        bits = np.zeros((n, self.width), dtype=np.uint8)
+        for name, values in columns.items():
+            f = self.fields[name]
+            span = max(f.count, 1) * f.width
+            if f.count and np.ndim(values) == 1:
+                # An array field given as one integer per beat: its bits, element 0 lowest.
+                size = -(-span // 8)
+                raw = np.frombuffer(b"".join((int(v) & ((1 << span) - 1)).to_bytes(size, "little")
+                                             for v in values), dtype=np.uint8).reshape(n, size)
+                field_bits = np.unpackbits(raw, axis=1, bitorder="little")[:, :span]
+            else:
+                values = np.asarray(values, dtype=np.int64).reshape(n, max(f.count, 1))
+                raw = np.ascontiguousarray(values & ((1 << f.width) - 1), "<u8").view(np.uint8)
+                elem_bits = np.unpackbits(raw.reshape(n, -1, 8), axis=2, bitorder="little")
+                field_bits = elem_bits[:, :, :f.width].reshape(n, -1)
+            bits[:, f.offset:f.offset + span] = field_bits
+        packed = np.packbits(bits, axis=1, bitorder="little")
+        return [int.from_bytes(row.tobytes(), "little") for row in packed]
+
+    def unpack(self, words) -> dict[str, np.ndarray]:
+        """Columns from payload words: each field as an int64 array of one value per beat (a
+        scalar field) or of shape (beats, count) (an array field); signed fields
+        sign-extended."""
+        words = list(words)
+        n = len(words)
+        size = -(-self.width // 8)
+        raw = np.frombuffer(b"".join(int(w).to_bytes(size, "little") for w in words),
+                            dtype=np.uint8).reshape(n, size)
+        bits = np.unpackbits(raw, axis=1, bitorder="little")
+        out = {}
+        for name, f in self.fields.items():
+            k = max(f.count, 1)
+            chunk = bits[:, f.offset:f.offset + k * f.width].reshape(n, k, f.width)
+            weights = (1 << np.arange(f.width, dtype=np.uint64)).astype(np.uint64)
+            values = (chunk.astype(np.uint64) * weights).sum(axis=2, dtype=np.uint64)
+            values = values.astype(np.int64) if f.width < 64 else values
+            if f.signed:
+                values = np.where(values >> (f.width - 1) & 1, values - (1 << f.width), values)
+            out[name] = values if f.count else values[:, 0]
+        return out
+
+
+def codecs(component) -> dict[str, Codec]:
+    """A :class:`Codec` for each stream of ``component``, by name."""
+    return {name: Codec(member.signature.members["payload"].shape)
+            for name, member in component.signature.members.items()
+            if member.is_signature and isinstance(member.signature, stream.Signature)}
