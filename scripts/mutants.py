@@ -194,6 +194,37 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="every output of every GEMM is wrong unless its first product is 0",
     ),
     Mutation(
+        name="gemm-ws-drops-partial-sum",
+        models="weight-stationary: the accumulator keeps a row's first K tile of partial "
+               "sums and drops every later tile's",
+        file="rtl/gemm.py",
+        edits=(Edit(
+            '                total = wire(m, f"acc{c}_total", Mux(mt.m.first_kt, 0, old) + '
+            "psums[c], entry)\n",
+            '                total = wire(m, f"acc{c}_total", Mux(mt.m.first_kt, psums[c], old), '
+            "entry)\n",
+        ),),
+        block="gemm", params={**GEMM, "dataflow": "ws"}, tests=("test_workload",),
+        timing=False,
+        why="the workload's random shapes have K up to several tiles of 4 rows, so most rows "
+            "of C take more than one K tile",
+    ),
+    Mutation(
+        name="opbuffer-one-beat-short",
+        models="an operand buffer stops taking beats one short of `buffer_depth` (a "
+               "capacity off by one; data unchanged)",
+        file="rtl/opbuffer.py",
+        edits=(Edit(
+            "            self.i.ready.eq(level != depth),\n",
+            "            self.i.ready.eq(level < depth - 1),\n",
+        ),),
+        block="gemm",
+        params={**GEMM, "buffer_depth": 3, "backpressure": 0.9},
+        tests=("test_workload",), timing=True,
+        why="3-beat buffers and 90% back-pressure on `o`: the engine holds for rows of C while "
+            "A and B keep arriving, so the buffers fill and the producers wait one beat early",
+    ),
+    Mutation(
         name="kvcache-wd-bubble-after-gap",
         models="after a cycle without `wd` data while writing an append's lines, `wd.ready` "
                "stays low one more cycle (a restart bubble; counted as a stall)",
