@@ -38,11 +38,11 @@ __all__ = ["DEPTH", "SCHED_WORDS", "WAKE", "Port", "Stream", "harness_verilog", 
            "stream_names"]
 
 #: Entries of every payload and record ring.
-DEPTH = 8192
+DEPTH = 32768
 #: 32-bit words of every schedule ring (one bit per cycle).
-SCHED_WORDS = 256
+SCHED_WORDS = 1024
 #: Cycles between the testbench's refills: at most half of what any ring holds.
-WAKE = 2048
+WAKE = 8192
 assert 2 * WAKE <= min(DEPTH, 32 * SCHED_WORDS)
 
 
@@ -137,15 +137,16 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     plain output, ``NAME_start`` and ``NAME_end``.
     """
     streams, plain = ports(component)
-    taken = {"clk", "rst", "run", "sched_loaded", "cycle", "done", "starved", "err", "err_cycle",
-             "err_stream", "err_kind"}
+    taken = {"clk", "rst", "run", "sched_loaded", "cycle", "done", "ended", "starved", "err",
+             "err_cycle", "err_stream", "err_kind"}
     clash = [p.name for p in plain if p.name in taken]
     if clash:
         raise ValueError(f"ports {clash} of the component clash with the harness's own")
     ld = (DEPTH - 1).bit_length()
     ls = (SCHED_WORDS - 1).bit_length()
     io = ["input clk", "input rst", "input run", "input [31:0] sched_loaded",
-          "output reg [31:0] cycle", "output done", "output reg starved", "output reg err",
+          "output reg [31:0] cycle", "output done", "output reg ended", "output reg starved",
+          "output reg err",
           "output reg [31:0] err_cycle", "output reg [7:0] err_stream",
           "output reg [1:0] err_kind"]
     body = []
@@ -249,7 +250,6 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
         *body,
         f"  {dut} dut({', '.join(conns)});",
         f"  assign done = run & {done};",
-        "  reg ended;",
         "  always @(posedge clk) begin",
         "    if (rst | ~run) begin",
         "      cycle <= 32'd0; starved <= 1'b0; err <= 1'b0; err_cycle <= 32'd0;",

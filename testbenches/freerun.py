@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
+from cocotb.triggers import FallingEdge, Timer
 
 from scoville.sim.harness import DEPTH, SCHED_WORDS, WAKE, ports
 
@@ -187,10 +187,13 @@ class FreeRun:
         self._sched_words = end
         self._set("sched_loaded", 32 * end)
 
-    async def run(self, timeout: int, *, stop_after: int | None = None) -> Observed:
+    async def run(self, timeout: int, *, expect: int | None = None,
+                  stop_after: int | None = None) -> Observed:
         """Run until every sink has its count and every source has handed over its items;
-        return what was observed. ``stop_after``: stop after that many cycles instead (to
-        interrupt a run), returning what was observed so far."""
+        return what was observed. ``expect``: the cycles the timed model predicts, so the
+        testbench wakes when the run should end (else it finds the end at its next
+        service). ``stop_after``: stop after that many cycles instead (to interrupt a run),
+        returning what was observed so far."""
         dut = self.dut
         self._all = [*self.names[0], *self.names[1]]
         self._drained = dict.fromkeys(self._all, 0)
@@ -211,16 +214,17 @@ class FreeRun:
         cycle = 0
         limit = timeout if stop_after is None else min(timeout, stop_after)
         finished = False
+        # The harness's end-of-run snapshot is taken the cycle after the last handshake.
+        end = None if expect is None else expect + 1
         while True:
             step = min(WAKE, max(limit - cycle, 1))
-            fired = await First(Timer(step * PERIOD_NS, "ns"), RisingEdge(dut.done))
-            if fired is not None and not isinstance(fired, Timer):
-                # ``done`` rose at a rising edge: come back to the testbench's phase, and let
-                # the harness take its end-of-run snapshot one edge later.
-                await FallingEdge(dut.clk)
+            if end is not None and cycle < end:
+                step = min(step, end - cycle)
+            await Timer(step * PERIOD_NS, "ns")
+            if self._get("done") and not self._get("ended"):
                 await FallingEdge(dut.clk)
                 await Timer(1, "ns")
-                finished = True
+            finished = bool(self._get("ended"))
             cycle = self._get("cycle")
             self._check(cycle)
             began = time.perf_counter()

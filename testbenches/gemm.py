@@ -109,7 +109,7 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
 
     if interrupt:
         await reset_midway(dut, what, bench(), model.cycles // 2, zero=(*COUNTERS, "status"))
-    seen = await bench().run(timeout=2 * model.cycles + 2000)
+    seen = await bench().run(timeout=2 * model.cycles + 2000, expect=model.cycles)
     got = codec["o"].unpack(seen.payloads["o"])[""].tolist()
     mismatches, first, why = scoreboard(what, want, got)
     if first is not None:

@@ -211,7 +211,7 @@ async def check_stream(
     model = pipeline_timing(len(items), latency, Source(valid), ready, emits)
     if interrupt:
         await reset_midway(dut, what, bench(), model.cycles // 2)
-    seen = await bench().run(timeout=2 * model.cycles + 200)
+    seen = await bench().run(timeout=2 * model.cycles + 200, expect=model.cycles)
     got = decode(codec["o"].unpack(seen.payloads["o"]))
     mismatches, first, why = scoreboard(what, expected, got)
     if first is not None and describe is not None:

@@ -184,7 +184,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
         await reset_midway(dut, what, bench(), timed.cycles // 2, zero=COUNTERS)
         free = read_int(dut.free_pages, "free_pages")
         assert free == cfg.pages, f"{what}: free_pages {free} != {cfg.pages} after a reset"
-    seen = await bench().run(timeout=2 * timed.cycles + 2000)
+    seen = await bench().run(timeout=2 * timed.cycles + 2000, expect=timed.cycles)
     counters = seen.change
     bad_resp, first, why = scoreboard(f"{what}: answers", want_resp, seen.payloads["resp"])
     if first is not None:
