@@ -91,7 +91,8 @@ class Codec:
             else:
                 values = np.asarray(values, dtype=np.int64).reshape(n, max(f.count, 1))
                 raw = np.ascontiguousarray(values & ((1 << f.width) - 1), "<u8").view(np.uint8)
-                elem_bits = np.unpackbits(raw.reshape(n, -1, 8), axis=2, bitorder="little")
+                elem_bits = np.unpackbits(raw.reshape(n, max(f.count, 1), 8), axis=2,
+                                         bitorder="little")
                 field_bits = elem_bits[:, :, :f.width].reshape(n, -1)
             bits[:, f.offset:f.offset + span] = field_bits
         packed = np.packbits(bits, axis=1, bitorder="little")
