@@ -34,7 +34,7 @@ from scoville.sim.cycles.gemm import (
 DATAFLOWS = ("os", "ws")
 
 #: (label, M, K, N) of the prefill-like shapes; C = A x B with A M x K (tokens x inputs) and
-#: B K x N (inputs x outputs). Model dimensions from /work/shared/MODELS.md (the models'
+#: B K x N (inputs x outputs). Model dimensions from ../shared/MODELS.md (the models'
 #: config.json files): GPT-OSS-120B hidden 2880, 64 query heads and 8 KV heads of 64 (q, k, v
 #: widths 4096 + 512 + 512), expert intermediate 2880; DeepSeek-R1 and Kimi K2 hidden 7168,
 #: q_lora_rank 1536, expert intermediate 2048.

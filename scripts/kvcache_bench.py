@@ -26,7 +26,7 @@ from scoville.sim import flow
 from scoville.sim.cycles.kvcache import read_cycles, read_utilization
 from scoville.sim.workload import KvCacheWorkload
 
-#: A GPT-OSS-120B attention layer (/work/shared/MODELS.md): 8 KV heads of dimension 64.
+#: A GPT-OSS-120B attention layer (../shared/MODELS.md): 8 KV heads of dimension 64.
 GPT_OSS = dict(kv_heads=8, head_dim=64, page_tokens=16)
 
 def _sram(banks: int, word_bits: int, bank_words: int, kv_fmt: str) -> tuple[str, KvCacheConfig]:
