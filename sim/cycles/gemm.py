@@ -120,9 +120,10 @@ def timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[str, So
     for ``ready``, else ``idle``.
     """
     shapes = [tuple(s) for s in shapes]
-    steps = [command_steps(config, *s) for s in shapes if min(s)]
-    beats_a, beats_b, rows = (int(sum(p[:, k].sum() for p in steps)) for k in range(3))
-    programs = [command_steps(config, *s).tolist() if min(s) else None for s in shapes]
+    steps = [command_steps(config, *s) if min(s) else None for s in shapes]
+    beats_a, beats_b, rows = (int(sum(p[:, k].sum() for p in steps if p is not None))
+                              for k in range(3))
+    programs = [None if p is None else p.tolist() for p in steps]
     cmd = Producer(sources["cmd"], len(shapes))
     a, b = Producer(sources["a"], beats_a), Producer(sources["b"], beats_b)
     out = Consumer(ready)
