@@ -20,7 +20,7 @@ from cocotb.triggers import FallingEdge, Timer
 
 from scoville.sim.harness import DEPTH, SCHED_WORDS, WAKE, ports
 
-__all__ = ["PERIOD_NS", "FreeRun", "Observed", "idle_inputs"]
+__all__ = ["PERIOD_NS", "FreeRun", "Observed", "idle_inputs", "read_int"]
 
 #: The clock period the testbenches start (``kit.reset``).
 PERIOD_NS = 10
@@ -53,6 +53,15 @@ class Observed:
     change: dict[str, int]
     wall_s: float = 0.0
     service_s: float = 0.0
+
+
+def read_int(handle, name: str, *, signed: bool = False) -> int:
+    """The value of a signal; an X or Z bit is a failure naming the signal."""
+    value = handle.value
+    try:
+        return value.to_signed() if signed else int(value)
+    except ValueError:
+        raise AssertionError(f"{name} is not 0/1: {value}") from None
 
 
 def idle_inputs(dut, order: list[str]) -> None:
@@ -121,11 +130,7 @@ class FreeRun:
         getattr(self.dut, name).value = value
 
     def _get(self, name: str) -> int:
-        value = getattr(self.dut, name).value
-        try:
-            return int(value)
-        except ValueError:
-            raise AssertionError(f"{name} is not 0/1: {value}") from None
+        return read_int(getattr(self.dut, name), name)
 
     async def _strobe(self, kind: str, pieces: dict[str, tuple[int, int, bytes | None]]):
         """For each stream in ``pieces``, ``(ring index, count, data)``: write ``data`` (unless

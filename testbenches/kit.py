@@ -22,7 +22,7 @@ from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
 from scoville.sim.harness import stream_names
 
 from .codec import codecs
-from .freerun import PERIOD_NS, FreeRun, Observed, idle_inputs
+from .freerun import PERIOD_NS, FreeRun, Observed, idle_inputs, read_int
 
 __all__ = [
     "FreeRun",
@@ -67,15 +67,6 @@ def record(test: str, **metrics: Any) -> None:
     """Write a test's metrics where the flow collects them."""
     path = Path(os.environ[ENV_METRICS]) / f"{test}.json"
     path.write_text(json.dumps(metrics))
-
-
-def read_int(handle, name: str, *, signed: bool = False) -> int:
-    """The value of a signal; an X or Z bit is a failure naming the signal."""
-    value = handle.value
-    try:
-        return value.to_signed() if signed else int(value)
-    except ValueError:
-        raise AssertionError(f"{name} is not 0/1: {value}") from None
 
 
 async def reset(dut, order: list[str], cycles: int = 4, *, clock: bool = True,
