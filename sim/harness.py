@@ -34,13 +34,15 @@ from amaranth.hdl import Shape
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import Out
 
-__all__ = ["DEPTH", "SCHED_WORDS", "WAKE", "Port", "Stream", "harness_verilog", "ports",
-           "stream_names"]
+__all__ = ["DEPTH", "PERIOD_NS", "SCHED_WORDS", "WAKE", "Port", "Stream", "harness_verilog",
+           "ports", "stream_names"]
 
 #: Entries of every payload and record ring.
 DEPTH = 32768
 #: 32-bit words of every schedule ring (one bit per cycle).
 SCHED_WORDS = 1024
+#: The period of the clock the harness generates, in nanoseconds (the flow's time unit).
+PERIOD_NS = 10
 #: Cycles between the testbench's refills: at most half of what any ring holds.
 WAKE = 8192
 assert 2 * WAKE <= min(DEPTH, 32 * SCHED_WORDS)
@@ -124,9 +126,10 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     """The Verilog module ``top``: the harness around module ``dut`` (the component's own
     Verilog, with Amaranth's port names ``NAME__valid``, ``NAME__ready``, ``NAME__payload``).
 
-    Ports, besides ``clk`` and ``rst``: ``run`` (cycle 0 is the first cycle it is high; low
-    clears every count), ``sched_loaded`` (cycles whose schedule bits are loaded), ``cycle``,
-    ``done`` (every source has handed over ``total_NAME`` beats and every sink taken
+    Ports, besides ``rst`` and ``clk`` (an output: the harness generates the clock, period
+    :data:`PERIOD_NS`, starting low at time 0): ``run`` (cycle 0 is the first cycle it is
+    high; low clears every count), ``sched_loaded`` (cycles whose schedule bits are loaded),
+    ``cycle``, ``done`` (every source has handed over ``total_NAME`` beats and every sink taken
     ``total_NAME``), ``starved``, ``err`` with ``err_cycle``, ``err_stream`` (signature order)
     and ``err_kind`` (0: ``valid`` dropped, 1: payload changed, 2: an X or Z); per stream
     ``total_NAME``, ``count_NAME`` (handshakes so far), ``valid_NAME``, ``loaded_NAME``
@@ -144,7 +147,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
         raise ValueError(f"ports {clash} of the component clash with the harness's own")
     ld = (DEPTH - 1).bit_length()
     ls = (SCHED_WORDS - 1).bit_length()
-    io = ["input clk", "input rst", "input run", "input [31:0] sched_loaded",
+    io = ["output reg clk", "input rst", "input run", "input [31:0] sched_loaded",
           "output reg [31:0] cycle", "output done", "output reg ended", "output reg starved",
           "output reg err",
           "output reg [31:0] err_cycle", "output reg [7:0] err_stream",
@@ -247,6 +250,9 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
         f"module {top}(",
         ",\n".join(f"  {x}" for x in io),
         ");",
+        # The clock toggles inside the simulator: no callback from the testbench per edge.
+        "  initial clk = 1'b0;",
+        f"  always #{PERIOD_NS // 2} clk = ~clk;",
         *body,
         f"  {dut} dut({', '.join(conns)});",
         f"  assign done = run & {done};",

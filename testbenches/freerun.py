@@ -11,20 +11,23 @@ payload a sink took.
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from cocotb.triggers import FallingEdge, Timer
+from cocotb.utils import get_sim_time
 
-from scoville.sim.harness import DEPTH, SCHED_WORDS, WAKE, ports
+from scoville.sim.flow import ENV_KEEP_RINGS
+from scoville.sim.harness import DEPTH, PERIOD_NS, SCHED_WORDS, WAKE, ports
 
-__all__ = ["PERIOD_NS", "FreeRun", "Observed", "idle_inputs", "read_int"]
+__all__ = ["FreeRun", "Observed", "idle_inputs", "read_int"]
 
-#: The clock period the testbenches start (``kit.reset``).
-PERIOD_NS = 10
-
+PERIOD_PS = 1000 * PERIOD_NS
 
 @dataclass
 class Observed:
@@ -213,7 +216,12 @@ class FreeRun:
         await FallingEdge(dut.clk)
         await Timer(1, "ns")
         await self._service(0)
+        if os.environ.get(ENV_KEEP_RINGS):
+            self._keep_rings()
         self._set("run", 1)  # this cycle is cycle 0
+        # Every wake is 1 ns after a falling edge, timed from here rather than from the last
+        # wake, so the picoseconds the file strobes take never add up.
+        origin = get_sim_time("ps")
         start = time.perf_counter()
         self._service_s = 0.0
         cycle = 0
@@ -225,10 +233,9 @@ class FreeRun:
             step = min(WAKE, max(limit - cycle, 1))
             if end is not None and cycle < end:
                 step = min(step, end - cycle)
-            await Timer(step * PERIOD_NS, "ns")
+            await Timer(origin + (cycle + step) * PERIOD_PS - get_sim_time("ps"), "ps")
             if self._get("done") and not self._get("ended"):
-                await FallingEdge(dut.clk)
-                await Timer(1, "ns")
+                await Timer(origin + (cycle + step + 1) * PERIOD_PS - get_sim_time("ps"), "ps")
             finished = bool(self._get("ended"))
             cycle = self._get("cycle")
             self._check(cycle)
@@ -260,6 +267,24 @@ class FreeRun:
                     f"stream {name}: {got} handshakes, expected {self._expected(name)}")
         last = max((h[-1] + 1 for h in self.handshakes.values() if h), default=0)
         return Observed(self.payloads, last, self.handshakes, change, wall, self._service_s)
+
+    def _keep_rings(self) -> None:
+        """Copy the rings as first loaded (each source's payload file, each stream's schedule
+        file) to ``rings/``, with ``rings.json``: per stream, whether it is a source, its
+        expected handshakes and the entries loaded."""
+        keep = self._dir / "rings"
+        keep.mkdir(exist_ok=True)
+        streams = {}
+        for name in self._all:
+            source = name in self.sources
+            files = [f"sched_{name}.bin", *([f"data_{name}.bin"] if source else [])]
+            for file in files:
+                if (self._dir / file).exists():
+                    shutil.copyfile(self._dir / file, keep / file)
+            streams[name] = {"source": source, "total": self._expected(name),
+                             "loaded": self._loaded.get(name, 0)}
+        (keep / "rings.json").write_text(json.dumps({"sched_words": self._sched_words,
+                                                     "streams": streams}))
 
     def _expected(self, name: str) -> int:
         return len(self.sources[name][0]) if name in self.sources else self.sinks[name][0]

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge
 
 from scoville.blocks import get_block, parse_params
@@ -22,7 +21,7 @@ from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
 from scoville.sim.harness import stream_names
 
 from .codec import codecs
-from .freerun import PERIOD_NS, FreeRun, Observed, idle_inputs, read_int
+from .freerun import FreeRun, Observed, idle_inputs, read_int
 
 __all__ = [
     "FreeRun",
@@ -69,13 +68,10 @@ def record(test: str, **metrics: Any) -> None:
     path.write_text(json.dumps(metrics))
 
 
-async def reset(dut, order: list[str], cycles: int = 4, *, clock: bool = True,
-                held=None) -> None:
-    """Start the clock (unless ``clock`` is false: it runs already), stop the harness and hold
-    ``rst`` for ``cycles``. ``order`` lists the design's streams. ``held()``, if given, runs
-    in the last cycle of the reset, when every register holds its reset value."""
-    if clock:
-        Clock(dut.clk, PERIOD_NS, unit="ns").start()
+async def reset(dut, order: list[str], cycles: int = 4, *, held=None) -> None:
+    """Stop the harness and hold ``rst`` for ``cycles`` (the harness generates the clock).
+    ``order`` lists the design's streams. ``held()``, if given, runs in the last cycle of the
+    reset, when every register holds its reset value."""
     idle_inputs(dut, order)
     dut.rst.value = 1
     for _ in range(cycles):
@@ -105,7 +101,7 @@ async def reset_midway(dut, what: str, bench: FreeRun, cycles: int, zero=()) -> 
             value = read_int(getattr(dut, name), name)
             assert value == 0, f"{what}: {name} = {value} in reset"
 
-    await reset(dut, bench.order, clock=False, held=check)
+    await reset(dut, bench.order, held=check)
 
 
 def timing_errors(what: str, model, observed: Observed, counters=()) -> list[str]:

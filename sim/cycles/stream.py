@@ -184,6 +184,8 @@ def first_difference(predicted: dict[str, Sequence[int]],
     for name, want in predicted.items():
         got = list(observed.get(name, ()))
         want = list(want)
+        if got == want:
+            continue
         for k in range(max(len(want), len(got))):
             p = want[k] if k < len(want) else None
             o = got[k] if k < len(got) else None
