@@ -436,6 +436,9 @@ def run(
         # so writes can go straight to the simulator instead of waiting for a ReadWrite phase
         # (one simulator callback less per cycle).
         "COCOTB_TRUST_INERTIAL_WRITES": "1",
+        # cocotb rewrites the assertions of every module imported after it starts (NumPy's and
+        # Amaranth's too, about a second per run when bytecode is not cached): only ours.
+        "COCOTB_REWRITE_ASSERTION_FILES": "*/testbenches/*.py",
     }
     waves_path = None
     plusargs: list[str] = []

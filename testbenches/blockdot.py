@@ -29,6 +29,21 @@ def beats(rows, *, lanes: int, block: int, tail=None) -> tuple[dict, list[bool]]
     return cols, [bool(x) for x in cols["last"]]
 
 
+def by_length(rows, model) -> list:
+    """``model`` (a golden block dot product over whole arrays) applied to ``rows`` of ``(a,
+    b, sa, sb, *rest)``: one call for all the rows of each number of blocks, the results in
+    the order of ``rows``. ``rest`` are per-row scalars, passed as arrays."""
+    groups: dict[int, list[int]] = {}
+    for k, row in enumerate(rows):
+        groups.setdefault(len(row[2]), []).append(k)
+    out = [None] * len(rows)
+    for ks in groups.values():
+        columns = [np.stack([np.asarray(rows[k][c]) for k in ks]) for c in range(len(rows[0]))]
+        for k, value in zip(ks, model(*columns), strict=True):
+            out[k] = value
+    return out
+
+
 async def check_block_dot(dut, test, rows, want, *, block, latency, gaps, tail=None,
                           interrupt=False):
     """Drive ``rows`` through a block dot unit and compare with ``want`` (uint32 bits)."""

@@ -90,9 +90,12 @@ class Codec:
                 field_bits = np.unpackbits(raw, axis=1, bitorder="little")[:, :span]
             else:
                 values = np.asarray(values, dtype=np.int64).reshape(n, max(f.count, 1))
-                raw = np.ascontiguousarray(values & ((1 << f.width) - 1), "<u8").view(np.uint8)
-                elem_bits = np.unpackbits(raw.reshape(n, max(f.count, 1), 8), axis=2,
-                                         bitorder="little")
+                # Each element in the fewest whole bytes that hold it: the bit array made
+                # from them is no bigger than it must be.
+                size = next(s for s in (1, 2, 4, 8) if 8 * s >= f.width)
+                raw = np.ascontiguousarray(values & ((1 << f.width) - 1), f"<u{size}")
+                elem_bits = np.unpackbits(raw.view(np.uint8).reshape(n, max(f.count, 1), size),
+                                          axis=2, bitorder="little")
                 field_bits = elem_bits[:, :, :f.width].reshape(n, -1)
             bits[:, f.offset:f.offset + span] = field_bits
         packed = np.packbits(bits, axis=1, bitorder="little")
@@ -111,10 +114,11 @@ class Codec:
         out = {}
         for name, f in self.fields.items():
             k = max(f.count, 1)
-            chunk = bits[:, f.offset:f.offset + k * f.width].reshape(n, k, f.width)
-            weights = (1 << np.arange(f.width, dtype=np.uint64)).astype(np.uint64)
-            values = (chunk.astype(np.uint64) * weights).sum(axis=2, dtype=np.uint64)
-            values = values.astype(np.int64) if f.width < 64 else values
+            size = next(s for s in (1, 2, 4, 8) if 8 * s >= f.width)
+            chunk = np.zeros((n, k, 8 * size), dtype=np.uint8)
+            chunk[:, :, :f.width] = bits[:, f.offset:f.offset + k * f.width].reshape(n, k, -1)
+            values = np.packbits(chunk, axis=2, bitorder="little").view(f"<u{size}")[:, :, 0]
+            values = values.astype(np.int64) if f.width < 64 else values.astype(np.uint64)
             if f.signed:
                 values = np.where(values >> (f.width - 1) & 1, values - (1 << f.width), values)
             out[name] = values if f.count else values[:, 0]

@@ -12,7 +12,7 @@ import numpy as np
 from scoville.rtl.mxdot import BLOCK, MxDot
 from scoville.sim.golden.mxdot import mx_dot
 
-from .blockdot import check_block_dot
+from .blockdot import by_length, check_block_dot
 from .kit import context
 
 EDGE_SCALES = (0x00, 0x7F, 0xFE, 0xFF)
@@ -20,8 +20,7 @@ EDGE_SCALES = (0x00, 0x7F, 0xFE, 0xFF)
 
 async def _check(dut, test, rows, *, gaps, interrupt=False):
     """``rows``: list of ``(a, b, sa, sb)``: codes of length 32 * blocks, scales per block."""
-    want = [mx_dot(a[None], b[None], np.asarray(sa)[None], np.asarray(sb)[None])[0]
-            for a, b, sa, sb in rows]
+    want = by_length(rows, mx_dot)
     await check_block_dot(dut, test, rows, want, block=BLOCK,
                           latency=MxDot.latency, gaps=gaps, interrupt=interrupt)
 

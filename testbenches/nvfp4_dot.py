@@ -12,7 +12,7 @@ import numpy as np
 from scoville.rtl.nvfp4dot import BLOCK, Nvfp4Dot
 from scoville.sim.golden.nvfp4dot import nvfp4_dot
 
-from .blockdot import check_block_dot
+from .blockdot import by_length, check_block_dot
 from .kit import context
 
 EDGE_SCALES = (0x00, 0x01, 0x38, 0x7E, 0x7F, 0xB8)
@@ -26,11 +26,8 @@ def _tensor_scale_bits(row):
 
 async def _check(dut, test, rows, *, gaps, interrupt=False):
     """``rows``: list of ``(a, b, sa, sb, scale_bits)``."""
-    want = [
-        nvfp4_dot(a[None], b[None], np.asarray(sa)[None], np.asarray(sb)[None],
-                  np.array([scale], np.uint32).view(np.float32))[0]
-        for a, b, sa, sb, scale in rows
-    ]
+    want = by_length(rows, lambda a, b, sa, sb, scale: nvfp4_dot(
+        a, b, sa, sb, scale.astype(np.uint32).view(np.float32)))
     await check_block_dot(dut, test, rows, want, block=BLOCK,
                           latency=Nvfp4Dot.latency, gaps=gaps, tail=_tensor_scale_bits,
                           interrupt=interrupt)

@@ -80,6 +80,46 @@ def test_sources_arrive_in_order_and_a_reduction_ends_on_an_emitting_item():
         pipeline_timing(3, 1, emits=[True, True, False])
 
 
+def _plain_pipeline(items, latency, source, ready, emits):
+    """The stalling pipeline stepped in the plainest way, every cycle, every stage: the
+    reference for :func:`pipeline_timing`'s ring of stages and its skipping of idle cycles."""
+    src = Producer(source, items)
+    outputs = items if emits is None else sum(emits)
+    stages, out, t = [None] * latency, [], 0
+    while len(out) < outputs:
+        offering = src.offers(t)
+        if not stages[-1] or ready[t]:
+            if stages[-1]:
+                out.append(t)
+            entering = None
+            if offering:
+                entering = True if emits is None else bool(emits[src.sent])
+                src.take(t)
+            stages = [entering, *stages[:-1]]
+        t += 1
+    return {"i": src.cycles, "o": out}
+
+
+@settings(max_examples=150, deadline=None)
+@given(items=st.integers(1, 80), latency=st.integers(1, 6), seed=st.integers(0, 2**32 - 1),
+       gap=st.sampled_from([0.0, 0.3, 0.9]), bp=st.sampled_from([0.0, 0.3, 0.9]),
+       reduce=st.booleans(), late=st.booleans())
+def test_pipeline_timing_is_the_plain_cycle_by_cycle_pipeline(items, latency, seed, gap, bp,
+                                                              reduce, late):
+    """Gaps, back-pressure, reductions (items that emit nothing) and late arrivals: the
+    model's handshakes are those of the plain per-cycle stepping."""
+    rng = np.random.default_rng(seed)
+    emits = None
+    if reduce:
+        emits = (rng.random(items) < 0.4).tolist()
+        emits[-1] = True
+    arrivals = np.cumsum(rng.integers(0, 12, items)).tolist() if late else None
+    source = Source(Schedule([seed, 1], gap), arrivals)
+    ready = Schedule([seed, 2], bp)
+    want = _plain_pipeline(items, latency, source, ready, emits)
+    assert pipeline_timing(items, latency, source, ready, emits).handshakes == want
+
+
 def test_ring_segments_split_at_the_wrap():
     assert _segments(0, 0, 8) == []
     assert _segments(3, 8, 8) == [(3, 3, 5)]

@@ -64,6 +64,12 @@ class Schedule:
                 bits.extend((self._rng.random(self._CHUNK) >= self._gap).tolist())
         return bits[t]
 
+    @property
+    def drawn(self) -> list[bool]:
+        """The values drawn so far, cycle ``t`` at index ``t``; the list grows in place as
+        later cycles are asked for (a timed model's loop may index it directly)."""
+        return self._bits
+
     def words(self, first: int, count: int) -> list[int]:
         """Cycles ``32 * first`` to ``32 * (first + count) - 1`` as ``count`` 32-bit words,
         cycle ``t`` in bit ``t % 32`` of word ``t // 32``."""
@@ -221,21 +227,48 @@ def pipeline_timing(
     """
     if emits is not None and items and not emits[items - 1]:
         raise ValueError("parameter 'emits': the last item must emit (it ends the run)")
-    src, sink = Producer(source, items), Consumer(ready)
     outputs = items if emits is None else sum(bool(e) for e in emits)
-    # A stage holds None (empty) or whether its item emits.
+    emitting = [True] * items if emits is None else [bool(e) for e in emits[:items]]
+    # The source's rule (:class:`Producer`), inlined: this loop runs once per cycle.
+    valid, arrivals = source.valid, source.arrivals
+    if arrivals is not None and len(arrivals) < items:
+        raise ValueError(f"source has {len(arrivals)} arrivals for {items} beats")
+
+    def first_offer(k: int, earliest: int) -> int:
+        at = earliest if arrivals is None else max(earliest, arrivals[k])
+        while not valid[at]:
+            at += 1
+        return at
+
+    taken: list[int] = []
+    took: list[int] = []
+    at = first_offer(0, 0) if items else None  # when the next beat is first offered
+    # The stages as a ring: stage j is ``stages[(head + j) % latency]``, None when empty, else
+    # whether its item emits. Advancing moves ``head`` back one place, onto the last stage.
     stages: list[bool | None] = [None] * latency
+    head = held = 0  # held: stages that hold an item
+    bits = ready.drawn  # grows in place as ready[t] reaches past it
     t = 0
-    while len(sink.cycles) < outputs:
-        offering = src.offers(t)
-        out_valid = bool(stages[-1])
-        if not out_valid or ready[t]:
+    while len(took) < outputs:
+        last = head - 1 if head else latency - 1
+        out_valid = stages[last]
+        if t >= len(bits):
+            ready[t]
+        if not out_valid or bits[t]:
             if out_valid:
-                sink.take(t)
+                took.append(t)
             entering = None
-            if offering:
-                entering = True if emits is None else bool(emits[src.sent])
-                src.take(t)
-            stages = [entering, *stages[:-1]]
+            if at is not None and at <= t:
+                k = len(taken)
+                entering = emitting[k]
+                taken.append(t)
+                at = first_offer(k + 1, t + 1) if k + 1 < items else None
+            held += (entering is not None) - (stages[last] is not None)
+            stages[last] = entering
+            head = last
+            if not held and at is not None:
+                # Empty, and nothing changes until the source offers its next beat.
+                t = max(t + 1, at)
+                continue
         t += 1
-    return Timing({"i": src.cycles, "o": sink.cycles})
+    return Timing({"i": taken, "o": took})
