@@ -5,12 +5,14 @@ earlier revision.
 
 For each block and simulator:
 
-- **limit**, with no cocotb: on Verilator, the bare component's Verilog (what ``scoville
-  verilog`` writes) built with the flow's options and clocked from a small C++ ``main`` with its
-  inputs held at values that keep it busy (every input stream offering, every output stream
-  ready); on Icarus, the same harness build as the test's under ``vvp``, clocked by the
-  harness's own clock, with a minimal Verilog testbench that loads the rings the test first
-  loaded (once: payloads and schedules repeat past a ring's end) and waits for the end;
+- **harness alone**: the test's own harness Verilog with no cocotb, clocked by the harness's
+  clock, with a minimal Verilog testbench that loads the rings the test first loaded (once:
+  payloads and schedules repeat past a ring's end) and waits for the end: under ``vvp`` on
+  Icarus, built with ``--binary`` on Verilator (:func:`replay`);
+- **limit**: on Icarus, the harness alone (the issue's reference); on Verilator, the bare
+  component's Verilog (what ``scoville verilog`` writes) built with the flow's options and
+  clocked from a small C++ ``main`` with its inputs held at values that keep it busy (every
+  input stream offering, every output stream ready);
 - **run**: simulated cycles over the wall time from releasing the design in the harness to
   reading back its records (``run_wall_s`` of the workload test);
 - **end to end** (``gemm`` on Verilator): cycles over the wall time of a whole ``scoville sim``
@@ -42,6 +44,7 @@ from scoville.sim import flow
 from scoville.sim.harness import ports
 from scoville.sim.tools import find_verilator, require, simulator_env
 from scoville.sim.workload import GemmWorkload
+from scoville.testbenches.codec import codecs
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMULATORS = ("icarus", "verilator")
@@ -66,7 +69,7 @@ def _held(component) -> dict[str, int]:
             values[f"{s.name}__valid"] = 1
             payload = (1 << s.width) - 1
             if s.name == "cmd":
-                payload = 256 | 512 << 16 | 128 << 32
+                payload = codecs(component)["cmd"].pack(m=[256], k=[512], n=[128])[0]
             values[f"{s.name}__payload"] = payload
         else:
             values[f"{s.name}__ready"] = 1
@@ -128,7 +131,7 @@ int main(int argc, char** argv) {{
 
 def harness_run(block, config, workload, sim: str):
     """The workload test in the harness: its cycles, run wall time and whole-test wall time,
-    and the run (its folder keeps the rings as first loaded, for :func:`icarus_replay`)."""
+    and the run (its folder keeps the rings as first loaded, for :func:`replay`)."""
     os.environ[flow.ENV_KEEP_RINGS] = "1"
     try:
         run = flow.run(block, config, workload, sim, seed=1, tests=[block.workload_test])
@@ -141,14 +144,16 @@ def harness_run(block, config, workload, sim: str):
     return metrics["cycles"], metrics["run_wall_s"], outcome.wall_s, run
 
 
-def _replay_tb(top: str, rings: dict, run: bool) -> str:
+def _replay_tb(top: str, rings: dict) -> str:
     """A minimal Verilog testbench around the harness ``top``: it loads the rings of
     ``rings.json`` once (never refilled: payloads and schedules repeat past a ring's end), then,
-    if ``run``, releases the design and finishes when every stream has its handshakes."""
+    with the plusarg ``+go``, releases the design and finishes when every stream has its
+    handshakes (without it, it finishes at once: the start-up to subtract)."""
     streams = rings["streams"]
     words = rings["sched_words"]
     regs, conns, raise_, lower = [], [".clk(clk)", ".rst(rst)", ".run(run)",
-                                      ".sched_loaded(32'hffffffff)", ".done(done)"], [], []
+                                      ".sched_loaded(32'hffffffff)", ".done(done)",
+                                      ".ioerr(ioerr)"], [], []
     for name, s in streams.items():
         regs.append(f"  reg sload_{name} = 1'b0;")
         conns += [f".total_{name}(32'd{s['total']})", f".sload_{name}(sload_{name})",
@@ -164,12 +169,13 @@ def _replay_tb(top: str, rings: dict, run: bool) -> str:
             if s["loaded"]:
                 raise_.append(f"load_{name} = 1'b1;")
                 lower.append(f"load_{name} = 1'b0;")
-    go = ["    @(negedge clk) run = 1'b1;", "    @(posedge done);",
-          "    @(negedge clk) $display(\"cycles %0d\", cycle);"] if run else []
+    go = ["    if ($test$plusargs(\"go\")) begin",
+          "      @(negedge clk) run = 1'b1;", "      @(posedge done);",
+          "      @(negedge clk) $display(\"cycles %0d\", cycle);", "    end"]
     return "\n".join([
         "module speed_tb;",
         "  reg rst = 1'b1, run = 1'b0;",
-        "  wire clk, done;",
+        "  wire clk, done, ioerr;",
         "  wire [31:0] cycle;",
         *regs,
         f"  {top} h({', '.join(conns)}, .cycle(cycle));",
@@ -179,6 +185,7 @@ def _replay_tb(top: str, rings: dict, run: bool) -> str:
         f"    {' '.join(raise_)}",
         "    #1;",
         f"    {' '.join(lower)}",
+        "    if (ioerr) begin $display(\"ioerr\"); $finish; end",
         *go,
         "    $finish;",
         "  end",
@@ -187,26 +194,40 @@ def _replay_tb(top: str, rings: dict, run: bool) -> str:
     ])
 
 
-def icarus_replay(run: flow.RunResult, top: str, work: Path) -> tuple[int, float]:
-    """Cycles and cycles per second of the harness build under ``vvp`` with no cocotb: the
-    same Verilog (the build folder's source and options) clocked by the harness's own clock,
-    its rings loaded once by :func:`_replay_tb` from the files the cocotb run first loaded.
-    The wall time of a run that only loads the rings is subtracted, so start-up cancels."""
+def replay(run: flow.RunResult, top: str, sim: str, work: Path) -> tuple[int, float]:
+    """Cycles and cycles per second of the test's harness build with no cocotb: the same
+    Verilog (the build folder's source; on Icarus its options too, on Verilator the flow's
+    build options with ``--binary``) clocked by the harness's own clock, its rings loaded once
+    by :func:`_replay_tb` from the files the cocotb run first loaded. The wall time of a run
+    that only loads the rings is subtracted, so start-up cancels."""
     build = Path(run.build_dir)
     rings = Path(run.run_dir) / "rings"
     spec = json.loads((rings / "rings.json").read_text())
     for file in rings.glob("*.bin"):
         shutil.copyfile(file, work / file.name)
-    walls = {}
-    for go in (False, True):
-        (work / "tb.v").write_text(_replay_tb(top, spec, go))
+    (work / "tb.v").write_text("`timescale 1ns/1ps\n" + _replay_tb(top, spec))
+    if sim == "icarus":
         subprocess.run(["iverilog", "-g2012", "-o", "tb.vvp", "-s", "speed_tb",
                         "-f", str(build / "cmds.f"), str(build / f"{top}.v"), "tb.v"],
                        cwd=work, check=True, capture_output=True)
+        command = ["vvp", "-n", "tb.vvp", "-none"]
+    else:
+        tool = find_verilator()
+        args = [tool.path, "--binary", "-j", "2", *flow.VERILATOR_BUILD_ARGS, "-Wno-fatal",
+                "--top-module", "speed_tb", str(build / f"{top}.v"), "tb.v", "-o", "replay"]
+        args += [a for var in flow.VERILATOR_MAKE_VARS if " " not in var
+                 for a in ("-MAKEFLAGS", var)]
+        with simulator_env(tool):
+            subprocess.run(args, cwd=work, check=True, capture_output=True)
+        command = [str(work / "obj_dir" / "replay")]
+    walls = {}
+    for go in ([], ["+go"]):
         start = time.perf_counter()
-        out = subprocess.run(["vvp", "-n", "tb.vvp", "-none"], cwd=work, check=True,
-                             capture_output=True, text=True)
-        walls[go] = time.perf_counter() - start
+        out = subprocess.run([*command, *go], cwd=work, check=True, capture_output=True,
+                             text=True, timeout=1800)
+        walls[bool(go)] = time.perf_counter() - start
+        if "ioerr" in out.stdout:
+            raise RuntimeError(f"the replay of {top} read a short ring file in {rings}")
     cycles = int(out.stdout.split("cycles")[-1].split()[0])
     return cycles, cycles / (walls[True] - walls[False])
 
@@ -274,16 +295,17 @@ def main(argv=None) -> int:
                 cycles, run_wall, test_wall, run = harness_run(block, config, workload, sim)
                 work = scratch / f"{block.name}-{sim}"
                 work.mkdir()
+                _, alone = replay(run, block.name, sim, work)
                 if sim == "verilator":
                     limit = verilator_limit(block.component(config), cycles, work)
                 else:
-                    _, limit = icarus_replay(run, block.name, work)
+                    limit = alone
                 shutil.rmtree(work)
                 rows.append((block.name, sim, cycles, cycles / run_wall, cycles / test_wall,
-                             limit))
+                             limit, alone))
                 print(f"{block.name:<10} {sim:<10} {cycles:>8} cycles: run "
                       f"{cycles / run_wall:>9,.0f}/s, test {cycles / test_wall:>9,.0f}/s, "
-                      f"limit {limit:>9,.0f}/s", flush=True)
+                      f"limit {limit:>9,.0f}/s, harness alone {alone:>9,.0f}/s", flush=True)
                 if args.against and block.name in AGAINST and sim == "verilator":
                     params = {**flow._params_dict(config, workload)}
                     old_cycles, old_wall = earlier_run(args.against, block, params, sim,
@@ -309,23 +331,27 @@ def main(argv=None) -> int:
         f"16x16 int8 array on one M x 512 x 128 GEMM (M = {args.gemm_m} on Verilator, "
         f"{args.gemm_m_icarus} on Icarus) with streams that keep up.",
         "",
-        "- *limit*, with no cocotb: on Verilator, the bare component (what `scoville verilog` "
-        "writes) clocked from a C++ loop with its inputs held busy (the flow's build options); "
-        "on Icarus, the test's own harness build under `vvp`, with a minimal Verilog testbench "
-        "that loads the rings the test first loaded (once; they repeat past their end) and "
-        "waits for the run's end;",
+        "- *harness alone*: the test's own harness Verilog with no cocotb, clocked by the "
+        "harness's clock, with a minimal Verilog testbench that loads the rings the test first "
+        "loaded (once; they repeat past their end) and waits for the run's end: under `vvp` "
+        "(the build's options) on Icarus, built with `--binary` and the flow's options on "
+        "Verilator;",
+        "- *limit*: on Icarus, the harness alone; on Verilator, the bare component (what "
+        "`scoville verilog` writes) clocked from a C++ loop with its inputs held busy (the "
+        "flow's build options), with no harness and no cocotb;",
         "- *run*: simulated cycles over the wall time from releasing the design to reading back "
         "its records (stimulus in and records out included);",
         "- *test*: simulated cycles over the whole cocotb test (stimulus, golden model, timed "
         "model and checks included; the build excluded).",
         "",
-        "| block | simulator | cycles | run cycles/s | test cycles/s | limit cycles/s "
-        "| run / limit | test / limit |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| block | simulator | cycles | run cycles/s | test cycles/s | harness alone cycles/s "
+        "| limit cycles/s | run / alone | run / limit | test / limit |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, sim, cycles, run_rate, test_rate, limit in rows:
+    for name, sim, cycles, run_rate, test_rate, limit, alone in rows:
         lines.append(f"| {name} | {sim} | {cycles:,} | {run_rate:,.0f} | {test_rate:,.0f} | "
-                     f"{limit:,.0f} | {run_rate / limit:.2f} | {test_rate / limit:.2f} |")
+                     f"{alone:,.0f} | {limit:,.0f} | {run_rate / alone:.2f} | "
+                     f"{run_rate / limit:.2f} | {test_rate / limit:.2f} |")
     if gemm_limit:
         lines += [
             "",

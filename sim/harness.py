@@ -18,8 +18,9 @@ which would change the design's timing).
 
 Protocol checks on every stream, every cycle: once ``valid`` is high without ``ready``, it must
 stay high, and the payload unchanged, until the beat is taken; ``valid`` and a handed-over
-payload must be 0s and 1s (on Icarus's four-state values). The first violation sets ``err``
-with its cycle, stream and kind.
+payload must be 0s and 1s, and so must ``ready`` (on Icarus's four-state values). The first
+violation sets ``err`` with its cycle, stream and kind. A ring file read short (missing or
+truncated) sets ``ioerr``.
 
 Every other output of the component is sampled in cycle 0 and in the cycle after the last
 expected handshake (``NAME_start``, ``NAME_end``), so a testbench reads counters over exactly
@@ -90,17 +91,21 @@ def _vec(width: int) -> str:
     return f"[{width - 1}:0] " if width > 1 else ""
 
 
-def _fread(strobe: str, file: str, memory: str, lo: str, hi: str) -> list[str]:
-    """Verilog that reads entries ``lo..hi`` of ``memory`` from the binary ``file`` (each entry
-    its whole bytes, most significant first) on a rising ``strobe``."""
+def _fread(strobe: str, file: str, memory: str, lo: str, hi: str, nbytes: int) -> list[str]:
+    """Verilog that reads entries ``lo..hi`` of ``memory`` (``nbytes`` bytes each) from the
+    binary ``file`` (each entry its whole bytes, most significant first) on a rising
+    ``strobe``; a short read (a missing or truncated file) sets ``ioerr``."""
     # The file handle is a variable of the testbench's file I/O, not logic: blocking is right.
     return [
         f"  integer {strobe}_fd, {strobe}_got;",
+        f"  reg {strobe}_short = 1'b0;",
         "  /* verilator lint_off BLKSEQ */",
         f"  always @(posedge {strobe}) begin",
         f"    {strobe}_fd = $fopen(\"{file}\", \"rb\");",
         f"    {strobe}_got = $fread({memory}, {strobe}_fd, {lo}, {hi} - {lo} + 32'd1);",
         f"    $fclose({strobe}_fd);",
+        # $fread counts bytes: each entry is its whole bytes.
+        f"    if ({strobe}_got != ({hi} - {lo} + 32'd1) * {nbytes}) {strobe}_short = 1'b1;",
         "  end",
         "  /* verilator lint_on BLKSEQ */",
     ]
@@ -131,7 +136,8 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     high; low clears every count), ``sched_loaded`` (cycles whose schedule bits are loaded),
     ``cycle``, ``done`` (every source has handed over ``total_NAME`` beats and every sink taken
     ``total_NAME``), ``starved``, ``err`` with ``err_cycle``, ``err_stream`` (signature order)
-    and ``err_kind`` (0: ``valid`` dropped, 1: payload changed, 2: an X or Z); per stream
+    and ``err_kind`` (0: ``valid`` dropped, 1: payload changed, 2: an X or Z), ``ioerr`` (a
+    file read came up short; it stays set); per stream
     ``total_NAME``, ``count_NAME`` (handshakes so far), ``valid_NAME``, ``loaded_NAME``
     (sources: beats loaded so far), and the file strobes: a rising ``load_NAME`` reads
     ``data_NAME.bin`` into payload entries ``lo_NAME..hi_NAME``, ``sload_NAME`` reads
@@ -141,7 +147,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     """
     streams, plain = ports(component)
     taken = {"clk", "rst", "run", "sched_loaded", "cycle", "done", "ended", "starved", "err",
-             "err_cycle", "err_stream", "err_kind"}
+             "err_cycle", "err_stream", "err_kind", "ioerr"}
     clash = [p.name for p in plain if p.name in taken]
     if clash:
         raise ValueError(f"ports {clash} of the component clash with the harness's own")
@@ -151,7 +157,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
           "output reg [31:0] cycle", "output done", "output reg ended", "output reg starved",
           "output reg err",
           "output reg [31:0] err_cycle", "output reg [7:0] err_stream",
-          "output reg [1:0] err_kind"]
+          "output reg [1:0] err_kind", "output ioerr"]
     body = []
     conns = [".clk(clk)", ".rst(rst)"]
     for s in streams:
@@ -172,7 +178,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
             f"  wire {n}_bit = {n}_sched[cycle[{ls + 4}:5]][cycle[4:0]];",
             f"  wire {n}_fire = {n}_valid & {n}_ready;",
             f"  assign valid_{n} = {n}_valid;",
-            *_fread(f"sload_{n}", f"sched_{n}.bin", f"{n}_sched", f"slo_{n}", f"shi_{n}"),
+            *_fread(f"sload_{n}", f"sched_{n}.bin", f"{n}_sched", f"slo_{n}", f"shi_{n}", 4),
         ]
         if s.source:
             io += [f"input load_{n}", f"input [31:0] lo_{n}", f"input [31:0] hi_{n}",
@@ -183,7 +189,8 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
                 f"  wire {n}_dry = {n}_want & ~(count_{n} < loaded_{n});",
                 f"  assign {n}_valid = {n}_want & ~{n}_dry;",
                 f"  assign {n}_payload = {n}_data[{at}];",
-                *_fread(f"load_{n}", f"data_{n}.bin", f"{n}_data", f"lo_{n}", f"hi_{n}"),
+                *_fread(f"load_{n}", f"data_{n}.bin", f"{n}_data", f"lo_{n}", f"hi_{n}",
+                        -(-w // 8)),
                 *_fwrite(f"dump_{n}", [(f"cyc_{n}.bin", f"{n}_cyc")], f"dlo_{n}", f"dhi_{n}"),
                 "  always @(posedge clk) begin",
                 f"    if (rst | ~run) begin count_{n} <= 32'd0; {n}_hold <= 1'b0; end",
@@ -221,10 +228,11 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
             f"    {n}_last <= {n}_payload;",
             "  end",
             f"  wire {n}_dropped = run & {n}_was & ~{n}_took & ~{n}_valid;",
+            # ``!==``: a payload bit that turns X (Icarus) while it waits is a change too.
             f"  wire {n}_changed = run & {n}_was & ~{n}_took & {n}_valid"
-            f" & ({n}_payload != {n}_last);",
-            # An X or Z (Icarus) on valid, or on a handed-over payload.
-            f"  wire {n}_unknown = run & (((^{n}_valid) === 1'bx)"
+            f" & ({n}_payload !== {n}_last);",
+            # An X or Z (Icarus) on valid or ready, or on a handed-over payload.
+            f"  wire {n}_unknown = run & (((^{n}_valid) === 1'bx) | ((^{n}_ready) === 1'bx)"
             f" | ({n}_valid & {n}_ready & ((^{n}_payload) === 1'bx)));",
         ]
     outputs = [p for p in plain if p.output]
@@ -245,6 +253,9 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
                    f"          err <= 1'b1; err_cycle <= cycle; err_stream <= 8'd{s.index};",
                    f"          err_kind <= {n}_unknown ? 2'd2 : {{1'b0, {n}_changed}};",
                    "        end"]
+    shorts = [f"sload_{s.name}_short" for s in streams]
+    shorts += [f"load_{s.name}_short" for s in streams if s.source]
+    ioerr = " | ".join(shorts) or "1'b0"
     done = " & ".join(f"(count_{s.name} >= total_{s.name})" for s in streams) or "1'b1"
     lines = [
         f"module {top}(",
@@ -256,6 +267,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
         *body,
         f"  {dut} dut({', '.join(conns)});",
         f"  assign done = run & {done};",
+        f"  assign ioerr = {ioerr};",
         "  always @(posedge clk) begin",
         "    if (rst | ~run) begin",
         "      cycle <= 32'd0; starved <= 1'b0; err <= 1'b0; err_cycle <= 32'd0;",

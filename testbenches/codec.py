@@ -82,8 +82,15 @@ class Codec:
         for name, values in columns.items():
             f = self.fields[name]
             span = max(f.count, 1) * f.width
-            if f.count and np.ndim(values) == 1:
-                # An array field given as one integer per beat: its bits, element 0 lowest.
+            if f.width > 62 and not (f.count and np.ndim(values) == 1):
+                # Elements too wide for int64: each beat's as one Python integer.
+                mask = (1 << f.width) - 1
+                rows = values if f.count else [[v] for v in values]
+                values = [sum((int(v) & mask) << (j * f.width) for j, v in enumerate(row))
+                          for row in rows]
+            if f.width > 62 or (f.count and np.ndim(values) == 1):
+                # An array field given as one integer per beat (its bits, element 0 lowest),
+                # or elements too wide for int64: through Python integers.
                 size = -(-span // 8)
                 raw = np.frombuffer(b"".join((int(v) & ((1 << span) - 1)).to_bytes(size, "little")
                                              for v in values), dtype=np.uint8).reshape(n, size)
@@ -104,7 +111,7 @@ class Codec:
     def unpack(self, words) -> dict[str, np.ndarray]:
         """Columns from payload words: each field as an int64 array of one value per beat (a
         scalar field) or of shape (beats, count) (an array field); signed fields
-        sign-extended."""
+        sign-extended. Fields wider than 62 bits come as object arrays of Python integers."""
         words = list(words)
         n = len(words)
         size = -(-self.width // 8)
@@ -114,11 +121,23 @@ class Codec:
         out = {}
         for name, f in self.fields.items():
             k = max(f.count, 1)
+            if f.width > 62:
+                # Too wide for int64 arithmetic: Python integers, in an object array.
+                chunk = bits[:, f.offset:f.offset + k * f.width].reshape(n * k, f.width)
+                rows = np.packbits(chunk, axis=1, bitorder="little")
+                values = np.array([int.from_bytes(r.tobytes(), "little") for r in rows] or [],
+                                  dtype=object).reshape(n, k)
+                if f.signed:
+                    top = 1 << (f.width - 1)
+                    values = np.array([[v - 2 * top if v >= top else v for v in row]
+                                       for row in values], dtype=object).reshape(n, k)
+                out[name] = values if f.count else values[:, 0]
+                continue
             size = next(s for s in (1, 2, 4, 8) if 8 * s >= f.width)
             chunk = np.zeros((n, k, 8 * size), dtype=np.uint8)
             chunk[:, :, :f.width] = bits[:, f.offset:f.offset + k * f.width].reshape(n, k, -1)
             values = np.packbits(chunk, axis=2, bitorder="little").view(f"<u{size}")[:, :, 0]
-            values = values.astype(np.int64) if f.width < 64 else values.astype(np.uint64)
+            values = values.astype(np.int64)
             if f.signed:
                 values = np.where(values >> (f.width - 1) & 1, values - (1 << f.width), values)
             out[name] = values if f.count else values[:, 0]

@@ -157,6 +157,11 @@ class FreeRun:
     async def _service(self, cycle: int) -> None:
         """Drain the records and refill the rings, as of ``cycle`` (zero simulated time)."""
         counts = {name: self._get(f"count_{name}") for name in self._all}
+        for name, count in counts.items():
+            # Records of handshakes not yet drained are overwritten after a whole ring.
+            if count - self._drained[name] > DEPTH:
+                raise AssertionError(f"stream {name}: {count - self._drained[name]} handshakes "
+                                     f"since the last service, more than a ring ({DEPTH})")
         # Records: every handshake since the last service, in up to two pieces per ring.
         records = {name: _segments(self._drained[name], counts[name], DEPTH)
                    for name in self._all}
@@ -216,6 +221,7 @@ class FreeRun:
         await FallingEdge(dut.clk)
         await Timer(1, "ns")
         await self._service(0)
+        self._check(0)
         if os.environ.get(ENV_KEEP_RINGS):
             self._keep_rings()
         self._set("run", 1)  # this cycle is cycle 0
@@ -299,5 +305,8 @@ class FreeRun:
             what = "payload changed" if kind else "valid dropped"
             raise AssertionError(f"protocol violation on stream {stream} in cycle {cycle}: "
                                  f"{what} while a beat waited for ready")
+        if self._get("ioerr"):
+            raise AssertionError(f"the harness read a short ring file by cycle {cycle} "
+                                 f"(in {self._dir})")
         if self._get("starved"):
             raise AssertionError(f"the harness ran dry by cycle {cycle}: refills came too late")

@@ -17,6 +17,10 @@ LAYOUTS = [
                        "pairs": data.ArrayLayout(data.StructLayout({"u": 5, "v": signed(2)}), 2)}),
     data.ArrayLayout(32, 5),
     data.ArrayLayout(signed(9), 4),
+    # Scalars wider than an int64: 63 and 64 bits, and wider than any NumPy integer.
+    data.StructLayout({"w": unsigned(63), "s": signed(64), "big": unsigned(100),
+                       "sbig": signed(77), "flag": 1}),
+    data.ArrayLayout(signed(70), 3),
 ]
 
 
@@ -28,7 +32,8 @@ def _random(shape, rng):
         return [_random(shape.elem_shape, rng) for _ in range(shape.length)]
     s = shape if not isinstance(shape, int) else unsigned(shape)
     lo = -(1 << (s.width - 1)) if s.signed else 0
-    return int(rng.integers(lo, lo + (1 << s.width)))
+    bits = int.from_bytes(rng.bytes(-(-s.width // 8)), "little") & ((1 << s.width) - 1)
+    return lo + bits
 
 
 def _columns(layout, values):

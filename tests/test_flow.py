@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 
 from scoville.blocks import get_block
@@ -74,6 +74,46 @@ def test_protocol_checkers_name_the_stream_and_cycle(simulator, seed, component,
                      failed["test_workload"]), failed["test_workload"]
     # Without back-pressure the stream never waits, and the same design passes.
     assert "test_exhaustive" not in failed, explain(result)
+
+
+class UnknownFp4Mul(Fp4Mul):
+    """Fp4Mul whose ``o.valid`` goes through a hand-written cell that drives X once the
+    ``n``-th output waits (Amaranth's own Verilog never drives X; a hand-written block can)."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.good = good = Fp4Mul(self.config)
+        _pass_through(m, self, good)
+        valid = Signal()
+        m.submodules.cell = Instance("x_after_stall", i_clk=ClockSignal(), i_rst=ResetSignal(),
+                                     i_valid=good.o.valid, i_ready=self.o.ready, o_out=valid)
+        m.d.comb += self.o.valid.eq(valid)
+        return m
+
+
+X_CELL = """
+module x_after_stall(input clk, input rst, input valid, input ready, output out);
+  reg seen = 1'b0;
+  always @(posedge clk) if (rst) seen <= 1'b0; else if (valid & ~ready) seen <= 1'b1;
+  assign out = seen ? 1'bx : valid;
+endmodule
+"""
+
+
+@pytest.mark.sim
+def test_an_x_on_a_stream_fails_naming_the_stream_and_cycle(seed, monkeypatch, tmp_path):
+    """Icarus (four-state; Verilator has no X): ``valid`` turning X is a failure that names
+    the stream and the cycle."""
+    monkeypatch.setenv("SCOVILLE_BUILD_DIR", str(tmp_path))
+    real = flow.simulated_verilog
+    monkeypatch.setattr(flow, "simulated_verilog",
+                        lambda *args: real(*args) + X_CELL)
+    block = dataclasses.replace(get_block("fp4_mul"), component=UnknownFp4Mul)
+    result = simulate("fp4_mul", "icarus", seed, block=block, count=50)
+    failed = {t.name: t.message for t in result.tests if not t.passed}
+    assert "test_workload" in failed, explain(result)
+    assert re.search(r"an X or Z on stream o in cycle \d+", failed["test_workload"]), (
+        failed["test_workload"])
 
 
 @pytest.mark.sim

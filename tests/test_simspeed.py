@@ -1,5 +1,6 @@
-"""scripts/simspeed.py's Icarus reference: the test's own harness build replayed under ``vvp``
-with no cocotb, from the rings the test first loaded."""
+"""scripts/simspeed.py's reference runs: the test's own harness build replayed with no cocotb
+(under ``vvp``, or built by Verilator with ``--binary``), from the rings the test first
+loaded."""
 
 import importlib.util
 import sys
@@ -21,13 +22,27 @@ def _simspeed():
 
 
 @pytest.mark.sim
-def test_icarus_replay_runs_the_same_cycles(tmp_path):
+def test_the_replay_without_cocotb_runs_the_same_cycles(simulator, tmp_path):
     """A workload short enough that no ring wraps replays cycle for cycle: the same valid
     gaps, back-pressure and payloads, so the run ends in the cycle the cocotb test saw."""
     simspeed = _simspeed()
     block = get_block("fp4_mul")
     config, workload = parse_params(block, {"count": 600})
-    cycles, _, _, run = simspeed.harness_run(block, config, workload, "icarus")
-    replayed, rate = simspeed.icarus_replay(run, block.name, tmp_path)
+    cycles, _, _, run = simspeed.harness_run(block, config, workload, simulator)
+    replayed, rate = simspeed.replay(run, block.name, simulator, tmp_path)
     assert replayed == cycles
     assert rate > 0
+
+
+@pytest.mark.sim
+def test_a_short_ring_file_is_an_error_not_a_run(tmp_path):
+    """The harness checks what ``$fread`` read: a truncated schedule file sets ``ioerr``, and
+    the replay stops with an error instead of running on a part-loaded ring."""
+    simspeed = _simspeed()
+    block = get_block("fp4_mul")
+    config, workload = parse_params(block, {"count": 100})
+    *_, run = simspeed.harness_run(block, config, workload, "icarus")
+    sched = Path(run.run_dir) / "rings" / "sched_i.bin"
+    sched.write_bytes(sched.read_bytes()[:-4])
+    with pytest.raises(RuntimeError, match="short ring file"):
+        simspeed.replay(run, block.name, "icarus", tmp_path)

@@ -53,28 +53,29 @@ class Schedule:
     def __init__(self, seed, gap: float):
         self._rng = np.random.default_rng(seed)
         self._gap = gap
-        self._bits: list[bool] = []
+        # One byte per cycle (1 true, 0 false): a million cycles take a megabyte.
+        self._bits = bytearray()
 
     def __getitem__(self, t: int) -> bool:
         bits = self._bits
         while t >= len(bits):
             if self._gap == 0:
-                bits.extend([True] * self._CHUNK)
+                bits.extend(b"\x01" * self._CHUNK)
             else:
-                bits.extend((self._rng.random(self._CHUNK) >= self._gap).tolist())
-        return bits[t]
+                bits.extend((self._rng.random(self._CHUNK) >= self._gap).astype(np.uint8))
+        return bits[t] == 1
 
     @property
-    def drawn(self) -> list[bool]:
-        """The values drawn so far, cycle ``t`` at index ``t``; the list grows in place as
-        later cycles are asked for (a timed model's loop may index it directly)."""
+    def drawn(self) -> bytearray:
+        """The values drawn so far, cycle ``t`` at index ``t`` (1 true, 0 false); it grows in
+        place as later cycles are asked for (a timed model's loop may index it directly)."""
         return self._bits
 
     def words(self, first: int, count: int) -> list[int]:
         """Cycles ``32 * first`` to ``32 * (first + count) - 1`` as ``count`` 32-bit words,
         cycle ``t`` in bit ``t % 32`` of word ``t // 32``."""
         self[32 * (first + count)]
-        bits = np.array(self._bits[32 * first: 32 * (first + count)], dtype=bool)
+        bits = np.frombuffer(bytes(self._bits[32 * first: 32 * (first + count)]), np.uint8)
         return np.packbits(bits, bitorder="little").view("<u4").tolist()
 
 
