@@ -49,6 +49,15 @@ def _fields(shape, name: str = "", offset: int = 0) -> list[Field]:
     return [Field(name, offset, plain.width, plain.signed, 0)]
 
 
+def _place(words: np.ndarray, values: np.ndarray, offset: int, width: int) -> None:
+    """OR ``values`` (uint64, one per beat, at most ``width`` bits each) into bits ``offset``
+    on of each row of 64-bit ``words`` (lowest word first)."""
+    q, r = divmod(offset, 64)
+    words[:, q] |= values << np.uint64(r)
+    if r + width > 64:
+        words[:, q + 1] |= values >> np.uint64(64 - r)
+
+
 class Codec:
     """Packs and unpacks the payloads of one stream (see the module docstring).
 
@@ -78,7 +87,7 @@ class Codec:
         if len(beats) != 1:
             raise ValueError(f"columns of different lengths: {sorted(beats)}")
         (n,) = beats
-        bits = np.zeros((n, self.width), dtype=np.uint8)
+        words = np.zeros((n, -(-self.width // 64) + 1), dtype=np.uint64)
         for name, values in columns.items():
             f = self.fields[name]
             span = max(f.count, 1) * f.width
@@ -90,22 +99,19 @@ class Codec:
                           for row in rows]
             if f.width > 62 or (f.count and np.ndim(values) == 1):
                 # An array field given as one integer per beat (its bits, element 0 lowest),
-                # or elements too wide for int64: through Python integers.
-                size = -(-span // 8)
+                # or elements too wide for int64: through Python integers, 64 bits at a time.
+                size = 8 * -(-span // 64)
                 raw = np.frombuffer(b"".join((int(v) & ((1 << span) - 1)).to_bytes(size, "little")
-                                             for v in values), dtype=np.uint8).reshape(n, size)
-                field_bits = np.unpackbits(raw, axis=1, bitorder="little")[:, :span]
+                                             for v in values), dtype="<u8").reshape(n, -1)
+                for j in range(raw.shape[1]):
+                    _place(words, raw[:, j], f.offset + 64 * j, min(64, span - 64 * j))
             else:
                 values = np.asarray(values, dtype=np.int64).reshape(n, max(f.count, 1))
-                # Each element in the fewest whole bytes that hold it: the bit array made
-                # from them is no bigger than it must be.
-                size = next(s for s in (1, 2, 4, 8) if 8 * s >= f.width)
-                raw = np.ascontiguousarray(values & ((1 << f.width) - 1), f"<u{size}")
-                elem_bits = np.unpackbits(raw.view(np.uint8).reshape(n, max(f.count, 1), size),
-                                          axis=2, bitorder="little")
-                field_bits = elem_bits[:, :, :f.width].reshape(n, -1)
-            bits[:, f.offset:f.offset + span] = field_bits
-        packed = np.packbits(bits, axis=1, bitorder="little")
+                elems = (values & ((1 << f.width) - 1)).astype(np.uint64)
+                for j in range(elems.shape[1]):
+                    _place(words, elems[:, j], f.offset + j * f.width, f.width)
+        size = -(-self.width // 8)
+        packed = words.astype("<u8").view(np.uint8)[:, :size]
         return [int.from_bytes(row.tobytes(), "little") for row in packed]
 
     def unpack(self, words) -> dict[str, np.ndarray]:

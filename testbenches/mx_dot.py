@@ -85,16 +85,16 @@ async def test_workload(dut):
     anywhere in 0..255, under random valid gaps and ready back-pressure."""
     ctx = context()
     rng = ctx.rng(1)
-    rows = []
-    for _ in range(ctx.workload.count):
-        blocks = int(rng.integers(1, 7))
-        a = rng.integers(0, 16, BLOCK * blocks, dtype=np.uint8)
-        b = rng.integers(0, 16, BLOCK * blocks, dtype=np.uint8)
-        if rng.random() < 0.2:
-            sa = rng.integers(0, 256, blocks)
-            sb = rng.integers(0, 256, blocks)
-        else:
-            sa = rng.integers(117, 138, blocks)
-            sb = rng.integers(117, 138, blocks)
-        rows.append((a, b, sa.tolist(), sb.tolist()))
+    count = ctx.workload.count
+    # Drawn for all dot products at once, then cut into rows.
+    blocks = rng.integers(1, 7, count)
+    total = int(blocks.sum())
+    a = rng.integers(0, 16, (total, BLOCK), dtype=np.uint8)
+    b = rng.integers(0, 16, (total, BLOCK), dtype=np.uint8)
+    anywhere = np.repeat(rng.random(count) < 0.2, blocks)
+    sa, sb = (np.where(anywhere, rng.integers(0, 256, total), rng.integers(117, 138, total))
+              for _ in range(2))
+    cuts = np.cumsum(blocks)[:-1]
+    rows = [(x.reshape(-1), y.reshape(-1), s.tolist(), u.tolist())
+            for x, y, s, u in zip(*(np.split(v, cuts) for v in (a, b, sa, sb)), strict=True)]
     await _check(dut, "test_workload", rows, gaps=True)

@@ -91,16 +91,20 @@ async def test_workload(dut):
     scales, under random valid gaps and ready back-pressure."""
     ctx = context()
     rng = ctx.rng(1)
-    rows = []
-    for _ in range(ctx.workload.count):
-        blocks = int(rng.integers(1, 9))
-        a = rng.integers(0, 16, BLOCK * blocks, dtype=np.uint8)
-        b = rng.integers(0, 16, BLOCK * blocks, dtype=np.uint8)
-        sa = rng.integers(0, 256, blocks)
-        sb = rng.integers(0, 256, blocks)
-        if rng.random() < 0.9:  # mostly positive, non-NaN scales, as a quantizer makes
-            sa, sb = sa % 0x7F, sb % 0x7F
-        exp = int(rng.integers(1, 255)) if rng.random() < 0.3 else int(rng.integers(100, 150))
-        scale = (exp << 23) | int(rng.integers(0, 1 << 23)) | (int(rng.random() < 0.1) << 31)
-        rows.append((a, b, sa.tolist(), sb.tolist(), scale))
+    count = ctx.workload.count
+    # Drawn for all dot products at once, then cut into rows.
+    blocks = rng.integers(1, 9, count)
+    total = int(blocks.sum())
+    a = rng.integers(0, 16, (total, BLOCK), dtype=np.uint8)
+    b = rng.integers(0, 16, (total, BLOCK), dtype=np.uint8)
+    sa, sb = rng.integers(0, 256, total), rng.integers(0, 256, total)
+    plain = np.repeat(rng.random(count) < 0.9, blocks)  # mostly positive, non-NaN scales,
+    sa, sb = np.where(plain, sa % 0x7F, sa), np.where(plain, sb % 0x7F, sb)  # as quantizers make
+    exp = np.where(rng.random(count) < 0.3, rng.integers(1, 255, count),
+                   rng.integers(100, 150, count))
+    scales = (exp << 23) | rng.integers(0, 1 << 23, count) | ((rng.random(count) < 0.1) << 31)
+    cuts = np.cumsum(blocks)[:-1]
+    rows = [(x.reshape(-1), y.reshape(-1), s.tolist(), u.tolist(), int(scale))
+            for x, y, s, u, scale in zip(*(np.split(v, cuts) for v in (a, b, sa, sb)), scales,
+                                         strict=True)]
     await _check(dut, "test_workload", rows, gaps=True)
