@@ -51,15 +51,45 @@ _NAMES = {v: k for k, v in STATUS.items()}
 _OPS = {v: k for k, v in OPS.items()}
 
 
+class LinePool:
+    """Appends' lines, drawn ``batch`` appends at a time (the encoding is vectorized): K and V
+    of every head from random reals through the storage format, or (one append in five) raw
+    random bits, padding included (the cache stores bits)."""
+
+    def __init__(self, cfg, rng, batch: int = 256):
+        self.cfg, self.rng, self.batch = cfg, rng, batch
+        self._ready: list[tuple[int, ...]] = []
+
+    def take(self) -> tuple[int, ...]:
+        """One append's lines."""
+        if not self._ready:
+            self._draw()
+        return self._ready.pop()
+
+    def _draw(self) -> None:
+        cfg, rng, n = self.cfg, self.rng, self.batch
+        beats = cfg.append_beats
+        raw = rng.random(n) < 0.2
+        size = -(-cfg.line_bits // 8)
+        bits = rng.bytes(n * beats * size)
+        mask = (1 << cfg.line_bits) - 1
+        scale = 2.0 ** rng.integers(-8, 9, (n, 2, cfg.kv_heads, 1))
+        values = rng.standard_normal((n, 2, cfg.kv_heads, cfg.head_dim)) * scale
+        coded = encode_heads(cfg, values.reshape(-1, cfg.head_dim))
+        out = []
+        for k in range(n):
+            if raw[k]:
+                at = k * beats * size
+                out.append(tuple(int.from_bytes(bits[at + j * size: at + (j + 1) * size],
+                                                "little") & mask for j in range(beats)))
+            else:
+                out.append(tuple(coded[k * beats:(k + 1) * beats]))
+        self._ready = out[::-1]
+
+
 def random_lines(cfg, rng) -> tuple[int, ...]:
-    """One append's lines: K and V of every head, from random reals through the storage
-    format, or (one in five) raw random bits, padding included (the cache stores bits)."""
-    if rng.random() < 0.2:
-        return tuple(int.from_bytes(rng.bytes(-(-cfg.line_bits // 8)), "little")
-                     & ((1 << cfg.line_bits) - 1) for _ in range(cfg.append_beats))
-    scale = 2.0 ** rng.integers(-8, 9, (2, cfg.kv_heads, 1))
-    values = rng.standard_normal((2, cfg.kv_heads, cfg.head_dim)) * scale
-    return tuple(encode_heads(cfg, values[0]) + encode_heads(cfg, values[1]))
+    """One append's random lines (a :class:`LinePool` of one)."""
+    return LinePool(cfg, rng, batch=1).take()
 
 
 class Script:
@@ -70,6 +100,7 @@ class Script:
         self.model = KvCacheModel(cfg)
         self.requests: list[Request] = []
         self.outcomes: list[Outcome] = []
+        self._lines: LinePool | None = None
 
     def __call__(self, op: str | int, **fields) -> Outcome:
         req = Request(OPS[op] if isinstance(op, str) else op, **fields)
@@ -77,8 +108,14 @@ class Script:
         self.outcomes.append(self.model.apply(req))
         return self.outcomes[-1]
 
+    def lines(self, rng) -> tuple[int, ...]:
+        """One append's random lines (:class:`LinePool`, drawing from ``rng``)."""
+        if self._lines is None:
+            self._lines = LinePool(self.cfg, rng)
+        return self._lines.take()
+
     def append(self, seq: int, rng) -> Outcome:
-        return self("append", seq=seq, lines=random_lines(self.cfg, rng))
+        return self("append", seq=seq, lines=self.lines(rng))
 
     def free_all(self) -> None:
         for seq in sorted(self.model.seqs):
@@ -131,7 +168,7 @@ def bad_request(sc: Script, cfg, rng, seq: int, n: int) -> None:
     if kind == 0:
         sc(["free", "read", "fork"][int(rng.integers(3))], seq=unknown, count=1)
     elif kind == 1:
-        sc("append", seq=unknown, lines=random_lines(cfg, rng))
+        sc("append", seq=unknown, lines=sc.lines(rng))
     elif kind == 2:
         sc("read", seq=seq, head=int(rng.integers(cfg.kv_heads, 256)), count=1)
     elif kind == 3:
@@ -280,7 +317,7 @@ async def test_edges(dut):
     sc("free", seq=255)
     dead = next((s for s in range(cfg.max_seqs) if s not in sc.model.seqs), 255)
     sc("read", seq=dead, count=1)
-    sc("append", seq=dead, lines=random_lines(cfg, rng))
+    sc("append", seq=dead, lines=sc.lines(rng))
     sc("read", seq=a, head=cfg.kv_heads, count=1)
     sc("read", seq=a, head=255, count=1)
     length = len(sc.model.seqs[a].tokens)

@@ -46,20 +46,23 @@ def _widths(config) -> list[int]:
 
 
 def encode_heads(config, values) -> list[int]:
-    """The lines of one token's K (or V): ``values`` is (kv_heads, head_dim) real numbers;
-    returns ``kv_heads * token_lines`` line words, head by head."""
+    """The lines of head vectors: ``values`` is (heads, head_dim) real numbers (one token's K
+    or V has ``kv_heads`` of them; any number may be encoded at once); returns
+    ``heads * token_lines`` line words, head by head."""
     values = np.asarray(values, dtype=np.float64)
     codes = _codes(config, values)
-    widths = _widths(config)
-    lines = []
-    mask = (1 << config.line_bits) - 1
-    for head in codes:
-        word, shift = 0, 0
-        for code, width in zip(head.tolist(), widths, strict=True):
-            word |= int(code) << shift
-            shift += width
-        lines += [(word >> (k * config.line_bits)) & mask for k in range(config.token_lines)]
-    return lines
+    heads = codes.shape[0]
+    # Each head's word as bits, lowest first: fields of equal width a run at a time.
+    widths = np.array(_widths(config))
+    runs = np.flatnonzero(np.diff(widths, prepend=-1, append=-1))
+    parts = [((codes[:, lo:hi, None] >> np.arange(widths[lo], dtype=np.uint64)) & 1)
+             .reshape(heads, -1) for lo, hi in zip(runs[:-1], runs[1:], strict=True)]
+    bits = np.zeros((heads, config.token_lines * config.line_bits), dtype=np.uint8)
+    used = np.concatenate(parts, axis=1)
+    bits[:, :used.shape[1]] = used
+    lines = np.packbits(bits.reshape(heads * config.token_lines, config.line_bits), axis=1,
+                        bitorder="little")
+    return [int.from_bytes(line.tobytes(), "little") for line in lines]
 
 
 def decode_heads(config, lines: list[int]) -> np.ndarray:
