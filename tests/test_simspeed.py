@@ -29,9 +29,8 @@ def test_the_replay_without_cocotb_runs_the_same_cycles(simulator, tmp_path):
     block = get_block("fp4_mul")
     config, workload = parse_params(block, {"count": 600})
     cycles, _, _, run = simspeed.harness_run(block, config, workload, simulator)
-    replayed, rate = simspeed.replay(run, block.name, simulator, tmp_path)
+    replayed, _ = simspeed.replay(run, block.name, simulator, tmp_path)
     assert replayed == cycles
-    assert rate > 0
 
 
 @pytest.mark.sim
