@@ -79,6 +79,12 @@ class Codec:
         integer per beat holding all of its bits, element 0 lowest); for the unnamed field
         pass ``_=values``. Missing fields are 0; values are two's complement cut to their
         width."""
+        return [int.from_bytes(row.tobytes(), "big") for row in self.pack_bytes(**columns)]
+
+    def pack_bytes(self, **columns) -> np.ndarray:
+        """The payloads of :meth:`pack` as bytes: a uint8 array of one row per beat, each
+        payload's whole bytes, most significant first (as the harness's rings load them:
+        :class:`~scoville.testbenches.freerun.FreeRun` takes it as it is)."""
         columns = {("" if k == "_" else k): v for k, v in columns.items()}
         unknown = set(columns) - set(self.fields)
         if unknown:
@@ -111,8 +117,7 @@ class Codec:
                 for j in range(elems.shape[1]):
                     _place(words, elems[:, j], f.offset + j * f.width, f.width)
         size = -(-self.width // 8)
-        packed = words.astype("<u8").view(np.uint8)[:, :size]
-        return [int.from_bytes(row.tobytes(), "little") for row in packed]
+        return np.ascontiguousarray(words.astype("<u8").view(np.uint8)[:, size - 1::-1])
 
     def unpack(self, words) -> dict[str, np.ndarray]:
         """Columns from payload words: each field as an int64 array of one value per beat (a

@@ -110,7 +110,8 @@ class FreeRun:
     """Drives the source streams and takes the sink streams of a design inside the harness.
 
     ``component`` is the design (the harness is built from its signature); ``sources`` maps
-    a stream name to ``(items, valid schedule)``: packed payloads, offered in order;
+    a stream name to ``(items, valid schedule)``: packed payloads, offered in order (integers,
+    or the rows of :meth:`~scoville.testbenches.codec.Codec.pack_bytes`);
     ``sinks`` maps a stream name to ``(count, ready schedule)``. ``watch`` names plain
     outputs of the design (counters) whose change over the run :meth:`run` returns.
     """
@@ -121,13 +122,26 @@ class FreeRun:
         self.order = [s.name for s in streams]
         self._width = {s.name: s.width for s in streams}
         self._bytes = {s.name: -(-s.width // 8) for s in streams}
-        self.sources = {name: (list(items), valid) for name, (items, valid) in sources.items()}
+        self.sources = {name: (self._rows(name, items), valid)
+                        for name, (items, valid) in sources.items()}
         self.sinks = dict(sinks)
         self.names = (list(self.sources), list(self.sinks))
         self.watch = tuple(watch)
         self._schedules = {name: schedule for name, (_, schedule)
                            in {**self.sources, **self.sinks}.items()}
         self._dir = Path.cwd()
+
+    def _rows(self, name: str, items) -> np.ndarray:
+        """A source's payloads as the rings load them: a row of whole bytes per beat, most
+        significant first (:meth:`Codec.pack_bytes`; a list of integers is converted)."""
+        size = self._bytes[name]
+        if isinstance(items, np.ndarray):
+            if items.ndim != 2 or items.shape[1] != size:
+                raise ValueError(f"stream {name}: payload rows of shape {items.shape}, "
+                                 f"expected (beats, {size})")
+            return items
+        data = b"".join(int(v).to_bytes(size, "big") for v in items)
+        return np.frombuffer(data, dtype=np.uint8).reshape(len(items), size)
 
     def _set(self, name: str, value: int) -> None:
         getattr(self.dut, name).value = value
@@ -184,9 +198,7 @@ class FreeRun:
                 segs = _segments(self._loaded[name], ends[name], DEPTH)
                 if piece < len(segs):
                     first, at, n = segs[piece]
-                    size = self._bytes[name]
-                    todo[name] = (at, n, b"".join(v.to_bytes(size, "big")
-                                                  for v in items[first:first + n]))
+                    todo[name] = (at, n, items[first:first + n].tobytes())
             await self._strobe("load", todo)
         for name, end in ends.items():
             self._loaded[name] = end

@@ -85,12 +85,13 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
         if ops is None:
             continue
         a_beats, b_beats = operand_beats(cfg, ops, fill)
-        a_items += codec["a"].pack(**a_beats)
-        b_items += codec["b"].pack(**b_beats)
+        a_items.append(codec["a"].pack_bytes(**a_beats))
+        b_items.append(codec["b"].pack_bytes(**b_beats))
         rows = result_rows(cfg, gemm(cfg, ops))
         want += [r.tolist() for r in rows]
         rows_of += [(g, m, k, n, i) for i in range(len(rows))]
 
+    a_items, b_items = (np.concatenate(rows) if rows else [] for rows in (a_items, b_items))
     await reset(dut, stream_names(component))
     shapes = [(m, k, n) for m, k, n, _ in jobs]
     valid, ready = stream_schedules(ctx, ("cmd", "a", "b"), ("o",), gaps=gaps)

@@ -185,7 +185,7 @@ async def check_stream(
     """
     component = get_block(ctx.block).component(ctx.config)
     codec = codecs(component)
-    items = codec["i"].pack(**inputs)
+    items = codec["i"].pack_bytes(**inputs)
     await reset(dut, stream_names(component))
     valid, ready = stream_schedules(ctx, ("i",), ("o",), gaps=gaps)
     valid, ready = valid["i"], ready["o"]
