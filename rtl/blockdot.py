@@ -8,8 +8,9 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .comb import wire
+from .formats import FP32_QNAN
 from .fp4 import e2m1_product
-from .fp32 import FP32_QNAN, fp32_add
+from .fp32 import fp32_add
 from .fpconv import scaled_int_to_fp32
 
 __all__ = [

@@ -7,20 +7,16 @@ except that every NaN it produces is the canonical quiet NaN :data:`FP32_QNAN`.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Mux, unsigned
+from amaranth.hdl import Cat, Const, Mux
 from amaranth.lib import data
 
 from .comb import normalize, wire
+from .formats import FP32, FP32_QNAN
 from .params import check_int, param
 from .pipeline import LaneUnit
 
-__all__ = ["FP32", "FP32_QNAN", "Fp32Add", "Fp32AddConfig", "fp32_add"]
+__all__ = ["Fp32Add", "Fp32AddConfig", "fp32_add"]
 
-#: A binary32 value as bit fields (LSB first): 23 fraction bits, 8 biased exponent bits, sign.
-FP32 = data.StructLayout({"man": unsigned(23), "exp": unsigned(8), "sign": unsigned(1)})
-
-#: The one NaN :func:`fp32_add` produces: positive, quiet, zero payload.
-FP32_QNAN = 0x7FC0_0000
 
 #: Width of the working sum: carry, hidden bit, 23 fraction bits, guard, round, sticky.
 _SUM_BITS = 28

@@ -8,7 +8,7 @@ to zero), except that every NaN it produces is the canonical quiet NaN :data:`FP
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 
 from .comb import normalize, wire
-from .fp32 import FP32_QNAN
+from .formats import FP32_QNAN
 from .fpconv import FP32_INF
 
 __all__ = ["fp32_mul"]

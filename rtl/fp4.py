@@ -7,16 +7,15 @@ signed fixed-point integer counting quarters (9 bits).
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Mux, signed, unsigned
+from amaranth.hdl import Cat, Mux, signed
 from amaranth.lib import data
 
+from .formats import E2M1
 from .params import check_int, param
 from .pipeline import LaneUnit
 
-__all__ = ["E2M1", "PRODUCT_SHAPE", "Fp4Mul", "Fp4MulConfig", "e2m1_product"]
+__all__ = ["PRODUCT_SHAPE", "Fp4Mul", "Fp4MulConfig", "e2m1_product"]
 
-#: An E2M1 code as bit fields (LSB first).
-E2M1 = data.StructLayout({"man": unsigned(1), "exp": unsigned(2), "sign": unsigned(1)})
 
 #: An exact E2M1 product in quarters: -144..144.
 PRODUCT_SHAPE = signed(9)

@@ -39,22 +39,23 @@ from amaranth.lib.wiring import In, Out
 
 from .blockdot import mx_block_value, mx_scale_terms
 from .comb import wire
+from .formats import ELEMENT_BITS, MX_BLOCK
 from .fp4 import e2m1_product
 from .fp32 import fp32_add
 from .opbuffer import OperandBuffer
 from .params import ParamError, check_choice, check_int, param
 from .pipeline import delay
 
-__all__ = ["DIM_BITS", "FORMATS", "MX_BLOCK", "STATUS", "Gemm", "GemmConfig"]
+__all__ = ["DIM_BITS", "FORMATS", "STATUS", "Gemm", "GemmConfig"]
 
-#: Element width of each format.
-FORMATS = {"int8": 8, "int4": 4, "mxfp4": 4}
+#: The element formats (their widths: :data:`~scoville.rtl.formats.ELEMENT_BITS`).
+FORMATS = ("int8", "int4", "mxfp4")
 
 #: Width of the M, K and N fields of a command (1..65535).
 DIM_BITS = 16
 
-#: Elements per MX block along K.
-MX_BLOCK = 32
+#: The low bits of K that count elements within an MX block.
+_BLOCK_BITS = (MX_BLOCK - 1).bit_length()
 
 #: Status codes of the last command.
 STATUS = {"ok": 0, "zero_dim": 1}
@@ -91,7 +92,7 @@ class GemmConfig:
     def __post_init__(self):
         check_int("rows", self.rows, 1, 64)
         check_int("cols", self.cols, 1, 64)
-        check_choice("fmt", self.fmt, tuple(FORMATS))
+        check_choice("fmt", self.fmt, FORMATS)
         check_choice("dataflow", self.dataflow, ("os", "ws"))
         check_int("buffer_depth", self.buffer_depth, 2, 4096)
         check_int("acc_rows", self.acc_rows, 2, 4096)
@@ -103,7 +104,7 @@ class GemmConfig:
 
     @property
     def bits(self) -> int:
-        return FORMATS[self.fmt]
+        return ELEMENT_BITS[self.fmt]
 
     @property
     def mx(self) -> bool:
@@ -332,8 +333,8 @@ class _OutputStationary(_Dataflow):
                 s1.valid.eq(stepping),
                 s1.first.eq(k == 0),
                 s1.last.eq(k_last),
-                s1.bstart.eq(k[:5] == 0),
-                s1.bend.eq((k[:5] == MX_BLOCK - 1) | k_last),
+                s1.bstart.eq(k[:_BLOCK_BITS] == 0),
+                s1.bend.eq((k[:_BLOCK_BITS] == MX_BLOCK - 1) | k_last),
                 s1.rows.eq(Cat(r < M - i0 for r in range(R))),
                 s1.cols.eq(Cat(c < N - j0 for c in range(C))),
             ]

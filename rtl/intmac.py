@@ -10,13 +10,14 @@ from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .formats import ELEMENT_BITS
 from .params import check_choice, check_int, param
 from .pipeline import stall_chain
 
-__all__ = ["INT_BITS", "IntMac", "IntMacConfig"]
+__all__ = ["FORMATS", "IntMac", "IntMacConfig"]
 
-#: Element width of each integer format.
-INT_BITS = {"int4": 4, "int8": 8}
+#: The integer formats (their widths: :data:`~scoville.rtl.formats.ELEMENT_BITS`).
+FORMATS = ("int4", "int8")
 
 
 @dataclass(frozen=True)
@@ -35,12 +36,12 @@ class IntMacConfig:
     lanes: int = param(8, "1..64", "products per cycle")
 
     def __post_init__(self):
-        check_choice("fmt", self.fmt, tuple(INT_BITS))
+        check_choice("fmt", self.fmt, FORMATS)
         check_int("lanes", self.lanes, 1, 64)
 
     @property
     def bits(self) -> int:
-        return INT_BITS[self.fmt]
+        return ELEMENT_BITS[self.fmt]
 
 
 class IntMac(wiring.Component):

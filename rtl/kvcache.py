@@ -35,18 +35,16 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .formats import ELEMENT_BITS, MX_BLOCK
 from .params import ParamError, check_choice, check_int, param
 
 __all__ = [
-    "COUNTERS", "FORMATS", "MX_BLOCK", "OPS", "STATUS", "KvCache", "KvCacheConfig",
+    "COUNTERS", "FORMATS", "OPS", "STATUS", "KvCache", "KvCacheConfig",
     "request_layout",
 ]
 
-#: Element width of each storage format.
-FORMATS = {"bf16": 16, "fp8_e4m3": 8, "mxfp4": 4}
-
-#: Elements per MXFP4 block (one E8M0 scale each).
-MX_BLOCK = 32
+#: The storage formats (their widths: :data:`~scoville.rtl.formats.ELEMENT_BITS`).
+FORMATS = ("bf16", "fp8_e4m3", "mxfp4")
 
 #: Request opcodes.
 OPS = {"alloc": 0, "free": 1, "append": 2, "read": 3, "fork": 4}
@@ -131,7 +129,7 @@ class KvCacheConfig:
         check_int("max_seqs", self.max_seqs, 1, 64)
         check_int("kv_heads", self.kv_heads, 1, 64)
         check_int("head_dim", self.head_dim, 1, 1024)
-        check_choice("kv_fmt", self.kv_fmt, tuple(FORMATS))
+        check_choice("kv_fmt", self.kv_fmt, FORMATS)
         if self.kv_fmt == "mxfp4" and self.head_dim % MX_BLOCK:
             raise ParamError(
                 f"parameter 'head_dim' = {self.head_dim} is not allowed with kv_fmt=mxfp4; "
@@ -145,7 +143,7 @@ class KvCacheConfig:
     @property
     def bits(self) -> int:
         """Bits per element."""
-        return FORMATS[self.kv_fmt]
+        return ELEMENT_BITS[self.kv_fmt]
 
     @property
     def token_bits(self) -> int:

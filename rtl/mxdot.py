@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from amaranth.hdl import Module, Signal
 
 from .blockdot import BlockDotUnit, accumulate, block_sums, mx_block_value, mx_scale_terms
+from .formats import MX_BLOCK
 from .params import check_int, param
 from .pipeline import stall_chain
 
-__all__ = ["BLOCK", "MxDot", "MxDotConfig"]
+__all__ = ["MxDot", "MxDotConfig"]
 
-#: Elements per MX block.
-BLOCK = 32
+#: Lanes that divide a block into whole beats.
+_LANES = tuple(k for k in range(1, MX_BLOCK + 1) if MX_BLOCK % k == 0)
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,11 @@ class MxDotConfig:
     lanes: int = param(8, "1, 2, 4, 8, 16, 32", "products per cycle")
 
     def __post_init__(self):
-        check_int("lanes", self.lanes, 1, 32, choices=(1, 2, 4, 8, 16, 32))
+        check_int("lanes", self.lanes, 1, MX_BLOCK, choices=_LANES)
 
     @property
     def beats_per_block(self) -> int:
-        return BLOCK // self.lanes
+        return MX_BLOCK // self.lanes
 
 
 class MxDot(BlockDotUnit):
@@ -73,7 +74,7 @@ class MxDot(BlockDotUnit):
         en, valid = stall_chain(m, self.i, self.o, self.latency, emits=s3_last)
 
         p = self.i.payload
-        sums = block_sums(m, self.i, en, valid, lanes=lanes, block=BLOCK,
+        sums = block_sums(m, self.i, en, valid, lanes=lanes, block=MX_BLOCK,
                           carry=mx_scale_terms(p.sa, p.sb))
 
         # Stage 3: round the block to FP32 (quarters: 2^(sa+sb-254-2)) and accumulate.

@@ -14,17 +14,16 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .comb import leading_one
-from .fp32 import FP32
+from .formats import E8M0_NAN, ELEMENT_BITS, FP32, MX_BLOCK
 from .params import check_choice, param
 from .pipeline import stall_pipeline
 
 __all__ = ["MxQuant", "MxQuantConfig"]
 
-BLOCK = 32
-E8M0_NAN = 0xFF
 
-#: Input width of each format; BF16 is the top half of an FP32.
-IN_BITS = {"fp32": 32, "bf16": 16}
+#: The input formats (their widths: :data:`~scoville.rtl.formats.ELEMENT_BITS`); BF16 is the top
+#: half of an FP32.
+IN_FORMATS = ("fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class MxQuantConfig:
     in_fmt: str = param("fp32", "fp32, bf16", "input element format")
 
     def __post_init__(self):
-        check_choice("in_fmt", self.in_fmt, tuple(IN_BITS))
+        check_choice("in_fmt", self.in_fmt, IN_FORMATS)
 
 
 def _round_e2m1(m: Module, sig, exp_field, e, name):
@@ -93,13 +92,13 @@ class MxQuant(wiring.Component):
 
     def __init__(self, config: MxQuantConfig):
         self._config = config
-        self.in_bits = IN_BITS[config.in_fmt]
+        self.in_bits = ELEMENT_BITS[config.in_fmt]
         self.out_layout = data.StructLayout({
-            "codes": data.ArrayLayout(4, BLOCK),
+            "codes": data.ArrayLayout(4, MX_BLOCK),
             "scale": unsigned(8),
         })
         super().__init__({
-            "i": In(stream.Signature(data.ArrayLayout(self.in_bits, BLOCK))),
+            "i": In(stream.Signature(data.ArrayLayout(self.in_bits, MX_BLOCK))),
             "o": Out(stream.Signature(self.out_layout)),
         })
 
@@ -114,13 +113,13 @@ class MxQuant(wiring.Component):
 
         # Stage 1: register the block as FP32 and its largest magnitude (IEEE magnitudes order
         # as unsigned integers), and whether anything is NaN or Inf.
-        s1_x = Signal(data.ArrayLayout(32, BLOCK))
+        s1_x = Signal(data.ArrayLayout(32, MX_BLOCK))
         s1_amax = Signal(31)
         s1_special = Signal()
         mags = []
         special = []
         x_full = []
-        for k in range(BLOCK):
+        for k in range(MX_BLOCK):
             x = Cat(Const(0, pad), self.i.payload[k])
             x_full.append(x)
             mags.append(x[:31])
@@ -135,7 +134,7 @@ class MxQuant(wiring.Component):
                 nxt.append(w)
             level = nxt
         with m.If(en):
-            for k in range(BLOCK):
+            for k in range(MX_BLOCK):
                 m.d.sync += s1_x[k].eq(x_full[k])
             m.d.sync += [s1_amax.eq(level[0]), s1_special.eq(Cat(*special).any())]
 
@@ -146,8 +145,8 @@ class MxQuant(wiring.Component):
         m.d.comb += log2.eq(Mux(amax_exp == 0, lead - 149, amax_exp - 127))
         e = Signal(signed(10))
         m.d.comb += e.eq(Mux((s1_amax == 0) | (log2 - 2 < -127), -127, log2 - 2))
-        codes = Signal(data.ArrayLayout(4, BLOCK))
-        for k in range(BLOCK):
+        codes = Signal(data.ArrayLayout(4, MX_BLOCK))
+        for k in range(MX_BLOCK):
             x = data.View(FP32, s1_x[k])
             sig = Cat(x.man, x.exp != 0)
             mag = _round_e2m1(m, sig, x.exp, e, f"el{k}")

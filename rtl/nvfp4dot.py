@@ -15,19 +15,16 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data
 
 from .blockdot import BlockDotUnit, accumulate, block_sums
-from .fp32 import FP32_QNAN
+from .formats import E4M3, FP32_QNAN, NVFP4_BLOCK
 from .fp32mul import fp32_mul
 from .fpconv import scaled_int_to_fp32
 from .params import check_int, param
 from .pipeline import stall_chain
 
-__all__ = ["BLOCK", "E4M3", "Nvfp4Dot", "Nvfp4DotConfig"]
+__all__ = ["Nvfp4Dot", "Nvfp4DotConfig"]
 
-#: Elements per NVFP4 block.
-BLOCK = 16
-
-#: An OCP FP8 E4M3 ("fn") code as bit fields, LSB first: bias 7, no Inf, NaN = S.1111.111.
-E4M3 = data.StructLayout({"man": unsigned(3), "exp": unsigned(4), "sign": unsigned(1)})
+#: Lanes that divide a block into whole beats.
+_LANES = tuple(k for k in range(1, NVFP4_BLOCK + 1) if NVFP4_BLOCK % k == 0)
 
 
 @dataclass(frozen=True)
@@ -43,11 +40,11 @@ class Nvfp4DotConfig:
     lanes: int = param(8, "1, 2, 4, 8, 16", "products per cycle")
 
     def __post_init__(self):
-        check_int("lanes", self.lanes, 1, 16, choices=(1, 2, 4, 8, 16))
+        check_int("lanes", self.lanes, 1, NVFP4_BLOCK, choices=_LANES)
 
     @property
     def beats_per_block(self) -> int:
-        return BLOCK // self.lanes
+        return NVFP4_BLOCK // self.lanes
 
 
 class Nvfp4Dot(BlockDotUnit):
@@ -84,7 +81,7 @@ class Nvfp4Dot(BlockDotUnit):
         p = self.i.payload
         sa = data.View(E4M3, p.sa)
         sb = data.View(E4M3, p.sb)
-        sums = block_sums(m, self.i, en, valid, lanes=lanes, block=BLOCK, carry={
+        sums = block_sums(m, self.i, en, valid, lanes=lanes, block=NVFP4_BLOCK, carry={
             "nan": ((sa.exp == 0xF) & (sa.man == 0x7)) | ((sb.exp == 0xF) & (sb.man == 0x7)),
             "neg": sa.sign ^ sb.sign,
             "sig": Cat(sa.man, sa.exp != 0) * Cat(sb.man, sb.exp != 0),

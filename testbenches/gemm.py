@@ -18,7 +18,8 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
-from scoville.rtl.gemm import MX_BLOCK, STATUS, Gemm
+from scoville.rtl.formats import MX_BLOCK
+from scoville.rtl.gemm import STATUS, Gemm
 from scoville.sim.cycles.gemm import (
     COUNTERS,
     ideal_cycles,

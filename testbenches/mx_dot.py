@@ -9,7 +9,8 @@ workload of multi-block dot products under random valid gaps and ready back-pres
 import cocotb
 import numpy as np
 
-from scoville.rtl.mxdot import BLOCK, MxDot
+from scoville.rtl.formats import MX_BLOCK
+from scoville.rtl.mxdot import MxDot
 from scoville.sim.golden.mxdot import mx_dot
 
 from .blockdot import by_length, check_block_dot
@@ -21,7 +22,7 @@ EDGE_SCALES = (0x00, 0x7F, 0xFE, 0xFF)
 async def _check(dut, test, rows, *, gaps, interrupt=False):
     """``rows``: list of ``(a, b, sa, sb)``: codes of length 32 * blocks, scales per block."""
     want = by_length(rows, mx_dot)
-    await check_block_dot(dut, test, rows, want, block=BLOCK,
+    await check_block_dot(dut, test, rows, want, block=MX_BLOCK,
                           latency=MxDot.latency, gaps=gaps, interrupt=interrupt)
 
 
@@ -33,11 +34,11 @@ async def test_codes_at_edge_scales(dut):
     for sa in EDGE_SCALES:
         for sb in EDGE_SCALES:
             for x in range(16):
-                a = np.zeros(BLOCK, np.uint8)
-                b = np.zeros(BLOCK, np.uint8)
+                a = np.zeros(MX_BLOCK, np.uint8)
+                b = np.zeros(MX_BLOCK, np.uint8)
                 for y in range(16):
                     a[:], b[:] = 0, 0
-                    pos = (x * 16 + y) % BLOCK
+                    pos = (x * 16 + y) % MX_BLOCK
                     a[pos], b[pos] = x, y
                     rows.append((a.copy(), b.copy(), [sa], [sb]))
     await _check(dut, "test_codes_at_edge_scales", rows, gaps=False)
@@ -60,9 +61,9 @@ async def test_reset(dut):
 
 def _extremes() -> list:
     six, msix = 0x7, 0xF
-    full = np.full(BLOCK, six, np.uint8)
-    neg = np.full(BLOCK, msix, np.uint8)
-    half = np.full(BLOCK, 0x1, np.uint8)
+    full = np.full(MX_BLOCK, six, np.uint8)
+    neg = np.full(MX_BLOCK, msix, np.uint8)
+    half = np.full(MX_BLOCK, 0x1, np.uint8)
     rows = [
         (np.concatenate([full, full]), np.concatenate([full, neg]), [0xFE, 0xFE], [0xFE, 0xFE]),
         (np.concatenate([full, full]), np.concatenate([full, full]), [0xFE, 0xFE], [0xB0, 0x90]),
@@ -73,7 +74,7 @@ def _extremes() -> list:
         (np.concatenate([full, full]), np.concatenate([full, full]), [0x7F, 0xFF], [0x7F, 0x7F]),
         (half, half, [0x11], [0x10]),
         (half, half, [0x38], [0x37]),
-        (half, np.full(BLOCK, 0x9, np.uint8), [0x38], [0x36]),
+        (half, np.full(MX_BLOCK, 0x9, np.uint8), [0x38], [0x36]),
         (np.concatenate([half, half]), np.concatenate([half, half]), [0x38, 0x39], [0x37, 0x37]),
     ]
     return rows
@@ -89,8 +90,8 @@ async def test_workload(dut):
     # Drawn for all dot products at once, then cut into rows.
     blocks = rng.integers(1, 7, count)
     total = int(blocks.sum())
-    a = rng.integers(0, 16, (total, BLOCK), dtype=np.uint8)
-    b = rng.integers(0, 16, (total, BLOCK), dtype=np.uint8)
+    a = rng.integers(0, 16, (total, MX_BLOCK), dtype=np.uint8)
+    b = rng.integers(0, 16, (total, MX_BLOCK), dtype=np.uint8)
     anywhere = np.repeat(rng.random(count) < 0.2, blocks)
     sa, sb = (np.where(anywhere, rng.integers(0, 256, total), rng.integers(117, 138, total))
               for _ in range(2))

@@ -9,7 +9,8 @@ under random valid gaps and ready back-pressure.
 import cocotb
 import numpy as np
 
-from scoville.rtl.mxquant import BLOCK, IN_BITS, MxQuant
+from scoville.rtl.formats import ELEMENT_BITS, MX_BLOCK
+from scoville.rtl.mxquant import MxQuant
 from scoville.sim.golden.mx import quantize_mxfp4
 
 from .kit import check_stream, context
@@ -26,8 +27,8 @@ def _to_input(blocks: np.ndarray, in_fmt: str) -> np.ndarray:
 async def _check(dut, test, blocks, *, gaps, interrupt=False):
     ctx = context()
     in_fmt = ctx.config.in_fmt
-    width = IN_BITS[in_fmt]
-    x = _to_input(np.asarray(blocks, dtype=np.float32).reshape(-1, BLOCK), in_fmt)
+    width = ELEMENT_BITS[in_fmt]
+    x = _to_input(np.asarray(blocks, dtype=np.float32).reshape(-1, MX_BLOCK), in_fmt)
     raw = x.view(np.uint32) >> np.uint32(32 - width)
     codes, scales = quantize_mxfp4(x, axis=-1)
     want = [(tuple(int(v) for v in c), int(s[0])) for c, s in zip(codes, scales, strict=True)]
@@ -43,16 +44,16 @@ async def _check(dut, test, blocks, *, gaps, interrupt=False):
 
 def _directed() -> list[np.ndarray]:
     rng = np.random.default_rng(0)
-    out = [np.zeros(BLOCK), -np.zeros(BLOCK), np.full(BLOCK, 6.0), np.full(BLOCK, -7.9)]
-    base = rng.uniform(-1, 1, BLOCK)
+    out = [np.zeros(MX_BLOCK), -np.zeros(MX_BLOCK), np.full(MX_BLOCK, 6.0), np.full(MX_BLOCK, -7.9)]
+    base = rng.uniform(-1, 1, MX_BLOCK)
     for special in (np.nan, np.inf, -np.inf):
         b = base.copy()
         b[5] = special
         out.append(b)
     tiny = np.float32(np.finfo(np.float32).smallest_subnormal)
-    out.append(np.arange(BLOCK) * tiny)  # subnormal amax, exponent clamped to -127
-    out.append(np.full(BLOCK, np.finfo(np.float32).max) * rng.choice([-1, 1], BLOCK))
-    out.append(np.float32(2.0**-125) * rng.uniform(-1, 1, BLOCK))
+    out.append(np.arange(MX_BLOCK) * tiny)  # subnormal amax, exponent clamped to -127
+    out.append(np.full(MX_BLOCK, np.finfo(np.float32).max) * rng.choice([-1, 1], MX_BLOCK))
+    out.append(np.float32(2.0**-125) * rng.uniform(-1, 1, MX_BLOCK))
     # Every tie of the E2M1 grid, and its neighbours one ulp away, at a few scales.
     ties = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 7.0, 6.5, 5.5, 4.5, 0.5, 1.0])
     for scale in (2.0**-100, 1.0, 2.0**90):
@@ -60,7 +61,7 @@ def _directed() -> list[np.ndarray]:
             v = ties.astype(np.float32)
             if nudge:
                 v = np.nextafter(v, np.float32(nudge * np.inf)).astype(np.float32)
-            block = np.zeros(BLOCK)
+            block = np.zeros(MX_BLOCK)
             block[0] = 4.0  # amax 4 (or just above): shared exponent 0
             block[1 : 1 + len(v)] = v
             block[16 : 16 + len(v)] = -v
@@ -90,11 +91,11 @@ async def test_workload(dut):
     n = ctx.workload.count
     exps = rng.integers(-140, 120, (n, 1))
     spread = rng.integers(0, 30, (n, 1))
-    mant = rng.uniform(-2, 2, (n, BLOCK))
-    blocks = mant * np.exp2(exps - rng.integers(0, spread + 1, (n, BLOCK)))
+    mant = rng.uniform(-2, 2, (n, MX_BLOCK))
+    blocks = mant * np.exp2(exps - rng.integers(0, spread + 1, (n, MX_BLOCK)))
     special = rng.random(n) < 0.02
-    blocks[special, rng.integers(0, BLOCK, special.sum())] = rng.choice(
+    blocks[special, rng.integers(0, MX_BLOCK, special.sum())] = rng.choice(
         [np.nan, np.inf, -np.inf], special.sum())
-    blocks[rng.random((n, BLOCK)) < 0.05] = 0.0
+    blocks[rng.random((n, MX_BLOCK)) < 0.05] = 0.0
     with np.errstate(over="ignore"):
         await _check(dut, "test_workload", blocks.astype(np.float32), gaps=True)

@@ -9,7 +9,8 @@ multi-block dot products under random valid gaps and ready back-pressure.
 import cocotb
 import numpy as np
 
-from scoville.rtl.nvfp4dot import BLOCK, Nvfp4Dot
+from scoville.rtl.formats import NVFP4_BLOCK
+from scoville.rtl.nvfp4dot import Nvfp4Dot
 from scoville.sim.golden.nvfp4dot import nvfp4_dot
 
 from .blockdot import by_length, check_block_dot
@@ -28,7 +29,7 @@ async def _check(dut, test, rows, *, gaps, interrupt=False):
     """``rows``: list of ``(a, b, sa, sb, scale_bits)``."""
     want = by_length(rows, lambda a, b, sa, sb, scale: nvfp4_dot(
         a, b, sa, sb, scale.astype(np.uint32).view(np.float32)))
-    await check_block_dot(dut, test, rows, want, block=BLOCK,
+    await check_block_dot(dut, test, rows, want, block=NVFP4_BLOCK,
                           latency=Nvfp4Dot.latency, gaps=gaps, tail=_tensor_scale_bits,
                           interrupt=interrupt)
 
@@ -43,9 +44,9 @@ async def test_codes_at_edge_scales(dut):
         for sb in EDGE_SCALES:
             for p in range(256):
                 x, y = divmod(p, 16)
-                a = np.zeros(BLOCK, np.uint8)
-                b = np.zeros(BLOCK, np.uint8)
-                a[p % BLOCK], b[p % BLOCK] = x, y
+                a = np.zeros(NVFP4_BLOCK, np.uint8)
+                b = np.zeros(NVFP4_BLOCK, np.uint8)
+                a[p % NVFP4_BLOCK], b[p % NVFP4_BLOCK] = x, y
                 rows.append((a, b, [sa], [sb], tensor[p % len(tensor)] if p % 4 == 0
                              else F32["one"]))
     await _check(dut, "test_codes_at_edge_scales", rows, gaps=False)
@@ -66,9 +67,9 @@ async def test_reset(dut):
 
 
 def _extremes() -> list:
-    six = np.full(BLOCK, 0x7, np.uint8)
-    msix = np.full(BLOCK, 0xF, np.uint8)
-    half = np.full(BLOCK, 0x1, np.uint8)
+    six = np.full(NVFP4_BLOCK, 0x7, np.uint8)
+    msix = np.full(NVFP4_BLOCK, 0xF, np.uint8)
+    half = np.full(NVFP4_BLOCK, 0x1, np.uint8)
     two = np.concatenate
     rows = [
         (six, six, [0x7E], [0x7E], F32["max"]),
@@ -80,7 +81,7 @@ def _extremes() -> list:
         (two([six, six, half]), two([six, msix, half]), [0x38, 0x38, 0x01], [0x38, 0x38, 0x01],
          F32["neg"]),
         (six, six, [0x7E], [0x7E], F32["inf"]),
-        (six, np.zeros(BLOCK, np.uint8), [0x7E], [0x7E], F32["inf"]),
+        (six, np.zeros(NVFP4_BLOCK, np.uint8), [0x7E], [0x7E], F32["inf"]),
     ]
     return rows
 
@@ -95,8 +96,8 @@ async def test_workload(dut):
     # Drawn for all dot products at once, then cut into rows.
     blocks = rng.integers(1, 9, count)
     total = int(blocks.sum())
-    a = rng.integers(0, 16, (total, BLOCK), dtype=np.uint8)
-    b = rng.integers(0, 16, (total, BLOCK), dtype=np.uint8)
+    a = rng.integers(0, 16, (total, NVFP4_BLOCK), dtype=np.uint8)
+    b = rng.integers(0, 16, (total, NVFP4_BLOCK), dtype=np.uint8)
     sa, sb = rng.integers(0, 256, total), rng.integers(0, 256, total)
     plain = np.repeat(rng.random(count) < 0.9, blocks)  # mostly positive, non-NaN scales,
     sa, sb = np.where(plain, sa % 0x7F, sa), np.where(plain, sb % 0x7F, sb)  # as quantizers make

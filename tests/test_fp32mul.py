@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from scoville.rtl.fp32 import FP32_QNAN
+from scoville.rtl.formats import FP32_QNAN
 from scoville.rtl.fp32mul import fp32_mul
 
 from .combsim import evaluate

@@ -7,10 +7,12 @@ quiet NaN 0x7FC00000, because the RTL does not propagate NaN payloads or signs.
 
 import numpy as np
 
+from scoville.rtl import formats
+
 __all__ = ["FP32_QNAN", "canonical_bits", "fp32_add", "sum_in_order"]
 
 #: The one NaN encoding the RTL produces.
-FP32_QNAN = np.uint32(0x7FC0_0000)
+FP32_QNAN = np.uint32(formats.FP32_QNAN)
 
 
 def fp32_add(a_bits, b_bits) -> np.ndarray:

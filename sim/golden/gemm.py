@@ -17,12 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scoville.rtl.formats import MX_BLOCK
+
 from .fp4 import E2M1_VALUES
 from .fp32 import canonical_bits, sum_in_order
 
 __all__ = ["Operands", "gemm", "operand_beats", "result_rows"]
 
-BLOCK = 32
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,11 @@ def gemm(config, ops: Operands) -> np.ndarray:
     if not config.mx:
         wide = ops.a.astype(np.int64) @ ops.b.astype(np.int64)
         return wide.astype(np.uint32).view(np.int32)
-    blocks = math.ceil(k / BLOCK)
-    pad = blocks * BLOCK - k
+    blocks = math.ceil(k / MX_BLOCK)
+    pad = blocks * MX_BLOCK - k
     halves = (E2M1_VALUES * 2).astype(np.float64)
-    a = np.pad(halves[ops.a], ((0, 0), (0, pad))).reshape(m, blocks, BLOCK)
-    b = np.pad(halves[ops.b], ((0, pad), (0, 0))).reshape(blocks, BLOCK, n)
+    a = np.pad(halves[ops.a], ((0, 0), (0, pad))).reshape(m, blocks, MX_BLOCK)
+    b = np.pad(halves[ops.b], ((0, pad), (0, 0))).reshape(blocks, MX_BLOCK, n)
     # Block sums in quarters: integers below 2^13, so float64 holds them exactly.
     sums = np.einsum("mqk,qkn->mnq", a, b)
     exps = ops.sa.astype(np.int64)[:, None, :] + ops.sb.astype(np.int64).T[None, :, :] - 256
@@ -99,8 +100,8 @@ def operand_beats(config, ops: Operands, fill=None) -> tuple[dict, dict]:
     b = padded(ops.b, (k, np_), lo, hi)
     if config.mx:
         # The scale of every element: that of its block.
-        sa = padded(np.repeat(ops.sa, BLOCK, axis=1)[:, :k], (mp, kp), 0, 256)
-        sb = padded(np.repeat(ops.sb, BLOCK, axis=0)[:k], (k, np_), 0, 256)
+        sa = padded(np.repeat(ops.sa, MX_BLOCK, axis=1)[:, :k], (mp, kp), 0, 256)
+        sb = padded(np.repeat(ops.sb, MX_BLOCK, axis=0)[:k], (k, np_), 0, 256)
     a_beats, a_scales, b_beats, b_scales = [], [], [], []
     if config.dataflow == "os":
         for i0 in range(0, m, R):

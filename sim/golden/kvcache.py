@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-from scoville.rtl.kvcache import MX_BLOCK, OPS, STATUS, request_layout, response_layout
+from scoville.rtl.formats import MX_BLOCK
+from scoville.rtl.kvcache import OPS, STATUS, request_layout, response_layout
 
 from .mx import dequantize_mxfp4, quantize_mxfp4
 

@@ -9,8 +9,9 @@ and its ``float8_e8m0fnu`` cast rounds ties up. docs/numerics.md states every ch
 
 import numpy as np
 
+from scoville.rtl.formats import E8M0_BIAS, E8M0_NAN, MX_BLOCK
+
 __all__ = [
-    "MX_BLOCK",
     "dequantize_mxfp4",
     "encode_e2m1",
     "pack_fp4",
@@ -18,11 +19,6 @@ __all__ = [
     "unpack_fp4",
 ]
 
-#: Elements sharing one E8M0 scale.
-MX_BLOCK = 32
-#: E8M0 code for NaN; codes 0..254 mean 2^(code - 127).
-E8M0_NAN = 0xFF
-_E8M0_BIAS = 127
 _E2M1_EMAX = 2
 _E2M1_MAX = 6.0
 #: E2M1 magnitude code for each value 2*|v| in 0..12 (only 0, 1, 2, 3, 4, 6, 8, 12 occur).
@@ -136,11 +132,11 @@ def quantize_mxfp4(x, axis=-1):
     clean = np.where(special[..., None], 0.0, blocks)
     amax = np.abs(clean).max(axis=-1, initial=0.0)
     _, e = np.frexp(amax)
-    shared = np.where(amax > 0, e - 1 - _E2M1_EMAX, -_E8M0_BIAS)
-    shared = np.clip(shared, -_E8M0_BIAS, _E8M0_BIAS).astype(np.int32)
+    shared = np.where(amax > 0, e - 1 - _E2M1_EMAX, -E8M0_BIAS)
+    shared = np.clip(shared, -E8M0_BIAS, E8M0_BIAS).astype(np.int32)
     codes = encode_e2m1(np.ldexp(clean, -shared[..., None]))
     codes[special] = 0
-    scales = np.where(special, E8M0_NAN, shared + _E8M0_BIAS).astype(np.uint8)
+    scales = np.where(special, E8M0_NAN, shared + E8M0_BIAS).astype(np.uint8)
     return from_blocks(codes, axis), np.moveaxis(scales, -1, axis)
 
 
@@ -178,7 +174,7 @@ def dequantize_mxfp4(codes, scales, axis=-1):
     if scales.shape != blocks.shape[:-1]:
         raise ValueError(f"dequantize_mxfp4: scales have shape {scales.shape} after moving axis "
                          f"{axis} last; expected {blocks.shape[:-1]}, one per block of 32")
-    exponent = scales.astype(np.int32) - _E8M0_BIAS
+    exponent = scales.astype(np.int32) - E8M0_BIAS
     values = np.ldexp(_E2M1_VALUES[blocks], exponent[..., None])
     values[scales == E8M0_NAN] = np.nan
     with np.errstate(over="ignore"):

@@ -7,19 +7,20 @@ accumulator starting at +0. Every NaN is the canonical 0x7FC00000.
 
 import numpy as np
 
+from scoville.rtl.formats import MX_BLOCK
+
 from .fp4 import fp4_block_sums
 from .fp32 import canonical_bits, sum_in_order
 
 __all__ = ["mx_dot"]
 
-BLOCK = 32
 
 
 def mx_dot(a, b, sa, sb):
     """Dot products of rows of E2M1 codes ``a``, ``b`` (shape ``(n, 32 * blocks)``) with E8M0
     scales ``sa``, ``sb`` (shape ``(n, blocks)``). Returns float32 bits, uint32, shape ``(n,)``.
     """
-    sums = fp4_block_sums(a, b, BLOCK)
+    sums = fp4_block_sums(a, b, MX_BLOCK)
     exps = np.asarray(sa, dtype=np.int64) + np.asarray(sb, dtype=np.int64) - 256
     with np.errstate(over="ignore"):
         blocks = np.ldexp(sums.astype(np.float64), exps).astype(np.float32)

@@ -10,12 +10,12 @@ ulps of an E4M3 rounding tie by one E4M3 step. docs/numerics.md states every cho
 import ml_dtypes
 import numpy as np
 
+from scoville.rtl.formats import NVFP4_BLOCK
+
 from .mx import as_float64, encode_e2m1, from_blocks, round_to_grid, to_blocks
 
-__all__ = ["NVFP4_BLOCK", "dequantize_nvfp4", "quantize_nvfp4"]
+__all__ = ["dequantize_nvfp4", "quantize_nvfp4"]
 
-#: Elements sharing one E4M3 scale.
-NVFP4_BLOCK = 16
 #: E4M3 byte written for a block holding NaN or +-Inf (S.1111.111 with S = 0).
 E4M3_NAN = 0x7F
 E4M3_MAX = 448.0
