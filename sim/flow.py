@@ -221,17 +221,17 @@ def _digest(paths) -> str:
 
 
 def _hardware_sources() -> list[Path]:
-    from scoville import blocks, rtl
+    from scoville import rtl
 
     from . import harness
 
-    return [*sorted(Path(rtl.__file__).parent.glob("*.py")), Path(blocks.__file__),
-            Path(harness.__file__), Path(__file__)]
+    return [*sorted(Path(rtl.__file__).parent.glob("*.py")), Path(harness.__file__),
+            Path(__file__)]
 
 
-#: The RTL package, the block table (what is simulated), the harness and this flow as this
-#: process imported them: read once, so a file edited while a run goes on cannot pair its new
-#: text with the code already loaded.
+#: The RTL package, the harness and this flow as this process imported them: read once, so a
+#: file edited while a run goes on cannot pair its new text with the code already loaded (the
+#: block table's file, which the flow does not import, is read once too, at its first key).
 _SOURCES = _digest(_hardware_sources())
 
 
@@ -247,13 +247,15 @@ def _file_digest(path: str) -> str:
 def design_key(block, config) -> str:
     """A digest of everything the Verilog of ``block`` with ``config`` is made from, without
     making it: the block's name, component and parameters, the text of the modules it can be
-    built from (the RTL package, the block table, the harness and this flow as imported, and
-    the file of its component) and the Amaranth and Yosys versions. Equal digests give equal
+    built from (the RTL package, the harness and this flow as imported, the file of its
+    component and the file of the block table it comes from) and the Amaranth and Yosys
+    versions. Equal digests give equal
     Verilog, so a cached build can be found without elaborating the design (seconds for a large
     array)."""
     component = f"{block.component.__module__}.{block.component.__qualname__}"
     source = _file_digest(inspect.getsourcefile(block.component))
-    text = json.dumps([block.name, component, repr(config), _VERSIONS, _SOURCES, source])
+    table = _file_digest(inspect.getsourcefile(type(block)))
+    text = json.dumps([block.name, component, repr(config), _VERSIONS, _SOURCES, source, table])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
