@@ -10,7 +10,7 @@ a sink is ready in the cycles its ready bit is set. Every handshake is recorded 
 its cycle, and a sink's with its payload.
 
 The testbench (:class:`scoville.testbenches.freerun.FreeRun`) loads and drains the rings in bulk
-through binary files (``$fread`` in, ``$fwrite`` of ``%u`` words out, each triggered by a rising
+through files (``$fread`` of binary files in, ``$writememh`` out, each triggered by a rising
 port), in zero simulated time, every :data:`WAKE` cycles, while the design runs. The rings have
 a fixed depth, so the build never depends on the workload. If the testbench ever fell behind, a
 ring would run dry: the harness then raises ``starved`` (it never stalls a stream in its place,
@@ -111,20 +111,12 @@ def _fread(strobe: str, file: str, memory: str, lo: str, hi: str, nbytes: int) -
     ]
 
 
-def _fwrite(strobe: str, files: list[tuple[str, str]], lo: str, hi: str) -> list[str]:
-    """Verilog that writes entries ``lo..hi`` of each memory to its binary file (each entry
-    as whole 32-bit words, least significant first, each word little-endian: ``%u``) on a
-    rising ``strobe``."""
-    lines = [f"  integer {strobe}_fd, {strobe}_at;", "  /* verilator lint_off BLKSEQ */",
-             f"  always @(posedge {strobe}) begin"]
-    for file, memory in files:
-        lines += [
-            f"    {strobe}_fd = $fopen(\"{file}\", \"wb\");",
-            f"    for ({strobe}_at = {lo}; {strobe}_at <= {hi}; {strobe}_at = {strobe}_at + 1)",
-            f"      $fwrite({strobe}_fd, \"%u\", {memory}[{strobe}_at]);",
-            f"    $fclose({strobe}_fd);",
-        ]
-    return [*lines, "  end", "  /* verilator lint_on BLKSEQ */"]
+def _dump(strobe: str, files: list[tuple[str, str]], lo: str, hi: str) -> list[str]:
+    """Verilog that writes entries ``lo..hi`` of each memory to its file (``$writememh``: one
+    entry per line in hex, X and Z bits as ``x`` and ``z``) on a rising ``strobe``."""
+    return [f"  always @(posedge {strobe}) begin",
+            *(f"    $writememh(\"{file}\", {memory}, {lo}, {hi});" for file, memory in files),
+            "  end"]
 
 
 def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
@@ -142,7 +134,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     (sources: beats loaded so far), and the file strobes: a rising ``load_NAME`` reads
     ``data_NAME.bin`` into payload entries ``lo_NAME..hi_NAME``, ``sload_NAME`` reads
     ``sched_NAME.bin`` into schedule words ``slo_NAME..shi_NAME``, ``dump_NAME`` writes record
-    entries ``dlo_NAME..dhi_NAME`` to ``cyc_NAME.bin`` (and, for a sink, ``data_NAME.bin``); per
+    entries ``dlo_NAME..dhi_NAME`` to ``cyc_NAME.hex`` (and, for a sink, ``data_NAME.hex``); per
     plain output, ``NAME_start`` and ``NAME_end``.
     """
     streams, plain = ports(component)
@@ -191,7 +183,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
                 f"  assign {n}_payload = {n}_data[{at}];",
                 *_fread(f"load_{n}", f"data_{n}.bin", f"{n}_data", f"lo_{n}", f"hi_{n}",
                         -(-w // 8)),
-                *_fwrite(f"dump_{n}", [(f"cyc_{n}.bin", f"{n}_cyc")], f"dlo_{n}", f"dhi_{n}"),
+                *_dump(f"dump_{n}", [(f"cyc_{n}.hex", f"{n}_cyc")], f"dlo_{n}", f"dhi_{n}"),
                 "  always @(posedge clk) begin",
                 f"    if (rst | ~run) begin count_{n} <= 32'd0; {n}_hold <= 1'b0; end",
                 "    else begin",
@@ -207,8 +199,8 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
             body += [
                 f"  wire {n}_dry = 1'b0;",
                 f"  assign {n}_ready = run & {n}_bit;",
-                *_fwrite(f"dump_{n}", [(f"cyc_{n}.bin", f"{n}_cyc"),
-                                       (f"data_{n}.bin", f"{n}_data")], f"dlo_{n}", f"dhi_{n}"),
+                *_dump(f"dump_{n}", [(f"cyc_{n}.hex", f"{n}_cyc"),
+                                     (f"data_{n}.hex", f"{n}_data")], f"dlo_{n}", f"dhi_{n}"),
                 "  always @(posedge clk) begin",
                 f"    if (rst | ~run) count_{n} <= 32'd0;",
                 f"    else if ({n}_fire) begin",

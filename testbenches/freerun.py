@@ -92,18 +92,24 @@ def _segments(first: int, end: int, depth: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _read_words(path: Path, n: int, width: int) -> list[int]:
-    """``n`` entries of ``width`` bits from a record file the harness wrote with ``%u`` (each
-    entry whole 32-bit words, least significant first, little-endian)."""
-    data = path.read_bytes()
-    size = 4 * -(-width // 32)
-    if len(data) != n * size:
-        raise AssertionError(f"{path.name}: {len(data)} bytes, expected {n} entries of {size}")
-    if size == 4:
-        return np.frombuffer(data, dtype="<u4").tolist()
-    if size == 8:
-        return np.frombuffer(data, dtype="<u8").tolist()
-    return [int.from_bytes(data[k:k + size], "little") for k in range(0, len(data), size)]
+def _read_words(path: Path, n: int) -> list[int]:
+    """The ``n`` entries of a record file the harness wrote with ``$writememh``: one entry per
+    line, in hex, every line as many digits as the entry's width needs (``//`` lines are
+    address comments). An X or Z bit is a failure."""
+    lines = [line for line in path.read_text().split("\n") if line and line[0] != "/"]
+    if len(lines) != n:
+        raise AssertionError(f"{path.name}: {len(lines)} entries, expected {n}")
+    if not n:
+        return []
+    text = "".join(lines) if len(lines[0]) % 2 == 0 else "".join("0" + x for x in lines)
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError:
+        raise AssertionError(f"{path.name}: an X or Z in a record") from None
+    size = len(raw) // n
+    if size in (1, 2, 4, 8):
+        return np.frombuffer(raw, dtype=f">u{size}").tolist()
+    return [int.from_bytes(raw[k:k + size], "big") for k in range(0, len(raw), size)]
 
 
 class FreeRun:
@@ -184,10 +190,9 @@ class FreeRun:
                     for _, at, n in [segs[piece]]}
             await self._strobe("dump", todo)
             for name, (_, n, _) in todo.items():
-                self.handshakes[name] += _read_words(self._dir / f"cyc_{name}.bin", n, 32)
+                self.handshakes[name] += _read_words(self._dir / f"cyc_{name}.hex", n)
                 if name in self.sinks:
-                    self.payloads[name] += _read_words(self._dir / f"data_{name}.bin", n,
-                                                       self._width[name])
+                    self.payloads[name] += _read_words(self._dir / f"data_{name}.hex", n)
                 self._drained[name] += n
         # Payloads: up to a ring ahead of what each source has handed over.
         ends = {name: min(counts[name] + DEPTH, len(items))
