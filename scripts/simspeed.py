@@ -84,6 +84,16 @@ def _cpp_assign(name: str, value: int, width: int) -> str:
     return "\n".join(f"    top.{name}[{k}] = {w}U;" for k, w in enumerate(words))
 
 
+def _make_flags() -> list[str]:
+    """The flow's make variables for a Verilator build of its own (the model's C++ optimized
+    as in the flow's builds, the coroutine flag ``--timing`` needs), as ``-MAKEFLAGS``
+    arguments: all but the precompiled-header settings, which only speed up the flow's
+    builds."""
+    return [arg for var in flow.VERILATOR_MAKE_VARS if not var.startswith(("CFG_CXXFLAGS_PCH",
+                                                                           "VK_PCH"))
+            for arg in ("-MAKEFLAGS", var)]
+
+
 def verilator_limit(component, cycles: int, work: Path) -> float:
     """Cycles per second of the bare component clocked from a C++ loop, inputs held."""
     text = flow.to_verilog(component, "bare")
@@ -114,11 +124,7 @@ int main(int argc, char** argv) {{
     tool = find_verilator()
     args = [tool.path, "--cc", "--exe", "--build", "-j", "2", *flow.VERILATOR_BUILD_ARGS,
             "-Wno-fatal", "--top-module", "bare", "bare.v", "main.cpp", "-o", "bare"]
-    # The model's C++ optimized as in the flow's builds (the header settings only speed up
-    # the flow's builds).
-    for var in flow.VERILATOR_MAKE_VARS:
-        if var.startswith("OPT_"):
-            args += ["-MAKEFLAGS", var]
+    args += _make_flags()
     with simulator_env(tool):
         proc = subprocess.run(args, cwd=work, capture_output=True, text=True)
     if proc.returncode:
@@ -221,8 +227,7 @@ def replay(run: flow.RunResult, top: str, sim: str, work: Path) -> tuple[int, fl
         tool = find_verilator()
         args = [tool.path, "--binary", "-j", "2", *flow.VERILATOR_BUILD_ARGS, "-Wno-fatal",
                 "--top-module", "speed_tb", str(build / f"{top}.v"), "tb.v", "-o", "replay"]
-        args += [a for var in flow.VERILATOR_MAKE_VARS if " " not in var
-                 for a in ("-MAKEFLAGS", var)]
+        args += _make_flags()
         with simulator_env(tool):
             subprocess.run(args, cwd=work, check=True, capture_output=True)
         command = [str(work / "obj_dir" / "replay")]

@@ -249,9 +249,8 @@ def design_key(block, config) -> str:
     making it: the block's name, component and parameters, the text of the modules it can be
     built from (the RTL package, the harness and this flow as imported, the file of its
     component and the file of the block table it comes from) and the Amaranth and Yosys
-    versions. Equal digests give equal
-    Verilog, so a cached build can be found without elaborating the design (seconds for a large
-    array)."""
+    versions. Equal digests give equal Verilog, so a cached build can be found without
+    elaborating the design (seconds for a large array)."""
     component = f"{block.component.__module__}.{block.component.__qualname__}"
     source = _file_digest(inspect.getsourcefile(block.component))
     table = _file_digest(inspect.getsourcefile(type(block)))

@@ -29,6 +29,7 @@ __all__ = ["FreeRun", "Observed", "idle_inputs", "read_int"]
 
 PERIOD_PS = 1000 * PERIOD_NS
 
+
 @dataclass
 class Observed:
     """What a run saw.
@@ -126,7 +127,6 @@ class FreeRun:
         self.dut = dut
         streams, _ = ports(component)
         self.order = [s.name for s in streams]
-        self._width = {s.name: s.width for s in streams}
         self._bytes = {s.name: -(-s.width // 8) for s in streams}
         self.sources = {name: (self._rows(name, items), valid)
                         for name, (items, valid) in sources.items()}

@@ -142,6 +142,11 @@ class Producer:
     def offers(self, t: int) -> bool:
         return self._at is not None and self._at <= t
 
+    @property
+    def next_offer(self) -> int | None:
+        """The cycle the next beat is first offered (None when every beat was taken)."""
+        return self._at
+
     def take(self, t: int) -> None:
         self.cycles.append(t)
         self.sent += 1
@@ -230,20 +235,8 @@ def pipeline_timing(
         raise ValueError("parameter 'emits': the last item must emit (it ends the run)")
     outputs = items if emits is None else sum(bool(e) for e in emits)
     emitting = [True] * items if emits is None else [bool(e) for e in emits[:items]]
-    # The source's rule (:class:`Producer`), inlined: this loop runs once per cycle.
-    valid, arrivals = source.valid, source.arrivals
-    if arrivals is not None and len(arrivals) < items:
-        raise ValueError(f"source has {len(arrivals)} arrivals for {items} beats")
-
-    def first_offer(k: int, earliest: int) -> int:
-        at = earliest if arrivals is None else max(earliest, arrivals[k])
-        while not valid[at]:
-            at += 1
-        return at
-
-    taken: list[int] = []
+    src = Producer(source, items)
     took: list[int] = []
-    at = first_offer(0, 0) if items else None  # when the next beat is first offered
     # The stages as a ring: stage j is ``stages[(head + j) % latency]``, None when empty, else
     # whether its item emits. Advancing moves ``head`` back one place, onto the last stage.
     stages: list[bool | None] = [None] * latency
@@ -259,17 +252,15 @@ def pipeline_timing(
             if out_valid:
                 took.append(t)
             entering = None
-            if at is not None and at <= t:
-                k = len(taken)
-                entering = emitting[k]
-                taken.append(t)
-                at = first_offer(k + 1, t + 1) if k + 1 < items else None
+            if src.offers(t):
+                entering = emitting[src.sent]
+                src.take(t)
             held += (entering is not None) - (stages[last] is not None)
             stages[last] = entering
             head = last
-            if not held and at is not None:
+            if not held and src.next_offer is not None:
                 # Empty, and nothing changes until the source offers its next beat.
-                t = max(t + 1, at)
+                t = max(t + 1, src.next_offer)
                 continue
         t += 1
-    return Timing({"i": taken, "o": took})
+    return Timing({"i": src.cycles, "o": took})
