@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from scoville.rtl.fetch import Fetch, FetchConfig
 from scoville.rtl.fp4 import Fp4Mul, Fp4MulConfig
 from scoville.rtl.fp32 import Fp32Add, Fp32AddConfig
 from scoville.rtl.gemm import Gemm, GemmConfig
@@ -20,7 +21,7 @@ from scoville.rtl.mxdot import MxDot, MxDotConfig
 from scoville.rtl.mxquant import MxQuant, MxQuantConfig
 from scoville.rtl.nvfp4dot import Nvfp4Dot, Nvfp4DotConfig
 from scoville.rtl.params import ParamError
-from scoville.sim.workload import GemmWorkload, KvCacheWorkload, StreamWorkload
+from scoville.sim.workload import FetchWorkload, GemmWorkload, KvCacheWorkload, StreamWorkload
 
 __all__ = ["BLOCKS", "Block", "get_block", "parse_params"]
 
@@ -130,6 +131,14 @@ BLOCKS: dict[str, Block] = {
             workload=KvCacheWorkload,
             component=KvCache,
             testbench="scoville.testbenches.kvcache",
+        ),
+        Block(
+            name="fetch",
+            summary="read-fetch engine: commands to bursts of memory reads, words out in order",
+            config=FetchConfig,
+            workload=FetchWorkload,
+            component=Fetch,
+            testbench="scoville.testbenches.fetch",
         ),
     ]
 }

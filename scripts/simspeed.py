@@ -62,14 +62,18 @@ def _case(block, sim: str, args):
 
 def _held(component) -> dict[str, int]:
     """Input values that keep the design busy: every input stream offering (a GEMM command
-    of 256 x 512 x 128, other payloads all ones), every output stream ready."""
+    of 256 x 512 x 128, a fetch command of the most words from address 0, other payloads all
+    ones), every output stream ready."""
     values = {}
     for s in ports(component)[0]:
         if s.source:
             values[f"{s.name}__valid"] = 1
             payload = (1 << s.width) - 1
-            if s.name == "cmd":
-                payload = codecs(component)["cmd"].pack(m=[256], k=[512], n=[128])[0]
+            fields = codecs(component)[s.name].fields
+            if {"m", "k", "n"} <= set(fields):  # a GEMM command
+                payload = codecs(component)[s.name].pack(m=[256], k=[512], n=[128])[0]
+            elif {"addr", "len"} <= set(fields):  # a fetch command of the most words
+                payload = codecs(component)[s.name].pack(addr=[0], len=[-1])[0]
             values[f"{s.name}__payload"] = payload
         else:
             values[f"{s.name}__ready"] = 1
@@ -161,7 +165,8 @@ def _replay_tb(top: str, rings: dict) -> str:
     # Past a ring's end the payloads repeat, so the outputs need not be the test's (a reducing
     # unit's ``last`` flags fall elsewhere): then the run ends when every source has handed
     # over its beats, and the sinks are not waited for.
-    exact = all(s["loaded"] == s["total"] for s in streams.values() if s["source"])
+    exact = all(s["loaded"] == s["total"] for s in streams.values()
+                if s["source"] and "memory" not in s)
     regs, conns, raise_, lower = [], [".clk(clk)", ".rst(rst)", ".run(run)",
                                       ".sched_loaded(32'hffffffff)", ".done(done)",
                                       ".ioerr(ioerr)"], [], []
@@ -173,7 +178,17 @@ def _replay_tb(top: str, rings: dict) -> str:
                   f".dump_{name}(1'b0)", f".dlo_{name}(32'd0)", f".dhi_{name}(32'd0)"]
         raise_.append(f"sload_{name} = 1'b1;")
         lower.append(f"sload_{name} = 1'b0;")
-        if s["source"]:
+        if "memory" in s:
+            mem = s["memory"]
+            regs.append(f"  reg mload_{name} = 1'b0;")
+            conns += [f".lat_{name}(32'd{mem['latency']})",
+                      f".bpc_{name}(32'd{mem['bytes_per_cycle']})",
+                      f".mload_{name}(mload_{name})", f".mlo_{name}(32'd0)",
+                      f".mhi_{name}(32'd{max(mem['words'], 1) - 1})"]
+            if mem["words"]:
+                raise_.append(f"mload_{name} = 1'b1;")
+                lower.append(f"mload_{name} = 1'b0;")
+        elif s["source"]:
             regs.append(f"  reg load_{name} = 1'b0;")
             conns += [f".load_{name}(load_{name})", f".lo_{name}(32'd0)",
                       f".hi_{name}(32'd{max(s['loaded'], 1) - 1})",

@@ -22,6 +22,20 @@ payload must be 0s and 1s, and so must ``ready`` (on Icarus's four-state values)
 violation sets ``err`` with its cycle, stream and kind. A ring file read short (missing or
 truncated) sets ``ioerr``.
 
+A component that reads from a memory names its request stream and the data stream that answers
+it in ``memory_ports`` (``{"req": "rdata"}``): the harness's *memory agent* serves them. Its
+memory (:data:`MEM_DEPTH` words of the data stream's width) is loaded from a file before the run
+(``$fread``, as the rings are). A request ``(addr, len)`` (fields of the request payload, in
+words) is taken when the request stream's ready bit is set and the agent's queue of
+:data:`MEM_QUEUE` requests has room; its words ``mem[addr] .. mem[addr + len - 1]`` can be
+offered from ``mem_latency`` cycles after the request's handshake, requests in order. The
+agent's bandwidth is ``mem_bytes_per_cycle``: a byte budget starts at one word's bytes ``B``
+(the data width in whole bytes), spends ``B`` per word taken and grows by
+``mem_bytes_per_cycle`` every cycle up to ``B + mem_bytes_per_cycle - 1``, and a word is
+offered only when the budget holds ``B``. Like any source, the data stream also has a valid
+schedule, and an offered word is held until taken. A request of 0 words or past the memory is a
+violation (kind 3). :mod:`scoville.sim.cycles.memory` models the agent to the cycle.
+
 Every other output of the component is sampled in cycle 0 and in the cycle after the last
 expected handshake (``NAME_start``, ``NAME_end``), so a testbench reads counters over exactly
 the run.
@@ -32,11 +46,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from amaranth.hdl import Shape
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import Out
 
-__all__ = ["DEPTH", "PERIOD_NS", "SCHED_WORDS", "WAKE", "Port", "Stream", "harness_verilog",
-           "ports", "stream_names"]
+__all__ = ["DEPTH", "MEM_DEPTH", "MEM_QUEUE", "PERIOD_NS", "SCHED_WORDS", "WAKE", "Port",
+           "Stream", "harness_verilog", "memory_ports", "ports", "stream_names"]
 
 #: Entries of every payload and record ring.
 DEPTH = 32768
@@ -44,6 +58,10 @@ DEPTH = 32768
 SCHED_WORDS = 1024
 #: The period of the clock the harness generates, in nanoseconds (the flow's time unit).
 PERIOD_NS = 10
+#: Words of a memory agent's memory.
+MEM_DEPTH = 65536
+#: Requests a memory agent holds (taken, not yet answered in full).
+MEM_QUEUE = 16
 #: Cycles between the testbench's refills: at most half of what any ring holds.
 WAKE = 8192
 assert 2 * WAKE <= min(DEPTH, 32 * SCHED_WORDS)
@@ -58,12 +76,15 @@ def stream_names(component: wiring.Component) -> list[str]:
 @dataclass(frozen=True)
 class Stream:
     """A stream member of the component: ``source`` when the component takes it (the harness
-    drives ``valid`` and ``payload``)."""
+    drives ``valid`` and ``payload``). ``answers``: for a data stream the memory agent serves,
+    its request stream; ``requests``: for a request stream, the data stream that answers it."""
 
     name: str
     width: int
     source: bool
     index: int
+    answers: str = ""
+    requests: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,13 +96,42 @@ class Port:
     output: bool
 
 
+def memory_ports(component: wiring.Component) -> dict[str, str]:
+    """The component's memory interfaces: each request stream (an output whose payload has
+    fields ``addr`` and ``len``) and the data stream (an input) that answers it."""
+    pairs = dict(getattr(component, "memory_ports", {}))
+    members = component.signature.members
+    for req, dat in pairs.items():
+        for name, flow in ((req, Out), (dat, wiring.In)):
+            member = members[name] if name in members else None
+            if (member is None or not member.is_signature
+                    or not isinstance(member.signature, stream.Signature) or member.flow != flow):
+                raise ValueError(f"memory_ports: {name!r} is not an {flow.name.lower()}put "
+                                 "stream of the component")
+        layout = members[req].signature.members["payload"].shape
+        if not isinstance(layout, data.StructLayout) or not {"addr", "len"} <= set(
+                dict(layout.members)):
+            raise ValueError(f"memory_ports: the payload of request stream {req!r} needs "
+                             "fields 'addr' and 'len'")
+    return pairs
+
+
+def _request_fields(component: wiring.Component, req: str) -> dict[str, tuple[int, int]]:
+    """Offset and width of the ``addr`` and ``len`` fields of request stream ``req``."""
+    layout = component.signature.members[req].signature.members["payload"].shape
+    return {key: (layout[key].offset, layout[key].width) for key in ("addr", "len")}
+
+
 def ports(component: wiring.Component) -> tuple[list[Stream], list[Port]]:
     """The component's streams and plain ports, in signature order."""
     streams, plain = [], []
+    pairs = memory_ports(component)
+    answers = {dat: req for req, dat in pairs.items()}
     for name, member in component.signature.members.items():
         if member.is_signature and isinstance(member.signature, stream.Signature):
             width = max(Shape.cast(member.signature.members["payload"].shape).width, 1)
-            streams.append(Stream(name, width, member.flow != Out, len(streams)))
+            streams.append(Stream(name, width, member.flow != Out, len(streams),
+                                  answers.get(name, ""), pairs.get(name, "")))
         elif member.is_port:
             plain.append(Port(name, max(Shape.cast(member.shape).width, 1), member.flow == Out))
     return streams, plain
@@ -119,6 +169,71 @@ def _dump(strobe: str, files: list[tuple[str, str]], lo: str, hi: str) -> list[s
             "  end"]
 
 
+def _memory_agent(s: Stream, fields: dict[str, tuple[int, int]], ld: int) -> list[str]:
+    """Verilog of the memory agent that serves data stream ``s`` from requests on stream
+    ``s.answers`` (``fields``: offset and width of the request's ``addr`` and ``len``)."""
+    n, r, w = s.name, s.answers, s.width
+    nbytes = -(-w // 8)
+    lq = (MEM_QUEUE - 1).bit_length()
+    lm = (MEM_DEPTH - 1).bit_length()
+    (ao, aw), (lo, lw) = fields["addr"], fields["len"]
+    at = f"count_{n}[{ld - 1}:0]"
+    return [
+        f"  // memory agent: {MEM_DEPTH} words of {w} bits, requests on {r}",
+        f"  reg {_vec(w)}{n}_mem [0:{MEM_DEPTH - 1}];",
+        *_fread(f"mload_{n}", f"mem_{n}.bin", f"{n}_mem", f"mlo_{n}", f"mhi_{n}", nbytes),
+        *_dump(f"dump_{n}", [(f"cyc_{n}.hex", f"{n}_cyc")], f"dlo_{n}", f"dhi_{n}"),
+        f"  wire [31:0] {r}_addr = {r}_payload[{ao + aw - 1}:{ao}];",
+        f"  wire [31:0] {r}_len = {r}_payload[{lo + lw - 1}:{lo}];",
+        f"  assign {n}_bad = run & {r}_fire & (({r}_len == 32'd0)"
+        f" | ({{1'b0, {r}_addr}} + {{1'b0, {r}_len}} > 33'd{MEM_DEPTH}));",
+        f"  reg [31:0] {n}_qaddr [0:{MEM_QUEUE - 1}];",
+        f"  reg [31:0] {n}_qlen [0:{MEM_QUEUE - 1}];",
+        f"  reg [31:0] {n}_qdue [0:{MEM_QUEUE - 1}];",
+        f"  reg [{lq}:0] {n}_qhead, {n}_qtail;",
+        f"  reg [31:0] {n}_beat, {n}_budget;",
+        f"  reg {n}_hold;",
+        f"  wire [{lq}:0] {n}_qcount = {n}_qtail - {n}_qhead;",
+        f"  wire [{lq - 1}:0] {n}_h = {n}_qhead[{lq - 1}:0];",
+        f"  assign {n}_room = {n}_qcount != {lq + 1}'d{MEM_QUEUE};",
+        # The head request's words are due ``lat`` cycles after its handshake.
+        f"  wire {n}_due = ({n}_qcount != {lq + 1}'d0) & (cycle >= {n}_qdue[{n}_h]);",
+        f"  wire {n}_afford = {n}_budget >= 32'd{nbytes};",
+        f"  assign {n}_valid = run & (count_{n} < total_{n})"
+        f" & ({n}_hold | ({n}_bit & {n}_due & {n}_afford));",
+        f"  wire {n}_dry = 1'b0;",
+        f"  wire [31:0] {n}_word = {n}_qaddr[{n}_h] + {n}_beat;",
+        f"  assign {n}_payload = {n}_mem[{n}_word[{lm - 1}:0]];",
+        f"  wire [32:0] {n}_cap = {{1'b0, bpc_{n}}} + 33'd{nbytes - 1};",
+        f"  wire [32:0] {n}_grow = {{1'b0, {n}_budget}} + {{1'b0, bpc_{n}}}"
+        f" - ({n}_fire ? 33'd{nbytes} : 33'd0);",
+        "  always @(posedge clk) begin",
+        "    if (rst | ~run) begin",
+        f"      count_{n} <= 32'd0; {n}_hold <= 1'b0; {n}_qhead <= {lq + 1}'d0;",
+        f"      {n}_qtail <= {lq + 1}'d0; {n}_beat <= 32'd0; {n}_budget <= 32'd{nbytes};",
+        "    end else begin",
+        f"      {n}_hold <= {n}_valid & ~{n}_ready;",
+        f"      {n}_budget <= ({n}_grow > {n}_cap) ? {n}_cap[31:0] : {n}_grow[31:0];",
+        f"      if ({r}_fire) begin",
+        f"        {n}_qaddr[{n}_qtail[{lq - 1}:0]] <= {r}_addr;",
+        f"        {n}_qlen[{n}_qtail[{lq - 1}:0]] <= {r}_len;",
+        f"        {n}_qdue[{n}_qtail[{lq - 1}:0]] <= cycle + lat_{n};",
+        f"        {n}_qtail <= {n}_qtail + {lq + 1}'d1;",
+        "      end",
+        f"      if ({n}_fire) begin",
+        f"        {n}_cyc[{at}] <= cycle;",
+        f"        count_{n} <= count_{n} + 32'd1;",
+        f"        if ({n}_beat + 32'd1 == {n}_qlen[{n}_h]) begin",
+        f"          {n}_beat <= 32'd0; {n}_qhead <= {n}_qhead + {lq + 1}'d1;",
+        "        end else begin",
+        f"          {n}_beat <= {n}_beat + 32'd1;",
+        "        end",
+        "      end",
+        "    end",
+        "  end",
+    ]
+
+
 def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     """The Verilog module ``top``: the harness around module ``dut`` (the component's own
     Verilog, with Amaranth's port names ``NAME__valid``, ``NAME__ready``, ``NAME__payload``).
@@ -150,8 +265,10 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
           "output reg err",
           "output reg [31:0] err_cycle", "output reg [7:0] err_stream",
           "output reg [1:0] err_kind", "output ioerr"]
-    body = []
+    # The memory agents' wires that their request streams' sections use.
+    body = [f"  wire {s.name}_room, {s.name}_bad;" for s in streams if s.answers]
     conns = [".clk(clk)", ".rst(rst)"]
+    agents: list[str] = []
     for s in streams:
         n, w = s.name, s.width
         at = f"count_{n}[{ld - 1}:0]"
@@ -166,13 +283,18 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
             f"  wire {_vec(w)}{n}_payload;",
             f"  reg [31:0] {n}_sched [0:{SCHED_WORDS - 1}];",
             f"  reg [31:0] {n}_cyc [0:{DEPTH - 1}];",
-            f"  reg {_vec(w)}{n}_data [0:{DEPTH - 1}];",
+            *([] if s.answers else [f"  reg {_vec(w)}{n}_data [0:{DEPTH - 1}];"]),
             f"  wire {n}_bit = {n}_sched[cycle[{ls + 4}:5]][cycle[4:0]];",
             f"  wire {n}_fire = {n}_valid & {n}_ready;",
             f"  assign valid_{n} = {n}_valid;",
             *_fread(f"sload_{n}", f"sched_{n}.bin", f"{n}_sched", f"slo_{n}", f"shi_{n}", 4),
         ]
-        if s.source:
+        if s.answers:
+            io += [f"input [31:0] lat_{n}", f"input [31:0] bpc_{n}", f"input mload_{n}",
+                   f"input [31:0] mlo_{n}", f"input [31:0] mhi_{n}"]
+            # After every stream's section: it uses its request stream's wires.
+            agents += _memory_agent(s, _request_fields(component, s.answers), ld)
+        elif s.source:
             io += [f"input load_{n}", f"input [31:0] lo_{n}", f"input [31:0] hi_{n}",
                    f"input [31:0] loaded_{n}"]
             body += [
@@ -198,7 +320,9 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
         else:
             body += [
                 f"  wire {n}_dry = 1'b0;",
-                f"  assign {n}_ready = run & {n}_bit;",
+                # A request stream's ready also waits for room in the agent's queue.
+                f"  assign {n}_ready = run & {n}_bit"
+                + (f" & {s.requests}_room;" if s.requests else ";"),
                 *_dump(f"dump_{n}", [(f"cyc_{n}.hex", f"{n}_cyc"),
                                      (f"data_{n}.hex", f"{n}_data")], f"dlo_{n}", f"dhi_{n}"),
                 "  always @(posedge clk) begin",
@@ -227,6 +351,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
             f"  wire {n}_unknown = run & (((^{n}_valid) === 1'bx) | ((^{n}_ready) === 1'bx)"
             f" | ({n}_valid & {n}_ready & ((^{n}_payload) === 1'bx)));",
         ]
+    body += agents
     outputs = [p for p in plain if p.output]
     for p in plain:
         conns.append(f".{p.name}({p.name})")
@@ -240,13 +365,16 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     checks = []
     for k, s in enumerate(streams):
         n = s.name
-        checks += [f"        {'else ' if k else ''}if ({n}_dropped | {n}_changed | {n}_unknown)"
-                   " begin",
+        bad = f" | {s.requests}_bad" if s.requests else ""
+        checks += [f"        {'else ' if k else ''}if ({n}_dropped | {n}_changed | {n}_unknown"
+                   f"{bad}) begin",
                    f"          err <= 1'b1; err_cycle <= cycle; err_stream <= 8'd{s.index};",
-                   f"          err_kind <= {n}_unknown ? 2'd2 : {{1'b0, {n}_changed}};",
+                   f"          err_kind <= {n}_unknown ? 2'd2 : ({n}_dropped | {n}_changed) ? "
+                   f"{{1'b0, {n}_changed}} : 2'd3;",
                    "        end"]
     shorts = [f"sload_{s.name}_short" for s in streams]
-    shorts += [f"load_{s.name}_short" for s in streams if s.source]
+    shorts += [f"load_{s.name}_short" for s in streams if s.source and not s.answers]
+    shorts += [f"mload_{s.name}_short" for s in streams if s.answers]
     ioerr = " | ".join(shorts) or "1'b0"
     done = " & ".join(f"(count_{s.name} >= total_{s.name})" for s in streams) or "1'b1"
     lines = [

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from scoville.rtl.params import check_int, check_prob, param
 
-__all__ = ["GemmWorkload", "KvCacheWorkload", "StreamWorkload"]
+__all__ = ["FetchWorkload", "GemmWorkload", "KvCacheWorkload", "StreamWorkload"]
 
 
 @dataclass(frozen=True)
@@ -91,5 +91,42 @@ class KvCacheWorkload:
     def __post_init__(self):
         check_int("count", self.count, 1, 1_000_000)
         check_int("max_read", self.max_read, 0, 65535)
+        check_prob("gap", self.gap)
+        check_prob("backpressure", self.backpressure)
+
+
+@dataclass(frozen=True)
+class FetchWorkload:
+    """Random commands driven through the fetch engine, served by the harness's memory agent.
+
+    Attributes
+    ----------
+    count : int
+        Random commands (one in twenty bad).
+    max_len : int
+        Longest command drawn, in words (0: the longest the engine takes).
+    mem_latency : int
+        Cycles from a read request's handshake to its first word.
+    mem_bytes_per_cycle : int
+        The memory's bandwidth.
+    gap : float
+        Probability that a producer (commands, the memory's words) leaves a cycle idle.
+    backpressure : float
+        Probability that a consumer (the memory's request port, the words out) holds ``ready``
+        low in a cycle.
+    """
+
+    count: int = param(500, "1..1000000", "random commands")
+    max_len: int = param(0, "0..65535 (0: the longest)", "longest command, words")
+    mem_latency: int = param(20, "1..100000", "memory latency, cycles")
+    mem_bytes_per_cycle: int = param(8, "1..65536", "memory bandwidth, bytes per cycle")
+    gap: float = param(0.2, "0..0.95", "probability of an idle input cycle")
+    backpressure: float = param(0.2, "0..0.95", "probability of ready low")
+
+    def __post_init__(self):
+        check_int("count", self.count, 1, 1_000_000)
+        check_int("max_len", self.max_len, 0, 65535)
+        check_int("mem_latency", self.mem_latency, 1, 100_000)
+        check_int("mem_bytes_per_cycle", self.mem_bytes_per_cycle, 1, 65536)
         check_prob("gap", self.gap)
         check_prob("backpressure", self.backpressure)

@@ -6,7 +6,8 @@ schedule into the harness's rings, raises ``run`` and lets the design run. It wa
 in zero simulated time, reads back the handshake records and refills the rings through files;
 it also wakes when the harness says every expected handshake has happened. So the simulator
 runs at its own speed, and the testbench still sees every handshake with its cycle and every
-payload a sink took.
+payload a sink took. A data stream the harness's memory agent serves is given as a
+:class:`Memory`: the memory's words, loaded before the run, and its latency and bandwidth.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ import numpy as np
 from cocotb.triggers import FallingEdge, Timer
 from cocotb.utils import get_sim_time
 
+from scoville.sim.cycles.memory import check_memory
+from scoville.sim.cycles.stream import ALWAYS, Schedule
 from scoville.sim.flow import ENV_KEEP_RINGS
-from scoville.sim.harness import DEPTH, PERIOD_NS, SCHED_WORDS, WAKE, ports
+from scoville.sim.harness import DEPTH, MEM_DEPTH, PERIOD_NS, SCHED_WORDS, WAKE, ports
 
-__all__ = ["FreeRun", "Observed", "idle_inputs", "read_int"]
+__all__ = ["FreeRun", "Memory", "Observed", "idle_inputs", "read_int"]
 
 PERIOD_PS = 1000 * PERIOD_NS
 
@@ -59,6 +62,33 @@ class Observed:
     service_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class Memory:
+    """What the harness's memory agent serves on one data stream.
+
+    Attributes
+    ----------
+    image : list of int or numpy.ndarray
+        The memory's words from address 0 (at most :data:`~scoville.sim.harness.MEM_DEPTH`),
+        as integers or as rows of whole bytes, most significant first
+        (:meth:`~scoville.testbenches.codec.Codec.pack_bytes`).
+    words : int
+        The words the design is expected to read (the data stream's handshakes).
+    latency : int
+        Cycles from a request's handshake to the first cycle its words may be offered.
+    bytes_per_cycle : int
+        The memory's bandwidth (:mod:`scoville.sim.cycles.memory`).
+    valid : Schedule
+        The data stream's valid schedule.
+    """
+
+    image: object
+    words: int
+    latency: int
+    bytes_per_cycle: int
+    valid: Schedule = ALWAYS
+
+
 def read_int(handle, name: str, *, signed: bool = False) -> int:
     """The value of a signal; an X or Z bit is a failure naming the signal."""
     value = handle.value
@@ -77,6 +107,8 @@ def idle_inputs(dut, order: list[str]) -> None:
         ports = ["total", "sload", "slo", "shi", "dump", "dlo", "dhi"]
         if hasattr(dut, f"load_{name}"):
             ports += ["load", "lo", "hi", "loaded"]
+        if hasattr(dut, f"mload_{name}"):
+            ports += ["lat", "bpc", "mload", "mlo", "mhi"]
         for port in ports:
             getattr(dut, f"{port}_{name}").value = 0
 
@@ -119,22 +151,37 @@ class FreeRun:
     ``component`` is the design (the harness is built from its signature); ``sources`` maps
     a stream name to ``(items, valid schedule)``: packed payloads, offered in order (integers,
     or the rows of :meth:`~scoville.testbenches.codec.Codec.pack_bytes`);
-    ``sinks`` maps a stream name to ``(count, ready schedule)``. ``watch`` names plain
-    outputs of the design (counters) whose change over the run :meth:`run` returns.
+    ``sinks`` maps a stream name to ``(count, ready schedule)``; ``memories`` maps each data
+    stream the memory agent serves to its :class:`Memory`. ``watch`` names plain outputs of the
+    design (counters) whose change over the run :meth:`run` returns.
     """
 
-    def __init__(self, dut, component, sources: dict, sinks: dict, watch=()):
+    def __init__(self, dut, component, sources: dict, sinks: dict, watch=(), memories=None):
         self.dut = dut
         streams, _ = ports(component)
         self.order = [s.name for s in streams]
         self._bytes = {s.name: -(-s.width // 8) for s in streams}
+        served = {s.name for s in streams if s.answers}
+        memories = dict(memories or {})
+        if set(memories) != served:
+            raise ValueError(f"memories for streams {sorted(memories)}; the design's memory "
+                             f"agents serve {sorted(served)}")
+        self.memories = {}
+        for name, mem in memories.items():
+            check_memory(mem.latency, mem.bytes_per_cycle)
+            rows = self._rows(name, mem.image)
+            if len(rows) > MEM_DEPTH:
+                raise ValueError(f"stream {name}: a memory image of {len(rows)} words; the "
+                                 f"agent holds {MEM_DEPTH}")
+            self.memories[name] = (rows, mem)
         self.sources = {name: (self._rows(name, items), valid)
                         for name, (items, valid) in sources.items()}
         self.sinks = dict(sinks)
-        self.names = (list(self.sources), list(self.sinks))
+        self.names = ([*self.sources, *self.memories], list(self.sinks))
         self.watch = tuple(watch)
         self._schedules = {name: schedule for name, (_, schedule)
                            in {**self.sources, **self.sinks}.items()}
+        self._schedules.update((name, mem.valid) for name, (_, mem) in self.memories.items())
         self._dir = Path.cwd()
 
     def _rows(self, name: str, items) -> np.ndarray:
@@ -159,10 +206,11 @@ class FreeRun:
         """For each stream in ``pieces``, ``(ring index, count, data)``: write ``data`` (unless
         None) to the stream's file of ``kind``, set the range ports and raise the strobe, all
         in one time step; then lower them. ``kind``: ``load`` (payloads), ``sload`` (schedule
-        words) or ``dump`` (records)."""
+        words), ``mload`` (a memory agent's words) or ``dump`` (records)."""
         if not pieces:
             return
-        prefix, file = {"load": ("", "data"), "sload": ("s", "sched"), "dump": ("d", "")}[kind]
+        prefix, file = {"load": ("", "data"), "sload": ("s", "sched"), "dump": ("d", ""),
+                        "mload": ("m", "mem")}[kind]
         for name, (at, n, data) in pieces.items():
             if data is not None:
                 (self._dir / f"{file}_{name}.bin").write_bytes(data)
@@ -235,8 +283,14 @@ class FreeRun:
             self._set(f"total_{name}", len(items))
         for name, (count, _) in self.sinks.items():
             self._set(f"total_{name}", count)
+        for name, (_, mem) in self.memories.items():
+            self._set(f"total_{name}", mem.words)
+            self._set(f"lat_{name}", mem.latency)
+            self._set(f"bpc_{name}", mem.bytes_per_cycle)
         await FallingEdge(dut.clk)
         await Timer(1, "ns")
+        await self._strobe("mload", {name: (0, len(rows), rows.tobytes())
+                                     for name, (rows, _) in self.memories.items() if len(rows)})
         await self._service(0)
         self._check(0)
         if os.environ.get(ENV_KEEP_RINGS):
@@ -276,7 +330,7 @@ class FreeRun:
                 self._set("run", 0)
                 raise AssertionError(
                     f"timeout after {cycle} cycles: "
-                    + ", ".join(f"{n} {len(self.handshakes[n])}/{self._expected(n)}"
+                    + ", ".join(f"{n} {len(self.handshakes[n])}/{self.expected(n)}"
                                 for n in self._all))
         wall = time.perf_counter() - start
         # The harness samples the watched outputs at the end of a finished run only.
@@ -286,8 +340,8 @@ class FreeRun:
         if finished:
             for name in self._all:
                 got = len(self.handshakes[name])
-                assert got == self._expected(name), (
-                    f"stream {name}: {got} handshakes, expected {self._expected(name)}")
+                assert got == self.expected(name), (
+                    f"stream {name}: {got} handshakes, expected {self.expected(name)}")
         last = max((h[-1] + 1 for h in self.handshakes.values() if h), default=0)
         return Observed(self.payloads, last, self.handshakes, change, wall, self._service_s)
 
@@ -300,17 +354,27 @@ class FreeRun:
         streams = {}
         for name in self._all:
             source = name in self.sources
-            files = [f"sched_{name}.bin", *([f"data_{name}.bin"] if source else [])]
+            files = [f"sched_{name}.bin", *([f"data_{name}.bin"] if source else []),
+                     *([f"mem_{name}.bin"] if name in self.memories else [])]
             for file in files:
                 if (self._dir / file).exists():
                     shutil.copyfile(self._dir / file, keep / file)
-            streams[name] = {"source": source, "total": self._expected(name),
+            streams[name] = {"source": source, "total": self.expected(name),
                              "loaded": self._loaded.get(name, 0)}
+            if name in self.memories:
+                rows, mem = self.memories[name]
+                streams[name]["memory"] = {"words": len(rows), "latency": mem.latency,
+                                           "bytes_per_cycle": mem.bytes_per_cycle}
         (keep / "rings.json").write_text(json.dumps({"sched_words": self._sched_words,
                                                      "streams": streams}))
 
-    def _expected(self, name: str) -> int:
-        return len(self.sources[name][0]) if name in self.sources else self.sinks[name][0]
+    def expected(self, name: str) -> int:
+        """The handshakes the run expects on stream ``name``."""
+        if name in self.sources:
+            return len(self.sources[name][0])
+        if name in self.memories:
+            return self.memories[name][1].words
+        return self.sinks[name][0]
 
     def _check(self, cycle: int) -> None:
         if self._get("err"):
@@ -319,6 +383,9 @@ class FreeRun:
             kind = self._get("err_kind")
             if kind == 2:
                 raise AssertionError(f"an X or Z on stream {stream} in cycle {cycle}")
+            if kind == 3:
+                raise AssertionError(f"bad read request on stream {stream} in cycle {cycle}: "
+                                     f"0 words, or past the memory's {MEM_DEPTH} words")
             what = "payload changed" if kind else "valid dropped"
             raise AssertionError(f"protocol violation on stream {stream} in cycle {cycle}: "
                                  f"{what} while a beat waited for ready")

@@ -88,8 +88,7 @@ async def reset_midway(dut, what: str, bench: FreeRun, cycles: int, zero=()) -> 
     stream offers a beat and every signal in ``zero`` (counters, status) reads 0."""
     seen = await bench.run(cycles, stop_after=cycles)
     moved = sum(len(h) for h in seen.handshakes.values())
-    expected = sum(len(items) for items, _ in bench.sources.values()) + sum(
-        count for count, _ in bench.sinks.values())
+    expected = sum(bench.expected(name) for name in bench.order)
     assert 0 < moved < expected, (
         f"{what}: the reset came after {moved} of {expected} handshakes: not mid-run")
 

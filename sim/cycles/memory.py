@@ -1,0 +1,94 @@
+"""The timed model of the harness's memory agent (:mod:`scoville.sim.harness`): a memory that
+answers read requests ``(addr, len)`` with a latency and a bandwidth.
+
+To the cycle, as the harness does it:
+
+- a request is taken in a cycle where the request stream's ready schedule is true and the
+  agent holds fewer than :data:`~scoville.sim.harness.MEM_QUEUE` requests (taken and not yet
+  answered in full);
+- the words of a request taken in cycle ``c`` can be offered from cycle ``c + latency``, after
+  every word of the requests before it;
+- a byte budget starts at one word's bytes ``B``; every cycle it grows by ``bytes_per_cycle``,
+  less ``B`` when a word is taken, and is capped at ``B + bytes_per_cycle - 1``; a word is first
+  offered only in a cycle where the budget holds ``B`` and the data stream's valid schedule is
+  true; an offered word is held until taken.
+
+So the memory delivers ``min(1, bytes_per_cycle / B)`` words per cycle while it is kept busy,
+and never more than one word per cycle.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from scoville.sim.harness import MEM_QUEUE
+
+from .stream import ALWAYS, Schedule
+
+__all__ = ["MemoryAgent", "check_memory"]
+
+
+def check_memory(latency, bytes_per_cycle) -> None:
+    """One line naming the parameter when the agent's latency or bandwidth is not allowed."""
+    for name, value, lo in (("mem_latency", latency, 1), ("mem_bytes_per_cycle",
+                                                          bytes_per_cycle, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value < 2**31:
+            raise ValueError(f"parameter '{name}' must be an integer in {lo}..2**31-1; "
+                             f"got {value!r}")
+
+
+class MemoryAgent:
+    """The memory agent in a timed model's cycle loop. Each cycle ``t``, in order: ask
+    :meth:`room` (may a request be taken) and :meth:`offers` (is a word offered), then call
+    :meth:`step` with what happened."""
+
+    __slots__ = ("_bpc", "_budget", "_cap", "_hold", "_latency", "_queue", "_valid", "beat",
+                 "cycles", "nbytes")
+
+    def __init__(self, latency: int, bytes_per_cycle: int, word_bits: int,
+                 valid: Schedule = ALWAYS):
+        check_memory(latency, bytes_per_cycle)
+        self._latency = latency
+        self._bpc = bytes_per_cycle
+        self.nbytes = -(-word_bits // 8)
+        self._cap = self.nbytes + bytes_per_cycle - 1
+        self._budget = self.nbytes
+        self._valid = valid
+        self._hold = False
+        # Per request taken and not answered in full: [first cycle its words are due, words].
+        self._queue: deque[list[int]] = deque()
+        self.beat = 0
+        #: The cycle of every word handshake.
+        self.cycles: list[int] = []
+
+    def room(self) -> bool:
+        """Whether a request may be taken this cycle (the request stream's schedule aside)."""
+        return len(self._queue) < MEM_QUEUE
+
+    def offers(self, t: int) -> bool:
+        """Whether a word is offered in cycle ``t``."""
+        if self._hold:
+            return True
+        q = self._queue
+        return (bool(q) and t >= q[0][0] and self._budget >= self.nbytes
+                and self._valid[t])
+
+    def step(self, t: int, offered: bool, taken: bool, request: int | None = None) -> None:
+        """The end of cycle ``t``: whether a word was ``offered`` and ``taken``, and the words
+        of the request taken in it (``None`` when none was)."""
+        self._hold = offered and not taken
+        grow = self._budget + self._bpc - (self.nbytes if taken else 0)
+        self._budget = grow if grow < self._cap else self._cap
+        if request is not None:
+            self._queue.append([t + self._latency, request])
+        if taken:
+            self.cycles.append(t)
+            self.beat += 1
+            if self.beat == self._queue[0][1]:
+                self._queue.popleft()
+                self.beat = 0
+
+    @property
+    def idle(self) -> bool:
+        """No request is waiting to be answered."""
+        return not self._queue
