@@ -440,6 +440,11 @@ def run(
         # cocotb rewrites the assertions of every module imported after it starts (NumPy's and
         # Amaranth's too, about a second per run when bytecode is not cached): only ours.
         "COCOTB_REWRITE_ASSERTION_FILES": "*/testbenches/*.py",
+        # NumPy's OpenBLAS starts a thread per core that spins while it waits: on a small
+        # machine they take turns with the simulator itself. The testbenches' NumPy work is
+        # elementwise; one thread does it.
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
     }
     waves_path = None
     plusargs: list[str] = []

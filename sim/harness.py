@@ -6,8 +6,9 @@ ring of payloads and a ring of valid-schedule bits; for each stream it *gives* (
 of ready-schedule bits. Once ``run`` rises, a free-running cycle counter starts at 0 and the
 harness offers and takes beats by the testbench's rules (:mod:`scoville.sim.cycles.stream`): a
 source offers its next beat from the first cycle its valid bit is set and holds it until taken;
-a sink is ready in the cycles its ready bit is set. Every handshake is recorded in a ring with
-its cycle, and a sink's with its payload.
+a sink is ready in the cycles its ready bit is set. Every stream's handshakes are recorded in a
+ring of bits, one per cycle (set in the cycles with a handshake), and a sink's payloads in a
+ring of payloads.
 
 The testbench (:class:`scoville.testbenches.freerun.FreeRun`) loads and drains the rings in bulk
 through files (``$fread`` of binary files in, ``$writememh`` out, each triggered by a rising
@@ -169,7 +170,7 @@ def _dump(strobe: str, files: list[tuple[str, str]], lo: str, hi: str) -> list[s
             "  end"]
 
 
-def _memory_agent(s: Stream, fields: dict[str, tuple[int, int]], ld: int) -> list[str]:
+def _memory_agent(s: Stream, fields: dict[str, tuple[int, int]]) -> list[str]:
     """Verilog of the memory agent that serves data stream ``s`` from requests on stream
     ``s.answers`` (``fields``: offset and width of the request's ``addr`` and ``len``)."""
     n, r, w = s.name, s.answers, s.width
@@ -177,12 +178,10 @@ def _memory_agent(s: Stream, fields: dict[str, tuple[int, int]], ld: int) -> lis
     lq = (MEM_QUEUE - 1).bit_length()
     lm = (MEM_DEPTH - 1).bit_length()
     (ao, aw), (lo, lw) = fields["addr"], fields["len"]
-    at = f"count_{n}[{ld - 1}:0]"
     return [
         f"  // memory agent: {MEM_DEPTH} words of {w} bits, requests on {r}",
         f"  reg {_vec(w)}{n}_mem [0:{MEM_DEPTH - 1}];",
         *_fread(f"mload_{n}", f"mem_{n}.bin", f"{n}_mem", f"mlo_{n}", f"mhi_{n}", nbytes),
-        *_dump(f"dump_{n}", [(f"cyc_{n}.hex", f"{n}_cyc")], f"dlo_{n}", f"dhi_{n}"),
         f"  wire [31:0] {r}_addr = {r}_payload[{ao + aw - 1}:{ao}];",
         f"  wire [31:0] {r}_len = {r}_payload[{lo + lw - 1}:{lo}];",
         f"  assign {n}_bad = run & {r}_fire & (({r}_len == 32'd0)"
@@ -221,7 +220,6 @@ def _memory_agent(s: Stream, fields: dict[str, tuple[int, int]], ld: int) -> lis
         f"        {n}_qtail <= {n}_qtail + {lq + 1}'d1;",
         "      end",
         f"      if ({n}_fire) begin",
-        f"        {n}_cyc[{at}] <= cycle;",
         f"        count_{n} <= count_{n} + 32'd1;",
         f"        if ({n}_beat + 32'd1 == {n}_qlen[{n}_h]) begin",
         f"          {n}_beat <= 32'd0; {n}_qhead <= {n}_qhead + {lq + 1}'d1;",
@@ -248,9 +246,11 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     ``total_NAME``, ``count_NAME`` (handshakes so far), ``valid_NAME``, ``loaded_NAME``
     (sources: beats loaded so far), and the file strobes: a rising ``load_NAME`` reads
     ``data_NAME.bin`` into payload entries ``lo_NAME..hi_NAME``, ``sload_NAME`` reads
-    ``sched_NAME.bin`` into schedule words ``slo_NAME..shi_NAME``, ``dump_NAME`` writes record
-    entries ``dlo_NAME..dhi_NAME`` to ``cyc_NAME.hex`` (and, for a sink, ``data_NAME.hex``); per
-    plain output, ``NAME_start`` and ``NAME_end``.
+    ``sched_NAME.bin`` into schedule words ``slo_NAME..shi_NAME``, a sink's ``dump_NAME``
+    writes its payload records ``dlo_NAME..dhi_NAME`` to ``data_NAME.hex``; a rising ``hdump``
+    writes words ``hlo..hhi`` of every stream's handshake bits (cycle ``t`` in bit ``t % 32`` of
+    word ``(t / 32) % SCHED_WORDS``) to ``hits_NAME.hex``; per plain output, ``NAME_start`` and
+    ``NAME_end``.
     """
     streams, plain = ports(component)
     taken = {"clk", "rst", "run", "sched_loaded", "cycle", "done", "ended", "starved", "err",
@@ -264,7 +264,8 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
           "output reg [31:0] cycle", "output done", "output reg ended", "output reg starved",
           "output reg err",
           "output reg [31:0] err_cycle", "output reg [7:0] err_stream",
-          "output reg [1:0] err_kind", "output ioerr"]
+          "output reg [1:0] err_kind", "output ioerr", "input hdump", "input [31:0] hlo",
+          "input [31:0] hhi"]
     # The memory agents' wires that their request streams' sections use.
     body = [f"  wire {s.name}_room, {s.name}_bad;" for s in streams if s.answers]
     conns = [".clk(clk)", ".rst(rst)"]
@@ -273,8 +274,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
         n, w = s.name, s.width
         at = f"count_{n}[{ld - 1}:0]"
         io += [f"input [31:0] total_{n}", f"output reg [31:0] count_{n}", f"output valid_{n}",
-               f"input sload_{n}", f"input [31:0] slo_{n}", f"input [31:0] shi_{n}",
-               f"input dump_{n}", f"input [31:0] dlo_{n}", f"input [31:0] dhi_{n}"]
+               f"input sload_{n}", f"input [31:0] slo_{n}", f"input [31:0] shi_{n}"]
         conns += [f".{n}__valid({n}_valid)", f".{n}__ready({n}_ready)",
                   f".{n}__payload({n}_payload)"]
         body += [
@@ -282,8 +282,15 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
             f"  wire {n}_valid, {n}_ready;",
             f"  wire {_vec(w)}{n}_payload;",
             f"  reg [31:0] {n}_sched [0:{SCHED_WORDS - 1}];",
-            f"  reg [31:0] {n}_cyc [0:{DEPTH - 1}];",
             *([] if s.answers else [f"  reg {_vec(w)}{n}_data [0:{DEPTH - 1}];"]),
+            # The handshake bits, cleared at time 0 so that a word read before its later
+            # cycles are reached holds no X.
+            f"  reg [31:0] {n}_hit [0:{SCHED_WORDS - 1}];",
+            f"  integer {n}_k;",
+            f"  initial for ({n}_k = 0; {n}_k < {SCHED_WORDS}; {n}_k = {n}_k + 1)"
+            f" {n}_hit[{n}_k] = 32'd0;",
+            "  always @(posedge clk)",
+            f"    if (run) {n}_hit[cycle[{ls + 4}:5]][cycle[4:0]] <= {n}_fire;",
             f"  wire {n}_bit = {n}_sched[cycle[{ls + 4}:5]][cycle[4:0]];",
             f"  wire {n}_fire = {n}_valid & {n}_ready;",
             f"  assign valid_{n} = {n}_valid;",
@@ -293,7 +300,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
             io += [f"input [31:0] lat_{n}", f"input [31:0] bpc_{n}", f"input mload_{n}",
                    f"input [31:0] mlo_{n}", f"input [31:0] mhi_{n}"]
             # After every stream's section: it uses its request stream's wires.
-            agents += _memory_agent(s, _request_fields(component, s.answers), ld)
+            agents += _memory_agent(s, _request_fields(component, s.answers))
         elif s.source:
             io += [f"input load_{n}", f"input [31:0] lo_{n}", f"input [31:0] hi_{n}",
                    f"input [31:0] loaded_{n}"]
@@ -305,30 +312,25 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
                 f"  assign {n}_payload = {n}_data[{at}];",
                 *_fread(f"load_{n}", f"data_{n}.bin", f"{n}_data", f"lo_{n}", f"hi_{n}",
                         -(-w // 8)),
-                *_dump(f"dump_{n}", [(f"cyc_{n}.hex", f"{n}_cyc")], f"dlo_{n}", f"dhi_{n}"),
                 "  always @(posedge clk) begin",
                 f"    if (rst | ~run) begin count_{n} <= 32'd0; {n}_hold <= 1'b0; end",
                 "    else begin",
                 f"      {n}_hold <= {n}_valid & ~{n}_ready;",
-                f"      if ({n}_fire) begin",
-                f"        {n}_cyc[{at}] <= cycle;",
-                f"        count_{n} <= count_{n} + 32'd1;",
-                "      end",
+                f"      if ({n}_fire) count_{n} <= count_{n} + 32'd1;",
                 "    end",
                 "  end",
             ]
         else:
+            io += [f"input dump_{n}", f"input [31:0] dlo_{n}", f"input [31:0] dhi_{n}"]
             body += [
                 f"  wire {n}_dry = 1'b0;",
                 # A request stream's ready also waits for room in the agent's queue.
                 f"  assign {n}_ready = run & {n}_bit"
                 + (f" & {s.requests}_room;" if s.requests else ";"),
-                *_dump(f"dump_{n}", [(f"cyc_{n}.hex", f"{n}_cyc"),
-                                     (f"data_{n}.hex", f"{n}_data")], f"dlo_{n}", f"dhi_{n}"),
+                *_dump(f"dump_{n}", [(f"data_{n}.hex", f"{n}_data")], f"dlo_{n}", f"dhi_{n}"),
                 "  always @(posedge clk) begin",
                 f"    if (rst | ~run) count_{n} <= 32'd0;",
                 f"    else if ({n}_fire) begin",
-                f"      {n}_cyc[{at}] <= cycle;",
                 f"      {n}_data[{at}] <= {n}_payload;",
                 f"      count_{n} <= count_{n} + 32'd1;",
                 "    end",
@@ -352,6 +354,8 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
             f" | ({n}_valid & {n}_ready & ((^{n}_payload) === 1'bx)));",
         ]
     body += agents
+    body += _dump("hdump", [(f"hits_{s.name}.hex", f"{s.name}_hit") for s in streams],
+                  "hlo", "hhi")
     outputs = [p for p in plain if p.output]
     for p in plain:
         conns.append(f".{p.name}({p.name})")

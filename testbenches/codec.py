@@ -79,6 +79,19 @@ class Codec:
         integer per beat holding all of its bits, element 0 lowest); for the unnamed field
         pass ``_=values``. Missing fields are 0; values are two's complement cut to their
         width."""
+        named = {("" if k == "_" else k): v for k, v in columns.items()}
+        if named and set(named) <= set(self.fields) and all(
+                np.ndim(v) == 1 for v in named.values()):
+            # One integer per beat per field: OR the fields into Python integers directly.
+            beats = {len(v) for v in named.values()}
+            if len(beats) != 1:
+                raise ValueError(f"columns of different lengths: {sorted(beats)}")
+            words = [0] * beats.pop()
+            for name, values in named.items():
+                f = self.fields[name]
+                mask, at = (1 << (max(f.count, 1) * f.width)) - 1, f.offset
+                words = [w | ((int(v) & mask) << at) for w, v in zip(words, values, strict=True)]
+            return words
         return [int.from_bytes(row.tobytes(), "big") for row in self.pack_bytes(**columns)]
 
     def pack_bytes(self, **columns) -> np.ndarray:

@@ -103,8 +103,12 @@ def idle_inputs(dut, order: list[str]) -> None:
     loaded, every file strobe low."""
     dut.run.value = 0
     dut.sched_loaded.value = 0
+    for port in ("hdump", "hlo", "hhi"):
+        getattr(dut, port).value = 0
     for name in order:
-        ports = ["total", "sload", "slo", "shi", "dump", "dlo", "dhi"]
+        ports = ["total", "sload", "slo", "shi"]
+        if hasattr(dut, f"dump_{name}"):
+            ports += ["dump", "dlo", "dhi"]
         if hasattr(dut, f"load_{name}"):
             ports += ["load", "lo", "hi", "loaded"]
         if hasattr(dut, f"mload_{name}"):
@@ -125,24 +129,41 @@ def _segments(first: int, end: int, depth: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _read_words(path: Path, n: int) -> list[int]:
-    """The ``n`` entries of a record file the harness wrote with ``$writememh``: one entry per
-    line, in hex, every line as many digits as the entry's width needs (``//`` lines are
-    address comments). An X or Z bit is a failure."""
+def _read_raw(path: Path, n: int) -> tuple[bytes, int]:
+    """The ``n`` entries of a record file the harness wrote with ``$writememh`` (one entry per
+    line, in hex, every line as many digits as the entry's width needs; ``//`` lines are
+    address comments) as bytes, each entry its whole bytes, most significant first, and the
+    bytes of an entry. An X or Z bit is a failure."""
     lines = [line for line in path.read_text().split("\n") if line and line[0] != "/"]
     if len(lines) != n:
         raise AssertionError(f"{path.name}: {len(lines)} entries, expected {n}")
     if not n:
-        return []
+        return b"", 0
     text = "".join(lines) if len(lines[0]) % 2 == 0 else "".join("0" + x for x in lines)
     try:
         raw = bytes.fromhex(text)
     except ValueError:
         raise AssertionError(f"{path.name}: an X or Z in a record") from None
-    size = len(raw) // n
+    return raw, len(raw) // n
+
+
+def _read_words(path: Path, n: int) -> list[int]:
+    """The ``n`` entries of a record file (:func:`_read_raw`) as integers."""
+    raw, size = _read_raw(path, n)
     if size in (1, 2, 4, 8):
         return np.frombuffer(raw, dtype=f">u{size}").tolist()
     return [int.from_bytes(raw[k:k + size], "big") for k in range(0, len(raw), size)]
+
+
+#: Each file strobe of the harness: its port, its range ports and the file it reads (``{n}``:
+#: the stream's name; a dump writes its files itself).
+_STROBES = {
+    "load": ("load_{n}", "lo_{n}", "hi_{n}", "data_{n}.bin"),
+    "sload": ("sload_{n}", "slo_{n}", "shi_{n}", "sched_{n}.bin"),
+    "mload": ("mload_{n}", "mlo_{n}", "mhi_{n}", "mem_{n}.bin"),
+    "dump": ("dump_{n}", "dlo_{n}", "dhi_{n}", ""),
+    "hdump": ("hdump", "hlo", "hhi", ""),
+}
 
 
 class FreeRun:
@@ -202,66 +223,98 @@ class FreeRun:
     def _get(self, name: str) -> int:
         return read_int(getattr(self.dut, name), name)
 
-    async def _strobe(self, kind: str, pieces: dict[str, tuple[int, int, bytes | None]]):
-        """For each stream in ``pieces``, ``(ring index, count, data)``: write ``data`` (unless
-        None) to the stream's file of ``kind``, set the range ports and raise the strobe, all
-        in one time step; then lower them. ``kind``: ``load`` (payloads), ``sload`` (schedule
-        words), ``mload`` (a memory agent's words) or ``dump`` (records)."""
+    async def _strobe(self, pieces: list[tuple[str, str, int, int, bytes | None]]) -> None:
+        """For each ``(kind, stream, ring index, count, data)`` in ``pieces``: write ``data``
+        (unless None) to the file the strobe of ``kind`` reads, set its range ports and raise
+        it, all in one time step; then lower them all. ``kind``: ``load`` (payloads), ``sload``
+        (schedule words), ``mload`` (a memory agent's words), ``dump`` (a sink's payload
+        records) or ``hdump`` (every stream's handshake bits; no stream)."""
         if not pieces:
             return
-        prefix, file = {"load": ("", "data"), "sload": ("s", "sched"), "dump": ("d", ""),
-                        "mload": ("m", "mem")}[kind]
-        for name, (at, n, data) in pieces.items():
+        raised = []
+        for kind, name, at, n, data in pieces:
+            strobe, lo, hi, file = (x.format(n=name) for x in _STROBES[kind])
             if data is not None:
-                (self._dir / f"{file}_{name}.bin").write_bytes(data)
-            self._set(f"{prefix}lo_{name}", at)
-            self._set(f"{prefix}hi_{name}", at + n - 1)
-            self._set(f"{kind}_{name}", 1)
+                (self._dir / file).write_bytes(data)
+            self._set(lo, at)
+            self._set(hi, at + n - 1)
+            self._set(strobe, 1)
+            raised.append(strobe)
         await Timer(1, "ps")
-        for name in pieces:
-            self._set(f"{kind}_{name}", 0)
+        for strobe in raised:
+            self._set(strobe, 0)
         await Timer(1, "ps")
 
     async def _service(self, cycle: int) -> None:
-        """Drain the records and refill the rings, as of ``cycle`` (zero simulated time)."""
+        """Drain the records and refill the rings, as of ``cycle`` (zero simulated time): the
+        handshakes of the cycles before it and every sink's payloads, then every source's
+        payloads up to a ring ahead and every schedule a ring ahead. Each ring's range is in
+        up to two pieces (it wraps); the first pieces of every ring go in one time step, the
+        second ones in the next."""
         counts = {name: self._get(f"count_{name}") for name in self._all}
-        for name, count in counts.items():
-            # Records of handshakes not yet drained are overwritten after a whole ring.
-            if count - self._drained[name] > DEPTH:
-                raise AssertionError(f"stream {name}: {count - self._drained[name]} handshakes "
-                                     f"since the last service, more than a ring ({DEPTH})")
-        # Records: every handshake since the last service, in up to two pieces per ring.
-        records = {name: _segments(self._drained[name], counts[name], DEPTH)
-                   for name in self._all}
-        for piece in range(2):
-            todo = {name: (at, n, None) for name, segs in records.items() if piece < len(segs)
-                    for _, at, n in [segs[piece]]}
-            await self._strobe("dump", todo)
-            for name, (_, n, _) in todo.items():
-                self.handshakes[name] += _read_words(self._dir / f"cyc_{name}.hex", n)
-                if name in self.sinks:
-                    self.payloads[name] += _read_words(self._dir / f"data_{name}.hex", n)
-                self._drained[name] += n
-        # Payloads: up to a ring ahead of what each source has handed over.
+        for name in self.sinks:
+            # Payloads not yet drained are overwritten after a whole ring.
+            if counts[name] - self._drained[name] > DEPTH:
+                raise AssertionError(f"stream {name}: {counts[name] - self._drained[name]} "
+                                     f"handshakes since the last service, more than a ring "
+                                     f"({DEPTH})")
+        first = self._hit_cycle
+        if cycle // 32 - first // 32 >= SCHED_WORDS:
+            raise AssertionError(f"{cycle - first} cycles since the last service, more than the "
+                                 f"handshake rings hold ({32 * SCHED_WORDS - 32})")
+        hits = _segments(first // 32, -(-cycle // 32), SCHED_WORDS) if cycle > first else []
+        data = {name: _segments(self._drained[name], counts[name], DEPTH) for name in self.sinks}
         ends = {name: min(counts[name] + DEPTH, len(items))
                 for name, (items, _) in self.sources.items()}
-        for piece in range(2):
-            todo = {}
-            for name, (items, _) in self.sources.items():
-                segs = _segments(self._loaded[name], ends[name], DEPTH)
-                if piece < len(segs):
-                    first, at, n = segs[piece]
-                    todo[name] = (at, n, items[first:first + n].tobytes())
-            await self._strobe("load", todo)
-        for name, end in ends.items():
-            self._loaded[name] = end
-            self._set(f"loaded_{name}", end)
-        # Schedules: a ring of words from the current cycle's on.
+        loads = {name: _segments(self._loaded[name], ends[name], DEPTH)
+                 for name in self.sources}
         end = cycle // 32 + SCHED_WORDS
-        for first, at, n in _segments(self._sched_words, end, SCHED_WORDS):
-            await self._strobe("sload", {
-                name: (at, n, np.array(s.words(first, n), dtype=">u4").tobytes())
-                for name, s in self._schedules.items()})
+        scheds = _segments(self._sched_words, end, SCHED_WORDS)
+        words = {name: [] for name in self._all}
+        for piece in range(2):
+            todo = []
+            if piece < len(hits):
+                todo.append(("hdump", "", hits[piece][1], hits[piece][2], None))
+            for name, segs in data.items():
+                if piece < len(segs):
+                    todo.append(("dump", name, segs[piece][1], segs[piece][2], None))
+            for name, segs in loads.items():
+                if piece < len(segs):
+                    at, n = segs[piece][1], segs[piece][2]
+                    items = self.sources[name][0]
+                    todo.append(("load", name, at, n, items[segs[piece][0]:][:n].tobytes()))
+            if piece < len(scheds):
+                at, n = scheds[piece][1], scheds[piece][2]
+                todo += [("sload", name, at, n,
+                          np.array(s.words(scheds[piece][0], n), dtype=">u4").tobytes())
+                         for name, s in self._schedules.items()]
+            await self._strobe(todo)
+            if piece < len(hits):
+                for name in self._all:
+                    raw, _ = _read_raw(self._dir / f"hits_{name}.hex", hits[piece][2])
+                    words[name].append(raw)
+            for name, segs in data.items():
+                if piece < len(segs):
+                    n = segs[piece][2]
+                    self.payloads[name] += _read_words(self._dir / f"data_{name}.hex", n)
+                    self._drained[name] += n
+        # Handshake bits to cycles: bit t % 32 of the word of cycle t, for first <= t < cycle.
+        for name, parts in words.items():
+            if not parts:
+                continue
+            bits = np.unpackbits(np.frombuffer(b"".join(parts), ">u4").astype("<u4")
+                                 .view(np.uint8), bitorder="little")
+            at = np.flatnonzero(bits) + 32 * (first // 32)
+            new = at[(at >= first) & (at < cycle)].tolist()
+            if len(self.handshakes[name]) + len(new) != counts[name]:
+                raise AssertionError(f"stream {name}: the harness counted {counts[name]} "
+                                     f"handshakes by cycle {cycle}, its records "
+                                     f"{len(self.handshakes[name]) + len(new)}")
+            self.handshakes[name] += new
+        self._hit_cycle = max(cycle, first)
+        for name, end_ in ends.items():
+            self._loaded[name] = end_
+            self._set(f"loaded_{name}", end_)
         self._sched_words = end
         self._set("sched_loaded", 32 * end)
 
@@ -274,7 +327,8 @@ class FreeRun:
         returning what was observed so far."""
         dut = self.dut
         self._all = [*self.names[0], *self.names[1]]
-        self._drained = dict.fromkeys(self._all, 0)
+        self._drained = dict.fromkeys(self.sinks, 0)
+        self._hit_cycle = 0
         self._loaded = dict.fromkeys(self.sources, 0)
         self._sched_words = 0
         self.handshakes = {name: [] for name in self._all}
@@ -289,8 +343,8 @@ class FreeRun:
             self._set(f"bpc_{name}", mem.bytes_per_cycle)
         await FallingEdge(dut.clk)
         await Timer(1, "ns")
-        await self._strobe("mload", {name: (0, len(rows), rows.tobytes())
-                                     for name, (rows, _) in self.memories.items() if len(rows)})
+        await self._strobe([("mload", name, 0, len(rows), rows.tobytes())
+                            for name, (rows, _) in self.memories.items() if len(rows)])
         await self._service(0)
         self._check(0)
         if os.environ.get(ENV_KEEP_RINGS):

@@ -132,7 +132,7 @@ def random_script(cfg, rng, count: int, max_read: int = 0) -> Script:
         u = rng.random()
         if u >= 0.84 and u < 0.90 and rng.random() < sc.model.free / cfg.pages:
             u = 0.2
-        seq = int(rng.choice(alive)) if alive else 0
+        seq = alive[int(rng.integers(len(alive)))] if alive else 0
         n = len(sc.model.seqs[seq].tokens) if alive else 0
         if not alive or u < 0.05:
             sc("alloc")

@@ -62,6 +62,9 @@ def test_pack_and_unpack_agree_with_amaranth(layout):
     codec = Codec(layout)
     words = codec.pack(**_columns(layout, values))
     assert words == [layout.const(v).as_bits() for v in values]
+    # pack's path for one integer per field and beat, and pack_bytes's, give the same words.
+    rows = codec.pack_bytes(**_columns(layout, values))
+    assert words == [int.from_bytes(row.tobytes(), "big") for row in rows]
     back = codec.unpack(words)
     for name, column in _columns(layout, values).items():
         assert np.array_equal(back["" if name == "_" else name], np.array(column))
@@ -72,6 +75,8 @@ def test_an_array_field_takes_whole_integers_and_unknown_fields_are_named():
     codec = Codec(layout)
     line = (1 << 144) - 3
     assert codec.pack(data=[line, 5], last=[1, 0]) == [line | 1 << 144, 5]
+    rows = codec.pack_bytes(data=[line, 5], last=[1, 0])
+    assert [int.from_bytes(r.tobytes(), "big") for r in rows] == [line | 1 << 144, 5]
     with pytest.raises(ValueError, match="no payload field \\['lats'\\]"):
         codec.pack(lats=[1])
 

@@ -22,14 +22,9 @@ from scoville.testbenches.freerun import _segments
 from scoville.testbenches.kvcache import random_script
 
 
-class _Bits:
+def _Bits(bits: str) -> Schedule:
     """A schedule from a string: '1' true, '0' false; true past its end."""
-
-    def __init__(self, bits: str):
-        self.bits = bits
-
-    def __getitem__(self, t: int) -> bool:
-        return t >= len(self.bits) or self.bits[t] == "1"
+    return Schedule.pattern(bits)
 
 
 @pytest.mark.parametrize(

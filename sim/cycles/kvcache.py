@@ -165,69 +165,94 @@ def timing(config, outcomes, sources: dict[str, Source] | None = None,
     wd = Producer(sources.get("wd", Source()), beats)
     rd, resp = Consumer(ready.get("rd", ALWAYS)), Consumer(ready.get("resp", ALWAYS))
     rd_lines = sum(len(o.data) for o in outcomes)
-    count = dict.fromkeys(COUNTERS, 0)
-    plan: list[tuple[str, int]] = []  # the current request's steps to go; empty: idle
+    plans = [_steps(config, o) for o in outcomes]
+    # The loop is the model's whole cost: per-cycle state in locals, the ready schedules read
+    # from their drawn bits (drawn ahead in chunks), counters as plain integers.
+    idle = busy = stalls = read_waits = copies = writes = read_busy = read_stalls = 0
+    plan: list[tuple[str, int]] = []  # the current request's steps; plan[at:] to go
+    at = 0
     left = 0  # cycles or beats left in the current step
     remaining = 0  # lines the read engine has yet to issue
     out_valid = False  # the read engine's output register holds a line
+    rd_bits, resp_bits = rd.ready.drawn, resp.ready.drawn
+    horizon = 0
+    rd_taken, resp_taken = rd.cycles, resp.cycles
+    n_out = len(outcomes)
     t = 0
     limit = 1_000_000 + 100 * (len(outcomes) + beats + rd_lines)
-    while len(resp.cycles) < len(outcomes) or len(rd.cycles) < rd_lines:
-        if t > limit:
-            raise RuntimeError(f"kvcache timed model: no progress after {t} cycles")
-        rd_ready = rd.ready[t]
+    while len(resp_taken) < n_out or len(rd_taken) < rd_lines:
+        if t >= horizon:
+            if t > limit:
+                raise RuntimeError(f"kvcache timed model: no progress after {t} cycles")
+            horizon = t + 4096
+            rd.ready[horizon]
+            resp.ready[horizon]
+        rd_ready = rd_bits[t]
         engine_busy = remaining > 0 or out_valid
         start = 0
-        kind = "busy"
-        if not plan:
+        if at == len(plan):
             if req.offers(t):
                 req.take(t)
-                plan = _steps(config, outcomes[req.sent - 1])
+                plan, at = plans[req.sent - 1], 0
                 left = plan[0][1]
+                busy += 1
             else:
-                kind = "idle"
+                idle += 1
         else:
-            step, n = plan[0]
+            step, n = plan[at]
             done = False
-            if step in ("decode", "decide", "start"):
-                if engine_busy and (step == "start" or n):
-                    kind = "read_waits"
-                else:
-                    start = n if step == "start" else 0
-                    done = True
-            elif step in ("work", "copy"):
-                count["copies"] += step == "copy" and left <= n - 1
+            if step == "work" or step == "copy":
+                if step == "copy" and left <= n - 1:
+                    copies += 1
                 left -= 1
                 done = left <= 0
-            elif step in ("write", "drain"):
+                busy += 1
+            elif step == "write" or step == "drain":
                 if wd.offers(t):
                     wd.take(t)
-                    count["writes"] += step == "write"
+                    if step == "write":
+                        writes += 1
                     left -= 1
                     done = left == 0
+                    busy += 1
                 else:
-                    kind = "stalls"
-            elif resp.ready[t]:
-                resp.take(t)
-                done = True
+                    stalls += 1
+            elif step == "resp":
+                if resp_bits[t]:
+                    resp_taken.append(t)
+                    done = True
+                    busy += 1
+                else:
+                    stalls += 1
+            elif engine_busy and (step == "start" or n):  # decode, decide, start
+                read_waits += 1
             else:
-                kind = "stalls"
-            while done and plan:
-                plan = plan[1:]
-                left = plan[0][1] if plan else 0
+                start = n if step == "start" else 0
+                done = True
+                busy += 1
+            while done and at < len(plan):
+                at += 1
+                left = plan[at][1] if at < len(plan) else 0
                 # A step of no cycles (a failing request's work) is passed at once.
-                done = bool(plan) and plan[0][0] == "work" and left == 0
-        count[kind] += 1
+                done = at < len(plan) and plan[at][0] == "work" and left == 0
         # The read engine.
-        count["read_cycles"] += engine_busy
-        count["read_stalls"] += out_valid and not rd_ready
-        if out_valid and rd_ready:
-            rd.take(t)
+        if engine_busy:
+            read_busy += 1
+        if out_valid:
+            if rd_ready:
+                rd_taken.append(t)
+            else:
+                read_stalls += 1
         if not out_valid or rd_ready:
             out_valid = remaining > 0
-            remaining -= out_valid
+            if out_valid:
+                remaining -= 1
         remaining += start
         t += 1
+    count = {"idle": idle, "busy": busy, "stalls": stalls, "read_waits": read_waits,
+             "copies": copies, "writes": writes, "read_cycles": read_busy,
+             "read_stalls": read_stalls}
+    assert set(count) | {"reads"} == set(COUNTERS), "a counter the model does not count"
     count["reads"] = len(rd.cycles)
     return Timing({"req": req.cycles, "wd": wd.cycles, "rd": rd.cycles, "resp": resp.cycles},
                   count)

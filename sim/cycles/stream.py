@@ -65,6 +65,13 @@ class Schedule:
                 bits.extend((self._rng.random(self._CHUNK) >= self._gap).astype(np.uint8))
         return bits[t] == 1
 
+    @classmethod
+    def pattern(cls, bits: str) -> Schedule:
+        """A schedule that follows ``bits`` (``1`` true, ``0`` false), then is always true."""
+        schedule = cls(0, 0.0)
+        schedule._bits.extend(c == "1" for c in bits)
+        return schedule
+
     @property
     def drawn(self) -> bytearray:
         """The values drawn so far, cycle ``t`` at index ``t`` (1 true, 0 false); it grows in
@@ -135,9 +142,15 @@ class Producer:
         if self._arrivals is not None:
             t = max(t, self._arrivals[self.sent])
         valid = self._valid
-        while not valid[t]:
-            t += 1
-        return t
+        bits = valid.drawn
+        while True:
+            # The first true cycle at or after t among those drawn (a search in C), else
+            # draw further.
+            found = bits.find(1, t)
+            if found >= 0:
+                return found
+            t = max(t, len(bits))
+            valid[t]
 
     def offers(self, t: int) -> bool:
         return self._at is not None and self._at <= t

@@ -53,11 +53,14 @@ def encode_heads(config, values) -> list[int]:
     values = np.asarray(values, dtype=np.float64)
     codes = _codes(config, values)
     heads = codes.shape[0]
-    # Each head's word as bits, lowest first: fields of equal width a run at a time.
+    # Each head's word as bits, lowest first: fields of equal width a run at a time, each
+    # field's low ``width`` bits of its little-endian bytes.
     widths = np.array(_widths(config))
     runs = np.flatnonzero(np.diff(widths, prepend=-1, append=-1))
-    parts = [((codes[:, lo:hi, None] >> np.arange(widths[lo], dtype=np.uint64)) & 1)
-             .reshape(heads, -1) for lo, hi in zip(runs[:-1], runs[1:], strict=True)]
+    fields = np.unpackbits(codes.astype("<u8").view(np.uint8).reshape(heads, -1, 8), axis=-1,
+                           bitorder="little")
+    parts = [fields[:, lo:hi, :widths[lo]].reshape(heads, -1)
+             for lo, hi in zip(runs[:-1], runs[1:], strict=True)]
     bits = np.zeros((heads, config.token_lines * config.line_bits), dtype=np.uint8)
     used = np.concatenate(parts, axis=1)
     bits[:, :used.shape[1]] = used
