@@ -28,6 +28,7 @@ when it fails, so the streams stay in step. A failing request changes nothing.
 The exact cost of each request in cycles is :mod:`scoville.sim.cycles.kvcache`.
 """
 
+import functools
 from dataclasses import dataclass
 
 from amaranth.hdl import Array, Module, Mux, Signal, unsigned
@@ -145,26 +146,26 @@ class KvCacheConfig:
         """Bits per element."""
         return ELEMENT_BITS[self.kv_fmt]
 
-    @property
+    @functools.cached_property
     def token_bits(self) -> int:
         """Bits of one head vector (mxfp4: elements and scales)."""
         scales = self.head_dim // MX_BLOCK * 8 if self.kv_fmt == "mxfp4" else 0
         return self.head_dim * self.bits + scales
 
-    @property
+    @functools.cached_property
     def line_bits(self) -> int:
         return self.banks * self.word_bits
 
-    @property
+    @functools.cached_property
     def token_lines(self) -> int:
         """Lines per head vector (the vector is zero-padded to whole lines)."""
         return -(-self.token_bits // self.line_bits)
 
-    @property
+    @functools.cached_property
     def page_lines(self) -> int:
         return 2 * self.kv_heads * self.page_tokens * self.token_lines
 
-    @property
+    @functools.cached_property
     def pages(self) -> int:
         return self.bank_words // self.page_lines
 
@@ -174,7 +175,7 @@ class KvCacheConfig:
         a line for each of K and V), so lengths fit ``TOKEN_BITS``."""
         return self.pages * self.page_tokens
 
-    @property
+    @functools.cached_property
     def append_beats(self) -> int:
         """``wd`` lines per append: K then V, each head in order."""
         return 2 * self.kv_heads * self.token_lines
