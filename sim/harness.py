@@ -170,6 +170,15 @@ def _dump(strobe: str, files: list[tuple[str, str]], lo: str, hi: str) -> list[s
             "  end"]
 
 
+def _hit(n: str, ls: int) -> list[str]:
+    """The statements, in a clocked block's running branch, that record stream ``n``'s
+    handshake bit of this cycle: the bit's word is cleared in its first cycle (so a word read
+    before its later cycles are reached holds 0s there), and a bit set only in a cycle with a
+    handshake (a cycle without one costs a compare)."""
+    return [f"      if (word_begins) {n}_hit[cycle[{ls + 4}:5]] <= {{31'd0, {n}_fire}};",
+            f"      else if ({n}_fire) {n}_hit[cycle[{ls + 4}:5]][cycle[4:0]] <= 1'b1;"]
+
+
 def _memory_agent(s: Stream, fields: dict[str, tuple[int, int]]) -> list[str]:
     """Verilog of the memory agent that serves data stream ``s`` from requests on stream
     ``s.answers`` (``fields``: offset and width of the request's ``addr`` and ``len``)."""
@@ -212,6 +221,7 @@ def _memory_agent(s: Stream, fields: dict[str, tuple[int, int]]) -> list[str]:
         f"      {n}_qtail <= {lq + 1}'d0; {n}_beat <= 32'd0; {n}_budget <= 32'd{nbytes};",
         "    end else begin",
         f"      {n}_hold <= {n}_valid & ~{n}_ready;",
+        *_hit(n, (SCHED_WORDS - 1).bit_length()),
         f"      {n}_budget <= ({n}_grow > {n}_cap) ? {n}_cap[31:0] : {n}_grow[31:0];",
         f"      if ({r}_fire) begin",
         f"        {n}_qaddr[{n}_qtail[{lq - 1}:0]] <= {r}_addr;",
@@ -254,7 +264,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     """
     streams, plain = ports(component)
     taken = {"clk", "rst", "run", "sched_loaded", "cycle", "done", "ended", "starved", "err",
-             "err_cycle", "err_stream", "err_kind", "ioerr"}
+             "err_cycle", "err_stream", "err_kind", "ioerr", "hdump", "hlo", "hhi", "word_begins"}
     clash = [p.name for p in plain if p.name in taken]
     if clash:
         raise ValueError(f"ports {clash} of the component clash with the harness's own")
@@ -268,6 +278,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
           "input [31:0] hhi"]
     # The memory agents' wires that their request streams' sections use.
     body = [f"  wire {s.name}_room, {s.name}_bad;" for s in streams if s.answers]
+    body.append("  wire word_begins = cycle[4:0] == 5'd0;  // the first cycle of a handshake word")
     conns = [".clk(clk)", ".rst(rst)"]
     agents: list[str] = []
     for s in streams:
@@ -283,14 +294,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
             f"  wire {_vec(w)}{n}_payload;",
             f"  reg [31:0] {n}_sched [0:{SCHED_WORDS - 1}];",
             *([] if s.answers else [f"  reg {_vec(w)}{n}_data [0:{DEPTH - 1}];"]),
-            # The handshake bits, cleared at time 0 so that a word read before its later
-            # cycles are reached holds no X.
             f"  reg [31:0] {n}_hit [0:{SCHED_WORDS - 1}];",
-            f"  integer {n}_k;",
-            f"  initial for ({n}_k = 0; {n}_k < {SCHED_WORDS}; {n}_k = {n}_k + 1)"
-            f" {n}_hit[{n}_k] = 32'd0;",
-            "  always @(posedge clk)",
-            f"    if (run) {n}_hit[cycle[{ls + 4}:5]][cycle[4:0]] <= {n}_fire;",
             f"  wire {n}_bit = {n}_sched[cycle[{ls + 4}:5]][cycle[4:0]];",
             f"  wire {n}_fire = {n}_valid & {n}_ready;",
             f"  assign valid_{n} = {n}_valid;",
@@ -317,6 +321,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
                 "    else begin",
                 f"      {n}_hold <= {n}_valid & ~{n}_ready;",
                 f"      if ({n}_fire) count_{n} <= count_{n} + 32'd1;",
+                *_hit(n, ls),
                 "    end",
                 "  end",
             ]
@@ -330,9 +335,12 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
                 *_dump(f"dump_{n}", [(f"data_{n}.hex", f"{n}_data")], f"dlo_{n}", f"dhi_{n}"),
                 "  always @(posedge clk) begin",
                 f"    if (rst | ~run) count_{n} <= 32'd0;",
-                f"    else if ({n}_fire) begin",
-                f"      {n}_data[{at}] <= {n}_payload;",
-                f"      count_{n} <= count_{n} + 32'd1;",
+                "    else begin",
+                f"      if ({n}_fire) begin",
+                f"        {n}_data[{at}] <= {n}_payload;",
+                f"        count_{n} <= count_{n} + 32'd1;",
+                "      end",
+                *_hit(n, ls),
                 "    end",
                 "  end",
             ]
