@@ -22,12 +22,15 @@ def _simspeed():
 
 
 @pytest.mark.sim
-def test_the_replay_without_cocotb_runs_the_same_cycles(simulator, tmp_path):
+@pytest.mark.parametrize(("name", "params"), [("fp4_mul", {"count": 600}),
+                                              ("fetch", {"count": 30, "max_len": 20})])
+def test_the_replay_without_cocotb_runs_the_same_cycles(simulator, tmp_path, name, params):
     """A workload short enough that no ring wraps replays cycle for cycle: the same valid
-    gaps, back-pressure and payloads, so the run ends in the cycle the cocotb test saw."""
+    gaps, back-pressure and payloads (and, for ``fetch``, the memory agent's memory, latency
+    and bandwidth), so the run ends in the cycle the cocotb test saw."""
     simspeed = _simspeed()
-    block = get_block("fp4_mul")
-    config, workload = parse_params(block, {"count": 600})
+    block = get_block(name)
+    config, workload = parse_params(block, params)
     cycles, _, _, run = simspeed.harness_run(block, config, workload, simulator)
     replayed, _ = simspeed.replay(run, block.name, simulator, tmp_path)
     assert replayed == cycles
