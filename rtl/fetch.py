@@ -14,9 +14,13 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from .counters import counter_layout
 from .params import ParamError, check_int, param
 
-__all__ = ["Fetch", "FetchConfig", "request_layout"]
+__all__ = ["COUNTERS", "Fetch", "FetchConfig", "request_layout"]
+
+#: The performance counters (the ``counters`` port).
+COUNTERS = counter_layout({"rejected": 32})
 
 
 @dataclass(frozen=True)
@@ -70,8 +74,8 @@ class Fetch(wiring.Component):
     the buffer's room, which the reservation keeps high) and out on ``o`` in order.
 
     A command with ``len`` 0, or one that runs past the last address (``addr + len >
-    2**addr_bits``), is rejected: it issues no request and adds 1 to ``rejected``; the engine
-    goes on with the next command.
+    2**addr_bits``), is rejected: it issues no request and adds 1 to ``counters.rejected``; the
+    engine goes on with the next command.
 
     To the cycle: a command is taken (``cmd.ready``) when the engine holds no command (the cycle
     after its last request is taken); the first request can be offered the cycle after the
@@ -91,8 +95,8 @@ class Fetch(wiring.Component):
         The memory's words, in request order.
     o : Out(stream.Signature(data_bits))
         The words of every accepted command, in order.
-    rejected : Out(32)
-        Commands rejected since reset.
+    counters : Out(COUNTERS)
+        ``rejected``: commands rejected since reset (32 bits).
     """
 
     #: The request stream and the data stream that answers it: the simulation harness serves
@@ -107,7 +111,7 @@ class Fetch(wiring.Component):
             "req": Out(stream.Signature(layout)),
             "rdata": In(stream.Signature(unsigned(config.data_bits))),
             "o": Out(stream.Signature(unsigned(config.data_bits))),
-            "rejected": Out(32),
+            "counters": Out(COUNTERS),
         })
 
     @property
@@ -133,7 +137,7 @@ class Fetch(wiring.Component):
         bad = (c.len == 0) | (c.addr + c.len > (1 << cfg.addr_bits))
         with m.If(self.cmd.valid & self.cmd.ready):
             with m.If(bad):
-                m.d.sync += self.rejected.eq(self.rejected + 1)
+                m.d.sync += self.counters.rejected.eq(self.counters.rejected + 1)
             with m.Else():
                 m.d.sync += [busy.eq(1), addr.eq(c.addr), left.eq(c.len)]
 

@@ -39,6 +39,7 @@ from amaranth.lib.wiring import In, Out
 
 from .blockdot import mx_block_value, mx_scale_terms
 from .comb import wire
+from .counters import counter_layout
 from .formats import ELEMENT_BITS, MX_BLOCK
 from .fp4 import e2m1_product
 from .fp32 import fp32_add
@@ -46,7 +47,7 @@ from .opbuffer import OperandBuffer
 from .params import ParamError, check_choice, check_int, param
 from .pipeline import delay
 
-__all__ = ["DIM_BITS", "FORMATS", "STATUS", "Gemm", "GemmConfig"]
+__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "STATUS", "Gemm", "GemmConfig"]
 
 #: The element formats (their widths: :data:`~scoville.rtl.formats.ELEMENT_BITS`).
 FORMATS = ("int8", "int4", "mxfp4")
@@ -59,6 +60,10 @@ _BLOCK_BITS = (MX_BLOCK - 1).bit_length()
 
 #: Status codes of the last command.
 STATUS = {"ok": 0, "zero_dim": 1}
+
+#: The performance counters (the ``counters`` port).
+COUNTERS = counter_layout({"busy": 32, "stall_a": 32, "stall_b": 32, "stall_out": 32,
+                           "idle": 32, "rejected": 16})
 
 _CMD = data.StructLayout({"m": unsigned(DIM_BITS), "k": unsigned(DIM_BITS),
                           "n": unsigned(DIM_BITS)})
@@ -141,11 +146,11 @@ class Gemm(wiring.Component):
         Rows of C: INT32, or binary32 bits.
     status : Out(2)
         Status of the latest command (:data:`STATUS`).
-    busy, stall_a, stall_b, stall_out, idle : Out(32)
-        Cycles since reset: schedule steps (and command accepts), steps held for a missing A
-        beat, for a missing B beat, or for ``o.ready``; cycles with no command to run.
-    rejected : Out(16)
-        Commands rejected.
+    counters : Out(COUNTERS)
+        Since reset: ``busy``, ``stall_a``, ``stall_b``, ``stall_out``, ``idle`` (32 bits each:
+        cycles of schedule steps and command accepts, of steps held for a missing A beat, for a
+        missing B beat or for ``o.ready``, of no command to run) and ``rejected`` (16 bits:
+        commands rejected).
     """
 
     def __init__(self, config: GemmConfig):
@@ -160,12 +165,7 @@ class Gemm(wiring.Component):
             "b": In(stream.Signature(self.b_layout)),
             "o": Out(stream.Signature(self.out_layout)),
             "status": Out(2),
-            "busy": Out(32),
-            "stall_a": Out(32),
-            "stall_b": Out(32),
-            "stall_out": Out(32),
-            "idle": Out(32),
-            "rejected": Out(16),
+            "counters": Out(COUNTERS),
         })
 
     @property
@@ -190,7 +190,7 @@ class Gemm(wiring.Component):
         with m.If(self.cmd.valid & ~ctl.active):
             m.d.sync += self.status.eq(Mux(bad, STATUS["zero_dim"], STATUS["ok"]))
             with m.If(bad):
-                m.d.sync += self.rejected.eq(self.rejected + 1)
+                m.d.sync += self.counters.rejected.eq(self.counters.rejected + 1)
             with m.Else():
                 m.d.sync += [ctl.dim_m.eq(cmd.m), ctl.dim_k.eq(cmd.k), ctl.dim_n.eq(cmd.n)]
 
@@ -216,19 +216,19 @@ class Gemm(wiring.Component):
 
         with m.If(ctl.active):
             with m.If(stall_out):
-                m.d.sync += self.stall_out.eq(self.stall_out + 1)
+                m.d.sync += self.counters.stall_out.eq(self.counters.stall_out + 1)
             with m.Elif(stall_a):
-                m.d.sync += self.stall_a.eq(self.stall_a + 1)
+                m.d.sync += self.counters.stall_a.eq(self.counters.stall_a + 1)
             with m.Elif(stall_b):
-                m.d.sync += self.stall_b.eq(self.stall_b + 1)
+                m.d.sync += self.counters.stall_b.eq(self.counters.stall_b + 1)
             with m.Else():
-                m.d.sync += self.busy.eq(self.busy + 1)
+                m.d.sync += self.counters.busy.eq(self.counters.busy + 1)
         with m.Elif(self.cmd.valid):
-            m.d.sync += self.busy.eq(self.busy + 1)
+            m.d.sync += self.counters.busy.eq(self.counters.busy + 1)
         with m.Elif(self.o.valid & ~self.o.ready):
-            m.d.sync += self.stall_out.eq(self.stall_out + 1)
+            m.d.sync += self.counters.stall_out.eq(self.counters.stall_out + 1)
         with m.Else():
-            m.d.sync += self.idle.eq(self.idle + 1)
+            m.d.sync += self.counters.idle.eq(self.counters.idle + 1)
         return m
 
 

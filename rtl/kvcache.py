@@ -36,6 +36,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .counters import count, counter_layout
 from .formats import ELEMENT_BITS, MX_BLOCK
 from .params import ParamError, check_choice, check_int, param
 
@@ -191,13 +192,9 @@ def _index(n: int) -> range:
     return range(max(n, 2))
 
 
-#: The counters, each an ``Out(COUNTER_BITS)`` port.
+#: The counters: the fields (``COUNTER_BITS`` each) of the ``counters`` port, in order.
 COUNTERS = ("busy", "stalls", "idle", "read_waits", "read_cycles", "read_stalls", "reads",
             "writes", "copies")
-
-
-def _counter() -> Out:
-    return Out(COUNTER_BITS)
 
 
 class KvCache(wiring.Component):
@@ -215,14 +212,13 @@ class KvCache(wiring.Component):
         One answer per request (``STATUS``).
     free_pages : Out
         Pages on the free list.
-    reads, writes, copies : Out(32)
-        Lines handed over on ``rd``, written from ``wd``, and copied by copy-on-write.
-    busy, stalls, idle, read_waits : Out(32)
-        Cycles of the request engine: working; waiting on ``wd`` data or ``resp`` ready;
-        waiting for a request; waiting for the read engine (see the module docstring).
-    read_cycles, read_stalls : Out(32)
-        Cycles of the read engine: busy (a line to issue or to hand over); of those, waiting on
-        ``rd`` ready.
+    counters : Out(counter_layout(COUNTERS))
+        Since reset, 32 bits each: ``reads``, ``writes``, ``copies`` (lines handed over on
+        ``rd``, written from ``wd``, copied by copy-on-write); ``busy``, ``stalls``, ``idle``,
+        ``read_waits`` (cycles of the request engine: working; waiting on ``wd`` data or
+        ``resp`` ready; waiting for a request; waiting for the read engine: see the module
+        docstring); ``read_cycles``, ``read_stalls`` (cycles of the read engine: busy, a line
+        to issue or to hand over; of those, waiting on ``rd`` ready).
     """
 
     def __init__(self, config: KvCacheConfig):
@@ -234,7 +230,7 @@ class KvCache(wiring.Component):
             "rd": Out(stream.Signature(data.StructLayout({"data": line, "last": 1}))),
             "resp": Out(stream.Signature(response_layout())),
             "free_pages": Out(range(config.pages + 1)),
-            **{name: _counter() for name in COUNTERS},
+            "counters": Out(counter_layout(dict.fromkeys(COUNTERS, COUNTER_BITS))),
         })
 
     @property
@@ -560,7 +556,5 @@ class KvCache(wiring.Component):
             "writes": fsm.ongoing("WRITE") & self.wd.valid,
             "copies": fsm.ongoing("COPY") & (copy != 0),
         }
-        for name, inc in counts.items():
-            counter = getattr(self, name)
-            m.d.sync += counter.eq(counter + inc)
+        count(m, self.counters, counts)
         return m

@@ -19,7 +19,7 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
-from scoville.rtl.fetch import Fetch
+from scoville.rtl.fetch import COUNTERS, Fetch
 from scoville.sim.cycles.fetch import timing
 from scoville.sim.cycles.memory import MemoryAgent
 from scoville.sim.cycles.stream import Source
@@ -39,7 +39,7 @@ from .kit import (
     timing_errors,
 )
 
-WATCH = ("rejected",)
+WATCH = ("counters",)
 
 
 def memory_image(cfg, rng) -> tuple[np.ndarray, list[int]]:
@@ -96,7 +96,7 @@ async def run_commands(dut, ctx, test: str, commands: list[tuple[int, int]], *, 
     bad_requests, _, why_requests = scoreboard(f"{what}: requests", want.requests,
                                                got_requests)
     mismatches, first, why = scoreboard(f"{what}: words", want.words, seen.payloads["o"])
-    errors = timing_errors(what, model, seen, WATCH)
+    errors = timing_errors(what, model, seen, [name for name, _ in COUNTERS])
     record(test, mismatches=mismatches + bad_requests, cycles=seen.cycles,
            model_cycles=model.cycles, timing_errors=len(errors), commands=len(commands),
            words=len(want.words), requests=len(want.requests), rejected=want.rejected,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from amaranth.lib.data import StructLayout
 from cocotb.triggers import FallingEdge, Timer
 from cocotb.utils import get_sim_time
 
@@ -27,6 +28,8 @@ from scoville.sim.cycles.memory import check_memory
 from scoville.sim.cycles.stream import ALWAYS, Schedule
 from scoville.sim.flow import ENV_KEEP_RINGS
 from scoville.sim.harness import DEPTH, MEM_DEPTH, PERIOD_NS, SCHED_WORDS, WAKE, ports
+
+from .codec import Codec
 
 __all__ = ["FreeRun", "Memory", "Observed", "idle_inputs", "read_int"]
 
@@ -47,7 +50,8 @@ class Observed:
         Each stream's handshake cycles, in order.
     change : dict
         Each watched output's change over the run (cycle 0 up to and including the cycle of
-        the last handshake).
+        the last handshake); an output with a ``data.StructLayout`` (the ``counters`` port) by
+        its fields' names (dotted when nested), each modulo its width.
     wall_s : float
         Wall time from releasing the design (``run``) to reading back its last records.
     service_s : float
@@ -200,6 +204,9 @@ class FreeRun:
         self.sinks = dict(sinks)
         self.names = ([*self.sources, *self.memories], list(self.sinks))
         self.watch = tuple(watch)
+        members = component.signature.members
+        self._layouts = {name: Codec(members[name].shape) for name in self.watch
+                         if isinstance(members[name].shape, StructLayout)}
         self._schedules = {name: schedule for name, (_, schedule)
                            in {**self.sources, **self.sinks}.items()}
         self._schedules.update((name, mem.valid) for name, (_, mem) in self.memories.items())
@@ -388,8 +395,7 @@ class FreeRun:
                                 for n in self._all))
         wall = time.perf_counter() - start
         # The harness samples the watched outputs at the end of a finished run only.
-        change = {name: self._get(f"{name}_end") - self._get(f"{name}_start")
-                  for name in self.watch} if finished else {}
+        change = self._change() if finished else {}
         self._set("run", 0)
         if finished:
             for name in self._all:
@@ -421,6 +427,20 @@ class FreeRun:
                                            "bytes_per_cycle": mem.bytes_per_cycle}
         (keep / "rings.json").write_text(json.dumps({"sched_words": self._sched_words,
                                                      "streams": streams}))
+
+    def _change(self) -> dict[str, int]:
+        """Each watched output's change between the harness's samples of it."""
+        change = {}
+        for name in self.watch:
+            start, end = self._get(f"{name}_start"), self._get(f"{name}_end")
+            if name not in self._layouts:
+                change[name] = end - start
+                continue
+            codec = self._layouts[name]
+            fields = codec.unpack([start, end])
+            for field, (a, b) in fields.items():
+                change[field] = (int(b) - int(a)) % (1 << codec.fields[field].width)
+        return change
 
     def expected(self, name: str) -> int:
         """The handshakes the run expects on stream ``name``."""

@@ -106,11 +106,11 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
             sources={"cmd": (cmds, valid["cmd"]), "a": (a_items, valid["a"]),
                      "b": (b_items, valid["b"])},
             sinks={"o": (len(want), ready["o"])},
-            watch=COUNTERS,
+            watch=("counters",),
         )
 
     if interrupt:
-        await reset_midway(dut, what, bench(), model.cycles // 2, zero=(*COUNTERS, "status"))
+        await reset_midway(dut, what, bench(), model.cycles // 2, zero=("counters", "status"))
     seen = await bench().run(timeout=2 * model.cycles + 2000, expect=model.cycles)
     got = codec["o"].unpack(seen.payloads["o"])[""].tolist()
     mismatches, first, why = scoreboard(what, want, got)

@@ -46,7 +46,7 @@ from .kit import (
     timing_errors,
 )
 
-WATCH = (*COUNTERS, "free_pages")
+WATCH = ("counters", "free_pages")
 _NAMES = {v: k for k, v in STATUS.items()}
 _OPS = {v: k for k, v in OPS.items()}
 
@@ -218,7 +218,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
         )
 
     if interrupt:
-        await reset_midway(dut, what, bench(), timed.cycles // 2, zero=COUNTERS)
+        await reset_midway(dut, what, bench(), timed.cycles // 2, zero=("counters",))
         free = read_int(dut.free_pages, "free_pages")
         assert free == cfg.pages, f"{what}: free_pages {free} != {cfg.pages} after a reset"
     seen = await bench().run(timeout=2 * timed.cycles + 2000, expect=timed.cycles)
@@ -243,7 +243,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
         statuses={name: sum(o.status == code for o in outs) for name, code in STATUS.items()},
         copies=sum(o.copied for o in outs), run_wall_s=seen.wall_s,
         service_wall_s=seen.service_s,
-        **{f"counter_{c}": counters[c] for c in WATCH},
+        **{f"counter_{c}": counters[c] for c in (*COUNTERS, "free_pages")},
     )
     record(test, **metrics)
     assert bad_resp == 0, why

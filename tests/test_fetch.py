@@ -147,7 +147,7 @@ class OverreachingFetch(Fetch):
                      self.req.payload.addr.eq(good.req.payload.addr),
                      self.req.payload.len.eq(good.req.payload.len + top),
                      self.o.valid.eq(good.o.valid), good.o.ready.eq(self.o.ready),
-                     self.o.payload.eq(good.o.payload), self.rejected.eq(good.rejected)]
+                     self.o.payload.eq(good.o.payload), self.counters.eq(good.counters)]
         return m
 
 

@@ -51,6 +51,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from scoville.rtl.gemm import COUNTERS as COUNTER_LAYOUT
+
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 
 __all__ = [
@@ -66,8 +68,8 @@ __all__ = [
 ]
 
 
-#: The engine's cycle counters, as :func:`timing` predicts them.
-COUNTERS = ("busy", "stall_a", "stall_b", "stall_out", "idle", "rejected")
+#: The engine's counters (the fields of its ``counters`` port), as :func:`timing` predicts them.
+COUNTERS = tuple(name for name, _ in COUNTER_LAYOUT)
 
 
 def command_steps(config, m: int, k: int, n: int) -> np.ndarray:
