@@ -64,7 +64,7 @@ MEM_DEPTH = 65536
 #: Requests a memory agent holds (taken, not yet answered in full).
 MEM_QUEUE = 16
 #: Cycles between the testbench's refills: at most half of what any ring holds.
-WAKE = 8192
+WAKE = 16384
 assert 2 * WAKE <= min(DEPTH, 32 * SCHED_WORDS)
 
 
