@@ -129,7 +129,10 @@ class Fetch(wiring.Component):
         # Words requested and not yet taken on ``o``: at most ``buffer``.
         reserved = Signal(range(cfg.buffer + 1))
         size = Signal(range(cfg.burst + 1))
-        m.d.comb += size.eq(Mux(left > cfg.burst, cfg.burst, left))
+        if cfg.burst >= (1 << cfg.len_bits) - 1:  # every command fits one request
+            m.d.comb += size.eq(left)
+        else:
+            m.d.comb += size.eq(Mux(left > cfg.burst, cfg.burst, left))
 
         # Commands: taken while no command is held; a bad one is counted and dropped.
         m.d.comb += self.cmd.ready.eq(~busy)

@@ -251,7 +251,8 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     high; low clears every count), ``sched_loaded`` (cycles whose schedule bits are loaded),
     ``cycle``, ``done`` (every source has handed over ``total_NAME`` beats and every sink taken
     ``total_NAME``), ``starved``, ``err`` with ``err_cycle``, ``err_stream`` (signature order)
-    and ``err_kind`` (0: ``valid`` dropped, 1: payload changed, 2: an X or Z), ``ioerr`` (a
+    and ``err_kind`` (0: ``valid`` dropped, 1: payload changed, 2: an X or Z, 3: a read
+    request of 0 words or past the memory), ``ioerr`` (a
     file read came up short; it stays set); per stream
     ``total_NAME``, ``count_NAME`` (handshakes so far), ``valid_NAME``, ``loaded_NAME``
     (sources: beats loaded so far), and the file strobes: a rising ``load_NAME`` reads

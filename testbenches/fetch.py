@@ -123,11 +123,11 @@ def edge_commands(cfg) -> list[tuple[int, int]]:
     lens = [1, b, b + 1, 2 * b, top, 1, 1]
     cmds = [(k * 37 % max(limit - n, 1), n) for k, n in enumerate(lens) if n <= min(top, limit)]
     cmds += [(limit - 1, 1), (max(limit - top, 0), min(top, limit))]
-    if limit == 1 << cfg.addr_bits:
-        cmds.append((limit - 1, 2))  # one word past the end
+    if limit == 1 << cfg.addr_bits and top >= 2:  # one word past the end
+        cmds.append((limit - 1, 2))
         if top <= limit:
             cmds.append((limit - top + 1, top))
-    cmds += [(5, 0), (0, 0), (3, 2)]  # nothing to read, then a good one after it
+    cmds += [(5, 0), (0, 0), (3, min(2, top))]  # nothing to read, then a good one after it
     return cmds
 
 

@@ -267,8 +267,8 @@ class FreeRun:
                                      f"({DEPTH})")
         first = self._hit_cycle
         if cycle // 32 - first // 32 >= SCHED_WORDS:
-            raise AssertionError(f"{cycle - first} cycles since the last service, more than the "
-                                 f"handshake rings hold ({32 * SCHED_WORDS - 32})")
+            raise AssertionError(f"{cycle - first} cycles since the last service: the handshake "
+                                 f"rings ({SCHED_WORDS} words of 32 cycles) have wrapped")
         hits = _segments(first // 32, -(-cycle // 32), SCHED_WORDS) if cycle > first else []
         data = {name: _segments(self._drained[name], counts[name], DEPTH) for name in self.sinks}
         ends = {name: min(counts[name] + DEPTH, len(items))

@@ -128,7 +128,8 @@ def test_harness_rejects_memory_ports_that_are_not_request_and_data_streams():
      "mem_latency": 7, "mem_bytes_per_cycle": 1},
     {"data_bits": 256, "burst": 1, "buffer": 3, "count": 60, "max_len": 9,
      "mem_latency": 3, "mem_bytes_per_cycle": 48, "gap": 0.5, "backpressure": 0.6},
-], ids=["default", "narrow-slow", "wide-tiny-buffer"])
+    {"data_bits": 8, "addr_bits": 4, "len_bits": 1, "burst": 1, "buffer": 3, "count": 60},
+], ids=["default", "narrow-slow", "wide-tiny-buffer", "one-word-commands"])
 def test_fetch_rtl(simulator, seed, params):
     assert_passed(simulate("fetch", simulator, seed, **params))
 

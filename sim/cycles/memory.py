@@ -40,7 +40,12 @@ def check_memory(latency, bytes_per_cycle) -> None:
 class MemoryAgent:
     """The memory agent in a timed model's cycle loop. Each cycle ``t``, in order: ask
     :meth:`room` (may a request be taken) and :meth:`offers` (is a word offered), then call
-    :meth:`step` with what happened."""
+    :meth:`step` with what happened.
+
+    The harness also stops offering once the data stream has its expected words
+    (:class:`~scoville.testbenches.freerun.Memory` ``words``); the model assumes that count is
+    the words the design requests, as a testbench that takes it from the golden model's
+    requests does."""
 
     __slots__ = ("_bpc", "_budget", "_cap", "_hold", "_latency", "_queue", "_valid", "beat",
                  "cycles", "nbytes")
