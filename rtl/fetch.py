@@ -58,6 +58,11 @@ class FetchConfig:
                              f"1..{min(self.buffer, (1 << self.len_bits) - 1)} "
                              f"(at most 'buffer' = {self.buffer})")
 
+    def accepts(self, addr: int, length: int) -> bool:
+        """Whether the engine takes command ``(addr, length)``: at least one word, none past
+        the last address (else it is rejected and counted)."""
+        return length > 0 and addr + length <= 1 << self.addr_bits
+
 
 def request_layout(addr_bits: int, len_bits: int) -> data.StructLayout:
     """A run of words: ``addr`` (the first word's address) and ``len`` (words)."""

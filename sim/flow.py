@@ -442,7 +442,7 @@ def run(
         "COCOTB_REWRITE_ASSERTION_FILES": "*/testbenches/*.py",
         # NumPy's OpenBLAS starts a thread per core that spins while it waits: on a small
         # machine they take turns with the simulator itself. The testbenches' NumPy work is
-        # elementwise; one thread does it.
+        # integer or elementwise, none of it BLAS's.
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
     }

@@ -170,11 +170,12 @@ def _dump(strobe: str, files: list[tuple[str, str]], lo: str, hi: str) -> list[s
             "  end"]
 
 
-def _hit(n: str, ls: int) -> list[str]:
+def _hit(n: str) -> list[str]:
     """The statements, in a clocked block's running branch, that record stream ``n``'s
     handshake bit of this cycle: the bit's word is cleared in its first cycle (so a word read
     before its later cycles are reached holds 0s there), and a bit set only in a cycle with a
     handshake (a cycle without one costs a compare)."""
+    ls = (SCHED_WORDS - 1).bit_length()
     return [f"      if (word_begins) {n}_hit[cycle[{ls + 4}:5]] <= {{31'd0, {n}_fire}};",
             f"      else if ({n}_fire) {n}_hit[cycle[{ls + 4}:5]][cycle[4:0]] <= 1'b1;"]
 
@@ -221,7 +222,7 @@ def _memory_agent(s: Stream, fields: dict[str, tuple[int, int]]) -> list[str]:
         f"      {n}_qtail <= {lq + 1}'d0; {n}_beat <= 32'd0; {n}_budget <= 32'd{nbytes};",
         "    end else begin",
         f"      {n}_hold <= {n}_valid & ~{n}_ready;",
-        *_hit(n, (SCHED_WORDS - 1).bit_length()),
+        *_hit(n),
         f"      {n}_budget <= ({n}_grow > {n}_cap) ? {n}_cap[31:0] : {n}_grow[31:0];",
         f"      if ({r}_fire) begin",
         f"        {n}_qaddr[{n}_qtail[{lq - 1}:0]] <= {r}_addr;",
@@ -252,8 +253,8 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     ``cycle``, ``done`` (every source has handed over ``total_NAME`` beats and every sink taken
     ``total_NAME``), ``starved``, ``err`` with ``err_cycle``, ``err_stream`` (signature order)
     and ``err_kind`` (0: ``valid`` dropped, 1: payload changed, 2: an X or Z, 3: a read
-    request of 0 words or past the memory), ``ioerr`` (a
-    file read came up short; it stays set); per stream
+    request of 0 words or past the memory), ``ioerr`` (a file read came up short; it stays
+    set); per stream
     ``total_NAME``, ``count_NAME`` (handshakes so far), ``valid_NAME``, ``loaded_NAME``
     (sources: beats loaded so far), and the file strobes: a rising ``load_NAME`` reads
     ``data_NAME.bin`` into payload entries ``lo_NAME..hi_NAME``, ``sload_NAME`` reads
@@ -322,7 +323,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
                 "    else begin",
                 f"      {n}_hold <= {n}_valid & ~{n}_ready;",
                 f"      if ({n}_fire) count_{n} <= count_{n} + 32'd1;",
-                *_hit(n, ls),
+                *_hit(n),
                 "    end",
                 "  end",
             ]
@@ -341,7 +342,7 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
                 f"        {n}_data[{at}] <= {n}_payload;",
                 f"        count_{n} <= count_{n} + 32'd1;",
                 "      end",
-                *_hit(n, ls),
+                *_hit(n),
                 "    end",
                 "  end",
             ]

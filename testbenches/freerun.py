@@ -275,8 +275,8 @@ class FreeRun:
                 for name, (items, _) in self.sources.items()}
         loads = {name: _segments(self._loaded[name], ends[name], DEPTH)
                  for name in self.sources}
-        end = cycle // 32 + SCHED_WORDS
-        scheds = _segments(self._sched_words, end, SCHED_WORDS)
+        sched_end = cycle // 32 + SCHED_WORDS
+        scheds = _segments(self._sched_words, sched_end, SCHED_WORDS)
         words = {name: [] for name in self._all}
         for piece in range(2):
             todo = []
@@ -318,12 +318,12 @@ class FreeRun:
                                      f"handshakes by cycle {cycle}, its records "
                                      f"{len(self.handshakes[name]) + len(new)}")
             self.handshakes[name] += new
-        self._hit_cycle = max(cycle, first)
-        for name, end_ in ends.items():
-            self._loaded[name] = end_
-            self._set(f"loaded_{name}", end_)
-        self._sched_words = end
-        self._set("sched_loaded", 32 * end)
+        self._hit_cycle = cycle
+        for name, end in ends.items():
+            self._loaded[name] = end
+            self._set(f"loaded_{name}", end)
+        self._sched_words = sched_end
+        self._set("sched_loaded", 32 * sched_end)
 
     async def run(self, timeout: int, *, expect: int | None = None,
                   stop_after: int | None = None) -> Observed:

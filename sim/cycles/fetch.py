@@ -34,8 +34,7 @@ def timing(cfg: FetchConfig, commands: Sequence[tuple[int, int]], memory: Memory
     ``rejected`` counter, for ``commands`` (``(addr, len)`` each) offered as ``cmd`` says, the
     memory answering as ``memory`` does (a fresh agent; the model steps it), the memory taking
     requests as ``req_ready`` allows and the consumer taking words as ``o_ready`` does."""
-    limit = 1 << cfg.addr_bits
-    good = [n > 0 and a + n <= limit for a, n in commands]
+    good = [cfg.accepts(a, n) for a, n in commands]
     words = sum(n for (_, n), ok in zip(commands, good, strict=True) if ok)
     producer = Producer(cmd or Source(), len(commands))
     burst, depth = cfg.burst, cfg.buffer

@@ -35,7 +35,7 @@ def fetch(cfg: FetchConfig, memory: Sequence,
         if not (0 <= addr < 1 << cfg.addr_bits and 0 <= n < 1 << cfg.len_bits):
             raise ValueError(f"command ({addr}, {n}) does not fit 'addr_bits' = "
                              f"{cfg.addr_bits}, 'len_bits' = {cfg.len_bits}")
-        ok = n > 0 and addr + n <= 1 << cfg.addr_bits
+        ok = cfg.accepts(addr, n)
         accepted.append(ok)
         if not ok:
             continue
