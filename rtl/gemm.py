@@ -47,7 +47,7 @@ from .opbuffer import OperandBuffer
 from .params import ParamError, check_choice, check_int, param
 from .pipeline import delay
 
-__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "STATUS", "Gemm", "GemmConfig"]
+__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "STATUS", "Gemm", "GemmConfig", "operand_layouts"]
 
 #: The element formats (their widths: :data:`~scoville.rtl.formats.ELEMENT_BITS`).
 FORMATS = ("int8", "int4", "mxfp4")
@@ -124,6 +124,13 @@ def _beat(config: GemmConfig, lanes: int, scales: int) -> data.StructLayout:
     return data.StructLayout(fields)
 
 
+def operand_layouts(config: GemmConfig) -> tuple[data.StructLayout, data.StructLayout]:
+    """The payload layouts of the ``a`` and ``b`` streams of :class:`Gemm` with ``config``."""
+    rows, cols = config.rows, config.cols
+    return (_beat(config, rows, rows if config.dataflow == "os" else 1),
+            _beat(config, cols, cols))
+
+
 class Gemm(wiring.Component):
     """C = A x B on a ``rows`` x ``cols`` systolic array, tile by tile.
 
@@ -155,10 +162,8 @@ class Gemm(wiring.Component):
 
     def __init__(self, config: GemmConfig):
         self._config = config
-        rows, cols = config.rows, config.cols
-        self.a_layout = _beat(config, rows, rows if config.dataflow == "os" else 1)
-        self.b_layout = _beat(config, cols, cols)
-        self.out_layout = data.ArrayLayout(32, cols)
+        self.a_layout, self.b_layout = operand_layouts(config)
+        self.out_layout = data.ArrayLayout(32, config.cols)
         super().__init__({
             "cmd": In(stream.Signature(_CMD)),
             "a": In(stream.Signature(self.a_layout)),

@@ -15,10 +15,13 @@ from amaranth.lib.wiring import In, Out
 
 from .comb import leading_one
 from .formats import E8M0_NAN, ELEMENT_BITS, FP32, MX_BLOCK
-from .params import check_choice, param
-from .pipeline import stall_pipeline
+from .params import check_choice, check_int, param
+from .pipeline import delay, stall_pipeline
 
-__all__ = ["MxQuant", "MxQuantConfig"]
+__all__ = ["OUT_LAYOUT", "MxQuant", "MxQuantConfig"]
+
+#: The output payload: 32 E2M1 codes (element 0 lowest) and the E8M0 scale.
+OUT_LAYOUT = data.StructLayout({"codes": data.ArrayLayout(4, MX_BLOCK), "scale": unsigned(8)})
 
 
 #: The input formats (their widths: :data:`~scoville.rtl.formats.ELEMENT_BITS`); BF16 is the top
@@ -34,12 +37,18 @@ class MxQuantConfig:
     ----------
     in_fmt : str
         ``fp32`` or ``bf16`` input elements.
+    latency : int
+        Register stages from an input handshake to the block being valid: the amax stage,
+        ``latency - 2`` stages that only carry it (for synthesis to retime the rounding), and
+        the rounding stage.
     """
 
     in_fmt: str = param("fp32", "fp32, bf16", "input element format")
+    latency: int = param(2, "2..6", "register stages")
 
     def __post_init__(self):
         check_choice("in_fmt", self.in_fmt, IN_FORMATS)
+        check_int("latency", self.latency, 2, 6)
 
 
 def _round_e2m1(m: Module, sig, exp_field, e, name):
@@ -85,18 +94,13 @@ class MxQuant(wiring.Component):
     o : Out(stream.Signature(...))
         Payload fields ``codes`` (32 E2M1 codes, element 0 lowest) and ``scale`` (E8M0).
     latency : int
-        Cycles from an input handshake to its block being valid.
+        Cycles from an input handshake to its block being valid (``config.latency``).
     """
-
-    latency = 2
 
     def __init__(self, config: MxQuantConfig):
         self._config = config
         self.in_bits = ELEMENT_BITS[config.in_fmt]
-        self.out_layout = data.StructLayout({
-            "codes": data.ArrayLayout(4, MX_BLOCK),
-            "scale": unsigned(8),
-        })
+        self.out_layout = OUT_LAYOUT
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(self.in_bits, MX_BLOCK))),
             "o": Out(stream.Signature(self.out_layout)),
@@ -105,6 +109,10 @@ class MxQuant(wiring.Component):
     @property
     def config(self) -> MxQuantConfig:
         return self._config
+
+    @property
+    def latency(self) -> int:
+        return self._config.latency
 
     def elaborate(self, platform):
         m = Module()
@@ -137,8 +145,11 @@ class MxQuant(wiring.Component):
             for k in range(MX_BLOCK):
                 m.d.sync += s1_x[k].eq(x_full[k])
             m.d.sync += [s1_amax.eq(level[0]), s1_special.eq(Cat(*special).any())]
+        s1_x, s1_amax, s1_special = (delay(m, v, self.latency - 2, en, name=f"carry_{n}")
+                                     for v, n in ((s1_x, "x"), (s1_amax, "amax"),
+                                                  (s1_special, "special")))
 
-        # Stage 2: the shared exponent, and every element rounded to E2M1.
+        # Last stage: the shared exponent, and every element rounded to E2M1.
         amax_exp = s1_amax[23:31]
         lead = leading_one(m, "sub_lead", s1_amax[:23])
         log2 = Signal(signed(10))  # floor(log2(amax)), -149..127

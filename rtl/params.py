@@ -3,23 +3,140 @@
 Every block is described by one frozen dataclass. Its fields are declared with :func:`param`,
 which records the allowed values in words; ``__post_init__`` calls the ``check_*`` helpers,
 which raise :class:`ValueError` with one line naming the parameter and the allowed values.
+
+A composed block's config holds its parts' configs as fields (declared with :func:`part`):
+each parameter has one source, and outside the config it is named by its dotted path
+(``array.rows``). :func:`param_tree` lists every parameter of a config class by that path,
+:func:`flat_params` gives a config's values by path, and :func:`build_config` makes a config
+from values by path, naming the full path in any error.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+import typing
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["ParamError", "check_choice", "check_int", "check_prob", "param"]
+__all__ = [
+    "ParamError",
+    "build_config",
+    "check_choice",
+    "check_int",
+    "check_prob",
+    "flat_params",
+    "param",
+    "param_tree",
+    "part",
+]
 
 
 class ParamError(ValueError):
     """A parameter has a bad value; the message is one line naming it and what is allowed."""
 
+    def within(self, prefix: str) -> ParamError:
+        """The same error for the parameters of the part ``prefix`` of a composed config:
+        every ``parameter 'NAME'`` in the message becomes ``parameter 'PREFIX.NAME'``."""
+        text = re.sub(r"parameter '([\w.]+)'", rf"parameter '{prefix}.\1'", str(self))
+        return ParamError(text)
+
 
 def param(default: Any, allowed: str, doc: str = "") -> Any:
     """A dataclass field with its allowed values described for error messages and ``--help``."""
     return dataclasses.field(default=default, metadata={"allowed": allowed, "doc": doc})
+
+
+def part(default: Any, doc: str = "") -> Any:
+    """A dataclass field holding a part's config (a frozen dataclass instance): its parameters
+    are the composed config's, named ``FIELD.NAME``."""
+    if not dataclasses.is_dataclass(default) or isinstance(default, type):
+        raise TypeError(f"part() takes a config instance; got {default!r}")
+    return dataclasses.field(default=default, metadata={"part": True, "doc": doc})
+
+
+def is_part(f: dataclasses.Field) -> bool:
+    """Whether field ``f`` holds a part's config."""
+    return bool(f.metadata.get("part"))
+
+
+def param_tree(cls: type, prefix: str = "") -> Iterator[tuple[str, type, dataclasses.Field,
+                                                             Any]]:
+    """Every parameter of config class ``cls``, parts' parameters included, in declaration
+    order: ``(dotted name, class that declares it, field, default in this config)``."""
+    yield from _tree(cls, prefix, None)
+
+
+def _tree(cls, prefix, instance):
+    for f in dataclasses.fields(cls):
+        name = f"{prefix}{f.name}"
+        default = f.default if instance is None else getattr(instance, f.name)
+        if is_part(f):
+            yield from _tree(type(default), f"{name}.", default)
+        else:
+            yield name, cls, f, default
+
+
+def flat_params(config: Any, prefix: str = "") -> dict[str, Any]:
+    """The values of ``config`` by dotted name (parts' parameters included)."""
+    out = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if is_part(f):
+            out.update(flat_params(value, f"{prefix}{f.name}."))
+        else:
+            out[f"{prefix}{f.name}"] = value
+    return out
+
+
+def build_config(cls: type, values: dict[str, Any],
+                 coerce: Callable[[str, Any, type, str], Any] | None = None,
+                 base: Any = None) -> Any:
+    """A ``cls`` config from ``values`` by dotted name (a part's values may also come as a
+    nested dict), the others at their defaults; a part starts from its default in ``cls``
+    (or from ``base``'s part).
+
+    ``coerce(name, value, type, allowed)`` converts each value first (text from the command
+    line); the names it and the checks see are the full dotted names.
+
+    Raises
+    ------
+    ParamError
+        An unknown name (with the allowed ones), or a bad value (naming its full path).
+    """
+    return _build(cls, values, coerce, base, "")
+
+
+def _build(cls, values, coerce, base, prefix):
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    own: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for name, value in values.items():
+        head, dot, rest = name.partition(".")
+        f = fields.get(head)
+        if f is not None and is_part(f) and not dot and isinstance(value, dict):
+            nested.setdefault(head, {}).update(value)
+            continue
+        if f is None or is_part(f) != bool(dot):
+            known = [n for n, *_ in param_tree(cls, prefix)]
+            raise ParamError(f"unknown parameter '{prefix}{name}'; allowed: {', '.join(known)}")
+        if dot:
+            nested.setdefault(head, {})[rest] = value
+        else:
+            if coerce is not None:
+                value = coerce(f"{prefix}{name}", value, hints[name],
+                               f.metadata.get("allowed", "any"))
+            own[name] = value
+    for head, sub in nested.items():
+        start = getattr(base, head) if base is not None else fields[head].default
+        own[head] = _build(type(start), sub, coerce, start, f"{prefix}{head}.")
+    try:
+        if base is not None:
+            return dataclasses.replace(base, **own)
+        return cls(**own)
+    except ParamError as err:
+        raise err.within(prefix.rstrip(".")) if prefix else err from None
 
 
 def allowed(cls: type, name: str) -> str:

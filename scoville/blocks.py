@@ -6,22 +6,41 @@ Adding a block is one :class:`Block` entry in :data:`BLOCKS`.
 from __future__ import annotations
 
 import dataclasses
-import typing
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from scoville.rtl.fetch import Fetch, FetchConfig
 from scoville.rtl.fp4 import Fp4Mul, Fp4MulConfig
 from scoville.rtl.fp32 import Fp32Add, Fp32AddConfig
 from scoville.rtl.gemm import Gemm, GemmConfig
+from scoville.rtl.gemm_quant import GemmQuant, GemmQuantConfig
 from scoville.rtl.intmac import IntMac, IntMacConfig
 from scoville.rtl.kvcache import KvCache, KvCacheConfig
 from scoville.rtl.mxdot import MxDot, MxDotConfig
 from scoville.rtl.mxquant import MxQuant, MxQuantConfig
 from scoville.rtl.nvfp4dot import Nvfp4Dot, Nvfp4DotConfig
-from scoville.rtl.params import ParamError
-from scoville.sim.workload import FetchWorkload, GemmWorkload, KvCacheWorkload, StreamWorkload
+from scoville.rtl.params import ParamError, build_config, param_tree
+from scoville.sim import golden
+from scoville.sim.cycles import fetch as fetch_timed
+from scoville.sim.cycles import gemm as gemm_timed
+from scoville.sim.cycles import gemm_quant as gemm_quant_timed
+from scoville.sim.cycles import kvcache as kvcache_timed
+from scoville.sim.cycles.stream import pipeline_timing
+from scoville.sim.golden import fetch as fetch_golden
+from scoville.sim.golden import fp32 as fp32_golden
+from scoville.sim.golden import gemm as gemm_golden
+from scoville.sim.golden import gemm_quant as gemm_quant_golden
+from scoville.sim.golden import intmac, mxdot, nvfp4dot
+from scoville.sim.golden.kvcache import KvCacheModel
+from scoville.sim.workload import (
+    FetchWorkload,
+    GemmQuantWorkload,
+    GemmWorkload,
+    KvCacheWorkload,
+    StreamWorkload,
+)
 
 __all__ = ["BLOCKS", "Block", "get_block", "parse_params"]
 
@@ -41,9 +60,19 @@ class Block:
     workload : type
         Frozen dataclass of the testbench's workload parameters.
     component : callable
-        ``config -> wiring.Component``.
+        ``config -> wiring.Component``: the bare component (its streams, with the harness's
+        agents: :func:`scoville.sim.harness.stream_names` and ``memory_ports``).
+    golden : callable
+        The golden model: ``golden(config, ...)`` computes the block's outputs, bit for bit
+        (a function or class of ``sim/golden``).
+    timed : callable
+        The timed model: ``timed(config or latency, transactions, sources, ready)`` returns a
+        :class:`~scoville.sim.cycles.stream.Timing` (a function of ``sim/cycles``).
     testbench : str
         The cocotb test module.
+    parts : dict of str to str
+        A composed block's parts: each field of its config that holds a part's config, with
+        the name of the part's block (whose entry has the part's models). Empty otherwise.
     workload_test : str
         The cocotb test that runs the random workload (what ``scoville sim`` runs).
     """
@@ -53,16 +82,22 @@ class Block:
     config: type
     workload: type
     component: Callable[[Any], Any]
+    golden: Callable[..., Any]
+    timed: Callable[..., Any]
     testbench: str
+    parts: dict[str, str] = field(default_factory=dict)
     workload_test: str = "test_workload"
 
+    @functools.cached_property
+    def config_names(self) -> frozenset[str]:
+        """The config's own field names (a part is one name)."""
+        return frozenset(f.name for f in dataclasses.fields(self.config))
+
     def param_fields(self) -> dict[str, tuple[type, dataclasses.Field]]:
-        """Every parameter name, with the class that owns it and its field."""
-        out = {}
-        for cls in (self.config, self.workload):
-            for f in dataclasses.fields(cls):
-                out[f.name] = (cls, f)
-        return out
+        """Every parameter by its dotted name (a part's ``array.rows``), with the class that
+        declares it and its field."""
+        return {name: (cls, f) for cls_ in (self.config, self.workload)
+                for name, cls, f, _ in param_tree(cls_)}
 
 
 BLOCKS: dict[str, Block] = {
@@ -74,6 +109,8 @@ BLOCKS: dict[str, Block] = {
             config=Fp4MulConfig,
             workload=StreamWorkload,
             component=Fp4Mul,
+            golden=golden.fp4_mul,
+            timed=pipeline_timing,
             testbench="scoville.testbenches.fp4_mul",
         ),
         Block(
@@ -82,6 +119,8 @@ BLOCKS: dict[str, Block] = {
             config=Fp32AddConfig,
             workload=StreamWorkload,
             component=Fp32Add,
+            golden=fp32_golden.fp32_add,
+            timed=pipeline_timing,
             testbench="scoville.testbenches.fp32_add",
         ),
         Block(
@@ -90,6 +129,8 @@ BLOCKS: dict[str, Block] = {
             config=IntMacConfig,
             workload=StreamWorkload,
             component=IntMac,
+            golden=intmac.int_mac,
+            timed=pipeline_timing,
             testbench="scoville.testbenches.int_mac",
         ),
         Block(
@@ -98,6 +139,8 @@ BLOCKS: dict[str, Block] = {
             config=MxDotConfig,
             workload=StreamWorkload,
             component=MxDot,
+            golden=mxdot.mx_dot,
+            timed=pipeline_timing,
             testbench="scoville.testbenches.mx_dot",
         ),
         Block(
@@ -106,6 +149,8 @@ BLOCKS: dict[str, Block] = {
             config=Nvfp4DotConfig,
             workload=StreamWorkload,
             component=Nvfp4Dot,
+            golden=nvfp4dot.nvfp4_dot,
+            timed=pipeline_timing,
             testbench="scoville.testbenches.nvfp4_dot",
         ),
         Block(
@@ -114,6 +159,8 @@ BLOCKS: dict[str, Block] = {
             config=MxQuantConfig,
             workload=StreamWorkload,
             component=MxQuant,
+            golden=golden.quantize_mxfp4,
+            timed=pipeline_timing,
             testbench="scoville.testbenches.mx_quant",
         ),
         Block(
@@ -122,6 +169,8 @@ BLOCKS: dict[str, Block] = {
             config=GemmConfig,
             workload=GemmWorkload,
             component=Gemm,
+            golden=gemm_golden.gemm,
+            timed=gemm_timed.timing,
             testbench="scoville.testbenches.gemm",
         ),
         Block(
@@ -130,6 +179,8 @@ BLOCKS: dict[str, Block] = {
             config=KvCacheConfig,
             workload=KvCacheWorkload,
             component=KvCache,
+            golden=KvCacheModel,
+            timed=kvcache_timed.timing,
             testbench="scoville.testbenches.kvcache",
         ),
         Block(
@@ -138,7 +189,20 @@ BLOCKS: dict[str, Block] = {
             config=FetchConfig,
             workload=FetchWorkload,
             component=Fetch,
+            golden=fetch_golden.fetch,
+            timed=fetch_timed.timing,
             testbench="scoville.testbenches.fetch",
+        ),
+        Block(
+            name="gemm_quant",
+            summary="GEMM array (mxfp4, os) whose rows of C are quantized to MXFP4 along N",
+            config=GemmQuantConfig,
+            workload=GemmQuantWorkload,
+            component=GemmQuant,
+            golden=gemm_quant_golden.gemm_quant,
+            timed=gemm_quant_timed.timing,
+            testbench="scoville.testbenches.gemm_quant",
+            parts={"array": "gemm", "quant": "mx_quant"},
         ),
     ]
 }
@@ -152,7 +216,9 @@ def get_block(name: str) -> Block:
         raise ParamError(f"unknown block {name!r}; allowed: {', '.join(BLOCKS)}") from None
 
 
-def _coerce(name: str, text: str, kind: type, allowed: str) -> Any:
+def _coerce(name: str, text: Any, kind: type, allowed: str) -> Any:
+    if not isinstance(text, str):
+        return text
     try:
         if kind is bool:
             if text.lower() in ("1", "true", "yes", "on"):
@@ -176,21 +242,21 @@ def parse_params(block: Block, items: list[str] | dict[str, Any]) -> tuple[Any, 
     ParamError
         One line naming the parameter and the allowed values.
     """
-    fields = block.param_fields()
+    workload_names = {f.name for f in dataclasses.fields(block.workload)}
     values: dict[type, dict[str, Any]] = {block.config: {}, block.workload: {}}
     pairs = items.items() if isinstance(items, dict) else [_split(item) for item in items]
     for name, value in pairs:
-        if name not in fields:
+        # A part's parameters come dotted, or (from a JSON report) as one nested dict.
+        head = name.partition(".")[0]
+        known = head in block.config_names or name in workload_names
+        if not known:
             raise ParamError(
                 f"unknown parameter '{name}' for block '{block.name}'; "
-                f"allowed: {', '.join(fields)}"
+                f"allowed: {', '.join(block.param_fields())}"
             )
-        cls, f = fields[name]
-        kind = typing.get_type_hints(cls)[name]
-        if isinstance(value, str):
-            value = _coerce(name, value, kind, f.metadata.get("allowed", "any"))
-        values[cls][name] = value
-    return block.config(**values[block.config]), block.workload(**values[block.workload])
+        values[block.workload if name in workload_names else block.config][name] = value
+    return (build_config(block.config, values[block.config], _coerce),
+            build_config(block.workload, values[block.workload], _coerce))
 
 
 def _split(item: str) -> tuple[str, str]:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from scoville.blocks import BLOCKS, get_block, parse_params
-from scoville.rtl.params import ParamError
+from scoville.rtl.params import ParamError, param_tree
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 SIMULATORS = ("icarus", "verilator")
@@ -72,10 +72,17 @@ def _build_parser() -> argparse.ArgumentParser:
 def _cmd_list() -> int:
     for block in BLOCKS.values():
         print(f"{block.name}: {block.summary}")
-        for name, (cls, f) in block.param_fields().items():
-            kind = "hw" if cls is block.config else "workload"
-            allowed = f.metadata["allowed"]
-            print(f"    {name:<14} {kind:<9} default {f.default!s:<8} allowed {allowed}")
+        parts = block.parts
+        for kind, cls in (("hw", block.config), ("workload", block.workload)):
+            shown = set()
+            for name, _, f, default in param_tree(cls):
+                head = name.partition(".")[0]
+                if "." in name and head not in shown:
+                    shown.add(head)
+                    print(f"    {head + '.':<22} part of block {parts.get(head, '?')}")
+                indent = "  " if "." in name else ""
+                print(f"    {indent}{name:<{22 - len(indent)}} {kind:<9} default {default!s:<8} "
+                      f"allowed {f.metadata['allowed']}")
     return EXIT_OK
 
 

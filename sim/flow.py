@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import functools
 import hashlib
@@ -24,6 +23,8 @@ from typing import Any
 
 import cocotb
 from amaranth.back import verilog
+
+from scoville.rtl.params import flat_params
 
 from . import lint as lint_mod
 from .tools import Tool, find_verilator, patched_environ, require, simulator_env
@@ -175,9 +176,10 @@ def port_access(text: str, top: str) -> str:
 
 
 def _params_dict(*objs) -> dict[str, Any]:
+    """The parameters of ``objs`` (config, workload) by name, a part's dotted (``array.rows``)."""
     out: dict[str, Any] = {}
     for obj in objs:
-        out.update(dataclasses.asdict(obj))
+        out.update(flat_params(obj))
     return out
 
 

@@ -2,9 +2,11 @@
 
 from dataclasses import dataclass
 
-from scoville.rtl.params import check_int, check_prob, param
+from scoville.rtl.formats import MX_BLOCK
+from scoville.rtl.params import ParamError, check_int, check_prob, param
 
-__all__ = ["FetchWorkload", "GemmWorkload", "KvCacheWorkload", "StreamWorkload"]
+__all__ = ["FetchWorkload", "GemmQuantWorkload", "GemmWorkload", "KvCacheWorkload",
+           "StreamWorkload"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,42 @@ class GemmWorkload:
     def __post_init__(self):
         for name in ("m", "k", "n", "long_k"):
             check_int(name, getattr(self, name), 0, 65535)
+        check_int("count", self.count, 1, 10_000)
+        check_prob("gap", self.gap)
+        check_prob("backpressure", self.backpressure)
+
+
+@dataclass(frozen=True)
+class GemmQuantWorkload:
+    """GEMMs driven through the GEMM-then-quantize block.
+
+    Attributes
+    ----------
+    m, k, n : int
+        The shape of every GEMM; 0 (the default) draws a random shape for each one. N is a
+        multiple of 32 (the block rejects any other N; its edge test drives some).
+    count : int
+        GEMMs run back to back.
+    gap : float
+        Probability that a producer (command, A, B) leaves a cycle idle before offering a beat.
+    backpressure : float
+        Probability that the consumer of the MX blocks holds ``ready`` low in a cycle.
+    """
+
+    m: int = param(0, "0..65535 (0: random)", "rows of A and C")
+    k: int = param(0, "0..65535 (0: random)", "columns of A, rows of B")
+    n: int = param(0, "multiples of 32 in 32..65504 (0: random)", "columns of B and C")
+    count: int = param(4, "1..10000", "GEMMs")
+    gap: float = param(0.3, "0..0.95", "probability of an idle input cycle")
+    backpressure: float = param(0.3, "0..0.95", "probability of ready low")
+
+    def __post_init__(self):
+        for name in ("m", "k"):
+            check_int(name, getattr(self, name), 0, 65535)
+        check_int("n", self.n, 0, 65535)
+        if self.n % MX_BLOCK:
+            raise ParamError(f"parameter 'n' = {self.n} is not a multiple of {MX_BLOCK}; "
+                             f"allowed: multiples of {MX_BLOCK} in 32..65504, or 0 (random)")
         check_int("count", self.count, 1, 10_000)
         check_prob("gap", self.gap)
         check_prob("backpressure", self.backpressure)

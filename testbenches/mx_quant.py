@@ -10,7 +10,6 @@ import cocotb
 import numpy as np
 
 from scoville.rtl.formats import ELEMENT_BITS, MX_BLOCK
-from scoville.rtl.mxquant import MxQuant
 from scoville.sim.golden.mx import quantize_mxfp4
 
 from .kit import check_stream, context
@@ -36,7 +35,7 @@ async def _check(dut, test, blocks, *, gaps, interrupt=False):
         dut, ctx, test, {"_": raw}, want,
         decode=lambda out: [(tuple(int(v) for v in c), int(s))
                             for c, s in zip(out["codes"], out["scale"], strict=True)],
-        latency=MxQuant.latency, gaps=gaps, interrupt=interrupt,
+        latency=ctx.config.latency, gaps=gaps, interrupt=interrupt,
         describe=lambda k: f"block={x[k].tolist()}",
         blocks=len(raw),
     )

@@ -15,7 +15,15 @@ def test_config_rejects_unknown_input_format():
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize(("in_fmt", "count"), [("fp32", 10_000), ("bf16", 500)])
-def test_mx_quant_rtl(simulator, seed, in_fmt, count):
-    # fp32 carries the >= 10,000 random blocks of the verification plan.
-    assert_passed(simulate("mx_quant", simulator, seed, in_fmt=in_fmt, count=count))
+@pytest.mark.parametrize(("in_fmt", "latency", "count"),
+                         [("fp32", 2, 10_000), ("bf16", 2, 500), ("fp32", 4, 500)])
+def test_mx_quant_rtl(simulator, seed, in_fmt, latency, count):
+    # fp32 carries the >= 10,000 random blocks of the verification plan; latency 4 checks
+    # that the carry stages hold under back-pressure (the timed model reads the latency).
+    assert_passed(simulate("mx_quant", simulator, seed, in_fmt=in_fmt, latency=latency,
+                           count=count))
+
+
+def test_config_rejects_a_latency_out_of_range():
+    with pytest.raises(ParamError, match="'latency' = 1 is out of range; allowed: 2..6"):
+        MxQuantConfig(latency=1)

@@ -53,13 +53,16 @@ import numpy as np
 
 from scoville.rtl.gemm import COUNTERS as COUNTER_LAYOUT
 
-from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
+from .stream import ALWAYS, Producer, Schedule, Source, Timing
 
 __all__ = [
     "COUNTERS",
+    "Engine",
     "command_cycles",
     "command_steps",
     "ideal_cycles",
+    "operand_beats",
+    "programs",
     "run_cycles",
     "scalesim_cycles",
     "timing",
@@ -106,83 +109,156 @@ def command_steps(config, m: int, k: int, n: int) -> np.ndarray:
     return steps[: last + 1]
 
 
-def timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[str, Source],
-           ready: Schedule = ALWAYS) -> Timing:
-    """Timed model of a run of commands: the handshake cycles of ``cmd``, ``a``, ``b`` and
-    ``o`` and the counters ``busy``, ``stall_a``, ``stall_b``, ``stall_out``, ``idle`` and
-    ``rejected``, given a :class:`Source` for each of ``cmd``, ``a`` and ``b`` and the ready
-    schedule of ``o``.
+def programs(config, shapes: Iterable[tuple[int, int, int]]) -> list[list[int] | None]:
+    """Each command's schedule (:func:`command_steps`) as a list of small integers, one per
+    step (bit 0: takes an A beat, bit 1: takes a B beat, bit 2: emits a row of C); None for a
+    command with a zero dimension (rejected). A flat list is quicker to read than rows."""
+    out = []
+    for shape in shapes:
+        if min(shape) == 0:
+            out.append(None)
+            continue
+        p = command_steps(config, *shape)
+        out.append((p[:, 0] | p[:, 1] << 1 | p[:, 2] << 2).tolist())
+    return out
 
-    Cycle rule, as the engine's: a command is taken when no command is active; a good one
-    starts its steps in the next cycle. A step runs when the beats it needs are in their
-    buffers (written in an earlier cycle) and, if it emits, the output register is empty or
-    taken this cycle; otherwise it stalls, counted as ``stall_out``, else ``stall_a``, else
-    ``stall_b``. A buffer takes a beat while it holds fewer than ``buffer_depth``. Cycles with
-    no active command count ``busy`` when a command is offered, ``stall_out`` while a row waits
-    for ``ready``, else ``idle``.
+
+class Engine:
+    """The engine's control as an object stepped once per cycle: the operand buffers' levels,
+    the running command's schedule, the output register and the counters. :func:`timing`
+    steps it against a command source and a ready schedule; a composed block steps it beside
+    its other parts, with the ``cmd`` offer and ``o.ready`` its neighbours give in that cycle.
+
+    Parameters
+    ----------
+    config : GemmConfig
+    a, b : Producer
+        The operand streams' producers (every beat of the run).
+
+    Attributes
+    ----------
+    o_valid : bool
+        A row of C is offered on ``o`` (at the start of the cycle about to be stepped).
+    rows : list of int
+        The cycle of each handshake on ``o``.
+    counters : dict of str to int
+        ``busy``, ``stall_a``, ``stall_b``, ``stall_out``, ``idle``, ``rejected`` so far.
     """
-    shapes = [tuple(s) for s in shapes]
-    steps = [command_steps(config, *s) if min(s) else None for s in shapes]
-    beats_a, beats_b, rows = (int(sum(p[:, k].sum() for p in steps if p is not None))
-                              for k in range(3))
-    # Each step as one small integer (bit 0: takes A, bit 1: takes B, bit 2: emits): a flat
-    # list is quicker to build and to read than a list of rows.
-    programs = [None if p is None else (p[:, 0] | p[:, 1] << 1 | p[:, 2] << 2).tolist()
-                for p in steps]
-    cmd = Producer(sources["cmd"], len(shapes))
-    a, b = Producer(sources["a"], beats_a), Producer(sources["b"], beats_b)
-    out = Consumer(ready)
-    depth = config.buffer_depth
-    count = dict.fromkeys(COUNTERS, 0)
-    level_a = level_b = 0
-    program, pos = None, 0
-    o_valid = False
-    t = 0
-    limit = 64 * (sum(len(p) for p in programs if p) + len(shapes) + 1) + 100_000
-    while len(out.cycles) < rows or cmd.sent < len(shapes):
-        if t > limit:
-            raise RuntimeError(f"gemm timed model: no progress after {t} cycles")
-        o_ready = ready[t]
-        pop_a = pop_b = False
-        emit = False
+
+    __slots__ = ("_depth", "a", "b", "_level_a", "_level_b", "_pos", "_program", "counters",
+                 "o_valid", "rows")
+
+    def __init__(self, config, a: Producer, b: Producer):
+        self.a, self.b = a, b
+        self._depth = config.buffer_depth
+        self._level_a = self._level_b = 0
+        self._program: list[int] | None = None
+        self._pos = 0
+        self.o_valid = False
+        self.rows: list[int] = []
+        self.counters = dict.fromkeys(COUNTERS, 0)
+
+    @property
+    def ready(self) -> bool:
+        """``cmd.ready``: no command is running."""
+        return self._program is None
+
+    def step(self, t: int, cmd: list[int] | None | bool, o_ready: bool) -> None:
+        """Cycle ``t``: ``cmd`` is False when no command is offered, else the offered
+        command's program (None: rejected), taken when :attr:`ready`; ``o_ready`` is the
+        consumer's ``ready``.
+
+        Cycle rule, as the engine's: a command is taken when no command is active; a good
+        one starts its steps in the next cycle. A step runs when the beats it needs are in
+        their buffers (written in an earlier cycle) and, if it emits, the output register is
+        empty or taken this cycle; otherwise it stalls, counted as ``stall_out``, else
+        ``stall_a``, else ``stall_b``. A buffer takes a beat while it holds fewer than
+        ``buffer_depth``. Cycles with no active command count ``busy`` when a command is
+        offered, ``stall_out`` while a row waits for ``ready``, else ``idle``.
+        """
+        count = self.counters
+        o_valid = self.o_valid
+        pop_a = pop_b = emit = 0
+        program = self._program
         if program is None:
-            if cmd.offers(t):
-                cmd.take(t)
+            if cmd is not False:
                 count["busy"] += 1
-                program, pos = programs[cmd.sent - 1], 0
-                count["rejected"] += program is None
+                if cmd is None:
+                    count["rejected"] += 1
+                else:
+                    self._program, self._pos = cmd, 0
             elif o_valid and not o_ready:
                 count["stall_out"] += 1
             else:
                 count["idle"] += 1
         else:
-            code = program[pos]
+            code = program[self._pos]
             take_a, take_b, collect = code & 1, code >> 1 & 1, code >> 2
             if collect and o_valid and not o_ready:
                 count["stall_out"] += 1
-            elif take_a and not level_a:
+            elif take_a and not self._level_a:
                 count["stall_a"] += 1
-            elif take_b and not level_b:
+            elif take_b and not self._level_b:
                 count["stall_b"] += 1
             else:
                 count["busy"] += 1
                 pop_a, pop_b, emit = take_a, take_b, collect
-                pos += 1
-                if pos == len(program):
-                    program = None
+                self._pos += 1
+                if self._pos == len(program):
+                    self._program = None
         if o_valid and o_ready:
-            out.take(t)
-        o_valid = (o_valid and not o_ready) or emit
-        push_a = level_a < depth and a.offers(t)
+            self.rows.append(t)
+        self.o_valid = (o_valid and not o_ready) or bool(emit)
+        depth = self._depth
+        a, b = self.a, self.b
+        push_a = self._level_a < depth and a.offers(t)
         if push_a:
             a.take(t)
-        push_b = level_b < depth and b.offers(t)
+        push_b = self._level_b < depth and b.offers(t)
         if push_b:
             b.take(t)
-        level_a += push_a - pop_a
-        level_b += push_b - pop_b
+        self._level_a += push_a - pop_a
+        self._level_b += push_b - pop_b
+
+
+def operand_beats(config, shapes: Iterable[tuple[int, int, int]]) -> tuple[int, int, int]:
+    """The A beats, B beats and rows of C of a run of commands."""
+    totals = [0, 0, 0]
+    for shape in shapes:
+        if min(shape):
+            steps = command_steps(config, *shape)
+            for k in range(3):
+                totals[k] += int(steps[:, k].sum())
+    return totals[0], totals[1], totals[2]
+
+
+def timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[str, Source],
+           ready: Schedule = ALWAYS) -> Timing:
+    """Timed model of a run of commands: the handshake cycles of ``cmd``, ``a``, ``b`` and
+    ``o`` and the counters ``busy``, ``stall_a``, ``stall_b``, ``stall_out``, ``idle`` and
+    ``rejected``, given a :class:`Source` for each of ``cmd``, ``a`` and ``b`` and the ready
+    schedule of ``o``: the :class:`Engine` stepped against them."""
+    shapes = [tuple(s) for s in shapes]
+    progs = programs(config, shapes)
+    beats_a, beats_b, rows = operand_beats(config, shapes)
+    cmd = Producer(sources["cmd"], len(shapes))
+    engine = Engine(config, Producer(sources["a"], beats_a), Producer(sources["b"], beats_b))
+    out = engine.rows
+    bits = ready.drawn
+    t = 0
+    limit = 64 * (sum(len(p) for p in progs if p) + len(shapes) + 1) + 100_000
+    while len(out) < rows or cmd.sent < len(shapes):
+        if t > limit:
+            raise RuntimeError(f"gemm timed model: no progress after {t} cycles")
+        if t >= len(bits):
+            ready[t]
+        offered = engine.ready and cmd.offers(t)
+        engine.step(t, progs[cmd.sent] if offered else False, bits[t] == 1)
+        if offered:
+            cmd.take(t)
         t += 1
-    return Timing({"cmd": cmd.cycles, "a": a.cycles, "b": b.cycles, "o": out.cycles}, count)
+    return Timing({"cmd": cmd.cycles, "a": engine.a.cycles, "b": engine.b.cycles, "o": out},
+                  engine.counters)
 
 
 def command_cycles(config, m: int, k: int, n: int) -> int:

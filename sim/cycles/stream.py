@@ -34,6 +34,7 @@ __all__ = [
     "Producer",
     "Schedule",
     "Source",
+    "StallPipeline",
     "Timing",
     "first_difference",
     "pipeline_cycles_ideal",
@@ -277,3 +278,39 @@ def pipeline_timing(
                 continue
         t += 1
     return Timing({"i": src.cycles, "o": took})
+
+
+class StallPipeline:
+    """A ``latency``-stage stalling pipeline (:func:`scoville.rtl.pipeline.stall_pipeline`)
+    stepped once per cycle, for a composed block's model to step beside its other parts; the
+    rule is :func:`pipeline_timing`'s: the stages advance together when the last is empty or
+    taken, so ``i.ready`` is ``not o_valid or o.ready``.
+
+    Attributes
+    ----------
+    taken : list of int
+        The cycle of each handshake on ``o``.
+    """
+
+    __slots__ = ("_stages", "taken")
+
+    def __init__(self, latency: int):
+        self._stages = [False] * latency
+        self.taken: list[int] = []
+
+    @property
+    def o_valid(self) -> bool:
+        return self._stages[-1]
+
+    def ready(self, o_ready: bool) -> bool:
+        """``i.ready`` in a cycle where the consumer's ``ready`` is ``o_ready``."""
+        return not self._stages[-1] or o_ready
+
+    def step(self, t: int, i_valid: bool, o_ready: bool) -> None:
+        """Cycle ``t``: ``i_valid`` is the producer's ``valid`` (taken when :meth:`ready`)."""
+        stages = self._stages
+        if stages[-1] and o_ready:
+            self.taken.append(t)
+        if not stages[-1] or o_ready:
+            stages.pop()
+            stages.insert(0, bool(i_valid))
