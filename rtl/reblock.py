@@ -11,10 +11,11 @@ line is complete and leaves, whole, as one block. ``groups`` groups of ``rows`` 
 ring, so the array can fill the next group while the previous one drains.
 
 One group is the least that works (a line's parts arrive ``rows`` rows apart, so ``rows`` lines
-are filling at once); with streams that keep up it never holds the array back, since a line
-leaves two cycles after its last part while the next group's first part for the same line
-comes a whole tile (at least ``max(K, rows, cols)`` steps) later. More groups absorb
-back-pressure from the consumer of the blocks.
+are filling at once). With streams that keep up, one group holds the array back only when tiles
+follow each other every cycle (a 1 x 1 array with K = 1): a line is freed the cycle after its
+last part, and the same line of the next group is first written a tile (``max(K, rows,
+cols)`` steps) after that part. Two groups never hold it back; more absorb back-pressure from
+the consumer of the blocks.
 
 Cycle behaviour (the timed model, :mod:`scoville.sim.cycles.gemm_quant`, follows it):
 

@@ -110,3 +110,33 @@ def test_sim_runs_the_named_tests_and_names_what_failed():
     assert missing.returncode == 1
     assert json.loads(missing.stdout)["passed"] is False
     assert "no test named nope ran" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--param", "array.rows=99"], ["'array.rows' = 99", "allowed: 1..64"]),
+        (["--param", "array.rows=many"], ["'array.rows'", "must be an int", "allowed: 1..64"]),
+        (["--param", "array.bogus=1"], ["'array.bogus'", "allowed: array.rows"]),
+        (["--param", "array.dataflow=ws"], ["'array.dataflow'", "allowed: os"]),
+        (["--param", "quant.latency=1"], ["'quant.latency' = 1", "allowed: 2..6"]),
+    ],
+)
+def test_a_bad_nested_parameter_is_one_line_naming_its_dotted_path(args, names):
+    proc = scoville("sim", "gemm_quant", "--sim", "icarus", *args)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    for name in names:
+        assert name in lines[0]
+
+
+def test_list_shows_a_composed_block_as_a_tree_of_its_parts():
+    proc = scoville("list")
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout[proc.stdout.index("gemm_quant:"):]
+    assert "array.                 part of block gemm" in text
+    assert "quant.                 part of block mx_quant" in text
+    # The part's default in this composition (mxfp4), not the part block's own (int8).
+    assert any(line.split()[:4] == ["array.fmt", "hw", "default", "mxfp4"]
+               for line in text.splitlines())

@@ -23,7 +23,7 @@ from scoville.rtl.reblock import CMD_DEPTH
 from . import gemm as gemm_timed
 from .stream import ALWAYS, Producer, Schedule, Source, StallPipeline, Timing
 
-__all__ = ["COUNTERS", "Buffer", "blocks", "timing"]
+__all__ = ["COUNTERS", "Buffer", "blocks", "inner_timing", "timing"]
 
 #: The counters :func:`timing` predicts: the array's, by their names in the block's
 #: ``counters`` port, and ``rejected``.
@@ -116,6 +116,13 @@ def timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[str, So
     """Timed model of a run of commands: the handshake cycles of ``cmd``, ``a``, ``b`` and
     ``o`` and the counters :data:`COUNTERS`, given a :class:`Source` for each of ``cmd``,
     ``a`` and ``b`` and the ready schedule of ``o``."""
+    return inner_timing(config, shapes, sources, ready)[0]
+
+
+def inner_timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[str, Source],
+                 ready: Schedule = ALWAYS) -> tuple[Timing, dict[str, list[int]]]:
+    """:func:`timing`, and the handshake cycles of the streams between the parts:
+    ``array.o`` (rows of C into the buffer) and ``reblock.o`` (lines into the quantizer)."""
     shapes = [tuple(s) for s in shapes]
     array = config.array
     good = [config.status(*s) == "ok" for s in shapes]
@@ -161,5 +168,6 @@ def timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[str, So
         t += 1
     counters = {f"array.{name}": value for name, value in engine.counters.items()}
     counters["rejected"] = rejected
-    return Timing({"cmd": cmd.cycles, "a": engine.a.cycles, "b": engine.b.cycles, "o": out},
-                  counters)
+    return (Timing({"cmd": cmd.cycles, "a": engine.a.cycles, "b": engine.b.cycles, "o": out},
+                   counters),
+            {"array.o": engine.rows, "reblock.o": buffer.taken})
