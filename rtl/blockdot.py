@@ -9,8 +9,8 @@ from amaranth.lib.wiring import In, Out
 
 from .comb import wire
 from .formats import FP32_QNAN
-from .fp4 import e2m1_product
-from .fp32 import fp32_add
+from .fp4_mul import e2m1_product
+from .fp32_add import fp32_add
 from .fpconv import scaled_int_to_fp32
 
 __all__ = [

@@ -25,7 +25,7 @@ Dataflows (chosen at elaboration):
 Formats: ``int8`` and ``int4`` multiply exactly and accumulate in INT32 with wrap-around;
 ``mxfp4`` sums the exact E2M1 products of each 32-element block along K (in quarters), and at
 the block's end rounds ``sum * 2**(sa + sb - 254)`` once to binary32 and adds it into a binary32
-accumulator, blocks in order from +0, as :class:`~scoville.rtl.mxdot.MxDot` does.
+accumulator, blocks in order from +0, as :class:`~scoville.rtl.mx_dot.MxDot` does.
 """
 
 import functools
@@ -41,8 +41,8 @@ from .blockdot import mx_block_value, mx_scale_terms
 from .comb import wire
 from .counters import counter_layout
 from .formats import ELEMENT_BITS, MX_BLOCK
-from .fp4 import e2m1_product
-from .fp32 import fp32_add
+from .fp4_mul import e2m1_product
+from .fp32_add import fp32_add
 from .opbuffer import OperandBuffer
 from .params import ParamError, check_choice, check_int, param
 from .pipeline import delay

@@ -8,7 +8,7 @@ is a composition of three named parts joined by their stream signatures:
     C = A x B on the ``os`` array; rows of C leave tile by tile.
 ``reblock`` (:class:`~scoville.rtl.reblock.Reblock`, sized by ``groups``)
     Turns C's row tiles into whole 32-value lines, one per row of C and block of columns.
-``quant`` (:class:`~scoville.rtl.mxquant.MxQuant`, config ``quant.*``)
+``quant`` (:class:`~scoville.rtl.mx_quant.MxQuant`, config ``quant.*``)
     One line in, its 32 E2M1 codes and E8M0 scale out.
 
 A front end checks each command and hands a good one to the array and, in the same cycle, its
@@ -25,7 +25,7 @@ from .counters import counter_layout
 from .formats import MX_BLOCK
 from .gemm import COUNTERS as GEMM_COUNTERS
 from .gemm import DIM_BITS, Gemm, GemmConfig, operand_layouts
-from .mxquant import OUT_LAYOUT, MxQuant, MxQuantConfig
+from .mx_quant import OUT_LAYOUT, MxQuant, MxQuantConfig
 from .params import check_choice, check_int, param, part
 from .reblock import Reblock
 

@@ -12,28 +12,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scoville.rtl.fetch import Fetch, FetchConfig
-from scoville.rtl.fp4 import Fp4Mul, Fp4MulConfig
-from scoville.rtl.fp32 import Fp32Add, Fp32AddConfig
+from scoville.rtl.fp4_mul import Fp4Mul, Fp4MulConfig
+from scoville.rtl.fp32_add import Fp32Add, Fp32AddConfig
 from scoville.rtl.gemm import Gemm, GemmConfig
 from scoville.rtl.gemm_quant import GemmQuant, GemmQuantConfig
-from scoville.rtl.intmac import IntMac, IntMacConfig
+from scoville.rtl.int_mac import IntMac, IntMacConfig
 from scoville.rtl.kvcache import KvCache, KvCacheConfig
-from scoville.rtl.mxdot import MxDot, MxDotConfig
-from scoville.rtl.mxquant import MxQuant, MxQuantConfig
-from scoville.rtl.nvfp4dot import Nvfp4Dot, Nvfp4DotConfig
+from scoville.rtl.mx_dot import MxDot, MxDotConfig
+from scoville.rtl.mx_quant import MxQuant, MxQuantConfig
+from scoville.rtl.nvfp4_dot import Nvfp4Dot, Nvfp4DotConfig
 from scoville.rtl.params import ParamError, build_config, param_tree
-from scoville.sim import golden
 from scoville.sim.cycles import fetch as fetch_timed
 from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import gemm_quant as gemm_quant_timed
 from scoville.sim.cycles import kvcache as kvcache_timed
 from scoville.sim.cycles.stream import pipeline_timing
-from scoville.sim.golden import fetch as fetch_golden
-from scoville.sim.golden import fp32 as fp32_golden
-from scoville.sim.golden import gemm as gemm_golden
-from scoville.sim.golden import gemm_quant as gemm_quant_golden
-from scoville.sim.golden import intmac, mxdot, nvfp4dot
+from scoville.sim.golden.fetch import fetch
+from scoville.sim.golden.fp4_mul import fp4_mul
+from scoville.sim.golden.fp32_add import fp32_add
+from scoville.sim.golden.gemm import gemm
+from scoville.sim.golden.gemm_quant import gemm_quant
+from scoville.sim.golden.int_mac import int_mac
 from scoville.sim.golden.kvcache import KvCacheModel
+from scoville.sim.golden.mx_dot import mx_dot
+from scoville.sim.golden.mx_quant import mx_quant
+from scoville.sim.golden.nvfp4_dot import nvfp4_dot
 from scoville.sim.workload import (
     FetchWorkload,
     GemmQuantWorkload,
@@ -109,7 +112,7 @@ BLOCKS: dict[str, Block] = {
             config=Fp4MulConfig,
             workload=StreamWorkload,
             component=Fp4Mul,
-            golden=golden.fp4_mul,
+            golden=fp4_mul,
             timed=pipeline_timing,
             testbench="scoville.testbenches.fp4_mul",
         ),
@@ -119,7 +122,7 @@ BLOCKS: dict[str, Block] = {
             config=Fp32AddConfig,
             workload=StreamWorkload,
             component=Fp32Add,
-            golden=fp32_golden.fp32_add,
+            golden=fp32_add,
             timed=pipeline_timing,
             testbench="scoville.testbenches.fp32_add",
         ),
@@ -129,7 +132,7 @@ BLOCKS: dict[str, Block] = {
             config=IntMacConfig,
             workload=StreamWorkload,
             component=IntMac,
-            golden=intmac.int_mac,
+            golden=int_mac,
             timed=pipeline_timing,
             testbench="scoville.testbenches.int_mac",
         ),
@@ -139,7 +142,7 @@ BLOCKS: dict[str, Block] = {
             config=MxDotConfig,
             workload=StreamWorkload,
             component=MxDot,
-            golden=mxdot.mx_dot,
+            golden=mx_dot,
             timed=pipeline_timing,
             testbench="scoville.testbenches.mx_dot",
         ),
@@ -149,7 +152,7 @@ BLOCKS: dict[str, Block] = {
             config=Nvfp4DotConfig,
             workload=StreamWorkload,
             component=Nvfp4Dot,
-            golden=nvfp4dot.nvfp4_dot,
+            golden=nvfp4_dot,
             timed=pipeline_timing,
             testbench="scoville.testbenches.nvfp4_dot",
         ),
@@ -159,7 +162,7 @@ BLOCKS: dict[str, Block] = {
             config=MxQuantConfig,
             workload=StreamWorkload,
             component=MxQuant,
-            golden=golden.quantize_mxfp4,
+            golden=mx_quant,
             timed=pipeline_timing,
             testbench="scoville.testbenches.mx_quant",
         ),
@@ -169,7 +172,7 @@ BLOCKS: dict[str, Block] = {
             config=GemmConfig,
             workload=GemmWorkload,
             component=Gemm,
-            golden=gemm_golden.gemm,
+            golden=gemm,
             timed=gemm_timed.timing,
             testbench="scoville.testbenches.gemm",
         ),
@@ -189,7 +192,7 @@ BLOCKS: dict[str, Block] = {
             config=FetchConfig,
             workload=FetchWorkload,
             component=Fetch,
-            golden=fetch_golden.fetch,
+            golden=fetch,
             timed=fetch_timed.timing,
             testbench="scoville.testbenches.fetch",
         ),
@@ -199,7 +202,7 @@ BLOCKS: dict[str, Block] = {
             config=GemmQuantConfig,
             workload=GemmQuantWorkload,
             component=GemmQuant,
-            golden=gemm_quant_golden.gemm_quant,
+            golden=gemm_quant,
             timed=gemm_quant_timed.timing,
             testbench="scoville.testbenches.gemm_quant",
             parts={"array": "gemm", "quant": "mx_quant"},

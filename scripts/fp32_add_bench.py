@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from scoville.blocks import get_block
-from scoville.rtl.fp32 import Fp32AddConfig
+from scoville.rtl.fp32_add import Fp32AddConfig
 from scoville.sim import flow
-from scoville.sim.golden.fp32 import fp32_add
+from scoville.sim.golden.fp32_add import fp32_add
 from scoville.sim.tools import require
 from scoville.sim.workload import StreamWorkload
 from scoville.testbenches.fp32_add import random_pairs, workload_pairs
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
               f"the seed by `random_pairs` in `testbenches/fp32_add.py`. {mixes} They are "
               f"driven with {workload.gap:.0%} valid gaps and {workload.backpressure:.0%} ready "
               "back-pressure."),
-        _para("Every sum is compared bit for bit with the golden model (`sim/golden/fp32.py`: "
+        _para("Every sum is compared bit for bit with the golden model (`sim/golden/fp32_add.py`: "
               "NumPy float32 `a + b`, every NaN the canonical 0x7FC00000; the model is itself "
               "checked against float64 sums rounded once to float32), and the cycle of every "
               "handshake with the timed model's. Wall seconds are cocotb's time for the test: "

@@ -376,7 +376,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="mx_quant-round-ties-away",
         models="E2M1 rounding breaks ties away from zero instead of to even",
-        file="rtl/mxquant.py",
+        file="rtl/mx_quant.py",
         edits=(Edit(
             "        return q + (guard & (rest | q[0]))\n",
             "        return q + guard\n",
@@ -389,7 +389,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="fp32_add-flush-subnormals",
         models="subnormal sums are flushed to zero (sign kept)",
-        file="rtl/fp32.py",
+        file="rtl/fp32_add.py",
         edits=(Edit(
             "    magnitude = Mux(overflow, 0x7F80_0000, rounded)[:31]\n",
             "    magnitude = Mux(overflow, 0x7F80_0000, "

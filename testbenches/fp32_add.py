@@ -1,5 +1,5 @@
-"""cocotb testbench of :class:`scoville.rtl.fp32.Fp32Add` against
-:func:`scoville.sim.golden.fp32.fp32_add`.
+"""cocotb testbench of :class:`scoville.rtl.fp32_add.Fp32Add` against
+:func:`scoville.sim.golden.fp32_add.fp32_add`.
 
 Tests: a table of IEEE-754 edge cases, each pair in both orders (no gaps, cycles against the
 closed form), and random pairs over the whole exponent range under random valid gaps and ready
@@ -9,7 +9,7 @@ back-pressure (cycles against the loop model).
 import cocotb
 import numpy as np
 
-from scoville.sim.golden.fp32 import fp32_add
+from scoville.sim.golden.fp32_add import fp32_add
 
 from .kit import check_lanes, context
 

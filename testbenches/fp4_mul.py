@@ -1,4 +1,5 @@
-"""cocotb testbench of :class:`scoville.rtl.fp4.Fp4Mul` against :func:`scoville.sim.golden.fp4_mul`.
+"""cocotb testbench of :class:`scoville.rtl.fp4_mul.Fp4Mul` against
+:func:`scoville.sim.golden.fp4_mul.fp4_mul`.
 
 Tests: every one of the 256 FP4 x FP4 pairs (no gaps, cycles against the closed form), and a
 random workload under random valid gaps and ready back-pressure (cycles against the loop model).

@@ -1,5 +1,5 @@
-"""cocotb testbench of :class:`scoville.rtl.intmac.IntMac` against
-:func:`scoville.sim.golden.intmac.int_mac`.
+"""cocotb testbench of :class:`scoville.rtl.int_mac.IntMac` against
+:func:`scoville.sim.golden.int_mac.int_mac`.
 
 Tests: every INT4 x INT4 (or a full INT8 row sweep) pair, INT32 wrap-around in both directions,
 and a random workload of dot products of random lengths under gaps and back-pressure.
@@ -8,8 +8,8 @@ and a random workload of dot products of random lengths under gaps and back-pres
 import cocotb
 import numpy as np
 
-from scoville.rtl.intmac import IntMac
-from scoville.sim.golden.intmac import int_mac
+from scoville.rtl.int_mac import IntMac
+from scoville.sim.golden.int_mac import int_mac
 
 from .kit import check_stream, context
 

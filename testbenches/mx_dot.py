@@ -1,5 +1,5 @@
-"""cocotb testbench of :class:`scoville.rtl.mxdot.MxDot` against
-:func:`scoville.sim.golden.mxdot.mx_dot`.
+"""cocotb testbench of :class:`scoville.rtl.mx_dot.MxDot` against
+:func:`scoville.sim.golden.mx_dot.mx_dot`.
 
 Tests: every E2M1 code against every code at the edge scales (0x00, 0x7F, 0xFE, 0xFF), extreme
 dot products (overflow to Inf, Inf - Inf, subnormal results, cancellation), and a random
@@ -10,8 +10,8 @@ import cocotb
 import numpy as np
 
 from scoville.rtl.formats import MX_BLOCK
-from scoville.rtl.mxdot import MxDot
-from scoville.sim.golden.mxdot import mx_dot
+from scoville.rtl.mx_dot import MxDot
+from scoville.sim.golden.mx_dot import mx_dot
 
 from .blockdot import by_length, check_block_dot
 from .kit import context

@@ -1,5 +1,5 @@
-"""cocotb testbench of :class:`scoville.rtl.nvfp4dot.Nvfp4Dot` against
-:func:`scoville.sim.golden.nvfp4dot.nvfp4_dot`.
+"""cocotb testbench of :class:`scoville.rtl.nvfp4_dot.Nvfp4Dot` against
+:func:`scoville.sim.golden.nvfp4_dot.nvfp4_dot`.
 
 Tests: every E2M1 code against every code at edge block scales (zero, smallest subnormal, 1,
 448, negative, NaN) and edge tensor scales; extreme dot products; and a random workload of
@@ -10,8 +10,8 @@ import cocotb
 import numpy as np
 
 from scoville.rtl.formats import NVFP4_BLOCK
-from scoville.rtl.nvfp4dot import Nvfp4Dot
-from scoville.sim.golden.nvfp4dot import nvfp4_dot
+from scoville.rtl.nvfp4_dot import Nvfp4Dot
+from scoville.sim.golden.nvfp4_dot import nvfp4_dot
 
 from .blockdot import by_length, check_block_dot
 from .kit import context

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from scoville.blocks import get_block
-from scoville.rtl.fp4 import Fp4MulConfig
+from scoville.rtl.fp4_mul import Fp4MulConfig
 from scoville.sim.flow import to_verilog
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "area.py"

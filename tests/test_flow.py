@@ -9,7 +9,7 @@ from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 
 from scoville.blocks import get_block
-from scoville.rtl.fp4 import Fp4Mul
+from scoville.rtl.fp4_mul import Fp4Mul
 from scoville.sim import flow
 from scoville.sim.lint import WAIVED
 

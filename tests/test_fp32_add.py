@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from scoville.rtl.formats import FP32_QNAN
-from scoville.rtl.fp32 import Fp32AddConfig, fp32_add
+from scoville.rtl.fp32_add import Fp32AddConfig, fp32_add
 from scoville.rtl.params import ParamError
-from scoville.sim.golden.fp32 import fp32_add as golden_add
+from scoville.sim.golden.fp32_add import fp32_add as golden_add
 from scoville.testbenches.fp32_add import DIRECTED, directed_pairs, random_pairs
 
 from .combsim import evaluate

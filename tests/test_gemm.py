@@ -21,7 +21,7 @@ from scoville.sim.cycles.gemm import (
 )
 from scoville.sim.golden import E2M1_VALUES
 from scoville.sim.golden.gemm import Operands, gemm, operand_beats, result_rows
-from scoville.sim.golden.mxdot import mx_dot
+from scoville.sim.golden.mx_dot import mx_dot
 
 from .simcheck import assert_passed, simulate
 

@@ -63,7 +63,7 @@ def test_the_graph_is_read():
     found = dict(imports(ROOT / "sim" / "golden" / "kvcache.py"))
     assert "scoville.rtl.kvcache" in found and "OPS" in found["scoville.rtl.kvcache"]
     assert "scoville.sim.golden.mx" in found  # a relative import, resolved
-    assert "scoville.rtl.formats" in dict(imports(ROOT / "sim" / "golden" / "fp32.py"))
+    assert "scoville.rtl.formats" in dict(imports(ROOT / "sim" / "golden" / "fp32_add.py"))
 
 
 @pytest.mark.parametrize("path", _sources("rtl"), ids=lambda p: p.name)

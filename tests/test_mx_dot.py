@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from scoville.rtl.mxdot import MxDotConfig
+from scoville.rtl.mx_dot import MxDotConfig
 from scoville.rtl.params import ParamError
 from scoville.sim.golden import E2M1_VALUES
-from scoville.sim.golden.fp32 import FP32_QNAN
-from scoville.sim.golden.mxdot import mx_dot
+from scoville.sim.golden.fp32_add import FP32_QNAN
+from scoville.sim.golden.mx_dot import mx_dot
 
 from .simcheck import assert_passed, simulate
 

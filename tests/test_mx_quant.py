@@ -3,7 +3,7 @@
 
 import pytest
 
-from scoville.rtl.mxquant import MxQuantConfig
+from scoville.rtl.mx_quant import MxQuantConfig
 from scoville.rtl.params import ParamError
 
 from .simcheck import assert_passed, simulate

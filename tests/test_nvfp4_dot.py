@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from scoville.rtl.nvfp4dot import Nvfp4DotConfig
+from scoville.rtl.nvfp4_dot import Nvfp4DotConfig
 from scoville.rtl.params import ParamError
 from scoville.sim.golden import E2M1_VALUES
-from scoville.sim.golden.nvfp4dot import E4M3_VALUES, nvfp4_dot
+from scoville.sim.golden.nvfp4_dot import E4M3_VALUES, nvfp4_dot
 
 from .simcheck import assert_passed, simulate
 

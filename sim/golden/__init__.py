@@ -1,6 +1,6 @@
 """Bit-exact NumPy models of the RTL's arithmetic."""
 
-from .fp4 import E2M1_VALUES, fp4_mul
+from .fp4_mul import E2M1_VALUES, fp4_mul
 from .intq import dequantize_int, quantize_int
 from .mx import dequantize_mxfp4, encode_e2m1, pack_fp4, quantize_mxfp4, unpack_fp4
 from .nvfp4 import dequantize_nvfp4, quantize_nvfp4

@@ -5,7 +5,7 @@ beats go in and its rows of C come out.
 order of the additions does not matter). ``mxfp4``: for each output and each 32-element block
 along K, the exact sum of E2M1 products times ``2**(sa + sb - 254)``, rounded once to float32
 (NaN if either scale is 0xFF); the blocks are added in order into a float32 accumulator that
-starts at +0, every NaN canonical. This is :func:`scoville.sim.golden.mxdot.mx_dot` for every
+starts at +0, every NaN canonical. This is :func:`scoville.sim.golden.mx_dot.mx_dot` for every
 (row of A, column of B), and it does not depend on the dataflow: both dataflows form the exact
 block sum before rounding.
 """
@@ -19,8 +19,8 @@ import numpy as np
 
 from scoville.rtl.formats import MX_BLOCK
 
-from .fp4 import E2M1_VALUES
-from .fp32 import canonical_bits, sum_in_order
+from .fp4_mul import E2M1_VALUES
+from .fp32_add import canonical_bits, sum_in_order
 
 __all__ = ["Operands", "gemm", "operand_beats", "result_rows"]
 

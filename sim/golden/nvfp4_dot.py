@@ -1,4 +1,4 @@
-"""NVFP4 dot products, as :class:`scoville.rtl.nvfp4dot.Nvfp4Dot` computes.
+"""NVFP4 dot products, as :class:`scoville.rtl.nvfp4_dot.Nvfp4Dot` computes.
 
 Per block: the exact sum of E2M1 products times both E4M3 block scales (exact in float32);
 blocks are added in order into a float32 accumulator starting at +0; the sum is then
@@ -10,8 +10,8 @@ import numpy as np
 
 from scoville.rtl.formats import NVFP4_BLOCK
 
-from .fp4 import fp4_block_sums
-from .fp32 import canonical_bits, sum_in_order
+from .fp4_mul import fp4_block_sums
+from .fp32_add import canonical_bits, sum_in_order
 
 __all__ = ["E4M3_VALUES", "nvfp4_dot"]
 

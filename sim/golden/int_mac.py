@@ -1,4 +1,4 @@
-"""INT4/INT8 dot products with INT32 accumulation, as :class:`scoville.rtl.intmac.IntMac` computes.
+"""INT4/INT8 dot products with INT32 accumulation, as :class:`scoville.rtl.int_mac.IntMac` computes.
 
 The sum wraps modulo 2^32 (two's complement), like NumPy int32 arithmetic.
 """

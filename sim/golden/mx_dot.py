@@ -1,4 +1,4 @@
-"""MXFP4 dot products with FP32 accumulation, as :class:`scoville.rtl.mxdot.MxDot` computes.
+"""MXFP4 dot products with FP32 accumulation, as :class:`scoville.rtl.mx_dot.MxDot` computes.
 
 Per block: the exact sum of E2M1 products times ``2**(sa + sb - 254)``, rounded once to
 float32 (NaN if either scale is 0xFF); blocks are then added in order into a float32
@@ -9,8 +9,8 @@ import numpy as np
 
 from scoville.rtl.formats import MX_BLOCK
 
-from .fp4 import fp4_block_sums
-from .fp32 import canonical_bits, sum_in_order
+from .fp4_mul import fp4_block_sums
+from .fp32_add import canonical_bits, sum_in_order
 
 __all__ = ["mx_dot"]
 

@@ -1,4 +1,4 @@
-"""IEEE-754 binary32 addition as :class:`scoville.rtl.fp32.Fp32Add` computes it.
+"""IEEE-754 binary32 addition as :class:`scoville.rtl.fp32_add.Fp32Add` computes it.
 
 The model is NumPy float32 addition (round to nearest even, subnormals kept, no flush to
 zero, overflow to +-Inf, IEEE signed zeros) with one change: every NaN result is the canonical

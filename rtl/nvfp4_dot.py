@@ -3,7 +3,7 @@ per-tensor FP32 scale applied at the end.
 
 Each block gives ``sum(a_i * b_i) * sa * sb`` exactly (an integer of at most 21 bits times a
 power of two, always inside the binary32 normal range, so its conversion is exact); blocks are
-added in order into a binary32 accumulator with :func:`~scoville.rtl.fp32.fp32_add`; at the
+added in order into a binary32 accumulator with :func:`~scoville.rtl.fp32_add.fp32_add`; at the
 end of a dot product the sum is multiplied once by the tensor scale (the product of both
 tensors' FP32 scales) with :func:`~scoville.rtl.fp32mul.fp32_mul`. An E4M3 NaN scale (0x7F,
 0xFF) makes its block, and so the result, NaN.

@@ -3,7 +3,7 @@
 Two MXFP4 blocks (32 E2M1 elements each, with E8M0 scales ``sa``, ``sb``) give
 ``2**(sa + sb - 254) * sum(a_i * b_i)``, the sum exact (a multiple of 1/4 below 4608 in
 magnitude). Each block result is rounded once to binary32, then added into a binary32
-accumulator with :func:`~scoville.rtl.fp32.fp32_add` (round to nearest even, subnormals kept),
+accumulator with :func:`~scoville.rtl.fp32_add.fp32_add` (round to nearest even, subnormals kept),
 so a long dot product is ``acc = fp32(acc + fp32(block_k))`` in block order, as current MX
 tensor hardware accumulates. A NaN scale (0xFF) makes its block, and so the result, NaN.
 """

@@ -1,4 +1,5 @@
-"""FP4 E2M1 values and the exact FP4 x FP4 product, as :class:`scoville.rtl.fp4.Fp4Mul` computes.
+"""FP4 E2M1 values and the exact FP4 x FP4 product, as :class:`scoville.rtl.fp4_mul.Fp4Mul`
+computes.
 
 Element decoding uses ``ml_dtypes.float4_e2m1fn``, which matches the OCP MX v1.0 E2M1 table.
 """

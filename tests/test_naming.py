@@ -1,0 +1,36 @@
+"""Every block's pieces are found by the block's own name (``docs/adding-a-block.md``): for a
+block ``B``, the component in ``rtl/B.py``, the golden model in ``sim/golden/B.py``, the timed
+model in ``sim/cycles/B.py`` (or the shared stalling-pipeline model), the testbench in
+``testbenches/B.py`` and the tests in ``tests/test_B.py``."""
+
+from pathlib import Path
+
+import pytest
+
+from scoville.blocks import BLOCKS
+from scoville.sim.cycles.stream import pipeline_timing
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("block", BLOCKS.values(), ids=lambda b: b.name)
+def test_a_block_is_found_by_its_name(block):
+    name = block.name
+    assert block.component.__module__ == f"scoville.rtl.{name}"
+    assert block.config.__module__ == f"scoville.rtl.{name}"
+    assert block.golden.__module__ == f"scoville.sim.golden.{name}"
+    assert block.golden.__name__ in (name, block.component.__name__ + "Model")
+    if block.timed is not pipeline_timing:
+        assert block.timed.__module__ == f"scoville.sim.cycles.{name}"
+        assert block.timed.__name__ == "timing"
+    assert block.testbench == f"scoville.testbenches.{name}"
+    for path in (f"rtl/{name}.py", f"sim/golden/{name}.py", f"testbenches/{name}.py",
+                 f"tests/test_{name}.py"):
+        assert (ROOT / path).is_file(), path
+
+
+def test_every_part_of_a_composed_block_is_a_block():
+    for block in BLOCKS.values():
+        for field, part in block.parts.items():
+            assert part in BLOCKS, f"{block.name}.{field}: no block {part!r}"
+            assert isinstance(getattr(block.config(), field), BLOCKS[part].config)
