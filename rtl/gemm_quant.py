@@ -17,14 +17,15 @@ A front end checks each command and hands a good one to the array and, in the sa
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, unsigned
+from amaranth.hdl import Module, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .counters import counter_layout
+from .dataflow import CMD
 from .formats import MX_BLOCK
 from .gemm import COUNTERS as GEMM_COUNTERS
-from .gemm import DIM_BITS, Gemm, GemmConfig, operand_layouts
+from .gemm import Gemm, GemmConfig, operand_layouts
 from .mx_quant import OUT_LAYOUT, MxQuant, MxQuantConfig
 from .params import check_choice, check_int, param, part
 from .reblock import Reblock
@@ -40,9 +41,6 @@ COUNTERS = data.StructLayout({"array": GEMM_COUNTERS,
 
 #: ``array.cols`` must divide the MX block, so a block of a row is whole column tiles.
 COLS = tuple(c for c in range(1, MX_BLOCK + 1) if MX_BLOCK % c == 0)
-
-_CMD = data.StructLayout({"m": unsigned(DIM_BITS), "k": unsigned(DIM_BITS),
-                          "n": unsigned(DIM_BITS)})
 
 
 @dataclass(frozen=True)
@@ -105,7 +103,7 @@ class GemmQuant(wiring.Component):
         self.a_layout, self.b_layout = operand_layouts(config.array)
         self.out_layout = OUT_LAYOUT
         super().__init__({
-            "cmd": In(stream.Signature(_CMD)),
+            "cmd": In(stream.Signature(CMD)),
             "a": In(stream.Signature(self.a_layout)),
             "b": In(stream.Signature(self.b_layout)),
             "o": Out(stream.Signature(self.out_layout)),

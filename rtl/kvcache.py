@@ -33,11 +33,13 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Array, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .banks import Banks
 from .counters import count, counter_layout
 from .formats import ELEMENT_BITS, MX_BLOCK
+from .linereader import LineReader
+from .pages import PageAllocator
 from .params import ParamError, check_choice, check_int, param
 
 __all__ = [
@@ -245,31 +247,27 @@ class KvCache(wiring.Component):
         log_pt = PT.bit_length() - 1
         head_lines = PT * TL
 
-        banks = []
-        for k in range(cfg.banks):
-            mem = Memory(shape=unsigned(cfg.word_bits), depth=cfg.bank_words, init=[])
-            m.submodules[f"bank{k}"] = mem
-            banks.append((mem.read_port(), mem.write_port()))
-        page = range(max(P, 2))
-        m.submodules.table = table = Memory(shape=page, depth=S * P, init=[])
-        # A count of at least 2 bits, so that "shared" (> 1) is never constant.
-        m.submodules.refs = refs = Memory(shape=range(max(S + 1, 4)), depth=P, init=[])
-        m.submodules.stack = stack = Memory(shape=page, depth=P, init=[])
-        # One table read port for the read engine, one for the request engine.
-        tab_r, tab_c, tab_w = table.read_port(), table.read_port(), table.write_port()
-        ref_r, ref_w = refs.read_port(), refs.write_port()
-        stk_r, stk_w = stack.read_port(), stack.write_port()
+        m.submodules.banks = banks = Banks(cfg.banks, cfg.word_bits, cfg.bank_words)
+        m.submodules.pages = pages = PageAllocator(S, P)
+        page = pages.page.shape()
+        r = Signal(request_layout())
+        m.submodules.reader = reader = LineReader(cfg, request_layout(),
+                                                  pages.walk.addr.shape(), page)
+        # The request engine's ports on the page allocator and the banks.
+        tab_c, tab_w, ref_r, ref_w = pages.entry, pages.set, pages.ref, pages.ref_set
+        bank_r, bank_w = banks.read, banks.write
+        wiring.connect(m, reader.walk, pages.walk)
+        wiring.connect(m, reader.rd, wiring.flipped(self.rd))
+        # The read engine owns the banks' read port except while a page is copied.
+        m.d.comb += [bank_r.addr.eq(reader.banks.addr), bank_r.en.eq(reader.banks.en),
+                     reader.banks.data.eq(bank_r.data), reader.req.eq(r)]
 
-        # Per-sequence state, and the free list: a stack of returned pages over a bump pointer
-        # of pages never used (so nothing needs clearing after reset).
+        # Per-sequence state.
         active = Signal(S)
         length = Array(Signal(TOKEN_BITS, name=f"length{s}") for s in range(S))
-        fresh = Signal(range(P + 1))
-        top = Signal(range(P + 1))
-        free = Signal(range(P + 1))
-        m.d.comb += [free.eq(P - fresh + top), self.free_pages.eq(free)]
+        free = pages.free
+        m.d.comb += self.free_pages.eq(free)
 
-        r = Signal(request_layout())
         status = Signal(3)
         out_seq = Signal(SEQ_BITS)
         out_len = Signal(TOKEN_BITS)
@@ -289,12 +287,12 @@ class KvCache(wiring.Component):
                 m.d.sync += [slot_free.eq(1), new_id.eq(s)]
         dst = Signal.like(new_id)
 
-        # Walks over a sequence's pages (free, fork), appends, reads.
+        # Walks over a sequence's pages (free, fork), and appends.
         pg = Signal(range(P + 1))
         npages = Signal(range(P + 1))
         page_old = Signal(page)
         page_w = Signal(page)
-        ref_old = Signal(refs.shape)
+        ref_old = Signal(pages.ref_shape)
         cow = Signal()
         slot = Signal(_index(PT))
         pidx = Signal(range(P + 1))
@@ -302,19 +300,7 @@ class KvCache(wiring.Component):
         kvh = Signal(range(2 * H))
         j = Signal(_index(TL))
         copy = Signal(range(PL + 1))
-
-        rseq = Signal(SEQ_BITS)
-        remaining = Signal(range(cfg.max_tokens * TL + 1))
-        region = Signal(range(PL))
-        off = Signal(range(PL))
-        in_page = Signal(_index(head_lines))
-        pi = Signal(range(P + 1))
-        out_valid = Signal()
-        out_last = Signal()
-        issue = Signal()
-        advance = Signal()
-        engine_busy = Signal()
-        start = Signal()
+        engine_busy = reader.busy
         read_wait = Signal()
 
         ceil_pages = lambda tokens: (tokens + PT - 1) >> log_pt  # noqa: E731
@@ -325,40 +311,11 @@ class KvCache(wiring.Component):
             return Mux(index < P, seq * P + index, 0)
 
         m.d.comb += [
-            advance.eq(~out_valid | self.rd.ready),
-            self.rd.valid.eq(out_valid),
-            self.rd.payload.last.eq(out_last),
             self.resp.payload.status.eq(status),
             self.resp.payload.seq.eq(out_seq),
             self.resp.payload.length.eq(out_len),
             self.resp.payload.free.eq(free),
-            stk_r.addr.eq(Mux(top != 0, top - 1, 0)),
         ]
-        # A bank's read port loads only when the output register moves on, so a line held
-        # by back-pressure stays put.
-        for k, (rp, _) in enumerate(banks):
-            m.d.comb += [self.rd.payload.data[k].eq(rp.data), rp.en.eq(advance)]
-        with m.If(advance):
-            m.d.sync += [out_valid.eq(issue), out_last.eq(remaining == 1)]
-
-        # The read engine: one line per cycle while ``rd`` keeps up; the table port always
-        # addresses the entry of the page the next cycle reads from.
-        page_end = in_page == head_lines - 1
-        step = issue & advance
-        m.d.comb += [
-            issue.eq(remaining != 0),
-            engine_busy.eq(issue | out_valid),
-            tab_r.addr.eq(Mux(start, seq_entry(r.seq, r.start >> log_pt),
-                              seq_entry(rseq, pi + (step & page_end)))),
-        ]
-        for rp, _ in banks:
-            m.d.comb += rp.addr.eq(tab_r.data * PL + off)
-        with m.If(step):
-            m.d.sync += remaining.eq(remaining - 1)
-            with m.If(page_end):
-                m.d.sync += [in_page.eq(0), off.eq(region), pi.eq(pi + 1)]
-            with m.Else():
-                m.d.sync += [in_page.eq(in_page + 1), off.eq(off + 1)]
 
         def finish(code):
             m.d.sync += status.eq(code)
@@ -412,8 +369,6 @@ class KvCache(wiring.Component):
                             with m.Else():
                                 m.next = "A_REF"
                         with m.Case(OPS["read"]):
-                            start_line = (r.start[:log_pt] * TL) if log_pt else 0
-                            base = (r.kv * H + r.head) * head_lines
                             with m.If(~seq_ok):
                                 finish(STATUS["no_seq"])
                             with m.Elif(r.head >= H):
@@ -421,17 +376,13 @@ class KvCache(wiring.Component):
                             with m.Elif((r.count == 0) | (r.start + r.count > seq_len)):
                                 finish(STATUS["bad_range"])
                             with m.Else():
-                                m.d.comb += start.eq(1)
-                                m.d.sync += [rseq.eq(r.seq), pi.eq(r.start >> log_pt),
-                                             in_page.eq(start_line), region.eq(base),
-                                             off.eq(base + start_line),
-                                             remaining.eq(r.count * TL)]
+                                m.d.comb += reader.start.eq(1)
                                 finish(STATUS["ok"])
                         with m.Default():
                             finish(STATUS["bad_op"])
 
             # Free and fork: for each page, read its table entry, then its reference count,
-            # then write the count back (a freed page that drops to 0 goes on the stack).
+            # then write the count back (a freed page that drops to 0 goes on the free list).
             with m.State("W_TAB"):
                 m.d.comb += tab_c.addr.eq(seq_entry(r.seq, pg))
                 with m.If(pg == npages):
@@ -458,9 +409,7 @@ class KvCache(wiring.Component):
                 with m.Else():
                     m.d.comb += ref_w.data.eq(ref_r.data - 1)
                     with m.If(ref_r.data == 1):
-                        m.d.comb += [stk_w.addr.eq(top), stk_w.data.eq(page_old),
-                                     stk_w.en.eq(1)]
-                        m.d.sync += top.eq(top + 1)
+                        m.d.comb += [pages.release.eq(1), pages.released.eq(page_old)]
                 m.d.sync += pg.eq(pg + 1)
                 m.next = "W_TAB"
 
@@ -472,7 +421,7 @@ class KvCache(wiring.Component):
                 m.next = "A_DEC"
             with m.State("A_DEC"):
                 # A copy-on-write waits for the read engine: the copy needs the banks' read
-                # ports, and the page table must not point a read at the page before it is
+                # port, and the page table must not point a read at the page before it is
                 # copied. The reference count stays addressed while waiting.
                 m.d.comb += ref_r.addr.eq(page_old)
                 shared = (slot != 0) & (ref_r.data > 1)
@@ -489,12 +438,9 @@ class KvCache(wiring.Component):
                 with m.Else():
                     m.next = "WRITE"
             with m.State("A_ALLOC"):
-                new_page = Mux(top != 0, stk_r.data, fresh)
-                with m.If(top != 0):
-                    m.d.sync += top.eq(top - 1)
-                with m.Else():
-                    m.d.sync += fresh.eq(fresh + 1)
-                m.d.comb += [ref_w.addr.eq(new_page), ref_w.data.eq(1), ref_w.en.eq(1),
+                new_page = pages.page
+                m.d.comb += [pages.take.eq(1),
+                             ref_w.addr.eq(new_page), ref_w.data.eq(1), ref_w.en.eq(1),
                              tab_w.addr.eq(r.seq * P + pidx), tab_w.data.eq(new_page),
                              tab_w.en.eq(1)]
                 m.d.sync += page_w.eq(new_page)
@@ -506,19 +452,17 @@ class KvCache(wiring.Component):
                 with m.If(copy == 0):
                     m.d.comb += [ref_w.addr.eq(page_old), ref_w.data.eq(ref_old - 1),
                                  ref_w.en.eq(1)]
-                for rp, wp in banks:
-                    m.d.comb += [rp.addr.eq(page_old * PL + copy), rp.en.eq(1),
-                                 wp.addr.eq(page_w * PL + copy - 1), wp.data.eq(rp.data),
-                                 wp.en.eq(copy != 0)]
+                m.d.comb += [bank_r.addr.eq(page_old * PL + copy), bank_r.en.eq(1),
+                             bank_w.addr.eq(page_w * PL + copy - 1), bank_w.data.eq(bank_r.data),
+                             bank_w.en.eq(copy != 0)]
                 m.d.sync += copy.eq(copy + 1)
                 with m.If(copy == PL):
                     m.next = "WRITE"
             with m.State("WRITE"):
                 m.d.comb += self.wd.ready.eq(1)
                 row = page_w * PL + kvh * head_lines + slot * TL + j
-                for k, (_, wp) in enumerate(banks):
-                    m.d.comb += [wp.addr.eq(row), wp.data.eq(self.wd.payload[k]),
-                                 wp.en.eq(self.wd.valid)]
+                m.d.comb += [bank_w.addr.eq(row), bank_w.data.eq(self.wd.payload),
+                             bank_w.en.eq(self.wd.valid)]
                 with m.If(self.wd.valid):
                     m.d.sync += [beat.eq(beat + 1), j.eq(Mux(j == TL - 1, 0, j + 1))]
                     with m.If(j == TL - 1):
@@ -551,7 +495,7 @@ class KvCache(wiring.Component):
             "idle": idle,
             "read_waits": read_wait,
             "read_cycles": engine_busy,
-            "read_stalls": out_valid & ~self.rd.ready,
+            "read_stalls": reader.stall,
             "reads": self.rd.valid & self.rd.ready,
             "writes": fsm.ongoing("WRITE") & self.wd.valid,
             "copies": fsm.ongoing("COPY") & (copy != 0),

@@ -114,10 +114,10 @@ MUTATIONS: tuple[Mutation, ...] = (
                "(an extra stall, counted as one)",
         file="rtl/gemm.py",
         edits=(Edit(
-            "        stall_out = ctl.collect & self.o.valid & ~self.o.ready\n",
+            "        stall_out = flow.collect & self.o.valid & ~self.o.ready\n",
             "        released = Signal()\n"
-            "        m.d.sync += released.eq(ctl.collect & self.o.valid & ~self.o.ready)\n"
-            "        stall_out = ctl.collect & ((self.o.valid & ~self.o.ready) | released)\n",
+            "        m.d.sync += released.eq(flow.collect & self.o.valid & ~self.o.ready)\n"
+            "        stall_out = flow.collect & ((self.o.valid & ~self.o.ready) | released)\n",
         ),),
         block="gemm", params=GEMM, tests=("test_workload",), timing=True,
         why="back-pressure 0.3 on `o` releases a stall many times per GEMM; the engine counts "
@@ -130,7 +130,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="rtl/gemm.py",
         edits=(
             Edit(
-                "        stall_out = ctl.collect & self.o.valid & ~self.o.ready\n",
+                "        stall_out = flow.collect & self.o.valid & ~self.o.ready\n",
                 "        full = Signal()\n"
                 "        held = Signal()\n"
                 "        bubble = Signal()\n"
@@ -138,17 +138,17 @@ MUTATIONS: tuple[Mutation, ...] = (
                 "        m.d.comb += self.o.valid.eq(full & ~bubble)\n"
                 "        m.d.sync += [held.eq(self.o.valid & ~self.o.ready), "
                 "bubble.eq(taken & held)]\n"
-                "        stall_out = ctl.collect & full & ~taken\n",
+                "        stall_out = flow.collect & full & ~taken\n",
             ),
             Edit(
                 "        with m.If(self.o.ready):\n"
                 "            m.d.sync += self.o.valid.eq(0)\n"
-                "        with m.If(ctl.en & ctl.collect):\n"
-                "            m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(ctl.row)]\n",
+                "        with m.If(flow.en & flow.collect):\n"
+                "            m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(flow.row)]\n",
                 "        with m.If(taken):\n"
                 "            m.d.sync += full.eq(0)\n"
-                "        with m.If(ctl.en & ctl.collect):\n"
-                "            m.d.sync += [full.eq(1), self.o.payload.eq(ctl.row)]\n",
+                "        with m.If(flow.en & flow.collect):\n"
+                "            m.d.sync += [full.eq(1), self.o.payload.eq(flow.row)]\n",
             ),
         ),
         block="gemm", params=GEMM, tests=("test_workload",), timing=True,
@@ -158,7 +158,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="gemm-acc-24-bit",
         models="the integer accumulators are 24 bits wide instead of 32 (wrap at 2**23)",
-        file="rtl/gemm.py",
+        file="rtl/dataflow.py",
         edits=(Edit(
             "    return signed(16) if config.mx else signed(32)\n",
             "    return signed(16) if config.mx else signed(24)\n",
@@ -183,12 +183,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="gemm-drops-first-product",
         models="each output's accumulation drops its first product (the sum restarts from 0 "
                "instead of from the first product)",
-        file="rtl/gemm.py",
+        file="rtl/os_dataflow.py",
         edits=(Edit(
             '            total = wire(m, f"{name}_total", Mux(a_in.first, 0, sums) + prod, '
-            "_mac_shape(cfg))\n",
+            "mac_shape(cfg))\n",
             '            total = wire(m, f"{name}_total", Mux(a_in.first, 0, sums + prod), '
-            "_mac_shape(cfg))\n",
+            "mac_shape(cfg))\n",
         ),),
         block="gemm", params=GEMM, tests=("test_workload",), timing=False,
         why="every output of every GEMM is wrong unless its first product is 0",
@@ -197,7 +197,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="gemm-ws-drops-partial-sum",
         models="weight-stationary: the accumulator keeps a row's first K tile of partial "
                "sums and drops every later tile's",
-        file="rtl/gemm.py",
+        file="rtl/ws_dataflow.py",
         edits=(Edit(
             '                total = wire(m, f"acc{c}_total", Mux(mt.m.first_kt, 0, old) + '
             "psums[c], entry)\n",
@@ -235,19 +235,17 @@ MUTATIONS: tuple[Mutation, ...] = (
                 '            with m.State("WRITE"):\n'
                 "                m.d.comb += self.wd.ready.eq(1)\n"
                 "                row = page_w * PL + kvh * head_lines + slot * TL + j\n"
-                "                for k, (_, wp) in enumerate(banks):\n"
-                "                    m.d.comb += [wp.addr.eq(row), "
-                "wp.data.eq(self.wd.payload[k]),\n"
-                "                                 wp.en.eq(self.wd.valid)]\n"
+                "                m.d.comb += [bank_w.addr.eq(row), "
+                "bank_w.data.eq(self.wd.payload),\n"
+                "                             bank_w.en.eq(self.wd.valid)]\n"
                 "                with m.If(self.wd.valid):\n",
                 '            with m.State("WRITE"):\n'
                 "                m.d.comb += self.wd.ready.eq(~wd_gap)\n"
                 "                m.d.sync += wd_gap.eq(~self.wd.valid)\n"
                 "                row = page_w * PL + kvh * head_lines + slot * TL + j\n"
-                "                for k, (_, wp) in enumerate(banks):\n"
-                "                    m.d.comb += [wp.addr.eq(row), "
-                "wp.data.eq(self.wd.payload[k]),\n"
-                "                                 wp.en.eq(self.wd.valid & ~wd_gap)]\n"
+                "                m.d.comb += [bank_w.addr.eq(row), "
+                "bank_w.data.eq(self.wd.payload),\n"
+                "                             bank_w.en.eq(self.wd.valid & ~wd_gap)]\n"
                 "                with m.If(self.wd.valid & ~wd_gap):\n",
             ),
             Edit(
@@ -286,10 +284,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="kvcache-rd-bubble-after-stall",
         models="after a read line that ended a back-pressure stall, `rd.valid` drops for one "
                "cycle before the next line (protocol-legal, data unchanged)",
-        file="rtl/kvcache.py",
+        file="rtl/linereader.py",
         edits=(
-            Edit(_KV_DECL, _KV_DECL
-                 + "        rd_held = Signal()\n"
+            Edit("        advance = Signal()\n",
+                 "        advance = Signal()\n"
+                 "        rd_held = Signal()\n"
                  "        rd_bubble = Signal()\n"
                  "        m.d.sync += [rd_held.eq(self.rd.valid & ~self.rd.ready),\n"
                  "                     rd_bubble.eq(self.rd.valid & self.rd.ready & rd_held)]\n"),
@@ -300,8 +299,8 @@ MUTATIONS: tuple[Mutation, ...] = (
                 "            self.rd.valid.eq(out_valid & ~rd_bubble),\n",
             ),
             Edit(
-                '            "read_stalls": out_valid & ~self.rd.ready,\n',
-                '            "read_stalls": out_valid & ~(self.rd.valid & self.rd.ready),\n',
+                "            self.stall.eq(out_valid & ~self.rd.ready),\n",
+                "            self.stall.eq(out_valid & ~(self.rd.valid & self.rd.ready)),\n",
             ),
         ),
         block="kvcache", params=KVCACHE, tests=("test_workload",), timing=True,
@@ -356,7 +355,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         models="copy-on-write leaves the new page's first line (K, head 0, first token) "
                "uncopied",
         file="rtl/kvcache.py",
-        edits=(Edit("wp.en.eq(copy != 0)]", "wp.en.eq(copy > 1)]"),),
+        edits=(Edit("bank_w.en.eq(copy != 0)]", "bank_w.en.eq(copy > 1)]"),),
         block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
         why="test_edges reads K head 0 of both sides of a fork from token 0 after copies; the "
             "line is stale, so the read data differ (the copy takes as many cycles as before)",

@@ -72,32 +72,28 @@ def random_operands(cfg, rng, m: int, k: int, n: int, *, extreme: bool = False) 
     return Operands(a, b, sa, sb)
 
 
-async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: bool = False):
-    """Run ``jobs`` (``(m, k, n, Operands or None)``; None: a command that must be rejected)
-    back to back and check results, handshake cycles and counters. ``interrupt``: first run
-    the same jobs halfway and reset the engine in the middle of them."""
-    cfg = ctx.config
+async def drive_gemms(dut, ctx, component, array, jobs: list, outputs: int, timed, *,
+                      gaps: bool, interrupt: bool, what: str):
+    """Reset ``component`` (a block with the array's ``cmd``, ``a`` and ``b`` streams and one
+    output stream ``o``), then drive the commands of ``jobs`` (``(m, k, n, Operands or
+    None)``) and the operands of those that run (``array``: the array's config) and take
+    ``outputs`` beats on ``o``, under the workload's schedules (or none). ``interrupt``: first
+    run partway and reset in the middle. Returns what the harness saw and the timed model's
+    prediction, ``timed(shapes, sources, ready)``, fed the same schedules."""
     fill = ctx.rng(9)
-    component = Gemm(cfg)
     codec = codecs(component)
     cmds = codec["cmd"].pack(**{name: [job[d] for job in jobs] for d, name in enumerate("mkn")})
-    a_items, b_items, want, rows_of = [], [], [], []
-    for g, (m, k, n, ops) in enumerate(jobs):
-        if ops is None:
-            continue
-        a_beats, b_beats = operand_beats(cfg, ops, fill)
-        a_items.append(codec["a"].pack_bytes(**a_beats))
-        b_items.append(codec["b"].pack_bytes(**b_beats))
-        rows = result_rows(cfg, gemm(cfg, ops))
-        want += [r.tolist() for r in rows]
-        rows_of += [(g, m, k, n, i) for i in range(len(rows))]
-
+    a_items, b_items = [], []
+    for _, _, _, ops in jobs:
+        if ops is not None:
+            a_beats, b_beats = operand_beats(array, ops, fill)
+            a_items.append(codec["a"].pack_bytes(**a_beats))
+            b_items.append(codec["b"].pack_bytes(**b_beats))
     a_items, b_items = (np.concatenate(rows) if rows else [] for rows in (a_items, b_items))
     await reset(dut, stream_names(component))
     shapes = [(m, k, n) for m, k, n, _ in jobs]
     valid, ready = stream_schedules(ctx, ("cmd", "a", "b"), ("o",), gaps=gaps)
-    model = timing(cfg, shapes, {name: Source(v) for name, v in valid.items()}, ready["o"])
-    what = f"{ctx.describe()}: {test}"
+    model = timed(shapes, {name: Source(v) for name, v in valid.items()}, ready["o"])
 
     def bench():
         return FreeRun(
@@ -105,13 +101,34 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
             component,
             sources={"cmd": (cmds, valid["cmd"]), "a": (a_items, valid["a"]),
                      "b": (b_items, valid["b"])},
-            sinks={"o": (len(want), ready["o"])},
+            sinks={"o": (outputs, ready["o"])},
             watch=("counters",),
         )
 
     if interrupt:
         await reset_midway(dut, what, bench(), model.cycles // 2, zero=("counters", "status"))
     seen = await bench().run(timeout=2 * model.cycles + 2000, expect=model.cycles)
+    return seen, model
+
+
+async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: bool = False):
+    """Run ``jobs`` (``(m, k, n, Operands or None)``; None: a command that must be rejected)
+    back to back and check results, handshake cycles and counters. ``interrupt``: first run
+    the same jobs halfway and reset the engine in the middle of them."""
+    cfg = ctx.config
+    component = Gemm(cfg)
+    want, rows_of = [], []
+    for g, (m, k, n, ops) in enumerate(jobs):
+        if ops is not None:
+            rows = result_rows(cfg, gemm(cfg, ops))
+            want += [r.tolist() for r in rows]
+            rows_of += [(g, m, k, n, i) for i in range(len(rows))]
+    what = f"{ctx.describe()}: {test}"
+    shapes = [(m, k, n) for m, k, n, _ in jobs]
+    seen, model = await drive_gemms(
+        dut, ctx, component, cfg, jobs, len(want),
+        lambda *args: timing(cfg, *args), gaps=gaps, interrupt=interrupt, what=what)
+    codec = codecs(component)
     got = codec["o"].unpack(seen.payloads["o"])[""].tolist()
     mismatches, first, why = scoreboard(what, want, got)
     if first is not None:

@@ -15,29 +15,15 @@ workload; and a reset in the middle of a run.
 from __future__ import annotations
 
 import cocotb
-import numpy as np
 
 from scoville.rtl.formats import MX_BLOCK
 from scoville.rtl.gemm_quant import STATUS, GemmQuant
 from scoville.sim.cycles.gemm_quant import COUNTERS, timing
-from scoville.sim.cycles.stream import Source
-from scoville.sim.golden.gemm import operand_beats
 from scoville.sim.golden.gemm_quant import block_order, gemm_quant
-from scoville.sim.harness import stream_names
 
 from .codec import codecs
-from .gemm import random_operands
-from .kit import (
-    FreeRun,
-    context,
-    read_int,
-    record,
-    reset,
-    reset_midway,
-    scoreboard,
-    stream_schedules,
-    timing_errors,
-)
+from .gemm import drive_gemms, random_operands
+from .kit import context, read_int, record, scoreboard, timing_errors
 
 
 async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: bool = False):
@@ -45,42 +31,21 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
     to back and check blocks, handshake cycles and counters. ``interrupt``: first run the
     same jobs partway and reset the block in the middle of them."""
     cfg = ctx.config
-    fill = ctx.rng(9)
     component = GemmQuant(cfg)
-    codec = codecs(component)
-    cmds = codec["cmd"].pack(**{name: [job[d] for job in jobs] for d, name in enumerate("mkn")})
-    a_items, b_items, want, block_of = [], [], [], []
+    want, block_of = [], []
     for g, (m, k, n, ops) in enumerate(jobs):
         if ops is None:
             continue
-        a_beats, b_beats = operand_beats(cfg.array, ops, fill)
-        a_items.append(codec["a"].pack_bytes(**a_beats))
-        b_items.append(codec["b"].pack_bytes(**b_beats))
         codes, scales = gemm_quant(cfg, ops)
         want += [(c.tolist(), int(s)) for c, s in zip(codes, scales, strict=True)]
         rows, starts = block_order(cfg, m, n)
         block_of += [(g, m, k, n, int(i), int(j)) for i, j in zip(rows, starts, strict=True)]
-
-    a_items, b_items = (np.concatenate(rows) if rows else [] for rows in (a_items, b_items))
-    await reset(dut, stream_names(component))
-    shapes = [(m, k, n) for m, k, n, _ in jobs]
-    valid, ready = stream_schedules(ctx, ("cmd", "a", "b"), ("o",), gaps=gaps)
-    model = timing(cfg, shapes, {name: Source(v) for name, v in valid.items()}, ready["o"])
     what = f"{ctx.describe()}: {test}"
-
-    def bench():
-        return FreeRun(
-            dut,
-            component,
-            sources={"cmd": (cmds, valid["cmd"]), "a": (a_items, valid["a"]),
-                     "b": (b_items, valid["b"])},
-            sinks={"o": (len(want), ready["o"])},
-            watch=("counters",),
-        )
-
-    if interrupt:
-        await reset_midway(dut, what, bench(), model.cycles // 2, zero=("counters", "status"))
-    seen = await bench().run(timeout=2 * model.cycles + 2000, expect=model.cycles)
+    shapes = [(m, k, n) for m, k, n, _ in jobs]
+    seen, model = await drive_gemms(
+        dut, ctx, component, cfg.array, jobs, len(want),
+        lambda *args: timing(cfg, *args), gaps=gaps, interrupt=interrupt, what=what)
+    codec = codecs(component)
     out = codec["o"].unpack(seen.payloads["o"])
     got = [(c.tolist(), int(s)) for c, s in zip(out["codes"], out["scale"], strict=True)]
     mismatches, first, why = scoreboard(what, want, got)

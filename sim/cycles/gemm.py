@@ -129,6 +129,13 @@ class Engine:
     steps it against a command source and a ready schedule; a composed block steps it beside
     its other parts, with the ``cmd`` offer and ``o.ready`` its neighbours give in that cycle.
 
+    Each component of the RTL has its part here: the operand buffers
+    (:class:`~scoville.rtl.opbuffer.OperandBuffer`) are their levels; the dataflow's sequencer
+    (``OsSequencer``, ``WsSequencer``) is the program of :func:`command_steps`, which also
+    places each row of C the array (and ``ws``'s accumulator) emits; the shell
+    (:class:`~scoville.rtl.gemm.Gemm`) is the accept, the stall rule, the output register
+    and the counters.
+
     Parameters
     ----------
     config : GemmConfig

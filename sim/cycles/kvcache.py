@@ -32,6 +32,13 @@ issues one line per cycle and hands the last one over a cycle later (counter ``r
 cycles ``rd`` is not ready are ``read_stalls`` on top). From the request's handshake to its last
 line, a read on an idle engine takes ``READ_LATENCY + N`` cycles.
 
+The components of the RTL map onto the model: the request engine is
+:class:`~scoville.rtl.kvcache.KvCache`'s
+state machine (its page walks are the costs of :class:`~scoville.rtl.pages.PageAllocator`'s
+one-cycle reads), the read engine is :class:`~scoville.rtl.linereader.LineReader`, and the
+banks (:class:`~scoville.rtl.banks.Banks`) take a line a cycle and never conflict, so they add
+no term of their own.
+
 :func:`run_cycles` puts both engines on one time line for streams that keep up: the exact
 cycle count of a request sequence, waits included (the fast path). :func:`timing` is the
 cycle-level model for any stream timing: the request engine's state machine and the read

@@ -1,0 +1,82 @@
+"""The contract between the GEMM engine's shell (:class:`scoville.rtl.gemm.Gemm`) and a dataflow
+(:class:`~scoville.rtl.os_dataflow.OutputStationary`,
+:class:`~scoville.rtl.ws_dataflow.WeightStationary`), and what the dataflows share.
+
+A dataflow runs one fixed schedule per command. Each cycle the shell says whether the schedule
+may advance (``en``); the dataflow says which beats its next step takes and whether it emits a
+row of C. The shell holds the whole engine (``en`` low) when a needed beat has not arrived or the
+row cannot leave, so every part of a dataflow advances together or not at all.
+"""
+
+from amaranth.hdl import Module, Mux, signed, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .comb import wire
+from .fp4_mul import e2m1_product
+
+__all__ = ["CMD", "DIM_BITS", "at_least", "at_most", "dataflow_signature", "mac_shape",
+           "product"]
+
+#: Width of the M, K and N fields of a command (1..65535).
+DIM_BITS = 16
+
+#: A command: the GEMM's shape.
+CMD = data.StructLayout({"m": unsigned(DIM_BITS), "k": unsigned(DIM_BITS),
+                         "n": unsigned(DIM_BITS)})
+
+
+def dataflow_signature(config, a_layout, b_layout) -> wiring.Signature:
+    """The ports of a dataflow, as the dataflow sees them.
+
+    ``cmd``, ``start``
+        The command, taken in a cycle where ``start`` is high (a good one: no zero dimension).
+    ``en``
+        The schedule advances this cycle (every register of the dataflow loads only then).
+    ``a``, ``b``
+        The beats the operand buffers hand over: the one taken by the latest step that took
+        one, from the cycle after (:class:`~scoville.rtl.opbuffer.OperandBuffer`).
+    ``active``
+        A command is running (its steps, or rows of C still to emit).
+    ``need_a``, ``need_b``
+        The next step takes an A beat, a B beat.
+    ``collect``, ``row``
+        The next step emits ``row``, a row of C (``cols`` 32-bit values).
+    """
+    return wiring.Signature({
+        "cmd": In(CMD),
+        "start": In(1),
+        "en": In(1),
+        "a": In(a_layout),
+        "b": In(b_layout),
+        "active": Out(1),
+        "need_a": Out(1),
+        "need_b": Out(1),
+        "collect": Out(1),
+        "row": Out(data.ArrayLayout(32, config.cols)),
+    })
+
+
+def at_least(*values):
+    """The largest of ``values`` (a tree of muxes)."""
+    out = values[0]
+    for v in values[1:]:
+        out = Mux(out > v, out, v)
+    return out
+
+
+def at_most(a, b):
+    """The smaller of ``a`` and ``b``."""
+    return Mux(a < b, a, b)
+
+
+def mac_shape(config):
+    """The shape of a PE's running sum: wrapping INT32, or an exact MX block sum (quarters)."""
+    return signed(16) if config.mx else signed(32)
+
+
+def product(m: Module, config, a, b, name: str):
+    """One PE's product: exact E2M1 x E2M1 in quarters, or the integer product."""
+    if config.mx:
+        return wire(m, name, e2m1_product(a, b))
+    return wire(m, name, a * b)

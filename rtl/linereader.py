@@ -1,0 +1,111 @@
+"""The KV cache's read engine: a read of one head of one sequence streamed as lines."""
+
+from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .ports import read_port
+
+__all__ = ["LineReader"]
+
+
+class LineReader(wiring.Component):
+    """Streams a read's lines on ``rd``, one line per cycle while ``rd`` keeps up.
+
+    A read of ``count`` tokens of head ``head`` of K or V (``kv``) of sequence ``seq`` from
+    token ``start`` walks the head's region of each page (``docs/kvcache.md``): its tokens'
+    lines in order, ``token_lines`` each, through the page table to the pages. The table's
+    port always addresses the entry of the page the next cycle reads from (read a cycle
+    ahead), so a page boundary costs nothing. The banks' read port loads only when the output
+    register moves on, so a line held by back-pressure stays put.
+
+    Attributes
+    ----------
+    start : In(1)
+        Take the read in ``req`` this cycle (only while not ``busy``).
+    req : In(layout)
+        The read: fields ``seq``, ``kv``, ``head``, ``start``, ``count`` (at least the
+        request engine's request register).
+    walk : Out(read_port(...))
+        To the page table's read port for this engine.
+    banks : Out(read_port(..., enable=True))
+        To the banks' read port.
+    rd : Out(stream.Signature(StructLayout(data, last)))
+        The lines; ``last`` on a read's final one.
+    busy : Out(1)
+        Lines to issue or to hand over.
+    stall : Out(1)
+        A line waits for ``rd.ready``.
+    """
+
+    def __init__(self, config, req_layout, table_entries, page):
+        self._config = config
+        line = data.ArrayLayout(unsigned(config.word_bits), config.banks)
+        super().__init__({
+            "start": In(1),
+            "req": In(req_layout),
+            "walk": Out(read_port(table_entries, page)),
+            "banks": Out(read_port(range(config.bank_words), line, enable=True)),
+            "rd": Out(stream.Signature(data.StructLayout({"data": line, "last": 1}))),
+            "busy": Out(1),
+            "stall": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._config
+        H, PT, TL, PL, P = cfg.kv_heads, cfg.page_tokens, cfg.token_lines, cfg.page_lines, \
+            cfg.pages
+        log_pt = PT.bit_length() - 1
+        head_lines = PT * TL
+        r = self.req
+
+        rseq = Signal.like(r.seq)
+        remaining = Signal(range(cfg.max_tokens * TL + 1))
+        region = Signal(range(PL))
+        off = Signal(range(PL))
+        in_page = Signal(range(max(head_lines, 2)))
+        pi = Signal(range(P + 1))
+        out_valid = Signal()
+        out_last = Signal()
+        issue = Signal()
+        advance = Signal()
+
+        def seq_entry(seq, index):
+            """Page-table address of entry ``index`` of ``seq`` (0 when past the end, so
+            that no read port ever addresses outside its memory)."""
+            return Mux(index < P, seq * P + index, 0)
+
+        m.d.comb += [
+            advance.eq(~out_valid | self.rd.ready),
+            self.rd.valid.eq(out_valid),
+            self.rd.payload.last.eq(out_last),
+            self.rd.payload.data.eq(self.banks.data),
+            self.banks.en.eq(advance),
+            self.stall.eq(out_valid & ~self.rd.ready),
+        ]
+        with m.If(advance):
+            m.d.sync += [out_valid.eq(issue), out_last.eq(remaining == 1)]
+
+        page_end = in_page == head_lines - 1
+        step = issue & advance
+        m.d.comb += [
+            issue.eq(remaining != 0),
+            self.busy.eq(issue | out_valid),
+            self.walk.addr.eq(Mux(self.start, seq_entry(r.seq, r.start >> log_pt),
+                                  seq_entry(rseq, pi + (step & page_end)))),
+            self.banks.addr.eq(self.walk.data * PL + off),
+        ]
+        with m.If(step):
+            m.d.sync += remaining.eq(remaining - 1)
+            with m.If(page_end):
+                m.d.sync += [in_page.eq(0), off.eq(region), pi.eq(pi + 1)]
+            with m.Else():
+                m.d.sync += [in_page.eq(in_page + 1), off.eq(off + 1)]
+        with m.If(self.start):
+            start_line = (r.start[:log_pt] * TL) if log_pt else 0
+            base = (r.kv * H + r.head) * head_lines
+            m.d.sync += [rseq.eq(r.seq), pi.eq(r.start >> log_pt), in_page.eq(start_line),
+                         region.eq(base), off.eq(base + start_line),
+                         remaining.eq(r.count * TL)]
+        return m

@@ -1,0 +1,270 @@
+"""The output-stationary dataflow of the GEMM engine: its schedule and its array.
+
+Output tile (ti, tj) of R x C values stays in the array while K steps stream column k of the A
+tile in from the left (row r delayed r cycles) and row k of the B tile in from the top (column c
+delayed c cycles). Tiles follow each other with no gap (``max(K, R, C)`` steps apart); each PE
+keeps a finished result in a second register while the next tile accumulates, and the rows of a
+finished tile leave one per step.
+"""
+
+import functools
+import operator
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .blockdot import mx_block_value, mx_scale_terms
+from .comb import wire
+from .dataflow import CMD, DIM_BITS, at_least, at_most, dataflow_signature, mac_shape, product
+from .formats import MX_BLOCK
+from .fp32_add import fp32_add
+from .pipeline import delay
+
+__all__ = ["OsArray", "OsSequencer", "OutputStationary", "step_layout"]
+
+#: The low bits of K that count elements within an MX block.
+_BLOCK_BITS = (MX_BLOCK - 1).bit_length()
+
+
+def step_layout(config) -> data.StructLayout:
+    """What the schedule tells the array about the step whose beats arrive this cycle:
+    ``valid`` (it took beats), ``first``/``last`` (its k is 0 / K - 1), ``bstart``/``bend``
+    (the first / final element of an MX block along K), ``rows``/``cols`` (which lanes of the
+    tile lie inside M / N)."""
+    return data.StructLayout({"valid": 1, "first": 1, "last": 1, "bstart": 1, "bend": 1,
+                              "rows": config.rows, "cols": config.cols})
+
+
+class OsSequencer(wiring.Component):
+    """The ``os`` schedule: tiles (ti, tj), tj fastest, K steps each, ``max(K, R, C)`` steps
+    apart; it counts the rows of C still to emit, so ``active`` stays high until the last one.
+
+    Attributes
+    ----------
+    cmd, start, en : In
+        As :func:`~scoville.rtl.dataflow.dataflow_signature`.
+    collect : In(1)
+        The array emits a row of C this step.
+    active, need_a, need_b : Out(1)
+        As :func:`~scoville.rtl.dataflow.dataflow_signature` (every step takes one A and one B
+        beat).
+    step : Out(step_layout)
+        Registered when ``en``: the flags of the step that took the beats arriving now.
+    """
+
+    def __init__(self, config):
+        self._config = config
+        super().__init__({
+            "cmd": In(CMD), "start": In(1), "en": In(1), "collect": In(1),
+            "active": Out(1), "need_a": Out(1), "need_b": Out(1),
+            "step": Out(step_layout(config)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._config
+        R, C = cfg.rows, cfg.cols
+        en = self.en
+        M, K, N = (Signal(DIM_BITS, name=f"dim_{d}") for d in "mkn")
+        with m.If(self.start):
+            m.d.sync += [M.eq(self.cmd.m), K.eq(self.cmd.k), N.eq(self.cmd.n)]
+
+        i0 = Signal(DIM_BITS)
+        j0 = Signal(DIM_BITS)
+        k = Signal(DIM_BITS)
+        span = Signal(DIM_BITS)
+        issuing = Signal()
+        pending = Signal(DIM_BITS)
+        stepping = wire(m, "stepping", issuing & (k < K))
+        k_last = wire(m, "k_last", k == K - 1)
+        last_tile = wire(m, "last_tile", (i0 + R >= M) & (j0 + C >= N))
+        tile_rows = wire(m, "tile_rows", at_most(M - i0, R), unsigned(DIM_BITS))
+        m.d.comb += [
+            self.active.eq(issuing | (pending != 0)),
+            self.need_a.eq(stepping),
+            self.need_b.eq(stepping),
+        ]
+        with m.If(self.start):
+            m.d.sync += [i0.eq(0), j0.eq(0), k.eq(0), issuing.eq(1),
+                         span.eq(at_least(self.cmd.k, R, C))]
+        with m.Elif(en & issuing):
+            with m.If(k_last & last_tile):
+                m.d.sync += issuing.eq(0)
+            with m.Elif(k == span - 1):
+                m.d.sync += k.eq(0)
+                with m.If(j0 + C >= N):
+                    m.d.sync += [j0.eq(0), i0.eq(i0 + R)]
+                with m.Else():
+                    m.d.sync += j0.eq(j0 + C)
+            with m.Else():
+                m.d.sync += k.eq(k + 1)
+
+        s1 = self.step
+        with m.If(en):
+            m.d.sync += [
+                s1.valid.eq(stepping),
+                s1.first.eq(k == 0),
+                s1.last.eq(k_last),
+                s1.bstart.eq(k[:_BLOCK_BITS] == 0),
+                s1.bend.eq((k[:_BLOCK_BITS] == MX_BLOCK - 1) | k_last),
+                s1.rows.eq(Cat(r < M - i0 for r in range(R))),
+                s1.cols.eq(Cat(c < N - j0 for c in range(C))),
+            ]
+
+        with m.If(self.start):
+            m.d.sync += pending.eq(0)
+        with m.Elif(en):
+            m.d.sync += pending.eq(
+                pending + Mux(stepping & k_last, tile_rows, 0) - self.collect
+            )
+        return m
+
+
+class OsArray(wiring.Component):
+    """The ``os`` systolic array: A lanes skewed in from the left, B lanes from the top, each
+    PE accumulating its output of the tile; the rows of a finished tile leave one per step.
+
+    In each PE, ``int8``/``int4``: the exact product added to a wrapping INT32 sum. ``mxfp4``:
+    the exact E2M1 product added to the block's sum (quarters); at a block's last element
+    ``sum * 2**(sa + sb - 254)`` rounded once to FP32 and added to the PE's FP32 sum. A
+    finished output moves to the PE's result register with the tile's last step. The PEs are
+    built flat into this module (no module per PE: Verilator's build time grows with modules).
+
+    Attributes
+    ----------
+    en : In(1)
+        The engine advances (every register loads only then).
+    step : In(step_layout)
+        The sequencer's flags of the step whose beats are on ``a`` and ``b``.
+    a, b : In(...)
+        The operand beats taken by that step.
+    collect : Out(1)
+        A PE row's finished results reach the end of the row this step (at most one row).
+    row : Out(ArrayLayout(32, cols))
+        That row of C.
+    """
+
+    def __init__(self, config, a_layout, b_layout):
+        self._config = config
+        super().__init__({
+            "en": In(1), "step": In(step_layout(config)),
+            "a": In(a_layout), "b": In(b_layout),
+            "collect": Out(1), "row": Out(data.ArrayLayout(32, config.cols)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._config
+        R, C = cfg.rows, cfg.cols
+        en, s1 = self.en, self.step
+        # What travels with each A element (and, below, each B element); the MX fields only
+        # in MX arrays, so that an integer PE carries nothing it does not use.
+        mx_fields = {"bstart": 1, "bend": 1, "sa": 8} if cfg.mx else {}
+        flow = data.StructLayout({
+            "valid": 1, "first": 1, "last": 1, "row": 1, "a": self.a.data[0].shape(),
+            **mx_fields,
+        })
+        adata, bdata = self.a, self.b
+        left = []
+        for r in range(R):
+            lane = Signal(flow, name=f"a_lane{r}")
+            m.d.comb += [
+                lane.valid.eq(s1.valid), lane.first.eq(s1.first), lane.last.eq(s1.last),
+                lane.row.eq(s1.rows[r]), lane.a.eq(adata.data[r]),
+            ]
+            if cfg.mx:
+                m.d.comb += [lane.bstart.eq(s1.bstart), lane.bend.eq(s1.bend),
+                             lane.sa.eq(adata.scale[r] if R > 1 else adata.scale)]
+            left.append(delay(m, lane, r, en, name=f"a_skew{r}"))
+        btype = data.StructLayout({"b": bdata.data[0].shape(),
+                                   **({"sb": 8, "on": 1} if cfg.mx else {})})
+        top = []
+        for c in range(C):
+            lane = Signal(btype, name=f"b_lane{c}")
+            m.d.comb += lane.b.eq(Mux(s1.cols[c], bdata.data[c], 0))
+            if cfg.mx:
+                scale = bdata.scale[c] if C > 1 else bdata.scale
+                m.d.comb += [lane.sb.eq(Mux(s1.cols[c], scale, 127)), lane.on.eq(s1.cols[c])]
+            top.append(delay(m, lane, c, en, name=f"b_skew{c}"))
+
+        res = [[None] * C for _ in range(R)]
+        collect = []
+        for r in range(R):
+            a_in = left[r]
+            for c in range(C):
+                b_in = top[c]
+                res[r][c] = self._pe(m, r, c, a_in, b_in)
+                a_out = Signal(flow, name=f"pe{r}_{c}_a")
+                with m.If(en):
+                    m.d.sync += a_out.eq(a_in)
+                a_in = a_out
+                if r < R - 1:
+                    b_out = Signal(btype, name=f"pe{r}_{c}_b")
+                    with m.If(en):
+                        m.d.sync += b_out.eq(b_in)
+                    top[c] = b_out
+            collect.append(wire(m, f"collect{r}", a_in.valid & a_in.last & a_in.row))
+
+        # At most one row collects in a step (tiles are at least R steps apart): an AND-OR mux.
+        m.d.comb += [
+            self.row.eq(functools.reduce(
+                operator.or_, (Mux(collect[r], Cat(res[r]), 0) for r in range(R)))),
+            self.collect.eq(Cat(collect).any()),
+        ]
+        return m
+
+    def _pe(self, m: Module, r: int, c: int, a_in, b_in) -> Signal:
+        """PE (r, c): accumulates its output while its inputs are valid; returns the register
+        holding its latest finished result."""
+        cfg, en = self._config, self.en
+        name = f"pe{r}_{c}"
+        prod = product(m, cfg, a_in.a, b_in.b, f"{name}_prod")
+        sums = Signal(mac_shape(cfg), name=f"{name}_sum")
+        res = Signal(32, name=f"{name}_res")
+        if cfg.mx:
+            fresh = wire(m, f"{name}_bs", Mux(a_in.bstart, 0, sums) + prod, mac_shape(cfg))
+            fp = Signal(32, name=f"{name}_fp")
+            # A column beyond N gives +0 even when its row's scale is NaN.
+            value = Mux(b_in.on, mx_block_value(m, fresh, **mx_scale_terms(a_in.sa, b_in.sb),
+                                                    name=f"{name}_blk"), 0)
+            total = wire(m, f"{name}_total", fp32_add(m, Mux(a_in.first, 0, fp), value,
+                                                      name=f"{name}_add"))
+            with m.If(en & a_in.valid):
+                m.d.sync += sums.eq(fresh)
+                with m.If(a_in.bend):
+                    m.d.sync += fp.eq(total)
+                with m.Elif(a_in.first):
+                    m.d.sync += fp.eq(0)
+        else:
+            total = wire(m, f"{name}_total", Mux(a_in.first, 0, sums) + prod, mac_shape(cfg))
+            with m.If(en & a_in.valid):
+                m.d.sync += sums.eq(total)
+        with m.If(en & a_in.valid & a_in.last):
+            m.d.sync += res.eq(total)
+        return res
+
+
+class OutputStationary(wiring.Component):
+    """The ``os`` dataflow: :class:`OsSequencer` and :class:`OsArray` joined (ports:
+    :func:`~scoville.rtl.dataflow.dataflow_signature`)."""
+
+    def __init__(self, config, a_layout, b_layout):
+        self._config = config
+        self._layouts = (a_layout, b_layout)
+        super().__init__(dataflow_signature(config, a_layout, b_layout))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.seq = seq = OsSequencer(self._config)
+        m.submodules.array = array = OsArray(self._config, *self._layouts)
+        m.d.comb += [
+            seq.cmd.eq(self.cmd), seq.start.eq(self.start), seq.en.eq(self.en),
+            seq.collect.eq(array.collect),
+            array.en.eq(self.en), array.step.eq(seq.step),
+            array.a.eq(self.a), array.b.eq(self.b),
+            self.active.eq(seq.active), self.need_a.eq(seq.need_a),
+            self.need_b.eq(seq.need_b), self.collect.eq(array.collect),
+            self.row.eq(array.row),
+        ]
+        return m
