@@ -8,15 +8,15 @@ row of C. The shell holds the whole engine (``en`` low) when a needed beat has n
 row cannot leave, so every part of a dataflow advances together or not at all.
 """
 
-from amaranth.hdl import Module, Mux, signed, unsigned
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .comb import wire
 from .fp4_mul import e2m1_product
 
-__all__ = ["CMD", "DIM_BITS", "at_least", "at_most", "dataflow_signature", "mac_shape",
-           "product"]
+__all__ = ["CMD", "DIM_BITS", "at_least", "at_most", "command_dims", "dataflow_signature",
+           "mac_shape", "product", "sequencer_members"]
 
 #: Width of the M, K and N fields of a command (1..65535).
 DIM_BITS = 16
@@ -55,6 +55,24 @@ def dataflow_signature(config, a_layout, b_layout) -> wiring.Signature:
         "collect": Out(1),
         "row": Out(data.ArrayLayout(32, config.cols)),
     })
+
+
+def sequencer_members(**outputs) -> dict:
+    """The ports of a dataflow's sequencer: the command side of the contract (``cmd``,
+    ``start``, ``en`` in; ``active``, ``need_a``, ``need_b`` out), ``collect`` in (the array
+    emits a row of C this step: the sequencer counts the rows still to come), and
+    ``outputs``, what it tells its array."""
+    return {"cmd": In(CMD), "start": In(1), "en": In(1), "collect": In(1),
+            "active": Out(1), "need_a": Out(1), "need_b": Out(1), **outputs}
+
+
+def command_dims(m: Module, sequencer) -> tuple[Signal, Signal, Signal]:
+    """The running command's M, K and N: registered from ``cmd`` when ``start``."""
+    dims = tuple(Signal(DIM_BITS, name=f"dim_{d}") for d in "mkn")
+    with m.If(sequencer.start):
+        m.d.sync += [dim.eq(getattr(sequencer.cmd, d)) for dim, d in zip(dims, "mkn",
+                                                                          strict=True)]
+    return dims
 
 
 def at_least(*values):

@@ -40,7 +40,8 @@ from .os_dataflow import OutputStationary
 from .params import ParamError, check_choice, check_int, param
 from .ws_dataflow import WeightStationary
 
-__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "STATUS", "Gemm", "GemmConfig", "operand_layouts"]
+__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "STATUS", "Gemm", "GemmConfig", "command_members",
+           "operand_layouts"]
 
 #: The element formats (their widths: :data:`~scoville.rtl.formats.ELEMENT_BITS`).
 FORMATS = ("int8", "int4", "mxfp4")
@@ -114,6 +115,19 @@ def operand_layouts(config: GemmConfig) -> tuple[data.StructLayout, data.StructL
             _beat(config, cols, cols))
 
 
+def command_members(a_layout, b_layout, out_layout, counters) -> dict:
+    """The ports of a block driven like the engine: ``cmd`` (one GEMM per command), the
+    operand streams ``a`` and ``b``, the output stream ``o``, ``status`` and ``counters``."""
+    return {
+        "cmd": In(stream.Signature(CMD)),
+        "a": In(stream.Signature(a_layout)),
+        "b": In(stream.Signature(b_layout)),
+        "o": Out(stream.Signature(out_layout)),
+        "status": Out(2),
+        "counters": Out(counters),
+    }
+
+
 class Gemm(wiring.Component):
     """C = A x B on a ``rows`` x ``cols`` systolic array, tile by tile.
 
@@ -147,14 +161,8 @@ class Gemm(wiring.Component):
         self._config = config
         self.a_layout, self.b_layout = operand_layouts(config)
         self.out_layout = data.ArrayLayout(32, config.cols)
-        super().__init__({
-            "cmd": In(stream.Signature(CMD)),
-            "a": In(stream.Signature(self.a_layout)),
-            "b": In(stream.Signature(self.b_layout)),
-            "o": Out(stream.Signature(self.out_layout)),
-            "status": Out(2),
-            "counters": Out(COUNTERS),
-        })
+        super().__init__(command_members(self.a_layout, self.b_layout, self.out_layout,
+                                         COUNTERS))
 
     @property
     def config(self) -> GemmConfig:

@@ -18,14 +18,12 @@ A front end checks each command and hands a good one to the array and, in the sa
 from dataclasses import dataclass
 
 from amaranth.hdl import Module, Mux
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data, wiring
 
 from .counters import counter_layout
-from .dataflow import CMD
 from .formats import MX_BLOCK
 from .gemm import COUNTERS as GEMM_COUNTERS
-from .gemm import Gemm, GemmConfig, operand_layouts
+from .gemm import Gemm, GemmConfig, command_members, operand_layouts
 from .mx_quant import OUT_LAYOUT, MxQuant, MxQuantConfig
 from .params import check_choice, check_int, param, part
 from .reblock import Reblock
@@ -102,14 +100,8 @@ class GemmQuant(wiring.Component):
         self._config = config
         self.a_layout, self.b_layout = operand_layouts(config.array)
         self.out_layout = OUT_LAYOUT
-        super().__init__({
-            "cmd": In(stream.Signature(CMD)),
-            "a": In(stream.Signature(self.a_layout)),
-            "b": In(stream.Signature(self.b_layout)),
-            "o": Out(stream.Signature(self.out_layout)),
-            "status": Out(2),
-            "counters": Out(COUNTERS),
-        })
+        super().__init__(command_members(self.a_layout, self.b_layout, self.out_layout,
+                                         COUNTERS))
 
     @property
     def config(self) -> GemmQuantConfig:

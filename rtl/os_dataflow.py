@@ -16,7 +16,16 @@ from amaranth.lib.wiring import In, Out
 
 from .blockdot import mx_block_value, mx_scale_terms
 from .comb import wire
-from .dataflow import CMD, DIM_BITS, at_least, at_most, dataflow_signature, mac_shape, product
+from .dataflow import (
+    DIM_BITS,
+    at_least,
+    at_most,
+    command_dims,
+    dataflow_signature,
+    mac_shape,
+    product,
+    sequencer_members,
+)
 from .formats import MX_BLOCK
 from .fp32_add import fp32_add
 from .pipeline import delay
@@ -42,33 +51,23 @@ class OsSequencer(wiring.Component):
 
     Attributes
     ----------
-    cmd, start, en : In
-        As :func:`~scoville.rtl.dataflow.dataflow_signature`.
-    collect : In(1)
-        The array emits a row of C this step.
-    active, need_a, need_b : Out(1)
-        As :func:`~scoville.rtl.dataflow.dataflow_signature` (every step takes one A and one B
-        beat).
+    cmd, start, en, collect, active, need_a, need_b
+        As :func:`~scoville.rtl.dataflow.sequencer_members` (``collect`` from the array;
+        every step takes one A and one B beat).
     step : Out(step_layout)
         Registered when ``en``: the flags of the step that took the beats arriving now.
     """
 
     def __init__(self, config):
         self._config = config
-        super().__init__({
-            "cmd": In(CMD), "start": In(1), "en": In(1), "collect": In(1),
-            "active": Out(1), "need_a": Out(1), "need_b": Out(1),
-            "step": Out(step_layout(config)),
-        })
+        super().__init__(sequencer_members(step=Out(step_layout(config))))
 
     def elaborate(self, platform):
         m = Module()
         cfg = self._config
         R, C = cfg.rows, cfg.cols
         en = self.en
-        M, K, N = (Signal(DIM_BITS, name=f"dim_{d}") for d in "mkn")
-        with m.If(self.start):
-            m.d.sync += [M.eq(self.cmd.m), K.eq(self.cmd.k), N.eq(self.cmd.n)]
+        M, K, N = command_dims(m, self)
 
         i0 = Signal(DIM_BITS)
         j0 = Signal(DIM_BITS)

@@ -14,7 +14,16 @@ from amaranth.lib.wiring import In, Out
 
 from .blockdot import mx_block_value, mx_scale_terms
 from .comb import wire
-from .dataflow import CMD, DIM_BITS, at_least, at_most, dataflow_signature, mac_shape, product
+from .dataflow import (
+    DIM_BITS,
+    at_least,
+    at_most,
+    command_dims,
+    dataflow_signature,
+    mac_shape,
+    product,
+    sequencer_members,
+)
 from .fp32_add import fp32_add
 from .pipeline import delay
 
@@ -47,12 +56,9 @@ class WsSequencer(wiring.Component):
 
     Attributes
     ----------
-    cmd, start, en : In
-        As :func:`~scoville.rtl.dataflow.dataflow_signature`.
-    collect : In(1)
-        The accumulator emits a row of C this step.
-    active, need_a, need_b : Out(1)
-        As :func:`~scoville.rtl.dataflow.dataflow_signature`.
+    cmd, start, en, collect, active, need_a, need_b
+        As :func:`~scoville.rtl.dataflow.sequencer_members` (``collect`` from the
+        accumulator).
     meta : Out(row_layout)
         Registered when ``en``: the metadata of the A row arriving now.
     swap : Out(1)
@@ -63,11 +69,8 @@ class WsSequencer(wiring.Component):
 
     def __init__(self, config):
         self._config = config
-        super().__init__({
-            "cmd": In(CMD), "start": In(1), "en": In(1), "collect": In(1),
-            "active": Out(1), "need_a": Out(1), "need_b": Out(1),
-            "meta": Out(row_layout(config)), "swap": Out(1), "bus": Out(bus_layout(config)),
-        })
+        super().__init__(sequencer_members(meta=Out(row_layout(config)), swap=Out(1),
+                                           bus=Out(bus_layout(config))))
 
     def elaborate(self, platform):
         m = Module()
@@ -75,9 +78,7 @@ class WsSequencer(wiring.Component):
         R, C, AR = cfg.rows, cfg.cols, cfg.acc_rows
         en = self.en
         dim = unsigned(DIM_BITS)
-        M, K, N = (Signal(DIM_BITS, name=f"dim_{d}") for d in "mkn")
-        with m.If(self.start):
-            m.d.sync += [M.eq(self.cmd.m), K.eq(self.cmd.k), N.eq(self.cmd.n)]
+        M, K, N = command_dims(m, self)
 
         j0, c0, k0, s = (Signal(dim, name=n) for n in ("j0", "c0", "k0", "step"))
         span, mc = Signal(dim), Signal(dim)
