@@ -25,7 +25,7 @@ from .formats import MX_BLOCK
 from .gemm import COUNTERS as GEMM_COUNTERS
 from .gemm import Gemm, GemmConfig, command_members, operand_layouts
 from .mx_quant import OUT_LAYOUT, MxQuant, MxQuantConfig
-from .params import check_choice, check_int, param, part
+from .params import check_int, check_parts, param, part
 from .reblock import Reblock
 
 __all__ = ["COUNTERS", "STATUS", "GemmQuant", "GemmQuantConfig"]
@@ -57,15 +57,14 @@ class GemmQuantConfig:
         The buffer holds ``groups`` groups of ``array.rows`` lines of 32 FP32 values.
     """
 
-    array: GemmConfig = part(GemmConfig(fmt="mxfp4"), "the GEMM array (block gemm)")
-    quant: MxQuantConfig = part(MxQuantConfig(), "the MX quantizer (block mx_quant)")
+    array: GemmConfig = part(GemmConfig(fmt="mxfp4"), "the GEMM array (block gemm)",
+                             restrict={"fmt": ("mxfp4",), "dataflow": ("os",), "cols": COLS})
+    quant: MxQuantConfig = part(MxQuantConfig(), "the MX quantizer (block mx_quant)",
+                                restrict={"in_fmt": ("fp32",)})
     groups: int = param(2, "1..8", "buffer: groups of array.rows lines of 32 values")
 
     def __post_init__(self):
-        check_choice("array.fmt", self.array.fmt, ("mxfp4",))
-        check_choice("array.dataflow", self.array.dataflow, ("os",))
-        check_int("array.cols", self.array.cols, 1, MX_BLOCK, choices=COLS)
-        check_choice("quant.in_fmt", self.quant.in_fmt, ("fp32",))
+        check_parts(self)
         check_int("groups", self.groups, 1, 8)
 
     @staticmethod
@@ -82,7 +81,8 @@ class GemmQuant(wiring.Component):
     Attributes
     ----------
     cmd : In(stream.Signature(StructLayout(m, k, n)))
-        One GEMM per command, taken when the array is idle. Rejected, with nothing else
+        One GEMM per command, taken when the array is idle and the buffer's command queue
+        has room (a bad command too: it waits behind a running one). Rejected, with nothing else
         changed (``status``, ``rejected`` + 1): a zero dimension (``zero_dim``), N not a
         multiple of 32 (``n_not_blocks``).
     a, b : In(stream.Signature(...))
@@ -121,7 +121,7 @@ class GemmQuant(wiring.Component):
 
         cmd = self.cmd.payload
         zero = (cmd.m == 0) | (cmd.k == 0) | (cmd.n == 0)
-        partial = cmd.n[:5] != 0
+        partial = cmd.n % MX_BLOCK != 0
         good = self.cmd.valid & ~zero & ~partial
         m.d.comb += [
             self.cmd.ready.eq(array.cmd.ready & reblock.cmd.ready),

@@ -17,12 +17,14 @@ import dataclasses
 import re
 import typing
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
+    "Param",
     "ParamError",
     "build_config",
     "check_choice",
+    "check_parts",
     "check_int",
     "check_prob",
     "flat_params",
@@ -35,11 +37,24 @@ __all__ = [
 class ParamError(ValueError):
     """A parameter has a bad value; the message is one line naming it and what is allowed."""
 
-    def within(self, prefix: str) -> ParamError:
+    def within(self, prefix: str, names=()) -> ParamError:
         """The same error for the parameters of the part ``prefix`` of a composed config:
-        every ``parameter 'NAME'`` in the message becomes ``parameter 'PREFIX.NAME'``."""
+        every ``parameter 'NAME'`` in the message becomes ``parameter 'PREFIX.NAME'``, and
+        every ``NAME=`` of one of ``names`` (the part's parameters) ``PREFIX.NAME=``."""
         text = re.sub(r"parameter '([\w.]+)'", rf"parameter '{prefix}.\1'", str(self))
+        for name in names:
+            text = re.sub(rf"(?<![\w.']){name}=", f"{prefix}.{name}=", text)
         return ParamError(text)
+
+
+class Param(NamedTuple):
+    """One parameter of a config class, parts' included (:func:`param_tree`)."""
+
+    name: str  # the dotted name
+    owner: type  # the class that declares it
+    field: dataclasses.Field
+    default: Any  # its default in this config (a composition may change a part's)
+    allowed: str  # its allowed values in this config, in words
 
 
 def param(default: Any, allowed: str, doc: str = "") -> Any:
@@ -47,12 +62,32 @@ def param(default: Any, allowed: str, doc: str = "") -> Any:
     return dataclasses.field(default=default, metadata={"allowed": allowed, "doc": doc})
 
 
-def part(default: Any, doc: str = "") -> Any:
+def part(default: Any, doc: str = "", restrict: dict[str, tuple] | None = None) -> Any:
     """A dataclass field holding a part's config (a frozen dataclass instance): its parameters
-    are the composed config's, named ``FIELD.NAME``."""
+    are the composed config's, named ``FIELD.NAME``. ``restrict`` narrows some of them to the
+    values the composition works with (``{"dataflow": ("os",)}``); :func:`build_config` checks
+    them before it builds the part, :func:`check_parts` (from the composed config's
+    ``__post_init__``) on any instance, and :func:`param_tree` lists them as the allowed
+    values."""
     if not dataclasses.is_dataclass(default) or isinstance(default, type):
         raise TypeError(f"part() takes a config instance; got {default!r}")
-    return dataclasses.field(default=default, metadata={"part": True, "doc": doc})
+    return dataclasses.field(default=default, metadata={"part": True, "doc": doc,
+                                                        "restrict": dict(restrict or {})})
+
+
+def check_parts(config: Any) -> None:
+    """Check the parameters of every part of ``config`` against the values its composition
+    allows (``part(..., restrict=...)``); the error names the full dotted path."""
+    for f in dataclasses.fields(config):
+        if is_part(f):
+            _check_restricted(f"{f.name}.", getattr(config, f.name).__dict__,
+                              f.metadata["restrict"])
+
+
+def _check_restricted(prefix: str, values: dict[str, Any], restrict: dict[str, tuple]) -> None:
+    for name, choices in restrict.items():
+        if name in values:
+            check_choice(f"{prefix}{name}", values[name], choices)
 
 
 def is_part(f: dataclasses.Field) -> bool:
@@ -60,21 +95,22 @@ def is_part(f: dataclasses.Field) -> bool:
     return bool(f.metadata.get("part"))
 
 
-def param_tree(cls: type, prefix: str = "") -> Iterator[tuple[str, type, dataclasses.Field,
-                                                             Any]]:
+def param_tree(cls: type, prefix: str = "") -> Iterator[Param]:
     """Every parameter of config class ``cls``, parts' parameters included, in declaration
-    order: ``(dotted name, class that declares it, field, default in this config)``."""
-    yield from _tree(cls, prefix, None)
+    order."""
+    yield from _tree(cls, prefix, None, {})
 
 
-def _tree(cls, prefix, instance):
+def _tree(cls, prefix, instance, restrict):
     for f in dataclasses.fields(cls):
         name = f"{prefix}{f.name}"
         default = f.default if instance is None else getattr(instance, f.name)
         if is_part(f):
-            yield from _tree(type(default), f"{name}.", default)
+            yield from _tree(type(default), f"{name}.", default, f.metadata["restrict"])
+        elif f.name in restrict:
+            yield Param(name, cls, f, default, ", ".join(map(str, restrict[f.name])))
         else:
-            yield name, cls, f, default
+            yield Param(name, cls, f, default, f.metadata.get("allowed", "any"))
 
 
 def flat_params(config: Any, prefix: str = "") -> dict[str, Any]:
@@ -104,10 +140,10 @@ def build_config(cls: type, values: dict[str, Any],
     ParamError
         An unknown name (with the allowed ones), or a bad value (naming its full path).
     """
-    return _build(cls, values, coerce, base, "")
+    return _build(cls, values, coerce, base, "", {})
 
 
-def _build(cls, values, coerce, base, prefix):
+def _build(cls, values, coerce, base, prefix, restrict):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls)
     own: dict[str, Any] = {}
@@ -115,11 +151,18 @@ def _build(cls, values, coerce, base, prefix):
     for name, value in values.items():
         head, dot, rest = name.partition(".")
         f = fields.get(head)
-        if f is not None and is_part(f) and not dot and isinstance(value, dict):
-            nested.setdefault(head, {}).update(value)
-            continue
+        if f is not None and is_part(f) and not dot:
+            if isinstance(value, dict):
+                nested.setdefault(head, {}).update(value)
+                continue
+            if isinstance(value, type(f.default)):
+                nested.setdefault(head, {}).update(flat_params(value))
+                continue
+            names = [p.name for p in param_tree(type(f.default), f"{prefix}{name}.")]
+            raise ParamError(f"parameter '{prefix}{name}' is a part: set its parameters as "
+                             f"'{prefix}{name}.NAME'; allowed: {', '.join(names)}")
         if f is None or is_part(f) != bool(dot):
-            known = [n for n, *_ in param_tree(cls, prefix)]
+            known = [p.name for p in param_tree(cls, prefix)]
             raise ParamError(f"unknown parameter '{prefix}{name}'; allowed: {', '.join(known)}")
         if dot:
             nested.setdefault(head, {})[rest] = value
@@ -128,15 +171,20 @@ def _build(cls, values, coerce, base, prefix):
                 value = coerce(f"{prefix}{name}", value, hints[name],
                                f.metadata.get("allowed", "any"))
             own[name] = value
+    # What the composition allows is checked first: it says why a part's value is out.
+    _check_restricted(prefix, own, restrict)
     for head, sub in nested.items():
         start = getattr(base, head) if base is not None else fields[head].default
-        own[head] = _build(type(start), sub, coerce, start, f"{prefix}{head}.")
+        own[head] = _build(type(start), sub, coerce, start, f"{prefix}{head}.",
+                           fields[head].metadata["restrict"])
     try:
         if base is not None:
             return dataclasses.replace(base, **own)
         return cls(**own)
     except ParamError as err:
-        raise err.within(prefix.rstrip(".")) if prefix else err from None
+        if not prefix:
+            raise
+        raise err.within(prefix.rstrip("."), fields) from None
 
 
 def allowed(cls: type, name: str) -> str:

@@ -36,12 +36,13 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .dataflow import DIM_BITS
 from .formats import MX_BLOCK
 
-__all__ = ["CMD_DEPTH", "DIM_BITS", "Reblock"]
+__all__ = ["CMD_DEPTH", "Reblock"]
 
-#: Width of M and N of a command.
-DIM_BITS = 16
+#: The low bits of N that count columns within an MX block.
+_BLOCK_BITS = (MX_BLOCK - 1).bit_length()
 
 #: Commands the buffer queues: the one whose rows arrive and the next.
 CMD_DEPTH = 2
@@ -103,7 +104,7 @@ class Reblock(wiring.Component):
         # group lg of the row tile at i0; group ring index grp).
         r = Signal(range(max(R, 2)))
         t = Signal(range(max(parts, 2)))
-        lg = Signal(DIM_BITS - 5)
+        lg = Signal(DIM_BITS - _BLOCK_BITS)
         i0 = Signal(DIM_BITS)
         grp = Signal(range(max(G, 2)))
         base = Signal(range(max(lines, 2)))  # grp * R
@@ -114,13 +115,16 @@ class Reblock(wiring.Component):
         m.d.comb += left.eq(cur.m - i0)
         row_last = (r == R - 1) | (r + 1 == left)
         part_last = t == parts - 1
-        group_last = lg == (cur.n >> 5) - 1
+        group_last = lg == (cur.n >> _BLOCK_BITS) - 1
         tile_last = i0 + R >= cur.m
         free = ~(occupied >> slot)[0]
         m.d.comb += self.i.ready.eq(cmdq.r_rdy & ((t != 0) | free))
         write = self.i.valid & self.i.ready
 
-        m.submodules.mem = mem = Memory(shape=data.ArrayLayout(32, MX_BLOCK), depth=lines,
+        # At least two entries: a one-entry memory (or FIFO) has no address bits, a zero-width
+        # range Verilator's lint rejects (one array row and one group); the spare is unused.
+        room = max(lines, 2)
+        m.submodules.mem = mem = Memory(shape=data.ArrayLayout(32, MX_BLOCK), depth=room,
                                         init=[])
         wp = mem.write_port(granularity=C if parts > 1 else None)
         rp = mem.read_port()
@@ -129,7 +133,7 @@ class Reblock(wiring.Component):
             wp.data.eq(Cat(*([self.i.payload.as_value()] * parts))),
             wp.en.eq(Mux(write, Const(1, parts) << t, 0) if parts > 1 else write),
         ]
-        m.submodules.done = done = SyncFIFO(width=max(lines - 1, 1).bit_length(), depth=lines)
+        m.submodules.done = done = SyncFIFO(width=(room - 1).bit_length(), depth=room)
         m.d.comb += [done.w_en.eq(write & part_last), done.w_data.eq(slot)]
         with m.If(write):
             with m.If(~row_last):

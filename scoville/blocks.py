@@ -69,8 +69,10 @@ class Block:
         The golden model: ``golden(config, ...)`` computes the block's outputs, bit for bit
         (a function or class of ``sim/golden``).
     timed : callable
-        The timed model: ``timed(config or latency, transactions, sources, ready)`` returns a
-        :class:`~scoville.sim.cycles.stream.Timing` (a function of ``sim/cycles``).
+        The timed model, a function of ``sim/cycles`` returning a
+        :class:`~scoville.sim.cycles.stream.Timing` from the block's config (or, for the
+        stalling pipelines, the component's latency), its transactions and the streams'
+        schedules; each block's own arguments are in its docstring.
     testbench : str
         The cocotb test module.
     parts : dict of str to str
@@ -99,8 +101,8 @@ class Block:
     def param_fields(self) -> dict[str, tuple[type, dataclasses.Field]]:
         """Every parameter by its dotted name (a part's ``array.rows``), with the class that
         declares it and its field."""
-        return {name: (cls, f) for cls_ in (self.config, self.workload)
-                for name, cls, f, _ in param_tree(cls_)}
+        return {p.name: (p.owner, p.field) for cls in (self.config, self.workload)
+                for p in param_tree(cls)}
 
 
 BLOCKS: dict[str, Block] = {

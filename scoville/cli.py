@@ -75,14 +75,14 @@ def _cmd_list() -> int:
         parts = block.parts
         for kind, cls in (("hw", block.config), ("workload", block.workload)):
             shown = set()
-            for name, _, f, default in param_tree(cls):
+            for name, _, _, default, allowed in param_tree(cls):
                 head = name.partition(".")[0]
                 if "." in name and head not in shown:
                     shown.add(head)
                     print(f"    {head + '.':<22} part of block {parts.get(head, '?')}")
                 indent = "  " if "." in name else ""
                 print(f"    {indent}{name:<{22 - len(indent)}} {kind:<9} default {default!s:<8} "
-                      f"allowed {f.metadata['allowed']}")
+                      f"allowed {allowed}")
     return EXIT_OK
 
 

@@ -44,15 +44,15 @@ def by_length(rows, model) -> list:
     return out
 
 
-async def check_block_dot(dut, test, rows, want, *, block, latency, gaps, tail=None,
-                          interrupt=False):
-    """Drive ``rows`` through a block dot unit and compare with ``want`` (uint32 bits)."""
+async def check_block_dot(dut, test, rows, want, *, block, gaps, tail=None, interrupt=False):
+    """Drive ``rows`` through a block dot unit and compare with ``want`` (uint32 bits); the
+    timed model takes the unit's latency from its component."""
     ctx = context()
     inputs, emits = beats(rows, lanes=ctx.config.lanes, block=block, tail=tail)
     await check_stream(
         dut, ctx, test, inputs, [f"{int(w):08x}" for w in want],
         decode=lambda out: [f"{int(w):08x}" for w in out[""]],
-        latency=latency, gaps=gaps, emits=emits, interrupt=interrupt,
+        latency=ctx.component.latency, gaps=gaps, emits=emits, interrupt=interrupt,
         describe=lambda k: "row=" + repr([list(map(int, x)) if hasattr(x, "__len__") else x
                                           for x in rows[k]]),
         blocks=sum(len(r[2]) for r in rows),

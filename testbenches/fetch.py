@@ -19,14 +19,13 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
-from scoville.rtl.fetch import COUNTERS, Fetch
+from scoville.rtl.fetch import COUNTERS
 from scoville.sim.cycles.fetch import timing
 from scoville.sim.cycles.memory import MemoryAgent
 from scoville.sim.cycles.stream import Source
 from scoville.sim.golden.fetch import fetch
 from scoville.sim.harness import MEM_DEPTH, MEM_QUEUE, stream_names
 
-from .codec import codecs
 from .freerun import Memory
 from .kit import (
     FreeRun,
@@ -68,8 +67,7 @@ async def run_commands(dut, ctx, test: str, commands: list[tuple[int, int]], *, 
     cfg, w = ctx.config, ctx.workload
     latency = w.mem_latency if latency is None else latency
     bpc = w.mem_bytes_per_cycle if bytes_per_cycle is None else bytes_per_cycle
-    component = Fetch(cfg)
-    codec = codecs(component)
+    component, codec = ctx.component, ctx.codecs
     rows, values = memory_image(cfg, ctx.rng(7))
     want = fetch(cfg, values, commands)
     cmds = codec["cmd"].pack_bytes(addr=[a for a, _ in commands], len=[n for _, n in commands])

@@ -19,7 +19,7 @@ import cocotb
 import numpy as np
 
 from scoville.rtl.formats import MX_BLOCK
-from scoville.rtl.gemm import STATUS, Gemm
+from scoville.rtl.gemm import STATUS
 from scoville.sim.cycles.gemm import (
     COUNTERS,
     ideal_cycles,
@@ -32,7 +32,6 @@ from scoville.sim.cycles.stream import Source
 from scoville.sim.golden.gemm import Operands, gemm, operand_beats, result_rows
 from scoville.sim.harness import stream_names
 
-from .codec import codecs
 from .kit import (
     FreeRun,
     context,
@@ -72,16 +71,16 @@ def random_operands(cfg, rng, m: int, k: int, n: int, *, extreme: bool = False) 
     return Operands(a, b, sa, sb)
 
 
-async def drive_gemms(dut, ctx, component, array, jobs: list, outputs: int, timed, *,
+async def drive_gemms(dut, ctx, array, jobs: list, outputs: int, timed, *,
                       gaps: bool, interrupt: bool, what: str):
-    """Reset ``component`` (a block with the array's ``cmd``, ``a`` and ``b`` streams and one
-    output stream ``o``), then drive the commands of ``jobs`` (``(m, k, n, Operands or
+    """Reset the block (one with the array's ``cmd``, ``a`` and ``b`` streams and one output
+    stream ``o``), then drive the commands of ``jobs`` (``(m, k, n, Operands or
     None)``) and the operands of those that run (``array``: the array's config) and take
     ``outputs`` beats on ``o``, under the workload's schedules (or none). ``interrupt``: first
     run partway and reset in the middle. Returns what the harness saw and the timed model's
     prediction, ``timed(shapes, sources, ready)``, fed the same schedules."""
     fill = ctx.rng(9)
-    codec = codecs(component)
+    codec = ctx.codecs
     cmds = codec["cmd"].pack(**{name: [job[d] for job in jobs] for d, name in enumerate("mkn")})
     a_items, b_items = [], []
     for _, _, _, ops in jobs:
@@ -90,6 +89,7 @@ async def drive_gemms(dut, ctx, component, array, jobs: list, outputs: int, time
             a_items.append(codec["a"].pack_bytes(**a_beats))
             b_items.append(codec["b"].pack_bytes(**b_beats))
     a_items, b_items = (np.concatenate(rows) if rows else [] for rows in (a_items, b_items))
+    component = ctx.component
     await reset(dut, stream_names(component))
     shapes = [(m, k, n) for m, k, n, _ in jobs]
     valid, ready = stream_schedules(ctx, ("cmd", "a", "b"), ("o",), gaps=gaps)
@@ -116,7 +116,6 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
     back to back and check results, handshake cycles and counters. ``interrupt``: first run
     the same jobs halfway and reset the engine in the middle of them."""
     cfg = ctx.config
-    component = Gemm(cfg)
     want, rows_of = [], []
     for g, (m, k, n, ops) in enumerate(jobs):
         if ops is not None:
@@ -126,9 +125,9 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
     what = f"{ctx.describe()}: {test}"
     shapes = [(m, k, n) for m, k, n, _ in jobs]
     seen, model = await drive_gemms(
-        dut, ctx, component, cfg, jobs, len(want),
+        dut, ctx, cfg, jobs, len(want),
         lambda *args: timing(cfg, *args), gaps=gaps, interrupt=interrupt, what=what)
-    codec = codecs(component)
+    codec = ctx.codecs
     got = codec["o"].unpack(seen.payloads["o"])[""].tolist()
     mismatches, first, why = scoreboard(what, want, got)
     if first is not None:

@@ -8,7 +8,6 @@ and a random workload of dot products of random lengths under gaps and back-pres
 import cocotb
 import numpy as np
 
-from scoville.rtl.int_mac import IntMac
 from scoville.sim.golden.int_mac import int_mac
 
 from .kit import check_stream, context
@@ -31,7 +30,7 @@ async def _check(dut, test, rows, *, gaps, interrupt=False):
     await check_stream(
         dut, ctx, test, inputs, want,
         decode=lambda out: [int(v) for v in out[""]],
-        latency=IntMac.latency, gaps=gaps, emits=emits,
+        latency=ctx.component.latency, gaps=gaps, emits=emits,
         interrupt=interrupt,
         describe=lambda k: f"a={rows[k][0].tolist()} b={rows[k][1].tolist()} acc={rows[k][2]}",
         macs=sum(len(r[0]) for r in rows),

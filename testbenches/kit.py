@@ -6,6 +6,7 @@ metrics file.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -46,6 +47,17 @@ class RunContext:
     config: Any
     workload: Any
     seed: int
+
+    @functools.cached_property
+    def component(self):
+        """The block's component for this config, as its entry builds it: its streams and
+        their layouts, its memory ports (what the harness and the codecs need)."""
+        return get_block(self.block).component(self.config)
+
+    @functools.cached_property
+    def codecs(self) -> dict:
+        """A :class:`~scoville.testbenches.codec.Codec` for each stream of the block."""
+        return codecs(self.component)
 
     def rng(self, stream: int) -> np.random.Generator:
         """An independent, replayable generator for one purpose of one test."""
@@ -182,8 +194,7 @@ async def check_stream(
     may add the inputs of output ``k`` to the mismatch message. ``interrupt``: first run the
     same stimulus halfway and reset the design in the middle of it (:func:`reset_midway`).
     """
-    component = get_block(ctx.block).component(ctx.config)
-    codec = codecs(component)
+    component, codec = ctx.component, ctx.codecs
     items = codec["i"].pack_bytes(**inputs)
     await reset(dut, stream_names(component))
     valid, ready = stream_schedules(ctx, ("i",), ("o",), gaps=gaps)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import cocotb
 
-from scoville.rtl.kvcache import OPS, STATUS, KvCache
+from scoville.rtl.kvcache import OPS, STATUS
 from scoville.sim.cycles.kvcache import (
     COUNTERS,
     engine_cycles,
@@ -33,7 +33,6 @@ from scoville.sim.cycles.stream import Source
 from scoville.sim.golden.kvcache import KvCacheModel, Outcome, Request, encode_heads
 from scoville.sim.harness import stream_names
 
-from .codec import codecs
 from .kit import (
     FreeRun,
     context,
@@ -190,14 +189,14 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     reqs, outs = sc.requests, sc.outcomes
     lines = [line for r in reqs if r.op == OPS["append"] for line in r.lines]
     want_resp = [o.word() for o in outs]
-    component = KvCache(cfg)
+    component = ctx.component
     lines_rd, last_rd, where = [], [], []
     for k, o in enumerate(outs):
         for i, line in enumerate(o.data):
             lines_rd.append(line)
             last_rd.append(int(i == len(o.data) - 1))
             where.append((k, i))
-    want_rd = codecs(component)["rd"].pack(data=lines_rd, last=last_rd) if lines_rd else []
+    want_rd = ctx.codecs["rd"].pack(data=lines_rd, last=last_rd) if lines_rd else []
     assert reqs[-1].op != OPS["append"], "a script must not end on an append"
     model = sum(request_cycles(cfg, o) for o in outs)
     engine = sum(engine_cycles(o) for o in outs)

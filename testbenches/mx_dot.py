@@ -10,7 +10,6 @@ import cocotb
 import numpy as np
 
 from scoville.rtl.formats import MX_BLOCK
-from scoville.rtl.mx_dot import MxDot
 from scoville.sim.golden.mx_dot import mx_dot
 
 from .blockdot import by_length, check_block_dot
@@ -23,7 +22,7 @@ async def _check(dut, test, rows, *, gaps, interrupt=False):
     """``rows``: list of ``(a, b, sa, sb)``: codes of length 32 * blocks, scales per block."""
     want = by_length(rows, mx_dot)
     await check_block_dot(dut, test, rows, want, block=MX_BLOCK,
-                          latency=MxDot.latency, gaps=gaps, interrupt=interrupt)
+                          gaps=gaps, interrupt=interrupt)
 
 
 @cocotb.test()

@@ -35,7 +35,7 @@ async def _check(dut, test, blocks, *, gaps, interrupt=False):
         dut, ctx, test, {"_": raw}, want,
         decode=lambda out: [(tuple(int(v) for v in c), int(s))
                             for c, s in zip(out["codes"], out["scale"], strict=True)],
-        latency=ctx.config.latency, gaps=gaps, interrupt=interrupt,
+        latency=ctx.component.latency, gaps=gaps, interrupt=interrupt,
         describe=lambda k: f"block={x[k].tolist()}",
         blocks=len(raw),
     )

@@ -11,6 +11,7 @@ from scoville.rtl.gemm import GemmConfig
 from scoville.rtl.gemm_quant import GemmQuantConfig
 from scoville.rtl.mx_quant import MxQuantConfig
 from scoville.rtl.params import ParamError
+from scoville.sim import flow
 from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import gemm_quant as timed
 from scoville.sim.cycles.stream import Schedule, Source
@@ -35,8 +36,13 @@ def _config(rows=4, cols=4, groups=2, latency=2, **array):
         ({"array.fmt": "int8"}, "parameter 'array.fmt' = 'int8' is not allowed; allowed: mxfp4"),
         ({"array.dataflow": "ws"}, "parameter 'array.dataflow' = 'ws' is not allowed; "
                                    "allowed: os"),
-        ({"array.cols": 12}, "parameter 'array.cols' = 12 is out of range; "
+        ({"array.cols": 12}, "parameter 'array.cols' = 12 is not allowed; "
                              "allowed: 1, 2, 4, 8, 16, 32"),
+        # What the composition allows is checked before the part's own rules.
+        ({"array.dataflow": "ws", "array.rows": 3}, "parameter 'array.dataflow' = 'ws' is not "
+                                                     "allowed; allowed: os"),
+        ({"array": 5}, "parameter 'array' is a part: set its parameters as 'array.NAME'; "
+                       "allowed: array.rows, array.cols"),
         ({"quant.in_fmt": "bf16"}, "parameter 'quant.in_fmt' = 'bf16' is not allowed; "
                                    "allowed: fp32"),
         ({"quant.latency": 9}, "parameter 'quant.latency' = 9 is out of range; allowed: 2..6"),
@@ -55,6 +61,18 @@ def test_bad_parameter_is_one_line_naming_its_full_path(params, text):
     assert "\n" not in str(err.value)
 
 
+def test_a_parts_own_error_names_its_parameters_by_their_full_path():
+    err = ParamError("parameter 'rows' = 3 is not allowed with fmt=mxfp4 and dataflow=ws; "
+                     "allowed: 1, 2").within("array", ("rows", "fmt", "dataflow"))
+    assert str(err) == ("parameter 'array.rows' = 3 is not allowed with array.fmt=mxfp4 and "
+                        "array.dataflow=ws; allowed: 1, 2")
+
+
+def test_a_config_built_directly_is_checked_against_the_composition_too():
+    with pytest.raises(ParamError, match="'array.dataflow' = 'ws' is not allowed; allowed: os"):
+        GemmQuantConfig(array=GemmConfig(fmt="mxfp4", dataflow="ws", rows=4))
+
+
 def test_a_part_keeps_the_composed_defaults_and_takes_dotted_and_nested_values():
     config, _ = parse_params(BLOCK, ["array.rows=2", "quant.latency=3", "groups=1"])
     assert config == _config(rows=2, cols=8, groups=1, latency=3)
@@ -63,6 +81,9 @@ def test_a_part_keeps_the_composed_defaults_and_takes_dotted_and_nested_values()
     # A report's params (dotted) and nested dicts give the same config back.
     again, _ = parse_params(BLOCK, {"array": {"rows": 2}, "quant.latency": 3, "groups": 1})
     assert again == config
+    # A part may also come as a config of its own.
+    whole, _ = parse_params(BLOCK, {"array": config.array, "quant": config.quant, "groups": 1})
+    assert whole == config
 
 
 def _ops(rng, m, k, n, extreme=False):
@@ -187,8 +208,37 @@ def test_a_slower_quantizer_changes_the_prediction_under_back_pressure():
         # array back; a part's parameter changes the composite's timing and the RTL follows.
         {"array.rows": 3, "array.cols": 8, "groups": 1, "quant.latency": 4,
          "array.buffer_depth": 2, "backpressure": 0.8, "gap": 0.5, "count": 3},
+        # A row of C's tile is a whole line (no write granularity), three groups.
+        {"array.rows": 1, "array.cols": 32, "groups": 3, "count": 3},
     ],
-    ids=["2x4", "3x8-g1-lat4-heavy"],
+    ids=["2x4", "3x8-g1-lat4-heavy", "1x32-g3"],
 )
 def test_gemm_quant_rtl(simulator, seed, params):
     assert_passed(simulate("gemm_quant", simulator, seed, **params))
+
+
+@pytest.mark.sim
+def test_gemm_quant_rtl_one_group_holds_back_a_1x1_array_with_k_1(simulator, seed):
+    """The one case where a single group holds the array back with streams that keep up
+    (tiles every cycle, 32 parts to a line, one line): the RTL stalls the array exactly as the
+    model says."""
+    result = simulate("gemm_quant", simulator, seed, **{
+        "array.rows": 1, "array.cols": 1, "groups": 1, "k": 1, "gap": 0.0,
+        "backpressure": 0.0, "count": 2})
+    assert_passed(result)
+    assert result.metrics["test_workload"]["counter_array.stall_out"] > 0
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(("m", "n"), [(1, 65504), (65535, 32)])
+def test_gemm_quant_rtl_at_the_16_bit_limits(seed, m, n):
+    """The widest N (2047 blocks of a row: the buffer's block counter at its top) and the
+    tallest M (the last row tile starts at 65533) on Verilator, on the build of the heavy
+    configuration above."""
+    block = get_block("gemm_quant")
+    config, workload = parse_params(block, {
+        "array.rows": 3, "array.cols": 8, "groups": 1, "quant.latency": 4,
+        "array.buffer_depth": 2, "m": m, "k": 1, "n": n, "count": 1})
+    result = flow.run(block, config, workload, "verilator", seed=seed, tests=["test_workload"])
+    assert_passed(result)
+    assert result.metrics["test_workload"]["blocks"] == m * n // MX_BLOCK

@@ -3,11 +3,13 @@ block ``B``, the component in ``rtl/B.py``, the golden model in ``sim/golden/B.p
 model in ``sim/cycles/B.py`` (or the shared stalling-pipeline model), the testbench in
 ``testbenches/B.py`` and the tests in ``tests/test_B.py``."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from scoville.blocks import BLOCKS
+from scoville.rtl.params import is_part
 from scoville.sim.cycles.stream import pipeline_timing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +33,15 @@ def test_a_block_is_found_by_its_name(block):
 
 def test_every_part_of_a_composed_block_is_a_block():
     for block in BLOCKS.values():
+        fields = {f.name for f in dataclasses.fields(block.config) if is_part(f)}
+        assert fields == set(block.parts), f"{block.name}: parts {block.parts}, fields {fields}"
         for field, part in block.parts.items():
             assert part in BLOCKS, f"{block.name}.{field}: no block {part!r}"
             assert isinstance(getattr(block.config(), field), BLOCKS[part].config)
+
+
+def test_no_parameter_is_both_hardware_and_workload():
+    for block in BLOCKS.values():
+        hardware = {f.name for f in dataclasses.fields(block.config)}
+        workload = {f.name for f in dataclasses.fields(block.workload)}
+        assert not hardware & workload, f"{block.name}: {hardware & workload}"
