@@ -5,7 +5,8 @@ design-independent C++ already in ccache.
 
 Writes ``docs/buildtime.md``. The 16x16 array has a target of 30 s or less on Verilator.
 
-Usage: ``python scripts/buildtime.py [--out docs/buildtime.md]``
+Usage: ``python scripts/buildtime.py [--out docs/buildtime.md] [--quick]``; ``--quick`` builds
+only the three 16x16 Verilator cases, to compare two revisions of the RTL on one machine.
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ from scoville.blocks import get_block
 from scoville.rtl.gemm import GemmConfig
 from scoville.sim import flow
 from scoville.sim.tools import patched_environ, require
+
+#: The cases of ``--quick``.
+QUICK = [
+    (16, 16, "int8", "os", ("verilator",)),
+    (16, 16, "int8", "ws", ("verilator",)),
+    (16, 16, "mxfp4", "ws", ("verilator",)),
+]
 
 #: (rows, cols, fmt, dataflow, simulators)
 CASES = [
@@ -45,6 +53,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(Path(__file__).parent.parent / "docs" /
                                              "buildtime.md"))
+    parser.add_argument("--quick", action="store_true",
+                        help="only the 16x16 Verilator cases (int8 os and ws, mxfp4 ws)")
     args = parser.parse_args(argv)
     block = get_block("gemm")
     rows = []
@@ -53,7 +63,7 @@ def main(argv=None) -> int:
         # cocotb's VPI glue) by building a small design once.
         warm = {"CCACHE_DIR": ccache_dir}
         _build(block, GemmConfig(rows=2, cols=2), "verilator", require("verilator"), **warm)
-        for r, c, fmt, dataflow, sims in CASES:
+        for r, c, fmt, dataflow, sims in QUICK if args.quick else CASES:
             config = GemmConfig(rows=r, cols=c, fmt=fmt, dataflow=dataflow)
             start = time.perf_counter()
             text = flow.simulated_verilog(block, config, "gemm")
@@ -75,7 +85,8 @@ def main(argv=None) -> int:
         "",
         f"Made by `scripts/buildtime.py` on {platform.machine()}, {os.cpu_count()} cores, one",
         "build at a time, each into an empty build cache. *Elaborate* is Amaranth to Verilog",
-        "(one flat module: the PEs are not separate modules), which every `scoville sim` does to",
+        "(a few modules: the shell, the operand buffers, the dataflow's sequencer, array and",
+        "accumulator; the PEs are flat inside the array), which every `scoville sim` does to",
         "find its cached build. *Build* is the rest of the first `scoville sim` of a design: for",
         "Verilator, verilating with `-Wall` (the lint) and compiling the model with cocotb's",
         "harness (`make -j`); for Icarus, Verilator's lint and `iverilog`. *Cold*: ccache off.",
