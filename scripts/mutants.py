@@ -104,6 +104,10 @@ GEMM = {"rows": 4, "cols": 4, "fmt": "int8", "dataflow": "os", "count": 20, "gap
 #: copy-on-write happens often); 2,000 random requests under gaps and back-pressure.
 KVCACHE = {"page_tokens": 4, "max_seqs": 4, "count": 2000, "gap": 0.3, "backpressure": 0.3}
 
+#: gemm_quant with one group of 3 x 4 lines (8 parts a line) under gaps and back-pressure.
+GEMM_QUANT = {"array.rows": 3, "array.cols": 4, "groups": 1, "count": 6, "gap": 0.3,
+              "backpressure": 0.3}
+
 #: Declarations the kvcache mutations add next to the request engine's own.
 _KV_DECL = "        read_wait = Signal()\n"
 
@@ -208,6 +212,34 @@ MUTATIONS: tuple[Mutation, ...] = (
         timing=False,
         why="the workload's random shapes have K up to several tiles of 4 rows, so most rows "
             "of C take more than one K tile",
+    ),
+    Mutation(
+        name="reblock-frees-line-at-write",
+        models="the reblocking buffer frees a line when its last part is written instead of "
+               "when the line is read out (its rows may be overwritten before they leave)",
+        file="rtl/reblock.py",
+        edits=(Edit(
+            "        freed = Mux(issue, Const(1, lines) << done.r_data, 0)\n",
+            "        freed = Mux(write & part_last, Const(1, lines) << slot, 0)\n",
+        ),),
+        block="gemm_quant", params=GEMM_QUANT, tests=("test_workload",), timing=True,
+        why="with one group and back-pressure 0.3 on the blocks, the next group's first part "
+            "often reaches a line whose block still waits for the quantizer: the array is let "
+            "in early (and may overwrite it), so handshakes and data both move",
+    ),
+    Mutation(
+        name="reblock-ignores-short-row-tile",
+        models="the reblocking buffer assumes every row tile has array.rows rows (M off the "
+               "grid puts the next tile's rows in the wrong lines)",
+        file="rtl/reblock.py",
+        edits=(Edit(
+            "        row_last = (r == R - 1) | (r + 1 == left)\n",
+            "        row_last = r == R - 1\n",
+        ),),
+        block="gemm_quant", params=GEMM_QUANT, tests=("test_edges", "test_workload"),
+        timing=False,
+        why="test_edges and the random shapes have M off the 3-row grid; the last row tile's "
+            "rows then fill the wrong lines and the run never completes its blocks",
     ),
     Mutation(
         name="opbuffer-one-beat-short",
