@@ -41,7 +41,14 @@ def test_source_text_occurs_exactly_once(name):
             f"{name}: {edit.old.strip().splitlines()[0]!r} occurs {text.count(edit.old)} "
             f"times in {mu.file}"
         )
-    compile(MUTANTS.mutate(mu, text), mu.file, "exec")
+    mutated = MUTANTS.mutate(mu, text)
+    compile(mutated, mu.file, "exec")
+    # A name the edit uses but the file never imports fails only when the copy is simulated.
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--select", "F821", "--stdin-filename",
+         mu.file, "-"], input=mutated, capture_output=True, text=True, cwd=ROOT,
+    )
+    assert proc.returncode == 0, f"{name}: {proc.stdout}"
 
 
 @pytest.mark.parametrize("name", NAMES)
