@@ -232,12 +232,16 @@ MUTATIONS: tuple[Mutation, ...] = (
             "        freed = Mux(issue, Const(1, lines) << done.r_data, 0)\n",
             "        freed = Mux(write & part_last, Const(1, lines) << slot, 0)\n",
         ),),
-        block="gemm_quant", params={**GEMM_QUANT, "backpressure": 0.9},
+        block="gemm_quant",
+        params={"array.rows": 6, "array.cols": 4, "groups": 1, "k": 1, "count": 6, "gap": 0.0,
+                "backpressure": 0.9},
         tests=("test_workload",), timing=True,
-        why="with one group and back-pressure 0.9 on the blocks the quantizer drains a block "
-            "in ten cycles, so the next group's first part often reaches a line whose block "
-            "still waits to be read: the array is let in early (and may overwrite it); under "
-            "back-pressure 0.3 the lines are read long before the next tile and it survives",
+        why="a group of 6 lines is more than the read port, the output register and the "
+            "quantizer's 2 stages hold, and with K = 1 the next group's first part comes 6 "
+            "steps later, while back-pressure 0.9 lets a block leave every ten cycles or so: "
+            "the array is let into lines not yet read. With fewer lines than that (3 x 4, "
+            "random K, back-pressure 0.9) every line is read before it is needed and the "
+            "mutation survives",
     ),
     Mutation(
         name="reblock-ignores-short-row-tile",
