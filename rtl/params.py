@@ -107,10 +107,15 @@ def _tree(cls, prefix, instance, restrict):
         default = f.default if instance is None else getattr(instance, f.name)
         if is_part(f):
             yield from _tree(type(default), f"{name}.", default, f.metadata["restrict"])
-        elif f.name in restrict:
-            yield Param(name, cls, f, default, ", ".join(map(str, restrict[f.name])))
         else:
-            yield Param(name, cls, f, default, f.metadata.get("allowed", "any"))
+            yield Param(name, cls, f, default, _allowed(f, restrict))
+
+
+def _allowed(f: dataclasses.Field, restrict: dict[str, tuple]) -> str:
+    """The allowed values of field ``f`` in words: its own, or those its composition keeps."""
+    if f.name in restrict:
+        return ", ".join(map(str, restrict[f.name]))
+    return f.metadata.get("allowed", "any")
 
 
 def flat_params(config: Any, prefix: str = "") -> dict[str, Any]:
@@ -168,8 +173,7 @@ def _build(cls, values, coerce, base, prefix, restrict):
             nested.setdefault(head, {})[rest] = value
         else:
             if coerce is not None:
-                value = coerce(f"{prefix}{name}", value, hints[name],
-                               f.metadata.get("allowed", "any"))
+                value = coerce(f"{prefix}{name}", value, hints[name], _allowed(f, restrict))
             own[name] = value
     # What the composition allows is checked first: it says why a part's value is out.
     _check_restricted(prefix, own, restrict)
@@ -185,14 +189,6 @@ def _build(cls, values, coerce, base, prefix, restrict):
         if not prefix:
             raise
         raise err.within(prefix.rstrip("."), fields) from None
-
-
-def allowed(cls: type, name: str) -> str:
-    """The allowed-values text of field ``name`` of config class ``cls``."""
-    for f in dataclasses.fields(cls):
-        if f.name == name:
-            return f.metadata.get("allowed", "any")
-    raise KeyError(name)
 
 
 def check_int(name: str, value: Any, lo: int, hi: int | None = None, *, choices=None) -> None:

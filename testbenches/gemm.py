@@ -152,6 +152,20 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
             f"{what}: cycles {seen.cycles} != closed form {run_cycles(cfg, shapes)}")
 
 
+def workload_jobs(ctx, array, shape) -> list:
+    """The workload's ``count`` GEMMs for an array of config ``array``: the workload's shape,
+    each dimension it leaves 0 drawn by ``shape(rng)``, values over the whole range of the
+    format, one in ten with extreme values only."""
+    w = ctx.workload
+    rng = ctx.rng(2)
+    jobs = []
+    for _ in range(w.count):
+        m, k, n = (given or drawn for given, drawn in zip((w.m, w.k, w.n), shape(rng),
+                                                            strict=True))
+        jobs.append((m, k, n, random_operands(array, rng, m, k, n, extreme=rng.random() < 0.1)))
+    return jobs
+
+
 def random_shape(cfg, rng) -> tuple[int, int, int]:
     """A shape from 1 to a few tiles in each dimension (K up to a few MX blocks)."""
     R, C = cfg.rows, cfg.cols
@@ -209,13 +223,7 @@ async def test_workload(dut):
     """The workload: ``count`` GEMMs of the given shape (random shapes by default), values
     over the whole range of the format, under the workload's gaps and back-pressure."""
     ctx = context()
-    cfg, w = ctx.config, ctx.workload
-    rng = ctx.rng(2)
-    jobs = []
-    for _ in range(w.count):
-        m, k, n = (given or drawn for given, drawn in zip((w.m, w.k, w.n),
-                                                            random_shape(cfg, rng), strict=True))
-        jobs.append((m, k, n, random_operands(cfg, rng, m, k, n, extreme=rng.random() < 0.1)))
+    jobs = workload_jobs(ctx, ctx.config, lambda rng: random_shape(ctx.config, rng))
     await run_gemms(dut, ctx, "test_workload", jobs, gaps=True)
 
 

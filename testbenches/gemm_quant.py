@@ -21,7 +21,7 @@ from scoville.rtl.gemm_quant import STATUS
 from scoville.sim.cycles.gemm_quant import COUNTERS, timing
 from scoville.sim.golden.gemm_quant import block_order, gemm_quant
 
-from .gemm import drive_gemms, random_operands
+from .gemm import drive_gemms, random_operands, workload_jobs
 from .kit import context, read_int, record, scoreboard, timing_errors
 
 
@@ -112,14 +112,7 @@ async def test_workload(dut):
     """The workload: ``count`` GEMMs of the given shape (random shapes by default) under the
     workload's gaps and back-pressure, one in ten with extreme values."""
     ctx = context()
-    cfg, w = ctx.config, ctx.workload
-    rng = ctx.rng(2)
-    jobs = []
-    for _ in range(w.count):
-        m, k, n = (given or drawn for given, drawn in zip((w.m, w.k, w.n),
-                                                            random_shape(cfg, rng), strict=True))
-        ops = random_operands(cfg.array, rng, m, k, n, extreme=rng.random() < 0.1)
-        jobs.append((m, k, n, ops))
+    jobs = workload_jobs(ctx, ctx.config.array, lambda rng: random_shape(ctx.config, rng))
     await run_gemms(dut, ctx, "test_workload", jobs, gaps=True)
 
 

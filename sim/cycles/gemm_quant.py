@@ -61,10 +61,10 @@ class Buffer:
         return bool(self._queue) and (
             self._t != 0 or self._grp * self._rows + self._r not in self._occupied)
 
-    def step(self, t: int, cmd: tuple[int, int] | None, i_valid: bool, o_ready: bool) -> None:
-        """Cycle ``t``: ``cmd`` is the (M, N) handed to the queue this cycle, or None;
-        ``i_valid`` the array's ``o.valid``; ``o_ready`` the quantizer's ``i.ready``."""
-        write = i_valid and self.i_ready
+    def step(self, t: int, cmd: tuple[int, int] | None, write: bool, o_ready: bool) -> None:
+        """Cycle ``t``: ``cmd`` is the (M, N) handed to the queue this cycle, or None; ``write``
+        says a row is taken on ``i`` (the array's ``o.valid`` and :attr:`i_ready`, read at
+        the start of the cycle); ``o_ready`` is the quantizer's ``i.ready``."""
         load = self._fetched and (not self.o_valid or o_ready)
         issue = bool(self._done) and (not self._fetched or load)
         if self.o_valid and o_ready:
@@ -161,9 +161,9 @@ def inner_timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[s
                 rejected += 1
             cmd.take(t)
         line_valid = buffer.o_valid
-        row_valid = engine.o_valid
+        write = engine.o_valid and i_ready
         engine.step(t, to_array, i_ready)
-        buffer.step(t, to_buffer, row_valid, q_ready)
+        buffer.step(t, to_buffer, write, q_ready)
         quant.step(t, line_valid, o_ready)
         t += 1
     counters = {f"array.{name}": value for name, value in engine.counters.items()}
