@@ -39,7 +39,7 @@ from .banks import Banks
 from .counters import count, counter_layout
 from .formats import ELEMENT_BITS, MX_BLOCK
 from .linereader import LineReader
-from .pages import PageAllocator
+from .pages import PageAllocator, table_address
 from .params import ParamError, check_choice, check_int, param
 
 __all__ = [
@@ -305,11 +305,6 @@ class KvCache(wiring.Component):
 
         ceil_pages = lambda tokens: (tokens + PT - 1) >> log_pt  # noqa: E731
 
-        def seq_entry(seq, index):
-            """Page-table address of entry ``index`` of ``seq`` (0 when past the end, so
-            that no read port ever addresses outside its memory)."""
-            return Mux(index < P, seq * P + index, 0)
-
         m.d.comb += [
             self.resp.payload.status.eq(status),
             self.resp.payload.seq.eq(out_seq),
@@ -362,7 +357,7 @@ class KvCache(wiring.Component):
                         with m.Case(OPS["append"]):
                             m.d.sync += [slot.eq(seq_len[:log_pt] if log_pt else 0),
                                          pidx.eq(seq_len >> log_pt)]
-                            m.d.comb += tab_c.addr.eq(seq_entry(r.seq, seq_len >> log_pt))
+                            m.d.comb += tab_c.addr.eq(table_address(P, r.seq, seq_len >> log_pt))
                             with m.If(~seq_ok):
                                 m.d.sync += status.eq(STATUS["no_seq"])
                                 m.next = "DRAIN"
@@ -384,7 +379,7 @@ class KvCache(wiring.Component):
             # Free and fork: for each page, read its table entry, then its reference count,
             # then write the count back (a freed page that drops to 0 goes on the free list).
             with m.State("W_TAB"):
-                m.d.comb += tab_c.addr.eq(seq_entry(r.seq, pg))
+                m.d.comb += tab_c.addr.eq(table_address(P, r.seq, pg))
                 with m.If(pg == npages):
                     with m.If(r.op == OPS["free"]):
                         m.d.sync += [active.bit_select(r.seq[: len(new_id)], 1).eq(0),

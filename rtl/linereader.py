@@ -4,6 +4,7 @@ from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .pages import table_address
 from .ports import read_port
 
 __all__ = ["LineReader"]
@@ -71,11 +72,6 @@ class LineReader(wiring.Component):
         issue = Signal()
         advance = Signal()
 
-        def seq_entry(seq, index):
-            """Page-table address of entry ``index`` of ``seq`` (0 when past the end, so
-            that no read port ever addresses outside its memory)."""
-            return Mux(index < P, seq * P + index, 0)
-
         m.d.comb += [
             advance.eq(~out_valid | self.rd.ready),
             self.rd.valid.eq(out_valid),
@@ -92,8 +88,8 @@ class LineReader(wiring.Component):
         m.d.comb += [
             issue.eq(remaining != 0),
             self.busy.eq(issue | out_valid),
-            self.walk.addr.eq(Mux(self.start, seq_entry(r.seq, r.start >> log_pt),
-                                  seq_entry(rseq, pi + (step & page_end)))),
+            self.walk.addr.eq(Mux(self.start, table_address(P, r.seq, r.start >> log_pt),
+                                  table_address(P, rseq, pi + (step & page_end)))),
             self.banks.addr.eq(self.walk.data * PL + off),
         ]
         with m.If(step):

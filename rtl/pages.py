@@ -7,7 +7,14 @@ from amaranth.lib.wiring import In, Out
 
 from .ports import read_port, write_port
 
-__all__ = ["PageAllocator"]
+__all__ = ["PageAllocator", "table_address"]
+
+
+def table_address(pages: int, seq, index):
+    """Page-table address of entry ``index`` of sequence ``seq`` in a table of ``pages``
+    entries a sequence: 0 when past the end, so that no read port ever addresses outside its
+    memory."""
+    return Mux(index < pages, seq * pages + index, 0)
 
 
 class PageAllocator(wiring.Component):
