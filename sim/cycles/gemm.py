@@ -58,10 +58,10 @@ from .stream import ALWAYS, Producer, Schedule, Source, Timing
 __all__ = [
     "COUNTERS",
     "Engine",
+    "beat_counts",
     "command_cycles",
     "command_steps",
     "ideal_cycles",
-    "operand_beats",
     "programs",
     "run_cycles",
     "scalesim_cycles",
@@ -228,7 +228,7 @@ class Engine:
         self._level_b += push_b - pop_b
 
 
-def operand_beats(config, shapes: Iterable[tuple[int, int, int]]) -> tuple[int, int, int]:
+def beat_counts(config, shapes: Iterable[tuple[int, int, int]]) -> tuple[int, int, int]:
     """The A beats, B beats and rows of C of a run of commands."""
     totals = [0, 0, 0]
     for shape in shapes:
@@ -247,7 +247,7 @@ def timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[str, So
     schedule of ``o``: the :class:`Engine` stepped against them."""
     shapes = [tuple(s) for s in shapes]
     progs = programs(config, shapes)
-    beats_a, beats_b, rows = operand_beats(config, shapes)
+    beats_a, beats_b, rows = beat_counts(config, shapes)
     cmd = Producer(sources["cmd"], len(shapes))
     engine = Engine(config, Producer(sources["a"], beats_a), Producer(sources["b"], beats_b))
     out = engine.rows

@@ -128,7 +128,7 @@ def inner_timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[s
     good = [config.status(*s) == "ok" for s in shapes]
     kept = [s for s, g in zip(shapes, good, strict=True) if g]
     progs = gemm_timed.programs(array, kept)
-    beats_a, beats_b, _ = gemm_timed.operand_beats(array, kept)
+    beats_a, beats_b, _ = gemm_timed.beat_counts(array, kept)
     total = sum(blocks(m, n) for m, _, n in kept)
     cmd = Producer(sources["cmd"], len(shapes))
     engine = gemm_timed.Engine(array, Producer(sources["a"], beats_a),
