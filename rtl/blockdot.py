@@ -3,18 +3,19 @@
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .comb import wire
-from .formats import FP32_QNAN
+from .formats import E4M3, FP32_QNAN
 from .fp4_mul import e2m1_product
 from .fp32_add import fp32_add
 from .fpconv import scaled_int_to_fp32
 
 __all__ = [
     "BlockDotUnit", "BlockSums", "accumulate", "block_sums", "mx_block_value", "mx_scale_terms",
+    "nvfp4_block_value", "nvfp4_scale_terms",
 ]
 
 
@@ -128,13 +129,44 @@ def mx_scale_terms(sa, sb) -> dict:
     return {"exp": sa + sb, "nan": (sa == 0xFF) | (sb == 0xFF)}
 
 
-def mx_block_value(m: Module, total, exp, nan, *, name: str = "blk") -> Signal:
-    """The binary32 bits of an MX block value: the exact sum ``total`` (quarters) times
-    ``2**(exp - 254)`` (``exp`` the sum of the two scale codes), rounded once; the canonical
-    NaN when ``nan`` (see :func:`mx_scale_terms`)."""
+def mx_block_value(m: Module, total, exp, nan, *, units: int = 2, name: str = "blk") -> Signal:
+    """The binary32 bits of an MX block value: the exact sum ``total`` (counting
+    ``2**-units``: quarters for E2M1 products) times ``2**(exp - 254)`` (``exp`` the sum of
+    the two scale codes), rounded once; the canonical NaN when ``nan`` (see
+    :func:`mx_scale_terms`)."""
     power = Signal(signed(11), name=f"{name}_exp")
-    m.d.comb += power.eq(exp - 256)
+    m.d.comb += power.eq(exp - 254 - units)
     value = scaled_int_to_fp32(m, total, power, name=f"{name}_cvt")
     out = Signal(32, name=f"{name}_fp32")
     m.d.comb += out.eq(Mux(nan, FP32_QNAN, value))
+    return out
+
+
+def nvfp4_scale_terms(sa, sb) -> dict:
+    """What an NVFP4 block value needs of its two E4M3 scale codes: ``nan`` (either is NaN,
+    S.1111.111), ``neg`` (their signs differ), ``sig`` (the product of their 4-bit
+    significands) and ``exp`` (``sa * sb = sig * 2**(exp - 6)``); a pipeline may carry them to
+    a later stage."""
+    sa = data.View(E4M3, sa)
+    sb = data.View(E4M3, sb)
+    return {
+        "nan": ((sa.exp == 0xF) & (sa.man == 0x7)) | ((sb.exp == 0xF) & (sb.man == 0x7)),
+        "neg": sa.sign ^ sb.sign,
+        "sig": Cat(sa.man, sa.exp != 0) * Cat(sb.man, sb.exp != 0),
+        "exp": (Mux(sa.exp == 0, 1, sa.exp) + Mux(sb.exp == 0, 1, sb.exp) - 20).as_signed(),
+    }
+
+
+def nvfp4_block_value(m: Module, total, nan, neg, sig, exp, *, name: str = "blk") -> Signal:
+    """The binary32 bits of an NVFP4 block value: the exact sum ``total`` (quarters) times the
+    two E4M3 block scales (:func:`nvfp4_scale_terms`), exact in binary32 (at most 21
+    significant bits, always inside the normal range); the canonical NaN when ``nan``."""
+    width = len(total) + 9
+    scaled = Signal(signed(width), name=f"{name}_scaled")
+    m.d.comb += scaled.eq(Mux(neg, -(total * sig), total * sig))
+    power = Signal(signed(8), name=f"{name}_exp")
+    m.d.comb += power.eq(exp - 2)
+    out = Signal(32, name=f"{name}_fp32")
+    m.d.comb += out.eq(Mux(nan, FP32_QNAN, scaled_int_to_fp32(m, scaled, power,
+                                                               name=f"{name}_cvt")))
     return out

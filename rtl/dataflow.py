@@ -8,15 +8,12 @@ row of C. The shell holds the whole engine (``en`` low) when a needed beat has n
 row cannot leave, so every part of a dataflow advances together or not at all.
 """
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .comb import wire
-from .fp4_mul import e2m1_product
-
-__all__ = ["CMD", "DIM_BITS", "at_least", "at_most", "command_dims", "dataflow_signature",
-           "mac_shape", "product", "sequencer_members"]
+__all__ = ["CMD", "DIM_BITS", "at_least", "at_most", "block_bits", "command_dims",
+           "dataflow_signature", "sequencer_members"]
 
 #: Width of the M, K and N fields of a command (1..65535).
 DIM_BITS = 16
@@ -88,13 +85,8 @@ def at_most(a, b):
     return Mux(a < b, a, b)
 
 
-def mac_shape(config):
-    """The shape of a PE's running sum: wrapping INT32, or an exact MX block sum (quarters)."""
-    return signed(16) if config.mx else signed(32)
-
-
-def product(m: Module, config, a, b, name: str):
-    """One PE's product: exact E2M1 x E2M1 in quarters, or the integer product."""
-    if config.mx:
-        return wire(m, name, e2m1_product(a, b))
-    return wire(m, name, a * b)
+def block_bits(config) -> int:
+    """The low bits of k that count elements within a block along K (of the format's block
+    size; 32 for formats without blocks, whose PEs ignore block boundaries)."""
+    block = config.arith.block if config.mx else 32
+    return (block - 1).bit_length()

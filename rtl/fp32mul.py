@@ -19,26 +19,27 @@ __all__ = ["fp32_mul"]
 _MAX_RSHIFT = 25
 
 
-def _operand(m, name, x):
-    """Split the binary32 ``x`` into its class, a normalized significand and an exponent.
+def _operand(m, name, x, man_bits):
+    """Split ``x`` (sign, 8-bit exponent, ``man_bits`` fraction bits: binary32 or bfloat16)
+    into its class, a normalized significand and an exponent.
 
-    Returns ``(sign, is_nan, is_inf, is_zero, sig, exp)``: ``sig`` is 24 bits with bit 23
-    set (for nonzero finite ``x``) and ``|x| = sig * 2**(exp - 150)``, ``exp`` signed; a
-    subnormal's exponent goes below 1 by its leading-zero count.
+    Returns ``(sign, is_nan, is_inf, is_zero, sig, exp)``: ``sig`` is ``man_bits + 1`` bits
+    with its top bit set (for nonzero finite ``x``) and ``|x| = sig * 2**(exp - 127 -
+    man_bits)``, ``exp`` signed; a subnormal's exponent goes below 1 by its leading-zero count.
     """
-    x = wire(m, f"{name}_bits", x, unsigned(32))
-    man, biased, sign = x[:23], x[23:31], x[31]
+    x = wire(m, f"{name}_bits", x, unsigned(man_bits + 9))
+    man, biased, sign = x[:man_bits], x[man_bits:man_bits + 8], x[man_bits + 8]
     top = biased == 0xFF
     is_nan = wire(m, f"{name}_nan", top & (man != 0))
     is_inf = wire(m, f"{name}_inf", top & (man == 0))
-    is_zero = wire(m, f"{name}_zero", x[:31] == 0)
+    is_zero = wire(m, f"{name}_zero", x[:man_bits + 8] == 0)
     # Subnormals share exponent 1 with the smallest normals; their hidden bit is 0.
     sig, lz = normalize(m, name, Cat(man, biased != 0))
     exp = wire(m, f"{name}_exp", Mux(biased == 0, 1, biased) - lz, signed(10))
     return sign, is_nan, is_inf, is_zero, sig, exp
 
 
-def fp32_mul(m: Module, a, b, *, name: str = "mul") -> Signal:
+def fp32_mul(m: Module, a, b, *, name: str = "mul", man_bits: int = 23) -> Signal:
     """Add the logic for the IEEE-754 binary32 product ``a * b`` to ``m``; return its bits.
 
     Rounds to nearest, ties to even. Subnormal operands and results are kept (no flush to
@@ -55,9 +56,13 @@ def fp32_mul(m: Module, a, b, *, name: str = "mul") -> Signal:
     m : Module
         The module that receives the intermediate signals (combinational only).
     a, b : Value
-        32-bit binary32 encodings (anything castable to a 32-bit value).
+        32-bit binary32 encodings (anything castable to a 32-bit value), or, with
+        ``man_bits=7``, 16-bit bfloat16 encodings.
     name : str
         Prefix of the intermediate signals' names; give each multiplier of a module its own.
+    man_bits : int
+        Fraction bits of the operands: 23 (binary32) or 7 (bfloat16, whose product is the
+        binary32 product of the operands widened exactly, from an 8 x 8-bit multiplier).
 
     Returns
     -------
@@ -75,13 +80,16 @@ def fp32_mul(m: Module, a, b, *, name: str = "mul") -> Signal:
     exponent and fraction are rounded with one increment whose carry moves into the
     exponent: largest subnormal to smallest normal, or largest finite to Inf.
     """
-    sign_a, nan_a, inf_a, zero_a, sig_a, exp_a = _operand(m, f"{name}_a", a)
-    sign_b, nan_b, inf_b, zero_b, sig_b, exp_b = _operand(m, f"{name}_b", b)
+    sign_a, nan_a, inf_a, zero_a, sig_a, exp_a = _operand(m, f"{name}_a", a, man_bits)
+    sign_b, nan_b, inf_b, zero_b, sig_b, exp_b = _operand(m, f"{name}_b", b, man_bits)
     sign = wire(m, f"{name}_sign", sign_a ^ sign_b)
 
-    prod = wire(m, f"{name}_prod", sig_a * sig_b, unsigned(48))
-    high = prod[47]
-    norm = wire(m, f"{name}_normprod", Mux(high, prod, prod << 1)[:48])
+    width = 2 * man_bits + 2
+    prod = wire(m, f"{name}_prod", sig_a * sig_b, unsigned(width))
+    high = prod[width - 1]
+    # Narrow operands: the product's bits below the top ``width`` are zeros.
+    norm = wire(m, f"{name}_normprod",
+                Cat(Const(0, 48 - width), Mux(high, prod, prod << 1)[:width]))
     # The product is sig_a * sig_b * 2**(exp_a + exp_b - 300), with its leading one at 47.
     exp = wire(m, f"{name}_exp", exp_a + exp_b - 127 + high, signed(11))
 

@@ -20,31 +20,32 @@ the shell (:class:`Gemm` itself)
     Takes commands, holds the engine when a step cannot run, owns the output register of
     ``o``, the status and the counters.
 
-Formats: ``int8`` and ``int4`` multiply exactly and accumulate in INT32 with wrap-around;
-``mxfp4`` sums the exact E2M1 products of each 32-element block along K (in quarters), and at
-the block's end rounds ``sum * 2**(sa + sb - 254)`` once to binary32 and adds it into a binary32
-accumulator, blocks in order from +0, as :class:`~scoville.rtl.mx_dot.MxDot` does.
+Formats (:mod:`scoville.rtl.arith`, ``docs/numerics.md``): ``int8`` and ``int4`` multiply
+exactly and accumulate in INT32 with wrap-around. ``mxfp4``, ``mxfp8``, ``mxfp8`` x ``mxfp4``
+and ``nvfp4`` sum the exact products of each block along K, round the block sum times its two
+scales once to binary32 and add it into a binary32 accumulator, blocks in order from +0, as
+:class:`~scoville.rtl.mx_dot.MxDot` and :class:`~scoville.rtl.nvfp4_dot.Nvfp4Dot` do (NVFP4
+then multiplies by the command's tensor scales). ``bf16`` rounds each product once to binary32
+and adds it into a binary32 accumulator, in K order.
 """
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .arith import FORMATS, Arith, pair_error
 from .counters import counter_layout
 from .dataflow import CMD, DIM_BITS
-from .formats import ELEMENT_BITS, MX_BLOCK
+from .fp32mul import fp32_mul
 from .opbuffer import OperandBuffer
 from .os_dataflow import OutputStationary
 from .params import ParamError, check_choice, check_int, param
 from .ws_dataflow import WeightStationary
 
-__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "STATUS", "Gemm", "GemmConfig", "command_members",
-           "operand_layouts"]
-
-#: The element formats (their widths: :data:`~scoville.rtl.formats.ELEMENT_BITS`).
-FORMATS = ("int8", "int4", "mxfp4")
+__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "STATUS", "Gemm", "GemmConfig", "command_layout",
+           "command_members", "operand_layouts"]
 
 #: Status codes of the last command.
 STATUS = {"ok": 0, "zero_dim": 1}
@@ -62,7 +63,11 @@ class GemmConfig:
     rows, cols : int
         The array is ``rows`` x ``cols`` processing elements.
     fmt : str
-        ``int8``, ``int4`` (INT32 accumulation) or ``mxfp4`` (FP32 accumulation).
+        The format of A (and of B unless ``b_fmt`` says otherwise): ``int8``, ``int4`` (INT32
+        accumulation), ``mxfp4``, ``nvfp4``, ``mxfp8``, ``bf16`` (FP32 accumulation); see
+        :mod:`scoville.rtl.arith`.
+    b_fmt : str
+        The format of B: ``same`` (as ``fmt``), or ``mxfp4`` with ``fmt=mxfp8``.
     dataflow : str
         ``os`` (output-stationary) or ``ws`` (weight-stationary).
     buffer_depth : int
@@ -73,7 +78,9 @@ class GemmConfig:
 
     rows: int = param(8, "1..64", "array rows")
     cols: int = param(8, "1..64", "array columns")
-    fmt: str = param("int8", "int8, int4, mxfp4", "element format")
+    fmt: str = param("int8", ", ".join(FORMATS), "element format (of A, and of B by default)")
+    b_fmt: str = param("same", "same, " + ", ".join(FORMATS),
+                       "B's element format: same (as fmt), or mxfp4 with fmt=mxfp8")
     dataflow: str = param("os", "os, ws", "output- or weight-stationary")
     buffer_depth: int = param(64, "2..4096", "beats per operand buffer")
     acc_rows: int = param(256, "2..4096", "ws: accumulator rows")
@@ -82,26 +89,39 @@ class GemmConfig:
         check_int("rows", self.rows, 1, 64)
         check_int("cols", self.cols, 1, 64)
         check_choice("fmt", self.fmt, FORMATS)
+        check_choice("b_fmt", self.b_fmt, ("same", *FORMATS))
+        error = pair_error(self.fmt, self.b_format)
+        if error:
+            raise ParamError(error)
         check_choice("dataflow", self.dataflow, ("os", "ws"))
         check_int("buffer_depth", self.buffer_depth, 2, 4096)
         check_int("acc_rows", self.acc_rows, 2, 4096)
-        if self.mx and self.dataflow == "ws" and MX_BLOCK % self.rows:
+        block = self.arith.block
+        if self.mx and self.dataflow == "ws" and block % self.rows:
+            allowed = ", ".join(str(r) for r in range(1, block + 1) if block % r == 0)
             raise ParamError(
-                f"parameter 'rows' = {self.rows} is not allowed with fmt=mxfp4 and "
-                f"dataflow=ws (a K tile must not straddle an MX block); allowed: 1, 2, 4, 8, 16, 32"
+                f"parameter 'rows' = {self.rows} is not allowed with fmt={self.fmt} and "
+                f"dataflow=ws (a K tile must not straddle a block of {block}); "
+                f"allowed: {allowed}"
             )
 
     @property
-    def bits(self) -> int:
-        return ELEMENT_BITS[self.fmt]
+    def b_format(self) -> str:
+        """B's element format (``b_fmt``, with ``same`` resolved)."""
+        return self.fmt if self.b_fmt == "same" else self.b_fmt
+
+    @property
+    def arith(self) -> Arith:
+        """What a PE computes (:class:`~scoville.rtl.arith.Arith`)."""
+        return Arith(self)
 
     @property
     def mx(self) -> bool:
-        return self.fmt == "mxfp4"
+        """The operands are block formats (elements with block scales: MX or NVFP4)."""
+        return self.arith.kind == "block"
 
 
-def _beat(config: GemmConfig, lanes: int, scales: int) -> data.StructLayout:
-    elem = unsigned(4) if config.mx else signed(config.bits)
+def _beat(config: GemmConfig, elem, lanes: int, scales: int) -> data.StructLayout:
     fields = {"data": data.ArrayLayout(elem, lanes)}
     if config.mx:
         fields["scale"] = data.ArrayLayout(8, scales) if scales > 1 else unsigned(8)
@@ -111,15 +131,25 @@ def _beat(config: GemmConfig, lanes: int, scales: int) -> data.StructLayout:
 def operand_layouts(config: GemmConfig) -> tuple[data.StructLayout, data.StructLayout]:
     """The payload layouts of the ``a`` and ``b`` streams of :class:`Gemm` with ``config``."""
     rows, cols = config.rows, config.cols
-    return (_beat(config, rows, rows if config.dataflow == "os" else 1),
-            _beat(config, cols, cols))
+    arith = config.arith
+    return (_beat(config, arith.a_shape, rows, rows if config.dataflow == "os" else 1),
+            _beat(config, arith.b_shape, cols, cols))
 
 
-def command_members(a_layout, b_layout, out_layout, counters) -> dict:
+def command_layout(config: GemmConfig) -> data.StructLayout:
+    """The payload layout of the ``cmd`` stream: M, K and N (:data:`CMD`), and for ``nvfp4``
+    the binary32 tensor scales of A and B (``scale_a``, ``scale_b``)."""
+    fields = dict(CMD.members)
+    if config.arith.tensor_scale:
+        fields.update(scale_a=unsigned(32), scale_b=unsigned(32))
+    return data.StructLayout(fields)
+
+
+def command_members(a_layout, b_layout, out_layout, counters, cmd_layout=CMD) -> dict:
     """The ports of a block driven like the engine: ``cmd`` (one GEMM per command), the
     operand streams ``a`` and ``b``, the output stream ``o``, ``status`` and ``counters``."""
     return {
-        "cmd": In(stream.Signature(CMD)),
+        "cmd": In(stream.Signature(cmd_layout)),
         "a": In(stream.Signature(a_layout)),
         "b": In(stream.Signature(b_layout)),
         "o": Out(stream.Signature(out_layout)),
@@ -162,7 +192,7 @@ class Gemm(wiring.Component):
         self.a_layout, self.b_layout = operand_layouts(config)
         self.out_layout = data.ArrayLayout(32, config.cols)
         super().__init__(command_members(self.a_layout, self.b_layout, self.out_layout,
-                                         COUNTERS))
+                                         COUNTERS, command_layout(config)))
 
     @property
     def config(self) -> GemmConfig:
@@ -182,7 +212,7 @@ class Gemm(wiring.Component):
         bad = (cmd.m == 0) | (cmd.k == 0) | (cmd.n == 0)
         m.d.comb += [
             self.cmd.ready.eq(~flow.active),
-            flow.cmd.eq(cmd),
+            *(getattr(flow.cmd, d).eq(getattr(cmd, d)) for d in "mkn"),
             flow.start.eq(self.cmd.valid & ~flow.active & ~bad),
             flow.a.eq(abuf.data),
             flow.b.eq(bbuf.data),
@@ -202,10 +232,19 @@ class Gemm(wiring.Component):
             abuf.take.eq(flow.need_a),
             bbuf.take.eq(flow.need_b),
         ]
+        row = flow.row.as_value()
+        if cfg.arith.tensor_scale:
+            # NVFP4: the product of the two tensor scales, rounded once when the command is
+            # taken, multiplies every result once.
+            scale = Signal(32)
+            with m.If(flow.start):
+                m.d.sync += scale.eq(fp32_mul(m, cmd.scale_a, cmd.scale_b, name="tensor"))
+            row = Cat(*(fp32_mul(m, flow.row[c], scale, name=f"out{c}")
+                        for c in range(cfg.cols)))
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
         with m.If(flow.en & flow.collect):
-            m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(flow.row)]
+            m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(row)]
 
         with m.If(flow.active):
             with m.If(stall_out):

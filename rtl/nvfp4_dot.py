@@ -11,13 +11,11 @@ tensors' FP32 scales) with :func:`~scoville.rtl.fp32mul.fp32_mul`. An E4M3 NaN s
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data
+from amaranth.hdl import Module, Signal, unsigned
 
-from .blockdot import BlockDotUnit, accumulate, block_sums
-from .formats import E4M3, FP32_QNAN, NVFP4_BLOCK
+from .blockdot import BlockDotUnit, accumulate, block_sums, nvfp4_block_value, nvfp4_scale_terms
+from .formats import NVFP4_BLOCK
 from .fp32mul import fp32_mul
-from .fpconv import scaled_int_to_fp32
 from .params import check_int, param
 from .pipeline import stall_chain
 
@@ -79,24 +77,12 @@ class Nvfp4Dot(BlockDotUnit):
         # Stages 1 and 2: exact block sums; the E4M3 block scales decoded into the product of
         # their 4-bit significands, ``sig``, and its power of two, ``exp``.
         p = self.i.payload
-        sa = data.View(E4M3, p.sa)
-        sb = data.View(E4M3, p.sb)
         sums = block_sums(m, self.i, en, valid, lanes=lanes, block=NVFP4_BLOCK, carry={
-            "nan": ((sa.exp == 0xF) & (sa.man == 0x7)) | ((sb.exp == 0xF) & (sb.man == 0x7)),
-            "neg": sa.sign ^ sb.sign,
-            "sig": Cat(sa.man, sa.exp != 0) * Cat(sb.man, sb.exp != 0),
-            "exp": (Mux(sa.exp == 0, 1, sa.exp) + Mux(sb.exp == 0, 1, sb.exp) - 20).as_signed(),
-            "scale": p.scale,
-        })
+            **nvfp4_scale_terms(p.sa, p.sb), "scale": p.scale})
         c = sums.carry
 
         # Stage 3: the block value (exact in binary32), accumulated.
-        scaled = Signal(signed(22))
-        m.d.comb += scaled.eq(Mux(c["neg"], -(sums.sum * c["sig"]), sums.sum * c["sig"]))
-        exp = Signal(signed(8))
-        m.d.comb += exp.eq(c["exp"] - 2)
-        block = Signal(32)
-        m.d.comb += block.eq(Mux(c["nan"], FP32_QNAN, scaled_int_to_fp32(m, scaled, exp)))
+        block = nvfp4_block_value(m, sums.sum, c["nan"], c["neg"], c["sig"], c["exp"])
         s3_last = Signal()
         s3_scale = Signal(32)
         with m.If(en & valid[1]):

@@ -14,32 +14,26 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .blockdot import mx_block_value, mx_scale_terms
 from .comb import wire
 from .dataflow import (
     DIM_BITS,
     at_least,
     at_most,
+    block_bits,
     command_dims,
     dataflow_signature,
-    mac_shape,
-    product,
     sequencer_members,
 )
-from .formats import MX_BLOCK
 from .fp32_add import fp32_add
 from .pipeline import delay
 
 __all__ = ["OsArray", "OsSequencer", "OutputStationary", "step_layout"]
 
-#: The low bits of K that count elements within an MX block.
-_BLOCK_BITS = (MX_BLOCK - 1).bit_length()
-
 
 def step_layout(config) -> data.StructLayout:
     """What the schedule tells the array about the step whose beats arrive this cycle:
     ``valid`` (it took beats), ``first``/``last`` (its k is 0 / K - 1), ``bstart``/``bend``
-    (the first / final element of an MX block along K), ``rows``/``cols`` (which lanes of the
+    (the first / final element of a block along K), ``rows``/``cols`` (which lanes of the
     tile lie inside M / N)."""
     return data.StructLayout({"valid": 1, "first": 1, "last": 1, "bstart": 1, "bend": 1,
                               "rows": config.rows, "cols": config.cols})
@@ -100,13 +94,14 @@ class OsSequencer(wiring.Component):
                 m.d.sync += k.eq(k + 1)
 
         s1 = self.step
+        bits = block_bits(cfg)
         with m.If(en):
             m.d.sync += [
                 s1.valid.eq(stepping),
                 s1.first.eq(k == 0),
                 s1.last.eq(k_last),
-                s1.bstart.eq(k[:_BLOCK_BITS] == 0),
-                s1.bend.eq((k[:_BLOCK_BITS] == MX_BLOCK - 1) | k_last),
+                s1.bstart.eq(k[:bits] == 0),
+                s1.bend.eq((k[:bits] == (1 << bits) - 1) | k_last),
                 s1.rows.eq(Cat(r < M - i0 for r in range(R))),
                 s1.cols.eq(Cat(c < N - j0 for c in range(C))),
             ]
@@ -124,10 +119,11 @@ class OsArray(wiring.Component):
     """The ``os`` systolic array: A lanes skewed in from the left, B lanes from the top, each
     PE accumulating its output of the tile; the rows of a finished tile leave one per step.
 
-    In each PE, ``int8``/``int4``: the exact product added to a wrapping INT32 sum. ``mxfp4``:
-    the exact E2M1 product added to the block's sum (quarters); at a block's last element
-    ``sum * 2**(sa + sb - 254)`` rounded once to FP32 and added to the PE's FP32 sum. A
-    finished output moves to the PE's result register with the tile's last step. The PEs are
+    In each PE (:class:`~scoville.rtl.arith.Arith`), ``int``: the exact product added to a
+    wrapping INT32 sum; ``float``: the product rounded to FP32 and added to the PE's FP32 sum;
+    ``block``: the exact product added to the block's sum; at a block's last element the sum
+    times the block scales rounded once to FP32 and added to the PE's FP32 sum. A finished
+    output moves to the PE's result register with the tile's last step. The PEs are
     built flat into this module (no module per PE: Verilator's build time grows with modules).
 
     Attributes
@@ -157,8 +153,8 @@ class OsArray(wiring.Component):
         cfg = self._config
         R, C = cfg.rows, cfg.cols
         en, s1 = self.en, self.step
-        # What travels with each A element (and, below, each B element); the MX fields only
-        # in MX arrays, so that an integer PE carries nothing it does not use.
+        # What travels with each A element (and, below, each B element); the block fields only
+        # in block formats, so that other PEs carry nothing they do not use.
         mx_fields = {"bstart": 1, "bend": 1, "sa": 8} if cfg.mx else {}
         flow = data.StructLayout({
             "valid": 1, "first": 1, "last": 1, "row": 1, "a": self.a.data[0].shape(),
@@ -176,15 +172,20 @@ class OsArray(wiring.Component):
                 m.d.comb += [lane.bstart.eq(s1.bstart), lane.bend.eq(s1.bend),
                              lane.sa.eq(adata.scale[r] if R > 1 else adata.scale)]
             left.append(delay(m, lane, r, en, name=f"a_skew{r}"))
-        btype = data.StructLayout({"b": bdata.data[0].shape(),
-                                   **({"sb": 8, "on": 1} if cfg.mx else {})})
+        # ``on``: the column lies inside N (a column beyond it must give +0, also where a
+        # NaN scale or an Inf element would make its sum NaN).
+        on = {"on": 1} if cfg.mx or cfg.arith.specials else {}
+        btype = data.StructLayout({"b": bdata.data[0].shape(), **on,
+                                   **({"sb": 8} if cfg.mx else {})})
         top = []
         for c in range(C):
             lane = Signal(btype, name=f"b_lane{c}")
             m.d.comb += lane.b.eq(Mux(s1.cols[c], bdata.data[c], 0))
+            if on:
+                m.d.comb += lane.on.eq(s1.cols[c])
             if cfg.mx:
                 scale = bdata.scale[c] if C > 1 else bdata.scale
-                m.d.comb += [lane.sb.eq(Mux(s1.cols[c], scale, 127)), lane.on.eq(s1.cols[c])]
+                m.d.comb += lane.sb.eq(Mux(s1.cols[c], scale, 127))
             top.append(delay(m, lane, c, en, name=f"b_skew{c}"))
 
         res = [[None] * C for _ in range(R)]
@@ -217,16 +218,17 @@ class OsArray(wiring.Component):
         """PE (r, c): accumulates its output while its inputs are valid; returns the register
         holding its latest finished result."""
         cfg, en = self._config, self.en
+        ar = cfg.arith
         name = f"pe{r}_{c}"
-        prod = product(m, cfg, a_in.a, b_in.b, f"{name}_prod")
-        sums = Signal(mac_shape(cfg), name=f"{name}_sum")
+        prod = ar.product(m, a_in.a, b_in.b, f"{name}_prod")
+        sums = Signal(ar.psum_shape, name=f"{name}_sum")
         res = Signal(32, name=f"{name}_res")
-        if cfg.mx:
-            fresh = wire(m, f"{name}_bs", Mux(a_in.bstart, 0, sums) + prod, mac_shape(cfg))
+        if ar.kind == "block":
+            fresh = ar.add(m, ar.cleared(m, sums, a_in.bstart, f"{name}_bs0"), prod,
+                           f"{name}_bs")
             fp = Signal(32, name=f"{name}_fp")
             # A column beyond N gives +0 even when its row's scale is NaN.
-            value = Mux(b_in.on, mx_block_value(m, fresh, **mx_scale_terms(a_in.sa, b_in.sb),
-                                                    name=f"{name}_blk"), 0)
+            value = Mux(b_in.on, ar.block_value(m, fresh, a_in.sa, b_in.sb, f"{name}_blk"), 0)
             total = wire(m, f"{name}_total", fp32_add(m, Mux(a_in.first, 0, fp), value,
                                                       name=f"{name}_add"))
             with m.If(en & a_in.valid):
@@ -236,9 +238,12 @@ class OsArray(wiring.Component):
                 with m.Elif(a_in.first):
                     m.d.sync += fp.eq(0)
         else:
-            total = wire(m, f"{name}_total", Mux(a_in.first, 0, sums) + prod, mac_shape(cfg))
+            base = ar.cleared(m, sums, a_in.first, f"{name}_base")
+            total = ar.add(m, base, prod, f"{name}_total")
             with m.If(en & a_in.valid):
                 m.d.sync += sums.eq(total)
+        if ar.kind == "float":
+            total = Mux(b_in.on, total, 0)
         with m.If(en & a_in.valid & a_in.last):
             m.d.sync += res.eq(total)
         return res

@@ -12,23 +12,21 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .blockdot import mx_block_value, mx_scale_terms
 from .comb import wire
 from .dataflow import (
     DIM_BITS,
     at_least,
     at_most,
+    block_bits,
     command_dims,
     dataflow_signature,
-    mac_shape,
-    product,
     sequencer_members,
 )
 from .fp32_add import fp32_add
 from .pipeline import delay
 
-__all__ = ["WeightStationary", "WsAccumulator", "WsArray", "WsSequencer", "bus_layout",
-           "row_layout"]
+__all__ = ["WeightStationary", "WsAccumulator", "WsArray", "WsSequencer", "ahead_layout",
+           "bus_layout", "row_layout"]
 
 
 def row_layout(config) -> data.StructLayout:
@@ -37,6 +35,13 @@ def row_layout(config) -> data.StructLayout:
     ``bstart``/``bend`` (the K tile starts / ends an MX block)."""
     return data.StructLayout({"valid": 1, "i": range(config.acc_rows), "first_kt": 1,
                               "last_kt": 1, "bstart": 1, "bend": 1})
+
+
+def ahead_layout(config) -> data.StructLayout:
+    """The A row the sequencer issues this step (it arrives at the array the next step):
+    ``valid``, ``i`` (its row in the chunk). The ``float`` accumulator reads the row's partial
+    sums a step ahead with it."""
+    return data.StructLayout({"valid": 1, "i": range(config.acc_rows)})
 
 
 def bus_layout(config) -> data.StructLayout:
@@ -65,12 +70,15 @@ class WsSequencer(wiring.Component):
         Registered: the A row arriving now is its tile's first (the PEs switch weights).
     bus : Out(bus_layout)
         Registered: the weight bus of the step whose B beat arrives now.
+    ahead : Out(ahead_layout)
+        Not registered: the A row this step issues (``meta`` of the next step, when ``en``).
     """
 
     def __init__(self, config):
         self._config = config
         super().__init__(sequencer_members(meta=Out(row_layout(config)), swap=Out(1),
-                                           bus=Out(bus_layout(config))))
+                                           bus=Out(bus_layout(config)),
+                                           ahead=Out(ahead_layout(config))))
 
     def elaborate(self, platform):
         m = Module()
@@ -126,14 +134,16 @@ class WsSequencer(wiring.Component):
                 m.d.sync += s.eq(s + 1)
 
         m1, swap, wl = self.meta, self.swap, self.bus
+        bits = block_bits(cfg)
+        m.d.comb += [self.ahead.valid.eq(a_step), self.ahead.i.eq(s)]
         with m.If(en):
             m.d.sync += [
                 m1.valid.eq(a_step),
                 m1.i.eq(s),
                 m1.first_kt.eq(k0 == 0),
                 m1.last_kt.eq(last_k),
-                m1.bstart.eq(k0[:5] == 0),
-                m1.bend.eq(((k0 + R)[:5] == 0) | last_k),
+                m1.bstart.eq(k0[:bits] == 0),
+                m1.bend.eq(((k0 + R)[:bits] == 0) | last_k),
                 swap.eq(a_step & (s == 0)),
                 wl.valid.eq(w_cur | w_next | pro),
                 wl.row.eq(Mux(w_cur, s + 1, 0)),
@@ -156,8 +166,11 @@ class WsArray(wiring.Component):
     column's bus into the PEs' shadow registers, and each column's partial sums flowing down
     and leaving deskewed, one row of C's partial sums per step.
 
-    Each PE adds the exact product of its A element and its weight (integer, or E2M1 x E2M1 in
-    quarters) to the partial sum from above. The PEs are built flat into this module.
+    Each PE adds its product (:class:`~scoville.rtl.arith.Arith`: exact for ``int`` and
+    ``block``, rounded to FP32 for ``float``) to the partial sum from above; the top row adds
+    to ``tops`` (the accumulator's partial sum, ``float`` only: FP32 additions stay in K
+    order) or to zero. A weight past K (``take`` low) adds nothing. The PEs are built flat into
+    this module.
 
     Attributes
     ----------
@@ -169,16 +182,26 @@ class WsArray(wiring.Component):
         The weight bus; the weight row itself is ``b``.
     a, b : In(...)
         The operand beats taken by the step that ``swap`` and ``bus`` describe.
-    psums : Out(ArrayLayout(mac_shape, cols))
+    psums : Out(ArrayLayout(psum_shape, cols))
         The column sums of the A row that entered ``rows + cols - 1`` steps ago, deskewed.
+    tops : In(ArrayLayout(32, cols))
+        ``float`` only: the partial sum that column ``c`` starts from, for the row entering
+        its top PE this step.
+    bottoms : Out(ArrayLayout(32, cols))
+        ``float`` only: the column sums of the bottom PEs this step, not registered.
     """
 
     def __init__(self, config, a_layout, b_layout):
         self._config = config
+        ar = config.arith
+        C = config.cols
+        chain = ({"tops": In(data.ArrayLayout(32, C)), "bottoms": Out(data.ArrayLayout(32, C))}
+                 if ar.kind == "float" else {})
         super().__init__({
             "en": In(1), "swap": In(1), "bus": In(bus_layout(config)),
             "a": In(a_layout), "b": In(b_layout),
-            "psums": Out(data.ArrayLayout(mac_shape(config), config.cols)),
+            "psums": Out(data.ArrayLayout(ar.psum_shape, C)),
+            **chain,
         })
 
     def elaborate(self, platform):
@@ -194,22 +217,27 @@ class WsArray(wiring.Component):
             lane = Signal(alane, name=f"a_lane{r}")
             m.d.comb += [lane.a.eq(adata.data[r]), lane.swap.eq(self.swap)]
             left.append(delay(m, lane, r, en, name=f"a_skew{r}"))
-        lane_layout = data.StructLayout({"valid": 1, "row": range(max(R, 2)), "w": elem})
+        lane_layout = data.StructLayout({"valid": 1, "row": range(max(R, 2)), "on": 1,
+                                         "w": bdata.data[0].shape()})
         buses = []
         for c in range(C):
             lane = Signal(lane_layout, name=f"w_lane{c}")
+            on = wl.take & wl.cols[c]
             m.d.comb += [
                 lane.valid.eq(wl.valid),
                 lane.row.eq(wl.row),
-                lane.w.eq(Mux(wl.take & wl.cols[c], bdata.data[c], 0)),
+                lane.on.eq(on),
+                lane.w.eq(Mux(on, bdata.data[c], 0)),
             ]
             buses.append(delay(m, lane, c, en, name=f"w_skew{c}"))
 
-        psums = [None] * C
+        psums = [self.tops[c] if cfg.arith.kind == "float" else None for c in range(C)]
         for r in range(R):
             a_in = left[r]
             for c in range(C):
-                psums[c] = self._pe(m, r, c, a_in, buses[c], psums[c])
+                psums[c], below = self._pe(m, r, c, a_in, buses[c], psums[c])
+                if r == R - 1 and cfg.arith.kind == "float":
+                    m.d.comb += self.bottoms[c].eq(below)
                 if c < C - 1:
                     a_out = Signal(alane, name=f"pe{r}_{c}_a")
                     with m.If(en):
@@ -221,33 +249,49 @@ class WsArray(wiring.Component):
 
     def _pe(self, m: Module, r: int, c: int, a_in, bus, psum_in):
         """PE (r, c): writes its shadow weight from the column's bus, switches to it with the
-        first A row of a tile, and adds its product to the partial sum from above."""
+        first A row of a tile, and adds its product to the partial sum from above. Returns the
+        registered partial sum and the sum it registers."""
         cfg, en = self._config, self.en
+        ar = cfg.arith
         name = f"pe{r}_{c}"
-        elem = bus.w.shape()
-        shadow = Signal(elem, name=f"{name}_shadow")
-        weight = Signal(elem, name=f"{name}_w")
+        # A weight and whether it lies inside K and N; ``on`` only where a zero weight must
+        # not multiply an Inf or NaN element of A (beyond K, A holds anything).
+        wlayout = data.StructLayout({"w": bus.w.shape(), **({"on": 1} if ar.specials else {})})
+        shadow = Signal(wlayout, name=f"{name}_shadow")
+        weight = Signal(wlayout, name=f"{name}_w")
         with m.If(en & bus.valid & (bus.row == r)):
-            m.d.sync += shadow.eq(bus.w)
+            m.d.sync += shadow.w.eq(bus.w)
+            if ar.specials:
+                m.d.sync += shadow.on.eq(bus.on)
         with m.If(en & a_in.swap):
             m.d.sync += weight.eq(shadow)
-        w = wire(m, f"{name}_weff", Mux(a_in.swap, shadow, weight))
-        prod = product(m, cfg, a_in.a, w, f"{name}_prod")
-        psum = Signal(mac_shape(cfg), name=f"{name}_psum")
+        w = wire(m, f"{name}_weff", Mux(a_in.swap, shadow, weight), wlayout)
+        prod = ar.product(m, a_in.a, w.w, f"{name}_prod")
+        if ar.kind == "float":
+            total = ar.add(m, psum_in, prod, f"{name}_add")
+            below = wire(m, f"{name}_below", Mux(w.on, total, psum_in), ar.psum_shape)
+        else:
+            if ar.specials:
+                prod = ar.cleared(m, prod, ~w.on, f"{name}_prodon")
+            below = prod if psum_in is None else ar.add(m, psum_in, prod, f"{name}_below")
+        psum = Signal(ar.psum_shape, name=f"{name}_psum")
         with m.If(en):
-            m.d.sync += psum.eq(prod if psum_in is None else psum_in + prod)
-        return psum
+            m.d.sync += psum.eq(below)
+        return psum, below
 
 
 class WsAccumulator(wiring.Component):
-    """The ``ws`` accumulator: adds each row's column sums into an SRAM of ``acc_rows`` rows
-    and emits the row of C with its last K tile.
+    """The ``ws`` accumulator: keeps each row's partial sums of C in an SRAM of ``acc_rows``
+    rows and emits the row of C with its last K tile.
 
-    The row's metadata is delayed to meet its sums (``rows + cols`` steps), the SRAM row is
-    read a step ahead and written back. ``int8``/``int4``: a wrapping INT32 sum per entry.
-    ``mxfp4``: each entry keeps the block's exact sum and the FP32 sum; at a block's end the
-    block sum times ``2**(sa + sb - 254)`` is rounded once to FP32 and added (one converter and
-    adder per column).
+    The row's metadata is delayed to meet its sums (``rows + cols`` steps). ``int`` and
+    ``block`` (:class:`~scoville.rtl.arith.Arith`): the SRAM row is read a step ahead and the
+    array's column sums are added into it: a wrapping INT32 sum per entry; or the block's exact
+    sum and the FP32 sum, where at a block's end the block sum times the scales is rounded once
+    to FP32 and added (one converter and adder per column). ``float``: the FP32 additions must
+    stay in K order, so the partial sum enters the top of its column (``tops``) and the bottom
+    PE's sum (``bottoms``) is written back; each column has its own SRAM, read and written
+    skewed as the column sees the row.
 
     Attributes
     ----------
@@ -255,12 +299,17 @@ class WsAccumulator(wiring.Component):
         The engine advances.
     meta : In(row_layout)
         The metadata of the A row arriving now (from the sequencer).
+    ahead : In(ahead_layout)
+        ``float`` only: the A row the sequencer issues now.
     bus : In(bus_layout)
         The weight bus (its first row carries the tile's B scales and columns).
     sa, sb : In
-        ``mxfp4`` only: the A row's E8M0 scale, the weight row's (one per column).
-    psums : In(ArrayLayout(mac_shape, cols))
+        ``block`` only: the A row's block scale, the weight row's (one per column).
+    psums : In(ArrayLayout(psum_shape, cols))
         The array's deskewed column sums.
+    tops : Out(ArrayLayout(32, cols)), bottoms : In(ArrayLayout(32, cols))
+        ``float`` only: the partial sums into the top of each column and out of its bottom
+        (see :class:`WsArray`).
     collect : Out(1)
         A row of C leaves this step.
     row : Out(ArrayLayout(32, cols))
@@ -270,21 +319,29 @@ class WsAccumulator(wiring.Component):
     def __init__(self, config):
         self._config = config
         C = config.cols
-        scales = {"sa": In(8), "sb": In(data.ArrayLayout(8, C))} if config.mx else {}
+        ar = config.arith
+        extra = {}
+        if config.mx:
+            extra = {"sa": In(8), "sb": In(data.ArrayLayout(8, C))}
+        if ar.kind == "float":
+            extra = {"ahead": In(ahead_layout(config)), "tops": Out(data.ArrayLayout(32, C)),
+                     "bottoms": In(data.ArrayLayout(32, C))}
         super().__init__({
             "en": In(1), "meta": In(row_layout(config)), "bus": In(bus_layout(config)),
-            **scales,
-            "psums": In(data.ArrayLayout(mac_shape(config), C)),
+            **extra,
+            "psums": In(data.ArrayLayout(ar.psum_shape, C)),
             "collect": Out(1), "row": Out(data.ArrayLayout(32, C)),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self._config
+        ar = cfg.arith
         R, C, AR = cfg.rows, cfg.cols, cfg.acc_rows
         en, m1, wl = self.en, self.meta, self.bus
         psums = self.psums
-        # Stage 2 adds the MX scales of the row (A) and of the weight tile (B) to the metadata.
+        # Stage 2 adds the block scales of the row (A) and of the weight tile (B) to the
+        # metadata.
         sb_reg = Signal(data.ArrayLayout(8, C))
         on_reg = Signal(C)
         if cfg.mx:
@@ -298,14 +355,16 @@ class WsAccumulator(wiring.Component):
             m.d.sync += [meta2.m.eq(m1), meta2.sb.eq(sb_reg), meta2.on.eq(on_reg)]
             if cfg.mx:
                 m.d.sync += meta2.sa.eq(self.sa)
-        addr = m1.i if R + C - 1 < 2 else delay(m, meta2, R + C - 3, en, name="meta").m.i
         mt = delay(m, meta2, R + C - 2, en, name="meta")
+        m.d.comb += self.collect.eq(mt.m.valid & mt.m.last_kt)
+        if ar.kind == "float":
+            self._columns(m)
+            m.d.comb += self.row.eq(psums)
+            return m
+        addr = m1.i if R + C - 1 < 2 else delay(m, meta2, R + C - 3, en, name="meta").m.i
 
         # Stage R + C: add the column sums of row i into the accumulator SRAM.
-        if cfg.mx:
-            entry = data.StructLayout({"bs": mac_shape(cfg), "fp": 32})
-        else:
-            entry = mac_shape(cfg)
+        entry = data.StructLayout({"bs": ar.psum_shape, "fp": 32}) if cfg.mx else ar.psum_shape
         m.submodules.acc = acc = Memory(shape=data.ArrayLayout(entry, C), depth=AR, init=[])
         wp = acc.write_port()
         rp = acc.read_port(transparent_for=(wp,))
@@ -315,9 +374,9 @@ class WsAccumulator(wiring.Component):
         for c in range(C):
             old = rp.data[c]
             if cfg.mx:
-                bs = wire(m, f"acc{c}_bs", Mux(mt.m.bstart, 0, old.bs) + psums[c], mac_shape(cfg))
-                value = Mux(mt.on[c], mx_block_value(m, bs, **mx_scale_terms(mt.sa, mt.sb[c]),
-                                                      name=f"acc{c}_blk"), 0)
+                bs = ar.add(m, ar.cleared(m, old.bs, mt.m.bstart, f"acc{c}_bs0"), psums[c],
+                            f"acc{c}_bs")
+                value = Mux(mt.on[c], ar.block_value(m, bs, mt.sa, mt.sb[c], f"acc{c}_blk"), 0)
                 base = wire(m, f"acc{c}_base", Mux(mt.m.first_kt, 0, old.fp))
                 total = wire(m, f"acc{c}_total", fp32_add(m, base, value, name=f"acc{c}_add"))
                 m.d.comb += [
@@ -326,10 +385,37 @@ class WsAccumulator(wiring.Component):
                     out[c].eq(total),
                 ]
             else:
-                total = wire(m, f"acc{c}_total", Mux(mt.m.first_kt, 0, old) + psums[c], entry)
+                base = ar.cleared(m, old, mt.m.first_kt, f"acc{c}_base")
+                total = ar.add(m, base, psums[c], f"acc{c}_total")
                 m.d.comb += [wp.data[c].eq(total), out[c].eq(total)]
-        m.d.comb += self.collect.eq(mt.m.valid & mt.m.last_kt)
         return m
+
+    def _columns(self, m: Module):
+        """``float``: one SRAM per column, read for a row when the row reaches the column's top
+        PE (+0 in the row's first K tile) and written when it leaves the bottom PE. A row's
+        next K tile reaches the top no earlier than the step its sum is written (tiles are at
+        least ``rows`` steps apart), and a read sees a write of the same step."""
+        cfg = self._config
+        R, C, AR = cfg.rows, cfg.cols, cfg.acc_rows
+        en = self.en
+        ahead = self.ahead
+        first = Signal(name="first")
+        m.d.comb += first.eq(self.meta.first_kt)
+        write = delay(m, self.meta, R - 1, en, name="wmeta")
+        for c in range(C):
+            mem = Memory(shape=32, depth=AR, init=[])
+            m.submodules[f"col{c}"] = mem
+            wp = mem.write_port()
+            rp = mem.read_port(transparent_for=(wp,))
+            m.d.comb += [
+                rp.addr.eq(ahead.i), rp.en.eq(en),
+                self.tops[c].eq(Mux(first, 0, rp.data)),
+                wp.addr.eq(write.i), wp.en.eq(en & write.valid), wp.data.eq(self.bottoms[c]),
+            ]
+            if c < C - 1:
+                ahead = delay(m, ahead, 1, en, name=f"ahead{c + 1}")
+                first = delay(m, first, 1, en, name=f"first{c + 1}")
+                write = delay(m, write, 1, en, name=f"wmeta{c + 1}")
 
 
 class WeightStationary(wiring.Component):
@@ -360,4 +446,7 @@ class WeightStationary(wiring.Component):
         ]
         if cfg.mx:
             m.d.comb += [accumulator.sa.eq(self.a.scale), accumulator.sb.eq(self.b.scale)]
+        if cfg.arith.kind == "float":
+            m.d.comb += [accumulator.ahead.eq(seq.ahead), array.tops.eq(accumulator.tops),
+                         accumulator.bottoms.eq(array.bottoms)]
         return m

@@ -105,11 +105,6 @@ GEMM = {"rows": 4, "cols": 4, "fmt": "int8", "dataflow": "os", "count": 20, "gap
 KVCACHE = {"page_tokens": 4, "max_seqs": 4, "count": 2000, "gap": 0.3, "backpressure": 0.3}
 
 #: The edit that lets a gemm mutation declare signals in the engine's shell.
-_GEMM_SIGNAL = Edit(
-    "from amaranth.hdl import Module, Mux, signed, unsigned\n",
-    "from amaranth.hdl import Module, Mux, Signal, signed, unsigned\n",
-)
-
 #: gemm_quant with one group of 3 x 4 lines (8 parts a line) under gaps and back-pressure.
 GEMM_QUANT = {"array.rows": 3, "array.cols": 4, "groups": 1, "count": 6, "gap": 0.3,
               "backpressure": 0.3}
@@ -124,7 +119,6 @@ MUTATIONS: tuple[Mutation, ...] = (
                "(an extra stall, counted as one)",
         file="rtl/gemm.py",
         edits=(
-            _GEMM_SIGNAL,
             Edit(
                 "        stall_out = flow.collect & self.o.valid & ~self.o.ready\n",
                 "        released = Signal()\n"
@@ -142,7 +136,6 @@ MUTATIONS: tuple[Mutation, ...] = (
                "cycle before the next row (protocol-legal, data unchanged)",
         file="rtl/gemm.py",
         edits=(
-            _GEMM_SIGNAL,
             Edit(
                 "        stall_out = flow.collect & self.o.valid & ~self.o.ready\n",
                 "        full = Signal()\n"
@@ -158,7 +151,7 @@ MUTATIONS: tuple[Mutation, ...] = (
                 "        with m.If(self.o.ready):\n"
                 "            m.d.sync += self.o.valid.eq(0)\n"
                 "        with m.If(flow.en & flow.collect):\n"
-                "            m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(flow.row)]\n",
+                "            m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(row)]\n",
                 "        with m.If(taken):\n"
                 "            m.d.sync += full.eq(0)\n"
                 "        with m.If(flow.en & flow.collect):\n"
@@ -172,10 +165,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="gemm-acc-24-bit",
         models="the integer accumulators are 24 bits wide instead of 32 (wrap at 2**23)",
-        file="rtl/dataflow.py",
+        file="rtl/arith.py",
         edits=(Edit(
-            "    return signed(16) if config.mx else signed(32)\n",
-            "    return signed(16) if config.mx else signed(24)\n",
+            "            self.psum_shape = signed(32)\n",
+            "            self.psum_shape = signed(24)\n",
         ),),
         block="gemm", params=GEMM, tests=("test_long_k",), timing=False,
         why="int8: a sum leaves 24 bits only past 512 products of the same sign near "
@@ -199,10 +192,9 @@ MUTATIONS: tuple[Mutation, ...] = (
                "instead of from the first product)",
         file="rtl/os_dataflow.py",
         edits=(Edit(
-            '            total = wire(m, f"{name}_total", Mux(a_in.first, 0, sums) + prod, '
-            "mac_shape(cfg))\n",
-            '            total = wire(m, f"{name}_total", Mux(a_in.first, 0, sums + prod), '
-            "mac_shape(cfg))\n",
+            '            total = ar.add(m, base, prod, f"{name}_total")\n',
+            '            total = ar.cleared(m, ar.add(m, sums, prod, f"{name}_sum1"), a_in.first, '
+            'f"{name}_total")\n',
         ),),
         block="gemm", params=GEMM, tests=("test_workload",), timing=False,
         why="every output of every GEMM is wrong unless its first product is 0",
@@ -213,10 +205,9 @@ MUTATIONS: tuple[Mutation, ...] = (
                "sums and drops every later tile's",
         file="rtl/ws_dataflow.py",
         edits=(Edit(
-            '                total = wire(m, f"acc{c}_total", Mux(mt.m.first_kt, 0, old) + '
-            "psums[c], entry)\n",
+            '                total = ar.add(m, base, psums[c], f"acc{c}_total")\n',
             '                total = wire(m, f"acc{c}_total", Mux(mt.m.first_kt, psums[c], old), '
-            "entry)\n",
+            'ar.psum_shape)\n',
         ),),
         block="gemm", params={**GEMM, "dataflow": "ws"}, tests=("test_workload",),
         timing=False,

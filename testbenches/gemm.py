@@ -18,7 +18,6 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
-from scoville.rtl.formats import MX_BLOCK
 from scoville.rtl.gemm import STATUS
 from scoville.sim.cycles.gemm import (
     COUNTERS,
@@ -44,31 +43,81 @@ from .kit import (
     timing_errors,
 )
 
+#: Element codes of the extreme-value draws: the ends of each format's range, its zeros, its
+#: smallest subnormal and normal, and its NaN and Inf.
+_EXTREME = {
+    "mxfp4": [0x7, 0xF, 0x0, 0x8, 0x1, 0x9],
+    "nvfp4": [0x7, 0xF, 0x0, 0x8, 0x1, 0x9],
+    # +-448, +-0, +-2^-9 (smallest subnormal), 2^-6 (smallest normal), NaN
+    "mxfp8": [0x7E, 0xFE, 0x00, 0x80, 0x01, 0x81, 0x08, 0x7F],
+    # +-max, +-0, smallest subnormal, smallest normal, 1, +-Inf, NaN, a signalling NaN
+    "bf16": [0x7F7F, 0xFF7F, 0x0000, 0x8000, 0x0001, 0x8080, 0x3F80, 0x7F80, 0xFF80, 0x7FC0,
+             0xFF81],
+}
+#: Block scale codes of the extreme draws: E8M0 2^-127, 2^-126, 1, 2^127 and NaN; E4M3 0,
+#: its smallest subnormal, smallest normal, +-448 and NaN.
+_EXTREME_SCALES = {"e8m0": [0x00, 0x01, 0x7F, 0xFE, 0xFF],
+                   "e4m3": [0x00, 0x01, 0x08, 0x7E, 0xFE, 0x7F]}
 
-def _limits(cfg) -> tuple[int, int]:
-    if cfg.mx:
-        return 0, 15
-    return -(1 << (cfg.bits - 1)), (1 << (cfg.bits - 1)) - 1
+
+def _elements(fmt: str, rng, shape, extreme: bool) -> np.ndarray:
+    """Element codes (or integers) of ``fmt`` over its whole range; ``extreme``: its special
+    values mixed with codes from anywhere."""
+    if fmt in ("int8", "int4"):
+        hi = 1 << ((8 if fmt == "int8" else 4) - 1)
+        return rng.choice([-hi, hi - 1], shape) if extreme else rng.integers(-hi, hi, shape)
+    if extreme:
+        bits = {"bf16": 16, "mxfp8": 8}.get(fmt, 4)
+        special = rng.choice(_EXTREME[fmt], shape)
+        return np.where(rng.random(shape) < 0.7, special, rng.integers(0, 1 << bits, shape))
+    if fmt == "bf16":
+        # Any sign and significand, exponents within 2^+-12 of 1: products and sums stay in
+        # range and cancel often; the whole range comes in the extreme draws.
+        exp = rng.integers(115, 140, shape)
+        return (rng.integers(0, 2, shape) << 15) | (exp << 7) | rng.integers(0, 128, shape)
+    if fmt == "mxfp8":
+        codes = rng.integers(0, 256, shape)
+        return np.where((codes & 0x7F) == 0x7F, codes ^ 0x01, codes)  # no NaN
+    return rng.integers(0, 16, shape)
 
 
 def random_operands(cfg, rng, m: int, k: int, n: int, *, extreme: bool = False) -> Operands:
-    """Operands over the whole range of the format; ``extreme``: only its end values (INT: the
-    most negative and the largest; MXFP4: +-6 and +-0) and, for MX, edge scales."""
-    lo, hi = _limits(cfg)
-    if extreme:
-        values = [0x7, 0xF, 0x0, 0x8] if cfg.mx else [lo, hi]
-        a, b = rng.choice(values, (m, k)), rng.choice(values, (k, n))
-    else:
-        a, b = rng.integers(lo, hi + 1, (m, k)), rng.integers(lo, hi + 1, (k, n))
-    if not cfg.mx:
+    """Operands over the whole range of the format; ``extreme``: its special values (the ends
+    of its range, zeros, subnormals, NaN and Inf where it has them) and edge block scales and
+    tensor scales."""
+    a = _elements(cfg.fmt, rng, (m, k), extreme)
+    b = _elements(cfg.b_format, rng, (k, n), extreme)
+    arith = cfg.arith
+    if arith.kind != "block":
         return Operands(a, b)
-    q = -(-k // MX_BLOCK)
+    q = -(-k // arith.block)
+    if arith.tensor_scale:
+        if extreme:
+            sa, sb = (rng.choice(_EXTREME_SCALES["e4m3"], s) for s in ((m, q), (q, n)))
+            tensors = np.array([2.0**-149, 2.0**-126, 1.0, 3.0e38, np.inf, np.nan, 0.0])
+            ta, tb = rng.choice(tensors, 2)
+        else:
+            # Any E4M3 scale but NaN, either sign; tensor scales 2^-20..2^20.
+            sa, sb = (rng.integers(0, 0x7F, s) | (rng.integers(0, 2, s) << 7)
+                      for s in ((m, q), (q, n)))
+            ta, tb = np.ldexp(rng.uniform(1, 2, 2), rng.integers(-20, 21, 2))
+        return Operands(a, b, sa, sb, float(np.float32(ta)), float(np.float32(tb)))
     if extreme:
-        scales = [0x00, 0x01, 0x7F, 0xFE, 0xFF]
-        sa, sb = rng.choice(scales, (m, q)), rng.choice(scales, (q, n))
+        sa, sb = (rng.choice(_EXTREME_SCALES["e8m0"], s) for s in ((m, q), (q, n)))
     else:
         sa, sb = rng.integers(110, 145, (m, q)), rng.integers(110, 145, (q, n))
     return Operands(a, b, sa, sb)
+
+
+def _command_fields(cfg, jobs: list) -> dict:
+    """The ``cmd`` stream's fields of ``jobs``: M, K, N and, for ``nvfp4``, the binary32 bits
+    of the tensor scales (0 for a command that must be rejected)."""
+    fields = {name: [job[d] for job in jobs] for d, name in enumerate("mkn")}
+    if cfg.arith.tensor_scale:
+        for name in ("scale_a", "scale_b"):
+            values = [0.0 if ops is None else getattr(ops, name) for *_, ops in jobs]
+            fields[name] = np.array(values, np.float32).view(np.uint32)
+    return fields
 
 
 async def drive_gemms(dut, ctx, array, jobs: list, outputs: int, timed, *,
@@ -81,7 +130,7 @@ async def drive_gemms(dut, ctx, array, jobs: list, outputs: int, timed, *,
     prediction, ``timed(shapes, sources, ready)``, fed the same schedules."""
     fill = ctx.rng(9)
     codec = ctx.codecs
-    cmds = codec["cmd"].pack(**{name: [job[d] for job in jobs] for d, name in enumerate("mkn")})
+    cmds = codec["cmd"].pack(**_command_fields(array, jobs))
     a_items, b_items = [], []
     for _, _, _, ops in jobs:
         if ops is not None:
@@ -169,7 +218,7 @@ def workload_jobs(ctx, array, shape) -> list:
 def random_shape(cfg, rng) -> tuple[int, int, int]:
     """A shape from 1 to a few tiles in each dimension (K up to a few MX blocks)."""
     R, C = cfg.rows, cfg.cols
-    k_hi = 3 * MX_BLOCK + 5 if cfg.mx else 3 * max(R, C) + 3
+    k_hi = 3 * cfg.arith.block + 5 if cfg.mx else 3 * max(R, C) + 3
     return (int(rng.integers(1, 2 * R + 3)), int(rng.integers(1, k_hi)),
             int(rng.integers(1, 2 * C + 3)))
 
@@ -184,7 +233,7 @@ async def test_edges(dut):
     cfg = ctx.config
     R, C = cfg.rows, cfg.cols
     rng = ctx.rng(1)
-    k_long = MX_BLOCK + 3 if cfg.mx else 2 * R + 1
+    k_long = cfg.arith.block + 3 if cfg.mx else 2 * R + 1
     shapes = [
         (1, 1, 1),
         (1, k_long, 2 * C + 1),

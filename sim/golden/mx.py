@@ -1,4 +1,5 @@
-"""MXFP4 quantization (OCP Microscaling v1.0): E2M1 elements, one E8M0 scale per 32 elements.
+"""MX quantization (OCP Microscaling v1.0): MXFP4 (E2M1 elements) and MXFP8 (E4M3 elements), one
+E8M0 scale per 32 elements; and the round-to-nearest-even cast to bfloat16.
 
 The model works in float64, where float32, bfloat16 and their subnormals are exact, and rounds
 once: elements are divided by a power of two (exact, via ``np.ldexp``) and rounded to nearest,
@@ -7,20 +8,30 @@ ties to even, saturating at +-6. ``ml_dtypes`` casts are not used for rounding: 
 and its ``float8_e8m0fnu`` cast rounds ties up. docs/numerics.md states every choice made here.
 """
 
+import ml_dtypes
 import numpy as np
 
 from scoville.rtl.formats import E8M0_BIAS, E8M0_NAN, MX_BLOCK
 
 __all__ = [
+    "E4M3_VALUES",
     "dequantize_mxfp4",
+    "dequantize_mxfp8",
     "encode_e2m1",
+    "encode_e4m3",
     "pack_fp4",
+    "quantize_bf16",
     "quantize_mxfp4",
+    "quantize_mxfp8",
     "unpack_fp4",
 ]
 
 _E2M1_EMAX = 2
 _E2M1_MAX = 6.0
+_E4M3_EMAX = 8
+_E4M3_MAX = 448.0
+#: The value of each E4M3 (OCP ``float8_e4m3fn``) code 0..255; codes 0x7F and 0xFF are NaN.
+E4M3_VALUES = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
 #: E2M1 magnitude code for each value 2*|v| in 0..12 (only 0, 1, 2, 3, 4, 6, 8, 12 occur).
 _E2M1_CODE_OF_HALVES = np.array([0, 1, 2, 3, 4, 0, 5, 0, 6, 0, 0, 0, 7], dtype=np.uint8)
 _E2M1_MAGNITUDES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
@@ -127,17 +138,84 @@ def quantize_mxfp4(x, axis=-1):
     ValueError
         If the length along ``axis`` is not a multiple of 32, or ``axis`` is not an axis of ``x``.
     """
-    blocks = to_blocks(as_float64(x), axis, MX_BLOCK, "quantize_mxfp4")
+    return _quantize_mx(x, axis, _E2M1_EMAX, encode_e2m1, "quantize_mxfp4")
+
+
+def quantize_mxfp8(x, axis=-1):
+    """Quantize ``x`` to MXFP8 (E4M3 elements) in 32-element blocks along ``axis``.
+
+    The rule of :func:`quantize_mxfp4` with E4M3's largest exponent: ``e = floor(log2(amax)) -
+    8``; each element is the E4M3 code of ``x / 2^e`` rounded to nearest, ties to even, and
+    saturated at +-448 (:func:`encode_e4m3`). A block holding NaN or +-Inf gets scale 0xFF and
+    codes 0 (it dequantizes to NaN); an all-zero block gets scale code 0.
+
+    Returns
+    -------
+    codes : numpy.ndarray
+        uint8 E4M3 codes, shape of ``x``.
+    scales : numpy.ndarray
+        uint8 E8M0 codes, shape of ``x`` with ``axis`` divided by 32.
+
+    Raises
+    ------
+    ValueError
+        If the length along ``axis`` is not a multiple of 32, or ``axis`` is not an axis of ``x``.
+    """
+    return _quantize_mx(x, axis, _E4M3_EMAX, encode_e4m3, "quantize_mxfp8")
+
+
+def _quantize_mx(x, axis, emax, encode, what):
+    """The OCP MX v1.0 quantization of ``x`` along ``axis``, elements of largest exponent
+    ``emax`` encoded by ``encode`` (see :func:`quantize_mxfp4`)."""
+    blocks = to_blocks(as_float64(x), axis, MX_BLOCK, what)
     special = ~np.isfinite(blocks).all(axis=-1)
     clean = np.where(special[..., None], 0.0, blocks)
     amax = np.abs(clean).max(axis=-1, initial=0.0)
     _, e = np.frexp(amax)
-    shared = np.where(amax > 0, e - 1 - _E2M1_EMAX, -E8M0_BIAS)
+    shared = np.where(amax > 0, e - 1 - emax, -E8M0_BIAS)
     shared = np.clip(shared, -E8M0_BIAS, E8M0_BIAS).astype(np.int32)
-    codes = encode_e2m1(np.ldexp(clean, -shared[..., None]))
+    codes = encode(np.ldexp(clean, -shared[..., None]))
     codes[special] = 0
     scales = np.where(special, E8M0_NAN, shared + E8M0_BIAS).astype(np.uint8)
     return from_blocks(codes, axis), np.moveaxis(scales, -1, axis)
+
+
+def encode_e4m3(y):
+    """E4M3 (OCP ``float8_e4m3fn``) codes (uint8) of float64 ``y``: round to nearest, ties to
+    even, subnormals kept, saturating at +-448 (+-inf too); the sign of zero is kept.
+
+    Raises
+    ------
+    ValueError
+        If ``y`` holds NaN (callers give NaN blocks their own codes).
+    """
+    y = np.asarray(y, dtype=np.float64)
+    if np.isnan(y).any():
+        raise ValueError("encode_e4m3: allowed: values free of NaN")
+    magnitude = round_to_grid(np.minimum(np.abs(y), _E4M3_MAX), 3, -6)
+    # Every magnitude is now an E4M3 value, so the cast is exact.
+    return np.copysign(magnitude, y).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+
+
+def dequantize_mxfp8(codes, scales, axis=-1):
+    """Values of MXFP8 ``codes`` (E4M3) with E8M0 ``scales``, as :func:`dequantize_mxfp4` does
+    for MXFP4: ``E4M3(code) * 2^(scale - 127)`` exact in float64, then float32; scale 0xFF or
+    an E4M3 NaN code gives NaN."""
+    codes = _check_codes(codes, 255, "E4M3 codes")
+    return _dequantize_mx(codes, scales, axis, E4M3_VALUES, "dequantize_mxfp8")
+
+
+def quantize_bf16(x):
+    """The bfloat16 bit patterns (uint16) of ``x``: rounded once from float64 to nearest, ties
+    to even, subnormals kept, overflow to +-inf, every NaN the quiet NaN 0x7FC0 (``ml_dtypes``
+    casts float64 through float32 and so rounds twice)."""
+    x = as_float64(x)
+    finite = np.isfinite(x)
+    magnitude = round_to_grid(np.where(finite, np.abs(x), 0.0), 7, -126)
+    with np.errstate(over="ignore"):
+        values = np.where(finite, np.copysign(magnitude, x), x).astype(np.float32)
+    bits = (values.view(np.uint32) >> 16).astype(np.uint16)
+    return np.where(np.isnan(x), np.uint16(0x7FC0), bits).astype(np.uint16)
 
 
 def dequantize_mxfp4(codes, scales, axis=-1):
@@ -167,15 +245,19 @@ def dequantize_mxfp4(codes, scales, axis=-1):
         If codes or scales are out of range or their shapes do not agree.
     """
     codes = _check_codes(codes, 15, "E2M1 codes")
+    return _dequantize_mx(codes, scales, axis, _E2M1_VALUES, "dequantize_mxfp4")
+
+
+def _dequantize_mx(codes, scales, axis, table, what):
     scales = _check_codes(scales, 255, "E8M0 scales")
-    blocks = to_blocks(codes, axis, MX_BLOCK, "dequantize_mxfp4")
+    blocks = to_blocks(codes, axis, MX_BLOCK, what)
     if scales.ndim == codes.ndim:
         scales = np.moveaxis(scales, axis, -1)
     if scales.shape != blocks.shape[:-1]:
-        raise ValueError(f"dequantize_mxfp4: scales have shape {scales.shape} after moving axis "
+        raise ValueError(f"{what}: scales have shape {scales.shape} after moving axis "
                          f"{axis} last; expected {blocks.shape[:-1]}, one per block of 32")
     exponent = scales.astype(np.int32) - E8M0_BIAS
-    values = np.ldexp(_E2M1_VALUES[blocks], exponent[..., None])
+    values = np.ldexp(table[blocks], exponent[..., None])
     values[scales == E8M0_NAN] = np.nan
     with np.errstate(over="ignore"):
         return from_blocks(values, axis).astype(np.float32)
