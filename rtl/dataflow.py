@@ -39,8 +39,12 @@ def dataflow_signature(config, a_layout, b_layout) -> wiring.Signature:
         The next step takes an A beat, a B beat.
     ``collect``, ``row``
         The next step emits ``row``, a row of C (``cols`` 32-bit values).
+    ``cols``
+        ``nvfp4`` only (the shell scales the row): which columns of ``row`` lie inside N.
     """
+    mask = {"cols": Out(config.cols)} if config.arith.tensor_scale else {}
     return wiring.Signature({
+        **mask,
         "cmd": In(CMD),
         "start": In(1),
         "en": In(1),

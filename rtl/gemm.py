@@ -239,7 +239,8 @@ class Gemm(wiring.Component):
             scale = Signal(32)
             with m.If(flow.start):
                 m.d.sync += scale.eq(fp32_mul(m, cmd.scale_a, cmd.scale_b, name="tensor"))
-            row = Cat(*(fp32_mul(m, flow.row[c], scale, name=f"out{c}")
+            # A column beyond N stays +0 (also where the scale is Inf or NaN).
+            row = Cat(*(Mux(flow.cols[c], fp32_mul(m, flow.row[c], scale, name=f"out{c}"), 0)
                         for c in range(cfg.cols)))
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)

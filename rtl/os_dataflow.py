@@ -138,14 +138,17 @@ class OsArray(wiring.Component):
         A PE row's finished results reach the end of the row this step (at most one row).
     row : Out(ArrayLayout(32, cols))
         That row of C.
+    cols : Out(cols)
+        ``nvfp4`` only: which columns of ``row`` lie inside N.
     """
 
     def __init__(self, config, a_layout, b_layout):
         self._config = config
+        mask = {"cols": Out(config.cols)} if config.arith.tensor_scale else {}
         super().__init__({
             "en": In(1), "step": In(step_layout(config)),
             "a": In(a_layout), "b": In(b_layout),
-            "collect": Out(1), "row": Out(data.ArrayLayout(32, config.cols)),
+            "collect": Out(1), "row": Out(data.ArrayLayout(32, config.cols)), **mask,
         })
 
     def elaborate(self, platform):
@@ -212,6 +215,14 @@ class OsArray(wiring.Component):
                 operator.or_, (Mux(collect[r], Cat(res[r]), 0) for r in range(R)))),
             self.collect.eq(Cat(collect).any()),
         ]
+        if cfg.arith.tensor_scale:
+            # The columns of the tile whose rows leave: taken at the tile's last step, whose
+            # row r leaves ``cols + r`` steps later; the next tile's last step comes at least
+            # ``rows`` steps after it.
+            last_cols = Signal(C, name="last_cols")
+            with m.If(en & s1.valid & s1.last):
+                m.d.sync += last_cols.eq(s1.cols)
+            m.d.comb += self.cols.eq(delay(m, last_cols, C - 1, en, name="cols"))
         return m
 
     def _pe(self, m: Module, r: int, c: int, a_in, b_in) -> Signal:
@@ -271,4 +282,6 @@ class OutputStationary(wiring.Component):
             self.need_b.eq(seq.need_b), self.collect.eq(array.collect),
             self.row.eq(array.row),
         ]
+        if self._config.arith.tensor_scale:
+            m.d.comb += self.cols.eq(array.cols)
         return m

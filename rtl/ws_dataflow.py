@@ -314,6 +314,8 @@ class WsAccumulator(wiring.Component):
         A row of C leaves this step.
     row : Out(ArrayLayout(32, cols))
         That row.
+    cols : Out(cols)
+        ``nvfp4`` only: which columns of ``row`` lie inside N.
     """
 
     def __init__(self, config):
@@ -323,6 +325,8 @@ class WsAccumulator(wiring.Component):
         extra = {}
         if config.mx:
             extra = {"sa": In(8), "sb": In(data.ArrayLayout(8, C))}
+            if ar.tensor_scale:
+                extra["cols"] = Out(C)
         if ar.kind == "float":
             extra = {"ahead": In(ahead_layout(config)), "tops": Out(data.ArrayLayout(32, C)),
                      "bottoms": In(data.ArrayLayout(32, C))}
@@ -357,6 +361,8 @@ class WsAccumulator(wiring.Component):
                 m.d.sync += meta2.sa.eq(self.sa)
         mt = delay(m, meta2, R + C - 2, en, name="meta")
         m.d.comb += self.collect.eq(mt.m.valid & mt.m.last_kt)
+        if ar.tensor_scale:
+            m.d.comb += self.cols.eq(mt.on)
         if ar.kind == "float":
             self._columns(m)
             m.d.comb += self.row.eq(psums)
@@ -446,6 +452,8 @@ class WeightStationary(wiring.Component):
         ]
         if cfg.mx:
             m.d.comb += [accumulator.sa.eq(self.a.scale), accumulator.sb.eq(self.b.scale)]
+        if cfg.arith.tensor_scale:
+            m.d.comb += self.cols.eq(accumulator.cols)
         if cfg.arith.kind == "float":
             m.d.comb += [accumulator.ahead.eq(seq.ahead), array.tops.eq(accumulator.tops),
                          accumulator.bottoms.eq(array.bottoms)]

@@ -144,3 +144,24 @@ def test_fp32_mul_random(seed):
     a = np.concatenate([p[0] for p in parts])
     b = np.concatenate([p[1] for p in parts])
     _check(a, b, f"random stimulus, seed {seed}")
+
+
+def test_bf16_mul_is_the_float32_product_of_the_widened_operands(seed):
+    """``man_bits=7``: bfloat16 operands (an 8 x 8-bit significand multiplier) give NumPy's
+    float32 product of the operands widened exactly to float32, on every class of operand:
+    random patterns, exponent sums at the subnormal and overflow edges, subnormals, and the
+    directed table's operands cut to bfloat16."""
+    rng = np.random.default_rng(seed)
+    edge_a, edge_b = (np.array([e[i] for e in EDGES], np.uint32) >> 16 for i in (0, 1))
+    low_a, low_b = _random_pairs(rng, 1000, 98, 134, frac_bits=7)
+    high_a, high_b = _random_pairs(rng, 500, 370, 400, frac_bits=7)
+    a = np.concatenate([rng.integers(0, 1 << 16, 2000), edge_a, low_a >> 16, high_a >> 16,
+                        rng.integers(0, 1 << 7, 300)]).astype(np.uint32)
+    b = np.concatenate([rng.integers(0, 1 << 16, 2000), edge_b, low_b >> 16, high_b >> 16,
+                        rng.integers(0, 1 << 16, 300)]).astype(np.uint32)
+    got = evaluate(lambda m, x, y: fp32_mul(m, x, y, man_bits=7), [16, 16], a, b)
+    want = _numpy_reference(a << 16, b << 16)
+    want_nan = np.isnan(want.view(np.float32))
+    bad = np.nonzero(np.where(want_nan, got != FP32_QNAN, got != want))[0]
+    assert bad.size == 0, (f"bf16 product {a[bad[0]]:#06x} * {b[bad[0]]:#06x}: expected "
+                           f"{want[bad[0]]:#010x}, got {got[bad[0]]:#010x}")

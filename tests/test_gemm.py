@@ -2,7 +2,9 @@
 order, the cycle model's closed forms, and the RTL on both simulators."""
 
 import math
+from fractions import Fraction
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -20,8 +22,13 @@ from scoville.sim.cycles.gemm import (
     utilization,
 )
 from scoville.sim.golden import E2M1_VALUES
-from scoville.sim.golden.gemm import Operands, gemm, operand_beats, result_rows
+from scoville.sim.golden.fp32_add import canonical_bits
+from scoville.sim.golden.gemm import Operands, gemm, matmul, operand_beats, result_rows
+from scoville.sim.golden.mx import quantize_bf16, quantize_mxfp4, quantize_mxfp8
 from scoville.sim.golden.mx_dot import mx_dot
+from scoville.sim.golden.nvfp4 import quantize_nvfp4
+from scoville.sim.golden.nvfp4_dot import nvfp4_dot
+from scoville.testbenches.gemm import random_operands
 
 from .simcheck import assert_passed, simulate
 
@@ -31,7 +38,16 @@ from .simcheck import assert_passed, simulate
     [
         ({"rows": 0}, "parameter 'rows' = 0 is out of range; allowed: 1..64"),
         ({"cols": 65}, "parameter 'cols' = 65 is out of range; allowed: 1..64"),
-        ({"fmt": "fp8"}, "parameter 'fmt' = 'fp8' is not allowed; allowed: int8, int4, mxfp4"),
+        ({"fmt": "fp8"}, "parameter 'fmt' = 'fp8' is not allowed; allowed: int8, int4, mxfp4, "
+                         "nvfp4, mxfp8, bf16"),
+        ({"b_fmt": "fp8"}, "parameter 'b_fmt' = 'fp8' is not allowed; allowed: same, int8"),
+        ({"fmt": "bf16", "b_fmt": "mxfp4"},
+         "parameters 'fmt' = 'bf16' and 'b_fmt' = 'mxfp4' are not allowed together; allowed: "
+         "b_fmt=same (each format with itself), or fmt=mxfp8 with b_fmt=mxfp4"),
+        ({"fmt": "mxfp4", "b_fmt": "mxfp8"}, "'b_fmt' = 'mxfp8' are not allowed together"),
+        ({"fmt": "nvfp4", "dataflow": "ws", "rows": 32}, "allowed: 1, 2, 4, 8, 16"),
+        ({"fmt": "mxfp8", "b_fmt": "mxfp4", "dataflow": "ws", "rows": 3},
+         "parameter 'rows' = 3 is not allowed with fmt=mxfp8 and dataflow=ws"),
         ({"dataflow": "is"}, "parameter 'dataflow' = 'is' is not allowed; allowed: os, ws"),
         ({"fmt": "mxfp4", "dataflow": "ws", "rows": 12}, "allowed: 1, 2, 4, 8, 16, 32"),
         ({"acc_rows": 1}, "parameter 'acc_rows' = 1 is out of range; allowed: 2..4096"),
@@ -168,9 +184,156 @@ def test_run_cycles_adds_commands_and_rejects_cost_one_cycle():
     assert utilization(cfg, 16 * 10, 10) == 1.0
 
 
+def _elements(fmt, codes):
+    """Exact float64 values of element codes, from ml_dtypes' tables and NumPy's float32 (not
+    the golden model's)."""
+    if fmt == "bf16":
+        return (codes.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    dtype = ml_dtypes.float8_e4m3fn if fmt == "mxfp8" else ml_dtypes.float4_e2m1fn
+    return codes.astype(np.uint8).view(dtype).astype(np.float64)
+
+
+def _dequantized(fmt, codes, scales, axis, tensor=None):
+    """Exact float64 values of quantized operands: element times block scale (times the
+    tensor scale)."""
+    values = _elements(fmt, codes)
+    if fmt == "bf16":
+        return values
+    block = 16 if fmt == "nvfp4" else 32
+    if fmt == "nvfp4":
+        factor = scales.astype(np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+        factor = factor * float(tensor)
+    else:
+        factor = np.exp2(scales.astype(np.float64) - 127)
+        factor[scales == 0xFF] = np.nan
+    return values * np.repeat(factor, block, axis=axis)
+
+
+def _quantized(fmt, x, axis):
+    """``x`` quantized along ``axis`` as :func:`matmul` does: (codes, scales, tensor)."""
+    if fmt == "bf16":
+        return quantize_bf16(x), None, None
+    if fmt == "nvfp4":
+        return quantize_nvfp4(x, axis=axis)
+    quantize = quantize_mxfp8 if fmt == "mxfp8" else quantize_mxfp4
+    return (*quantize(x, axis=axis), None)
+
+
+# (fmt, b_fmt, the number of blocks' roundings the bound allows per unit of K)
+BOUNDS = [("bf16", "bf16", 1), ("mxfp4", "mxfp4", 32), ("mxfp8", "mxfp8", 32),
+          ("mxfp8", "mxfp4", 32), ("nvfp4", "nvfp4", 16)]
+
+
+@pytest.mark.parametrize(("fmt", "b_fmt", "block"), BOUNDS)
+@pytest.mark.parametrize("k", [1, 37, 96, 512])
+def test_matmul_is_within_the_stated_bound_of_float64(fmt, b_fmt, block, k):
+    """``matmul`` against the float64 product of the dequantized operands: within
+    (K + 2) * 2^-24 * |A||B| for bf16 (a rounding per product and per addition), and
+    (K/block + 2) * 2^-23 * |A||B| for the block formats (a rounding per block value and per
+    addition; NVFP4's tensor scales two more)."""
+    rng = np.random.default_rng(k)
+    m, n = 5, 7
+    a = rng.normal(size=(m, k)) * np.exp2(rng.integers(-8, 8, (m, 1)))
+    b = rng.normal(size=(k, n)) * np.exp2(rng.integers(-8, 8, (1, n)))
+    got = matmul(a, b, fmt, b_fmt if b_fmt != fmt else None).astype(np.float64)
+    assert got.dtype == np.float64 and got.shape == (m, n)
+    pad = -k % (16 if fmt == "nvfp4" else 32) if fmt != "bf16" else 0
+    qa = _quantized(fmt, np.pad(a, ((0, 0), (0, pad))), 1)
+    qb = _quantized(b_fmt, np.pad(b, ((0, pad), (0, 0))), 0)
+    va = _dequantized(fmt, qa[0], qa[1], 1, qa[2])
+    vb = _dequantized(b_fmt, qb[0], qb[1], 0, qb[2])
+    exact = va @ vb
+    magnitude = np.abs(va) @ np.abs(vb)
+    if fmt == "bf16":
+        bound = (k + 2) * 2.0**-24 * magnitude
+    else:
+        bound = (math.ceil(k / block) + 2) * 2.0**-23 * magnitude
+    assert np.all(np.abs(got - exact) <= bound), np.max(np.abs(got - exact) / magnitude)
+    # The quantization itself is close: the operands are the data, not noise.
+    assert np.all(np.abs(exact - a @ b) <= 0.5 * np.abs(a) @ np.abs(b))
+
+
+def _scalar_gemm(fmt, b_fmt, ops):
+    """An independent model of the engine's arithmetic: a loop per output over Python floats
+    and ``np.float32`` scalars (exact block sums in Fractions)."""
+    m, k, n = ops.shape
+    va, vb = _elements(fmt, ops.a), _elements(b_fmt, ops.b)
+    out = np.zeros((m, n), np.float32)
+    with np.errstate(all="ignore"):
+        for i in range(m):
+            for j in range(n):
+                acc = np.float32(0.0)
+                if fmt == "bf16":
+                    for q in range(k):
+                        acc = np.float32(acc + np.float32(va[i, q] * vb[q, j]))
+                    out[i, j] = acc
+                    continue
+                block = 16 if fmt == "nvfp4" else 32
+                for q0 in range(0, k, block):
+                    terms = [(va[i, q], vb[q, j]) for q in range(q0, min(q0 + block, k))]
+                    if any(math.isnan(x) or math.isnan(y) for x, y in terms):
+                        acc = np.float32(np.nan)
+                        continue
+                    total = sum(Fraction(x) * Fraction(y) for x, y in terms)
+                    sa, sb = int(ops.sa[i, q0 // block]), int(ops.sb[q0 // block, j])
+                    if fmt == "nvfp4":
+                        e4m3 = np.array([sa, sb], np.uint8).view(ml_dtypes.float8_e4m3fn)
+                        value = float(total) * float(e4m3[0]) * float(e4m3[1])
+                    elif 0xFF in (sa, sb):
+                        value = math.nan
+                    else:
+                        value = math.ldexp(float(total), sa + sb - 254)
+                    acc = np.float32(acc + np.float32(value))
+                if fmt == "nvfp4":
+                    acc = np.float32(acc * np.float32(np.float32(ops.scale_a) *
+                                                      np.float32(ops.scale_b)))
+                out[i, j] = acc
+    return canonical_bits(out)
+
+
+@pytest.mark.parametrize(("fmt", "b_fmt"), [(f, g) for f, g, _ in BOUNDS])
+@pytest.mark.parametrize("extreme", [False, True])
+def test_float_golden_is_a_scalar_loop_over_every_output(fmt, b_fmt, extreme):
+    """The golden model's vectorized arithmetic against a plain loop per output, bit for
+    bit, on operands over each format's whole range (``extreme``: its special values, NaN and
+    Inf, and edge scales) with K off the block grid."""
+    cfg = GemmConfig(fmt=fmt, b_fmt=b_fmt)
+    rng = np.random.default_rng(7)
+    for m, k, n in [(3, 70, 4), (2, 1, 3), (1, 33, 2)]:
+        ops = random_operands(cfg, rng, m, k, n, extreme=extreme)
+        got = gemm(cfg, ops)
+        want = _scalar_gemm(fmt, cfg.b_format, ops)
+        assert np.array_equal(got, want), (fmt, m, k, n, np.nonzero(got != want))
+
+
+def test_nvfp4_golden_is_nvfp4_dot_of_every_row_and_column():
+    rng = np.random.default_rng(4)
+    cfg = GemmConfig(fmt="nvfp4")
+    ops = random_operands(cfg, rng, 3, 48, 4)
+    got = gemm(cfg, ops)
+    tensor = np.float32(np.float32(ops.scale_a) * np.float32(ops.scale_b))
+    for i in range(3):
+        for j in range(4):
+            want = nvfp4_dot(ops.a[i][None], ops.b[:, j][None], ops.sa[i][None],
+                             ops.sb[:, j][None], tensor)[0]
+            assert got[i, j] == want
+
+
+def test_matmul_rejects_bad_pairs_shapes_and_integers():
+    with pytest.raises(ValueError, match="'b_fmt' = 'mxfp8' are not allowed together"):
+        matmul(np.ones((2, 32)), np.ones((32, 2)), "bf16", "mxfp8")
+    with pytest.raises(ValueError, match=r"A is \(2, 32\) and B is \(31, 2\)"):
+        matmul(np.ones((2, 32)), np.ones((31, 2)), "bf16")
+    with pytest.raises(ValueError, match="integers in -8..7 for int4"):
+        matmul(np.full((2, 3), 8), np.ones((3, 2), int), "int4")
+    got = matmul(np.full((2, 3), -128), np.full((3, 2), -128), "int8")
+    assert got.dtype == np.int32 and (got == 3 * 128 * 128).all()
+
+
 # (rows, cols, fmt, dataflow): 4x4, 8x8, 16x16, non-square arrays and the degenerate 1x1, 1xC
-# and Rx1, every format and both dataflows; each on both simulators, with 30% gaps and
-# back-pressure (and the keep-up, long-K and reset tests).
+# and Rx1, every format and pair in both dataflows at 4x4; each on both simulators, with 30%
+# gaps and back-pressure (and the edge, keep-up, long-K and reset tests). ``mxfp8/mxfp4`` is
+# fmt=mxfp8 with b_fmt=mxfp4.
 CONFIGS = [
     (4, 4, "int8", "os"),
     (4, 4, "int8", "ws"),
@@ -178,6 +341,14 @@ CONFIGS = [
     (2, 5, "int4", "ws"),
     (4, 4, "mxfp4", "os"),
     (4, 4, "mxfp4", "ws"),
+    (4, 4, "mxfp8", "os"),
+    (4, 4, "mxfp8", "ws"),
+    (4, 4, "mxfp8/mxfp4", "os"),
+    (4, 4, "mxfp8/mxfp4", "ws"),
+    (4, 4, "nvfp4", "os"),
+    (4, 4, "nvfp4", "ws"),
+    (4, 4, "bf16", "os"),
+    (4, 4, "bf16", "ws"),
     (8, 8, "int8", "os"),
     (8, 8, "int8", "ws"),
     (16, 16, "int8", "os"),
@@ -188,6 +359,12 @@ CONFIGS = [
 ]
 
 
+def _formats(fmt: str) -> dict:
+    """``fmt`` and ``b_fmt`` of a CONFIGS entry."""
+    a, _, b = fmt.partition("/")
+    return {"fmt": a, "b_fmt": b or "same"}
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize(("rows", "cols", "fmt", "dataflow"), CONFIGS)
 def test_gemm_rtl(simulator, seed, rows, cols, fmt, dataflow):
@@ -195,7 +372,7 @@ def test_gemm_rtl(simulator, seed, rows, cols, fmt, dataflow):
     # The long-K test (2**15 steps) on the small int8 arrays, and on Verilator everywhere.
     long_k = 32773 if simulator == "verilator" or rows * cols <= 16 else 0
     result = simulate(
-        "gemm", simulator, seed, rows=rows, cols=cols, fmt=fmt, dataflow=dataflow,
+        "gemm", simulator, seed, rows=rows, cols=cols, **_formats(fmt), dataflow=dataflow,
         acc_rows=8, count=2 if big else 6, gap=0.3, backpressure=0.3, long_k=long_k,
     )
     assert_passed(result)
@@ -211,13 +388,14 @@ def test_gemm_rtl(simulator, seed, rows, cols, fmt, dataflow):
 @pytest.mark.sim
 @pytest.mark.parametrize(("rows", "cols", "fmt", "dataflow", "depth"),
                          [(4, 4, "int8", "os", 64), (2, 3, "mxfp4", "ws", 64),
-                          (3, 2, "int4", "ws", 2), (3, 3, "int8", "os", 2)])
+                          (3, 2, "int4", "ws", 2), (3, 3, "int8", "os", 2),
+                          (2, 3, "bf16", "ws", 2), (3, 2, "nvfp4", "os", 2)])
 def test_gemm_rtl_heavy_gaps_and_back_pressure(simulator, seed, rows, cols, fmt, dataflow,
                                                depth):
     """90% of cycles without a beat offered and 90% without ``ready``, and operand buffers of
     2 beats that fill while the output waits: every handshake still where the timed model
     puts it."""
-    result = simulate("gemm", simulator, seed, rows=rows, cols=cols, fmt=fmt,
+    result = simulate("gemm", simulator, seed, rows=rows, cols=cols, **_formats(fmt),
                       dataflow=dataflow, acc_rows=4, buffer_depth=depth, count=3, gap=0.9,
                       backpressure=0.9, long_k=0)
     assert_passed(result)
