@@ -46,8 +46,9 @@ def pair_error(fmt: str, b_fmt: str) -> str | None:
     """The one-line error for a pair of formats outside :data:`PAIRS`, or None."""
     if (fmt, b_fmt) in PAIRS:
         return None
-    return (f"parameters 'fmt' = {fmt!r} and 'b_fmt' = {b_fmt!r} are not allowed together; "
-            f"allowed: b_fmt=same (each format with itself), or fmt=mxfp8 with b_fmt=mxfp4")
+    return (f"parameter 'b_fmt' = {b_fmt!r} is not allowed with parameter 'fmt' = {fmt!r}; "
+            f"allowed pairs: b_fmt=same (each format with itself), or fmt=mxfp8 with "
+            f"b_fmt=mxfp4")
 
 
 @dataclass(frozen=True)

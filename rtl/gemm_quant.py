@@ -1,5 +1,6 @@
-"""GEMM then MX quantization: the GEMM array in ``mxfp4`` whose rows of C (FP32) stream into the
-MXFP4 quantizer, producing the MXFP4 activations of a next matmul.
+"""GEMM then MX quantization: the GEMM array in an MX format (``mxfp4``, ``mxfp8``, or ``mxfp8``
+activations against ``mxfp4`` weights) whose rows of C (FP32) stream into the MX quantizer,
+producing the MXFP4 or MXFP8 activations of a next matmul.
 
 One row of C is one token's activations, so MX blocks run along N, 32 columns each. The block
 is a composition of three named parts joined by their stream signatures:
@@ -9,7 +10,7 @@ is a composition of three named parts joined by their stream signatures:
 ``reblock`` (:class:`~scoville.rtl.reblock.Reblock`, sized by ``groups``)
     Turns C's row tiles into whole 32-value lines, one per row of C and block of columns.
 ``quant`` (:class:`~scoville.rtl.mx_quant.MxQuant`, config ``quant.*``)
-    One line in, its 32 E2M1 codes and E8M0 scale out.
+    One line in, its 32 E2M1 or E4M3 codes and E8M0 scale out.
 
 A front end checks each command and hands a good one to the array and, in the same cycle, its
 (M, N) to the buffer's queue.
@@ -24,7 +25,7 @@ from .counters import counter_layout
 from .formats import MX_BLOCK
 from .gemm import COUNTERS as GEMM_COUNTERS
 from .gemm import Gemm, GemmConfig, command_members, operand_layouts
-from .mx_quant import OUT_LAYOUT, MxQuant, MxQuantConfig
+from .mx_quant import MxQuant, MxQuantConfig, out_layout
 from .params import check_int, check_parts, param, part
 from .reblock import Reblock
 
@@ -48,17 +49,19 @@ class GemmQuantConfig:
     Attributes
     ----------
     array : GemmConfig
-        The GEMM array (``array.*``): ``fmt`` ``mxfp4`` (the only one with FP32 results),
+        The GEMM array (``array.*``): ``fmt`` ``mxfp4`` or ``mxfp8`` (with ``b_fmt`` ``same``
+        or, for ``mxfp8``, ``mxfp4``: MX formats, whose commands carry no tensor scale),
         ``dataflow`` ``os`` (``ws`` emits C column tile by column tile over all M rows, so a
         block of 32 columns of a row would wait on every row of C), ``cols`` dividing 32.
     quant : MxQuantConfig
-        The quantizer (``quant.*``); ``in_fmt`` ``fp32``, as C is.
+        The quantizer (``quant.*``); ``in_fmt`` ``fp32``, as C is; ``out_fmt`` either.
     groups : int
         The buffer holds ``groups`` groups of ``array.rows`` lines of 32 FP32 values.
     """
 
     array: GemmConfig = part(GemmConfig(fmt="mxfp4"), "the GEMM array (block gemm)",
-                             restrict={"fmt": ("mxfp4",), "dataflow": ("os",), "cols": COLS})
+                             restrict={"fmt": ("mxfp4", "mxfp8"), "b_fmt": ("same", "mxfp4"),
+                                       "dataflow": ("os",), "cols": COLS})
     quant: MxQuantConfig = part(MxQuantConfig(), "the MX quantizer (block mx_quant)",
                                 restrict={"in_fmt": ("fp32",)})
     groups: int = param(2, "1..8", "buffer: groups of array.rows lines of 32 values")
@@ -99,7 +102,7 @@ class GemmQuant(wiring.Component):
     def __init__(self, config: GemmQuantConfig):
         self._config = config
         self.a_layout, self.b_layout = operand_layouts(config.array)
-        self.out_layout = OUT_LAYOUT
+        self.out_layout = out_layout(config.quant)
         super().__init__(command_members(self.a_layout, self.b_layout, self.out_layout,
                                          COUNTERS))
 

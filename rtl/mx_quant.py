@@ -1,10 +1,12 @@
-"""MXFP4 quantizer: one block of 32 FP32 (or BF16) values in, one MXFP4 block out.
+"""MX quantizer: one block of 32 FP32 (or BF16) values in, one MXFP4 or MXFP8 block out.
 
-For activations produced on-chip. Shared exponent ``e = floor(log2(amax)) - 2`` clamped to
-the E8M0 range ``[-127, 127]``; each element is ``x / 2**e`` rounded to the nearest E2M1 value,
-ties to even, saturating at +-6, keeping its sign (a negative that rounds to zero gives -0).
-A block with any NaN or +-Inf gets scale 0xFF (E8M0 NaN) and all element codes 0. This is the
-same function as :func:`scoville.sim.golden.mx.quantize_mxfp4`.
+For activations produced on-chip. Shared exponent ``e = floor(log2(amax)) - emax`` (``emax`` the
+element type's largest exponent: 2 for E2M1, 8 for E4M3) clamped to the E8M0 range
+``[-127, 127]``; each element is ``x / 2**e`` rounded to the nearest element value, ties to
+even, saturating (E2M1 at +-6, E4M3 at +-448), keeping its sign (a negative that rounds to zero
+gives -0). A block with any NaN or +-Inf gets scale 0xFF (E8M0 NaN) and all element codes 0.
+This is the same function as :func:`scoville.sim.golden.mx.quantize_mxfp4` and
+:func:`scoville.sim.golden.mx.quantize_mxfp8`.
 """
 
 from dataclasses import dataclass
@@ -18,10 +20,17 @@ from .formats import E8M0_NAN, ELEMENT_BITS, FP32, MX_BLOCK
 from .params import check_choice, check_int, param
 from .pipeline import delay, stall_pipeline
 
-__all__ = ["OUT_LAYOUT", "MxQuant", "MxQuantConfig"]
+__all__ = ["OUT_FORMATS", "MxQuant", "MxQuantConfig", "out_layout"]
 
-#: The output payload: 32 E2M1 codes (element 0 lowest) and the E8M0 scale.
-OUT_LAYOUT = data.StructLayout({"codes": data.ArrayLayout(4, MX_BLOCK), "scale": unsigned(8)})
+#: The output formats, and their elements' bits and largest exponents.
+OUT_FORMATS = {"mxfp4": (4, 2), "mxfp8": (8, 8)}
+
+
+def out_layout(config) -> data.StructLayout:
+    """The output payload: 32 element codes (E2M1 or E4M3, element 0 lowest) and the E8M0
+    scale."""
+    bits = OUT_FORMATS[config.out_fmt][0]
+    return data.StructLayout({"codes": data.ArrayLayout(bits, MX_BLOCK), "scale": unsigned(8)})
 
 
 #: The input formats (their widths: :data:`~scoville.rtl.formats.ELEMENT_BITS`); BF16 is the top
@@ -37,6 +46,8 @@ class MxQuantConfig:
     ----------
     in_fmt : str
         ``fp32`` or ``bf16`` input elements.
+    out_fmt : str
+        ``mxfp4`` (E2M1 elements) or ``mxfp8`` (E4M3 elements).
     latency : int
         Register stages from an input handshake to the block being valid: the amax stage,
         ``latency - 2`` stages that only carry it (for synthesis to retime the rounding), and
@@ -44,10 +55,12 @@ class MxQuantConfig:
     """
 
     in_fmt: str = param("fp32", "fp32, bf16", "input element format")
+    out_fmt: str = param("mxfp4", "mxfp4, mxfp8", "output format")
     latency: int = param(2, "2..6", "register stages")
 
     def __post_init__(self):
         check_choice("in_fmt", self.in_fmt, IN_FORMATS)
+        check_choice("out_fmt", self.out_fmt, tuple(OUT_FORMATS))
         check_int("latency", self.latency, 2, 6)
 
 
@@ -84,15 +97,54 @@ def _round_e2m1(m: Module, sig, exp_field, e, name):
     return code
 
 
+def _round_e4m3(m: Module, sig, exp_field, e, name):
+    """E4M3 magnitude code (0..0x7E) of ``sig * 2**(max(exp_field, 1) - 150) / 2**e``, rounded
+    to nearest even and saturated at 448. ``sig`` is the 24-bit significand.
+
+    ``t`` is the value in units of 2^-10 (half the smallest E4M3 subnormal; it is below 2^19
+    since the value is below 2^9) and ``sticky`` the bits below. With ``p`` the leading one of
+    ``t``, ``d = max(p - 3, 1)`` bits are rounded off: ``q = t >> d`` is the significand
+    (1.mmm for a normal, 0.mmm at ``d = 1``) and the code is ``(d << 3) + round(q) - 8``; a
+    rounding carry to 16 moves into the exponent field by itself."""
+    shift = Signal(signed(11), name=f"{name}_sh")
+    m.d.comb += shift.eq(Mux(exp_field == 0, 1, exp_field) - 140 - e)
+    rs = Signal(range(26), name=f"{name}_rs")
+    m.d.comb += rs.eq(Mux(shift >= 0, 0, Mux(shift < -25, 25, -shift)))
+    ls = Signal(range(20), name=f"{name}_ls")
+    m.d.comb += ls.eq(Mux(shift > 19, 19, Mux(shift > 0, shift, 0)))
+    t = Signal(19, name=f"{name}_t")
+    sticky = Signal(name=f"{name}_st")
+    m.d.comb += [
+        t.eq(Mux(shift >= 0, sig << ls, sig >> rs)),
+        sticky.eq((shift < 0) & ((sig & ((1 << rs) - 1)) != 0)),
+    ]
+    lead = leading_one(m, f"{name}_lead", t)
+    d = Signal(range(17), name=f"{name}_d")
+    m.d.comb += d.eq(Mux(lead > 4, lead - 3, 1))
+    dm1 = Signal(range(16), name=f"{name}_dm1")
+    m.d.comb += dm1.eq(d - 1)
+    q = Signal(5, name=f"{name}_q")
+    rest = Signal(name=f"{name}_rest")
+    m.d.comb += [q.eq(t >> d), rest.eq(((t & ((1 << dm1) - 1)) != 0) | sticky)]
+    guard = (t >> dm1)[0]
+    up = guard & (rest | q[0])
+    code = Signal(8, name=f"{name}_code")
+    m.d.comb += code.eq((d << 3) + q + up - 8)
+    out = Signal(7, name=f"{name}_mag")
+    m.d.comb += out.eq(Mux(code >= 0x7F, 0x7E, code))
+    return out
+
+
 class MxQuant(wiring.Component):
-    """Quantizes one block of 32 values per beat into MXFP4.
+    """Quantizes one block of 32 values per beat into MXFP4 or MXFP8.
 
     Attributes
     ----------
     i : In(stream.Signature(ArrayLayout(in_bits, 32)))
         Element ``k`` in bits ``k * in_bits`` upward.
-    o : Out(stream.Signature(...))
-        Payload fields ``codes`` (32 E2M1 codes, element 0 lowest) and ``scale`` (E8M0).
+    o : Out(stream.Signature(out_layout))
+        Payload fields ``codes`` (32 E2M1 or E4M3 codes, element 0 lowest) and ``scale``
+        (E8M0).
     latency : int
         Cycles from an input handshake to its block being valid (``config.latency``).
     """
@@ -100,7 +152,7 @@ class MxQuant(wiring.Component):
     def __init__(self, config: MxQuantConfig):
         self._config = config
         self.in_bits = ELEMENT_BITS[config.in_fmt]
-        self.out_layout = OUT_LAYOUT
+        self.out_layout = out_layout(config)
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(self.in_bits, MX_BLOCK))),
             "o": Out(stream.Signature(self.out_layout)),
@@ -149,18 +201,20 @@ class MxQuant(wiring.Component):
                                      for v, n in ((s1_x, "x"), (s1_amax, "amax"),
                                                   (s1_special, "special")))
 
-        # Last stage: the shared exponent, and every element rounded to E2M1.
+        # Last stage: the shared exponent, and every element rounded to E2M1 or E4M3.
+        bits, emax = OUT_FORMATS[self._config.out_fmt]
+        rounding = _round_e2m1 if bits == 4 else _round_e4m3
         amax_exp = s1_amax[23:31]
         lead = leading_one(m, "sub_lead", s1_amax[:23])
         log2 = Signal(signed(10))  # floor(log2(amax)), -149..127
         m.d.comb += log2.eq(Mux(amax_exp == 0, lead - 149, amax_exp - 127))
         e = Signal(signed(10))
-        m.d.comb += e.eq(Mux((s1_amax == 0) | (log2 - 2 < -127), -127, log2 - 2))
-        codes = Signal(data.ArrayLayout(4, MX_BLOCK))
+        m.d.comb += e.eq(Mux((s1_amax == 0) | (log2 - emax < -127), -127, log2 - emax))
+        codes = Signal(data.ArrayLayout(bits, MX_BLOCK))
         for k in range(MX_BLOCK):
             x = data.View(FP32, s1_x[k])
             sig = Cat(x.man, x.exp != 0)
-            mag = _round_e2m1(m, sig, x.exp, e, f"el{k}")
+            mag = rounding(m, sig, x.exp, e, f"el{k}")
             m.d.comb += codes[k].eq(Cat(mag, x.sign))
         with m.If(en):
             with m.If(s1_special):

@@ -2,14 +2,15 @@
 :func:`scoville.sim.golden.mx_quant.mx_quant`.
 
 Tests: directed blocks (all zero, -0, NaN, +-Inf, subnormal amax, E8M0 clamping at both ends,
-every rounding tie of the E2M1 grid, saturation) and random blocks over the whole FP32 range
-under random valid gaps and ready back-pressure.
+every rounding tie of the E2M1 grid and, for MXFP8, of the E4M3 grid, saturation) and random
+blocks over the whole FP32 range under random valid gaps and ready back-pressure.
 """
 
 import cocotb
 import numpy as np
 
 from scoville.rtl.formats import ELEMENT_BITS, MX_BLOCK
+from scoville.sim.golden.mx import E4M3_VALUES
 from scoville.sim.golden.mx_quant import mx_quant
 
 from .kit import check_stream, context
@@ -41,7 +42,25 @@ async def _check(dut, test, blocks, *, gaps, interrupt=False):
     )
 
 
-def _directed() -> list[np.ndarray]:
+def _e4m3_ties() -> list[np.ndarray]:
+    """Blocks of amax 256 (shared exponent 0 in MXFP8) holding every midpoint of the E4M3
+    grid, subnormals included, and its neighbours one float32 ulp away, with both signs."""
+    grid = np.unique(np.abs(E4M3_VALUES[np.isfinite(E4M3_VALUES)]))
+    mids = ((grid[1:] + grid[:-1]) / 2).astype(np.float32)
+    values = np.concatenate([mids, np.nextafter(mids, np.float32(np.inf)),
+                             np.nextafter(mids, np.float32(0)), [464.0, 479.0, 500.0]])
+    values = values[values < 512].astype(np.float32)
+    out = []
+    for j in range(0, len(values), MX_BLOCK - 1):
+        block = np.zeros(MX_BLOCK, np.float32)
+        block[0] = 256.0
+        part = values[j : j + MX_BLOCK - 1]
+        block[1 : 1 + len(part)] = part * np.where(np.arange(len(part)) % 2, -1, 1)
+        out.append(block)
+    return out
+
+
+def _directed(out_fmt: str) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
     out = [np.zeros(MX_BLOCK), -np.zeros(MX_BLOCK), np.full(MX_BLOCK, 6.0), np.full(MX_BLOCK, -7.9)]
     base = rng.uniform(-1, 1, MX_BLOCK)
@@ -65,13 +84,16 @@ def _directed() -> list[np.ndarray]:
             block[1 : 1 + len(v)] = v
             block[16 : 16 + len(v)] = -v
             out.append(block * scale)
+    if out_fmt == "mxfp8":
+        out += [block * scale for block in _e4m3_ties() for scale in (2.0**-120, 1.0, 2.0**100)]
     return out
 
 
 @cocotb.test()
 async def test_directed(dut):
     """Zero, NaN, Inf, subnormal and clamped blocks, and every rounding tie."""
-    await _check(dut, "test_directed", np.stack(_directed()), gaps=False)
+    blocks = np.stack(_directed(context().config.out_fmt))
+    await _check(dut, "test_directed", blocks, gaps=False)
 
 
 @cocotb.test()
@@ -79,7 +101,8 @@ async def test_reset(dut):
     """A reset in the middle of the directed blocks under gaps and back-pressure (beats in
     the pipeline, an output waiting): the unit must come back empty, then run the same
     stimulus from the start correctly."""
-    await _check(dut, "test_reset", np.stack(_directed()), gaps=True, interrupt=True)
+    blocks = np.stack(_directed(context().config.out_fmt))
+    await _check(dut, "test_reset", blocks, gaps=True, interrupt=True)
 
 
 @cocotb.test()

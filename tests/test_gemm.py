@@ -42,9 +42,10 @@ from .simcheck import assert_passed, simulate
                          "nvfp4, mxfp8, bf16"),
         ({"b_fmt": "fp8"}, "parameter 'b_fmt' = 'fp8' is not allowed; allowed: same, int8"),
         ({"fmt": "bf16", "b_fmt": "mxfp4"},
-         "parameters 'fmt' = 'bf16' and 'b_fmt' = 'mxfp4' are not allowed together; allowed: "
-         "b_fmt=same (each format with itself), or fmt=mxfp8 with b_fmt=mxfp4"),
-        ({"fmt": "mxfp4", "b_fmt": "mxfp8"}, "'b_fmt' = 'mxfp8' are not allowed together"),
+         "parameter 'b_fmt' = 'mxfp4' is not allowed with parameter 'fmt' = 'bf16'; allowed "
+         "pairs: b_fmt=same (each format with itself), or fmt=mxfp8 with b_fmt=mxfp4"),
+        ({"fmt": "mxfp4", "b_fmt": "mxfp8"}, "'b_fmt' = 'mxfp8' is not allowed with parameter "
+                                             "'fmt' = 'mxfp4'"),
         ({"fmt": "nvfp4", "dataflow": "ws", "rows": 32}, "allowed: 1, 2, 4, 8, 16"),
         ({"fmt": "mxfp8", "b_fmt": "mxfp4", "dataflow": "ws", "rows": 3},
          "parameter 'rows' = 3 is not allowed with fmt=mxfp8 and dataflow=ws"),
@@ -320,7 +321,7 @@ def test_nvfp4_golden_is_nvfp4_dot_of_every_row_and_column():
 
 
 def test_matmul_rejects_bad_pairs_shapes_and_integers():
-    with pytest.raises(ValueError, match="'b_fmt' = 'mxfp8' are not allowed together"):
+    with pytest.raises(ValueError, match="'b_fmt' = 'mxfp8' is not allowed with"):
         matmul(np.ones((2, 32)), np.ones((32, 2)), "bf16", "mxfp8")
     with pytest.raises(ValueError, match=r"A is \(2, 32\) and B is \(31, 2\)"):
         matmul(np.ones((2, 32)), np.ones((31, 2)), "bf16")

@@ -33,7 +33,11 @@ def _config(rows=4, cols=4, groups=2, latency=2, **array):
     ("params", "text"),
     [
         ({"array.rows": 99}, "parameter 'array.rows' = 99 is out of range; allowed: 1..64"),
-        ({"array.fmt": "int8"}, "parameter 'array.fmt' = 'int8' is not allowed; allowed: mxfp4"),
+        ({"array.fmt": "int8"}, "parameter 'array.fmt' = 'int8' is not allowed; allowed: mxfp4, "
+                                "mxfp8"),
+        ({"array.b_fmt": "mxfp8"}, "parameter 'array.b_fmt' = 'mxfp8' is not allowed; "
+                                   "allowed: same, mxfp4"),
+        ({"quant.out_fmt": "int4"}, "parameter 'quant.out_fmt' = 'int4' is not allowed"),
         ({"array.dataflow": "ws"}, "parameter 'array.dataflow' = 'ws' is not allowed; "
                                    "allowed: os"),
         ({"array.cols": 12}, "parameter 'array.cols' = 12 is not allowed; "
@@ -210,8 +214,11 @@ def test_a_slower_quantizer_changes_the_prediction_under_back_pressure():
          "array.buffer_depth": 2, "backpressure": 0.8, "gap": 0.5, "count": 3},
         # A row of C's tile is a whole line (no write granularity), three groups.
         {"array.rows": 1, "array.cols": 32, "groups": 3, "count": 3},
+        # MoE's W4A8 path: MXFP8 activations against MXFP4 weights, quantized to MXFP8.
+        {"array.rows": 2, "array.cols": 4, "array.fmt": "mxfp8", "array.b_fmt": "mxfp4",
+         "quant.out_fmt": "mxfp8", "count": 3},
     ],
-    ids=["2x4", "3x8-g1-lat4-heavy", "1x32-g3"],
+    ids=["2x4", "3x8-g1-lat4-heavy", "1x32-g3", "2x4-mxfp8-mxfp4-to-mxfp8"],
 )
 def test_gemm_quant_rtl(simulator, seed, params):
     assert_passed(simulate("gemm_quant", simulator, seed, **params))

@@ -17,11 +17,15 @@ from hypothesis.extra import numpy as hnp
 from scoville.sim.golden import (
     dequantize_int,
     dequantize_mxfp4,
+    dequantize_mxfp8,
     dequantize_nvfp4,
     encode_e2m1,
+    encode_e4m3,
     pack_fp4,
+    quantize_bf16,
     quantize_int,
     quantize_mxfp4,
+    quantize_mxfp8,
     quantize_nvfp4,
     unpack_fp4,
 )
@@ -549,3 +553,105 @@ def test_int_blocks_along_any_axis():
     q_t, scales_t = quantize_int(x.T, 8)
     assert np.array_equal(q, q_t.T) and np.array_equal(scales, scales_t.T)
     assert np.array_equal(dequantize_int(q, scales, axis=0), dequantize_int(q_t, scales_t).T)
+
+
+# ---------------------------------------------------------------------------------------------
+# MXFP8 (E4M3 elements) and the bfloat16 cast.
+
+E4M3_POSITIVE = [(code, float(E4M3[code])) for code in range(0x7F)]  # 0 .. 448, no NaN
+
+
+def reference_mxfp8_block(block):
+    """(codes, scale) of one block, literally: e = floor(log2(amax)) - 8 clamped to the E8M0
+    range, each element the nearest E4M3 magnitude of x / 2^e (ties to the even code),
+    saturating at 448, with x's sign; NaN or Inf anywhere: scale 0xFF, codes 0."""
+    if any(math.isnan(v) or math.isinf(v) for v in block):
+        return [0] * 32, 0xFF
+    amax = max(abs(v) for v in block)
+    e = -127
+    if amax:
+        e = min(max(math.frexp(amax)[1] - 1 - 8, -127), 127)
+    codes = []
+    for v in block:
+        a = abs(Fraction(v)) / Fraction(2) ** e
+        best = None
+        for code, mag in E4M3_POSITIVE:
+            d = abs(a - Fraction(mag))
+            if best is None or d < best[0] or (d == best[0] and code % 2 == 0):
+                best = (d, code)
+        code = 0x7E if a > 448 else best[1]
+        codes.append(code | (0x80 if math.copysign(1.0, v) < 0 else 0))
+    return codes, e + 127
+
+
+def test_mxfp8_matches_the_reference_loop_bit_for_bit():
+    """quantize_mxfp8 against a per-element search of the E4M3 grid in exact arithmetic, on
+    blocks over the whole float32 range with ties, zeros, -0, NaN and Inf."""
+    rng = np.random.default_rng(SEED)
+    x = mxfp4_data(rng, 60)
+    # Every E4M3 midpoint at shared exponent 0 (amax 256), subnormal ones included.
+    grid = np.array([mag for _, mag in E4M3_POSITIVE])
+    mids = (grid[1:] + grid[:-1]) / 2
+    ties = np.zeros((-(-len(mids) // 31), 32))
+    ties[:, 0] = 256.0
+    ties[:, 1:].flat[: len(mids)] = mids * np.where(np.arange(len(mids)) % 2, -1, 1)
+    x = np.concatenate([x, ties.astype(np.float32)])
+    codes, scales = quantize_mxfp8(x)
+    for k, block in enumerate(x):
+        want_codes, want_scale = reference_mxfp8_block(block.tolist())
+        assert scales[k, 0] == want_scale, first_mismatch("scale", want_scale, scales[k, 0], k=k)
+        assert codes[k].tolist() == want_codes, first_mismatch("codes", want_codes, codes[k], k=k)
+
+
+def test_mxfp8_error_is_within_half_a_step_and_round_trips():
+    """Dequantized MXFP8 is within half an E4M3 step of each element (relative 2^-4 for
+    normals, 2^-10 * 2^e absolute for subnormals) or saturated at 448 * 2^e above it, and
+    exact E4M3 blocks come back unchanged."""
+    rng = np.random.default_rng(SEED + 1)
+    x = wide_range(rng, (200, 32), -30, 30).astype(np.float32).astype(np.float64)
+    codes, scales = quantize_mxfp8(x)
+    back = dequantize_mxfp8(codes, scales).astype(np.float64)
+    e = np.repeat(scales.astype(np.float64) - 127, 32, axis=1)
+    step = np.maximum(np.abs(x) * 2.0**-4, 2.0 ** (e - 10))
+    # The top of a block, (448, 512) * 2^e, saturates to 448 * 2^e (the spec's scale rule).
+    top = np.abs(x) > 448 * 2.0**e
+    assert np.all(np.where(top, np.abs(back) == 448 * 2.0**e, np.abs(back - x) <= step))
+    again = quantize_mxfp8(back)
+    assert np.array_equal(again[0], codes) and np.array_equal(again[1], scales)
+
+
+@pytest.mark.parametrize(("y", "code"), [(448.0, 0x7E), (463.9, 0x7E), (464.0, 0x7E),
+                                         (1e9, 0x7E), (-500.0, 0xFE), (2.0**-10, 0x00),
+                                         (3 * 2.0**-10, 0x02), (-(2.0**-11), 0x80),
+                                         (2.0**-6 * 1.0625, 0x08), (2.0**-6 * 1.1875, 0x0A)])
+def test_e4m3_encoder_saturates_rounds_ties_to_even_and_keeps_signed_zero(y, code):
+    assert int(encode_e4m3(np.array([y]))[0]) == code
+
+
+def test_mxfp8_special_and_zero_blocks():
+    x = np.zeros((3, 32))
+    x[1, 4] = np.nan
+    x[2, 0] = -np.inf
+    codes, scales = quantize_mxfp8(x)
+    assert scales[:, 0].tolist() == [0, 0xFF, 0xFF]
+    assert not codes.any()
+    assert np.isnan(dequantize_mxfp8(codes, scales)[1:]).all()
+
+
+def test_bf16_rounds_once_to_nearest_even():
+    """From float32, bit for bit ml_dtypes' cast (one rounding there too); from float64, one
+    rounding where ml_dtypes' cast through float32 rounds twice."""
+    rng = np.random.default_rng(SEED + 2)
+    bits = rng.integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32)
+    x = bits.view(np.float32)
+    with np.errstate(invalid="ignore"):
+        want = x.astype(ml_dtypes.bfloat16).view(np.uint16)
+        got = quantize_bf16(x)
+    nan = np.isnan(x)
+    assert np.array_equal(got[~nan], want[~nan])
+    assert (got[nan] == 0x7FC0).all()
+    # 1 + 2^-8 + 2^-30: above the tie by less than float32 can hold, so it rounds up to
+    # 1 + 2^-7 (0x3F81); through float32 it lands on the tie and goes to even (0x3F80).
+    assert quantize_bf16(np.array([1 + 2.0**-8 + 2.0**-30]))[0] == 0x3F81
+    assert quantize_bf16(np.array([3.4e38, -1e39, 2.0**-134 * 1.5]))[:3].tolist() == [
+        0x7F80, 0xFF80, 0x0001]

@@ -1,5 +1,6 @@
-"""MXFP4 quantizer unit: config errors and RTL on both simulators (its golden model,
-:func:`scoville.sim.golden.mx.quantize_mxfp4`, is tested in ``test_golden_quant.py``)."""
+"""MX quantizer unit: config errors and RTL on both simulators (its golden models,
+:func:`scoville.sim.golden.mx.quantize_mxfp4` and ``quantize_mxfp8``, are tested in
+``test_golden_quant.py``)."""
 
 import pytest
 
@@ -15,13 +16,21 @@ def test_config_rejects_unknown_input_format():
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize(("in_fmt", "latency", "count"),
-                         [("fp32", 2, 10_000), ("bf16", 2, 500), ("fp32", 4, 500)])
-def test_mx_quant_rtl(simulator, seed, in_fmt, latency, count):
+@pytest.mark.parametrize(("in_fmt", "out_fmt", "latency", "count"),
+                         [("fp32", "mxfp4", 2, 10_000), ("bf16", "mxfp4", 2, 500),
+                          ("fp32", "mxfp4", 4, 500), ("fp32", "mxfp8", 2, 5_000),
+                          ("bf16", "mxfp8", 3, 500)])
+def test_mx_quant_rtl(simulator, seed, in_fmt, out_fmt, latency, count):
     # fp32 carries the >= 10,000 random blocks of the verification plan; latency 4 checks
     # that the carry stages hold under back-pressure (the timed model reads the latency).
-    assert_passed(simulate("mx_quant", simulator, seed, in_fmt=in_fmt, latency=latency,
-                           count=count))
+    assert_passed(simulate("mx_quant", simulator, seed, in_fmt=in_fmt, out_fmt=out_fmt,
+                           latency=latency, count=count))
+
+
+def test_config_rejects_unknown_output_format():
+    with pytest.raises(ParamError, match="'out_fmt' = 'nvfp4' is not allowed; allowed: mxfp4, "
+                                         "mxfp8"):
+        MxQuantConfig(out_fmt="nvfp4")
 
 
 def test_config_rejects_a_latency_out_of_range():

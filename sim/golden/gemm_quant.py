@@ -1,7 +1,7 @@
 """What :class:`scoville.rtl.gemm_quant.GemmQuant` computes, as the composition of its parts'
 golden models: :func:`scoville.sim.golden.gemm.gemm` (C in FP32), then every row of C cut into
-blocks of 32 columns and quantized by :func:`scoville.sim.golden.mx.quantize_mxfp4`, the blocks
-in the order the block emits them (:func:`block_order`).
+blocks of 32 columns and quantized by :func:`scoville.sim.golden.mx_quant.mx_quant` (to
+``quant.out_fmt``), the blocks in the order the block emits them (:func:`block_order`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 from scoville.rtl.formats import MX_BLOCK
 
 from .gemm import Operands, gemm
-from .mx import quantize_mxfp4
+from .mx_quant import mx_quant
 
 __all__ = ["block_order", "gemm_quant"]
 
@@ -30,7 +30,7 @@ def block_order(config, m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def gemm_quant(config, ops: Operands) -> tuple[np.ndarray, np.ndarray]:
-    """The blocks of one GEMM, in output order: E2M1 codes ``(blocks, 32)`` and E8M0 scales
+    """The blocks of one GEMM, in output order: element codes ``(blocks, 32)`` and E8M0 scales
     ``(blocks,)``, both uint8. N must be a multiple of 32."""
     m, _, n = ops.shape
     if n % MX_BLOCK:
@@ -38,5 +38,4 @@ def gemm_quant(config, ops: Operands) -> tuple[np.ndarray, np.ndarray]:
     c = gemm(config.array, ops).view(np.float32)
     rows, starts = block_order(config, m, n)
     blocks = c[rows[:, None], starts[:, None] + np.arange(MX_BLOCK)]
-    codes, scales = quantize_mxfp4(blocks, axis=-1)
-    return codes, scales[:, 0]
+    return mx_quant(config.quant, blocks)
