@@ -78,9 +78,15 @@ def synth(yosys: list[str], synth_cmd: str, top: str, verilog: str) -> dict:
     if proc.returncode != 0 or not match:
         raise RuntimeError(f"{' '.join(yosys)} gave no statistics for {top} "
                            f"(exit {proc.returncode}):\n{text[-2000:]}")
-    cells = {name: int(n) for name, n in re.findall(r"^\s+(\$_\w+_)\s+(\d+)$", text, re.M)}
-    wires = re.search(r"Number of wire bits:\s+(\d+)", text)
-    return {"cells": int(match[1]), "by_type": cells,
+    # A design of several modules: each module's statistics, then the whole design's (after
+    # "design hierarchy"), which are the ones that count.
+    modules = {name: int(n) for name, n in re.findall(
+        r"^=== (\S+) ===\n(?:.*\n)*?\s+Number of cells:\s+(\d+)", text, re.M)}
+    whole = text.split("=== design hierarchy ===")[-1]
+    total = re.search(r"Number of cells:\s+(\d+)", whole)
+    cells = {name: int(n) for name, n in re.findall(r"^\s+(\$_\w+_)\s+(\d+)$", whole, re.M)}
+    wires = re.search(r"Number of wire bits:\s+(\d+)", whole)
+    return {"cells": int(total[1]), "by_type": cells, "modules": modules,
             "wire_bits": int(wires[1]) if wires else 0}
 
 

@@ -12,8 +12,10 @@ command -v iverilog >/dev/null && command -v vvp >/dev/null || need_apt+=(iveril
 [ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
 command -v make >/dev/null && command -v g++ >/dev/null || need_apt+=(make g++)
 command -v perl >/dev/null || need_apt+=(perl)
-# Optional: ccache makes a new Verilator build about twice as fast (see sim/flow.py).
+# Optional: ccache makes a new Verilator build about twice as fast (see sim/flow.py); Yosys
+# gives the area test and scripts/area.py their cell counts.
 if ! command -v ccache >/dev/null && [ "$(id -u)" = 0 ]; then need_apt+=(ccache); fi
+if ! command -v yosys >/dev/null && [ "$(id -u)" = 0 ]; then need_apt+=(yosys); fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "setup: apt-get install -y ${need_apt[*]}" >&2
