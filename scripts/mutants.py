@@ -200,6 +200,47 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="every output of every GEMM is wrong unless its first product is 0",
     ),
     Mutation(
+        name="gemm-bf16-ws-stale-top",
+        models="weight-stationary bf16: a row's first K tile starts from whatever its column "
+               "SRAM holds instead of +0",
+        file="rtl/ws_dataflow.py",
+        edits=(Edit(
+            "                self.tops[c].eq(Mux(first, 0, rp.data)),\n",
+            "                self.tops[c].eq(rp.data),\n",
+        ),),
+        block="gemm", params={**GEMM, "fmt": "bf16", "dataflow": "ws", "count": 6},
+        tests=("test_workload",), timing=False,
+        why="GEMMs follow each other, so every row but those of the first GEMM finds the "
+            "previous GEMM's sums in the SRAM",
+    ),
+    Mutation(
+        name="gemm-e4m3-nan-dropped",
+        models="mxfp8: a NaN element (E4M3 S.1111.111) is taken as the number 480 instead of "
+               "making its block NaN",
+        file="rtl/arith.py",
+        edits=(Edit(
+            "        m.d.comb += [out.sum.eq(value), out.nan.eq(nana | nanb)]\n",
+            "        m.d.comb += [out.sum.eq(value), out.nan.eq(0)]\n",
+        ),),
+        block="gemm", params={**GEMM, "fmt": "mxfp8", "count": 6}, tests=("test_edges",),
+        timing=False,
+        why="the edge test's extreme operands are 70% special codes, NaN among them",
+    ),
+    Mutation(
+        name="gemm-nvfp4-one-tensor-scale",
+        models="nvfp4: results are multiplied by A's tensor scale only, not by the product of "
+               "both",
+        file="rtl/gemm.py",
+        edits=(Edit(
+            '                m.d.sync += scale.eq(fp32_mul(m, cmd.scale_a, cmd.scale_b, '
+            'name="tensor"))\n',
+            "                m.d.sync += scale.eq(cmd.scale_a)\n",
+        ),),
+        block="gemm", params={**GEMM, "fmt": "nvfp4", "count": 6}, tests=("test_workload",),
+        timing=False,
+        why="random tensor scales are 2^-20..2^20, never 1 for B",
+    ),
+    Mutation(
         name="gemm-ws-drops-partial-sum",
         models="weight-stationary: the accumulator keeps a row's first K tile of partial "
                "sums and drops every later tile's",

@@ -77,7 +77,8 @@ def element_values(fmt: str, codes) -> np.ndarray:
     if fmt == "mxfp8":
         return E4M3_VALUES[codes]
     if fmt == "bf16":
-        return (codes.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        with np.errstate(invalid="ignore"):  # signalling NaNs
+            return (codes.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     raise ValueError(f"element_values: fmt {fmt!r} has no float elements; allowed: mxfp4, "
                      "nvfp4, mxfp8, bf16")
 
