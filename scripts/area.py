@@ -5,7 +5,11 @@ Writes ``docs/area.md``. Uses Debian's ``yosys`` when present; otherwise ``yowas
 ``synth -noabc`` (its ABC step stops silently, exit 0 and no statistics). The output is
 checked, not the exit code, and the script fails loudly when no Yosys gives statistics.
 
-Usage: ``python scripts/area.py [--out docs/area.md]``
+A second table has the GEMM engine at ``--array`` x ``--array`` (8 by default) in every format
+and pair and both dataflows: its cells, the array's (the PEs and their skew registers: the
+``flow.array`` module) and the array's per PE, so the cost of each format is side by side.
+
+Usage: ``python scripts/area.py [--out docs/area.md] [--array 8]``
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import time
 from pathlib import Path
 
 from scoville.blocks import get_block, parse_params
+from scoville.rtl.arith import PAIRS
 from scoville.sim.flow import to_verilog
 
 #: (label, block, parameters) of every unit in the table.
@@ -90,9 +95,34 @@ def synth(yosys: list[str], synth_cmd: str, top: str, verilog: str) -> dict:
             "wire_bits": int(wires[1]) if wires else 0}
 
 
+def array_rows(yosys, synth_cmd, size: int) -> list[tuple]:
+    """(format, dataflow, engine cells, array cells, cells per PE, flip-flops) of the GEMM
+    engine at ``size`` x ``size`` in every format pair and dataflow."""
+    block = get_block("gemm")
+    out = []
+    for fmt, b_fmt in PAIRS:
+        for dataflow in ("os", "ws"):
+            params = {"rows": size, "cols": size, "fmt": fmt, "dataflow": dataflow,
+                      "buffer_depth": 4, "acc_rows": 8}
+            if b_fmt != fmt:
+                params["b_fmt"] = b_fmt
+            config, _ = parse_params(block, params)
+            start = time.monotonic()
+            stats = synth(yosys, synth_cmd, "gemm", to_verilog(block.component(config), "gemm"))
+            array = next(n for name, n in stats["modules"].items() if name.endswith(".array"))
+            flops = sum(n for cell, n in stats["by_type"].items() if "DFF" in cell)
+            label = fmt if b_fmt == fmt else f"{fmt} x {b_fmt}"
+            out.append((label, dataflow, stats["cells"], array, array / size**2, flops))
+            print(f"{label:<14} {dataflow} {stats['cells']:>8} cells, array {array} "
+                  f"({array / size**2:.0f} per PE) in {time.monotonic() - start:.0f} s",
+                  flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(Path(__file__).parent.parent / "docs" / "area.md"))
+    parser.add_argument("--array", type=int, default=8, help="rows = cols of the GEMM arrays")
     args = parser.parse_args(argv)
     yosys, synth_cmd = find_yosys()
     version = subprocess.run([*yosys, "-V"], capture_output=True, text=True).stdout.strip()
@@ -108,6 +138,7 @@ def main(argv=None) -> int:
         rows.append((label, name, params, stats["cells"], flops, muxes, logic))
         print(f"{label:<32} {stats['cells']:>7} cells ({flops} flip-flops) "
               f"in {time.monotonic() - start:.1f} s", flush=True)
+    arrays = array_rows(yosys, synth_cmd, args.array)
     lines = [
         "# Unit sizes",
         "",
@@ -121,6 +152,21 @@ def main(argv=None) -> int:
     for label, name, params, cells, flops, muxes, logic in rows:
         spec = " ".join(f"{k}={v}" for k, v in params.items())
         lines.append(f"| {label} | `{name} {spec}` | {cells} | {flops} | {muxes} | {logic} |")
+    n = args.array
+    lines += [
+        "",
+        f"## The GEMM array by format ({n}x{n})",
+        "",
+        f"`gemm rows={n} cols={n} buffer_depth=4 acc_rows=8` in every format and pair. *Engine*:",
+        "the whole block (operand buffers, sequencer, array, `ws` accumulator; its SRAMs as",
+        "flip-flops, kept small). *Array*: the `flow.array` module alone (the PEs and their skew",
+        f"registers), and that divided by the {n * n} PEs.",
+        "",
+        "| format | dataflow | engine cells | flip-flops | array cells | array cells per PE |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for label, dataflow, cells, array, per_pe, flops in arrays:
+        lines.append(f"| {label} | {dataflow} | {cells} | {flops} | {array} | {per_pe:.0f} |")
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0
