@@ -170,7 +170,8 @@ BLOCKS: dict[str, Block] = {
         ),
         Block(
             name="gemm",
-            summary="tiled GEMM engine on an R x C systolic array (os/ws; int8, int4, mxfp4)",
+            summary="tiled GEMM engine on an R x C systolic array (os/ws; int8, int4, mxfp4, "
+                    "nvfp4, mxfp8, bf16, mxfp8 x mxfp4)",
             config=GemmConfig,
             workload=GemmWorkload,
             component=Gemm,
@@ -200,7 +201,8 @@ BLOCKS: dict[str, Block] = {
         ),
         Block(
             name="gemm_quant",
-            summary="GEMM array (mxfp4, os) whose rows of C are quantized to MXFP4 along N",
+            summary="GEMM array (MX formats, os) whose rows of C are quantized to MXFP4 or "
+                    "MXFP8 along N",
             config=GemmQuantConfig,
             workload=GemmQuantWorkload,
             component=GemmQuant,
