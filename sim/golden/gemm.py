@@ -96,9 +96,12 @@ def gemm(config, ops: Operands) -> np.ndarray:
     b = element_values(config.b_format, ops.b)
     with np.errstate(over="ignore", invalid="ignore"):
         if arith.kind == "float":
-            # Exact in float64 (8-bit significands), then one rounding each.
-            products = (a[:, None, :] * b.T[None, :, :]).astype(np.float32)
-            return canonical_bits(sum_in_order(products.reshape(m * n, k))).reshape(m, n)
+            # Each product exact in float64 (8-bit significands), then rounded once; added in
+            # K order (one outer product at a time, so memory stays M x N).
+            acc = np.zeros((m, n), np.float32)
+            for q in range(k):
+                acc = (acc + np.outer(a[:, q], b[q]).astype(np.float32)).astype(np.float32)
+            return canonical_bits(acc)
         block = arith.block
         blocks = math.ceil(k / block)
         pad = blocks * block - k
