@@ -145,8 +145,9 @@ def mx_block_value(m: Module, total, exp, nan, *, units: int = 2, name: str = "b
 def nvfp4_scale_terms(sa, sb) -> dict:
     """What an NVFP4 block value needs of its two E4M3 scale codes: ``nan`` (either is NaN,
     S.1111.111), ``neg`` (their signs differ), ``sig`` (the product of their 4-bit
-    significands) and ``exp`` (``sa * sb = sig * 2**(exp - 6)``); a pipeline may carry them to
-    a later stage."""
+    significands) and ``exp`` (``|sa * sb| = sig * 2**exp``); a pipeline may carry them to a
+    later stage. A negative scale is allowed (its sign joins the product's), though quantizers
+    only make positive ones."""
     sa = data.View(E4M3, sa)
     sb = data.View(E4M3, sb)
     return {
@@ -159,7 +160,7 @@ def nvfp4_scale_terms(sa, sb) -> dict:
 
 def nvfp4_block_value(m: Module, total, nan, neg, sig, exp, *, name: str = "blk") -> Signal:
     """The binary32 bits of an NVFP4 block value: the exact sum ``total`` (quarters) times the
-    two E4M3 block scales (:func:`nvfp4_scale_terms`), exact in binary32 (at most 21
+    two E4M3 block scales (:func:`nvfp4_scale_terms`), exact in binary32 (fewer than 21
     significant bits, always inside the normal range); the canonical NaN when ``nan``."""
     width = len(total) + 9
     scaled = Signal(signed(width), name=f"{name}_scaled")

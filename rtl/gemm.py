@@ -165,17 +165,19 @@ class Gemm(wiring.Component):
     :func:`scoville.sim.golden.gemm.operand_beats`, and C leaves as rows of ``cols`` values in
     the order of :func:`scoville.sim.golden.gemm.result_rows`. Lanes outside the matrices (rows
     beyond M, columns beyond N) are ignored on input: the engine pads the edge tiles with
-    zeros, and a partial MX block along K is summed over its elements alone (as if padded).
+    zeros, and a partial block along K is summed over its elements alone (as if padded).
 
     Attributes
     ----------
-    cmd : In(stream.Signature(StructLayout(m, k, n)))
-        One GEMM per command; taken when the previous one has finished. A zero dimension is
-        rejected: ``status`` becomes ``zero_dim``, ``rejected`` counts it, and nothing else
-        changes.
+    cmd : In(stream.Signature(command_layout(config)))
+        One GEMM per command (``m``, ``k``, ``n``; for ``nvfp4`` also ``scale_a``, ``scale_b``,
+        the binary32 tensor scales); taken when the previous one has finished. A zero
+        dimension is rejected: ``status`` becomes ``zero_dim``, ``rejected`` counts it, and
+        nothing else changes.
     a, b : In(stream.Signature(...))
-        Operand beats: ``data`` (``rows`` resp. ``cols`` elements, lane 0 lowest) and, for
-        ``mxfp4``, ``scale`` (E8M0 codes; read on a block's final element).
+        Operand beats: ``data`` (``rows`` resp. ``cols`` elements, lane 0 lowest) and, for the
+        block formats, ``scale`` (E8M0 codes, or E4M3 for ``nvfp4``; read on a block's final
+        element).
     o : Out(stream.Signature(ArrayLayout(32, cols)))
         Rows of C: INT32, or binary32 bits.
     status : Out(2)

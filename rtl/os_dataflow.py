@@ -188,6 +188,8 @@ class OsArray(wiring.Component):
                 m.d.comb += lane.on.eq(s1.cols[c])
             if cfg.mx:
                 scale = bdata.scale[c] if C > 1 else bdata.scale
+                # Beyond N the scale is a placeholder (0x7F: 1 in E8M0, NaN in E4M3); ``on``
+                # masks the value.
                 m.d.comb += lane.sb.eq(Mux(s1.cols[c], scale, 127))
             top.append(delay(m, lane, c, en, name=f"b_skew{c}"))
 

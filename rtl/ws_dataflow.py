@@ -352,6 +352,7 @@ class WsAccumulator(wiring.Component):
             with m.If(en & wl.valid & wl.first):
                 m.d.sync += on_reg.eq(wl.cols)
                 for c in range(C):
+                    # Beyond N a placeholder scale; ``on`` masks the value.
                     m.d.sync += sb_reg[c].eq(Mux(wl.cols[c], self.sb[c], 127))
         meta2 = Signal(data.StructLayout({"m": row_layout(cfg), "sa": 8,
                                           "sb": data.ArrayLayout(8, C), "on": C}))

@@ -214,6 +214,20 @@ MUTATIONS: tuple[Mutation, ...] = (
             "previous GEMM's sums in the SRAM",
     ),
     Mutation(
+        name="gemm-bf16-ws-read-misses-write",
+        models="weight-stationary bf16: a column SRAM read does not see the write of the same "
+               "cycle (a row's next K tile starts from its sum of two tiles ago)",
+        file="rtl/ws_dataflow.py",
+        edits=(Edit(
+            "            rp = mem.read_port(transparent_for=(wp,))\n",
+            "            rp = mem.read_port()\n",
+        ),),
+        block="gemm", params={**GEMM, "fmt": "bf16", "dataflow": "ws", "count": 6},
+        tests=("test_edges",), timing=False,
+        why="a chunk of at most `rows` rows (M = 1 with K past a tile in the edge shapes) puts "
+            "a row's next K tile right behind its write",
+    ),
+    Mutation(
         name="gemm-e4m3-nan-dropped",
         models="mxfp8: a NaN element (E4M3 S.1111.111) is taken as the number 480 instead of "
                "making its block NaN",

@@ -49,15 +49,15 @@ _EXTREME = {
     "mxfp4": [0x7, 0xF, 0x0, 0x8, 0x1, 0x9],
     "nvfp4": [0x7, 0xF, 0x0, 0x8, 0x1, 0x9],
     # +-448, +-0, +-2^-9 (smallest subnormal), 2^-6 (smallest normal), NaN
-    "mxfp8": [0x7E, 0xFE, 0x00, 0x80, 0x01, 0x81, 0x08, 0x7F],
+    "mxfp8": [0x7E, 0xFE, 0x00, 0x80, 0x01, 0x81, 0x08, 0x7F, 0xFF],
     # +-max, +-0, smallest subnormal, smallest normal, 1, +-Inf, NaN, a signalling NaN
     "bf16": [0x7F7F, 0xFF7F, 0x0000, 0x8000, 0x0001, 0x8080, 0x3F80, 0x7F80, 0xFF80, 0x7FC0,
              0xFF81],
 }
-#: Block scale codes of the extreme draws: E8M0 2^-127, 2^-126, 1, 2^127 and NaN; E4M3 0,
-#: its smallest subnormal, smallest normal, +-448 and NaN.
+#: Block scale codes of the extreme draws: E8M0 2^-127, 2^-126, 1, 2^127 and NaN; E4M3 +-0,
+#: its smallest subnormal, smallest normal, +-448 and both NaNs.
 _EXTREME_SCALES = {"e8m0": [0x00, 0x01, 0x7F, 0xFE, 0xFF],
-                   "e4m3": [0x00, 0x01, 0x08, 0x7E, 0xFE, 0x7F]}
+                   "e4m3": [0x00, 0x80, 0x01, 0x08, 0x7E, 0xFE, 0x7F, 0xFF]}
 
 
 def _elements(fmt: str, rng, shape, extreme: bool) -> np.ndarray:
@@ -94,8 +94,12 @@ def random_operands(cfg, rng, m: int, k: int, n: int, *, extreme: bool = False) 
     if arith.tensor_scale:
         if extreme:
             sa, sb = (rng.choice(_EXTREME_SCALES["e4m3"], s) for s in ((m, q), (q, n)))
-            tensors = np.array([2.0**-149, 2.0**-126, 1.0, 3.0e38, np.inf, np.nan, 0.0])
-            ta, tb = rng.choice(tensors, 2)
+            # Mostly finite, so that the edge elements and block scales stay visible; a
+            # quarter of the draws Inf, NaN, 0 or the smallest subnormal.
+            finite = np.array([2.0**-20, 2.0**-126, 1.0, 2.0**20])
+            special = np.array([2.0**-149, 3.0e38, np.inf, np.nan, 0.0])
+            ta, tb = (rng.choice(special) if rng.random() < 0.25 else rng.choice(finite)
+                      for _ in range(2))
         else:
             # Any E4M3 scale but NaN, either sign; tensor scales 2^-20..2^20.
             sa, sb = (rng.integers(0, 0x7F, s) | (rng.integers(0, 2, s) << 7)

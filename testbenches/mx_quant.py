@@ -85,7 +85,7 @@ def _directed(out_fmt: str) -> list[np.ndarray]:
             block[16 : 16 + len(v)] = -v
             out.append(block * scale)
     if out_fmt == "mxfp8":
-        out += [block * scale for block in _e4m3_ties() for scale in (2.0**-120, 1.0, 2.0**100)]
+        out += [block * scale for block in _e4m3_ties() for scale in (2.0**-100, 1.0, 2.0**100)]
     return out
 
 
