@@ -150,8 +150,8 @@ class Arith:
                 self.psum_shape = signed(width)
 
     @property
-    def mx(self) -> bool:
-        """Block scales are E8M0 (an MX format)."""
+    def e8m0_scales(self) -> bool:
+        """Block scales are E8M0 (an MX format; NVFP4's are E4M3)."""
         return self.kind == "block" and not self.tensor_scale
 
     def product(self, m: Module, a, b, name: str):
@@ -190,7 +190,7 @@ class Arith:
         NVFP4); the canonical NaN when a scale or an element is NaN."""
         nan = total.nan if self.specials else 0
         value = total.sum if self.specials else total
-        if self.mx:
+        if self.e8m0_scales:
             terms = mx_scale_terms(sa, sb)
             return mx_block_value(m, value, terms["exp"], terms["nan"] | nan,
                                   units=self.units, name=name)

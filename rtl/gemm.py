@@ -29,6 +29,7 @@ then multiplies by the command's tensor scales). ``bf16`` rounds each product on
 and adds it into a binary32 accumulator, in K order.
 """
 
+import functools
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
@@ -110,7 +111,7 @@ class GemmConfig:
         """B's element format (``b_fmt``, with ``same`` resolved)."""
         return self.fmt if self.b_fmt == "same" else self.b_fmt
 
-    @property
+    @functools.cached_property
     def arith(self) -> Arith:
         """What a PE computes (:class:`~scoville.rtl.arith.Arith`)."""
         return Arith(self)

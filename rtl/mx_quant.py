@@ -64,22 +64,30 @@ class MxQuantConfig:
         check_int("latency", self.latency, 2, 6)
 
 
-def _round_e2m1(m: Module, sig, exp_field, e, name):
-    """E2M1 magnitude code (0..7) of ``sig * 2**(max(exp_field, 1) - 150) / 2**e``, rounded to
-    nearest even and saturated. ``sig`` is the 24-bit significand (hidden bit included)."""
-    # t = floor(2 * |x| / 2^e) and sticky = the bits below it; |x| / 2^e < 8 so t < 16 * 2.
+def _fixed_point(m: Module, sig, exp_field, e, *, units: int, width: int, name: str):
+    """``|x| / 2**e`` in units of ``2**-units`` as a ``width``-bit integer ``t`` (the caller
+    knows it fits), and ``sticky``, whether any bit below it is set; ``|x| = sig *
+    2**(max(exp_field, 1) - 150)``, ``sig`` the 24-bit significand (hidden bit included)."""
     shift = Signal(signed(11), name=f"{name}_sh")
-    m.d.comb += shift.eq(Mux(exp_field == 0, 1, exp_field) - 148 - e)
+    m.d.comb += shift.eq(Mux(exp_field == 0, 1, exp_field) - 150 + units - e)
     rs = Signal(range(26), name=f"{name}_rs")
     m.d.comb += rs.eq(Mux(shift >= 0, 0, Mux(shift < -25, 25, -shift)))
-    ls = Signal(range(6), name=f"{name}_ls")
-    m.d.comb += ls.eq(Mux(shift > 5, 5, Mux(shift > 0, shift, 0)))
-    t = Signal(5, name=f"{name}_t")
+    ls = Signal(range(width + 1), name=f"{name}_ls")
+    m.d.comb += ls.eq(Mux(shift > width, width, Mux(shift > 0, shift, 0)))
+    t = Signal(width, name=f"{name}_t")
     sticky = Signal(name=f"{name}_st")
     m.d.comb += [
         t.eq(Mux(shift >= 0, sig << ls, sig >> rs)),
         sticky.eq((shift < 0) & ((sig & ((1 << rs) - 1)) != 0)),
     ]
+    return t, sticky
+
+
+def _round_e2m1(m: Module, sig, exp_field, e, name):
+    """E2M1 magnitude code (0..7) of ``sig * 2**(max(exp_field, 1) - 150) / 2**e``, rounded to
+    nearest even and saturated. ``sig`` is the 24-bit significand (hidden bit included)."""
+    # t counts quarters; |x| / 2^e < 8 so t < 32.
+    t, sticky = _fixed_point(m, sig, exp_field, e, units=2, width=5, name=name)
     code = Signal(3, name=f"{name}_code")
 
     def rne(q, guard, rest):
@@ -106,18 +114,7 @@ def _round_e4m3(m: Module, sig, exp_field, e, name):
     ``t``, ``d = max(p - 3, 1)`` bits are rounded off: ``q = t >> d`` is the significand
     (1.mmm for a normal, 0.mmm at ``d = 1``) and the code is ``(d << 3) + round(q) - 8``; a
     rounding carry to 16 moves into the exponent field by itself."""
-    shift = Signal(signed(11), name=f"{name}_sh")
-    m.d.comb += shift.eq(Mux(exp_field == 0, 1, exp_field) - 140 - e)
-    rs = Signal(range(26), name=f"{name}_rs")
-    m.d.comb += rs.eq(Mux(shift >= 0, 0, Mux(shift < -25, 25, -shift)))
-    ls = Signal(range(20), name=f"{name}_ls")
-    m.d.comb += ls.eq(Mux(shift > 19, 19, Mux(shift > 0, shift, 0)))
-    t = Signal(19, name=f"{name}_t")
-    sticky = Signal(name=f"{name}_st")
-    m.d.comb += [
-        t.eq(Mux(shift >= 0, sig << ls, sig >> rs)),
-        sticky.eq((shift < 0) & ((sig & ((1 << rs) - 1)) != 0)),
-    ]
+    t, sticky = _fixed_point(m, sig, exp_field, e, units=10, width=19, name=name)
     lead = leading_one(m, f"{name}_lead", t)
     d = Signal(range(17), name=f"{name}_d")
     m.d.comb += d.eq(Mux(lead > 4, lead - 3, 1))

@@ -80,8 +80,9 @@ def check_parts(config: Any) -> None:
     allows (``part(..., restrict=...)``); the error names the full dotted path."""
     for f in dataclasses.fields(config):
         if is_part(f):
-            _check_restricted(f"{f.name}.", getattr(config, f.name).__dict__,
-                              f.metadata["restrict"])
+            value = getattr(config, f.name)
+            fields = {g.name: getattr(value, g.name) for g in dataclasses.fields(value)}
+            _check_restricted(f"{f.name}.", fields, f.metadata["restrict"])
 
 
 def _check_restricted(prefix: str, values: dict[str, Any], restrict: dict[str, tuple]) -> None:

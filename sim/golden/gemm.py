@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scoville.rtl.gemm import GemmConfig
+
 from .fp4_mul import E2M1_VALUES
 from .fp32_add import canonical_bits, sum_in_order
 from .mx import E4M3_VALUES, quantize_bf16, quantize_mxfp4, quantize_mxfp8
@@ -154,8 +156,6 @@ def matmul(a, b, fmt: str, b_fmt: str | None = None) -> np.ndarray:
         A pair of formats that is not allowed, shapes that do not multiply, or integers out of
         range.
     """
-    from scoville.rtl.gemm import GemmConfig
-
     config = GemmConfig(fmt=fmt, b_fmt=b_fmt or "same")
     a, b = np.asarray(a), np.asarray(b)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
