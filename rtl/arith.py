@@ -29,6 +29,7 @@ from amaranth.lib import data
 
 from .blockdot import mx_block_value, mx_scale_terms, nvfp4_block_value, nvfp4_scale_terms
 from .comb import wire
+from .formats import ELEMENT_BITS
 from .fp32_add import fp32_add
 from .fp32mul import fp32_mul
 
@@ -125,12 +126,11 @@ class Arith:
         self.specials = False
         if fmt in ("int8", "int4"):
             self.kind = "int"
-            bits = 8 if fmt == "int8" else 4
-            self.a_shape = self.b_shape = signed(bits)
+            self.a_shape = self.b_shape = signed(ELEMENT_BITS[fmt])
             self.psum_shape = signed(32)
         elif fmt == "bf16":
             self.kind = "float"
-            self.a_shape = self.b_shape = unsigned(16)
+            self.a_shape = self.b_shape = unsigned(ELEMENT_BITS[fmt])
             self.psum_shape = unsigned(32)
             self.specials = True
         else:

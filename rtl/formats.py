@@ -53,6 +53,7 @@ ELEMENT_BITS = {
     "int8": 8,
     "mxfp4": 4,
     "nvfp4": 4,
+    "mxfp8": 8,
     "fp8_e4m3": 8,
     "bf16": 16,
     "fp32": 32,

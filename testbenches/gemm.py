@@ -18,6 +18,7 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
+from scoville.rtl.formats import ELEMENT_BITS
 from scoville.rtl.gemm import STATUS
 from scoville.sim.cycles.gemm import (
     COUNTERS,
@@ -64,12 +65,12 @@ def _elements(fmt: str, rng, shape, extreme: bool) -> np.ndarray:
     """Element codes (or integers) of ``fmt`` over its whole range; ``extreme``: its special
     values mixed with codes from anywhere."""
     if fmt in ("int8", "int4"):
-        hi = 1 << ((8 if fmt == "int8" else 4) - 1)
+        hi = 1 << (ELEMENT_BITS[fmt] - 1)
         return rng.choice([-hi, hi - 1], shape) if extreme else rng.integers(-hi, hi, shape)
     if extreme:
-        bits = {"bf16": 16, "mxfp8": 8}.get(fmt, 4)
         special = rng.choice(_EXTREME[fmt], shape)
-        return np.where(rng.random(shape) < 0.7, special, rng.integers(0, 1 << bits, shape))
+        pick = rng.random(shape) < 0.7  # drawn before the codes: seeds replay as before
+        return np.where(pick, special, rng.integers(0, 1 << ELEMENT_BITS[fmt], shape))
     if fmt == "bf16":
         # Any sign and significand, exponents within 2^+-12 of 1: products and sums stay in
         # range and cancel often; the whole range comes in the extreme draws.

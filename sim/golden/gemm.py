@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scoville.rtl.formats import ELEMENT_BITS
 from scoville.rtl.gemm import GemmConfig
 
 from .fp4_mul import E2M1_VALUES
@@ -163,7 +164,7 @@ def matmul(a, b, fmt: str, b_fmt: str | None = None) -> np.ndarray:
                          "(K, N)")
     arith = config.arith
     if arith.kind == "int":
-        bits = 8 if fmt == "int8" else 4
+        bits = ELEMENT_BITS[fmt]
         ops = Operands(_ints(a, bits, "A"), _ints(b, bits, "B"))
         return gemm(config, ops)
     if arith.kind == "float":
