@@ -25,6 +25,10 @@ def normalize(m, name, value, probe=None):
     Returns the shifted value and the shift.
     """
     width = len(value)
+    # Each stage reads its inputs twice: signals, so that an expression is not emitted twice.
+    value = wire(m, f"{name}_norm_in", value)
+    if probe is not None:
+        probe = wire(m, f"{name}_probe_in", probe, width)
     steps = [1 << k for k in reversed(range((width - 1).bit_length()))]
     taken = []
     for step in steps:

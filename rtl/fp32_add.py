@@ -57,16 +57,16 @@ def fp32_add(m, a, b, *, name="fp32_add"):
     swap = b.as_value()[:31] > a.as_value()[:31]
     big = wire(m, f"{name}_big", Mux(swap, b, a), FP32)
     small = wire(m, f"{name}_small", Mux(swap, a, b), FP32)
-    subtract = big.sign ^ small.sign
+    subtract = wire(m, f"{name}_subtract", big.sign ^ small.sign)
 
     # Subnormals share exponent 1 with the smallest normals; their hidden bit is 0.
     exp_big = wire(m, f"{name}_exp_big", Mux(big.exp == 0, 1, big.exp))
-    exp_small = Mux(small.exp == 0, 1, small.exp)
-    sig_big = Cat(Const(0, 3), big.man, big.exp != 0)
+    exp_small = wire(m, f"{name}_exp_small", Mux(small.exp == 0, 1, small.exp))
+    sig_big = wire(m, f"{name}_sig_big", Cat(Const(0, 3), big.man, big.exp != 0))
     sig_small = wire(m, f"{name}_sig_small", Cat(Const(0, 3), small.man, small.exp != 0))
 
     # Past 27 places the whole small significand is sticky.
-    dist = (exp_big - exp_small)[:8]
+    dist = wire(m, f"{name}_gap", (exp_big - exp_small)[:8])
     dist = wire(m, f"{name}_dist", Mux(dist > 27, 27, dist)[:5])
     shifted = wire(m, f"{name}_shifted", sig_small >> dist)
     lost = (shifted << dist)[:27] != sig_small
@@ -76,7 +76,7 @@ def fp32_add(m, a, b, *, name="fp32_add"):
     )
 
     # The sentinel stops the shift where the exponent would reach 0: the result is subnormal.
-    sentinel = Const(1 << (_SUM_BITS - 1), _SUM_BITS) >> exp_big
+    sentinel = wire(m, f"{name}_sentinel", Const(1 << (_SUM_BITS - 1), _SUM_BITS) >> exp_big)
     norm, shift = normalize(m, name, total, total | sentinel)
     exp = wire(m, f"{name}_exp", (exp_big + 1 - shift)[:9])
     is_normal = norm[_SUM_BITS - 1]

@@ -29,7 +29,7 @@ def _operand(m, name, x, man_bits):
     """
     x = wire(m, f"{name}_bits", x, unsigned(man_bits + 9))
     man, biased, sign = x[:man_bits], x[man_bits:man_bits + 8], x[man_bits + 8]
-    top = biased == 0xFF
+    top = wire(m, f"{name}_top", biased == 0xFF)
     is_nan = wire(m, f"{name}_nan", top & (man != 0))
     is_inf = wire(m, f"{name}_inf", top & (man == 0))
     is_zero = wire(m, f"{name}_zero", x[:man_bits + 8] == 0)

@@ -9,6 +9,7 @@ finished tile leave one per step.
 
 import functools
 import operator
+from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
@@ -122,7 +123,8 @@ class OsArray(wiring.Component):
     In each PE (:class:`~scoville.rtl.arith.Arith`), ``int``: the exact product added to a
     wrapping INT32 sum; ``float``: the product rounded to FP32 and added to the PE's FP32 sum;
     ``block``: the exact product added to the block's sum; at a block's last element the sum
-    times the block scales rounded once to FP32 and added to the PE's FP32 sum. A finished
+    times the block scales rounded once to FP32 and added to the PE's FP32 sum, by one of the
+    few units its column shares (:meth:`_block_units`). A finished
     output moves to the PE's result register with the tile's last step. The PEs are
     built flat into this module (no module per PE: Verilator's build time grows with modules).
 
@@ -194,6 +196,7 @@ class OsArray(wiring.Component):
             top.append(delay(m, lane, c, en, name=f"b_skew{c}"))
 
         res = [[None] * C for _ in range(R)]
+        self._ends = [[] for _ in range(C)]
         collect = []
         for r in range(R):
             a_in = left[r]
@@ -210,6 +213,9 @@ class OsArray(wiring.Component):
                         m.d.sync += b_out.eq(b_in)
                     top[c] = b_out
             collect.append(wire(m, f"collect{r}", a_in.valid & a_in.last & a_in.row))
+        if cfg.arith.kind == "block":
+            for c in range(C):
+                self._block_units(m, c)
 
         # At most one row collects in a step (tiles are at least R steps apart): an AND-OR mux.
         m.d.comb += [
@@ -229,7 +235,8 @@ class OsArray(wiring.Component):
 
     def _pe(self, m: Module, r: int, c: int, a_in, b_in) -> Signal:
         """PE (r, c): accumulates its output while its inputs are valid; returns the register
-        holding its latest finished result."""
+        holding its latest finished result. In block formats the PE keeps its block sum and its
+        binary32 sum; a unit of its column (:meth:`_block_units`) adds its finished blocks."""
         cfg, en = self._config, self.en
         ar = cfg.arith
         name = f"pe{r}_{c}"
@@ -240,26 +247,98 @@ class OsArray(wiring.Component):
             fresh = ar.add(m, ar.cleared(m, sums, a_in.bstart, f"{name}_bs0"), prod,
                            f"{name}_bs")
             fp = Signal(32, name=f"{name}_fp")
-            # A column beyond N gives +0 even when its row's scale is NaN.
-            value = Mux(b_in.on, ar.block_value(m, fresh, a_in.sa, b_in.sb, f"{name}_blk"), 0)
-            total = wire(m, f"{name}_total", fp32_add(m, Mux(a_in.first, 0, fp), value,
-                                                      name=f"{name}_add"))
             with m.If(en & a_in.valid):
                 m.d.sync += sums.eq(fresh)
-                with m.If(a_in.bend):
-                    m.d.sync += fp.eq(total)
-                with m.Elif(a_in.first):
+                with m.If(a_in.first & ~a_in.bend):
                     m.d.sync += fp.eq(0)
-        else:
-            base = ar.cleared(m, sums, a_in.first, f"{name}_base")
-            total = ar.add(m, base, prod, f"{name}_total")
-            with m.If(en & a_in.valid):
-                m.d.sync += sums.eq(total)
+            self._ends[c].append(_BlockEnd(fresh, fp, res, a_in, b_in))
+            return res
+        base = ar.cleared(m, sums, a_in.first, f"{name}_base")
+        total = ar.add(m, base, prod, f"{name}_total")
+        with m.If(en & a_in.valid):
+            m.d.sync += sums.eq(total)
         if ar.kind == "float":
             total = Mux(b_in.on, total, 0)
         with m.If(en & a_in.valid & a_in.last):
             m.d.sync += res.eq(total)
         return res
+
+    def _block_units(self, m: Module, c: int) -> None:
+        """The units of column ``c`` that add the PEs' finished blocks (block formats).
+
+        The PE of row r ends the block at step k in cycle ``k + r`` (plus a constant), so at
+        most one PE of a column ends a block in a cycle except where a block that is not a
+        tile's last (k + 1 a multiple of the block) meets a tile's last block (k = K - 1) of
+        another row: a short last block, or a new tile. So one unit takes the blocks that end
+        a tile, and one unit per ``block`` rows takes the others (their row distances are
+        below the block, their steps a multiple of it apart; tiles are ``max(K, R, C)`` steps
+        apart). A single row needs one unit. Rows beyond M take no unit: the next command
+        may start while the last tile's rows beyond M are still in the array (their results
+        are never collected), and its rows' blocks would meet theirs.
+
+        Each unit is :meth:`Arith.block_value` and one binary32 adder, fed through an AND-OR
+        mux from the PE whose block ends; it writes that PE's binary32 sum, and at the tile's
+        last step its result, in the same cycle as a unit of its own would: the timing is that
+        of a PE with its own unit.
+        """
+        cfg, en = self._config, self.en
+        ar = cfg.arith
+        ends = self._ends[c]
+        R = len(ends)
+        if R == 1:
+            units = [("u", ends, lambda e: e.a.bend, None)]
+        else:
+            B = ar.block
+            units = [(f"mid{g}", ends[g * B:(g + 1) * B], lambda e: e.a.bend & ~e.a.last, False)
+                     for g in range((R + B - 1) // B)]
+            units.append(("end", ends, lambda e: e.a.last, True))
+        # ``last``: the unit's blocks end tiles (True), never do (False), or may (None).
+        for uname, members, event, last in units:
+            name = f"col{c}_{uname}"
+            sel = [wire(m, f"{name}_sel{k}", e.a.valid & e.a.row & event(e))
+                   for k, e in enumerate(members)]
+
+            def pick(field, values, shape, sel=sel, name=name):
+                return wire(m, f"{name}_{field}", functools.reduce(operator.or_, (
+                    Mux(s, v, 0) for s, v in zip(sel, values, strict=True))), shape)
+
+            total = pick("sum", [_bits(e.fresh) for e in members], ar.psum_shape)
+            sa = pick("sa", [e.a.sa for e in members], 8)
+            sb = pick("sb", [e.b.sb for e in members], 8)
+            on = pick("on", [e.b.on for e in members], 1)
+            acc = pick("acc", [e.fp for e in members], 32)
+            if last is not False:
+                # A tile's first block is its last when K <= block; a block that does not end
+                # a tile never starts it (it ends at k >= block - 1 > 0).
+                acc = Mux(pick("first", [e.a.first for e in members], 1), 0, acc)
+            value = Mux(on, ar.block_value(m, total, sa, sb, f"{name}_blk"), 0)
+            result = wire(m, f"{name}_total", fp32_add(m, acc, value, name=f"{name}_add"))
+            for s, e in zip(sel, members, strict=True):
+                with m.If(en & s):
+                    m.d.sync += e.fp.eq(result)
+                    if last:
+                        m.d.sync += e.res.eq(result)
+                    elif last is None:
+                        with m.If(e.a.last):
+                            m.d.sync += e.res.eq(result)
+
+
+def _bits(value):
+    """The bits of ``value`` (a view's underlying value)."""
+    return value.as_value() if isinstance(value, data.View) else value
+
+
+@dataclass(frozen=True)
+class _BlockEnd:
+    """What a column's block units (:meth:`OsArray._block_units`) take from one PE of it: its
+    block sum with this step's product (``fresh``), its binary32 sum and result registers, and
+    its A and B inputs (flags and scales)."""
+
+    fresh: object
+    fp: Signal
+    res: Signal
+    a: object
+    b: object
 
 
 class OutputStationary(wiring.Component):

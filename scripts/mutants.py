@@ -192,12 +192,47 @@ MUTATIONS: tuple[Mutation, ...] = (
                "instead of from the first product)",
         file="rtl/os_dataflow.py",
         edits=(Edit(
-            '            total = ar.add(m, base, prod, f"{name}_total")\n',
-            '            total = ar.cleared(m, ar.add(m, sums, prod, f"{name}_sum1"), a_in.first, '
+            '        total = ar.add(m, base, prod, f"{name}_total")\n',
+            '        total = ar.cleared(m, ar.add(m, sums, prod, f"{name}_sum1"), a_in.first, '
             'f"{name}_total")\n',
         ),),
         block="gemm", params=GEMM, tests=("test_workload",), timing=False,
         why="every output of every GEMM is wrong unless its first product is 0",
+    ),
+    Mutation(
+        name="gemm-os-block-units-merged",
+        models="output-stationary block formats: a column's blocks that end a tile share the "
+               "unit of the others",
+        file="rtl/os_dataflow.py",
+        edits=(
+            Edit('lambda e: e.a.bend & ~e.a.last, False)', 'lambda e: e.a.bend, None)'),
+            Edit('            units.append(("end", ends, lambda e: e.a.last, True))\n', ''),
+        ),
+        block="gemm", params={**GEMM, "fmt": "mxfp4"}, tests=("test_edges",), timing=False,
+        why="K = 35 leaves a last block of 3 elements: row 0 ends it in the cycle row 3 ends "
+            "its first block, and the unit adds their sums together",
+    ),
+    Mutation(
+        name="gemm-os-block-units-past-m",
+        models="output-stationary block formats: rows beyond M take their column's block units",
+        file="rtl/os_dataflow.py",
+        edits=(Edit("e.a.valid & e.a.row & event(e)", "e.a.valid & event(e)"),),
+        block="gemm", params={**GEMM, "rows": 18, "cols": 1, "fmt": "nvfp4"},
+        tests=("test_edges",), timing=False,
+        why="a GEMM with M = 1 ends with 17 rows beyond M in the array; the next command starts "
+            "under them and its rows' blocks meet theirs in the units",
+    ),
+    Mutation(
+        name="gemm-os-one-unit-per-column",
+        models="output-stationary block formats with more rows than a block: one unit takes "
+               "the blocks of every row that do not end a tile",
+        file="rtl/os_dataflow.py",
+        edits=(Edit("for g in range((R + B - 1) // B)]", "for g in range(1)]"),
+               Edit("ends[g * B:(g + 1) * B]", "ends")),
+        block="gemm", params={**GEMM, "rows": 18, "cols": 1, "fmt": "nvfp4"},
+        tests=("test_workload",), timing=False,
+        why="rows 0 and 16 end blocks 16 steps apart in K and 16 rows apart in space: with "
+            "K > 32 both end one in the same cycle",
     ),
     Mutation(
         name="gemm-bf16-ws-stale-top",

@@ -335,7 +335,8 @@ def test_matmul_rejects_bad_pairs_shapes_and_integers():
 # (rows, cols, fmt, dataflow): 4x4, 8x8, 16x16, non-square arrays and the degenerate 1x1, 1xC
 # and Rx1, every format and pair in both dataflows at 4x4; each on both simulators, with 30%
 # gaps and back-pressure (and the edge, keep-up, long-K and reset tests). ``mxfp8/mxfp4`` is
-# fmt=mxfp8 with b_fmt=mxfp4.
+# fmt=mxfp8 with b_fmt=mxfp4. A block format's ``os`` column shares its block units: 1 x 3
+# has one a column; 18 x 1 has two for the blocks that do not end a tile (18 rows > 16).
 CONFIGS = [
     (4, 4, "int8", "os"),
     (4, 4, "int8", "ws"),
@@ -358,6 +359,8 @@ CONFIGS = [
     (1, 1, "mxfp4", "ws"),
     (1, 5, "int8", "os"),
     (6, 1, "int8", "ws"),
+    (1, 3, "mxfp4", "os"),
+    (18, 1, "nvfp4", "os"),
 ]
 
 
