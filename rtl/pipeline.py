@@ -56,27 +56,32 @@ def stall_chain(m: Module, i, o, latency: int, *, emits=None) -> tuple[Signal, S
 
 
 class LaneUnit(wiring.Component):
-    """``lanes`` copies of a combinational two-operand function behind one stream, followed
-    by ``latency`` register stages (for synthesis to retime).
+    """``lanes`` copies of a combinational function of :attr:`OPERANDS` behind one stream,
+    followed by ``latency`` register stages (for synthesis to retime).
 
-    Subclasses define :meth:`lane`. The config has ``lanes`` and ``latency``.
+    Subclasses define :meth:`lane` (and :attr:`OPERANDS`, if not ``a`` and ``b``). The config
+    has ``lanes`` and ``latency``.
 
     Attributes
     ----------
     i : In(stream.Signature(...))
-        Payload fields ``a`` and ``b``: arrays of ``lanes`` operands of ``in_width`` bits;
-        lane ``k`` in bits ``in_width * k`` upward of each field, ``a`` in the low half.
+        One payload field per operand (``a`` and ``b`` by default), each an array of ``lanes``
+        operands of ``in_width`` bits; lane ``k`` in bits ``in_width * k`` upward of each
+        field, the first operand's field lowest.
     o : Out(stream.Signature(ArrayLayout(out_shape, lanes)))
         Lane ``k`` is ``lane(a[k], b[k])``.
     latency : int
         Cycles from an input handshake to its result being valid, with no back-pressure.
     """
 
+    #: The payload fields of the input stream, one per operand of :meth:`lane`.
+    OPERANDS = ("a", "b")
+
     def __init__(self, config, in_width: int, out_shape):
         self._config = config
         lanes = config.lanes
         self.in_layout = data.StructLayout(
-            {"a": data.ArrayLayout(in_width, lanes), "b": data.ArrayLayout(in_width, lanes)}
+            {name: data.ArrayLayout(in_width, lanes) for name in self.OPERANDS}
         )
         self.out_layout = data.ArrayLayout(out_shape, lanes)
         super().__init__(
@@ -94,15 +99,17 @@ class LaneUnit(wiring.Component):
     def latency(self) -> int:
         return self._config.latency
 
-    def lane(self, m: Module, k: int, a, b):
-        """The result of lane ``k`` for operands ``a`` and ``b`` (logic added to ``m``)."""
+    def lane(self, m: Module, k: int, *operands):
+        """The result of lane ``k`` for its operands, in :attr:`OPERANDS` order (logic added
+        to ``m``)."""
         raise NotImplementedError
 
     def elaborate(self, platform):
         m = Module()
         en = stall_pipeline(m, self.i, self.o, self.latency)
         p = self.i.payload
-        results = [self.lane(m, k, p.a[k], p.b[k]) for k in range(self._config.lanes)]
+        results = [self.lane(m, k, *(p[name][k] for name in self.OPERANDS))
+                   for k in range(self._config.lanes)]
         stages = [Signal(self.out_layout, name=f"lanes_s{s}") for s in range(self.latency)]
         with m.If(en):
             m.d.sync += [stages[0][k].eq(r) for k, r in enumerate(results)]

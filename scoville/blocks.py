@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from scoville.rtl.exp2 import Exp2, Exp2Config
 from scoville.rtl.fetch import Fetch, FetchConfig
 from scoville.rtl.fp4_mul import Fp4Mul, Fp4MulConfig
 from scoville.rtl.fp32_add import Fp32Add, Fp32AddConfig
@@ -27,6 +28,7 @@ from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import gemm_quant as gemm_quant_timed
 from scoville.sim.cycles import kvcache as kvcache_timed
 from scoville.sim.cycles.stream import pipeline_timing
+from scoville.sim.golden.exp2 import exp2
 from scoville.sim.golden.fetch import fetch
 from scoville.sim.golden.fp4_mul import fp4_mul
 from scoville.sim.golden.fp32_add import fp32_add
@@ -127,6 +129,17 @@ BLOCKS: dict[str, Block] = {
             golden=fp32_add,
             timed=pipeline_timing,
             testbench="scoville.testbenches.fp32_add",
+        ),
+        Block(
+            name="exp2",
+            summary="binary32 2**x for softmax: table and chord, relative error <= 1.5e-5, "
+                    "flush to zero below 2**-126",
+            config=Exp2Config,
+            workload=StreamWorkload,
+            component=Exp2,
+            golden=exp2,
+            timed=pipeline_timing,
+            testbench="scoville.testbenches.exp2",
         ),
         Block(
             name="int_mac",

@@ -9,12 +9,14 @@ A second table has the GEMM engine at ``--array`` x ``--array`` (8 by default) i
 and pair and both dataflows: its cells, the array's (the PEs and their skew registers: the
 ``flow.array`` module) and the array's per PE, so the cost of each format is side by side.
 
-Usage: ``python scripts/area.py [--out docs/area.md] [--array 8]``
+Usage: ``python scripts/area.py [--out docs/area.md] [--array 8] [--jobs N]``
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import os
 import re
 import shutil
 import subprocess
@@ -95,10 +97,20 @@ def synth(yosys: list[str], synth_cmd: str, top: str, verilog: str) -> dict:
             "wire_bits": int(wires[1]) if wires else 0}
 
 
-def array_rows(yosys, synth_cmd, size: int) -> list[tuple]:
-    """(format, dataflow, engine cells, array cells, cells per PE, flip-flops) of the GEMM
-    engine at ``size`` x ``size`` in every format pair and dataflow."""
-    block = get_block("gemm")
+def measure(job: tuple) -> tuple[dict, float]:
+    """Statistics of one block, ``job`` = (yosys, synth_cmd, name, params), and the seconds
+    they took (elaboration and synthesis); a top-level function, for a process pool."""
+    yosys, synth_cmd, name, params = job
+    block = get_block(name)
+    config, _ = parse_params(block, params)
+    start = time.monotonic()
+    stats = synth(yosys, synth_cmd, name, to_verilog(block.component(config), name))
+    return stats, time.monotonic() - start
+
+
+def array_params(size: int) -> list[tuple[str, str, dict]]:
+    """(label, dataflow, gemm parameters) of the engine at ``size`` x ``size`` in every format
+    pair and dataflow."""
     out = []
     for fmt, b_fmt in PAIRS:
         for dataflow in ("os", "ws"):
@@ -106,16 +118,7 @@ def array_rows(yosys, synth_cmd, size: int) -> list[tuple]:
                       "buffer_depth": 4, "acc_rows": 8}
             if b_fmt != fmt:
                 params["b_fmt"] = b_fmt
-            config, _ = parse_params(block, params)
-            start = time.monotonic()
-            stats = synth(yosys, synth_cmd, "gemm", to_verilog(block.component(config), "gemm"))
-            array = next(n for name, n in stats["modules"].items() if name.endswith(".array"))
-            flops = sum(n for cell, n in stats["by_type"].items() if "DFF" in cell)
-            label = fmt if b_fmt == fmt else f"{fmt} x {b_fmt}"
-            out.append((label, dataflow, stats["cells"], array, array / size**2, flops))
-            print(f"{label:<14} {dataflow} {stats['cells']:>8} cells, array {array} "
-                  f"({array / size**2:.0f} per PE) in {time.monotonic() - start:.0f} s",
-                  flush=True)
+            out.append((fmt if b_fmt == fmt else f"{fmt} x {b_fmt}", dataflow, params))
     return out
 
 
@@ -123,22 +126,32 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(Path(__file__).parent.parent / "docs" / "area.md"))
     parser.add_argument("--array", type=int, default=8, help="rows = cols of the GEMM arrays")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count(),
+                        help="syntheses run at once (default: one per core)")
     args = parser.parse_args(argv)
     yosys, synth_cmd = find_yosys()
     version = subprocess.run([*yosys, "-V"], capture_output=True, text=True).stdout.strip()
+    arrays_in = array_params(args.array)
+    jobs = [(yosys, synth_cmd, name, params) for _, name, params in UNITS]
+    jobs += [(yosys, synth_cmd, "gemm", params) for _, _, params in arrays_in]
+    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(measure, jobs))
     rows = []
-    for label, name, params in UNITS:
-        block = get_block(name)
-        config, _ = parse_params(block, params)
-        start = time.monotonic()
-        stats = synth(yosys, synth_cmd, name, to_verilog(block.component(config), name))
+    for (label, name, params), (stats, seconds) in zip(UNITS, results, strict=False):
         flops = sum(n for cell, n in stats["by_type"].items() if "DFF" in cell)
         muxes = stats["by_type"].get("$_MUX_", 0)
         logic = stats["cells"] - flops - muxes
         rows.append((label, name, params, stats["cells"], flops, muxes, logic))
-        print(f"{label:<32} {stats['cells']:>7} cells ({flops} flip-flops) "
-              f"in {time.monotonic() - start:.1f} s", flush=True)
-    arrays = array_rows(yosys, synth_cmd, args.array)
+        print(f"{label:<32} {stats['cells']:>7} cells ({flops} flip-flops) in {seconds:.1f} s")
+    arrays = []
+    size = args.array
+    for (label, dataflow, _), (stats, seconds) in zip(arrays_in, results[len(UNITS):],
+                                                      strict=True):
+        array = next(n for name, n in stats["modules"].items() if name.endswith(".array"))
+        flops = sum(n for cell, n in stats["by_type"].items() if "DFF" in cell)
+        arrays.append((label, dataflow, stats["cells"], array, array / size**2, flops))
+        print(f"{label:<14} {dataflow} {stats['cells']:>8} cells, array {array} "
+              f"({array / size**2:.0f} per PE) in {seconds:.0f} s")
     lines = [
         "# Unit sizes",
         "",

@@ -527,6 +527,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="test_directed has subnormal sums; a sixth of the random pairs are subnormals "
             "or the smallest normals",
     ),
+    Mutation(
+        name="exp2-truncates-toward-zero",
+        models="exp2: a negative x is truncated toward zero instead of floored",
+        file="rtl/exp2.py",
+        edits=(Edit("Mux(x.sign, -(mag + lost), mag)", "Mux(x.sign, -mag, mag)"),),
+        block="exp2", params={}, tests=("test_directed", "test_workload"), timing=False,
+        why="test_directed has -2^-17 and minus the smallest subnormal; the random operands "
+            "hold small negative values whose bits reach below 2^-16",
+    ),
+    Mutation(
+        name="exp2-chord-off-by-one-entry",
+        models="exp2: the chord runs to the entry two places on, not the next one",
+        file="rtl/exp2.py",
+        edits=(Edit("zip(table, table[1:], strict=False)",
+                    "zip(table, table[2:] + [table[-1]], strict=False)"),),
+        block="exp2", params={}, tests=("test_directed", "test_workload"), timing=False,
+        why="every x whose low 10 fraction bits are not zero interpolates, and the directed "
+            "2^-16 checks the first step of the chord exactly",
+    ),
 )
 
 

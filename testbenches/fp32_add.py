@@ -177,7 +177,7 @@ def workload_pairs(ctx):
 
 
 async def _check(dut, test, a, b, *, gaps, interrupt=False):
-    await check_lanes(dut, context(), test, a, b, fp32_add, show=_hex, gaps=gaps,
+    await check_lanes(dut, context(), test, {"a": a, "b": b}, fp32_add, show=_hex, gaps=gaps,
                       interrupt=interrupt)
 
 

@@ -14,8 +14,8 @@ from .kit import check_lanes, context
 
 
 async def _check(dut, test, a, b, *, gaps, interrupt=False):
-    await check_lanes(dut, context(), test, a, b, fp4_mul, gaps=gaps, count_as="products",
-                      interrupt=interrupt)
+    await check_lanes(dut, context(), test, {"a": a, "b": b}, fp4_mul, gaps=gaps,
+                      count_as="products", interrupt=interrupt)
 
 
 @cocotb.test()

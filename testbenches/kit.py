@@ -226,26 +226,27 @@ def _ints(values) -> list[int]:
 
 
 async def check_lanes(
-    dut, ctx: RunContext, test: str, a, b, model, *, show=_ints, gaps: bool,
+    dut, ctx: RunContext, test: str, operands: dict, model, *, show=_ints, gaps: bool,
     count_as: str = "pairs", interrupt: bool = False,
 ) -> None:
     """:func:`check_stream` for a lane-parallel unit (:class:`~scoville.rtl.pipeline.LaneUnit`):
-    operand arrays ``a`` and ``b`` (codes, padded with zeros to whole beats) in, ``model(a,
-    b)`` (lane results) expected. ``show`` turns a beat's values into what is compared and
-    printed; the number of pairs is recorded as ``count_as``."""
+    the arrays of ``operands`` (by payload field, codes, padded with zeros to whole beats) in,
+    ``model(*operands.values())`` (lane results) expected. ``show`` turns a beat's values into
+    what is compared and printed; the number of operand tuples is recorded as ``count_as``."""
     lanes = ctx.config.lanes
-    pad = (-len(a)) % lanes
-    a = np.concatenate([a, np.zeros(pad, a.dtype)])
-    b = np.concatenate([b, np.zeros(pad, b.dtype)])
-    want = [show(beat) for beat in np.asarray(model(a, b)).reshape(-1, lanes)]
+    n = len(next(iter(operands.values())))
+    pad = (-n) % lanes
+    operands = {name: np.concatenate([v, np.zeros(pad, v.dtype)]) for name, v in operands.items()}
+    want = [show(beat) for beat in np.asarray(model(*operands.values())).reshape(-1, lanes)]
 
-    def operands(k):
+    def describe(k):
         lo, hi = k * lanes, (k + 1) * lanes
-        return f"pairs {lo}..{hi - 1}: a={show(a[lo:hi])} b={show(b[lo:hi])}"
+        values = " ".join(f"{name}={show(v[lo:hi])}" for name, v in operands.items())
+        return f"{count_as} {lo}..{hi - 1}: {values}"
 
     await check_stream(
-        dut, ctx, test, {"a": a.reshape(-1, lanes), "b": b.reshape(-1, lanes)}, want,
+        dut, ctx, test, {name: v.reshape(-1, lanes) for name, v in operands.items()}, want,
         decode=lambda out: [show(beat) for beat in out[""]],
         latency=ctx.config.latency, gaps=gaps,
-        describe=operands, interrupt=interrupt, **{count_as: len(a)},
+        describe=describe, interrupt=interrupt, **{count_as: n + pad},
     )
