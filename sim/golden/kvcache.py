@@ -26,7 +26,7 @@ from scoville.rtl.kvcache import OPS, STATUS, request_layout, response_layout
 
 from .mx import dequantize_mxfp4, quantize_mxfp4
 
-__all__ = ["KvCacheModel", "Outcome", "Request", "decode_heads", "encode_heads"]
+__all__ = ["KvCacheModel", "Outcome", "Request", "decode_heads", "encode_heads", "stored_values"]
 
 _DTYPES = {"bf16": (ml_dtypes.bfloat16, np.uint16), "fp8_e4m3": (ml_dtypes.float8_e4m3fn, np.uint8)}
 
@@ -39,6 +39,19 @@ def _codes(config, values: np.ndarray) -> np.ndarray:
         return np.concatenate([codes, scales], axis=-1).astype(np.uint64)
     dtype, raw = _DTYPES[config.kv_fmt]
     return np.asarray(values, dtype=np.float64).astype(dtype).view(raw).astype(np.uint64)
+
+
+def stored_values(kv_fmt: str, values) -> np.ndarray:
+    """The values the cache holds for ``values`` (..., head_dim) stored in ``kv_fmt``, as
+    float64: what :func:`decode_heads` returns for the lines :func:`encode_heads` makes (mxfp4
+    blocks along the last axis)."""
+    values = np.asarray(values, dtype=np.float64)
+    if kv_fmt == "mxfp4":
+        return dequantize_mxfp4(*quantize_mxfp4(values, axis=-1), axis=-1).astype(np.float64)
+    if kv_fmt not in _DTYPES:
+        raise ValueError(f"parameter 'kv_fmt' = {kv_fmt!r} is not allowed; allowed: bf16, "
+                         "fp8_e4m3, mxfp4")
+    return values.astype(_DTYPES[kv_fmt][0]).astype(np.float64)
 
 
 def _widths(config) -> list[int]:

@@ -1,0 +1,229 @@
+"""Attention as the ``attention`` block computes it, bit for bit, built from its parts' golden
+models, and :func:`reference`, plain float64 attention to check it against.
+
+A decode step, for each KV head g and its group of G query heads (``docs/attention.md``):
+
+1. Storage: K and V as the cache holds them in ``kv_fmt``
+   (:func:`~scoville.sim.golden.kvcache.stored_values`).
+2. Operands of the array in ``fmt``: Q rounded to BF16, or MXFP8 along the head dimension. K
+   the same along the head dimension (``fp8_e4m3`` storage is MXFP8 with unit scales;
+   ``mxfp4`` storage is B in the mixed ``mxfp8`` x ``mxfp4`` product as it is). V (and P)
+   along the tokens: BF16, or requantized to MXFP8 along the tokens of each chunk (``mxfp4``
+   and ``bf16`` storage have their blocks along the head dimension, or none).
+3. The attended tokens (the last ``window``, or all) in chunks of ``config.chunk`` from the
+   first one. For each chunk: ``S = Q K^T`` on the array
+   (:func:`~scoville.sim.golden.gemm.gemm`, FP32); ``s = fp32(S * c)`` with
+   ``c = fp32(scale * log2(e))``; ``m' = max(m, max_j s_j)``; ``p_j = exp2(fp32(s_j - m'))``
+   and ``alpha = exp2(fp32(m - m'))`` (:func:`~scoville.sim.golden.exp2.exp2`);
+   ``l = fp32(fp32(l * alpha) + sum_j p_j)`` (the p in token order from +0); ``O =
+   fp32(fp32(O * alpha) + P V)``, ``P V`` on the array.
+4. Start: ``m = -inf``, ``l = 0``, ``O = 0``; with a sink logit ``z``, ``m = fp32(z *
+   fp32(log2(e)))`` and ``l = 1``: the sink joins the denominator and nothing else.
+5. Out: ``O * fp32(1 / l)``, one FP32 rounding each.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scoville.rtl.attention import MLA_K_DIM, MLA_V_DIM, AttentionConfig
+from scoville.rtl.formats import MX_BLOCK
+from scoville.rtl.gemm import GemmConfig
+
+from .exp2 import exp2
+from .gemm import Operands, gemm
+from .kvcache import stored_values
+from .mx import encode_e4m3, quantize_bf16, quantize_mxfp4, quantize_mxfp8
+
+__all__ = ["LOG2E", "decode", "decode_mla", "reference", "score_factor"]
+
+#: log2(e) in FP32.
+LOG2E = np.float32(math.log2(math.e))
+
+_FORMATS = ("bf16", "mxfp8")
+_KV_FORMATS = ("bf16", "fp8_e4m3", "mxfp4")
+
+
+def score_factor(scale: float) -> np.float32:
+    """``c = fp32(scale * log2(e))``: scores times ``c`` are in base-2 units."""
+    return np.float32(scale * math.log2(math.e))
+
+
+def decode(q, k, v, *, sinks=None, window=0, scale=None, kv_fmt="bf16", fmt="bf16",
+           config=None) -> np.ndarray:
+    """One decode step of grouped-query attention, as the block computes it (the module says
+    how).
+
+    Parameters
+    ----------
+    q : array (q_heads, d)
+        The new token's queries.
+    k, v : arrays (kv_heads, L, d)
+        Keys and values of the sequence, the last position the new token.
+    sinks : array (q_heads,) or None
+        Sink logits (GPT-OSS), in the units of ``q.k * scale``.
+    window : int
+        Attend to the last ``window`` positions (0: all).
+    scale : float or None
+        Score scale; ``1 / sqrt(d)`` by default.
+    kv_fmt, fmt : str
+        Storage format of K and V; format of the two matmuls.
+    config : AttentionConfig or None
+        Fixes ``chunk`` (the default config when None).
+
+    Returns
+    -------
+    numpy.ndarray
+        (q_heads, d) float32.
+    """
+    q = np.asarray(q, np.float64)
+    k = np.asarray(k, np.float64)
+    v = np.asarray(v, np.float64)
+    q_heads, d = q.shape
+    kv_heads, length, _ = k.shape
+    if q_heads % kv_heads:
+        raise ValueError(f"parameter 'q' has {q_heads} heads; allowed: a multiple of the "
+                         f"{kv_heads} KV heads of 'k'")
+    group = q_heads // kv_heads
+    out = np.zeros((q_heads, v.shape[-1]), np.float32)
+    for g in range(kv_heads):
+        rows = slice(g * group, (g + 1) * group)
+        out[rows] = _attend(q[rows], k[g], v[g], None if sinks is None else
+                            np.asarray(sinks, np.float64)[rows], window, scale, kv_fmt, fmt,
+                            config)
+    return out
+
+
+def decode_mla(q, kv, *, v_dim=MLA_V_DIM, scale, kv_fmt="bf16", fmt="bf16",
+               config=None) -> np.ndarray:
+    """One decode step of MLA in absorbed form: every query head attends to the one latent KV
+    head ``kv`` (L, 576), whose first ``v_dim`` elements are the values; ``q`` (heads, 576).
+    Returns (heads, v_dim) float32."""
+    kv = np.asarray(kv, np.float64)
+    if kv.shape[-1] != MLA_K_DIM:
+        raise ValueError(f"parameter 'kv' has {kv.shape[-1]} elements a token; allowed: "
+                         f"{MLA_K_DIM}")
+    # V reads the same stored lines as K: its values are K's stored values' first v_dim.
+    return _attend(np.asarray(q, np.float64), kv, None, None, 0, scale, kv_fmt, fmt, config,
+                   v_dim=v_dim)
+
+
+def reference(q, k, v, *, sinks=None, window=0, scale=None) -> np.ndarray:
+    """Plain float64 attention of one query token (the last position) over ``k``, ``v``
+    (kv_heads, L, d), with GQA, sinks (an extra logit column dropped after the softmax, as
+    Hugging Face's ``eager_attention_forward`` for GPT-OSS) and a sliding window. Returns
+    (q_heads, d_v) float64."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    q_heads, d = q.shape
+    kv_heads, length, _ = k.shape
+    scale = d ** -0.5 if scale is None else scale
+    lo = 0 if window == 0 else max(0, length - window)
+    group = q_heads // kv_heads
+    kh, vh = np.repeat(k[:, lo:], group, axis=0), np.repeat(v[:, lo:], group, axis=0)
+    logits = np.einsum("hd,hld->hl", q, kh) * scale
+    if sinks is not None:
+        logits = np.concatenate([logits, np.asarray(sinks, np.float64)[:, None]], axis=1)
+    logits -= logits.max(axis=1, keepdims=True)
+    weights = np.exp(logits)
+    weights /= weights.sum(axis=1, keepdims=True)
+    return np.einsum("hl,hld->hd", weights[:, :vh.shape[1]], vh)
+
+
+def _check(kv_fmt: str, fmt: str) -> None:
+    if fmt not in _FORMATS:
+        raise ValueError(f"parameter 'fmt' = {fmt!r} is not allowed; allowed: bf16, mxfp8")
+    if kv_fmt not in _KV_FORMATS:
+        raise ValueError(f"parameter 'kv_fmt' = {kv_fmt!r} is not allowed; allowed: bf16, "
+                         "fp8_e4m3, mxfp4")
+
+
+def _attend(q, k, v, sinks, window, scale, kv_fmt, fmt, config, *, v_dim=None):
+    """One KV head: queries ``q`` (G, d) over ``k`` (L, d) and ``v`` (L, d_v) (None: V is
+    the first ``v_dim`` elements of K's stored values). Returns (G, d_v) float32."""
+    _check(kv_fmt, fmt)
+    config = AttentionConfig() if config is None else config
+    length, d = k.shape
+    if q.shape[1] != d:
+        raise ValueError(f"parameter 'q' has {q.shape[1]} elements a head; 'k' has {d}")
+    if fmt == "mxfp8" and d % MX_BLOCK:
+        raise ValueError(f"head_dim {d} is not allowed with fmt=mxfp8; allowed: a multiple "
+                         f"of {MX_BLOCK}")
+    scale = d ** -0.5 if scale is None else scale
+    lo = 0 if window == 0 else max(0, length - window)
+    k = k[lo:]
+    k_stored = stored_values(kv_fmt, k)
+    v_stored = k_stored[:, :v_dim] if v is None else stored_values(kv_fmt, v[lo:])
+    qk_config = GemmConfig(fmt=fmt, b_fmt="mxfp4" if (fmt, kv_fmt) == ("mxfp8", "mxfp4")
+                           else "same")
+    pv_config = GemmConfig(fmt=fmt)
+    a = _operand(q, fmt, axis=1)
+    b = _key_operand(k, k_stored, kv_fmt, fmt)
+    c = score_factor(scale)
+    group = q.shape[0]
+    with np.errstate(over="ignore", invalid="ignore"):
+        if sinks is None:
+            m = np.full(group, -np.inf, np.float32)
+            total = np.zeros(group, np.float32)
+        else:
+            m = (sinks.astype(np.float32) * LOG2E).astype(np.float32)
+            total = np.ones(group, np.float32)
+        out = np.zeros((group, v_stored.shape[1]), np.float32)
+        for start in range(0, len(k), config.chunk):
+            cols = slice(start, min(start + config.chunk, len(k)))
+            ops = Operands(a[0], b[0][:, cols], a[1], None if b[1] is None else b[1][:, cols])
+            s = (_f32(gemm(qk_config, ops)) * c).astype(np.float32)
+            m_new = np.maximum(m, s.max(axis=1))
+            alpha = _exp2(m - m_new)
+            p = _exp2(s - m_new[:, None])
+            total = (total * alpha + _sum_in_order(p)).astype(np.float32)
+            pa, pv = _operand(p, fmt, axis=1), _operand(v_stored[cols], fmt, axis=0)
+            pv_out = _f32(gemm(pv_config, Operands(pa[0], pv[0], pa[1], pv[1])))
+            out = ((out * alpha[:, None]).astype(np.float32) + pv_out).astype(np.float32)
+            m = m_new
+        recip = (np.float32(1) / total).astype(np.float32)
+        return (out * recip[:, None]).astype(np.float32)
+
+
+def _f32(bits) -> np.ndarray:
+    return np.asarray(bits, np.uint32).view(np.float32)
+
+
+def _exp2(x) -> np.ndarray:
+    """The exp2 unit on float32 ``x``."""
+    return _f32(exp2(np.asarray(x, np.float32).view(np.uint32)))
+
+
+def _sum_in_order(p) -> np.ndarray:
+    """FP32 sums of the rows of ``p`` from +0, one element at a time."""
+    acc = np.zeros(p.shape[0], np.float32)
+    for j in range(p.shape[1]):
+        acc = (acc + p[:, j]).astype(np.float32)
+    return acc
+
+
+def _operand(x, fmt, axis):
+    """Codes and (MXFP8) scales of ``x`` in ``fmt``, blocks along ``axis`` (zero-padded to
+    whole blocks: the array sums a partial block over its elements)."""
+    if fmt == "bf16":
+        return quantize_bf16(x), None
+    n = x.shape[axis]
+    pad = [(0, 0)] * x.ndim
+    pad[axis] = (0, -n % MX_BLOCK)
+    codes, scales = quantize_mxfp8(np.pad(np.asarray(x, np.float64), pad), axis=axis)
+    return np.take(codes, np.arange(n), axis=axis), scales
+
+
+def _key_operand(k, k_stored, kv_fmt, fmt):
+    """B = K^T (d, L) for ``Q K^T``: codes and scales along the head dimension."""
+    if fmt == "bf16":
+        return quantize_bf16(k_stored).T, None
+    if kv_fmt == "fp8_e4m3":
+        codes = encode_e4m3(k_stored)
+        return codes.T, np.full((k.shape[1] // MX_BLOCK, k.shape[0]), 127, np.uint8)
+    if kv_fmt == "mxfp4":
+        codes, scales = quantize_mxfp4(k, axis=-1)
+        return codes.T, scales.T
+    codes, scales = quantize_mxfp8(k_stored, axis=-1)
+    return codes.T, scales.T
