@@ -9,7 +9,14 @@ import pytest
 
 from scoville.rtl.attention import AttentionConfig
 from scoville.rtl.params import ParamError, build_config
-from scoville.sim.golden.attention import LOG2E, decode, decode_mla, reference, score_factor
+from scoville.sim.golden.attention import (
+    LOG2E,
+    decode,
+    decode_mla,
+    prefill,
+    reference,
+    score_factor,
+)
 from scoville.sim.golden.kvcache import stored_values
 from scoville.sim.golden.mx import dequantize_mxfp8, quantize_bf16, quantize_mxfp8
 
@@ -148,6 +155,53 @@ def test_decode_mla_meets_its_bound(seed, kv_fmt, fmt):
     stored = stored_values(kv_fmt, kv)
     want = reference(_quantized_q(q, fmt), stored[None], stored[None, :, :512], scale=scale)
     assert _error(got, want) <= (BF16_BOUND if fmt == "bf16" else MXFP8_BOUND)
+
+
+@pytest.mark.parametrize(("sinks", "window"), [(False, 0), (True, 0), (True, 20), (False, 45)])
+def test_prefill_rows_are_decode_steps_bit_for_bit(seed, sinks, window):
+    """fmt=bf16: row t of a prefill of T tokens is the decode step of its token over the
+    positions up to it, bit for bit, whatever chunks, windows and sinks cut."""
+    rng = np.random.default_rng(seed)
+    tokens, length = 9, 150
+    q = rng.normal(0, 1, (tokens, 4, 32)).astype(np.float32)
+    _, k, v = _qkv(rng, q_heads=4, kv_heads=2, length=length, d=32)
+    sink = rng.normal(0, 2, 4) if sinks else None
+    config = AttentionConfig(chunk=32)
+    got = prefill(q, k, v, sinks=sink, window=window, config=config)
+    assert got.shape == (tokens, 4, 32) and got.dtype == np.float32
+    for t in range(tokens):
+        end = length - tokens + t + 1
+        want = decode(q[t], k[:, :end], v[:, :end], sinks=sink, window=window, config=config)
+        assert np.array_equal(got[t].view(np.uint32), want.view(np.uint32)), t
+
+
+@pytest.mark.parametrize(("kv_fmt", "fmt"), [("bf16", "bf16"), ("mxfp4", "bf16"),
+                                             ("bf16", "mxfp8"), ("mxfp4", "mxfp8")])
+def test_prefill_meets_its_bound_against_float64(seed, kv_fmt, fmt):
+    rng = np.random.default_rng(seed)
+    tokens = 12
+    q = rng.normal(0, 1, (tokens, 8, 64)).astype(np.float32)
+    _, k, v = _qkv(rng, length=140)
+    sink = rng.normal(0, 2, 8)
+    got = prefill(q, k, v, sinks=sink, window=50, kv_fmt=kv_fmt, fmt=fmt,
+                  config=AttentionConfig(chunk=64))
+    want = reference(_quantized_q(q, fmt), stored_values(kv_fmt, k), stored_values(kv_fmt, v),
+                     sinks=sink, window=50)
+    assert _error(got, want) <= (BF16_BOUND if fmt == "bf16" else MXFP8_BOUND)
+
+
+def test_prefill_causal_mask_hides_the_future(seed):
+    """Changing the last token's K and V changes only the last query's output."""
+    rng = np.random.default_rng(seed)
+    q = rng.normal(0, 1, (5, 2, 32)).astype(np.float32)
+    _, k, v = _qkv(rng, q_heads=2, kv_heads=1, length=40, d=32)
+    before = prefill(q, k, v, config=AttentionConfig(chunk=32))
+    k2, v2 = k.copy(), v.copy()
+    k2[:, -1] += 1.0
+    v2[:, -1] -= 3.0
+    after = prefill(q, k2, v2, config=AttentionConfig(chunk=32))
+    assert np.array_equal(before[:-1], after[:-1])
+    assert not np.array_equal(before[-1], after[-1])
 
 
 def test_score_factor_is_scale_times_log2e_in_fp32():

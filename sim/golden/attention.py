@@ -1,22 +1,26 @@
 """Attention as the ``attention`` block computes it, bit for bit, built from its parts' golden
 models, and :func:`reference`, plain float64 attention to check it against.
 
-A decode step, for each KV head g and its group of G query heads (``docs/attention.md``):
+For each KV head, its rows are (query token, query head) pairs of its group of G query heads;
+row i attends positions ``lo_i .. hi_i`` (``hi_i`` its token's position, ``lo_i`` the start
+of its window or 0). ``docs/attention.md`` states the steps:
 
 1. Storage: K and V as the cache holds them in ``kv_fmt``
    (:func:`~scoville.sim.golden.kvcache.stored_values`).
 2. Operands of the array in ``fmt``: Q rounded to BF16, or MXFP8 along the head dimension. K
    the same along the head dimension (``fp8_e4m3`` storage is MXFP8 with unit scales;
    ``mxfp4`` storage is B in the mixed ``mxfp8`` x ``mxfp4`` product as it is). V (and P)
-   along the tokens: BF16, or requantized to MXFP8 along the tokens of each chunk (``mxfp4``
-   and ``bf16`` storage have their blocks along the head dimension, or none).
-3. The attended tokens (the last ``window``, or all) in chunks of ``config.chunk`` from the
-   first one. For each chunk: ``S = Q K^T`` on the array
+   along the tokens: BF16, or requantized to MXFP8 in blocks of 32 positions (multiples of 32;
+   positions before the first attended one are zeros).
+3. Chunks of ``config.chunk`` positions, aligned to multiples of it, from the one holding the
+   first attended position. For each chunk: ``S = Q K^T`` on the array
    (:func:`~scoville.sim.golden.gemm.gemm`, FP32); ``s = fp32(S * c)`` with
-   ``c = fp32(scale * log2(e))``; ``m' = max(m, max_j s_j)``; ``p_j = exp2(fp32(s_j - m'))``
-   and ``alpha = exp2(fp32(m - m'))`` (:func:`~scoville.sim.golden.exp2.exp2`);
-   ``l = fp32(fp32(l * alpha) + sum_j p_j)`` (the p in token order from +0); ``O =
-   fp32(fp32(O * alpha) + P V)``, ``P V`` on the array.
+   ``c = fp32(scale * log2(e))``; for each row, over its positions in the chunk:
+   ``m' = max(m, max_j s_j)``, ``p_j = exp2(fp32(s_j - m'))`` (0 outside its range),
+   ``alpha = exp2(fp32(m - m'))`` or 1 where ``m' = m``
+   (:func:`~scoville.sim.golden.exp2.exp2`); ``l = fp32(fp32(l * alpha) + sum_j p_j)`` (the p
+   in position order from +0); ``O = fp32(fp32(O * alpha) + P V)``, ``P V`` on the array. A
+   chunk where no row has a position is skipped.
 4. Start: ``m = -inf``, ``l = 0``, ``O = 0``; with a sink logit ``z``, ``m = fp32(z *
    fp32(log2(e)))`` and ``l = 1``: the sink joins the denominator and nothing else.
 5. Out: ``O * fp32(1 / l)``, one FP32 rounding each.
@@ -37,7 +41,7 @@ from .gemm import Operands, gemm
 from .kvcache import stored_values
 from .mx import encode_e4m3, quantize_bf16, quantize_mxfp4, quantize_mxfp8
 
-__all__ = ["LOG2E", "decode", "decode_mla", "reference", "score_factor"]
+__all__ = ["LOG2E", "decode", "decode_mla", "prefill", "reference", "score_factor"]
 
 #: log2(e) in FP32.
 LOG2E = np.float32(math.log2(math.e))
@@ -79,20 +83,40 @@ def decode(q, k, v, *, sinks=None, window=0, scale=None, kv_fmt="bf16", fmt="bf1
         (q_heads, d) float32.
     """
     q = np.asarray(q, np.float64)
+    return prefill(q[None], k, v, sinks=sinks, window=window, scale=scale, kv_fmt=kv_fmt,
+                   fmt=fmt, config=config)[0]
+
+
+def prefill(q, k, v, *, sinks=None, window=0, scale=None, kv_fmt="bf16", fmt="bf16",
+            config=None) -> np.ndarray:
+    """T query tokens, the last T positions of ``k`` and ``v`` (kv_heads, L, d), with a causal
+    mask (and the sliding window): ``q`` (T, q_heads, d); returns (T, q_heads, d) float32.
+    Each KV head attends all T x G (query, head) rows of its group together, chunk by chunk
+    (the module says how; a row of a chunk outside its range keeps its state). With
+    ``fmt=bf16`` row t is bit for bit :func:`decode` of its token over the first L - T + t + 1
+    positions; with ``mxfp8`` V's blocks along the tokens also see tokens other rows attend."""
+    q = np.asarray(q, np.float64)
     k = np.asarray(k, np.float64)
     v = np.asarray(v, np.float64)
-    q_heads, d = q.shape
+    tokens, q_heads, d = q.shape
     kv_heads, length, _ = k.shape
     if q_heads % kv_heads:
         raise ValueError(f"parameter 'q' has {q_heads} heads; allowed: a multiple of the "
                          f"{kv_heads} KV heads of 'k'")
+    if not 1 <= tokens <= length:
+        raise ValueError(f"parameter 'q' has {tokens} tokens; allowed: 1..{length} (the "
+                         "positions of 'k')")
     group = q_heads // kv_heads
-    out = np.zeros((q_heads, v.shape[-1]), np.float32)
+    pos = np.repeat(np.arange(length - tokens, length), group)
+    lo = np.maximum(pos - window + 1, 0) if window else np.zeros_like(pos)
+    sinks = None if sinks is None else np.asarray(sinks, np.float64)
+    out = np.zeros((tokens, q_heads, v.shape[-1]), np.float32)
     for g in range(kv_heads):
-        rows = slice(g * group, (g + 1) * group)
-        out[rows] = _attend(q[rows], k[g], v[g], None if sinks is None else
-                            np.asarray(sinks, np.float64)[rows], window, scale, kv_fmt, fmt,
-                            config)
+        heads = slice(g * group, (g + 1) * group)
+        rows = q[:, heads].reshape(tokens * group, d)
+        row_sinks = None if sinks is None else np.tile(sinks[heads], tokens)
+        res = _attend(rows, lo, pos, k[g], v[g], row_sinks, scale, kv_fmt, fmt, config)
+        out[:, heads] = res.reshape(tokens, group, -1)
     return out
 
 
@@ -101,21 +125,29 @@ def decode_mla(q, kv, *, v_dim=MLA_V_DIM, scale, kv_fmt="bf16", fmt="bf16",
     """One decode step of MLA in absorbed form: every query head attends to the one latent KV
     head ``kv`` (L, 576), whose first ``v_dim`` elements are the values; ``q`` (heads, 576).
     Returns (heads, v_dim) float32."""
+    q = np.asarray(q, np.float64)
     kv = np.asarray(kv, np.float64)
     if kv.shape[-1] != MLA_K_DIM:
         raise ValueError(f"parameter 'kv' has {kv.shape[-1]} elements a token; allowed: "
                          f"{MLA_K_DIM}")
+    rows = len(q)
+    lo, hi = np.zeros(rows, int), np.full(rows, len(kv) - 1)
     # V reads the same stored lines as K: its values are K's stored values' first v_dim.
-    return _attend(np.asarray(q, np.float64), kv, None, None, 0, scale, kv_fmt, fmt, config,
-                   v_dim=v_dim)
+    return _attend(q, lo, hi, kv, None, None, scale, kv_fmt, fmt, config, v_dim=v_dim)
 
 
 def reference(q, k, v, *, sinks=None, window=0, scale=None) -> np.ndarray:
-    """Plain float64 attention of one query token (the last position) over ``k``, ``v``
-    (kv_heads, L, d), with GQA, sinks (an extra logit column dropped after the softmax, as
-    Hugging Face's ``eager_attention_forward`` for GPT-OSS) and a sliding window. Returns
-    (q_heads, d_v) float64."""
+    """Plain float64 attention over ``k``, ``v`` (kv_heads, L, d) with GQA, sinks (an extra
+    logit column dropped after the softmax, as Hugging Face's ``eager_attention_forward`` for
+    GPT-OSS) and a sliding window: of one query token at the last position, ``q`` (q_heads,
+    d) -> (q_heads, d_v); or of the last T positions with a causal mask, ``q`` (T, q_heads,
+    d) -> (T, q_heads, d_v). Float64 throughout."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    if q.ndim == 3:
+        length = k.shape[1]
+        return np.stack([reference(q[t], k[:, :length - len(q) + t + 1],
+                                   v[:, :length - len(q) + t + 1], sinks=sinks,
+                                   window=window, scale=scale) for t in range(len(q))])
     q_heads, d = q.shape
     kv_heads, length, _ = k.shape
     scale = d ** -0.5 if scale is None else scale
@@ -139,9 +171,10 @@ def _check(kv_fmt: str, fmt: str) -> None:
                          "fp8_e4m3, mxfp4")
 
 
-def _attend(q, k, v, sinks, window, scale, kv_fmt, fmt, config, *, v_dim=None):
-    """One KV head: queries ``q`` (G, d) over ``k`` (L, d) and ``v`` (L, d_v) (None: V is
-    the first ``v_dim`` elements of K's stored values). Returns (G, d_v) float32."""
+def _attend(q, lo, hi, k, v, sinks, scale, kv_fmt, fmt, config, *, v_dim=None):
+    """One KV head: rows ``q`` (M, d), row i attending positions ``lo[i]..hi[i]`` of ``k``
+    (L, d) and ``v`` (L, d_v) (None: V is the first ``v_dim`` elements of K's stored values),
+    with sink logits ``sinks`` (M,) or None. Returns (M, d_v) float32."""
     _check(kv_fmt, fmt)
     config = AttentionConfig() if config is None else config
     length, d = k.shape
@@ -151,32 +184,41 @@ def _attend(q, k, v, sinks, window, scale, kv_fmt, fmt, config, *, v_dim=None):
         raise ValueError(f"head_dim {d} is not allowed with fmt=mxfp8; allowed: a multiple "
                          f"of {MX_BLOCK}")
     scale = d ** -0.5 if scale is None else scale
-    lo = 0 if window == 0 else max(0, length - window)
-    k = k[lo:]
+    first, last = int(lo.min()), int(hi.max())
     k_stored = stored_values(kv_fmt, k)
-    v_stored = k_stored[:, :v_dim] if v is None else stored_values(kv_fmt, v[lo:])
+    v_stored = k_stored[:, :v_dim] if v is None else stored_values(kv_fmt, v)
+    # Tokens before the first attended one are zeros (not read): they only fill its block.
+    v_stored = np.where(np.arange(length)[:, None] < first, 0.0, v_stored)
     qk_config = GemmConfig(fmt=fmt, b_fmt="mxfp4" if (fmt, kv_fmt) == ("mxfp8", "mxfp4")
                            else "same")
     pv_config = GemmConfig(fmt=fmt)
     a = _operand(q, fmt, axis=1)
     b = _key_operand(k, k_stored, kv_fmt, fmt)
     c = score_factor(scale)
-    group = q.shape[0]
+    rows = q.shape[0]
     with np.errstate(over="ignore", invalid="ignore"):
         if sinks is None:
-            m = np.full(group, -np.inf, np.float32)
-            total = np.zeros(group, np.float32)
+            m = np.full(rows, -np.inf, np.float32)
+            total = np.zeros(rows, np.float32)
         else:
             m = (sinks.astype(np.float32) * LOG2E).astype(np.float32)
-            total = np.ones(group, np.float32)
-        out = np.zeros((group, v_stored.shape[1]), np.float32)
-        for start in range(0, len(k), config.chunk):
-            cols = slice(start, min(start + config.chunk, len(k)))
+            total = np.ones(rows, np.float32)
+        out = np.zeros((rows, v_stored.shape[1]), np.float32)
+        chunk = config.chunk
+        for c0 in range(first - first % chunk, last + 1, chunk):
+            # Blocks along the tokens start at multiples of 32: so does every chunk's range.
+            a0, a1 = max(c0, first - first % MX_BLOCK), min(c0 + chunk, last + 1)
+            pos = np.arange(a0, a1)
+            valid = (pos >= lo[:, None]) & (pos <= hi[:, None])
+            if not valid.any():
+                continue  # a tile that the mask empties: skipped
+            cols = slice(a0, a1)
             ops = Operands(a[0], b[0][:, cols], a[1], None if b[1] is None else b[1][:, cols])
             s = (_f32(gemm(qk_config, ops)) * c).astype(np.float32)
-            m_new = np.maximum(m, s.max(axis=1))
-            alpha = _exp2(m - m_new)
-            p = _exp2(s - m_new[:, None])
+            m_new = np.maximum(m, np.where(valid, s, -np.inf).max(axis=1)).astype(np.float32)
+            # A row whose max stays (no key in this chunk, or none above it) keeps alpha = 1.
+            alpha = np.where(m_new == m, np.float32(1), _exp2(m - m_new))
+            p = np.where(valid, _exp2(s - m_new[:, None]), np.float32(0))
             total = (total * alpha + _sum_in_order(p)).astype(np.float32)
             pa, pv = _operand(p, fmt, axis=1), _operand(v_stored[cols], fmt, axis=0)
             pv_out = _f32(gemm(pv_config, Operands(pa[0], pv[0], pa[1], pv[1])))
