@@ -14,11 +14,12 @@ from scoville.sim.golden.attention import (
     decode,
     decode_mla,
     prefill,
+    query_values,
     reference,
     score_factor,
 )
 from scoville.sim.golden.kvcache import stored_values
-from scoville.sim.golden.mx import dequantize_mxfp8, quantize_bf16, quantize_mxfp8
+from scoville.sim.golden.mx import quantize_bf16
 
 #: The issue's bound for fmt=bf16: the largest error at most 4e-3 of the largest output.
 BF16_BOUND = 4e-3
@@ -36,13 +37,6 @@ def _qkv(rng, q_heads=8, kv_heads=2, length=300, d=64, spread=1.0):
     return q, k, v
 
 
-def _quantized_q(q, fmt):
-    """Q as the array sees it (the float64 reference gets the same quantized Q)."""
-    if fmt == "bf16":
-        return (quantize_bf16(q).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    return dequantize_mxfp8(*quantize_mxfp8(q, axis=-1), axis=-1).astype(np.float64)
-
-
 def _error(got, want):
     return np.abs(got - want).max() / np.abs(want).max()
 
@@ -57,14 +51,14 @@ def test_decode_meets_its_bound_against_float64(seed, kv_fmt, fmt, sinks, window
     got = decode(q, k, v, sinks=sink, window=window, kv_fmt=kv_fmt, fmt=fmt,
                  config=AttentionConfig(chunk=64))
     assert got.dtype == np.float32 and got.shape == (8, 64)
-    want = reference(_quantized_q(q, fmt), stored_values(kv_fmt, k), stored_values(kv_fmt, v),
+    want = reference(query_values(q, fmt), stored_values(kv_fmt, k), stored_values(kv_fmt, v),
                      sinks=sink, window=window)
     err = _error(got, want)
     assert err <= (BF16_BOUND if fmt == "bf16" else MXFP8_BOUND), err
     # The window and the sinks change the answer: the reference without them is far off
     # (beyond BF16's error; MXFP8's is of the same order as their effect).
     if (window or sinks) and fmt == "bf16":
-        plain = reference(_quantized_q(q, fmt), stored_values(kv_fmt, k),
+        plain = reference(query_values(q, fmt), stored_values(kv_fmt, k),
                           stored_values(kv_fmt, v))
         assert _error(got, plain) > 2 * err
 
@@ -78,7 +72,7 @@ def test_decode_is_a_scalar_online_softmax(seed):
     config = AttentionConfig(chunk=32)
     got = decode(q, k, v, sinks=sink, config=config)
     f32 = np.float32
-    qb = _quantized_q(q, "bf16")[0].astype(np.float32)
+    qb = query_values(q, "bf16")[0].astype(np.float32)
     kb = stored_values("bf16", k[0]).astype(np.float32)
     vb = stored_values("bf16", v[0]).astype(np.float32)
     c = f32(32 ** -0.5 * math.log2(math.e))
@@ -129,7 +123,7 @@ def test_decode_with_large_logits_stays_finite(seed):
     rng = np.random.default_rng(seed)
     q, k, v = _qkv(rng, spread=40.0, length=100)
     got = decode(q, k, v, config=AttentionConfig(chunk=32))
-    want = reference(_quantized_q(q, "bf16"), stored_values("bf16", k), stored_values("bf16", v))
+    want = reference(query_values(q, "bf16"), stored_values("bf16", k), stored_values("bf16", v))
     assert np.all(np.isfinite(got))
     assert _error(got, want) <= BF16_BOUND
 
@@ -153,7 +147,7 @@ def test_decode_mla_meets_its_bound(seed, kv_fmt, fmt):
                      config=AttentionConfig(chunk=32))
     assert got.shape == (heads, 512)
     stored = stored_values(kv_fmt, kv)
-    want = reference(_quantized_q(q, fmt), stored[None], stored[None, :, :512], scale=scale)
+    want = reference(query_values(q, fmt), stored[None], stored[None, :, :512], scale=scale)
     assert _error(got, want) <= (BF16_BOUND if fmt == "bf16" else MXFP8_BOUND)
 
 
@@ -185,7 +179,7 @@ def test_prefill_meets_its_bound_against_float64(seed, kv_fmt, fmt):
     sink = rng.normal(0, 2, 8)
     got = prefill(q, k, v, sinks=sink, window=50, kv_fmt=kv_fmt, fmt=fmt,
                   config=AttentionConfig(chunk=64))
-    want = reference(_quantized_q(q, fmt), stored_values(kv_fmt, k), stored_values(kv_fmt, v),
+    want = reference(query_values(q, fmt), stored_values(kv_fmt, k), stored_values(kv_fmt, v),
                      sinks=sink, window=50)
     assert _error(got, want) <= (BF16_BOUND if fmt == "bf16" else MXFP8_BOUND)
 

@@ -39,9 +39,9 @@ from scoville.rtl.gemm import GemmConfig
 from .exp2 import exp2
 from .gemm import Operands, gemm
 from .kvcache import stored_values
-from .mx import encode_e4m3, quantize_bf16, quantize_mxfp4, quantize_mxfp8
+from .mx import dequantize_mxfp8, encode_e4m3, quantize_bf16, quantize_mxfp4, quantize_mxfp8
 
-__all__ = ["LOG2E", "decode", "decode_mla", "prefill", "reference", "score_factor"]
+__all__ = ["LOG2E", "decode", "decode_mla", "prefill", "query_values", "reference", "score_factor"]
 
 #: log2(e) in FP32.
 LOG2E = np.float32(math.log2(math.e))
@@ -161,6 +161,15 @@ def reference(q, k, v, *, sinks=None, window=0, scale=None) -> np.ndarray:
     weights = np.exp(logits)
     weights /= weights.sum(axis=1, keepdims=True)
     return np.einsum("hl,hld->hd", weights[:, :vh.shape[1]], vh)
+
+
+def query_values(q, fmt: str) -> np.ndarray:
+    """Q as the array sees it in ``fmt`` (BF16, or MXFP8 along the last axis), as float64: the
+    quantized Q that :func:`reference` is compared on."""
+    codes, scales = _operand(np.asarray(q, np.float64), fmt, axis=-1)
+    if fmt == "bf16":
+        return (codes.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return dequantize_mxfp8(codes, scales, axis=-1).astype(np.float64)
 
 
 def _check(kv_fmt: str, fmt: str) -> None:
