@@ -8,13 +8,37 @@ computes, to the bit, is in ``docs/attention.md``: scores ``Q K^T`` on the array
 running sum, rescaled partial output), ``P V`` on the array, and a final normalization.
 """
 
+import math
+import struct
 from dataclasses import dataclass
 
-from .gemm import GemmConfig
-from .kvcache import KvCacheConfig
-from .params import ParamError, check_choice, check_int, check_parts, param, part
+import numpy as np
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
 
-__all__ = ["MLA_K_DIM", "MLA_V_DIM", "MODES", "AttentionConfig"]
+from .comb import wire
+from .counters import count, counter_layout
+from .exp2 import fp32_exp2
+from .formats import MX_BLOCK
+from .fp32_add import fp32_add
+from .fp32mul import fp32_mul
+from .gemm import COUNTERS as GEMM_COUNTERS
+from .gemm import Gemm, GemmConfig
+from .kvcache import COUNTER_BITS, SEQ_BITS, TOKEN_BITS, KvCache, KvCacheConfig
+from .kvcache import COUNTERS as CACHE_COUNTERS
+from .kvcache import OPS as CACHE_OPS
+from .kvcache import STATUS as CACHE_STATUS
+from .params import ParamError, check_choice, check_int, check_parts, param, part
+from .softmax import ONE, fp32_key, fp32_recip, fp32_to_bf16
+from .transpose import KTranspose, TokenBeats, beat_layout
+
+__all__ = ["COUNTERS", "MLA_K_DIM", "MLA_V_DIM", "MODES", "OPS", "STATUS", "Attention",
+           "AttentionConfig", "command_layout", "io_layout", "response_layout", "rtl_error"]
+
+_NEG_INF = 0xFF80_0000
+_SIGN = 0x8000_0000
 
 #: ``mode``: one query token per sequence, or T new tokens.
 MODES = ("decode", "prefill")
@@ -27,9 +51,10 @@ MLA_V_DIM = 512
 #: a line is 32 BF16 elements and a token's K (or V) two lines.
 _KV = KvCacheConfig(banks=8, word_bits=64, bank_words=4096, page_tokens=16, max_seqs=2,
                     kv_heads=1, head_dim=64, kv_fmt="bf16")
-#: The default array: a GPT-OSS group of 8 query heads as M, a line of 32 elements as N, so
-#: the group's MACs for one line (8 x 32) are one step of the array.
-_ARRAY = GemmConfig(rows=8, cols=32, fmt="bf16")
+#: The default array: a GPT-OSS group of 8 query heads as M and a head of 64 elements as N,
+#: so ``P V`` takes one token's V (two lines) per step and ``Q K^T`` a tile of 64 tokens'
+#: element k per step: the group's MACs for a line (8 x 32) are half a step of the array.
+_ARRAY = GemmConfig(rows=8, cols=64, fmt="bf16")
 
 
 @dataclass(frozen=True)
@@ -102,6 +127,530 @@ class AttentionConfig:
         return MLA_V_DIM if self.mla else self.kv.head_dim
 
     @property
+    def v_queue(self) -> int:
+        """Beats of V the RTL's token joiner queues: the V lines that arrive while the
+        transposer empties K's last tile (``head_dim`` beats, one a cycle), joined
+        ``token_lines`` a beat, and two more."""
+        return -(-self.kv.head_dim // self.kv.token_lines) + 2
+
+    @property
     def score_scale(self) -> float:
         """The scale of the scores (``scale``, or ``1 / sqrt(head_dim)`` for 0)."""
         return self.scale if self.scale else self.kv.head_dim ** -0.5
+
+
+#: Commands (``cmd.op``).
+OPS = {"alloc": 0, "free": 1, "append": 2, "step": 3, "sink": 4}
+
+#: Response status codes: the cache's (:data:`~scoville.rtl.kvcache.STATUS`: ``no_seq`` for an
+#: unknown or freed sequence, ``too_many``, ``full`` for a cache with no room), and ``bad_op``
+#: for an unknown command or a sink command without sinks, ``bad_head`` for a sink of a head
+#: beyond ``q_heads``.
+STATUS = dict(CACHE_STATUS)
+
+#: The block's own counters, beside its parts' (``kv.*``, ``array.*``).
+OWN_COUNTERS = ("steps", "append_cycles", "attend_cycles", "softmax_waits", "out_stalls")
+
+COUNTERS = data.StructLayout({
+    "kv": counter_layout(dict.fromkeys(CACHE_COUNTERS, COUNTER_BITS)),
+    "array": GEMM_COUNTERS,
+    **{name: f.shape for name, f in counter_layout(dict.fromkeys(OWN_COUNTERS, 32))},
+})
+
+
+def rtl_error(config: AttentionConfig) -> str | None:
+    """Why the RTL block cannot be built with ``config`` (None when it can): what the golden
+    model covers and the RTL does not yet, and the shapes its dataflow needs."""
+    cfg = config
+    checks = [
+        ("mode", cfg.mode, ("decode",), "decode"),
+        ("mla", cfg.mla, (0,), "0"),
+        ("array.fmt", cfg.array.fmt, ("bf16",), "bf16"),
+        ("array.b_fmt", cfg.array.b_fmt, ("same",), "same"),
+        ("kv.kv_fmt", cfg.kv.kv_fmt, ("bf16",), "bf16"),
+    ]
+    for name, value, allowed, text in checks:
+        if value not in allowed:
+            return (f"parameter '{name}' = {value!r} is not allowed in the RTL block yet; "
+                    f"allowed: {text}")
+    if cfg.group > cfg.array.rows:
+        return (f"parameter 'q_heads' = {cfg.q_heads} is not allowed with array.rows = "
+                f"{cfg.array.rows}; allowed: at most array.rows * kv.kv_heads = "
+                f"{cfg.array.rows * cfg.kv.kv_heads} (the group is the array's M)")
+    if cfg.kv.head_dim > cfg.array.cols:
+        return (f"parameter 'kv.head_dim' = {cfg.kv.head_dim} is not allowed with array.cols "
+                f"= {cfg.array.cols}; allowed: at most array.cols (P V's N in one tile)")
+    if cfg.kv.line_bits < _BF16:
+        return (f"parameter 'kv.word_bits' = {cfg.kv.word_bits} is not allowed with kv.banks "
+                f"= {cfg.kv.banks}; allowed: a line of at least {_BF16} bits")
+    return None
+
+
+_BF16 = 16
+
+
+def _bits(value) -> int:
+    return struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+def io_layout(dim: int) -> data.ArrayLayout:
+    """A head vector on ``q``, ``k``, ``v`` or ``o``: ``dim`` binary32 values, element 0
+    lowest."""
+    return data.ArrayLayout(32, dim)
+
+
+def command_layout() -> data.StructLayout:
+    """The ``cmd`` payload: ``op`` (:data:`OPS`); ``seq`` (free, append, step); ``head`` and
+    ``value`` (sink: the head's sink logit, binary32)."""
+    return data.StructLayout({"op": unsigned(3), "seq": unsigned(SEQ_BITS),
+                              "head": unsigned(8), "value": unsigned(32)})
+
+
+def response_layout() -> data.StructLayout:
+    """The ``resp`` payload: ``status`` (:data:`STATUS`), ``seq`` (an alloc's new sequence,
+    else the command's) and ``length`` (the sequence's tokens after the command)."""
+    return data.StructLayout({"status": unsigned(3), "seq": unsigned(SEQ_BITS),
+                              "length": unsigned(TOKEN_BITS)})
+
+
+class _Walk:
+    """The chunks of a step, head by head, as one unit walks them (each unit keeps its own
+    place): chunk ``c0`` (a multiple of ``chunk``) covers positions ``a0 .. a0 + n - 1``,
+    ``a0`` the first position rounded down to 32 in a head's first chunk."""
+
+    def __init__(self, m, name, cfg, lo, hi):
+        self._cfg = cfg
+        self.lo, self.hi = lo, hi
+        self.h = Signal(range(max(cfg.kv.kv_heads, 2)), name=f"{name}_h")
+        self.c0 = Signal(TOKEN_BITS + 1, name=f"{name}_c0")
+        self.first = Signal(name=f"{name}_first")
+        self.done = Signal(init=1, name=f"{name}_done")
+        self.sub = Signal(name=f"{name}_sub")
+        chunk = cfg.chunk
+        self.a0 = wire(m, f"{name}_a0", Mux(self.first, lo & ~(MX_BLOCK - 1), self.c0),
+                       unsigned(TOKEN_BITS + 1))
+        end = self.c0 + chunk
+        self.last_chunk = wire(m, f"{name}_lastc", end > hi)
+        self.n = wire(m, f"{name}_n", Mux(self.last_chunk, hi + 1, end) - self.a0,
+                      unsigned(TOKEN_BITS + 1))
+        self.last_head = self.h == cfg.kv.kv_heads - 1
+
+    def start(self, m):
+        m.d.sync += [self.h.eq(0), self.c0.eq(self.lo & ~(self._cfg.chunk - 1)),
+                     self.first.eq(1), self.done.eq(0), self.sub.eq(0)]
+
+    def advance(self, m):
+        """To the next chunk (``sub`` back to 0)."""
+        m.d.sync += self.sub.eq(0)
+        with m.If(self.last_chunk):
+            m.d.sync += [self.c0.eq(self.lo & ~(self._cfg.chunk - 1)), self.first.eq(1)]
+            with m.If(self.last_head):
+                m.d.sync += self.done.eq(1)
+            with m.Else():
+                m.d.sync += self.h.eq(self.h + 1)
+        with m.Else():
+            m.d.sync += [self.c0.eq(self.c0 + self._cfg.chunk), self.first.eq(0)]
+
+
+class Attention(wiring.Component):
+    """Decode attention over the KV cache, on the ``os`` array (``docs/attention.md``).
+
+    Components: ``cache`` (:class:`~scoville.rtl.kvcache.KvCache`), ``array``
+    (:class:`~scoville.rtl.gemm.Gemm`), ``ktr`` (:class:`~scoville.rtl.transpose.KTranspose`:
+    K lines into ``Q K^T``'s B beats), ``vbeats`` (:class:`~scoville.rtl.transpose.TokenBeats`:
+    V lines into ``P V``'s B beats), and the block's own units: the command controller, the
+    append feeder (``k``, ``v`` into cache lines), the read issuer, the command issuer, the A
+    sequencer (Q's columns, then P's: the softmax's exponentials), the score unit (the
+    array's rows: S, the running max, ``alpha``, O) and the normalizer (``O / l`` onto ``o``).
+
+    Attributes
+    ----------
+    cmd : In(stream.Signature(command_layout()))
+        ``alloc``, ``free``, ``append`` (the next ``kv_heads`` K and V vectors join the
+        sequence: ``k`` then ``v`` beats), ``step`` (append, take ``q_heads`` Q vectors, attend,
+        answer with O), ``sink`` (set a head's sink logit).
+    q, k, v : In(stream.Signature(io_layout(head_dim)))
+        One head vector per beat, binary32.
+    o : Out(stream.Signature(io_layout(head_dim)))
+        A step's output, query head by query head.
+    resp : Out(stream.Signature(response_layout()))
+        One per command, after a step's outputs.
+    counters : Out(COUNTERS)
+    """
+
+    def __init__(self, config: AttentionConfig):
+        error = rtl_error(config)
+        if error:
+            self._MustUse__silence = True  # not built: nothing to warn about
+            raise ParamError(error)
+        self._config = config
+        d = config.kv.head_dim
+        super().__init__({
+            "cmd": In(stream.Signature(command_layout())),
+            "q": In(stream.Signature(io_layout(d))),
+            "k": In(stream.Signature(io_layout(d))),
+            "v": In(stream.Signature(io_layout(d))),
+            "o": Out(stream.Signature(io_layout(d))),
+            "resp": Out(stream.Signature(response_layout())),
+            "counters": Out(COUNTERS),
+        })
+
+    @property
+    def config(self) -> AttentionConfig:
+        return self._config
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._config
+        kv, arr = cfg.kv, cfg.array
+        H, G, D, C = kv.kv_heads, cfg.group, kv.head_dim, arr.cols
+        TL, LB = kv.token_lines, kv.line_bits
+        QH = cfg.q_heads
+        m.submodules.cache = cache = KvCache(kv)
+        m.submodules.array = array = Gemm(arr)
+        geometry = dict(line_bits=LB, token_lines=TL, elem_bits=_BF16, dim=D, cols=C)
+        m.submodules.ktr = ktr = KTranspose(**geometry)
+        m.submodules.vbeats = vbeats = TokenBeats(**geometry, depth=cfg.v_queue)
+        c_factor = _bits(float(np.float32(cfg.score_scale * math.log2(math.e))))
+        log2e = _bits(float(np.float32(math.log2(math.e))))
+
+        # ---- The step's registers and the controller.
+        cur = Signal(command_layout())
+        status = Signal(3)
+        length = Signal(TOKEN_BITS)
+        out_seq = Signal(SEQ_BITS)
+        lo = Signal(TOKEN_BITS)
+        hi = Signal(TOKEN_BITS)
+        feed_left = Signal(range(2 * H + 1))
+        q_left = Signal(range(QH + 1))
+        attending = Signal()
+        m0 = Array(Signal(32, init=_NEG_INF, name=f"m0_{i}") for i in range(QH))
+        m.d.comb += [self.resp.payload.status.eq(status), self.resp.payload.seq.eq(out_seq),
+                     self.resp.payload.length.eq(length)]
+
+        walks = {name: _Walk(m, name, cfg, lo, hi) for name in ("rdw", "cmw", "aqw", "ocw")}
+        rdw, cmw, aqw, ocw = walks["rdw"], walks["cmw"], walks["aqw"], walks["ocw"]
+        finished = Signal()
+
+        cache_req = cache.req.payload
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += [cur.eq(self.cmd.payload), out_seq.eq(self.cmd.payload.seq),
+                                 length.eq(0)]
+                    m.next = "DISPATCH"
+            with m.State("DISPATCH"):
+                with m.Switch(cur.op):
+                    with m.Case(OPS["alloc"], OPS["free"]):
+                        m.next = "REQ"
+                    with m.Case(OPS["append"]):
+                        m.d.sync += feed_left.eq(2 * H)
+                        m.next = "REQ"
+                    with m.Case(OPS["step"]):
+                        m.d.sync += [feed_left.eq(2 * H), q_left.eq(QH),
+                                     self.counters.steps.eq(self.counters.steps + 1)]
+                        m.next = "REQ"
+                    with m.Case(OPS["sink"]):
+                        with m.If(cur.head >= QH):
+                            m.d.sync += status.eq(STATUS["bad_head"])
+                        with m.Elif(cfg.sinks):
+                            m.d.sync += [status.eq(STATUS["ok"]),
+                                         m0[cur.head].eq(fp32_mul(m, cur.value, log2e,
+                                                                  name="sinkm"))]
+                        with m.Else():
+                            m.d.sync += status.eq(STATUS["bad_op"])
+                        m.next = "RESP"
+                    with m.Default():
+                        m.d.sync += status.eq(STATUS["bad_op"])
+                        m.next = "RESP"
+            with m.State("REQ"):
+                m.d.comb += [cache.req.valid.eq(1),
+                             cache_req.op.eq(Mux(cur.op == OPS["step"], CACHE_OPS["append"],
+                                                 Mux(cur.op == OPS["alloc"],
+                                                     CACHE_OPS["alloc"],
+                                                     Mux(cur.op == OPS["free"],
+                                                         CACHE_OPS["free"],
+                                                         CACHE_OPS["append"])))),
+                             cache_req.seq.eq(cur.seq)]
+                with m.If(cache.req.ready):
+                    m.next = "WAIT"
+            with m.State("WAIT"):
+                m.d.comb += cache.resp.ready.eq(1)
+                with m.If(cache.resp.valid):
+                    r = cache.resp.payload
+                    m.d.sync += [status.eq(r.status), out_seq.eq(r.seq), length.eq(r.length)]
+                    with m.If(cur.op == OPS["step"]):
+                        m.next = "QWAIT"
+                    with m.Else():
+                        m.next = "RESP"
+            with m.State("QWAIT"):
+                # A step takes all its Q vectors, also when its append failed.
+                with m.If(q_left == 0):
+                    with m.If(status == STATUS["ok"]):
+                        m.d.sync += [hi.eq(length - 1),
+                                     lo.eq(Mux((cfg.window != 0) & (length > cfg.window),
+                                               length - cfg.window, 0)),
+                                     attending.eq(1)]
+                        for walk in walks.values():
+                            walk.start(m)
+                        m.next = "ATTEND"
+                    with m.Else():
+                        m.next = "RESP"
+            with m.State("ATTEND"):
+                m.d.comb += cache.resp.ready.eq(1)  # the reads' answers
+                with m.If(finished):
+                    m.d.sync += attending.eq(0)
+                    m.next = "RESP"
+            with m.State("RESP"):
+                m.d.comb += self.resp.valid.eq(1)
+                with m.If(self.resp.ready):
+                    m.next = "IDLE"
+
+        # ---- The append feeder: k then v vectors, each rounded to BF16, into token lines.
+        fvec = Signal(TL * LB)
+        fvalid = Signal()
+        fline = Signal(range(max(TL, 2)))
+        from_k = feed_left > H
+        src_valid = Mux(from_k, self.k.valid, self.v.valid)
+        src = Mux(from_k, self.k.payload.as_value(), self.v.payload.as_value())
+        wd_take = fvalid & cache.wd.ready
+        in_ready = (feed_left != 0) & (~fvalid | (wd_take & (fline == TL - 1)))
+        m.d.comb += [self.k.ready.eq(in_ready & from_k), self.v.ready.eq(in_ready & ~from_k),
+                     cache.wd.valid.eq(fvalid),
+                     cache.wd.payload.eq(fvec.word_select(fline, LB))]
+        with m.If(wd_take):
+            m.d.sync += fline.eq(fline + 1)
+            with m.If(fline == TL - 1):
+                m.d.sync += [fline.eq(0), fvalid.eq(0)]
+        with m.If(in_ready & src_valid):
+            m.d.sync += [fvalid.eq(1), fline.eq(0), feed_left.eq(feed_left - 1),
+                         fvec.eq(Cat(*(fp32_to_bf16(m, src[32 * e: 32 * e + 32],
+                                                    name=f"kv_bf16_{e}")
+                                       for e in range(D))))]
+
+        # ---- Q: each vector rounded to BF16 into its head's registers.
+        qv = [Signal(data.ArrayLayout(_BF16, D), name=f"q{i}") for i in range(QH)]
+        qarr = Array(qv)
+        m.d.comb += self.q.ready.eq(q_left != 0)
+        with m.If(self.q.valid & self.q.ready):
+            m.d.sync += [q_left.eq(q_left - 1),
+                         qarr[QH - q_left].eq(Cat(*(fp32_to_bf16(m, self.q.payload[e],
+                                                                 name=f"q_bf16_{e}")
+                                                    for e in range(D))))]
+
+        # ---- The read issuer: K then V of each chunk.
+        with m.If(attending & ~rdw.done):
+            m.d.comb += [cache.req.valid.eq(1), cache_req.op.eq(CACHE_OPS["read"]),
+                         cache_req.seq.eq(cur.seq), cache_req.kv.eq(rdw.sub),
+                         cache_req.head.eq(rdw.h), cache_req.start.eq(rdw.a0),
+                         cache_req.count.eq(rdw.n)]
+            with m.If(cache.req.ready):
+                m.d.sync += rdw.sub.eq(1)
+                with m.If(rdw.sub):
+                    rdw.advance(m)
+
+        # ---- Lines to B beats: K reads to the transposer, V reads to whole tokens.
+        rphase = Signal()
+        bphase = Signal()
+        m.d.comb += [ktr.i.payload.eq(cache.rd.payload), vbeats.i.payload.eq(cache.rd.payload),
+                     ktr.i.valid.eq(cache.rd.valid & ~rphase),
+                     vbeats.i.valid.eq(cache.rd.valid & rphase),
+                     cache.rd.ready.eq(Mux(rphase, vbeats.i.ready, ktr.i.ready))]
+        with m.If(cache.rd.valid & cache.rd.ready & cache.rd.payload.last):
+            m.d.sync += rphase.eq(~rphase)
+        bsrc = Mux(bphase, vbeats.o.payload.as_value(), ktr.o.payload.as_value())
+        bsrc = data.View(beat_layout(_BF16, C), bsrc)
+        m.d.comb += [array.b.valid.eq(Mux(bphase, vbeats.o.valid, ktr.o.valid)),
+                     array.b.payload.data.eq(bsrc.data),
+                     ktr.o.ready.eq(array.b.ready & ~bphase),
+                     vbeats.o.ready.eq(array.b.ready & bphase)]
+        with m.If(array.b.valid & array.b.ready & bsrc.last):
+            m.d.sync += bphase.eq(~bphase)
+
+        # ---- The command issuer: Q K^T (M = G, K = D, N = n), then P V (M = G, K = n, N = D).
+        with m.If(attending & ~cmw.done):
+            m.d.comb += [array.cmd.valid.eq(1), array.cmd.payload.m.eq(G),
+                         array.cmd.payload.k.eq(Mux(cmw.sub, cmw.n, D)),
+                         array.cmd.payload.n.eq(Mux(cmw.sub, D, cmw.n))]
+            with m.If(array.cmd.ready):
+                m.d.sync += cmw.sub.eq(1)
+                with m.If(cmw.sub):
+                    cmw.advance(m)
+
+        # ---- The score unit's state (written below, read by the A sequencer).
+        c_lanes = range(C)
+        s_mems = []
+        tiles = -(-cfg.chunk // C) + 1
+        for r in range(G):
+            mem = Memory(shape=data.ArrayLayout(32, C), depth=tiles, init=[])
+            m.submodules[f"s{r}"] = mem
+            s_mems.append((mem.write_port(), mem.read_port()))
+        m_run = [Signal(32, name=f"mrun{r}") for r in range(G)]
+        m_old = [Signal(32, name=f"mold{r}") for r in range(G)]
+        alpha = [Signal(32, name=f"alpha{r}") for r in range(G)]
+        l_sum = [Signal(32, name=f"l{r}") for r in range(G)]
+        l_acc = [Signal(32, name=f"lacc{r}") for r in range(G)]
+        max_ready = Signal()
+        alpha_pending = Signal()
+
+        # ---- The A sequencer: Q's columns for Q K^T, then P's columns for P V.
+        a_valid = Signal()
+        a_data = Signal(data.ArrayLayout(_BF16, arr.rows))
+        s1 = Signal()
+        s1_p = Signal()
+        s1_h = Signal(range(max(H, 2)))
+        s1_k = Signal(range(max(D, 2)))
+        s1_lane = Signal(range(max(C, 2)))
+        s1_mask = Signal()
+        s1_first = Signal()
+        s1_last = Signal()
+        s1_headfirst = Signal()
+        aq_k = Signal(range(max(D, 2)))
+        aq_tb = Signal(TOKEN_BITS + 1)
+        aq_j = Signal(TOKEN_BITS + 1)
+        aq_lane = Signal(range(max(C, 2)))
+        aq_tile = Signal(range(max(tiles, 2)))
+        en_a = ~a_valid | array.a.ready
+        m.d.comb += [array.a.valid.eq(a_valid), array.a.payload.data.eq(a_data)]
+        issue_q = attending & ~aqw.done & ~aqw.sub
+        issue_p = attending & ~aqw.done & aqw.sub & max_ready
+        for _, rp in s_mems:
+            m.d.comb += [rp.addr.eq(aq_tile), rp.en.eq(en_a)]
+        with m.If(en_a):
+            m.d.sync += [s1.eq(issue_q | issue_p), s1_p.eq(aqw.sub), s1_h.eq(aqw.h),
+                         s1_k.eq(aq_k), s1_lane.eq(aq_lane),
+                         s1_mask.eq(aqw.a0 + aq_j >= lo), s1_first.eq(aq_j == 0),
+                         s1_last.eq(aq_j == aqw.n - 1), s1_headfirst.eq(aqw.first)]
+            with m.If(issue_q):
+                m.d.sync += aq_k.eq(aq_k + 1)
+                with m.If(aq_k == D - 1):
+                    m.d.sync += [aq_k.eq(0), aq_tb.eq(aq_tb + C)]
+                    with m.If(aq_tb + C >= aqw.n):
+                        m.d.sync += [aq_tb.eq(0), aqw.sub.eq(1), aq_j.eq(0), aq_lane.eq(0),
+                                     aq_tile.eq(0)]
+            with m.If(issue_p):
+                m.d.sync += [aq_j.eq(aq_j + 1), aq_lane.eq(aq_lane + 1)]
+                with m.If(aq_lane == C - 1):
+                    m.d.sync += [aq_lane.eq(0), aq_tile.eq(aq_tile + 1)]
+                with m.If(aq_j == aqw.n - 1):
+                    m.d.sync += [max_ready.eq(0), aq_j.eq(0), aq_lane.eq(0), aq_tile.eq(0)]
+                    aqw.advance(m)
+        with m.If(attending & ~aqw.done & aqw.sub & ~max_ready):
+            m.d.sync += self.counters.softmax_waits.eq(self.counters.softmax_waits + 1)
+        # Stage 2: the beat. Q: the group's element k; P: exp2(S * c - m') per row, rounded.
+        qsel = Array(Array(qv[g * G + r] for g in range(H))[s1_h] for r in range(G))
+        lanes = []
+        for r in range(G):
+            s_val = Array(s_mems[r][1].data[j] for j in c_lanes)[s1_lane]
+            sc = fp32_mul(m, s_val, c_factor, name=f"sc{r}")
+            x = fp32_add(m, sc, m_run[r] ^ _SIGN, name=f"sx{r}")
+            p = wire(m, f"p{r}", Mux(s1_mask, fp32_exp2(m, x, name=f"pexp{r}"), 0), 32)
+            lanes.append(Mux(s1_p, fp32_to_bf16(m, p, name=f"pb{r}"), qsel[r][s1_k]))
+            acc = fp32_add(m, Mux(s1_first, 0, l_acc[r]), p, name=f"lacc_add{r}")
+            base = fp32_mul(m, Mux(s1_headfirst, ONE if cfg.sinks else 0, l_sum[r]), alpha[r],
+                            name=f"lmul{r}")
+            with m.If(en_a & s1 & s1_p):
+                m.d.sync += l_acc[r].eq(acc)
+                with m.If(s1_last):
+                    m.d.sync += l_sum[r].eq(fp32_add(m, base, acc, name=f"lnew{r}"))
+        with m.If(en_a):
+            m.d.sync += [a_valid.eq(s1), a_data.eq(Cat(*lanes))]
+
+        # ---- The score unit: the array's rows. Q K^T's: S stored, the running max; at the
+        # chunk's end alpha. P V's: O = O * alpha + PV.
+        row = array.o.payload
+        oc_tb = Signal(TOKEN_BITS + 1)
+        oc_r = Signal(range(max(G, 2)))
+        oc_tile = Signal(range(max(tiles, 2)))
+        o_regs = [Signal(data.ArrayLayout(32, D), name=f"o{r}") for r in range(G)]
+        norm_idle = Signal()
+        m.d.comb += array.o.ready.eq(~ocw.sub | norm_idle)
+        take_row = array.o.valid & array.o.ready & attending
+        for r, (wp, _) in enumerate(s_mems):
+            m.d.comb += [wp.addr.eq(oc_tile), wp.data.eq(row),
+                         wp.en.eq(take_row & ~ocw.sub & (oc_r == r))]
+        base_pos = wire(m, "oc_pos", ocw.a0 + oc_tb, unsigned(TOKEN_BITS + 1))
+        j_lo = wire(m, "oc_jlo", lo - base_pos, signed(TOKEN_BITS + 3))
+        j_hi = wire(m, "oc_jhi", ocw.n - 1 - oc_tb, signed(TOKEN_BITS + 3))
+        keys = []
+        for j in c_lanes:
+            valid = (j >= j_lo) & (j <= j_hi)
+            keys.append(wire(m, f"key{j}", Mux(valid, fp32_key(m, row[j], name=f"rk{j}"), 0),
+                             unsigned(32)))
+        while len(keys) > 1:
+            nxt = []
+            for i in range(0, len(keys) - 1, 2):
+                a, b = keys[i], keys[i + 1]
+                nxt.append(wire(m, f"kmax{len(keys)}_{i}", Mux(a >= b, a, b), unsigned(32)))
+            if len(keys) % 2:
+                nxt.append(keys[-1])
+            keys = nxt
+        top = keys[0]
+        any_valid = top != 0
+        row_max = wire(m, "row_max", Mux(top[31], top & 0x7FFF_FFFF, ~top), unsigned(32))
+        s_max = fp32_mul(m, row_max, c_factor, name="smax")
+        s_max_key = fp32_key(m, s_max, name="smax_key")
+        init = ocw.first & (oc_tb == 0)
+        m_sel = Array(m_run)[oc_r]
+        m0_sel = Array(Array(m0[g * G + r] for g in range(H))[ocw.h] for r in range(G))[oc_r]
+        m_base = wire(m, "m_base", Mux(init, m0_sel, m_sel), 32)
+        m_new = Mux(any_valid & (s_max_key > fp32_key(m, m_base, name="mbase_key")), s_max,
+                    m_base)
+        with m.If(take_row & ~ocw.sub):
+            m.d.sync += [Array(m_run)[oc_r].eq(m_new), oc_r.eq(oc_r + 1)]
+            with m.If(init):
+                m.d.sync += Array(m_old)[oc_r].eq(m0_sel)
+            with m.If(oc_r == G - 1):
+                m.d.sync += [oc_r.eq(0), oc_tb.eq(oc_tb + C), oc_tile.eq(oc_tile + 1)]
+                with m.If(oc_tb + C >= ocw.n):
+                    m.d.sync += [oc_tb.eq(0), oc_tile.eq(0), ocw.sub.eq(1),
+                                 alpha_pending.eq(1)]
+        with m.If(alpha_pending):
+            m.d.sync += [alpha_pending.eq(0), max_ready.eq(1)]
+            for r in range(G):
+                same = (m_run[r] == m_old[r]) | (((m_run[r] | m_old[r]) & 0x7FFF_FFFF) == 0)
+                diff = fp32_add(m, m_old[r], m_run[r] ^ _SIGN, name=f"adiff{r}")
+                m.d.sync += [alpha[r].eq(Mux(same, ONE, fp32_exp2(m, diff, name=f"aexp{r}"))),
+                             m_old[r].eq(m_run[r])]
+
+        # ---- O update and the normalizer, sharing the lanes' multipliers.
+        n_left = Signal(range(G + 1))
+        n_r = Signal(range(max(G, 2)))
+        n1 = Signal()
+        n1_r = Signal(range(max(G, 2)))
+        rec = Signal(32)
+        l_fin = [Signal(32, name=f"lfin{r}") for r in range(G)]
+        m.d.comb += norm_idle.eq((n_left == 0) & ~n1)
+        o_sel = Array(o_regs)[Mux(n1, n1_r, oc_r)]
+        alpha_sel = Array(alpha)[oc_r]
+        products = []
+        for e in range(D):
+            opnd = Mux(n1 | ~ocw.first, o_sel[e], 0)
+            products.append(fp32_mul(m, opnd, Mux(n1, rec, alpha_sel), name=f"omul{e}"))
+        updated = Cat(*(fp32_add(m, products[e], row[e], name=f"oadd{e}") for e in range(D)))
+        with m.If(take_row & ocw.sub):
+            m.d.sync += [Array(o_regs)[oc_r].eq(updated), oc_r.eq(oc_r + 1)]
+            with m.If(oc_r == G - 1):
+                m.d.sync += oc_r.eq(0)
+                with m.If(ocw.last_chunk):
+                    m.d.sync += [n_left.eq(G), n_r.eq(0)]
+                    m.d.sync += [lf.eq(ls) for lf, ls in zip(l_fin, l_sum, strict=True)]
+                ocw.advance(m)
+        en_o = ~self.o.valid | self.o.ready
+        with m.If(en_o):
+            m.d.sync += [n1.eq(n_left != 0), self.o.valid.eq(n1),
+                         self.o.payload.eq(Cat(*products))]
+            with m.If(n_left != 0):
+                m.d.sync += [n_left.eq(n_left - 1), n_r.eq(n_r + 1), n1_r.eq(n_r),
+                             rec.eq(fp32_recip(m, Array(l_fin)[n_r], name="recip"))]
+        m.d.comb += finished.eq(ocw.done & norm_idle & ~self.o.valid)
+
+        # ---- Counters.
+        m.d.comb += [self.counters.kv.eq(cache.counters), self.counters.array.eq(array.counters)]
+        setup = fsm.ongoing("REQ") | fsm.ongoing("WAIT") | fsm.ongoing("QWAIT")
+        phase = {"append_cycles": setup & (cur.op == OPS["step"]),
+                 "attend_cycles": attending,
+                 "out_stalls": self.o.valid & ~self.o.ready}
+        count(m, self.counters, phase)
+        return m

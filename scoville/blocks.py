@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from scoville.rtl.attention import Attention, AttentionConfig
 from scoville.rtl.exp2 import Exp2, Exp2Config
 from scoville.rtl.fetch import Fetch, FetchConfig
 from scoville.rtl.fp4_mul import Fp4Mul, Fp4MulConfig
@@ -23,11 +24,13 @@ from scoville.rtl.mx_dot import MxDot, MxDotConfig
 from scoville.rtl.mx_quant import MxQuant, MxQuantConfig
 from scoville.rtl.nvfp4_dot import Nvfp4Dot, Nvfp4DotConfig
 from scoville.rtl.params import ParamError, build_config, param_tree
+from scoville.sim.cycles import attention as attention_timed
 from scoville.sim.cycles import fetch as fetch_timed
 from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import gemm_quant as gemm_quant_timed
 from scoville.sim.cycles import kvcache as kvcache_timed
 from scoville.sim.cycles.stream import pipeline_timing
+from scoville.sim.golden.attention import AttentionModel
 from scoville.sim.golden.exp2 import exp2
 from scoville.sim.golden.fetch import fetch
 from scoville.sim.golden.fp4_mul import fp4_mul
@@ -40,6 +43,7 @@ from scoville.sim.golden.mx_dot import mx_dot
 from scoville.sim.golden.mx_quant import mx_quant
 from scoville.sim.golden.nvfp4_dot import nvfp4_dot
 from scoville.sim.workload import (
+    AttentionWorkload,
     FetchWorkload,
     GemmQuantWorkload,
     GemmWorkload,
@@ -223,6 +227,18 @@ BLOCKS: dict[str, Block] = {
             timed=gemm_quant_timed.timing,
             testbench="scoville.testbenches.gemm_quant",
             parts={"array": "gemm", "quant": "mx_quant"},
+        ),
+        Block(
+            name="attention",
+            summary="decode attention over the KV cache on the os array: GQA, online softmax, "
+                    "sinks, sliding window",
+            config=AttentionConfig,
+            workload=AttentionWorkload,
+            component=Attention,
+            golden=AttentionModel,
+            timed=attention_timed.timing,
+            testbench="scoville.testbenches.attention",
+            parts={"kv": "kvcache", "array": "gemm"},
         ),
     ]
 }

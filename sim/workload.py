@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from scoville.rtl.formats import MX_BLOCK
 from scoville.rtl.params import ParamError, check_int, check_prob, param
 
-__all__ = ["FetchWorkload", "GemmQuantWorkload", "GemmWorkload", "KvCacheWorkload",
-           "StreamWorkload"]
+__all__ = ["AttentionWorkload", "FetchWorkload", "GemmQuantWorkload", "GemmWorkload",
+           "KvCacheWorkload", "StreamWorkload"]
 
 
 @dataclass(frozen=True)
@@ -166,5 +166,38 @@ class FetchWorkload:
         check_int("max_len", self.max_len, 0, 65535)
         check_int("mem_latency", self.mem_latency, 1, 100_000)
         check_int("mem_bytes_per_cycle", self.mem_bytes_per_cycle, 1, 65536)
+        check_prob("gap", self.gap)
+        check_prob("backpressure", self.backpressure)
+
+
+@dataclass(frozen=True)
+class AttentionWorkload:
+    """Decode steps driven through the attention block.
+
+    Attributes
+    ----------
+    seqs : int
+        Sequences, each allocated, given ``context`` tokens, then ``steps`` decode steps (the
+        sequences' steps interleaved).
+    context : int
+        Tokens appended to each sequence before its steps (the set-up phase).
+    steps : int
+        Decode steps per sequence (the measured phase).
+    gap : float
+        Probability that a producer (commands, Q, K, V) leaves a cycle idle before offering.
+    backpressure : float
+        Probability that a consumer (O, answers) holds ``ready`` low in a cycle.
+    """
+
+    seqs: int = param(2, "1..64", "sequences")
+    context: int = param(40, "0..65535", "tokens cached before the steps")
+    steps: int = param(2, "1..10000", "decode steps per sequence")
+    gap: float = param(0.2, "0..0.95", "probability of an idle input cycle")
+    backpressure: float = param(0.2, "0..0.95", "probability of ready low")
+
+    def __post_init__(self):
+        check_int("seqs", self.seqs, 1, 64)
+        check_int("context", self.context, 0, 65535)
+        check_int("steps", self.steps, 1, 10_000)
         check_prob("gap", self.gap)
         check_prob("backpressure", self.backpressure)

@@ -7,10 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from scoville.rtl.attention import AttentionConfig
+from scoville.rtl.attention import OPS, STATUS, Attention, AttentionConfig, rtl_error
 from scoville.rtl.params import ParamError, build_config
+from scoville.sim.cycles import attention as timed
 from scoville.sim.golden.attention import (
     LOG2E,
+    AttentionModel,
+    Command,
+    chunk_plan,
     decode,
     decode_mla,
     prefill,
@@ -20,6 +24,8 @@ from scoville.sim.golden.attention import (
 )
 from scoville.sim.golden.kvcache import stored_values
 from scoville.sim.golden.mx import quantize_bf16
+
+from .simcheck import assert_passed, simulate
 
 #: The issue's bound for fmt=bf16: the largest error at most 4e-3 of the largest output.
 BF16_BOUND = 4e-3
@@ -223,8 +229,11 @@ def test_bad_config_is_one_line_naming_the_parameter(params, message):
 def test_config_defaults_match_a_gpt_oss_group():
     cfg = AttentionConfig()
     assert (cfg.group, cfg.kv.head_dim, cfg.v_dim) == (8, 64, 64)
-    # A line is 32 BF16 elements; the group's MACs for one line fill the 8 x 32 array.
-    assert cfg.kv.line_bits // 16 == cfg.array.cols and cfg.group == cfg.array.rows
+    # A line is 32 BF16 elements; the group's MACs for one line (8 x 32) are half of the
+    # 8 x 64 array's step, and a head (64 elements) is one column tile of P V.
+    assert cfg.kv.line_bits // 16 * cfg.group <= cfg.array.rows * cfg.array.cols
+    assert cfg.group == cfg.array.rows and cfg.kv.head_dim == cfg.array.cols
+    assert rtl_error(cfg) is None
     assert cfg.score_scale == 0.125
     mla = build_config(AttentionConfig, {"mla": 1, "kv.head_dim": 576, "q_heads": 16})
     assert mla.v_dim == 512
@@ -236,3 +245,109 @@ def test_golden_rejects_unknown_formats(bad):
     q, k, v = _qkv(rng, length=4)
     with pytest.raises(ValueError, match="allowed"):
         decode(q, k, v, **bad)
+
+
+# ---- The RTL block, its golden model as a program and its timed model.
+
+#: Small configurations for the simulators: two KV heads of a group of 2 with sinks and a
+#: window of 20 (two lines a token); one KV head of a group of 3, no sinks, whole context, a
+#: line a token, a head narrower than the array.
+SMALL = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024, "kv.page_tokens": 4,
+         "kv.max_seqs": 2, "kv.kv_heads": 2, "kv.head_dim": 16, "array.rows": 2,
+         "array.cols": 16, "q_heads": 4, "chunk": 32, "sinks": 1, "window": 20}
+SIM_CONFIGS = [
+    SMALL,
+    {**SMALL, "kv.banks": 4, "kv.kv_heads": 1, "kv.head_dim": 12, "q_heads": 3,
+     "array.rows": 4, "sinks": 0, "window": 0, "kv.page_tokens": 8},
+]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("params", SIM_CONFIGS, ids=["gqa-sinks-window", "mqa-whole"])
+def test_attention_rtl(simulator, seed, params):
+    """Every output bit for bit, every handshake and counter where the timed model puts them,
+    under gaps and back-pressure; 3 steps of 2 sequences after 40 tokens (two chunks)."""
+    result = simulate("attention", simulator, seed, seqs=2, context=40, steps=1, gap=0.3,
+                      backpressure=0.3, **params)
+    assert_passed(result)
+    names = {"test_edges", "test_keep_up", "test_reset", "test_workload"}
+    assert {t.name for t in result.tests} == names
+    for metrics in result.metrics.values():
+        assert metrics["max_rel_err_vs_f64"] < BF16_BOUND
+    statuses = result.metrics["test_edges"]["statuses"]
+    assert all(statuses[s] for s in ("ok", "no_seq", "bad_head", "bad_op")), statuses
+    work = result.metrics["test_workload"]
+    assert work["counter_out_stalls"] > 0 and work["counter_kv.reads"] > 0
+
+
+@pytest.mark.parametrize(("params", "text"), [
+    ({"mode": "prefill"}, "parameter 'mode' = 'prefill' is not allowed in the RTL block yet"),
+    ({"array.fmt": "mxfp8"}, "parameter 'array.fmt'"),
+    ({"kv.kv_fmt": "fp8_e4m3"}, "parameter 'kv.kv_fmt'"),
+    ({"array.rows": 4}, "parameter 'q_heads' = 8 is not allowed with array.rows = 4"),
+    ({"array.cols": 32}, "parameter 'kv.head_dim' = 64 is not allowed with array.cols = 32"),
+])
+def test_rtl_limits_are_one_line_naming_the_parameter(params, text):
+    cfg = build_config(AttentionConfig, params)
+    with pytest.raises(ParamError) as err:
+        Attention(cfg)
+    assert text in str(err.value) and "allowed" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_chunk_plan_aligns_to_the_chunk_and_starts_at_the_window_rounded_to_32():
+    cfg = AttentionConfig(chunk=64)
+    assert chunk_plan(cfg, 0, 0) == [(0, 1)]
+    assert chunk_plan(cfg, 0, 130) == [(0, 64), (64, 64), (128, 3)]
+    assert chunk_plan(cfg, 70, 130) == [(64, 64), (128, 3)]
+    assert chunk_plan(cfg, 100, 130) == [(96, 32), (128, 3)]
+
+
+def _steps(cfg, context, steps=1, seed=0):
+    """Golden results of one sequence: alloc, ``context`` appends, ``steps`` steps."""
+    rng = np.random.default_rng(seed)
+    model = AttentionModel(cfg)
+    kv, d = cfg.kv.kv_heads, cfg.kv.head_dim
+    out = [model.apply(Command(OPS["alloc"]))]
+
+    def vec(n):
+        return rng.standard_normal((n, d)).astype(np.float32)
+
+    out += [model.apply(Command(OPS["append"], k=vec(kv), v=vec(kv))) for _ in range(context)]
+    out += [model.apply(Command(OPS["step"], q=vec(cfg.q_heads), k=vec(kv), v=vec(kv)))
+            for _ in range(steps)]
+    return out
+
+
+def test_model_step_is_decode_over_the_history():
+    cfg = build_config(AttentionConfig, SMALL)
+    results = _steps(cfg, 45, steps=2)
+    assert [r.status for r in results] == [STATUS["ok"]] * len(results)
+    step = results[-1]
+    assert step.length == 47 and step.out.shape == (4, 16)
+    # Two heads, chunks from 47 - 20 = 27 rounded down to 0 (32 positions): 0..31, 32..46.
+    assert step.chunks == [(0, 0, 32), (0, 32, 15), (1, 0, 32), (1, 32, 15)]
+    reads = step.cache[1:]
+    assert [(o.status, len(o.data)) for o in reads] == [(0, 64), (0, 64), (0, 30), (0, 30)] * 2
+
+
+def test_timed_model_counts_every_line_and_attend_cycle():
+    cfg = build_config(AttentionConfig, SMALL)
+    results = _steps(cfg, 45)
+    t = timed.timing(cfg, results)
+    lines = sum(len(o.data) for r in results for o in r.cache[1:])
+    assert t.counters["kv.reads"] == lines
+    assert t.counters["steps"] == 1
+    assert len(t.handshakes["o"]) == cfg.q_heads
+    # Both matmuls of every chunk ran on the array.
+    assert t.counters["array.busy"] >= timed.macs(cfg, results) // (cfg.group * 16)
+
+
+def test_default_decode_streams_the_cache_at_95_percent_at_1k_context():
+    """The default (a GPT-OSS group of 8 heads of 64, an 8 x 64 array, 32-element lines):
+    K and V lines at >= 95% of one a cycle over the attention of a 1k-token context."""
+    cfg = AttentionConfig()
+    results = _steps(cfg, 1023)
+    t = timed.timing(cfg, results)
+    util = t.counters["kv.reads"] / t.counters["attend_cycles"]
+    assert util >= 0.95, util

@@ -170,6 +170,16 @@ class Engine:
         """``cmd.ready``: no command is running."""
         return self._program is None
 
+    @property
+    def a_ready(self) -> bool:
+        """``a.ready``: the A buffer has room (its level at the start of the cycle)."""
+        return self._level_a < self._depth
+
+    @property
+    def b_ready(self) -> bool:
+        """``b.ready``: the B buffer has room."""
+        return self._level_b < self._depth
+
     def step(self, t: int, cmd: list[int] | None | bool, o_ready: bool) -> None:
         """Cycle ``t``: ``cmd`` is False when no command is offered, else the offered
         command's program (None: rejected), taken when :attr:`ready`; ``o_ready`` is the

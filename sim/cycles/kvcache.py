@@ -52,7 +52,7 @@ from scoville.rtl.kvcache import COUNTERS, OPS, STATUS
 
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 
-__all__ = ["COUNTERS", "READ_LATENCY", "engine_cycles", "read_cycles", "read_utilization",
+__all__ = ["COUNTERS", "READ_LATENCY", "Engine", "engine_cycles", "read_cycles", "read_utilization",
            "request_cycles", "run_cycles", "timing"]
 
 
@@ -149,6 +149,120 @@ def _steps(config, out) -> list[tuple[str, int]]:
         return [("start", len(out.data)), ("resp", 0)]
     walk = out.status == STATUS["ok"] and out.op in (OPS["free"], OPS["fork"])
     return [("decode", 1), ("work", 3 * out.walked + 1 if walk else 0), ("resp", 0)]
+
+
+class Engine:
+    """The cache's two engines as an object stepped once per cycle, for a composed block that
+    drives the cache's streams from its own state (:func:`timing` is the same rule with the
+    streams' schedules, written as one loop for speed).
+
+    A request's path is :func:`_steps` of its outcome, given when the request is taken. Read
+    the stream signals of the cycle about to be stepped from :attr:`req_ready`,
+    :attr:`wd_ready`, :attr:`resp_valid` and :attr:`rd_valid`; :meth:`step` takes the
+    neighbours' side of each and returns the cycle's handshakes.
+
+    Attributes
+    ----------
+    counters : dict of str to int
+        :data:`COUNTERS` so far (``reads``: lines handed over).
+    """
+
+    __slots__ = ("_cfg", "_plan", "_at", "_left", "_remaining", "_out_valid", "counters")
+
+    def __init__(self, config):
+        self._cfg = config
+        self._plan: list[tuple[str, int]] = []
+        self._at = 0
+        self._left = 0
+        self._remaining = 0
+        self._out_valid = False
+        self.counters = dict.fromkeys(COUNTERS, 0)
+
+    @property
+    def req_ready(self) -> bool:
+        return self._at == len(self._plan)
+
+    @property
+    def _step(self) -> str | None:
+        return self._plan[self._at][0] if self._at < len(self._plan) else None
+
+    @property
+    def wd_ready(self) -> bool:
+        return self._step in ("write", "drain")
+
+    @property
+    def resp_valid(self) -> bool:
+        return self._step == "resp"
+
+    @property
+    def rd_valid(self) -> bool:
+        return self._out_valid
+
+    def step(self, req, wd_valid: bool, rd_ready: bool, resp_ready: bool) -> tuple:
+        """One cycle: ``req`` is the :class:`~scoville.sim.golden.kvcache.Outcome` of the
+        request offered (None: none). Returns ``(req, wd, rd, resp)``: which streams shook
+        hands."""
+        count = self.counters
+        engine_busy = self._remaining > 0 or self._out_valid
+        start = 0
+        took_req = took_wd = took_rd = took_resp = False
+        if self._at == len(self._plan):
+            if req is not None:
+                took_req = True
+                self._plan, self._at = _steps(self._cfg, req), 0
+                self._left = self._plan[0][1]
+                count["busy"] += 1
+            else:
+                count["idle"] += 1
+        else:
+            step, n = self._plan[self._at]
+            done = False
+            if step in ("work", "copy"):
+                if step == "copy" and self._left <= n - 1:
+                    count["copies"] += 1
+                self._left -= 1
+                done = self._left <= 0
+                count["busy"] += 1
+            elif step in ("write", "drain"):
+                if wd_valid:
+                    took_wd = True
+                    count["writes"] += step == "write"
+                    self._left -= 1
+                    done = self._left == 0
+                    count["busy"] += 1
+                else:
+                    count["stalls"] += 1
+            elif step == "resp":
+                if resp_ready:
+                    took_resp = done = True
+                    count["busy"] += 1
+                else:
+                    count["stalls"] += 1
+            elif engine_busy and (step == "start" or n):
+                count["read_waits"] += 1
+            else:
+                start = n if step == "start" else 0
+                done = True
+                count["busy"] += 1
+            plan = self._plan
+            while done and self._at < len(plan):
+                self._at += 1
+                self._left = plan[self._at][1] if self._at < len(plan) else 0
+                done = self._at < len(plan) and plan[self._at][0] == "work" and self._left == 0
+        if engine_busy:
+            count["read_cycles"] += 1
+        if self._out_valid:
+            if rd_ready:
+                took_rd = True
+                count["reads"] += 1
+            else:
+                count["read_stalls"] += 1
+        if not self._out_valid or rd_ready:
+            self._out_valid = self._remaining > 0
+            if self._out_valid:
+                self._remaining -= 1
+        self._remaining += start
+        return took_req, took_wd, took_rd, took_resp
 
 
 def timing(config, outcomes, sources: dict[str, Source] | None = None,

@@ -29,19 +29,29 @@ of its window or 0). ``docs/attention.md`` states the steps:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from scoville.rtl.attention import MLA_K_DIM, MLA_V_DIM, AttentionConfig
+from scoville.rtl.attention import (
+    MLA_K_DIM,
+    MLA_V_DIM,
+    OPS,
+    STATUS,
+    AttentionConfig,
+    response_layout,
+)
 from scoville.rtl.formats import MX_BLOCK
 from scoville.rtl.gemm import GemmConfig
+from scoville.rtl.kvcache import OPS as CACHE_OPS
 
 from .exp2 import exp2
 from .gemm import Operands, gemm
-from .kvcache import stored_values
+from .kvcache import KvCacheModel, Outcome, Request, encode_heads, stored_values
 from .mx import dequantize_mxfp8, encode_e4m3, quantize_bf16, quantize_mxfp4, quantize_mxfp8
 
-__all__ = ["LOG2E", "decode", "decode_mla", "prefill", "query_values", "reference", "score_factor"]
+__all__ = ["LOG2E", "AttentionModel", "Command", "Result", "chunk_plan", "decode", "decode_mla",
+           "prefill", "query_values", "reference", "score_factor"]
 
 #: log2(e) in FP32.
 LOG2E = np.float32(math.log2(math.e))
@@ -278,3 +288,114 @@ def _key_operand(k, k_stored, kv_fmt, fmt):
         return codes.T, scales.T
     codes, scales = quantize_mxfp8(k_stored, axis=-1)
     return codes.T, scales.T
+
+
+def chunk_plan(config: AttentionConfig, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The chunks a KV head's decode step walks, as ``(a0, n)``: positions ``a0 .. a0 + n -
+    1``, chunks aligned to multiples of ``config.chunk``, the first starting at ``lo`` rounded
+    down to 32 (the module's step 3)."""
+    out = []
+    for c0 in range(lo - lo % config.chunk, hi + 1, config.chunk):
+        a0 = max(c0, lo - lo % MX_BLOCK)
+        out.append((a0, min(c0 + config.chunk, hi + 1) - a0))
+    return out
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command of the block (:data:`~scoville.rtl.attention.OPS`) with its vectors:
+    ``q`` (q_heads, d) for a step, ``k`` and ``v`` (kv_heads, d) for an append or a step,
+    float32; ``head`` and ``value`` for a sink."""
+
+    op: int
+    seq: int = 0
+    head: int = 0
+    value: float = 0.0
+    q: np.ndarray | None = None
+    k: np.ndarray | None = None
+    v: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one command does: the answer (``status``, ``seq``, ``length``), a step's output
+    ``out`` (q_heads, d) float32 (None otherwise), and what the timed model needs: the cache
+    requests the block makes (``cache``: outcomes of the append, alloc or free, then of each
+    read) and the chunks of a step (``chunks``: ``(head, a0, n)`` in order)."""
+
+    op: int
+    status: int
+    seq: int
+    length: int
+    out: np.ndarray | None = None
+    cache: list[Outcome] = field(default_factory=list)
+    chunks: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def word(self) -> int:
+        """The packed ``resp`` payload."""
+        return sum(int(getattr(self, name)) << f.offset for name, f in _RESPONSE)
+
+
+_RESPONSE = response_layout()
+
+
+class AttentionModel:
+    """The block as a program: its cache (:class:`~scoville.sim.golden.kvcache.KvCacheModel`),
+    each sequence's K and V as given, the sink logits; :meth:`apply` carries out a command
+    and returns its :class:`Result`, a step's output from :func:`decode`, bit for bit."""
+
+    def __init__(self, config: AttentionConfig | None = None):
+        self.config = AttentionConfig() if config is None else config
+        self.cache = KvCacheModel(self.config.kv)
+        self.values: dict[int, tuple[list, list]] = {}
+        self.sinks = np.full(self.config.q_heads, -np.inf, np.float32)
+
+    def apply(self, cmd: Command) -> Result:
+        cfg = self.config
+        kv = cfg.kv
+        if cmd.op == OPS["sink"]:
+            if cmd.head >= cfg.q_heads:
+                return Result(cmd.op, STATUS["bad_head"], cmd.seq, 0)
+            if not cfg.sinks:
+                return Result(cmd.op, STATUS["bad_op"], cmd.seq, 0)
+            self.sinks[cmd.head] = np.float32(cmd.value)
+            return Result(cmd.op, STATUS["ok"], cmd.seq, 0)
+        if cmd.op in (OPS["alloc"], OPS["free"]):
+            out = self.cache.apply(Request(CACHE_OPS["alloc" if cmd.op == OPS["alloc"]
+                                                     else "free"], seq=cmd.seq))
+            if out.status == STATUS["ok"]:
+                if cmd.op == OPS["alloc"]:
+                    self.values[out.seq] = ([], [])
+                else:
+                    del self.values[out.seq]
+            return Result(cmd.op, out.status, out.seq, out.length, cache=[out])
+        if cmd.op not in (OPS["append"], OPS["step"]):
+            return Result(cmd.op, STATUS["bad_op"], cmd.seq, 0)
+        k = np.asarray(cmd.k, np.float32).reshape(kv.kv_heads, kv.head_dim)
+        v = np.asarray(cmd.v, np.float32).reshape(kv.kv_heads, kv.head_dim)
+        lines = encode_heads(kv, k) + encode_heads(kv, v)
+        out = self.cache.apply(Request(CACHE_OPS["append"], seq=cmd.seq, lines=lines))
+        if out.status != STATUS["ok"]:
+            return Result(cmd.op, out.status, out.seq, out.length, cache=[out])
+        keys, vals = self.values[cmd.seq]
+        keys.append(k)
+        vals.append(v)
+        if cmd.op == OPS["append"]:
+            return Result(cmd.op, out.status, out.seq, out.length, cache=[out])
+        length = out.length
+        hi = length - 1
+        lo = max(0, length - cfg.window) if cfg.window else 0
+        cache, chunks = [out], []
+        for h in range(kv.kv_heads):
+            for a0, n in chunk_plan(cfg, lo, hi):
+                chunks.append((h, a0, n))
+                for half in (0, 1):
+                    cache.append(self.cache.apply(Request(CACHE_OPS["read"], seq=cmd.seq,
+                                                          kv=half, head=h, start=a0, count=n)))
+        result = decode(np.asarray(cmd.q, np.float32), np.stack(keys, axis=1),
+                        np.stack(vals, axis=1),
+                        sinks=self.sinks if cfg.sinks else None, window=cfg.window,
+                        scale=cfg.score_scale, kv_fmt=kv.kv_fmt, fmt=cfg.array.fmt,
+                        config=cfg)
+        return Result(cmd.op, out.status, out.seq, length, out=result, cache=cache,
+                      chunks=chunks)

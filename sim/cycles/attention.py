@@ -1,0 +1,380 @@
+"""Timed model of :class:`scoville.rtl.attention.Attention`, built from its parts' models: the
+cache's :class:`~scoville.sim.cycles.kvcache.Engine` and the array's
+:class:`~scoville.sim.cycles.gemm.Engine`, stepped together with the block's own units, cycle by
+cycle, as the RTL connects them.
+
+The block's units (``docs/attention.md`` draws them), each a few registers here:
+
+- the *controller* takes a command, hands an alloc, free or append (a step's append) to the
+  cache, waits for its answer and (a step) for all ``q_heads`` Q vectors, then attends until
+  the last output has left, and answers;
+- the *feeder* turns each K and V vector into ``token_lines`` cache lines (a vector is taken
+  when the previous one's last line goes);
+- the *read issuer* and the *command issuer* walk the step's chunks (head by head), asking the
+  cache for each chunk's K, then V, and the array for each chunk's ``Q K^T`` (M = group, K =
+  head_dim, N = n), then ``P V`` (M = group, K = n, N = head_dim), as soon as each takes one;
+- the cache's lines go, read by read, to the *transposer* (K: two buffers of ``cols``
+  tokens, each emptied as ``head_dim`` beats) or to the *token joiner* (V: a beat per token);
+  their beats go to the array's B stream in the same order;
+- the *A sequencer* feeds the array's A stream through a two-stage pipeline: Q's columns for
+  each tile of ``Q K^T``, then, once the score unit has the chunk's max, one column of P per
+  token;
+- the *score unit* takes the array's rows: ``Q K^T``'s (always ready), two cycles later the
+  chunk's max is ready for the A sequencer; ``P V``'s (ready unless the normalizer is still
+  busy with the previous head);
+- the *normalizer* puts a head's ``group`` outputs on ``o`` through a two-stage pipeline.
+
+:func:`timing` predicts every handshake on ``cmd``, ``q``, ``k``, ``v``, ``o`` and ``resp``
+and every counter (the cache's as ``kv.*``, the array's as ``array.*``, the block's own).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+
+from scoville.rtl.attention import OPS, OWN_COUNTERS, STATUS
+from scoville.rtl.gemm import COUNTERS as GEMM_COUNTER_LAYOUT
+from scoville.rtl.kvcache import COUNTERS as CACHE_COUNTERS
+
+from . import gemm as gemm_timed
+from . import kvcache as kvcache_timed
+from .stream import ALWAYS, Producer, Schedule, Source, Timing
+
+__all__ = ["COUNTERS", "macs", "timing"]
+
+#: Every counter of the block, by its dotted name.
+COUNTERS = (*(f"kv.{c}" for c in CACHE_COUNTERS),
+            *(f"array.{c}" for c, _ in GEMM_COUNTER_LAYOUT), *OWN_COUNTERS)
+
+
+class _Wire:
+    """A stream between two units of the model: the producer sets ``valid`` before the
+    consumer's model steps; the consumer calls :meth:`take`."""
+
+    __slots__ = ("taken", "valid")
+
+    def __init__(self):
+        self.valid = False
+        self.taken = False
+
+    def offers(self, t: int) -> bool:
+        return self.valid
+
+    def take(self, t: int) -> None:
+        self.taken = True
+
+
+class _Walk:
+    """A unit's place in a step's chunks: ``i`` (the chunk), ``sub`` (its first or second
+    half of work)."""
+
+    __slots__ = ("chunks", "i", "sub")
+
+    def __init__(self, chunks):
+        self.chunks, self.i, self.sub = chunks, 0, 0
+
+    @property
+    def done(self) -> bool:
+        return self.i >= len(self.chunks)
+
+    @property
+    def n(self) -> int:
+        return self.chunks[self.i][2]
+
+    @property
+    def first(self) -> bool:
+        return self.i == 0 or self.chunks[self.i - 1][0] != self.chunks[self.i][0]
+
+    @property
+    def last_of_head(self) -> bool:
+        nxt = self.i + 1
+        return nxt == len(self.chunks) or self.chunks[nxt][0] != self.chunks[self.i][0]
+
+    def advance(self) -> None:
+        self.i += 1
+        self.sub = 0
+
+
+def macs(config, results) -> int:
+    """The array's multiply-accumulates of the steps' chunks (``Q K^T`` and ``P V``)."""
+    return sum(2 * config.group * config.kv.head_dim * n for r in results for _, _, n in r.chunks)
+
+
+def timing(config, results, sources: dict[str, Source] | None = None,
+           ready: dict[str, Schedule] | None = None) -> Timing:
+    """Timed model of a command sequence: ``results`` are the golden model's
+    (:class:`~scoville.sim.golden.attention.Result`, which carry the cache requests and the
+    chunks); ``sources`` the :class:`Source` of ``cmd``, ``q``, ``k`` and ``v``; ``ready`` the
+    schedules of ``o`` and ``resp``. Returns the handshake cycles of the six streams and every
+    counter (:data:`COUNTERS`)."""
+    sources, ready = sources or {}, ready or {}
+    cfg = config
+    kv = cfg.kv
+    H, G, D, C, TL = kv.kv_heads, cfg.group, kv.head_dim, cfg.array.cols, kv.token_lines
+    QH = cfg.q_heads
+    results = list(results)
+    vec = {"q": 0, "k": 0, "v": 0}
+    for r in results:
+        if r.op == OPS["step"]:
+            vec["q"] += QH
+        if r.op in (OPS["step"], OPS["append"]):
+            vec["k"] += H
+            vec["v"] += H
+    cmd = Producer(sources.get("cmd", Source()), len(results))
+    ins = {name: Producer(sources.get(name, Source()), vec[name]) for name in vec}
+    o_ready, resp_ready = ready.get("o", ALWAYS), ready.get("resp", ALWAYS)
+    n_out = sum(QH for r in results if r.out is not None)
+    o_cycles: list[int] = []
+    resp_cycles: list[int] = []
+
+    cache = kvcache_timed.Engine(kv)
+    a_wire, b_wire = _Wire(), _Wire()
+    array = gemm_timed.Engine(cfg.array, a_wire, b_wire)
+
+    @functools.cache
+    def program(m, k, n):
+        return gemm_timed.programs(cfg.array, [(m, k, n)])[0]
+
+    own = dict.fromkeys(OWN_COUNTERS, 0)
+    state = "IDLE"
+    res = None
+    feed_left = q_left = 0
+    fvalid, fline = False, 0
+    attending = False
+    rdw = cmw = aqw = ocw = _Walk([])
+    reads = []  # the step's read outcomes
+    read_lines: list[int] = []  # lines of each read, for the ends of reads on rd
+    rd_at = rd_count = 0
+    rphase = bphase = False
+    # The transposer.
+    full, closes = [False, False], [False, False]
+    wbuf = rbuf = 0
+    slot = tline = kb = 0
+    kt_valid = kt_last = False
+    # The token joiner.
+    jline = 0
+    queue: deque[bool] = deque()
+    depth = cfg.v_queue
+    # The A sequencer.
+    aq_k = aq_tb = aq_j = 0
+    s1 = a_valid = False
+    max_ready = alpha_pending = False
+    # The score unit and the normalizer.
+    oc_r = oc_tb = 0
+    n_left = 0
+    n1 = out_valid = False
+
+    t = 0
+    limit = 10_000_000
+    while len(resp_cycles) < len(results) or len(o_cycles) < n_out:
+        if t > limit:
+            raise RuntimeError(f"attention timed model: no progress after {t} cycles")
+        # ---- This cycle's signals, from the state at its start.
+        cmd_offer = state == "IDLE" and cmd.offers(t)
+        resp_go = state == "RESP" and resp_ready[t]
+        o_go = out_valid and o_ready[t]
+        req = None
+        from_reader = attending and not rdw.done
+        if state == "REQ":
+            req = res.cache[0]
+        elif from_reader:
+            req = reads[2 * rdw.i + rdw.sub]
+        wd_take = fvalid and cache.wd_ready
+        from_k = feed_left > H
+        src = ins["k"] if from_k else ins["v"]
+        in_take = feed_left != 0 and (not fvalid or (wd_take and fline == TL - 1)) \
+            and src.offers(t)
+        q_take = q_left != 0 and ins["q"].offers(t)
+        # Lines to beats, beats to the array.
+        b_ready = array.b_ready
+        kt_adv = not kt_valid or (b_ready and not bphase)
+        kt_in_ready = not full[wbuf]
+        tb_in_ready = jline != TL - 1 or len(queue) < depth
+        rd_ready = tb_in_ready if rphase else kt_in_ready
+        rd_valid = cache.rd_valid
+        rd_take = rd_valid and rd_ready
+        rd_last = rd_take and rd_count + 1 == read_lines[rd_at]
+        b_wire.valid = bool(queue) if bphase else kt_valid
+        b_wire.taken = False
+        a_wire.valid = a_valid
+        a_wire.taken = False
+        en_a = not a_valid or array.a_ready
+        gemm_cmd = False
+        if attending and not cmw.done and array.ready:
+            n = cmw.n
+            gemm_cmd = program(G, n, D) if cmw.sub else program(G, D, n)
+        o_ready_g = not ocw.sub or (n_left == 0 and not n1)
+        take_row = array.o_valid and o_ready_g and attending
+        norm_idle = n_left == 0 and not n1
+        finished = ocw.done and norm_idle and not out_valid
+        issue_q = attending and not aqw.done and not aqw.sub
+        issue_p = attending and not aqw.done and aqw.sub and max_ready
+        waits = attending and not aqw.done and aqw.sub and not max_ready
+
+        # ---- The parts.
+        took_req, took_wd, _, took_resp = cache.step(req, fvalid, rd_ready,
+                                                     state in ("WAIT", "ATTEND"))
+        array.step(t, gemm_cmd, o_ready_g)
+
+        # ---- Counters of this cycle.
+        if state in ("REQ", "WAIT", "QWAIT") and res.op == OPS["step"]:
+            own["append_cycles"] += 1
+        own["attend_cycles"] += attending
+        own["out_stalls"] += out_valid and not o_ready[t]
+
+        # ---- The controller.
+        if state == "IDLE":
+            if cmd_offer:
+                cmd.take(t)
+                res = results[cmd.sent - 1]
+                state = "DISPATCH"
+        elif state == "DISPATCH":
+            op = res.op
+            if op in (OPS["alloc"], OPS["free"]):
+                state = "REQ"
+            elif op == OPS["append"]:
+                feed_left, state = 2 * H, "REQ"
+            elif op == OPS["step"]:
+                feed_left, q_left, state = 2 * H, QH, "REQ"
+                own["steps"] += 1
+            else:
+                state = "RESP"
+        elif state == "REQ":
+            if took_req:
+                state = "WAIT"
+        elif state == "WAIT":
+            if took_resp:
+                state = "QWAIT" if res.op == OPS["step"] else "RESP"
+        elif state == "QWAIT":
+            if q_left == 0:
+                if res.status == STATUS["ok"]:
+                    attending = True
+                    chunks = res.chunks
+                    rdw, cmw, aqw, ocw = (_Walk(chunks) for _ in range(4))
+                    reads = res.cache[1:]
+                    read_lines, rd_at, rd_count = [len(o.data) for o in reads], 0, 0
+                    state = "ATTEND"
+                else:
+                    state = "RESP"
+        elif state == "ATTEND":
+            if finished:
+                attending = False
+                state = "RESP"
+        elif state == "RESP":
+            if resp_go:
+                resp_cycles.append(t)
+                state = "IDLE"
+        # ---- The feeder and Q.
+        if wd_take:
+            fline += 1
+            if fline == TL:
+                fline, fvalid = 0, False
+        if in_take:
+            src.take(t)
+            fvalid, fline = True, 0
+            feed_left -= 1
+        if q_take:
+            ins["q"].take(t)
+            q_left -= 1
+        # ---- The read issuer and the command issuer.
+        if from_reader and took_req:
+            if rdw.sub:
+                rdw.advance()
+            else:
+                rdw.sub = 1
+        if gemm_cmd is not False:
+            if cmw.sub:
+                cmw.advance()
+            else:
+                cmw.sub = 1
+        # ---- The transposer: its emptying side (from the buffers' state at the cycle's
+        # start), then its filling side.
+        b_taken = b_wire.taken
+        b_last = b_taken and (queue[0] if bphase else kt_last)
+        if kt_adv:
+            issue = full[rbuf]
+            kt_valid, kt_last = issue, issue and kb == D - 1 and closes[rbuf]
+            if issue:
+                if kb == D - 1:
+                    kb, full[rbuf], rbuf = 0, False, 1 - rbuf
+                else:
+                    kb += 1
+        if rd_take and not rphase:
+            if tline == TL - 1:
+                tline = 0
+                if slot == C - 1 or rd_last:
+                    full[wbuf], closes[wbuf] = True, rd_last
+                    slot, wbuf = 0, 1 - wbuf
+                else:
+                    slot += 1
+            else:
+                tline += 1
+        # ---- The token joiner: its queue of joined beats (each one's ``last``).
+        if b_taken and bphase:
+            queue.popleft()
+        if rd_take and rphase:
+            if jline == TL - 1:
+                jline = 0
+                queue.append(rd_last)
+            else:
+                jline += 1
+        if rd_take:
+            rd_count += 1
+            if rd_last:
+                rd_at, rd_count = rd_at + 1, 0
+                rphase = not rphase
+        if b_last:
+            bphase = not bphase
+        # ---- The A sequencer.
+        own["softmax_waits"] += waits
+        if en_a:
+            a_valid, s1 = s1, issue_q or issue_p
+            if issue_q:
+                if aq_k == D - 1:
+                    aq_k = 0
+                    if aq_tb + C >= aqw.n:
+                        aq_tb, aqw.sub, aq_j = 0, 1, 0
+                    else:
+                        aq_tb += C
+                else:
+                    aq_k += 1
+            if issue_p:
+                if aq_j == aqw.n - 1:
+                    max_ready, aq_j = False, 0
+                    aqw.advance()
+                else:
+                    aq_j += 1
+        # ---- The normalizer (from its state at the cycle's start).
+        if o_go:
+            o_cycles.append(t)
+        if not out_valid or o_ready[t]:
+            out_valid, n1 = n1, n_left != 0
+            if n_left:
+                n_left -= 1
+        # ---- The score unit.
+        if alpha_pending:
+            alpha_pending, max_ready = False, True
+        if take_row and not ocw.sub:
+            if oc_r == G - 1:
+                oc_r = 0
+                if oc_tb + C >= ocw.n:
+                    oc_tb, ocw.sub, alpha_pending = 0, 1, True
+                else:
+                    oc_tb += C
+            else:
+                oc_r += 1
+        elif take_row:
+            if oc_r == G - 1:
+                oc_r = 0
+                if ocw.last_of_head:
+                    n_left = G
+                ocw.advance()
+            else:
+                oc_r += 1
+        t += 1
+    counters = {f"kv.{k}": v for k, v in cache.counters.items()}
+    counters.update({f"array.{k}": v for k, v in array.counters.items()})
+    counters.update(own)
+    return Timing({"cmd": cmd.cycles, "q": ins["q"].cycles, "k": ins["k"].cycles,
+                   "v": ins["v"].cycles, "o": o_cycles, "resp": resp_cycles}, counters)

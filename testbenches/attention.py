@@ -1,0 +1,242 @@
+"""cocotb testbench of :class:`scoville.rtl.attention.Attention` against its golden model
+(:class:`scoville.sim.golden.attention.AttentionModel`: the cache's reference model and
+:func:`~scoville.sim.golden.attention.decode`) and its timed model
+(:func:`scoville.sim.cycles.attention.timing`, built from the cache's and the array's).
+
+Every test builds a command script (sink logits, sequences, context appends, decode steps,
+bad commands), runs it through the golden model for every answer and every output vector,
+drives ``cmd``, ``q``, ``k`` and ``v`` and takes ``o`` and ``resp`` through the free-running
+harness, and checks every answer and every output value bit for bit, the cycle of every
+handshake on the six streams and every counter (the cache's, the array's, the block's own)
+against the timed model fed the same schedules, and the cycle count against the closed form
+when the streams keep up.
+
+Tests: directed edges (a step over one token, steps whose context crosses a chunk and the
+window, a step for a freed sequence, a sink for a head that does not exist, an unknown
+command); the workload (``seqs`` sequences with ``context`` tokens, ``steps`` steps each,
+under gaps and back-pressure); the same with streams that keep up; and a reset in the middle
+of a step.
+"""
+
+from __future__ import annotations
+
+import cocotb
+import numpy as np
+
+from scoville.rtl.attention import OPS, STATUS
+from scoville.sim.cycles.attention import COUNTERS, macs, timing
+from scoville.sim.cycles.stream import Source
+from scoville.sim.golden.attention import AttentionModel, Command, query_values, reference
+from scoville.sim.golden.kvcache import stored_values
+from scoville.sim.harness import stream_names
+
+from .freerun import FreeRun
+from .kit import context, record, reset, reset_midway, scoreboard, stream_schedules, timing_errors
+
+_NAMES = {v: k for k, v in STATUS.items()}
+SOURCES = ("cmd", "q", "k", "v")
+SINKS = ("o", "resp")
+
+
+class Script:
+    """A command sequence and the golden model's result of each."""
+
+    def __init__(self, cfg, rng):
+        self.cfg, self.rng = cfg, rng
+        self.model = AttentionModel(cfg)
+        self.commands: list[Command] = []
+        self.results = []
+        self.history: dict[int, tuple] = {}
+
+    def __call__(self, op: str | int, **fields):
+        cmd = Command(OPS[op] if isinstance(op, str) else op, **fields)
+        self.commands.append(cmd)
+        result = self.model.apply(cmd)
+        if result.out is not None:
+            keys, vals = self.model.values[result.seq]
+            self.history[len(self.results)] = (np.stack(keys, axis=1), np.stack(vals, axis=1))
+        self.results.append(result)
+        return result
+
+    def vectors(self, heads: int) -> np.ndarray:
+        d = self.cfg.kv.head_dim
+        scale = 2.0 ** self.rng.integers(-2, 3, (heads, 1))
+        return (self.rng.standard_normal((heads, d)) * scale).astype(np.float32)
+
+    def append(self, seq: int):
+        kv = self.cfg.kv.kv_heads
+        return self("append", seq=seq, k=self.vectors(kv), v=self.vectors(kv))
+
+    def step(self, seq: int):
+        kv = self.cfg.kv.kv_heads
+        return self("step", seq=seq, q=self.vectors(self.cfg.q_heads) * 2,
+                    k=self.vectors(kv), v=self.vectors(kv))
+
+    def sinks(self) -> None:
+        if self.cfg.sinks:
+            for h in range(self.cfg.q_heads):
+                self("sink", head=h, value=float(self.rng.standard_normal() * 2))
+
+
+def workload_script(cfg, w, rng) -> Script:
+    """``seqs`` sequences, ``context`` appends each (interleaved), ``steps`` steps each."""
+    sc = Script(cfg, rng)
+    sc.sinks()
+    seqs = [sc("alloc").seq for _ in range(w.seqs)]
+    for _ in range(w.context):
+        for s in seqs:
+            sc.append(s)
+    for _ in range(w.steps):
+        for s in seqs:
+            sc.step(s)
+    for s in seqs:
+        sc("free", seq=s)
+    return sc
+
+
+def _bits(x) -> list[int]:
+    return np.asarray(x, np.float32).view(np.uint32).astype(np.int64).tolist()
+
+
+async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
+                     interrupt: bool = False) -> dict:
+    """Run ``sc`` through the RTL and check answers, outputs, handshake cycles and counters.
+    ``interrupt``: first run it partway and reset the block in the middle."""
+    cfg = ctx.config
+    codec = ctx.codecs
+    cmds, results = sc.commands, sc.results
+    d = cfg.kv.head_dim
+    feed = {name: [] for name in SOURCES}
+    for c in cmds:
+        feed["cmd"].append(codec["cmd"].pack(op=[c.op], seq=[c.seq], head=[c.head],
+                                             value=_bits([c.value]))[0])
+        if c.op == OPS["step"]:
+            feed["q"] += [_bits(row) for row in c.q]
+        if c.op in (OPS["step"], OPS["append"]):
+            feed["k"] += [_bits(row) for row in c.k]
+            feed["v"] += [_bits(row) for row in c.v]
+    rows = {name: codec[name].pack(_=np.array(feed[name], np.int64).reshape(-1, d))
+            if feed[name] else [] for name in ("q", "k", "v")}
+    want_o, where = [], []
+    for i, r in enumerate(results):
+        if r.out is not None:
+            for h, vec in enumerate(r.out):
+                want_o.append(_bits(vec))
+                where.append((i, h))
+    want_resp = [r.word() for r in results]
+
+    await reset(dut, stream_names(ctx.component))
+    valid, ready = stream_schedules(ctx, SOURCES, SINKS, gaps=gaps)
+    model = timing(cfg, results, {name: Source(v) for name, v in valid.items()}, ready)
+    what = f"{ctx.describe()}: {test}"
+
+    def bench():
+        return FreeRun(
+            dut, ctx.component,
+            sources={"cmd": (feed["cmd"], valid["cmd"]),
+                     **{name: (rows[name], valid[name]) for name in ("q", "k", "v")}},
+            sinks={"o": (len(want_o), ready["o"]), "resp": (len(want_resp), ready["resp"])},
+            watch=("counters",),
+        )
+
+    if interrupt:
+        await reset_midway(dut, what, bench(), model.cycles // 2, zero=("counters",))
+    seen = await bench().run(timeout=2 * model.cycles + 5000, expect=model.cycles)
+    got_o = codec["o"].unpack(seen.payloads["o"])[""].tolist() if want_o else []
+    bad_o, first, why = scoreboard(f"{what}: outputs", want_o, got_o)
+    if first is not None:
+        i, h = where[first]
+        why += f" (command {i}: step of sequence {cmds[i].seq}, query head {h})"
+    bad_r, first_r, why_r = scoreboard(f"{what}: answers", want_resp, seen.payloads["resp"])
+    if first_r is not None:
+        why_r += (f" (command {first_r}: op {cmds[first_r].op}, expected "
+                  f"{_NAMES[results[first_r].status]})")
+    errors = timing_errors(what, model, seen, COUNTERS)
+    counters = seen.change
+    steps = [r for r in results if r.out is not None]
+    err = 0.0
+    for i, (c, r) in enumerate(zip(cmds, results, strict=True)):
+        if r.out is not None:
+            ref = _reference(sc, c, sc.history[i])
+            err = max(err, float(np.max(np.abs(r.out - ref)) / max(np.max(np.abs(ref)), 1e-30)))
+    metrics = dict(
+        mismatches=bad_o + bad_r, cycles=seen.cycles, model_cycles=model.cycles,
+        timing_errors=len(errors), steps=len(steps), commands=len(cmds),
+        max_rel_err_vs_f64=err,
+        kv_bandwidth_utilization=(counters["kv.reads"] / counters["attend_cycles"]
+                                  if counters["attend_cycles"] else 0.0),
+        array_utilization=(macs(cfg, results) / (cfg.array.rows * cfg.array.cols
+                                                  * counters["attend_cycles"])
+                           if counters["attend_cycles"] else 0.0),
+        statuses={name: sum(r.status == code for r in results) for name, code in STATUS.items()},
+        run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
+        **{f"counter_{c}": counters[c] for c in COUNTERS},
+    )
+    record(test, **metrics)
+    assert bad_r == 0, why_r
+    assert bad_o == 0, why
+    assert not errors, "; ".join(errors)
+    return metrics
+
+
+def _reference(sc: Script, cmd: Command, history) -> np.ndarray:
+    """Float64 attention of a step on the values the block stores."""
+    cfg = sc.cfg
+    keys, vals = history
+    q = query_values(cmd.q, cfg.array.fmt)
+    k, v = (stored_values(cfg.kv.kv_fmt, x) for x in (keys, vals))
+    return reference(q, k, v, sinks=sc.model.sinks.astype(np.float64) if cfg.sinks else None,
+                     window=cfg.window, scale=cfg.score_scale)
+
+
+@cocotb.test()
+async def test_edges(dut):
+    """Directed: a step over one token (no context); steps whose context crosses a chunk
+    boundary and the window; a step for a freed sequence (``no_seq``: Q, K and V drained,
+    nothing stored); sinks for a head beyond ``q_heads`` (``bad_head``); an unknown command
+    (``bad_op``); everything freed."""
+    ctx = context()
+    cfg = ctx.config
+    sc = Script(cfg, ctx.rng(1))
+    sc.sinks()
+    a = sc("alloc").seq
+    sc.step(a)
+    b = sc("alloc").seq
+    for _ in range(cfg.chunk + 3):
+        sc.append(b)
+    sc.step(b)
+    sc.step(a)
+    sc("free", seq=a)
+    sc.step(a)
+    sc("sink", head=cfg.q_heads, value=1.0)
+    sc(7, seq=b)
+    sc.step(b)
+    sc("free", seq=b)
+    await run_script(dut, ctx, "test_edges", sc, gaps=True)
+
+
+@cocotb.test()
+async def test_keep_up(dut):
+    """The workload's commands with streams that keep up: the cycle count is the closed
+    form."""
+    ctx = context()
+    sc = workload_script(ctx.config, ctx.workload, ctx.rng(3))
+    await run_script(dut, ctx, "test_keep_up", sc, gaps=False)
+
+
+@cocotb.test()
+async def test_workload(dut):
+    """The workload: ``seqs`` sequences, ``context`` tokens each, ``steps`` decode steps each,
+    under the workload's gaps and back-pressure."""
+    ctx = context()
+    sc = workload_script(ctx.config, ctx.workload, ctx.rng(2))
+    await run_script(dut, ctx, "test_workload", sc, gaps=True)
+
+
+@cocotb.test()
+async def test_reset(dut):
+    """A reset in the middle of the workload's steps: the block comes back empty (counters
+    0, no beat offered) and runs the same commands from the start correctly."""
+    ctx = context()
+    sc = workload_script(ctx.config, ctx.workload, ctx.rng(6))
+    await run_script(dut, ctx, "test_reset", sc, gaps=True, interrupt=True)
