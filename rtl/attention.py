@@ -21,7 +21,7 @@ from amaranth.lib.wiring import In, Out
 from .comb import wire
 from .counters import count, counter_layout
 from .exp2 import fp32_exp2
-from .formats import MX_BLOCK
+from .formats import FP32, MX_BLOCK
 from .fp32_add import fp32_add
 from .fp32mul import fp32_mul
 from .gemm import COUNTERS as GEMM_COUNTERS
@@ -30,9 +30,10 @@ from .kvcache import COUNTER_BITS, SEQ_BITS, TOKEN_BITS, KvCache, KvCacheConfig
 from .kvcache import COUNTERS as CACHE_COUNTERS
 from .kvcache import OPS as CACHE_OPS
 from .kvcache import STATUS as CACHE_STATUS
+from .mx_quant import block_amax, block_codes, round_e4m3
 from .params import ParamError, check_choice, check_int, check_parts, param, part
 from .softmax import ONE, fp32_key, fp32_recip, fp32_to_bf16
-from .transpose import KTranspose, TokenBeats, beat_layout
+from .transpose import KTranspose, TokenJoin, TokenQueue, beat_layout
 
 __all__ = ["COUNTERS", "MLA_K_DIM", "MLA_V_DIM", "MODES", "OPS", "STATUS", "Attention",
            "AttentionConfig", "command_layout", "io_layout", "response_layout", "rtl_error"]
@@ -167,7 +168,6 @@ def rtl_error(config: AttentionConfig) -> str | None:
         ("mla", cfg.mla, (0,), "0"),
         ("array.fmt", cfg.array.fmt, ("bf16",), "bf16"),
         ("array.b_fmt", cfg.array.b_fmt, ("same",), "same"),
-        ("kv.kv_fmt", cfg.kv.kv_fmt, ("bf16",), "bf16"),
     ]
     for name, value, allowed, text in checks:
         if value not in allowed:
@@ -213,6 +213,34 @@ def response_layout() -> data.StructLayout:
                               "length": unsigned(TOKEN_BITS)})
 
 
+def _encode(m, vec, kv_fmt: str, dim: int):
+    """The stored bits of a K or V vector (``dim`` binary32 values end to end) in
+    ``kv_fmt``: BF16 rounded to nearest even; FP8 E4M3 rounded to nearest even, NaN beyond
+    464 (as ``ml_dtypes``' cast); MXFP4 blocks of 32 (:func:`~scoville.rtl.mx_quant
+    .block_codes`), codes then scales."""
+    xs = [vec[32 * e: 32 * e + 32] for e in range(dim)]
+    if kv_fmt == "bf16":
+        return Cat(*(fp32_to_bf16(m, x, name=f"kv_bf16_{e}") for e, x in enumerate(xs)))
+    if kv_fmt == "fp8_e4m3":
+        codes = []
+        for e, x in enumerate(xs):
+            x = data.View(FP32, x)
+            code = round_e4m3(m, Cat(x.man, x.exp != 0), x.exp, 0, f"kv_e4m3_{e}",
+                              saturate=False)
+            # 2**9 and above (Inf, NaN) would not fit the rounding's fixed point.
+            nan = (x.exp >= 127 + 9) | (code >= 0x7F)
+            codes.append(Cat(Mux(nan, 0x7F, code[:7]), x.sign))
+        return Cat(*codes)
+    codes, scales = [], []
+    for b in range(dim // MX_BLOCK):
+        block = xs[MX_BLOCK * b: MX_BLOCK * (b + 1)]
+        amax, special = block_amax(m, block, name=f"kv_mx{b}")
+        c, scale = block_codes(m, block, amax, special, "mxfp4", name=f"kv_mx{b}_")
+        codes += c
+        scales.append(scale)
+    return Cat(*codes, *scales)
+
+
 class _Walk:
     """The chunks of a step, head by head, as one unit walks them (each unit keeps its own
     place): chunk ``c0`` (a multiple of ``chunk``) covers positions ``a0 .. a0 + n - 1``,
@@ -256,9 +284,10 @@ class Attention(wiring.Component):
     """Decode attention over the KV cache, on the ``os`` array (``docs/attention.md``).
 
     Components: ``cache`` (:class:`~scoville.rtl.kvcache.KvCache`), ``array``
-    (:class:`~scoville.rtl.gemm.Gemm`), ``ktr`` (:class:`~scoville.rtl.transpose.KTranspose`:
-    K lines into ``Q K^T``'s B beats), ``vbeats`` (:class:`~scoville.rtl.transpose.TokenBeats`:
-    V lines into ``P V``'s B beats), and the block's own units: the command controller, the
+    (:class:`~scoville.rtl.gemm.Gemm`), ``join`` (:class:`~scoville.rtl.transpose.TokenJoin`:
+    a token's lines, decoded to BF16), ``ktr`` (:class:`~scoville.rtl.transpose.KTranspose`:
+    K's tokens into ``Q K^T``'s B beats), ``vq`` (:class:`~scoville.rtl.transpose.TokenQueue`:
+    V's tokens, ``P V``'s B beats), and the block's own units: the command controller, the
     append feeder (``k``, ``v`` into cache lines), the read issuer, the command issuer, the A
     sequencer (Q's columns, then P's: the softmax's exponentials), the score unit (the
     array's rows: S, the running max, ``alpha``, O) and the normalizer (``O / l`` onto ``o``).
@@ -308,9 +337,10 @@ class Attention(wiring.Component):
         QH = cfg.q_heads
         m.submodules.cache = cache = KvCache(kv)
         m.submodules.array = array = Gemm(arr)
-        geometry = dict(line_bits=LB, token_lines=TL, elem_bits=_BF16, dim=D, cols=C)
-        m.submodules.ktr = ktr = KTranspose(**geometry)
-        m.submodules.vbeats = vbeats = TokenBeats(**geometry, depth=cfg.v_queue)
+        m.submodules.join = join = TokenJoin(line_bits=LB, token_lines=TL, dim=D,
+                                             kv_fmt=kv.kv_fmt)
+        m.submodules.ktr = ktr = KTranspose(dim=D, cols=C)
+        m.submodules.vq = vq = TokenQueue(dim=D, cols=C, depth=cfg.v_queue)
         c_factor = _bits(float(np.float32(cfg.score_scale * math.log2(math.e))))
         log2e = _bits(float(np.float32(math.log2(math.e))))
 
@@ -425,9 +455,7 @@ class Attention(wiring.Component):
                 m.d.sync += [fline.eq(0), fvalid.eq(0)]
         with m.If(in_ready & src_valid):
             m.d.sync += [fvalid.eq(1), fline.eq(0), feed_left.eq(feed_left - 1),
-                         fvec.eq(Cat(*(fp32_to_bf16(m, src[32 * e: 32 * e + 32],
-                                                    name=f"kv_bf16_{e}")
-                                       for e in range(D))))]
+                         fvec.eq(_encode(m, src, kv.kv_fmt, D))]
 
         # ---- Q: each vector rounded to BF16 into its head's registers.
         qv = [Signal(data.ArrayLayout(_BF16, D), name=f"q{i}") for i in range(QH)]
@@ -451,20 +479,22 @@ class Attention(wiring.Component):
                     rdw.advance(m)
 
         # ---- Lines to B beats: K reads to the transposer, V reads to whole tokens.
+        # K's tokens go to the transposer, V's to the queue: reads alternate K, V.
         rphase = Signal()
         bphase = Signal()
-        m.d.comb += [ktr.i.payload.eq(cache.rd.payload), vbeats.i.payload.eq(cache.rd.payload),
-                     ktr.i.valid.eq(cache.rd.valid & ~rphase),
-                     vbeats.i.valid.eq(cache.rd.valid & rphase),
-                     cache.rd.ready.eq(Mux(rphase, vbeats.i.ready, ktr.i.ready))]
-        with m.If(cache.rd.valid & cache.rd.ready & cache.rd.payload.last):
+        wiring.connect(m, cache.rd, join.i)
+        m.d.comb += [ktr.i.payload.eq(join.o.payload), vq.i.payload.eq(join.o.payload),
+                     ktr.i.valid.eq(join.o.valid & ~rphase),
+                     vq.i.valid.eq(join.o.valid & rphase),
+                     join.o.ready.eq(Mux(rphase, vq.i.ready, ktr.i.ready))]
+        with m.If(join.o.valid & join.o.ready & join.o.payload.last):
             m.d.sync += rphase.eq(~rphase)
-        bsrc = Mux(bphase, vbeats.o.payload.as_value(), ktr.o.payload.as_value())
-        bsrc = data.View(beat_layout(_BF16, C), bsrc)
-        m.d.comb += [array.b.valid.eq(Mux(bphase, vbeats.o.valid, ktr.o.valid)),
+        bsrc = Mux(bphase, vq.o.payload.as_value(), ktr.o.payload.as_value())
+        bsrc = data.View(beat_layout(C), bsrc)
+        m.d.comb += [array.b.valid.eq(Mux(bphase, vq.o.valid, ktr.o.valid)),
                      array.b.payload.data.eq(bsrc.data),
                      ktr.o.ready.eq(array.b.ready & ~bphase),
-                     vbeats.o.ready.eq(array.b.ready & bphase)]
+                     vq.o.ready.eq(array.b.ready & bphase)]
         with m.If(array.b.valid & array.b.ready & bsrc.last):
             m.d.sync += bphase.eq(~bphase)
 

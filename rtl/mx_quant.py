@@ -11,16 +11,17 @@ This is the same function as :func:`scoville.sim.golden.mx.quantize_mxfp4` and
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .comb import leading_one
+from .comb import leading_one, wire
 from .formats import E8M0_NAN, ELEMENT_BITS, FP32, MX_BLOCK
 from .params import check_choice, check_int, param
 from .pipeline import delay, stall_pipeline
 
-__all__ = ["OUT_FORMATS", "MxQuant", "MxQuantConfig", "out_layout"]
+__all__ = ["OUT_FORMATS", "MxQuant", "MxQuantConfig", "block_amax", "block_codes", "out_layout",
+           "round_e2m1", "round_e4m3"]
 
 #: The output formats, and their elements' bits and largest exponents.
 OUT_FORMATS = {"mxfp4": (4, 2), "mxfp8": (8, 8)}
@@ -64,6 +65,44 @@ class MxQuantConfig:
         check_int("latency", self.latency, 2, 6)
 
 
+def block_amax(m: Module, xs, *, name: str):
+    """The largest magnitude of the binary32 values ``xs`` (IEEE magnitudes order as unsigned
+    integers), and whether any is NaN or Inf."""
+    level = [wire(m, f"{name}_mag{k}", Value.cast(x)[:31]) for k, x in enumerate(xs)]
+    special = Cat(*(Value.cast(x)[23:31] == 0xFF for x in xs)).any()
+    while len(level) > 1:
+        nxt = []
+        for j in range(0, len(level) - 1, 2):
+            a, b = level[j], level[j + 1]
+            nxt.append(wire(m, f"{name}_max_{len(level)}_{j}", Mux(a > b, a, b)))
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0], wire(m, f"{name}_special", special)
+
+
+def block_codes(m: Module, xs, amax, special, out_fmt: str, *, name: str):
+    """The element codes (E2M1 or E4M3, each its sign above its magnitude) and the E8M0 scale
+    of the block of binary32 values ``xs`` whose largest magnitude is ``amax``: the module's
+    function (a block with a NaN or an Inf, ``special``, gets codes 0 and scale 0xFF)."""
+    bits, emax = OUT_FORMATS[out_fmt]
+    rounding = round_e2m1 if bits == 4 else round_e4m3
+    amax_exp = amax[23:31]
+    lead = leading_one(m, f"{name}_sub_lead", amax[:23])
+    log2 = Signal(signed(10), name=f"{name}_log2")  # floor(log2(amax)), -149..127
+    m.d.comb += log2.eq(Mux(amax_exp == 0, lead - 149, amax_exp - 127))
+    e = Signal(signed(10), name=f"{name}_e")
+    m.d.comb += e.eq(Mux((amax == 0) | (log2 - emax < -127), -127, log2 - emax))
+    codes = []
+    for k, raw in enumerate(xs):
+        x = data.View(FP32, raw)
+        sig = Cat(x.man, x.exp != 0)
+        mag = rounding(m, sig, x.exp, e, f"{name}{k}")
+        codes.append(wire(m, f"{name}{k}_code", Mux(special, 0, Cat(mag, x.sign)), bits))
+    scale = wire(m, f"{name}_scale", Mux(special, E8M0_NAN, (e + 127)[:8]), 8)
+    return codes, scale
+
+
 def _fixed_point(m: Module, sig, exp_field, e, *, units: int, width: int, name: str):
     """``|x| / 2**e`` in units of ``2**-units`` as a ``width``-bit integer ``t`` (the caller
     knows it fits), and ``sticky``, whether any bit below it is set; ``|x| = sig *
@@ -83,7 +122,7 @@ def _fixed_point(m: Module, sig, exp_field, e, *, units: int, width: int, name: 
     return t, sticky
 
 
-def _round_e2m1(m: Module, sig, exp_field, e, name):
+def round_e2m1(m: Module, sig, exp_field, e, name):
     """E2M1 magnitude code (0..7) of ``sig * 2**(max(exp_field, 1) - 150) / 2**e``, rounded to
     nearest even and saturated. ``sig`` is the 24-bit significand (hidden bit included)."""
     # t counts quarters; |x| / 2^e < 8 so t < 32.
@@ -105,9 +144,10 @@ def _round_e2m1(m: Module, sig, exp_field, e, name):
     return code
 
 
-def _round_e4m3(m: Module, sig, exp_field, e, name):
+def round_e4m3(m: Module, sig, exp_field, e, name, *, saturate: bool = True):
     """E4M3 magnitude code (0..0x7E) of ``sig * 2**(max(exp_field, 1) - 150) / 2**e``, rounded
-    to nearest even and saturated at 448. ``sig`` is the 24-bit significand.
+    to nearest even and saturated at 448 (``saturate=False``: the 8-bit code before saturation,
+    0x7F and above past 464). ``sig`` is the 24-bit significand.
 
     ``t`` is the value in units of 2^-10 (half the smallest E4M3 subnormal; it is below 2^19
     since the value is below 2^9) and ``sticky`` the bits below. With ``p`` the leading one of
@@ -127,6 +167,8 @@ def _round_e4m3(m: Module, sig, exp_field, e, name):
     up = guard & (rest | q[0])
     code = Signal(8, name=f"{name}_code")
     m.d.comb += code.eq((d << 3) + q + up - 8)
+    if not saturate:
+        return code
     out = Signal(7, name=f"{name}_mag")
     m.d.comb += out.eq(Mux(code >= 0x7F, 0x7E, code))
     return out
@@ -168,54 +210,24 @@ class MxQuant(wiring.Component):
         en = stall_pipeline(m, self.i, self.o, self.latency)
         pad = 32 - self.in_bits
 
-        # Stage 1: register the block as FP32 and its largest magnitude (IEEE magnitudes order
-        # as unsigned integers), and whether anything is NaN or Inf.
+        # Stage 1: register the block as FP32 and its largest magnitude, and whether anything
+        # is NaN or Inf.
         s1_x = Signal(data.ArrayLayout(32, MX_BLOCK))
+        x_full = [Cat(Const(0, pad), self.i.payload[k]) for k in range(MX_BLOCK)]
+        amax, special = block_amax(m, x_full, name="in")
         s1_amax = Signal(31)
         s1_special = Signal()
-        mags = []
-        special = []
-        x_full = []
-        for k in range(MX_BLOCK):
-            x = Cat(Const(0, pad), self.i.payload[k])
-            x_full.append(x)
-            mags.append(x[:31])
-            special.append(x[23:31] == 0xFF)
-        level = mags
-        while len(level) > 1:
-            nxt = []
-            for j in range(0, len(level), 2):
-                a, b = level[j], level[j + 1]
-                w = Signal(31, name=f"max_{len(level)}_{j}")
-                m.d.comb += w.eq(Mux(a > b, a, b))
-                nxt.append(w)
-            level = nxt
         with m.If(en):
             for k in range(MX_BLOCK):
                 m.d.sync += s1_x[k].eq(x_full[k])
-            m.d.sync += [s1_amax.eq(level[0]), s1_special.eq(Cat(*special).any())]
+            m.d.sync += [s1_amax.eq(amax), s1_special.eq(special)]
         s1_x, s1_amax, s1_special = (delay(m, v, self.latency - 2, en, name=f"carry_{n}")
                                      for v, n in ((s1_x, "x"), (s1_amax, "amax"),
                                                   (s1_special, "special")))
 
         # Last stage: the shared exponent, and every element rounded to E2M1 or E4M3.
-        bits, emax = OUT_FORMATS[self._config.out_fmt]
-        rounding = _round_e2m1 if bits == 4 else _round_e4m3
-        amax_exp = s1_amax[23:31]
-        lead = leading_one(m, "sub_lead", s1_amax[:23])
-        log2 = Signal(signed(10))  # floor(log2(amax)), -149..127
-        m.d.comb += log2.eq(Mux(amax_exp == 0, lead - 149, amax_exp - 127))
-        e = Signal(signed(10))
-        m.d.comb += e.eq(Mux((s1_amax == 0) | (log2 - emax < -127), -127, log2 - emax))
-        codes = Signal(data.ArrayLayout(bits, MX_BLOCK))
-        for k in range(MX_BLOCK):
-            x = data.View(FP32, s1_x[k])
-            sig = Cat(x.man, x.exp != 0)
-            mag = rounding(m, sig, x.exp, e, f"el{k}")
-            m.d.comb += codes[k].eq(Cat(mag, x.sign))
+        codes, scale = block_codes(m, [s1_x[k] for k in range(MX_BLOCK)], s1_amax, s1_special,
+                                   self._config.out_fmt, name="el")
         with m.If(en):
-            with m.If(s1_special):
-                m.d.sync += [self.o.payload.codes.eq(0), self.o.payload.scale.eq(E8M0_NAN)]
-            with m.Else():
-                m.d.sync += [self.o.payload.codes.eq(codes), self.o.payload.scale.eq(e + 127)]
+            m.d.sync += [self.o.payload.codes.eq(Cat(*codes)), self.o.payload.scale.eq(scale)]
         return m

@@ -1,24 +1,38 @@
 """Cache lines into the ``os`` array's B beats, for attention (``docs/attention.md``).
 
 A KV-cache read streams a head's tokens one after another, each token ``token_lines`` lines
-holding its ``dim`` elements (element ``e`` at bits ``e * elem_bits`` of the token's lines
-put end to end). The array's ``os`` dataflow takes B one row of the reduction per beat:
+holding its ``dim`` elements in the cache's storage format (element ``e`` at bits ``e * bits``
+of the token's lines put end to end, MXFP4's scales after the elements). Three components turn
+them into B beats of BF16 elements:
 
+- :class:`TokenJoin` joins a token's lines and decodes its elements to BF16 (exactly: every
+  BF16, FP8 E4M3 and MXFP4 value is a BF16 value, or overflows to Inf as the golden model's
+  rounding does);
 - for ``Q K^T`` the reduction runs along the head dimension, so a beat is element ``k`` of
   ``cols`` tokens: :class:`KTranspose` collects a tile of ``cols`` tokens and emits its
   ``dim`` beats;
 - for ``P V`` the reduction runs along the tokens, so a beat is one token's V:
-  :class:`TokenBeats` joins a token's lines into one beat.
+  :class:`TokenQueue` holds V's tokens while the transposer empties K's last tile.
 
-Both pass a read's end on: ``last`` on the beat that ends it.
+Each passes a read's end on: ``last`` on the item that ends it.
 """
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
+import math
+import struct
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["KTranspose", "TokenBeats", "beat_layout", "line_layout"]
+from .comb import wire
+from .formats import ELEMENT_BITS, MX_BLOCK
+
+__all__ = ["KTranspose", "TokenJoin", "TokenQueue", "beat_layout", "line_layout",
+           "token_layout"]
+
+_BF16_NAN = 0x7FC0
+_BF16_INF = 0x7F80
 
 
 def line_layout(line_bits: int) -> data.StructLayout:
@@ -26,147 +40,109 @@ def line_layout(line_bits: int) -> data.StructLayout:
     return data.StructLayout({"data": unsigned(line_bits), "last": 1})
 
 
-def beat_layout(elem_bits: int, cols: int) -> data.StructLayout:
-    """A B beat of ``cols`` elements and the end of its read."""
-    return data.StructLayout({"data": data.ArrayLayout(elem_bits, cols), "last": 1})
+def token_layout(dim: int) -> data.StructLayout:
+    """A token's ``dim`` elements in BF16 and the end of its read."""
+    return data.StructLayout({"data": data.ArrayLayout(16, dim), "last": 1})
 
 
-class KTranspose(wiring.Component):
-    """Tiles of ``cols`` tokens' K lines in, their ``dim`` beats out (beat ``k``: element ``k``
-    of each token of the tile, token ``j`` in lane ``j``; lanes past the tile's tokens hold
-    what they held).
-
-    Two tile buffers: one fills while the other empties. Each is ``cols`` small SRAMs of
-    ``token_lines`` lines, one per token slot: a line goes into its token's SRAM, and a beat
-    reads the same line of every SRAM and takes the same element of each. A tile closes on its
-    ``cols``-th token or on a read's ``last`` line; the read's final tile's last beat carries
-    ``last``.
-
-    Timing: a line is taken when the filling buffer is not full. A closed buffer emits a beat
-    in each cycle the output register is empty or taken, from the cycle after it closes.
-
-    Attributes
-    ----------
-    i : In(stream.Signature(line_layout(line_bits)))
-    o : Out(stream.Signature(beat_layout(elem_bits, cols)))
-    """
-
-    def __init__(self, *, line_bits: int, token_lines: int, elem_bits: int, dim: int,
-                 cols: int):
-        self._line_bits, self._tl, self._eb, self._dim, self._cols = \
-            line_bits, token_lines, elem_bits, dim, cols
-        super().__init__({
-            "i": In(stream.Signature(line_layout(line_bits))),
-            "o": Out(stream.Signature(beat_layout(elem_bits, cols))),
-        })
-
-    def elaborate(self, platform):
-        m = Module()
-        TL, C, D, EB = self._tl, self._cols, self._dim, self._eb
-        per_line = self._line_bits // EB
-        full = Signal(2)
-        closes_read = Signal(2)
-        wbuf, rbuf = Signal(), Signal()
-        slot = Signal(range(max(C, 2)))
-        line = Signal(range(max(TL, 2)))
-        kl = Signal(range(max(TL, 2)))
-        ke = Signal(range(max(per_line, 2)))
-        sel = Signal(range(max(per_line, 2)))
-        last_out = Signal()
-
-        ports = []
-        for s in range(C):
-            mem = Memory(shape=unsigned(self._line_bits), depth=2 * TL, init=[])
-            m.submodules[f"slot{s}"] = mem
-            ports.append((mem.write_port(), mem.read_port()))
-
-        take = self.i.valid & self.i.ready
-        token_end = line == TL - 1
-        tile_end = token_end & ((slot == C - 1) | self.i.payload.last)
-        m.d.comb += self.i.ready.eq(~full.bit_select(wbuf, 1))
-        for s, (wp, _) in enumerate(ports):
-            m.d.comb += [wp.addr.eq(wbuf * TL + line), wp.data.eq(self.i.payload.data),
-                         wp.en.eq(take & (slot == s))]
-        with m.If(take):
-            m.d.sync += line.eq(0 if TL == 1 else line + 1)
-            with m.If(token_end):
-                m.d.sync += [line.eq(0), slot.eq(slot + 1)]
-            with m.If(tile_end):
-                m.d.sync += [slot.eq(0), wbuf.eq(~wbuf)]
-
-        # The emptying side: a beat per cycle while the output register moves.
-        advance = ~self.o.valid | self.o.ready
-        issue = full.bit_select(rbuf, 1)
-        beat_end = (kl * per_line + ke) == D - 1
-        for _, rp in ports:
-            m.d.comb += [rp.addr.eq(rbuf * TL + kl), rp.en.eq(advance)]
-        with m.If(advance):
-            m.d.sync += [self.o.valid.eq(issue), sel.eq(ke),
-                         last_out.eq(beat_end & closes_read.bit_select(rbuf, 1))]
-        with m.If(issue & advance):
-            m.d.sync += ke.eq(ke + 1)
-            with m.If(ke == per_line - 1):
-                m.d.sync += [ke.eq(0), kl.eq(kl + 1)]
-            with m.If(beat_end):
-                m.d.sync += [ke.eq(0), kl.eq(0), rbuf.eq(~rbuf)]
-        for b in range(2):
-            with m.If(take & tile_end & (wbuf == b)):
-                m.d.sync += [full[b].eq(1), closes_read[b].eq(self.i.payload.last)]
-            with m.If(issue & advance & beat_end & (rbuf == b)):
-                m.d.sync += full[b].eq(0)
-        lanes = [Array(rp.data[EB * e: EB * (e + 1)] for e in range(per_line))[sel]
-                 for _, rp in ports]
-        m.d.comb += [self.o.payload.data.eq(Cat(*lanes)), self.o.payload.last.eq(last_out)]
-        return m
+def beat_layout(cols: int) -> data.StructLayout:
+    """A B beat of ``cols`` BF16 elements and the end of its read."""
+    return data.StructLayout({"data": data.ArrayLayout(16, cols), "last": 1})
 
 
-class TokenBeats(wiring.Component):
-    """A token's ``token_lines`` lines in, one beat out: its first ``dim`` elements in lanes
-    0..dim-1 of ``cols`` (the rest zero), ``last`` from the read's last line; up to ``depth``
-    joined beats wait in a queue (V lines keep coming while the transposer still empties K's
-    last tile).
+def _bf16(value: float) -> int:
+    """The BF16 bits of a value that BF16 holds exactly."""
+    return struct.unpack("<I", struct.pack("<f", value))[0] >> 16
+
+
+def _e4m3_table() -> list[int]:
+    """BF16 bits of each FP8 E4M3 (``fn``: no Inf, 0x7F and 0xFF NaN) code."""
+    out = []
+    for code in range(256):
+        sign, exp, man = code >> 7, code >> 3 & 15, code & 7
+        if exp == 15 and man == 7:
+            out.append(_BF16_NAN)
+            continue
+        value = math.ldexp(man, -9) if exp == 0 else math.ldexp(8 + man, exp - 10)
+        out.append(_bf16(-value if sign else value))
+    return out
+
+
+def _mxfp4_to_bf16(m, code, scale, *, name: str):
+    """BF16 bits of E2M1 ``code`` times ``2**(scale - 127)``: exact (normal, or subnormal
+    for the smallest scales), +-Inf beyond BF16's range, NaN for scale 0xFF."""
+    # E2M1 magnitudes 0.5, 1, 1.5, 2, 3, 4, 6 as 2**e * (1 + f / 2).
+    e_of = Array(Const(v, signed(3)) for v in (0, -1, 0, 0, 1, 1, 2, 2))
+    f_of = Array(Const(v, 1) for v in (0, 0, 0, 1, 0, 1, 0, 1))
+    mag = code[:3]
+    sign = code[3]
+    field = wire(m, f"{name}_field", e_of[mag] + scale, signed(11))
+    frac = f_of[mag]
+    # Below the normal range (field -1 or 0): (2 + f) * 2**(field + 5) in units of 2**-133.
+    sub = wire(m, f"{name}_sub", Mux(field == 0, Cat(Const(0, 5), Const(0, 0), frac, 1),
+                                     Cat(Const(0, 4), frac, 1)), unsigned(7))
+    out = Signal(16, name=name)
+    with m.If(scale == 0xFF):
+        m.d.comb += out.eq(_BF16_NAN)
+    with m.Elif(mag == 0):
+        m.d.comb += out.eq(Cat(Const(0, 15), sign))
+    with m.Elif(field >= 255):
+        m.d.comb += out.eq(Cat(Const(_BF16_INF, 15), sign))
+    with m.Elif(field >= 1):
+        m.d.comb += out.eq(Cat(Const(0, 6), frac, field[:8], sign))
+    with m.Else():
+        m.d.comb += out.eq(Cat(sub, Const(0, 8), sign))
+    return out
+
+
+def decode_token(m, bits, kv_fmt: str, dim: int, *, name: str) -> list:
+    """The BF16 bits of a stored token's ``dim`` elements (``bits``: its lines end to end)."""
+    width = ELEMENT_BITS[kv_fmt]
+    codes = [bits[width * e: width * (e + 1)] for e in range(dim)]
+    if kv_fmt == "bf16":
+        return codes
+    if kv_fmt == "fp8_e4m3":
+        table = Array(Const(v, 16) for v in _e4m3_table())
+        return [wire(m, f"{name}{e}", table[c], 16) for e, c in enumerate(codes)]
+    scales = [bits[4 * dim + 8 * b: 4 * dim + 8 * (b + 1)] for b in range(dim // MX_BLOCK)]
+    return [_mxfp4_to_bf16(m, c, scales[e // MX_BLOCK], name=f"{name}{e}")
+            for e, c in enumerate(codes)]
+
+
+class TokenJoin(wiring.Component):
+    """A token's ``token_lines`` lines in, the token out: its ``dim`` elements decoded from
+    ``kv_fmt`` to BF16, ``last`` from the read's last line.
 
     Timing: the token's lines but the last are taken at once (into holding registers); the
-    last is taken while the queue holds fewer than ``depth`` beats, and its beat is offered
-    from the next cycle, behind those queued before it.
+    last is taken when the output register is empty or taken, and the token is offered in the
+    next cycle.
 
     Attributes
     ----------
     i : In(stream.Signature(line_layout(line_bits)))
-    o : Out(stream.Signature(beat_layout(elem_bits, cols)))
+    o : Out(stream.Signature(token_layout(dim)))
     """
 
-    def __init__(self, *, line_bits: int, token_lines: int, elem_bits: int, dim: int,
-                 cols: int, depth: int):
-        self._line_bits, self._tl, self._eb, self._dim, self._cols = \
-            line_bits, token_lines, elem_bits, dim, cols
-        self._depth = depth
+    def __init__(self, *, line_bits: int, token_lines: int, dim: int, kv_fmt: str):
+        self._line_bits, self._tl, self._dim, self._fmt = line_bits, token_lines, dim, kv_fmt
         super().__init__({
             "i": In(stream.Signature(line_layout(line_bits))),
-            "o": Out(stream.Signature(beat_layout(elem_bits, cols))),
+            "o": Out(stream.Signature(token_layout(dim))),
         })
 
     def elaborate(self, platform):
         m = Module()
-        TL, N = self._tl, self._depth
-        layout = beat_layout(self._eb, self._cols)
-        m.submodules.queue = queue = Memory(shape=layout, depth=N, init=[])
-        wp = queue.write_port()
-        rp = queue.read_port(domain="comb")
+        TL = self._tl
         held = [Signal(self._line_bits, name=f"held{j}") for j in range(TL - 1)]
         line = Signal(range(max(TL, 2)))
-        level = Signal(range(N + 1))
-        wr = Signal(range(max(N, 2)))
-        rd = Signal(range(max(N, 2)))
         final = line == TL - 1
-        m.d.comb += self.i.ready.eq(~final | (level != N))
+        advance = ~self.o.valid | self.o.ready
+        m.d.comb += self.i.ready.eq(~final | advance)
         take = self.i.valid & self.i.ready
-        push = take & final
-        pop = self.o.valid & self.o.ready
-        token = Cat(*held, self.i.payload.data)[: self._dim * self._eb]
-        m.d.comb += [wp.addr.eq(wr), wp.en.eq(push), wp.data.data.eq(token),
-                     wp.data.last.eq(self.i.payload.last),
-                     rp.addr.eq(rd), self.o.valid.eq(level != 0), self.o.payload.eq(rp.data)]
+        token = wire(m, "token", Cat(*held, self.i.payload.data))
+        elems = decode_token(m, token, self._fmt, self._dim, name="dec")
+        with m.If(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
         with m.If(take):
             for j, reg in enumerate(held):
                 with m.If(line == j):
@@ -174,7 +150,122 @@ class TokenBeats(wiring.Component):
             if TL > 1:
                 m.d.sync += line.eq(line + 1)
             with m.If(final):
-                m.d.sync += line.eq(0)
+                m.d.sync += [line.eq(0), self.o.valid.eq(1),
+                             self.o.payload.data.eq(Cat(*elems)),
+                             self.o.payload.last.eq(self.i.payload.last)]
+        return m
+
+
+class KTranspose(wiring.Component):
+    """Tiles of ``cols`` tokens in, their ``dim`` beats out (beat ``k``: element ``k`` of each
+    token of the tile, token ``j`` in lane ``j``; lanes past the tile's tokens hold what they
+    held).
+
+    Two tile buffers: one fills while the other empties. Each is a word of ``cols`` small
+    SRAMs, one per token slot: a token goes into its slot's SRAM, and a beat reads the buffer's
+    word of every SRAM and takes the same element of each. A tile closes on its ``cols``-th
+    token or on a read's ``last`` token; the read's final tile's last beat carries ``last``.
+
+    Timing: a token is taken when the filling buffer is not full. A closed buffer emits a
+    beat in each cycle the output register is empty or taken, from the cycle after it closes.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(token_layout(dim)))
+    o : Out(stream.Signature(beat_layout(cols)))
+    """
+
+    def __init__(self, *, dim: int, cols: int):
+        self._dim, self._cols = dim, cols
+        super().__init__({
+            "i": In(stream.Signature(token_layout(dim))),
+            "o": Out(stream.Signature(beat_layout(cols))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        C, D = self._cols, self._dim
+        full = Signal(2)
+        closes_read = Signal(2)
+        wbuf, rbuf = Signal(), Signal()
+        slot = Signal(range(max(C, 2)))
+        k = Signal(range(max(D, 2)))
+        sel = Signal(range(max(D, 2)))
+        last_out = Signal()
+        ports = []
+        for s in range(C):
+            mem = Memory(shape=data.ArrayLayout(16, D), depth=2, init=[])
+            m.submodules[f"slot{s}"] = mem
+            ports.append((mem.write_port(), mem.read_port()))
+
+        take = self.i.valid & self.i.ready
+        tile_end = (slot == C - 1) | self.i.payload.last
+        m.d.comb += self.i.ready.eq(~full.bit_select(wbuf, 1))
+        for s, (wp, _) in enumerate(ports):
+            m.d.comb += [wp.addr.eq(wbuf), wp.data.eq(self.i.payload.data),
+                         wp.en.eq(take & (slot == s))]
+        with m.If(take):
+            m.d.sync += slot.eq(slot + 1)
+            with m.If(tile_end):
+                m.d.sync += [slot.eq(0), wbuf.eq(~wbuf)]
+
+        # The emptying side: a beat per cycle while the output register moves.
+        advance = ~self.o.valid | self.o.ready
+        issue = full.bit_select(rbuf, 1)
+        beat_end = k == D - 1
+        for _, rp in ports:
+            m.d.comb += [rp.addr.eq(rbuf), rp.en.eq(advance)]
+        with m.If(advance):
+            m.d.sync += [self.o.valid.eq(issue), sel.eq(k),
+                         last_out.eq(beat_end & closes_read.bit_select(rbuf, 1))]
+        with m.If(issue & advance):
+            m.d.sync += k.eq(k + 1)
+            with m.If(beat_end):
+                m.d.sync += [k.eq(0), rbuf.eq(~rbuf)]
+        for b in range(2):
+            with m.If(take & tile_end & (wbuf == b)):
+                m.d.sync += [full[b].eq(1), closes_read[b].eq(self.i.payload.last)]
+            with m.If(issue & advance & beat_end & (rbuf == b)):
+                m.d.sync += full[b].eq(0)
+        lanes = [Array(rp.data[e] for e in range(D))[sel] for _, rp in ports]
+        m.d.comb += [self.o.payload.data.eq(Cat(*lanes)), self.o.payload.last.eq(last_out)]
+        return m
+
+
+class TokenQueue(wiring.Component):
+    """Up to ``depth`` tokens wait here; each leaves as one beat: its ``dim`` elements in lanes
+    0..dim-1 of ``cols`` (the rest zero).
+
+    Timing: a token is taken while fewer than ``depth`` wait, and offered from the next cycle,
+    behind those before it.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(token_layout(dim)))
+    o : Out(stream.Signature(beat_layout(cols)))
+    """
+
+    def __init__(self, *, dim: int, cols: int, depth: int):
+        self._dim, self._cols, self._depth = dim, cols, depth
+        super().__init__({
+            "i": In(stream.Signature(token_layout(dim))),
+            "o": Out(stream.Signature(beat_layout(cols))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        N = self._depth
+        m.submodules.queue = queue = Memory(shape=token_layout(self._dim), depth=N, init=[])
+        wp = queue.write_port()
+        rp = queue.read_port(domain="comb")
+        level = Signal(range(N + 1))
+        wr = Signal(range(max(N, 2)))
+        rd = Signal(range(max(N, 2)))
+        push = self.i.valid & self.i.ready
+        pop = self.o.valid & self.o.ready
+        m.d.comb += [self.i.ready.eq(level != N), wp.addr.eq(wr), wp.en.eq(push),
+                     wp.data.eq(self.i.payload), rp.addr.eq(rd), self.o.valid.eq(level != 0),
+                     self.o.payload.data.eq(rp.data.data), self.o.payload.last.eq(rp.data.last)]
         with m.If(push):
             m.d.sync += wr.eq(Mux(wr == N - 1, 0, wr + 1))
         with m.If(pop):

@@ -257,13 +257,16 @@ SMALL = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024, "kv.page_toke
          "array.cols": 16, "q_heads": 4, "chunk": 32, "sinks": 1, "window": 20}
 SIM_CONFIGS = [
     SMALL,
-    {**SMALL, "kv.banks": 4, "kv.kv_heads": 1, "kv.head_dim": 12, "q_heads": 3,
-     "array.rows": 4, "sinks": 0, "window": 0, "kv.page_tokens": 8},
+    {**SMALL, "kv.kv_fmt": "fp8_e4m3", "kv.banks": 4, "kv.kv_heads": 1, "kv.head_dim": 12,
+     "q_heads": 3, "array.rows": 4, "sinks": 0, "window": 0, "kv.page_tokens": 8},
+    {**SMALL, "kv.kv_fmt": "mxfp4", "kv.kv_heads": 1, "kv.head_dim": 32, "q_heads": 2,
+     "array.cols": 32, "window": 40},
 ]
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("params", SIM_CONFIGS, ids=["gqa-sinks-window", "mqa-whole"])
+@pytest.mark.parametrize("params", SIM_CONFIGS,
+                         ids=["bf16-gqa-sinks-window", "fp8-mqa-whole", "mxfp4-sinks-window"])
 def test_attention_rtl(simulator, seed, params):
     """Every output bit for bit, every handshake and counter where the timed model puts them,
     under gaps and back-pressure; 3 steps of 2 sequences after 40 tokens (two chunks)."""
@@ -283,7 +286,7 @@ def test_attention_rtl(simulator, seed, params):
 @pytest.mark.parametrize(("params", "text"), [
     ({"mode": "prefill"}, "parameter 'mode' = 'prefill' is not allowed in the RTL block yet"),
     ({"array.fmt": "mxfp8"}, "parameter 'array.fmt'"),
-    ({"kv.kv_fmt": "fp8_e4m3"}, "parameter 'kv.kv_fmt'"),
+    ({"array.b_fmt": "mxfp4", "array.fmt": "mxfp8"}, "parameter 'array.fmt'"),
     ({"array.rows": 4}, "parameter 'q_heads' = 8 is not allowed with array.rows = 4"),
     ({"array.cols": 32}, "parameter 'kv.head_dim' = 64 is not allowed with array.cols = 32"),
 ])

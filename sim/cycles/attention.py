@@ -147,13 +147,15 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     read_lines: list[int] = []  # lines of each read, for the ends of reads on rd
     rd_at = rd_count = 0
     rphase = bphase = False
+    # The token joiner.
+    jline = 0
+    j_valid = j_last = False
     # The transposer.
     full, closes = [False, False], [False, False]
     wbuf = rbuf = 0
-    slot = tline = kb = 0
+    slot = kb = 0
     kt_valid = kt_last = False
-    # The token joiner.
-    jline = 0
+    # The V queue: each waiting token's ``last``.
     queue: deque[bool] = deque()
     depth = cfg.v_queue
     # The A sequencer.
@@ -189,11 +191,10 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         # Lines to beats, beats to the array.
         b_ready = array.b_ready
         kt_adv = not kt_valid or (b_ready and not bphase)
-        kt_in_ready = not full[wbuf]
-        tb_in_ready = jline != TL - 1 or len(queue) < depth
-        rd_ready = tb_in_ready if rphase else kt_in_ready
-        rd_valid = cache.rd_valid
-        rd_take = rd_valid and rd_ready
+        j_ready = len(queue) < depth if rphase else not full[wbuf]
+        j_take = j_valid and j_ready
+        rd_ready = jline != TL - 1 or not j_valid or j_ready
+        rd_take = cache.rd_valid and rd_ready
         rd_last = rd_take and rd_count + 1 == read_lines[rd_at]
         b_wire.valid = bool(queue) if bphase else kt_valid
         b_wire.taken = False
@@ -300,30 +301,31 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                     kb, full[rbuf], rbuf = 0, False, 1 - rbuf
                 else:
                     kb += 1
-        if rd_take and not rphase:
-            if tline == TL - 1:
-                tline = 0
-                if slot == C - 1 or rd_last:
-                    full[wbuf], closes[wbuf] = True, rd_last
-                    slot, wbuf = 0, 1 - wbuf
-                else:
-                    slot += 1
+        if j_take and not rphase:
+            if slot == C - 1 or j_last:
+                full[wbuf], closes[wbuf] = True, j_last
+                slot, wbuf = 0, 1 - wbuf
             else:
-                tline += 1
-        # ---- The token joiner: its queue of joined beats (each one's ``last``).
+                slot += 1
+        # ---- The V queue.
         if b_taken and bphase:
             queue.popleft()
-        if rd_take and rphase:
+        if j_take and rphase:
+            queue.append(j_last)
+        if j_take and j_last:
+            rphase = not rphase
+        # ---- The token joiner.
+        if j_ready:
+            j_valid = False
+        if rd_take:
             if jline == TL - 1:
                 jline = 0
-                queue.append(rd_last)
+                j_valid, j_last = True, rd_last
             else:
                 jline += 1
-        if rd_take:
             rd_count += 1
             if rd_last:
                 rd_at, rd_count = rd_at + 1, 0
-                rphase = not rphase
         if b_last:
             bphase = not bphase
         # ---- The A sequencer.
