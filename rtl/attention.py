@@ -263,8 +263,10 @@ class _Walk:
                       unsigned(TOKEN_BITS + 1))
         self.last_head = self.h == cfg.kv.kv_heads - 1
 
-    def start(self, m):
-        m.d.sync += [self.h.eq(0), self.c0.eq(self.lo & ~(self._cfg.chunk - 1)),
+    def start(self, m, lo):
+        """Start at the first chunk of head 0 of a step whose first position is ``lo`` (the
+        value being loaded into the step's register this cycle)."""
+        m.d.sync += [self.h.eq(0), self.c0.eq(lo & ~(self._cfg.chunk - 1)),
                      self.first.eq(1), self.done.eq(0), self.sub.eq(0)]
 
     def advance(self, m):
@@ -418,12 +420,12 @@ class Attention(wiring.Component):
                 # A step takes all its Q vectors, also when its append failed.
                 with m.If(q_left == 0):
                     with m.If(status == STATUS["ok"]):
-                        m.d.sync += [hi.eq(length - 1),
-                                     lo.eq(Mux((cfg.window != 0) & (length > cfg.window),
-                                               length - cfg.window, 0)),
-                                     attending.eq(1)]
+                        first = wire(m, "first_pos",
+                                     Mux((cfg.window != 0) & (length > cfg.window),
+                                         length - cfg.window, 0), unsigned(TOKEN_BITS))
+                        m.d.sync += [hi.eq(length - 1), lo.eq(first), attending.eq(1)]
                         for walk in walks.values():
-                            walk.start(m)
+                            walk.start(m, first)
                         m.next = "ATTEND"
                     with m.Else():
                         m.next = "RESP"

@@ -109,6 +109,13 @@ KVCACHE = {"page_tokens": 4, "max_seqs": 4, "count": 2000, "gap": 0.3, "backpres
 GEMM_QUANT = {"array.rows": 3, "array.cols": 4, "groups": 1, "count": 6, "gap": 0.3,
               "backpressure": 0.3}
 
+#: Two KV heads of a group of 2, sinks, a window of 20 (not a multiple of 32), chunks of 32:
+#: 41 tokens cross a chunk boundary and start inside a block of 32.
+ATTENTION = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024, "kv.page_tokens": 4,
+             "kv.max_seqs": 2, "kv.kv_heads": 2, "kv.head_dim": 16, "array.rows": 2,
+             "array.cols": 16, "q_heads": 4, "chunk": 32, "sinks": 1, "window": 20,
+             "seqs": 2, "context": 40, "steps": 1, "gap": 0.3, "backpressure": 0.3}
+
 #: Declarations the kvcache mutations add next to the request engine's own.
 _KV_DECL = "        read_wait = Signal()\n"
 
@@ -545,6 +552,33 @@ MUTATIONS: tuple[Mutation, ...] = (
         block="exp2", params={}, tests=("test_directed", "test_workload"), timing=False,
         why="every x whose low 10 fraction bits are not zero interpolates, and the directed "
             "2^-16 checks the first step of the chord exactly",
+    ),
+    Mutation(
+        name="attention-sum-not-rescaled",
+        models="attention: the running sum l is not multiplied by alpha when the max rises",
+        file="rtl/attention.py",
+        edits=(Edit("l_sum[r]), alpha[r],", "l_sum[r]), ONE,"),),
+        block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
+        timing=False,
+        why="41 tokens are two chunks; a row whose max rises in the second chunk has alpha < 1",
+    ),
+    Mutation(
+        name="attention-window-one-short",
+        models="attention: the window starts a position late (W - 1 tokens attended)",
+        file="rtl/attention.py",
+        edits=(Edit("length - cfg.window, 0), unsigned", "length - cfg.window + 1, 0), unsigned"),),
+        block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
+        timing=False,
+        why="every step after 20 tokens drops its first attended position",
+    ),
+    Mutation(
+        name="attention-p-unmasked-before-window",
+        models="attention: P is not zeroed for the positions read before the window's start",
+        file="rtl/attention.py",
+        edits=(Edit("s1_mask.eq(aqw.a0 + aq_j >= lo)", "s1_mask.eq(1)"),),
+        block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
+        timing=False,
+        why="the window's start (token 21 of 41) is not a multiple of 32: the read starts at 0",
     ),
 )
 

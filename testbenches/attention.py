@@ -191,8 +191,8 @@ def _reference(sc: Script, cmd: Command, history) -> np.ndarray:
 
 @cocotb.test()
 async def test_edges(dut):
-    """Directed: a step over one token (no context); steps whose context crosses a chunk
-    boundary and the window; a step for a freed sequence (``no_seq``: Q, K and V drained,
+    """Directed: a step over one token (no context); steps whose context crosses two chunk
+    boundaries and the window; a step for a freed sequence (``no_seq``: Q, K and V drained,
     nothing stored); sinks for a head beyond ``q_heads`` (``bad_head``); an unknown command
     (``bad_op``); everything freed."""
     ctx = context()
@@ -202,7 +202,8 @@ async def test_edges(dut):
     a = sc("alloc").seq
     sc.step(a)
     b = sc("alloc").seq
-    for _ in range(cfg.chunk + 3):
+    # Past two chunks: with a window, the first chunk starts past 0.
+    for _ in range(2 * cfg.chunk + 3):
         sc.append(b)
     sc.step(b)
     sc.step(a)

@@ -378,8 +378,11 @@ def _formats(fmt: str) -> dict:
 @pytest.mark.parametrize(("rows", "cols", "fmt", "dataflow"), CONFIGS)
 def test_gemm_rtl(simulator, seed, rows, cols, fmt, dataflow):
     big = rows * cols >= 256
-    # The long-K test (2**15 steps) on the small int8 arrays, and on Verilator everywhere.
-    long_k = 32773 if simulator == "verilator" or rows * cols <= 16 else 0
+    # The long-K test (2**15 steps: past the 16-bit step counters, INT32 sums that wrap) on
+    # the small arrays, and on Verilator for the integer formats (the block formats share the
+    # schedule and its counters; their sums are checked in the other tests).
+    long_k = 32773 if (simulator == "verilator" and fmt in ("int8", "int4")) \
+        or rows * cols <= 16 else 0
     result = simulate(
         "gemm", simulator, seed, rows=rows, cols=cols, **_formats(fmt), dataflow=dataflow,
         acc_rows=8, count=2 if big else 4 if fmt in NEW else 6, gap=0.3, backpressure=0.3,

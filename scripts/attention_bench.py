@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Attention decode: cycles, KV-cache bandwidth and array utilization, in RTL and in the timed
+model.
+
+RTL (``--sim``, Verilator by default): one KV-head group of a GPT-OSS-120B layer (8 query heads
+of 64, sinks; full attention and a sliding window of 128) on the block's default hardware
+(8 banks of 64 bits: a line is 32 BF16 elements, two a head vector; an 8 x 64 BF16 array:
+the group is M, a head is N), a sequence filled to ``context`` tokens (appends, the set-up),
+then one decode step with streams that keep up (``test_keep_up``). The step's counters give
+the K and V lines read over the cycles of the attention itself (``attend_cycles``), which the
+timed model predicts exactly, as it does every handshake; the output is compared with float64
+attention on the same stored values.
+
+Model (:func:`scoville.sim.cycles.attention.timing`, the cycle-level model built from the
+cache's and the array's): the same group at longer contexts, and a whole GPT-OSS-120B layer
+(8 KV heads, one after another on one block).
+
+Writes ``docs/attention-bench.md`` (and ``docs/attention-bench.svg`` with ``--plot``).
+
+Usage: ``python scripts/attention_bench.py [--sim verilator|icarus] [--seed N] [--quick]
+[--plot] [--out FILE.md]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from scoville.blocks import get_block
+from scoville.rtl.attention import OPS, AttentionConfig
+from scoville.rtl.params import build_config
+from scoville.sim import flow
+from scoville.sim.cycles import attention as timed
+from scoville.sim.golden.attention import AttentionModel, Command
+from scoville.sim.workload import AttentionWorkload
+
+#: The default hardware with room for 8k tokens of one KV head (8 banks x 32768 words).
+BASE = {"kv.bank_words": 32768, "sinks": 1}
+#: RTL cases: (label, hardware parameters, context tokens before the step).
+RTL_CASES = [
+    ("GPT-OSS group, full, 1k", {}, 1023),
+    ("GPT-OSS group, window 128, 1k", {"window": 128}, 1023),
+    ("GPT-OSS group, full, 8k", {}, 8191),
+    ("GPT-OSS group, window 128, 8k", {"window": 128}, 8191),
+]
+#: Model-only contexts of the cycles-against-context sweep.
+SWEEP = (128, 256, 512, 1024, 2048, 4096, 8192)
+#: A whole GPT-OSS-120B layer: 64 query heads, 8 KV heads.
+LAYER = {"q_heads": 64, "kv.kv_heads": 8, "kv.bank_words": 65536}
+
+
+RTL_HEADER = ("| case | tokens | attention cycles | K+V lines | KV bandwidth utilization | "
+              "array utilization | test cycles | model | error vs float64 | wall s |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+
+def config(params: dict) -> AttentionConfig:
+    return build_config(AttentionConfig, {**BASE, **params})
+
+
+def model_step(cfg: AttentionConfig, context: int, seed: int = 0) -> dict:
+    """The timed model of one sequence: ``context`` appends, then one step; the step's
+    attention cycles, lines and array MACs."""
+    rng = np.random.default_rng(seed)
+    model = AttentionModel(cfg)
+    kv, d = cfg.kv.kv_heads, cfg.kv.head_dim
+
+    def vec(n):
+        return rng.standard_normal((n, d)).astype(np.float32)
+
+    for h in range(cfg.q_heads if cfg.sinks else 0):
+        model.apply(Command(OPS["sink"], head=h, value=float(rng.standard_normal())))
+    results = [model.apply(Command(OPS["alloc"]))]
+    # The context only fills the cache: its appends need no K or V values to time the step.
+    results += [model.apply(Command(OPS["append"], k=vec(kv), v=vec(kv)))
+                for _ in range(context)]
+    step = model.apply(Command(OPS["step"], q=vec(cfg.q_heads), k=vec(kv), v=vec(kv)))
+    t = timed.timing(cfg, [*results, step])
+    c = t.counters
+    return {"attend": c["attend_cycles"], "lines": c["kv.reads"],
+            "macs": timed.macs(cfg, [step]), "cycles": t.cycles}
+
+
+def rtl_rows(sim: str, seed: int, quick: bool) -> list[str]:
+    block = get_block("attention")
+    rows = []
+    for label, params, context in RTL_CASES[:2] if quick else RTL_CASES:
+        cfg = config(params)
+        work = AttentionWorkload(seqs=1, context=context, steps=1, gap=0.0, backpressure=0.0)
+        start = time.perf_counter()
+        result = flow.run(block, cfg, work, sim, seed=seed, tests=["test_keep_up"])
+        wall = time.perf_counter() - start
+        if not result.passed:
+            sys.exit(f"{label}: the RTL run failed: {result.errors or result.log}")
+        m = result.metrics["test_keep_up"]
+        attend = m["counter_attend_cycles"]
+        rows.append(
+            f"| {label} | {context + 1:,} | {attend:,} | {m['counter_kv.reads']:,} | "
+            f"{m['kv_bandwidth_utilization']:.1%} | {m['array_utilization']:.1%} | "
+            f"{m['cycles']:,} | {m['model_cycles']:,} | {m['max_rel_err_vs_f64']:.2e} | "
+            f"{wall:.0f} |")
+        print(rows[-1], file=sys.stderr)
+    return rows
+
+
+def sweep_rows(cfg: AttentionConfig) -> tuple[list[str], list[tuple[int, int]]]:
+    rows, points = [], []
+    for context in SWEEP:
+        if context > cfg.kv.max_tokens:
+            continue
+        s = model_step(cfg, context - 1)
+        array = cfg.array.rows * cfg.array.cols
+        rows.append(f"| {context:,} | {s['attend']:,} | {s['lines']:,} | "
+                    f"{s['lines'] / s['attend']:.1%} | {s['macs'] / (array * s['attend']):.1%} |")
+        points.append((context, s["attend"]))
+    return rows, points
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"))
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="the 1k RTL cases only")
+    parser.add_argument("--plot", action="store_true", help="also write the SVG plot")
+    parser.add_argument("--out", default="docs/attention-bench.md")
+    args = parser.parse_args()
+
+    group = config({})
+    rtl = rtl_rows(args.sim, args.seed, args.quick)
+    sweep, points = sweep_rows(group)
+    layer_cfg = config(LAYER)
+    layer, _ = sweep_rows(layer_cfg)
+    kv = group.kv
+    text = f"""# Attention decode: measured
+
+Generated by `python scripts/attention_bench.py` ({args.sim}, seed {args.seed}); do not edit
+by hand. `docs/attention.md` says how the block works.
+
+Hardware: the block's default. The cache: {kv.banks} banks of {kv.word_bits}-bit words (a line
+is {kv.line_bits // 16} BF16 elements; a head vector of {kv.head_dim} is {kv.token_lines}
+lines), {kv.page_tokens}-token pages, {BASE['kv.bank_words']:,} words a bank (room for
+{group.kv.max_tokens:,} tokens of one KV head). The array: {group.array.rows} x
+{group.array.cols} BF16, `os` (the group of {group.group} query heads is M, a head is N:
+`P V` takes one token's V a step, `Q K^T` one element of {group.array.cols} tokens). Online
+softmax in chunks of {group.chunk} tokens; sinks on. The group's MACs per line
+({group.group} x {kv.line_bits // 16}) are {group.group * kv.line_bits // 16 /
+(group.array.rows * group.array.cols):.0%} of an array step, so the cache, one line a cycle,
+is the bound.
+
+**KV bandwidth utilization** is K and V lines read over the cycles of the attention (from the
+step's append answered to its last output: `attend_cycles`); **array utilization** is the
+MACs of both matmuls (masked or not) over rows x cols x those cycles. **Error** is the largest
+difference from float64 attention on the same stored K, V and BF16 Q, over the largest output.
+
+## RTL: one GPT-OSS-120B KV-head group, one decode step
+
+{RTL_HEADER}
+{chr(10).join(rtl)}
+
+The window's rows read from the window's start rounded down to 32 (the format's block), so
+128 tokens read 129 to 160.
+
+## Model: cycles against context, one group
+
+| tokens | attention cycles | K+V lines | KV bandwidth utilization | array utilization |
+|---:|---:|---:|---:|---:|
+{chr(10).join(sweep)}
+
+## Model: a whole GPT-OSS-120B layer (64 query heads, 8 KV heads, one after another)
+
+| tokens | attention cycles | K+V lines | KV bandwidth utilization | array utilization |
+|---:|---:|---:|---:|---:|
+{chr(10).join(layer)}
+
+Per token of context a group costs its K and V lines ({2 * kv.token_lines} a token) plus, per
+chunk of {group.chunk}, the cache's two cycles between reads; a step adds the append, the
+pipeline's fill and the last chunk's `P V` and normalization, which short contexts feel most.
+"""
+    if args.plot:
+        text += "\n![cycles against context](attention-bench.svg)\n"
+        _plot(points, rtl, Path(args.out).with_suffix(".svg"))
+    Path(args.out).write_text(text)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def _plot(points, rtl_rows_text, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs, ys = zip(*points, strict=True)
+    ax.plot(xs, ys, "o-", label="timed model")
+    rtl = [(int(r.split("|")[2].replace(",", "")), int(r.split("|")[3].replace(",", "")))
+           for r in rtl_rows_text if "full" in r]
+    if rtl:
+        rx, ry = zip(*rtl, strict=True)
+        ax.plot(rx, ry, "s", markersize=10, fillstyle="none", label="RTL (Verilator)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("tokens in the context")
+    ax.set_ylabel("attention cycles of a decode step")
+    ax.set_title("GPT-OSS-120B KV-head group, 8 x 64 BF16 array")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
