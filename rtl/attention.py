@@ -9,16 +9,14 @@ running sum, rescaled partial output), ``P V`` on the array, and a final normali
 """
 
 import math
-import struct
 from dataclasses import dataclass
 
-import numpy as np
 from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .comb import wire
+from .comb import max_tree, wire
 from .counters import count, counter_layout
 from .exp2 import fp32_exp2
 from .formats import FP32, MX_BLOCK
@@ -32,7 +30,7 @@ from .kvcache import OPS as CACHE_OPS
 from .kvcache import STATUS as CACHE_STATUS
 from .mx_quant import block_amax, block_codes, round_e4m3
 from .params import ParamError, check_choice, check_int, check_parts, param, part
-from .softmax import ONE, fp32_key, fp32_recip, fp32_to_bf16
+from .softmax import ONE, fp32_bits, fp32_key, fp32_recip, fp32_to_bf16
 from .transpose import KTranspose, TokenJoin, TokenQueue, beat_layout
 
 __all__ = ["COUNTERS", "MLA_K_DIM", "MLA_V_DIM", "MODES", "OPS", "STATUS", "Attention",
@@ -189,10 +187,6 @@ def rtl_error(config: AttentionConfig) -> str | None:
 _BF16 = 16
 
 
-def _bits(value) -> int:
-    return struct.unpack("<I", struct.pack("<f", value))[0]
-
-
 def io_layout(dim: int) -> data.ArrayLayout:
     """A head vector on ``q``, ``k``, ``v`` or ``o``: ``dim`` binary32 values, element 0
     lowest."""
@@ -343,8 +337,8 @@ class Attention(wiring.Component):
                                              kv_fmt=kv.kv_fmt)
         m.submodules.ktr = ktr = KTranspose(dim=D, cols=C)
         m.submodules.vq = vq = TokenQueue(dim=D, cols=C, depth=cfg.v_queue)
-        c_factor = _bits(float(np.float32(cfg.score_scale * math.log2(math.e))))
-        log2e = _bits(float(np.float32(math.log2(math.e))))
+        c_factor = fp32_bits(cfg.score_scale * math.log2(math.e))
+        log2e = fp32_bits(math.log2(math.e))
 
         # ---- The step's registers and the controller.
         cur = Signal(command_layout())
@@ -568,8 +562,6 @@ class Attention(wiring.Component):
                 with m.If(aq_j == aqw.n - 1):
                     m.d.sync += [max_ready.eq(0), aq_j.eq(0), aq_lane.eq(0), aq_tile.eq(0)]
                     aqw.advance(m)
-        with m.If(attending & ~aqw.done & aqw.sub & ~max_ready):
-            m.d.sync += self.counters.softmax_waits.eq(self.counters.softmax_waits + 1)
         # Stage 2: the beat. Q: the group's element k; P: exp2(S * c - m') per row, rounded.
         qsel = Array(Array(qv[g * G + r] for g in range(H))[s1_h] for r in range(G))
         lanes = []
@@ -610,15 +602,7 @@ class Attention(wiring.Component):
             valid = (j >= j_lo) & (j <= j_hi)
             keys.append(wire(m, f"key{j}", Mux(valid, fp32_key(m, row[j], name=f"rk{j}"), 0),
                              unsigned(32)))
-        while len(keys) > 1:
-            nxt = []
-            for i in range(0, len(keys) - 1, 2):
-                a, b = keys[i], keys[i + 1]
-                nxt.append(wire(m, f"kmax{len(keys)}_{i}", Mux(a >= b, a, b), unsigned(32)))
-            if len(keys) % 2:
-                nxt.append(keys[-1])
-            keys = nxt
-        top = keys[0]
+        top = max_tree(m, "kmax", keys)
         any_valid = top != 0
         row_max = wire(m, "row_max", Mux(top[31], top & 0x7FFF_FFFF, ~top), unsigned(32))
         s_max = fp32_mul(m, row_max, c_factor, name="smax")
@@ -683,6 +667,7 @@ class Attention(wiring.Component):
         setup = fsm.ongoing("REQ") | fsm.ongoing("WAIT") | fsm.ongoing("QWAIT")
         phase = {"append_cycles": setup & (cur.op == OPS["step"]),
                  "attend_cycles": attending,
+                 "softmax_waits": attending & ~aqw.done & aqw.sub & ~max_ready,
                  "out_stalls": self.o.valid & ~self.o.ready}
         count(m, self.counters, phase)
         return m

@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 
-__all__ = ["leading_one", "normalize", "wire"]
+__all__ = ["leading_one", "max_tree", "normalize", "wire"]
 
 
 def wire(m, name, value, shape=None):
@@ -47,3 +47,18 @@ def leading_one(m: Module, name, value) -> Signal:
         with m.If(value[k]):
             m.d.comb += lead.eq(k)
     return lead
+
+
+def max_tree(m, name, values):
+    """The largest of the unsigned ``values``, by a tree of pairwise comparisons (an odd one
+    out passes to the next level)."""
+    level = list(values)
+    while len(level) > 1:
+        nxt = []
+        for j in range(0, len(level) - 1, 2):
+            a, b = level[j], level[j + 1]
+            nxt.append(wire(m, f"{name}_{len(level)}_{j}", Mux(a > b, a, b)))
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]

@@ -15,7 +15,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigne
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .comb import leading_one, wire
+from .comb import leading_one, max_tree, wire
 from .formats import E8M0_NAN, ELEMENT_BITS, FP32, MX_BLOCK
 from .params import check_choice, check_int, param
 from .pipeline import delay, stall_pipeline
@@ -68,17 +68,9 @@ class MxQuantConfig:
 def block_amax(m: Module, xs, *, name: str):
     """The largest magnitude of the binary32 values ``xs`` (IEEE magnitudes order as unsigned
     integers), and whether any is NaN or Inf."""
-    level = [wire(m, f"{name}_mag{k}", Value.cast(x)[:31]) for k, x in enumerate(xs)]
+    mags = [wire(m, f"{name}_mag{k}", Value.cast(x)[:31]) for k, x in enumerate(xs)]
     special = Cat(*(Value.cast(x)[23:31] == 0xFF for x in xs)).any()
-    while len(level) > 1:
-        nxt = []
-        for j in range(0, len(level) - 1, 2):
-            a, b = level[j], level[j + 1]
-            nxt.append(wire(m, f"{name}_max_{len(level)}_{j}", Mux(a > b, a, b)))
-        if len(level) % 2:
-            nxt.append(level[-1])
-        level = nxt
-    return level[0], wire(m, f"{name}_special", special)
+    return max_tree(m, f"{name}_max", mags), wire(m, f"{name}_special", special)
 
 
 def block_codes(m: Module, xs, amax, special, out_fmt: str, *, name: str):

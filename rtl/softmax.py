@@ -2,14 +2,21 @@
 an order key for the running max, and a correctly rounded reciprocal for the final
 normalization. Each adds combinational logic to a module and returns its result."""
 
+import struct
+
 from amaranth.hdl import Cat, Const, Mux, Value, unsigned
 
 from .comb import wire
 
-__all__ = ["ONE", "fp32_key", "fp32_recip", "fp32_to_bf16"]
+__all__ = ["ONE", "fp32_bits", "fp32_key", "fp32_recip", "fp32_to_bf16"]
 
 #: 1.0 in binary32.
 ONE = 0x3F80_0000
+
+
+def fp32_bits(value: float) -> int:
+    """The binary32 bits of ``value`` rounded to binary32 (to nearest, ties to even)."""
+    return struct.unpack("<I", struct.pack("<f", value))[0]
 
 
 def fp32_to_bf16(m, x, *, name: str):

@@ -18,15 +18,16 @@ Each passes a read's end on: ``last`` on the item that ends it.
 """
 
 import math
-import struct
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .comb import wire
 from .formats import ELEMENT_BITS, MX_BLOCK
+from .softmax import fp32_bits
 
 __all__ = ["KTranspose", "TokenJoin", "TokenQueue", "beat_layout", "line_layout",
            "token_layout"]
@@ -52,7 +53,7 @@ def beat_layout(cols: int) -> data.StructLayout:
 
 def _bf16(value: float) -> int:
     """The BF16 bits of a value that BF16 holds exactly."""
-    return struct.unpack("<I", struct.pack("<f", value))[0] >> 16
+    return fp32_bits(value) >> 16
 
 
 def _e4m3_table() -> list[int]:
@@ -254,21 +255,11 @@ class TokenQueue(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        N = self._depth
-        m.submodules.queue = queue = Memory(shape=token_layout(self._dim), depth=N, init=[])
-        wp = queue.write_port()
-        rp = queue.read_port(domain="comb")
-        level = Signal(range(N + 1))
-        wr = Signal(range(max(N, 2)))
-        rd = Signal(range(max(N, 2)))
-        push = self.i.valid & self.i.ready
-        pop = self.o.valid & self.o.ready
-        m.d.comb += [self.i.ready.eq(level != N), wp.addr.eq(wr), wp.en.eq(push),
-                     wp.data.eq(self.i.payload), rp.addr.eq(rd), self.o.valid.eq(level != 0),
-                     self.o.payload.data.eq(rp.data.data), self.o.payload.last.eq(rp.data.last)]
-        with m.If(push):
-            m.d.sync += wr.eq(Mux(wr == N - 1, 0, wr + 1))
-        with m.If(pop):
-            m.d.sync += rd.eq(Mux(rd == N - 1, 0, rd + 1))
-        m.d.sync += level.eq(level + push - pop)
+        layout = token_layout(self._dim)
+        m.submodules.fifo = fifo = SyncFIFO(width=layout.size, depth=self._depth)
+        head = data.View(layout, fifo.r_data)
+        m.d.comb += [fifo.w_data.eq(self.i.payload), fifo.w_en.eq(self.i.valid),
+                     self.i.ready.eq(fifo.w_rdy), self.o.valid.eq(fifo.r_rdy),
+                     fifo.r_en.eq(self.o.ready), self.o.payload.data.eq(head.data),
+                     self.o.payload.last.eq(head.last)]
         return m

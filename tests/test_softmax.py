@@ -6,8 +6,7 @@ the encoding of K and V as the cache stores them."""
 import ml_dtypes
 import numpy as np
 import pytest
-from amaranth.hdl import Cat, Const, Module, Signal
-from amaranth.sim import Simulator
+from amaranth.hdl import Cat, Const
 
 from scoville.rtl.attention import _encode
 from scoville.rtl.softmax import fp32_key, fp32_recip, fp32_to_bf16
@@ -104,29 +103,11 @@ def test_encoding_stores_what_the_cache_model_stores(kv_fmt):
         return _encode(m, v, kv_fmt, d)
 
     words = [sum(int(b) << (32 * e) for e, b in enumerate(r.view(np.uint32))) for r in rows]
-    got = _evaluate_wide(build, width, words)
+    got = evaluate(build, [width], words)
     want = stored_values(kv_fmt, rows.astype(np.float64))
     for k, bits in enumerate(got):
         decoded = _decode_bits(kv_fmt, bits, d)
         assert np.array_equal(decoded, want[k], equal_nan=True), (kv_fmt, k)
-
-
-def _evaluate_wide(build, width, values) -> list[int]:
-    """``build``'s output, as Python integers, for each of ``values`` (wider than 32 bits)."""
-    m = Module()
-    inp = Signal(width)
-    out = build(m, inp)
-    result = []
-
-    async def bench(ctx):
-        for value in values:
-            ctx.set(inp, value)
-            result.append(ctx.get(out))
-
-    sim = Simulator(m)
-    sim.add_testbench(bench)
-    sim.run()
-    return result
 
 
 def _decode_bits(kv_fmt, bits, d):
