@@ -137,6 +137,21 @@ class AttentionConfig:
         """The scale of the scores (``scale``, or ``1 / sqrt(head_dim)`` for 0)."""
         return self.scale if self.scale else self.kv.head_dim ** -0.5
 
+    def attended(self, length: int) -> tuple[int, int]:
+        """The positions ``(lo, hi)`` a decode step attends once its sequence holds
+        ``length`` tokens: its own token's window."""
+        return (max(0, length - self.window) if self.window else 0), length - 1
+
+    def chunk_plan(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The chunks a KV head's step walks over positions ``lo .. hi``, as ``(a0, n)``:
+        positions ``a0 .. a0 + n - 1``, chunks aligned to multiples of ``chunk``, the first
+        starting at ``lo`` rounded down to 32."""
+        out = []
+        for c0 in range(lo - lo % self.chunk, hi + 1, self.chunk):
+            a0 = max(c0, lo - lo % MX_BLOCK)
+            out.append((a0, min(c0 + self.chunk, hi + 1) - a0))
+        return out
+
 
 #: Commands (``cmd.op``).
 OPS = {"alloc": 0, "free": 1, "append": 2, "step": 3, "sink": 4}

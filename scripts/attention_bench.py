@@ -11,9 +11,11 @@ the K and V lines read over the cycles of the attention itself (``attend_cycles`
 timed model predicts exactly, as it does every handshake; the output is compared with float64
 attention on the same stored values.
 
-Model (:func:`scoville.sim.cycles.attention.timing`, the cycle-level model built from the
-cache's and the array's): the same group at longer contexts, and a whole GPT-OSS-120B layer
-(8 KV heads, one after another on one block).
+Model: the same group at longer contexts, and a whole GPT-OSS-120B layer (8 KV heads, one
+after another on one block), from the fast path
+(:func:`scoville.sim.cycles.attention.decode_step`, closed in the chunks and heads), beside
+the cycle-level model (:func:`scoville.sim.cycles.attention.timing`, built from the cache's
+and the array's) up to ``--model-max`` tokens.
 
 Writes ``docs/attention-bench.md`` (and ``docs/attention-bench.svg`` with ``--plot``).
 
@@ -47,12 +49,15 @@ RTL_CASES = [
     ("GPT-OSS group, full, 8k", {}, 8191),
     ("GPT-OSS group, window 128, 8k", {"window": 128}, 8191),
 ]
-#: Model-only contexts of the cycles-against-context sweep.
-SWEEP = (128, 256, 512, 1024, 2048, 4096, 8192)
+#: Model-only contexts of the cycles-against-context sweep (the fast path at every one).
+SWEEP = (128, 256, 512, 1024, 2048, 4096, 8192, 32768, 131072)
 #: A whole GPT-OSS-120B layer: 64 query heads, 8 KV heads.
 LAYER = {"q_heads": 64, "kv.kv_heads": 8, "kv.bank_words": 65536}
 
 
+SWEEP_HEADER = ("| tokens | attention cycles (fast path) | cycle model | K+V lines | "
+                "KV bandwidth utilization | array utilization |\n"
+                "|---:|---:|---:|---:|---:|---:|")
 RTL_HEADER = ("| case | tokens | attention cycles | K+V lines | KV bandwidth utilization | "
               "array utilization | test cycles | model | error vs float64 | wall s |\n"
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -107,17 +112,31 @@ def rtl_rows(sim: str, seed: int, quick: bool) -> list[str]:
     return rows
 
 
-def sweep_rows(cfg: AttentionConfig) -> tuple[list[str], list[tuple[int, int]]]:
+def sweep_rows(cfg: AttentionConfig, model_max: int) -> tuple[list[str], list[tuple]]:
+    """Rows of the sweep: the fast path at every context; the cycle-level model too up to
+    ``model_max`` tokens (and the cache's room), where both must agree."""
     rows, points = [], []
+    array = cfg.array.rows * cfg.array.cols
     for context in SWEEP:
-        if context > cfg.kv.max_tokens:
-            continue
-        s = model_step(cfg, context - 1)
-        array = cfg.array.rows * cfg.array.cols
-        rows.append(f"| {context:,} | {s['attend']:,} | {s['lines']:,} | "
-                    f"{s['lines'] / s['attend']:.1%} | {s['macs'] / (array * s['attend']):.1%} |")
-        points.append((context, s["attend"]))
+        fast = timed.decode_step(cfg, context)
+        attend, lines = fast["attend_cycles"], fast["kv.reads"]
+        cycle = "-"
+        if context <= min(model_max, cfg.kv.max_tokens):
+            s = model_step(cfg, context - 1)
+            if (s["attend"], s["lines"]) != (attend, lines):
+                sys.exit(f"fast path {attend, lines} != cycle model {s['attend'], s['lines']} "
+                         f"at {context} tokens")
+            cycle = f"{s['attend']:,}"
+        macs = 2 * cfg.q_heads * cfg.kv.head_dim * _attended(cfg, context)
+        rows.append(f"| {context:,} | {attend:,} | {cycle} | {lines:,} | "
+                    f"{lines / attend:.1%} | {macs / (array * attend):.1%} |")
+        points.append((context, attend, cycle != "-"))
     return rows, points
+
+
+def _attended(cfg: AttentionConfig, length: int) -> int:
+    """Positions a step's chunks cover (the array's N of ``Q K^T`` and K of ``P V``)."""
+    return sum(n for _, n in cfg.chunk_plan(*cfg.attended(length)))
 
 
 def main() -> int:
@@ -127,13 +146,15 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="the 1k RTL cases only")
     parser.add_argument("--plot", action="store_true", help="also write the SVG plot")
     parser.add_argument("--out", default="docs/attention-bench.md")
+    parser.add_argument("--model-max", type=int, default=8192,
+                        help="largest context run on the cycle-level model too")
     args = parser.parse_args()
 
     group = config({})
     rtl = rtl_rows(args.sim, args.seed, args.quick)
-    sweep, points = sweep_rows(group)
+    sweep, points = sweep_rows(group, args.model_max)
     layer_cfg = config(LAYER)
-    layer, _ = sweep_rows(layer_cfg)
+    layer, _ = sweep_rows(layer_cfg, args.model_max)
     kv = group.kv
     text = f"""# Attention decode: measured
 
@@ -167,14 +188,17 @@ pipeline's fill, the last `P V` and the normalization) weigh: 83% of the line ra
 
 ## Model: cycles against context, one group
 
-| tokens | attention cycles | K+V lines | KV bandwidth utilization | array utilization |
-|---:|---:|---:|---:|---:|
+The fast path (`decode_step`, closed in the chunks and heads) at every context, the
+cycle-level model beside it up to {args.model_max:,} tokens (the script stops if the two
+differ). Contexts past the cache's {group.kv.max_tokens:,} tokens are for a cache that could
+hold them (the fast path needs no values).
+
+{SWEEP_HEADER}
 {chr(10).join(sweep)}
 
 ## Model: a whole GPT-OSS-120B layer (64 query heads, 8 KV heads, one after another)
 
-| tokens | attention cycles | K+V lines | KV bandwidth utilization | array utilization |
-|---:|---:|---:|---:|---:|
+{SWEEP_HEADER}
 {chr(10).join(layer)}
 
 Per token of context a group costs its K and V lines ({2 * kv.token_lines} a token) plus, per
@@ -196,8 +220,10 @@ def _plot(points, rtl_rows_text, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    xs, ys = zip(*points, strict=True)
-    ax.plot(xs, ys, "o-", label="timed model")
+    xs, ys, _ = zip(*points, strict=True)
+    ax.plot(xs, ys, "-", label="fast path")
+    cx, cy = zip(*[(x, y) for x, y, both in points if both], strict=True)
+    ax.plot(cx, cy, "o", label="cycle-level model")
     rtl = [(int(r.split("|")[2].replace(",", "")), int(r.split("|")[3].replace(",", "")))
            for r in rtl_rows_text if "full" in r]
     if rtl:

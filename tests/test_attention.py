@@ -363,3 +363,34 @@ def test_default_decode_streams_the_cache_at_95_percent_at_1k_context():
     t = timed.timing(cfg, results)
     util = t.counters["kv.reads"] / t.counters["attend_cycles"]
     assert util >= 0.95, util
+
+
+@pytest.mark.parametrize("params", [
+    {},
+    {"window": 100},
+    {"chunk": 32, "q_heads": 12, "kv.kv_heads": 3, "kv.head_dim": 32, "array.cols": 32},
+    {"chunk": 32, "q_heads": 4, "kv.kv_heads": 2, "kv.head_dim": 32, "array.cols": 32,
+     "window": 70, "kv.page_tokens": 2},
+], ids=["default", "window", "array-bound-3-heads", "2-heads-window"])
+def test_fast_path_is_the_cycle_model_at_every_count(params):
+    """:func:`decode_step` (the closed form in the chunks and heads) gives the cycle-level
+    model's cycles and every counter, at lengths with one chunk, a partial first or last
+    chunk, and many full chunks (past the points it extrapolates from)."""
+    cfg = build_config(AttentionConfig, {"kv.bank_words": 8192, **params})
+    for length in (1, 33, 65, 300, 700):
+        results = _steps(cfg, length - 1)
+        assert results[-1].status == STATUS["ok"]
+        t = timed.timing(cfg, results[-1:])
+        want = {"cycles": t.cycles, **t.counters}
+        assert timed.decode_step(cfg, length) == want, (params, length)
+
+
+def test_fast_path_scales_with_the_context_at_the_reads_line_rate():
+    """Read-bound (the default): each full chunk of n tokens adds its two reads, ``2 (n *
+    token_lines + 2)`` cycles, at any context the cache could never hold."""
+    cfg = AttentionConfig()
+    per_chunk = 2 * (cfg.chunk * cfg.kv.token_lines + 2)
+    short, long = (timed.decode_step(cfg, n) for n in (4 * 1024, 128 * 1024))
+    chunks = (128 - 4) * 1024 // cfg.chunk
+    assert long["attend_cycles"] - short["attend_cycles"] == chunks * per_chunk
+    assert long["kv.reads"] == 2 * 128 * 1024 * cfg.kv.token_lines

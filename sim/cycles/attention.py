@@ -30,18 +30,21 @@ and every counter (the cache's as ``kv.*``, the array's as ``array.*``, the bloc
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import deque
+from types import SimpleNamespace
 
 from scoville.rtl.attention import OPS, OWN_COUNTERS, STATUS
 from scoville.rtl.gemm import COUNTERS as GEMM_COUNTER_LAYOUT
 from scoville.rtl.kvcache import COUNTERS as CACHE_COUNTERS
+from scoville.rtl.kvcache import OPS as CACHE_OPS
 
 from . import gemm as gemm_timed
 from . import kvcache as kvcache_timed
 from .stream import ALWAYS, Producer, Schedule, Source, Timing
 
-__all__ = ["COUNTERS", "macs", "timing"]
+__all__ = ["COUNTERS", "decode_step", "macs", "timing"]
 
 #: Every counter of the block, by its dotted name.
 COUNTERS = (*(f"kv.{c}" for c in CACHE_COUNTERS),
@@ -380,3 +383,88 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     counters.update(own)
     return Timing({"cmd": cmd.cycles, "q": ins["q"].cycles, "k": ins["k"].cycles,
                    "v": ins["v"].cycles, "o": o_cycles, "resp": resp_cycles}, counters)
+
+
+def _synthetic_step(config, length: int, plan: list[int]):
+    """A decode step as :func:`timing` reads it, without values: the append of the step's token
+    (the sequence then holds ``length`` tokens) and, for each KV head, reads of ``plan``'s
+    chunk sizes (K, then V)."""
+    kv = config.kv
+    append = SimpleNamespace(op=CACHE_OPS["append"], status=STATUS["ok"], reached="done",
+                             new_page=(length - 1) % kv.page_tokens == 0, copied=False,
+                             data=(), walked=0)
+    chunks, cache = [], [append]
+    for h in range(kv.kv_heads):
+        a0 = 0
+        for n in plan:
+            chunks.append((h, a0, n))
+            a0 += n
+            read = SimpleNamespace(op=CACHE_OPS["read"], status=STATUS["ok"],
+                                   data=range(n * kv.token_lines), walked=0)
+            cache += [read, read]
+    return SimpleNamespace(op=OPS["step"], status=STATUS["ok"], out=True, cache=cache,
+                           chunks=chunks)
+
+
+def _with_heads(config, heads: int):
+    """``config`` with ``heads`` KV heads (the same group)."""
+    kv = dataclasses.replace(config.kv, kv_heads=heads)
+    return dataclasses.replace(config, kv=kv, q_heads=config.group * heads)
+
+
+@functools.cache
+def _step_counts(config, length: int, heads: int, plan: tuple[int, ...]) -> dict[str, int]:
+    """:func:`timing` of one step (streams that keep up) on ``config`` with ``heads`` KV heads,
+    its command offered from cycle 0: ``cycles`` to its answer, and every counter."""
+    cfg = _with_heads(config, heads)
+    t = timing(cfg, [_synthetic_step(cfg, length, list(plan))])
+    return {"cycles": t.cycles, **t.counters}
+
+
+#: Full chunks the fast path runs before it takes a step's counts as affine in the chunks: the
+#: pipeline settles into a chunk-periodic state within them.
+_WARM = 4
+#: KV heads likewise (the first head's start differs from the next ones').
+_WARM_HEADS = 2
+
+
+def decode_step(config, length: int) -> dict[str, int]:
+    """The fast path: one decode step of a sequence that holds ``length`` tokens once the
+    step's own token is appended, with streams that keep up, at any size: ``cycles`` from
+    the command's handshake to the answer's, plus every counter (:data:`COUNTERS`;
+    ``attend_cycles`` is the attention itself).
+
+    Each KV head walks the same chunks (:meth:`~scoville.rtl.attention.AttentionConfig
+    .chunk_plan`): a first and a last chunk and ``M`` full chunks between them, the heads one
+    after another. Once the pipeline has settled (``_WARM`` full chunks, ``_WARM_HEADS``
+    heads), each further full chunk adds the same counts, and each further head the same
+    counts plus its chunks': every count is ``a + b M + c H + d H M``. The coefficients come
+    from :func:`timing` itself on four small steps (the settled sizes and one more of each), so
+    the fast path agrees with the cycle-level model wherever both run
+    (``tests/test_attention.py`` checks every count). In the steady state a chunk of n tokens
+    costs ``2 (n token_lines + 2)`` cycles when the cache's reads are the bottleneck (two reads
+    of n lines, each 2 cycles apart: the default hardware), the array's two commands and the
+    softmax between them otherwise."""
+    lo, hi = config.attended(length)
+    plan = [n for _, n in config.chunk_plan(lo, hi)]
+    H = config.kv.kv_heads
+    middle = len(plan) - 2
+    # The points to run: the step itself where it is small, else two settled sizes.
+    hs = (H,) if H <= _WARM_HEADS + 1 else (_WARM_HEADS, _WARM_HEADS + 1)
+    ms = (middle,) if middle <= _WARM + 1 else (_WARM, _WARM + 1)
+
+    def counts(h, mm):
+        chunks = plan if mm == middle else (plan[0], *[plan[1]] * mm, plan[-1])
+        return _step_counts(config, length, h, tuple(chunks))
+
+    t = {(h, mm): counts(h, mm) for h in hs for mm in ms}
+    h0, m0 = hs[0], ms[0]
+    # Steps of one head and of one chunk from the first point (0 where there is one point).
+    dh, dm = H - h0, middle - m0
+    out = {}
+    for k, base in t[h0, m0].items():
+        per_h = t[hs[-1], m0][k] - base
+        per_m = t[h0, ms[-1]][k] - base
+        cross = t[hs[-1], ms[-1]][k] - t[hs[-1], m0][k] - per_m
+        out[k] = base + per_h * dh + per_m * dm + cross * dh * dm
+    return out

@@ -291,14 +291,9 @@ def _key_operand(k, k_stored, kv_fmt, fmt):
 
 
 def chunk_plan(config: AttentionConfig, lo: int, hi: int) -> list[tuple[int, int]]:
-    """The chunks a KV head's decode step walks, as ``(a0, n)``: positions ``a0 .. a0 + n -
-    1``, chunks aligned to multiples of ``config.chunk``, the first starting at ``lo`` rounded
-    down to 32 (the module's step 3)."""
-    out = []
-    for c0 in range(lo - lo % config.chunk, hi + 1, config.chunk):
-        a0 = max(c0, lo - lo % MX_BLOCK)
-        out.append((a0, min(c0 + config.chunk, hi + 1) - a0))
-    return out
+    """The chunks a KV head's decode step walks, as ``(a0, n)`` (the module's step 3;
+    :meth:`~scoville.rtl.attention.AttentionConfig.chunk_plan`)."""
+    return config.chunk_plan(lo, hi)
 
 
 @dataclass(frozen=True)
@@ -383,8 +378,7 @@ class AttentionModel:
         if cmd.op == OPS["append"]:
             return Result(cmd.op, out.status, out.seq, out.length, cache=[out])
         length = out.length
-        hi = length - 1
-        lo = max(0, length - cfg.window) if cfg.window else 0
+        lo, hi = cfg.attended(length)
         cache, chunks = [out], []
         for h in range(kv.kv_heads):
             for a0, n in chunk_plan(cfg, lo, hi):
