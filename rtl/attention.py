@@ -80,6 +80,9 @@ class AttentionConfig:
         ``decode`` or ``prefill``.
     chunk : int
         Tokens per chunk of the online softmax (the bits depend on it).
+    q_tokens : int
+        Prefill: the most new tokens (T) a step takes, the depth of the block's Q buffer; a
+        step gives its T in the command. Decode steps take one.
     """
 
     kv: KvCacheConfig = part(_KV, "the KV cache (block kvcache)")
@@ -93,6 +96,8 @@ class AttentionConfig:
     scale: float = param(0.0, "0 (1/sqrt(head_dim)) or a positive number", "score scale")
     mode: str = param("decode", "decode, prefill", "one token, or T tokens, per step")
     chunk: int = param(256, "32, 64, ..., 4096", "tokens per online-softmax chunk")
+    q_tokens: int = param(32, "1, 2, 4, ..., 256",
+                          "prefill: the most new tokens a step takes (the Q buffer)")
 
     def __post_init__(self):
         check_parts(self)
@@ -102,6 +107,7 @@ class AttentionConfig:
         check_int("mla", self.mla, 0, 1)
         check_choice("mode", self.mode, MODES)
         check_int("chunk", self.chunk, 32, 4096, choices=[32 << k for k in range(8)])
+        check_int("q_tokens", self.q_tokens, 1, 256, choices=[1 << k for k in range(9)])
         if isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)) \
                 or not self.scale >= 0 or self.scale == float("inf"):
             raise ParamError(f"parameter 'scale' = {self.scale!r} is not allowed; allowed: 0 "
@@ -137,10 +143,39 @@ class AttentionConfig:
         """The scale of the scores (``scale``, or ``1 / sqrt(head_dim)`` for 0)."""
         return self.scale if self.scale else self.kv.head_dim ** -0.5
 
+    @property
+    def max_step_tokens(self) -> int:
+        """The most new tokens a step takes: ``q_tokens`` in prefill, 1 in decode."""
+        return self.q_tokens if self.mode == "prefill" else 1
+
+    @property
+    def row_tokens(self) -> int:
+        """Query tokens a row tile of a prefill step holds: as many whole groups as the array
+        has rows (at least one, at most ``q_tokens``), each token's ``group`` query heads on
+        consecutive rows. (A decode step is one tile of one token.)"""
+        return max(1, min(self.q_tokens, self.array.rows // self.group))
+
+    def window_start(self, pos: int) -> int:
+        """The first position a query at ``pos`` attends."""
+        return max(0, pos - self.window + 1) if self.window else 0
+
     def attended(self, length: int) -> tuple[int, int]:
         """The positions ``(lo, hi)`` a decode step attends once its sequence holds
         ``length`` tokens: its own token's window."""
-        return (max(0, length - self.window) if self.window else 0), length - 1
+        return self.window_start(length - 1), length - 1
+
+    def tiles(self, length: int, tokens: int) -> list[tuple[int, int, int, int]]:
+        """The row tiles of a step of ``tokens`` new tokens, the sequence then holding
+        ``length``: ``(first, count, lo, hi)``, tokens ``first .. first + count - 1`` of the
+        step, attending positions ``lo .. hi`` together (each row its own part of them)."""
+        base = length - tokens
+        tq = self.row_tokens
+        out = []
+        for first in range(0, tokens, tq):
+            count = min(tq, tokens - first)
+            out.append((first, count, self.window_start(base + first),
+                        base + first + count - 1))
+        return out
 
     def chunk_plan(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """The chunks a KV head's step walks over positions ``lo .. hi``, as ``(a0, n)``:
@@ -177,7 +212,6 @@ def rtl_error(config: AttentionConfig) -> str | None:
     model covers and the RTL does not yet, and the shapes its dataflow needs."""
     cfg = config
     checks = [
-        ("mode", cfg.mode, ("decode",), "decode"),
         ("mla", cfg.mla, (0,), "0"),
         ("array.fmt", cfg.array.fmt, ("bf16",), "bf16"),
         ("array.b_fmt", cfg.array.b_fmt, ("same",), "same"),
@@ -209,10 +243,12 @@ def io_layout(dim: int) -> data.ArrayLayout:
 
 
 def command_layout() -> data.StructLayout:
-    """The ``cmd`` payload: ``op`` (:data:`OPS`); ``seq`` (free, append, step); ``head`` and
-    ``value`` (sink: the head's sink logit, binary32)."""
+    """The ``cmd`` payload: ``op`` (:data:`OPS`); ``seq`` (free, append, step); ``tokens``
+    (a step's new tokens T, less one: 0 in decode, up to ``q_tokens - 1`` in prefill);
+    ``head`` and ``value`` (sink: the head's sink logit, binary32)."""
     return data.StructLayout({"op": unsigned(3), "seq": unsigned(SEQ_BITS),
-                              "head": unsigned(8), "value": unsigned(32)})
+                              "tokens": unsigned(8), "head": unsigned(8),
+                              "value": unsigned(32)})
 
 
 def response_layout() -> data.StructLayout:
@@ -250,45 +286,73 @@ def _encode(m, vec, kv_fmt: str, dim: int):
     return Cat(*codes, *scales)
 
 
-class _Walk:
-    """The chunks of a step, head by head, as one unit walks them (each unit keeps its own
-    place): chunk ``c0`` (a multiple of ``chunk``) covers positions ``a0 .. a0 + n - 1``,
-    ``a0`` the first position rounded down to 32 in a head's first chunk."""
+def _window_start(cfg, pos):
+    """The first position a query at ``pos`` attends (hardware)."""
+    if not cfg.window:
+        return 0
+    return Mux(pos >= cfg.window, pos - (cfg.window - 1), 0)
 
-    def __init__(self, m, name, cfg, lo, hi):
+
+class _Walk:
+    """The chunks of a step, row tile by row tile, head by head, as one unit walks them (each
+    unit keeps its own place): row tile ``tile`` holds the step's tokens ``t0 .. t0 + count -
+    1`` (positions ``pos0 ..``), which attend ``lo .. hi`` together; chunk ``c0`` (a multiple of
+    ``chunk``) covers positions ``a0 .. a0 + n - 1``, ``a0`` the tile's ``lo`` rounded down to
+    32 in its first chunk of a head."""
+
+    def __init__(self, m, name, cfg, base, tokens):
         self._cfg = cfg
-        self.lo, self.hi = lo, hi
+        tq = min(cfg.row_tokens, cfg.max_step_tokens)
+        tiles = -(-cfg.max_step_tokens // tq)
+        self.tile = Signal(range(max(tiles, 2)), name=f"{name}_tile")
         self.h = Signal(range(max(cfg.kv.kv_heads, 2)), name=f"{name}_h")
         self.c0 = Signal(TOKEN_BITS + 1, name=f"{name}_c0")
         self.first = Signal(name=f"{name}_first")
         self.done = Signal(init=1, name=f"{name}_done")
         self.sub = Signal(name=f"{name}_sub")
         chunk = cfg.chunk
-        self.a0 = wire(m, f"{name}_a0", Mux(self.first, lo & ~(MX_BLOCK - 1), self.c0),
+        self.t0 = wire(m, f"{name}_t0", self.tile * tq, unsigned(9))
+        left = wire(m, f"{name}_left", tokens - self.t0, unsigned(9))
+        self.count = wire(m, f"{name}_count", Mux(left > tq, tq, left), range(tq + 1))
+        self.rows = wire(m, f"{name}_rows", self.count * cfg.group, range(tq * cfg.group + 1))
+        self.last_tile = wire(m, f"{name}_lastt", left <= tq)
+        self.pos0 = wire(m, f"{name}_pos0", base + self.t0, unsigned(TOKEN_BITS))
+        self.lo = wire(m, f"{name}_lo", _window_start(cfg, self.pos0), unsigned(TOKEN_BITS))
+        self.hi = wire(m, f"{name}_hi", self.pos0 + self.count - 1, unsigned(TOKEN_BITS))
+        self._next_lo = wire(m, f"{name}_nlo", _window_start(cfg, self.pos0 + tq),
+                             unsigned(TOKEN_BITS + 1))
+        self.a0 = wire(m, f"{name}_a0", Mux(self.first, self.lo & ~(MX_BLOCK - 1), self.c0),
                        unsigned(TOKEN_BITS + 1))
         end = self.c0 + chunk
-        self.last_chunk = wire(m, f"{name}_lastc", end > hi)
-        self.n = wire(m, f"{name}_n", Mux(self.last_chunk, hi + 1, end) - self.a0,
+        self.last_chunk = wire(m, f"{name}_lastc", end > self.hi)
+        self.n = wire(m, f"{name}_n", Mux(self.last_chunk, self.hi + 1, end) - self.a0,
                       unsigned(TOKEN_BITS + 1))
         self.last_head = self.h == cfg.kv.kv_heads - 1
 
     def start(self, m, lo):
-        """Start at the first chunk of head 0 of a step whose first position is ``lo`` (the
-        value being loaded into the step's register this cycle)."""
-        m.d.sync += [self.h.eq(0), self.c0.eq(lo & ~(self._cfg.chunk - 1)),
+        """Start at the first chunk of head 0 of tile 0 of a step whose first position is
+        ``lo`` (the value being loaded into the step's registers this cycle)."""
+        m.d.sync += [self.tile.eq(0), self.h.eq(0),
+                     self.c0.eq(lo & ~(self._cfg.chunk - 1)),
                      self.first.eq(1), self.done.eq(0), self.sub.eq(0)]
 
     def advance(self, m):
         """To the next chunk (``sub`` back to 0)."""
+        chunk = self._cfg.chunk
         m.d.sync += self.sub.eq(0)
         with m.If(self.last_chunk):
-            m.d.sync += [self.c0.eq(self.lo & ~(self._cfg.chunk - 1)), self.first.eq(1)]
+            m.d.sync += [self.c0.eq(self.lo & ~(chunk - 1)), self.first.eq(1)]
             with m.If(self.last_head):
-                m.d.sync += self.done.eq(1)
+                m.d.sync += self.h.eq(0)
+                with m.If(self.last_tile):
+                    m.d.sync += self.done.eq(1)
+                with m.Else():
+                    m.d.sync += [self.tile.eq(self.tile + 1),
+                                 self.c0.eq(self._next_lo & ~(chunk - 1))]
             with m.Else():
                 m.d.sync += self.h.eq(self.h + 1)
         with m.Else():
-            m.d.sync += [self.c0.eq(self.c0 + self._cfg.chunk), self.first.eq(0)]
+            m.d.sync += [self.c0.eq(self.c0 + chunk), self.first.eq(0)]
 
 
 class Attention(wiring.Component):
@@ -356,24 +420,32 @@ class Attention(wiring.Component):
         log2e = fp32_bits(math.log2(math.e))
 
         # ---- The step's registers and the controller.
+        TM = cfg.max_step_tokens
+        TQ = min(cfg.row_tokens, TM)
+        RM = TQ * G  # rows of a full row tile
+        n_tiles = -(-TM // TQ)
         cur = Signal(command_layout())
         status = Signal(3)
         length = Signal(TOKEN_BITS)
         out_seq = Signal(SEQ_BITS)
-        lo = Signal(TOKEN_BITS)
-        hi = Signal(TOKEN_BITS)
-        feed_left = Signal(range(2 * H + 1))
-        q_left = Signal(range(QH + 1))
+        base = Signal(TOKEN_BITS)  # the position of the step's first new token
+        ntok = Signal(9)  # the step's tokens, T
+        tok_left = Signal(9)  # appends still to request
+        feed_left = Signal(range(2 * H + 1))  # the current token's K and V vectors
+        feed_tok = Signal(9)  # tokens the feeder takes after the current one
+        drain = Signal()  # a step with a bad T: its vectors are taken and dropped
+        q_left = Signal(range(256 * QH + 1))
         attending = Signal()
         m0 = Array(Signal(32, init=_NEG_INF, name=f"m0_{i}") for i in range(QH))
         m.d.comb += [self.resp.payload.status.eq(status), self.resp.payload.seq.eq(out_seq),
                      self.resp.payload.length.eq(length)]
 
-        walks = {name: _Walk(m, name, cfg, lo, hi) for name in ("rdw", "cmw", "aqw", "ocw")}
+        walks = {name: _Walk(m, name, cfg, base, ntok) for name in ("rdw", "cmw", "aqw", "ocw")}
         rdw, cmw, aqw, ocw = walks["rdw"], walks["cmw"], walks["aqw"], walks["ocw"]
         finished = Signal()
 
         cache_req = cache.req.payload
+        step_tokens = cur.tokens + 1
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
@@ -386,12 +458,18 @@ class Attention(wiring.Component):
                     with m.Case(OPS["alloc"], OPS["free"]):
                         m.next = "REQ"
                     with m.Case(OPS["append"]):
-                        m.d.sync += feed_left.eq(2 * H)
+                        m.d.sync += [feed_left.eq(2 * H), feed_tok.eq(0), tok_left.eq(1)]
                         m.next = "REQ"
                     with m.Case(OPS["step"]):
-                        m.d.sync += [feed_left.eq(2 * H), q_left.eq(QH),
-                                     self.counters.steps.eq(self.counters.steps + 1)]
-                        m.next = "REQ"
+                        m.d.sync += [feed_left.eq(2 * H), feed_tok.eq(cur.tokens),
+                                     q_left.eq(step_tokens * QH), ntok.eq(step_tokens),
+                                     tok_left.eq(step_tokens), status.eq(STATUS["ok"])]
+                        with m.If(step_tokens > TM):
+                            m.d.sync += [drain.eq(1), status.eq(STATUS["bad_range"])]
+                            m.next = "DRAIN"
+                        with m.Else():
+                            m.d.sync += self.counters.steps.eq(self.counters.steps + 1)
+                            m.next = "REQ"
                     with m.Case(OPS["sink"]):
                         with m.If(cur.head >= QH):
                             m.d.sync += status.eq(STATUS["bad_head"])
@@ -405,6 +483,11 @@ class Attention(wiring.Component):
                     with m.Default():
                         m.d.sync += status.eq(STATUS["bad_op"])
                         m.next = "RESP"
+            with m.State("DRAIN"):
+                # A step whose T is out of range: its K, V and Q are taken and dropped.
+                with m.If((feed_left == 0) & (feed_tok == 0) & (q_left == 0)):
+                    m.d.sync += drain.eq(0)
+                    m.next = "RESP"
             with m.State("REQ"):
                 m.d.comb += [cache.req.valid.eq(1),
                              cache_req.op.eq(Mux(cur.op == OPS["step"], CACHE_OPS["append"],
@@ -420,21 +503,25 @@ class Attention(wiring.Component):
                 m.d.comb += cache.resp.ready.eq(1)
                 with m.If(cache.resp.valid):
                     r = cache.resp.payload
-                    m.d.sync += [status.eq(r.status), out_seq.eq(r.seq), length.eq(r.length)]
-                    with m.If(cur.op == OPS["step"]):
-                        m.next = "QWAIT"
-                    with m.Else():
+                    m.d.sync += [out_seq.eq(r.seq), length.eq(r.length),
+                                 tok_left.eq(tok_left - 1)]
+                    # A step's answer is its first failing append's (later ones fail alike).
+                    with m.If((cur.op != OPS["step"]) | (status == STATUS["ok"])):
+                        m.d.sync += status.eq(r.status)
+                    with m.If(cur.op != OPS["step"]):
                         m.next = "RESP"
+                    with m.Elif(tok_left > 1):
+                        m.next = "REQ"
+                    with m.Else():
+                        m.next = "QWAIT"
             with m.State("QWAIT"):
-                # A step takes all its Q vectors, also when its append failed.
+                # A step takes all its Q vectors, also when an append failed.
                 with m.If(q_left == 0):
                     with m.If(status == STATUS["ok"]):
-                        first = wire(m, "first_pos",
-                                     Mux((cfg.window != 0) & (length > cfg.window),
-                                         length - cfg.window, 0), unsigned(TOKEN_BITS))
-                        m.d.sync += [hi.eq(length - 1), lo.eq(first), attending.eq(1)]
+                        first = wire(m, "first_pos", length - ntok, unsigned(TOKEN_BITS))
+                        m.d.sync += [base.eq(first), attending.eq(1)]
                         for walk in walks.values():
-                            walk.start(m, first)
+                            walk.start(m, _window_start(cfg, first))
                         m.next = "ATTEND"
                     with m.Else():
                         m.next = "RESP"
@@ -448,7 +535,8 @@ class Attention(wiring.Component):
                 with m.If(self.resp.ready):
                     m.next = "IDLE"
 
-        # ---- The append feeder: k then v vectors, each rounded to BF16, into token lines.
+        # ---- The append feeder: each token's K then V vectors, each encoded as the cache
+        # stores it, into token lines (dropped while draining).
         fvec = Signal(TL * LB)
         fvalid = Signal()
         fline = Signal(range(max(TL, 2)))
@@ -456,7 +544,7 @@ class Attention(wiring.Component):
         src_valid = Mux(from_k, self.k.valid, self.v.valid)
         src = Mux(from_k, self.k.payload.as_value(), self.v.payload.as_value())
         wd_take = fvalid & cache.wd.ready
-        in_ready = (feed_left != 0) & (~fvalid | (wd_take & (fline == TL - 1)))
+        in_ready = (feed_left != 0) & (drain | ~fvalid | (wd_take & (fline == TL - 1)))
         m.d.comb += [self.k.ready.eq(in_ready & from_k), self.v.ready.eq(in_ready & ~from_k),
                      cache.wd.valid.eq(fvalid),
                      cache.wd.payload.eq(fvec.word_select(fline, LB))]
@@ -465,18 +553,42 @@ class Attention(wiring.Component):
             with m.If(fline == TL - 1):
                 m.d.sync += [fline.eq(0), fvalid.eq(0)]
         with m.If(in_ready & src_valid):
-            m.d.sync += [fvalid.eq(1), fline.eq(0), feed_left.eq(feed_left - 1),
+            m.d.sync += [fline.eq(0), feed_left.eq(feed_left - 1),
                          fvec.eq(_encode(m, src, kv.kv_fmt, D))]
+            with m.If(~drain):
+                m.d.sync += fvalid.eq(1)
+            with m.If((feed_left == 1) & (feed_tok != 0)):
+                m.d.sync += [feed_left.eq(2 * H), feed_tok.eq(feed_tok - 1)]
 
-        # ---- Q: each vector rounded to BF16 into its head's registers.
-        qv = [Signal(data.ArrayLayout(_BF16, D), name=f"q{i}") for i in range(QH)]
-        qarr = Array(qv)
+        # ---- Q: each vector rounded to BF16 into its row's buffer: row (token in the tile,
+        # head in the group), entry (tile, KV head).
+        q_bf16 = Cat(*(fp32_to_bf16(m, self.q.payload[e], name=f"q_bf16_{e}")
+                       for e in range(D)))
+        q_tt = Signal(range(max(TQ, 2)))
+        q_tile = Signal(range(max(n_tiles, 2)))
+        q_h = Signal(range(max(H, 2)))
+        q_g = Signal(range(max(G, 2)))
+        q_mems = []
+        for r in range(RM):
+            # At least two entries: a memory of one has a zero-width address.
+            mem = Memory(shape=data.ArrayLayout(_BF16, D), depth=max(n_tiles * H, 2), init=[])
+            m.submodules[f"qbuf{r}"] = mem
+            wp = mem.write_port()
+            m.d.comb += [wp.addr.eq(q_tile * H + q_h), wp.data.eq(q_bf16),
+                         wp.en.eq(self.q.valid & self.q.ready & ~drain
+                                  & (q_tt * G + q_g == r))]
+            q_mems.append(mem.read_port())
         m.d.comb += self.q.ready.eq(q_left != 0)
         with m.If(self.q.valid & self.q.ready):
-            m.d.sync += [q_left.eq(q_left - 1),
-                         qarr[QH - q_left].eq(Cat(*(fp32_to_bf16(m, self.q.payload[e],
-                                                                 name=f"q_bf16_{e}")
-                                                    for e in range(D))))]
+            m.d.sync += [q_left.eq(q_left - 1), q_g.eq(q_g + 1)]
+            with m.If(q_g == G - 1):
+                m.d.sync += [q_g.eq(0), q_h.eq(q_h + 1)]
+                with m.If(q_h == H - 1):
+                    m.d.sync += [q_h.eq(0), q_tt.eq(q_tt + 1)]
+                    with m.If(q_tt == TQ - 1):
+                        m.d.sync += [q_tt.eq(0), q_tile.eq(q_tile + 1)]
+            with m.If(q_left == 1):
+                m.d.sync += [q_g.eq(0), q_h.eq(0), q_tt.eq(0), q_tile.eq(0)]
 
         # ---- The read issuer: K then V of each chunk.
         with m.If(attending & ~rdw.done):
@@ -509,9 +621,10 @@ class Attention(wiring.Component):
         with m.If(array.b.valid & array.b.ready & bsrc.last):
             m.d.sync += bphase.eq(~bphase)
 
-        # ---- The command issuer: Q K^T (M = G, K = D, N = n), then P V (M = G, K = n, N = D).
+        # ---- The command issuer: Q K^T (M = the tile's rows, K = D, N = n), then P V (M =
+        # the rows, K = n, N = D).
         with m.If(attending & ~cmw.done):
-            m.d.comb += [array.cmd.valid.eq(1), array.cmd.payload.m.eq(G),
+            m.d.comb += [array.cmd.valid.eq(1), array.cmd.payload.m.eq(cmw.rows),
                          array.cmd.payload.k.eq(Mux(cmw.sub, cmw.n, D)),
                          array.cmd.payload.n.eq(Mux(cmw.sub, D, cmw.n))]
             with m.If(array.cmd.ready):
@@ -523,15 +636,15 @@ class Attention(wiring.Component):
         c_lanes = range(C)
         s_mems = []
         tiles = -(-cfg.chunk // C) + 1
-        for r in range(G):
+        for r in range(RM):
             mem = Memory(shape=data.ArrayLayout(32, C), depth=tiles, init=[])
             m.submodules[f"s{r}"] = mem
             s_mems.append((mem.write_port(), mem.read_port()))
-        m_run = [Signal(32, name=f"mrun{r}") for r in range(G)]
-        m_old = [Signal(32, name=f"mold{r}") for r in range(G)]
-        alpha = [Signal(32, name=f"alpha{r}") for r in range(G)]
-        l_sum = [Signal(32, name=f"l{r}") for r in range(G)]
-        l_acc = [Signal(32, name=f"lacc{r}") for r in range(G)]
+        m_run = [Signal(32, name=f"mrun{r}") for r in range(RM)]
+        m_old = [Signal(32, name=f"mold{r}") for r in range(RM)]
+        alpha = [Signal(32, name=f"alpha{r}") for r in range(RM)]
+        l_sum = [Signal(32, name=f"l{r}") for r in range(RM)]
+        l_acc = [Signal(32, name=f"lacc{r}") for r in range(RM)]
         max_ready = Signal()
         alpha_pending = Signal()
 
@@ -540,10 +653,9 @@ class Attention(wiring.Component):
         a_data = Signal(data.ArrayLayout(_BF16, arr.rows))
         s1 = Signal()
         s1_p = Signal()
-        s1_h = Signal(range(max(H, 2)))
         s1_k = Signal(range(max(D, 2)))
         s1_lane = Signal(range(max(C, 2)))
-        s1_mask = Signal()
+        s1_mask = Signal(RM)
         s1_first = Signal()
         s1_last = Signal()
         s1_headfirst = Signal()
@@ -558,10 +670,19 @@ class Attention(wiring.Component):
         issue_p = attending & ~aqw.done & aqw.sub & max_ready
         for _, rp in s_mems:
             m.d.comb += [rp.addr.eq(aq_tile), rp.en.eq(en_a)]
+        for rp in q_mems:
+            m.d.comb += [rp.addr.eq(aqw.tile * H + aqw.h), rp.en.eq(en_a)]
+        # Each row's range: its token's position p and window start.
+        aq_pos = wire(m, "aq_pos", aqw.a0 + aq_j, unsigned(TOKEN_BITS + 1))
+        masks = []
+        for r in range(RM):
+            p_r = wire(m, f"aq_p{r}", aqw.pos0 + r // G, unsigned(TOKEN_BITS + 1))
+            in_window = (aq_pos >= _window_start(cfg, p_r)) if cfg.window else 1
+            masks.append(in_window & (aq_pos <= p_r))
         with m.If(en_a):
-            m.d.sync += [s1.eq(issue_q | issue_p), s1_p.eq(aqw.sub), s1_h.eq(aqw.h),
+            m.d.sync += [s1.eq(issue_q | issue_p), s1_p.eq(aqw.sub),
                          s1_k.eq(aq_k), s1_lane.eq(aq_lane),
-                         s1_mask.eq(aqw.a0 + aq_j >= lo), s1_first.eq(aq_j == 0),
+                         s1_mask.eq(Cat(*masks)), s1_first.eq(aq_j == 0),
                          s1_last.eq(aq_j == aqw.n - 1), s1_headfirst.eq(aqw.first)]
             with m.If(issue_q):
                 m.d.sync += aq_k.eq(aq_k + 1)
@@ -578,14 +699,13 @@ class Attention(wiring.Component):
                     m.d.sync += [max_ready.eq(0), aq_j.eq(0), aq_lane.eq(0), aq_tile.eq(0)]
                     aqw.advance(m)
         # Stage 2: the beat. Q: the group's element k; P: exp2(S * c - m') per row, rounded.
-        qsel = Array(Array(qv[g * G + r] for g in range(H))[s1_h] for r in range(G))
         lanes = []
-        for r in range(G):
+        for r in range(RM):
             s_val = Array(s_mems[r][1].data[j] for j in c_lanes)[s1_lane]
             sc = fp32_mul(m, s_val, c_factor, name=f"sc{r}")
             x = fp32_add(m, sc, m_run[r] ^ _SIGN, name=f"sx{r}")
-            p = wire(m, f"p{r}", Mux(s1_mask, fp32_exp2(m, x, name=f"pexp{r}"), 0), 32)
-            lanes.append(Mux(s1_p, fp32_to_bf16(m, p, name=f"pb{r}"), qsel[r][s1_k]))
+            p = wire(m, f"p{r}", Mux(s1_mask[r], fp32_exp2(m, x, name=f"pexp{r}"), 0), 32)
+            lanes.append(Mux(s1_p, fp32_to_bf16(m, p, name=f"pb{r}"), q_mems[r].data[s1_k]))
             acc = fp32_add(m, Mux(s1_first, 0, l_acc[r]), p, name=f"lacc_add{r}")
             base = fp32_mul(m, Mux(s1_headfirst, ONE if cfg.sinks else 0, l_sum[r]), alpha[r],
                             name=f"lmul{r}")
@@ -594,15 +714,15 @@ class Attention(wiring.Component):
                 with m.If(s1_last):
                     m.d.sync += l_sum[r].eq(fp32_add(m, base, acc, name=f"lnew{r}"))
         with m.If(en_a):
-            m.d.sync += [a_valid.eq(s1), a_data.eq(Cat(*lanes))]
+            m.d.sync += [a_valid.eq(s1), a_data.eq(Cat(*lanes))]  # rows past RM: zeros
 
         # ---- The score unit: the array's rows. Q K^T's: S stored, the running max; at the
         # chunk's end alpha. P V's: O = O * alpha + PV.
         row = array.o.payload
         oc_tb = Signal(TOKEN_BITS + 1)
-        oc_r = Signal(range(max(G, 2)))
+        oc_r = Signal(range(max(RM, 2)))
         oc_tile = Signal(range(max(tiles, 2)))
-        o_regs = [Signal(data.ArrayLayout(32, D), name=f"o{r}") for r in range(G)]
+        o_regs = [Signal(data.ArrayLayout(32, D), name=f"o{r}") for r in range(RM)]
         norm_idle = Signal()
         m.d.comb += array.o.ready.eq(~ocw.sub | norm_idle)
         take_row = array.o.valid & array.o.ready & attending
@@ -610,8 +730,11 @@ class Attention(wiring.Component):
             m.d.comb += [wp.addr.eq(oc_tile), wp.data.eq(row),
                          wp.en.eq(take_row & ~ocw.sub & (oc_r == r))]
         base_pos = wire(m, "oc_pos", ocw.a0 + oc_tb, unsigned(TOKEN_BITS + 1))
-        j_lo = wire(m, "oc_jlo", lo - base_pos, signed(TOKEN_BITS + 3))
-        j_hi = wire(m, "oc_jhi", ocw.n - 1 - oc_tb, signed(TOKEN_BITS + 3))
+        # The row's range: its token's position p (the tile's first, plus the row's token).
+        oc_p = wire(m, "oc_p", ocw.pos0 + Array(r // G for r in range(RM))[oc_r],
+                    unsigned(TOKEN_BITS + 1))
+        j_lo = wire(m, "oc_jlo", _window_start(cfg, oc_p) - base_pos, signed(TOKEN_BITS + 3))
+        j_hi = wire(m, "oc_jhi", oc_p - base_pos, signed(TOKEN_BITS + 3))
         keys = []
         for j in c_lanes:
             valid = (j >= j_lo) & (j <= j_hi)
@@ -624,7 +747,8 @@ class Attention(wiring.Component):
         s_max_key = fp32_key(m, s_max, name="smax_key")
         init = ocw.first & (oc_tb == 0)
         m_sel = Array(m_run)[oc_r]
-        m0_sel = Array(Array(m0[g * G + r] for g in range(H))[ocw.h] for r in range(G))[oc_r]
+        m0_sel = Array(Array(m0[h * G + r % G] for h in range(H))[ocw.h]
+                       for r in range(RM))[oc_r]
         m_base = wire(m, "m_base", Mux(init, m0_sel, m_sel), 32)
         m_new = Mux(any_valid & (s_max_key > fp32_key(m, m_base, name="mbase_key")), s_max,
                     m_base)
@@ -632,26 +756,26 @@ class Attention(wiring.Component):
             m.d.sync += [Array(m_run)[oc_r].eq(m_new), oc_r.eq(oc_r + 1)]
             with m.If(init):
                 m.d.sync += Array(m_old)[oc_r].eq(m0_sel)
-            with m.If(oc_r == G - 1):
+            with m.If(oc_r == ocw.rows - 1):
                 m.d.sync += [oc_r.eq(0), oc_tb.eq(oc_tb + C), oc_tile.eq(oc_tile + 1)]
                 with m.If(oc_tb + C >= ocw.n):
                     m.d.sync += [oc_tb.eq(0), oc_tile.eq(0), ocw.sub.eq(1),
                                  alpha_pending.eq(1)]
         with m.If(alpha_pending):
             m.d.sync += [alpha_pending.eq(0), max_ready.eq(1)]
-            for r in range(G):
+            for r in range(RM):
                 same = (m_run[r] == m_old[r]) | (((m_run[r] | m_old[r]) & 0x7FFF_FFFF) == 0)
                 diff = fp32_add(m, m_old[r], m_run[r] ^ _SIGN, name=f"adiff{r}")
                 m.d.sync += [alpha[r].eq(Mux(same, ONE, fp32_exp2(m, diff, name=f"aexp{r}"))),
                              m_old[r].eq(m_run[r])]
 
         # ---- O update and the normalizer, sharing the lanes' multipliers.
-        n_left = Signal(range(G + 1))
-        n_r = Signal(range(max(G, 2)))
+        n_left = Signal(range(RM + 1))
+        n_r = Signal(range(max(RM, 2)))
         n1 = Signal()
-        n1_r = Signal(range(max(G, 2)))
+        n1_r = Signal(range(max(RM, 2)))
         rec = Signal(32)
-        l_fin = [Signal(32, name=f"lfin{r}") for r in range(G)]
+        l_fin = [Signal(32, name=f"lfin{r}") for r in range(RM)]
         m.d.comb += norm_idle.eq((n_left == 0) & ~n1)
         o_sel = Array(o_regs)[Mux(n1, n1_r, oc_r)]
         alpha_sel = Array(alpha)[oc_r]
@@ -662,10 +786,10 @@ class Attention(wiring.Component):
         updated = Cat(*(fp32_add(m, products[e], row[e], name=f"oadd{e}") for e in range(D)))
         with m.If(take_row & ocw.sub):
             m.d.sync += [Array(o_regs)[oc_r].eq(updated), oc_r.eq(oc_r + 1)]
-            with m.If(oc_r == G - 1):
+            with m.If(oc_r == ocw.rows - 1):
                 m.d.sync += oc_r.eq(0)
                 with m.If(ocw.last_chunk):
-                    m.d.sync += [n_left.eq(G), n_r.eq(0)]
+                    m.d.sync += [n_left.eq(ocw.rows), n_r.eq(0)]
                     m.d.sync += [lf.eq(ls) for lf, ls in zip(l_fin, l_sum, strict=True)]
                 ocw.advance(m)
         en_o = ~self.o.valid | self.o.ready

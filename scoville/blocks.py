@@ -230,8 +230,8 @@ BLOCKS: dict[str, Block] = {
         ),
         Block(
             name="attention",
-            summary="decode attention over the KV cache on the os array: GQA, online softmax, "
-                    "sinks, sliding window",
+            summary="decode and prefill attention over the KV cache on the os array: GQA, "
+                    "online softmax, sinks, sliding window, causal row tiles",
             config=AttentionConfig,
             workload=AttentionWorkload,
             component=Attention,

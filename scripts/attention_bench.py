@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Attention decode: cycles, KV-cache bandwidth and array utilization, in RTL and in the timed
-model.
+"""Attention decode and prefill: cycles, KV-cache bandwidth and array utilization, in RTL and in
+the timed model.
 
 RTL (``--sim``, Verilator by default): one KV-head group of a GPT-OSS-120B layer (8 query heads
 of 64, sinks; full attention and a sliding window of 128) on the block's default hardware
 (8 banks of 64 bits: a line is 32 BF16 elements, two a head vector; an 8 x 64 BF16 array:
 the group is M, a head is N), a sequence filled to ``context`` tokens (appends, the set-up),
-then one decode step with streams that keep up (``test_keep_up``). The step's counters give
+then one decode step with streams that keep up (``test_keep_up``); and a prefill step of 256
+tokens after 1k on the prefill hardware (``PREFILL``: 16 banks, a head vector a line; chunks
+of 2048), where the array is the bound. The step's counters give
 the K and V lines read over the cycles of the attention itself (``attend_cycles``), which the
 timed model predicts exactly, as it does every handshake; the output is compared with float64
 attention on the same stored values.
@@ -42,12 +44,17 @@ from scoville.sim.workload import AttentionWorkload
 
 #: The default hardware with room for 8k tokens of one KV head (8 banks x 32768 words).
 BASE = {"kv.bank_words": 32768, "sinks": 1}
-#: RTL cases: (label, hardware parameters, context tokens before the step).
+#: Prefill hardware: the default with 16 banks (a head vector is one line, as fast as the array
+#: takes K and V when a row tile is one token's group) and chunks of 2048 (the array's fill and
+#: drain once per chunk); a Q buffer of 256 tokens.
+PREFILL = {"mode": "prefill", "q_tokens": 256, "kv.banks": 16, "chunk": 2048}
+#: RTL cases: (label, hardware parameters, context tokens before the step, the step's tokens).
 RTL_CASES = [
-    ("GPT-OSS group, full, 1k", {}, 1023),
-    ("GPT-OSS group, window 128, 1k", {"window": 128}, 1023),
-    ("GPT-OSS group, full, 8k", {}, 8191),
-    ("GPT-OSS group, window 128, 8k", {"window": 128}, 8191),
+    ("GPT-OSS group, full, 1k", {}, 1023, 1),
+    ("GPT-OSS group, window 128, 1k", {"window": 128}, 1023, 1),
+    ("GPT-OSS group, prefill 256 after 1k", PREFILL, 1024, 256),
+    ("GPT-OSS group, full, 8k", {}, 8191, 1),
+    ("GPT-OSS group, window 128, 8k", {"window": 128}, 8191, 1),
 ]
 #: Model-only contexts of the cycles-against-context sweep (the fast path at every one).
 SWEEP = (128, 256, 512, 1024, 2048, 4096, 8192, 32768, 131072)
@@ -93,9 +100,10 @@ def model_step(cfg: AttentionConfig, context: int, seed: int = 0) -> dict:
 def rtl_rows(sim: str, seed: int, quick: bool) -> list[str]:
     block = get_block("attention")
     rows = []
-    for label, params, context in RTL_CASES[:2] if quick else RTL_CASES:
+    for label, params, context, tokens in RTL_CASES[:3] if quick else RTL_CASES:
         cfg = config(params)
-        work = AttentionWorkload(seqs=1, context=context, steps=1, gap=0.0, backpressure=0.0)
+        work = AttentionWorkload(seqs=1, context=context, steps=1, tokens=tokens, gap=0.0,
+                                 backpressure=0.0)
         start = time.perf_counter()
         result = flow.run(block, cfg, work, sim, seed=seed, tests=["test_keep_up"])
         wall = time.perf_counter() - start
@@ -104,7 +112,7 @@ def rtl_rows(sim: str, seed: int, quick: bool) -> list[str]:
         m = result.metrics["test_keep_up"]
         attend = m["counter_attend_cycles"]
         rows.append(
-            f"| {label} | {context + 1:,} | {attend:,} | {m['counter_kv.reads']:,} | "
+            f"| {label} | {context + tokens:,} | {attend:,} | {m['counter_kv.reads']:,} | "
             f"{m['kv_bandwidth_utilization']:.1%} | {m['array_utilization']:.1%} | "
             f"{m['cycles']:,} | {m['model_cycles']:,} | {m['max_rel_err_vs_f64']:.2e} | "
             f"{wall:.0f} |")
@@ -177,7 +185,7 @@ step's append answered to its last output: `attend_cycles`); **array utilization
 MACs of both matmuls (masked or not) over rows x cols x those cycles. **Error** is the largest
 difference from float64 attention on the same stored K, V and BF16 Q, over the largest output.
 
-## RTL: one GPT-OSS-120B KV-head group, one decode step
+## RTL: one GPT-OSS-120B KV-head group, one step
 
 {RTL_HEADER}
 {chr(10).join(rtl)}
@@ -185,6 +193,12 @@ difference from float64 attention on the same stored K, V and BF16 Q, over the l
 A window reads from its start rounded down to 32 (the MX block along the tokens), so a window
 of 128 reads 128 to 159 tokens: one short chunk, where the step's fixed costs (the append, the
 pipeline's fill, the last `P V` and the normalization) weigh: 83% of the line rate.
+
+Prefill runs on `PREFILL` = {PREFILL}: the default array and group, so a row tile is one
+token's 8 query heads and each token reads its own K and V. With a head vector a line (16
+banks) the cache gives one token's K (or V) a cycle, as fast as `Q K^T` and `P V` take them,
+and the array is the bound; chunks of 2048 pay the array's fill and drain once per token's
+pass. The 256 appends come before the attention (`append_cycles`), not in its cycles.
 
 ## Model: cycles against context, one group
 

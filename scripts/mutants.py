@@ -115,6 +115,9 @@ ATTENTION = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024, "kv.page_
              "kv.max_seqs": 2, "kv.kv_heads": 2, "kv.head_dim": 16, "array.rows": 2,
              "array.cols": 16, "q_heads": 4, "chunk": 32, "sinks": 1, "window": 20,
              "seqs": 2, "context": 40, "steps": 1, "gap": 0.3, "backpressure": 0.3}
+#: Prefill: row tiles of two tokens (4 rows, groups of 2), steps of 5 tokens.
+ATTENTION_PREFILL = {**ATTENTION, "mode": "prefill", "q_tokens": 8, "array.rows": 4,
+                     "tokens": 5}
 
 #: Declarations the kvcache mutations add next to the request engine's own.
 _KV_DECL = "        read_wait = Signal()\n"
@@ -566,7 +569,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="attention-window-one-short",
         models="attention: the window starts a position late (W - 1 tokens attended)",
         file="rtl/attention.py",
-        edits=(Edit("length - cfg.window, 0), unsigned", "length - cfg.window + 1, 0), unsigned"),),
+        edits=(Edit("pos - (cfg.window - 1), 0)", "pos - (cfg.window - 2), 0)"),),
         block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
         timing=False,
         why="every step after 20 tokens drops its first attended position",
@@ -575,10 +578,32 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="attention-p-unmasked-before-window",
         models="attention: P is not zeroed for the positions read before the window's start",
         file="rtl/attention.py",
-        edits=(Edit("s1_mask.eq(aqw.a0 + aq_j >= lo)", "s1_mask.eq(1)"),),
+        edits=(Edit("masks.append(in_window & (aq_pos <= p_r))", "masks.append(aq_pos <= p_r)"),),
         block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
         timing=False,
         why="the window's start (token 21 of 41) is not a multiple of 32: the read starts at 0",
+    ),
+    Mutation(
+        name="attention-prefill-p-sees-later-tokens",
+        models="attention prefill: P is not zeroed for a row tile's positions after the row's "
+               "own token (the causal mask)",
+        file="rtl/attention.py",
+        edits=(Edit("masks.append(in_window & (aq_pos <= p_r))", "masks.append(in_window)"),),
+        block="attention", params=ATTENTION_PREFILL, tests=("test_edges", "test_workload"),
+        timing=False,
+        why="row tiles of two tokens: the first token's rows see the second's position",
+    ),
+    Mutation(
+        name="attention-prefill-max-over-the-tile",
+        models="attention prefill: a row's running max also takes the scores of the tile's "
+               "later tokens",
+        file="rtl/attention.py",
+        edits=(Edit('j_hi = wire(m, "oc_jhi", oc_p - base_pos', 'j_hi = wire(m, "oc_jhi", '
+                    'ocw.hi - base_pos'),),
+        block="attention", params=ATTENTION_PREFILL, tests=("test_edges", "test_workload"),
+        timing=False,
+        why="row tiles of two tokens: a larger score at the second token's position raises "
+            "the first token's max (p and l change bits, not the answer's value much)",
     ),
 )
 

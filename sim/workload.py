@@ -172,7 +172,7 @@ class FetchWorkload:
 
 @dataclass(frozen=True)
 class AttentionWorkload:
-    """Decode steps driven through the attention block.
+    """Steps (decode, or prefill of ``tokens`` new tokens) driven through the attention block.
 
     Attributes
     ----------
@@ -182,7 +182,9 @@ class AttentionWorkload:
     context : int
         Tokens appended to each sequence before its steps (the set-up phase).
     steps : int
-        Decode steps per sequence (the measured phase).
+        Steps per sequence (the measured phase).
+    tokens : int
+        New tokens a step of a prefill block takes (T; decode steps take one).
     gap : float
         Probability that a producer (commands, Q, K, V) leaves a cycle idle before offering.
     backpressure : float
@@ -191,7 +193,8 @@ class AttentionWorkload:
 
     seqs: int = param(2, "1..64", "sequences")
     context: int = param(40, "0..65535", "tokens cached before the steps")
-    steps: int = param(2, "1..10000", "decode steps per sequence")
+    steps: int = param(2, "1..10000", "steps per sequence")
+    tokens: int = param(4, "1..256", "prefill: new tokens a step")
     gap: float = param(0.2, "0..0.95", "probability of an idle input cycle")
     backpressure: float = param(0.2, "0..0.95", "probability of ready low")
 
@@ -199,5 +202,6 @@ class AttentionWorkload:
         check_int("seqs", self.seqs, 1, 64)
         check_int("context", self.context, 0, 65535)
         check_int("steps", self.steps, 1, 10_000)
+        check_int("tokens", self.tokens, 1, 256)
         check_prob("gap", self.gap)
         check_prob("backpressure", self.backpressure)

@@ -26,7 +26,13 @@ import numpy as np
 from scoville.rtl.attention import OPS, STATUS
 from scoville.sim.cycles.attention import COUNTERS, macs, timing
 from scoville.sim.cycles.stream import Source
-from scoville.sim.golden.attention import AttentionModel, Command, query_values, reference
+from scoville.sim.golden.attention import (
+    AttentionModel,
+    Command,
+    beat_order,
+    query_values,
+    reference,
+)
 from scoville.sim.golden.kvcache import stored_values
 from scoville.sim.harness import stream_names
 
@@ -58,19 +64,25 @@ class Script:
         self.results.append(result)
         return result
 
-    def vectors(self, heads: int) -> np.ndarray:
+    def vectors(self, *shape: int) -> np.ndarray:
         d = self.cfg.kv.head_dim
-        scale = 2.0 ** self.rng.integers(-2, 3, (heads, 1))
-        return (self.rng.standard_normal((heads, d)) * scale).astype(np.float32)
+        scale = 2.0 ** self.rng.integers(-2, 3, (*shape, 1))
+        return (self.rng.standard_normal((*shape, d)) * scale).astype(np.float32)
 
     def append(self, seq: int):
         kv = self.cfg.kv.kv_heads
         return self("append", seq=seq, k=self.vectors(kv), v=self.vectors(kv))
 
-    def step(self, seq: int):
-        kv = self.cfg.kv.kv_heads
-        return self("step", seq=seq, q=self.vectors(self.cfg.q_heads) * 2,
-                    k=self.vectors(kv), v=self.vectors(kv))
+    def step(self, seq: int, tokens: int | None = None):
+        """A decode step, or (``tokens``, or in prefill the config's ``q_tokens``) a step of
+        that many new tokens."""
+        cfg, kv = self.cfg, self.cfg.kv.kv_heads
+        if tokens is None and cfg.mode == "decode":
+            return self("step", seq=seq, q=self.vectors(cfg.q_heads) * 2,
+                        k=self.vectors(kv), v=self.vectors(kv))
+        t = cfg.q_tokens if tokens is None else tokens
+        return self("step", seq=seq, q=self.vectors(t, cfg.q_heads) * 2,
+                    k=self.vectors(t, kv), v=self.vectors(t, kv))
 
     def sinks(self) -> None:
         if self.cfg.sinks:
@@ -86,9 +98,10 @@ def workload_script(cfg, w, rng) -> Script:
     for _ in range(w.context):
         for s in seqs:
             sc.append(s)
+    tokens = w.tokens if cfg.mode == "prefill" else None
     for _ in range(w.steps):
         for s in seqs:
-            sc.step(s)
+            sc.step(s, tokens)
     for s in seqs:
         sc("free", seq=s)
     return sc
@@ -109,20 +122,21 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     feed = {name: [] for name in SOURCES}
     for c in cmds:
         feed["cmd"].append(codec["cmd"].pack(op=[c.op], seq=[c.seq], head=[c.head],
+                                             tokens=[c.tokens - 1],
                                              value=_bits([c.value]))[0])
         if c.op == OPS["step"]:
-            feed["q"] += [_bits(row) for row in c.q]
+            feed["q"] += [_bits(row) for row in np.reshape(c.q, (-1, d))]
         if c.op in (OPS["step"], OPS["append"]):
-            feed["k"] += [_bits(row) for row in c.k]
-            feed["v"] += [_bits(row) for row in c.v]
+            feed["k"] += [_bits(row) for row in np.reshape(c.k, (-1, d))]
+            feed["v"] += [_bits(row) for row in np.reshape(c.v, (-1, d))]
     rows = {name: codec[name].pack(_=np.array(feed[name], np.int64).reshape(-1, d))
             if feed[name] else [] for name in ("q", "k", "v")}
     want_o, where = [], []
     for i, r in enumerate(results):
         if r.out is not None:
-            for h, vec in enumerate(r.out):
+            for b, vec in enumerate(r.out):
                 want_o.append(_bits(vec))
-                where.append((i, h))
+                where.append((i, b))
     want_resp = [r.word() for r in results]
 
     await reset(dut, stream_names(ctx.component))
@@ -145,8 +159,8 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     got_o = codec["o"].unpack(seen.payloads["o"])[""].tolist() if want_o else []
     bad_o, first, why = scoreboard(f"{what}: outputs", want_o, got_o)
     if first is not None:
-        i, h = where[first]
-        why += f" (command {i}: step of sequence {cmds[i].seq}, query head {h})"
+        i, b = where[first]
+        why += f" (command {i}: step of sequence {cmds[i].seq}, output {b})"
     bad_r, first_r, why_r = scoreboard(f"{what}: answers", want_resp, seen.payloads["resp"])
     if first_r is not None:
         why_r += (f" (command {first_r}: op {cmds[first_r].op}, expected "
@@ -180,21 +194,23 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
 
 
 def _reference(sc: Script, cmd: Command, history) -> np.ndarray:
-    """Float64 attention of a step on the values the block stores."""
+    """Float64 attention of a step on the values the block stores, in ``o``'s order."""
     cfg = sc.cfg
     keys, vals = history
-    q = query_values(cmd.q, cfg.array.fmt)
+    q = query_values(np.reshape(cmd.q, (cmd.tokens, cfg.q_heads, -1)), cfg.array.fmt)
     k, v = (stored_values(cfg.kv.kv_fmt, x) for x in (keys, vals))
-    return reference(q, k, v, sinks=sc.model.sinks.astype(np.float64) if cfg.sinks else None,
-                     window=cfg.window, scale=cfg.score_scale)
+    out = reference(q, k, v, sinks=sc.model.sinks.astype(np.float64) if cfg.sinks else None,
+                    window=cfg.window, scale=cfg.score_scale)
+    return beat_order(cfg, keys.shape[1], out)
 
 
 @cocotb.test()
 async def test_edges(dut):
     """Directed: a step over one token (no context); steps whose context crosses two chunk
-    boundaries and the window; a step for a freed sequence (``no_seq``: Q, K and V drained,
-    nothing stored); sinks for a head beyond ``q_heads`` (``bad_head``); an unknown command
-    (``bad_op``); everything freed."""
+    boundaries and the window; in prefill, steps of one token and of a few; a step of one
+    token more than the block takes (``bad_range``: drained, nothing stored); a step for a
+    freed sequence (``no_seq``: Q, K and V drained, nothing stored); sinks for a head beyond
+    ``q_heads`` (``bad_head``); an unknown command (``bad_op``); everything freed."""
     ctx = context()
     cfg = ctx.config
     sc = Script(cfg, ctx.rng(1))
@@ -207,6 +223,12 @@ async def test_edges(dut):
         sc.append(b)
     sc.step(b)
     sc.step(a)
+    if cfg.mode == "prefill":
+        # One token, and a step of tokens that straddle two row tiles' chunks.
+        sc.step(b, 1)
+        sc.step(a, min(cfg.q_tokens, 3))
+    # T past the step's limit: bad_range, its vectors drained, nothing stored.
+    sc.step(b, cfg.max_step_tokens + 1)
     sc("free", seq=a)
     sc.step(a)
     sc("sink", head=cfg.q_heads, value=1.0)

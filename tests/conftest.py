@@ -2,6 +2,12 @@
 
 The seed is fixed by default; CI (``.ci/run``) draws a fresh one each run and prints it;
 ``--seed N`` replays any, and every simulation test names its seed in its failure message.
+
+A test marked ``alternate_sims`` is a matrix of cases (formats, dataflows, sizes): each case
+runs on one simulator, the two alternating along the matrix (0, 1, 1, 0, 0, 1, ...: so a pair
+of neighbouring cases, one format's two dataflows say, runs on both) and flipping with the
+seed, so every run covers both simulators and successive CI runs cover every case on each.
+``--both-sims`` runs every case on both (a build per case and simulator: the suite's cold time).
 """
 
 import pytest
@@ -11,6 +17,35 @@ SIMULATORS = ("icarus", "verilator")
 
 def pytest_addoption(parser):
     parser.addoption("--seed", type=int, default=20261130, help="stimulus seed for simulations")
+    parser.addoption("--both-sims", action="store_true",
+                     help="run every case of an alternate_sims matrix on both simulators")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "alternate_sims: a matrix whose cases each run on one "
+                            "simulator, alternating (all on both with --both-sims)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--both-sims"):
+        return
+    seed = config.getoption("--seed")
+    cases: dict[str, dict[str, int]] = {}
+    kept, dropped = [], []
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        if item.get_closest_marker("alternate_sims") is None or spec is None \
+                or "simulator" not in spec.params:
+            kept.append(item)
+            continue
+        key = repr(sorted((k, repr(v)) for k, v in spec.params.items() if k != "simulator"))
+        matrix = cases.setdefault(item.originalname, {})
+        i = matrix.setdefault(key, len(matrix))
+        chosen = SIMULATORS[(i + i // 2 + seed) % 2]
+        (kept if spec.params["simulator"] == chosen else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def pytest_report_header(config):

@@ -14,6 +14,7 @@ from scoville.sim.golden.attention import (
     LOG2E,
     AttentionModel,
     Command,
+    beat_order,
     chunk_plan,
     decode,
     decode_mla,
@@ -255,45 +256,53 @@ def test_golden_rejects_unknown_formats(bad):
 SMALL = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024, "kv.page_tokens": 4,
          "kv.max_seqs": 2, "kv.kv_heads": 2, "kv.head_dim": 16, "array.rows": 2,
          "array.cols": 16, "q_heads": 4, "chunk": 32, "sinks": 1, "window": 20}
+#: Prefill: row tiles of two tokens (4 rows, groups of 2), up to 8 tokens a step.
+PREFILL = {**SMALL, "mode": "prefill", "q_tokens": 8, "array.rows": 4}
 SIM_CONFIGS = [
     SMALL,
     {**SMALL, "kv.kv_fmt": "fp8_e4m3", "kv.banks": 4, "kv.kv_heads": 1, "kv.head_dim": 12,
      "q_heads": 3, "array.rows": 4, "sinks": 0, "window": 0, "kv.page_tokens": 8},
     {**SMALL, "kv.kv_fmt": "mxfp4", "kv.kv_heads": 1, "kv.head_dim": 32, "q_heads": 2,
      "array.cols": 32, "window": 20, "chunk": 64},
+    PREFILL,
+    {**PREFILL, "kv.kv_fmt": "fp8_e4m3", "sinks": 0, "window": 0, "q_tokens": 4},
 ]
 
 
-#: Each configuration on a simulator; the BF16 one on both (the suite's time: each build of
-#: this block is about a minute).
+#: Each configuration on a simulator; the BF16 decode one on both, prefill on both in two
+#: variants (the suite's time: each build of this block is one to two minutes).
 SIM_RUNS = [(SIM_CONFIGS[0], "icarus"), (SIM_CONFIGS[0], "verilator"),
-            (SIM_CONFIGS[1], "icarus"), (SIM_CONFIGS[2], "verilator")]
+            (SIM_CONFIGS[1], "icarus"), (SIM_CONFIGS[2], "verilator"),
+            (SIM_CONFIGS[3], "icarus"), (SIM_CONFIGS[4], "verilator")]
 
 
 @pytest.mark.sim
 @pytest.mark.parametrize(("params", "simulator"), SIM_RUNS,
                          ids=["bf16-gqa-sinks-window-icarus", "bf16-gqa-sinks-window-verilator",
-                              "fp8-mqa-whole-icarus", "mxfp4-sinks-window-verilator"])
+                              "fp8-mqa-whole-icarus", "mxfp4-sinks-window-verilator",
+                              "prefill-bf16-sinks-window-icarus",
+                              "prefill-fp8-whole-verilator"])
 def test_attention_rtl(simulator, seed, params):
     """Every output bit for bit, every handshake and counter where the timed model puts them,
     under gaps and back-pressure; a step after 60 tokens (the window's
     start past 32: the first chunk does not start at 0, and with chunks of 64 not at the
-    chunk's start either), and the directed edges."""
-    result = simulate("attention", simulator, seed, seqs=1, context=60, steps=1, gap=0.3,
-                      backpressure=0.3, **params)
+    chunk's start either; in prefill, 3 new tokens: a row tile and a half), and the directed
+    edges."""
+    result = simulate("attention", simulator, seed, seqs=1, context=60, steps=1, tokens=3,
+                      gap=0.3, backpressure=0.3, **params)
     assert_passed(result)
     names = {"test_edges", "test_keep_up", "test_reset", "test_workload"}
     assert {t.name for t in result.tests} == names
     for metrics in result.metrics.values():
         assert metrics["max_rel_err_vs_f64"] < BF16_BOUND
     statuses = result.metrics["test_edges"]["statuses"]
-    assert all(statuses[s] for s in ("ok", "no_seq", "bad_head", "bad_op")), statuses
+    assert all(statuses[s] for s in ("ok", "no_seq", "bad_head", "bad_op", "bad_range")), \
+        statuses
     work = result.metrics["test_workload"]
     assert work["counter_kv.reads"] > 0 and work["counter_array.stall_b"] > 0
 
 
 @pytest.mark.parametrize(("params", "text"), [
-    ({"mode": "prefill"}, "parameter 'mode' = 'prefill' is not allowed in the RTL block yet"),
     ({"array.fmt": "mxfp8"}, "parameter 'array.fmt'"),
     ({"array.b_fmt": "mxfp4", "array.fmt": "mxfp8"}, "parameter 'array.fmt'"),
     ({"array.rows": 4}, "parameter 'q_heads' = 8 is not allowed with array.rows = 4"),
@@ -338,7 +347,7 @@ def test_model_step_is_decode_over_the_history():
     step = results[-1]
     assert step.length == 47 and step.out.shape == (4, 16)
     # Two heads, chunks from 47 - 20 = 27 rounded down to 0 (32 positions): 0..31, 32..46.
-    assert step.chunks == [(0, 0, 32), (0, 32, 15), (1, 0, 32), (1, 32, 15)]
+    assert step.chunks == [(0, 0, 32, 2), (0, 32, 15, 2), (1, 0, 32, 2), (1, 32, 15, 2)]
     reads = step.cache[1:]
     assert [(o.status, len(o.data)) for o in reads] == [(0, 64), (0, 64), (0, 30), (0, 30)] * 2
 
@@ -394,3 +403,41 @@ def test_fast_path_scales_with_the_context_at_the_reads_line_rate():
     chunks = (128 - 4) * 1024 // cfg.chunk
     assert long["attend_cycles"] - short["attend_cycles"] == chunks * per_chunk
     assert long["kv.reads"] == 2 * 128 * 1024 * cfg.kv.token_lines
+
+
+def test_prefill_step_appends_t_tokens_and_attends_in_row_tiles():
+    """A prefill step of T tokens: T appends, then row tiles of ``row_tokens`` tokens (two
+    here: 4 rows, groups of 2), each KV head's chunks over the tile's positions; the output
+    is :func:`prefill` in ``o``'s order; the timed model reads every line and emits every
+    beat."""
+    cfg = build_config(AttentionConfig, PREFILL)
+    assert cfg.row_tokens == 2 and cfg.max_step_tokens == 8
+    rng = np.random.default_rng(5)
+    model = AttentionModel(cfg)
+    d, kv = cfg.kv.head_dim, cfg.kv.kv_heads
+    results = [model.apply(Command(OPS["alloc"]))]
+    for _ in range(40):
+        results.append(model.apply(Command(OPS["append"], k=rng.standard_normal((kv, d)),
+                                           v=rng.standard_normal((kv, d)))))
+    q = rng.standard_normal((5, cfg.q_heads, d)).astype(np.float32)
+    k, v = (rng.standard_normal((5, kv, d)).astype(np.float32) for _ in range(2))
+    step = model.apply(Command(OPS["step"], q=q, k=k, v=v))
+    assert step.status == STATUS["ok"] and step.length == 45 and step.tokens == 5
+    keys, vals = (np.stack(x, axis=1) for x in model.values[0])
+    want = prefill(q, keys, vals, sinks=model.sinks, window=cfg.window,
+                   scale=cfg.score_scale, config=cfg)
+    assert np.array_equal(step.out, beat_order(cfg, 45, want))
+    # Tiles: tokens 40-41, 42-43, 44; each attends its window of 20 (from 21, 23, 25).
+    assert cfg.tiles(45, 5) == [(0, 2, 21, 41), (2, 2, 23, 43), (4, 1, 25, 44)]
+    assert [c for c in step.chunks if c[0] == 0] == [(0, 0, 32, 4), (0, 32, 10, 4)]
+    assert step.chunks[-1] == (5, 32, 13, 2)
+    t = timed.timing(cfg, results + [step])
+    assert len(t.handshakes["o"]) == 5 * cfg.q_heads
+    assert t.counters["kv.reads"] == sum(len(o.data) for o in step.cache[5:])
+    # Past the limit: nothing stored, the vectors taken.
+    bad = model.apply(Command(OPS["step"], q=np.zeros((9, cfg.q_heads, d)),
+                              k=np.zeros((9, kv, d)), v=np.zeros((9, kv, d))))
+    assert bad.status == STATUS["bad_range"] and bad.out is None
+    assert len(model.values[0][0]) == 45
+    t = timed.timing(cfg, results + [step, bad])
+    assert len(t.handshakes["q"]) == 14 * cfg.q_heads

@@ -333,7 +333,8 @@ def test_matmul_rejects_bad_pairs_shapes_and_integers():
 
 
 # (rows, cols, fmt, dataflow): 4x4, 8x8, 16x16, non-square arrays and the degenerate 1x1, 1xC
-# and Rx1, every format and pair in both dataflows at 4x4; each on both simulators, with 30%
+# and Rx1, every format and pair in both dataflows at 4x4; each on one simulator (a format's
+# two dataflows on different ones; ``--both-sims`` for all: tests/conftest.py), with 30%
 # gaps and back-pressure (and the edge, keep-up, long-K and reset tests). ``mxfp8/mxfp4`` is
 # fmt=mxfp8 with b_fmt=mxfp4. A block format's ``os`` column shares its block units: 1 x 3
 # has one a column; 18 x 1 has two for the blocks that do not end a tile (18 rows > 16).
@@ -375,6 +376,7 @@ def _formats(fmt: str) -> dict:
 
 
 @pytest.mark.sim
+@pytest.mark.alternate_sims
 @pytest.mark.parametrize(("rows", "cols", "fmt", "dataflow"), CONFIGS)
 def test_gemm_rtl(simulator, seed, rows, cols, fmt, dataflow):
     big = rows * cols >= 256
@@ -399,6 +401,7 @@ def test_gemm_rtl(simulator, seed, rows, cols, fmt, dataflow):
 
 
 @pytest.mark.sim
+@pytest.mark.alternate_sims
 @pytest.mark.parametrize(("rows", "cols", "fmt", "dataflow", "depth"),
                          [(4, 4, "int8", "os", 64), (2, 3, "mxfp4", "ws", 64),
                           (3, 2, "int4", "ws", 2), (3, 3, "int8", "os", 2),

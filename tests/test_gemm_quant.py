@@ -204,6 +204,7 @@ def test_a_slower_quantizer_changes_the_prediction_under_back_pressure():
 
 
 @pytest.mark.sim
+@pytest.mark.alternate_sims
 @pytest.mark.parametrize(
     "params",
     [

@@ -230,6 +230,7 @@ CONFIGS = [
 
 
 @pytest.mark.sim
+@pytest.mark.alternate_sims
 @pytest.mark.parametrize(("params", "count"), CONFIGS)
 def test_kvcache_rtl(simulator, seed, params, count):
     result = simulate("kvcache", simulator, seed, count=count, gap=0.3, backpressure=0.3,

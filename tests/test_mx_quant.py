@@ -16,6 +16,7 @@ def test_config_rejects_unknown_input_format():
 
 
 @pytest.mark.sim
+@pytest.mark.alternate_sims
 @pytest.mark.parametrize(("in_fmt", "out_fmt", "latency", "count"),
                          [("fp32", "mxfp4", 2, 10_000), ("bf16", "mxfp4", 2, 500),
                           ("fp32", "mxfp4", 4, 500), ("fp32", "mxfp8", 2, 2_000),

@@ -86,6 +86,10 @@ class _Walk:
         return self.chunks[self.i][2]
 
     @property
+    def rows(self) -> int:
+        return self.chunks[self.i][3]
+
+    @property
     def first(self) -> bool:
         return self.i == 0 or self.chunks[self.i - 1][0] != self.chunks[self.i][0]
 
@@ -101,7 +105,7 @@ class _Walk:
 
 def macs(config, results) -> int:
     """The array's multiply-accumulates of the steps' chunks (``Q K^T`` and ``P V``)."""
-    return sum(2 * config.group * config.kv.head_dim * n for r in results for _, _, n in r.chunks)
+    return sum(2 * rows * config.kv.head_dim * n for r in results for _, _, n, rows in r.chunks)
 
 
 def timing(config, results, sources: dict[str, Source] | None = None,
@@ -114,20 +118,20 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     sources, ready = sources or {}, ready or {}
     cfg = config
     kv = cfg.kv
-    H, G, D, C, TL = kv.kv_heads, cfg.group, kv.head_dim, cfg.array.cols, kv.token_lines
+    H, D, C, TL = kv.kv_heads, kv.head_dim, cfg.array.cols, kv.token_lines
     QH = cfg.q_heads
     results = list(results)
     vec = {"q": 0, "k": 0, "v": 0}
     for r in results:
         if r.op == OPS["step"]:
-            vec["q"] += QH
+            vec["q"] += QH * r.tokens
         if r.op in (OPS["step"], OPS["append"]):
-            vec["k"] += H
-            vec["v"] += H
+            vec["k"] += H * r.tokens
+            vec["v"] += H * r.tokens
     cmd = Producer(sources.get("cmd", Source()), len(results))
     ins = {name: Producer(sources.get(name, Source()), vec[name]) for name in vec}
     o_ready, resp_ready = ready.get("o", ALWAYS), ready.get("resp", ALWAYS)
-    n_out = sum(QH for r in results if r.out is not None)
+    n_out = sum(len(r.out) for r in results if r.out is not None)
     o_cycles: list[int] = []
     resp_cycles: list[int] = []
 
@@ -142,7 +146,8 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     own = dict.fromkeys(OWN_COUNTERS, 0)
     state = "IDLE"
     res = None
-    feed_left = q_left = 0
+    feed_left = feed_tok = q_left = tok_left = 0
+    drain = False
     fvalid, fline = False, 0
     attending = False
     rdw = cmw = aqw = ocw = _Walk([])
@@ -182,13 +187,13 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         req = None
         from_reader = attending and not rdw.done
         if state == "REQ":
-            req = res.cache[0]
+            req = res.cache[res.tokens - tok_left if res.op == OPS["step"] else 0]
         elif from_reader:
             req = reads[2 * rdw.i + rdw.sub]
         wd_take = fvalid and cache.wd_ready
         from_k = feed_left > H
         src = ins["k"] if from_k else ins["v"]
-        in_take = feed_left != 0 and (not fvalid or (wd_take and fline == TL - 1)) \
+        in_take = feed_left != 0 and (drain or not fvalid or (wd_take and fline == TL - 1)) \
             and src.offers(t)
         q_take = q_left != 0 and ins["q"].offers(t)
         # Lines to beats, beats to the array.
@@ -207,7 +212,8 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         gemm_cmd = False
         if attending and not cmw.done and array.ready:
             n = cmw.n
-            gemm_cmd = program(G, n, D) if cmw.sub else program(G, D, n)
+            rows = cmw.rows
+            gemm_cmd = program(rows, n, D) if cmw.sub else program(rows, D, n)
         o_ready_g = not ocw.sub or (n_left == 0 and not n1)
         take_row = array.o_valid and o_ready_g and attending
         norm_idle = n_left == 0 and not n1
@@ -238,25 +244,37 @@ def timing(config, results, sources: dict[str, Source] | None = None,
             if op in (OPS["alloc"], OPS["free"]):
                 state = "REQ"
             elif op == OPS["append"]:
-                feed_left, state = 2 * H, "REQ"
+                feed_left, feed_tok, tok_left, state = 2 * H, 0, 1, "REQ"
             elif op == OPS["step"]:
-                feed_left, q_left, state = 2 * H, QH, "REQ"
-                own["steps"] += 1
+                feed_left, feed_tok = 2 * H, res.tokens - 1
+                q_left, tok_left = QH * res.tokens, res.tokens
+                if res.tokens > cfg.max_step_tokens:
+                    drain, state = True, "DRAIN"
+                else:
+                    state = "REQ"
+                    own["steps"] += 1
             else:
                 state = "RESP"
+        elif state == "DRAIN":
+            if feed_left == 0 and feed_tok == 0 and q_left == 0:
+                drain, state = False, "RESP"
         elif state == "REQ":
             if took_req:
                 state = "WAIT"
         elif state == "WAIT":
             if took_resp:
-                state = "QWAIT" if res.op == OPS["step"] else "RESP"
+                tok_left -= 1
+                if res.op != OPS["step"]:
+                    state = "RESP"
+                else:
+                    state = "REQ" if tok_left else "QWAIT"
         elif state == "QWAIT":
             if q_left == 0:
                 if res.status == STATUS["ok"]:
                     attending = True
                     chunks = res.chunks
                     rdw, cmw, aqw, ocw = (_Walk(chunks) for _ in range(4))
-                    reads = res.cache[1:]
+                    reads = res.cache[res.tokens:]
                     read_lines, rd_at, rd_count = [len(o.data) for o in reads], 0, 0
                     state = "ATTEND"
                 else:
@@ -276,8 +294,10 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                 fline, fvalid = 0, False
         if in_take:
             src.take(t)
-            fvalid, fline = True, 0
+            fvalid, fline = not drain, 0
             feed_left -= 1
+            if feed_left == 0 and feed_tok:
+                feed_left, feed_tok = 2 * H, feed_tok - 1
         if q_take:
             ins["q"].take(t)
             q_left -= 1
@@ -361,7 +381,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         if alpha_pending:
             alpha_pending, max_ready = False, True
         if take_row and not ocw.sub:
-            if oc_r == G - 1:
+            if oc_r == ocw.rows - 1:
                 oc_r = 0
                 if oc_tb + C >= ocw.n:
                     oc_tb, ocw.sub, alpha_pending = 0, 1, True
@@ -370,10 +390,10 @@ def timing(config, results, sources: dict[str, Source] | None = None,
             else:
                 oc_r += 1
         elif take_row:
-            if oc_r == G - 1:
+            if oc_r == ocw.rows - 1:
                 oc_r = 0
                 if ocw.last_of_head:
-                    n_left = G
+                    n_left = ocw.rows
                 ocw.advance()
             else:
                 oc_r += 1
@@ -397,13 +417,13 @@ def _synthetic_step(config, length: int, plan: list[int]):
     for h in range(kv.kv_heads):
         a0 = 0
         for n in plan:
-            chunks.append((h, a0, n))
+            chunks.append((h, a0, n, config.group))
             a0 += n
             read = SimpleNamespace(op=CACHE_OPS["read"], status=STATUS["ok"],
                                    data=range(n * kv.token_lines), walked=0)
             cache += [read, read]
-    return SimpleNamespace(op=OPS["step"], status=STATUS["ok"], out=True, cache=cache,
-                           chunks=chunks)
+    return SimpleNamespace(op=OPS["step"], status=STATUS["ok"], out=range(config.q_heads),
+                           cache=cache, chunks=chunks, tokens=1)
 
 
 def _with_heads(config, heads: int):

@@ -50,8 +50,8 @@ from .gemm import Operands, gemm
 from .kvcache import KvCacheModel, Outcome, Request, encode_heads, stored_values
 from .mx import dequantize_mxfp8, encode_e4m3, quantize_bf16, quantize_mxfp4, quantize_mxfp8
 
-__all__ = ["LOG2E", "AttentionModel", "Command", "Result", "chunk_plan", "decode", "decode_mla",
-           "prefill", "query_values", "reference", "score_factor"]
+__all__ = ["LOG2E", "AttentionModel", "Command", "Result", "beat_order", "chunk_plan", "decode",
+           "decode_mla", "prefill", "query_values", "reference", "score_factor"]
 
 #: log2(e) in FP32.
 LOG2E = np.float32(math.log2(math.e))
@@ -101,10 +101,13 @@ def prefill(q, k, v, *, sinks=None, window=0, scale=None, kv_fmt="bf16", fmt="bf
             config=None) -> np.ndarray:
     """T query tokens, the last T positions of ``k`` and ``v`` (kv_heads, L, d), with a causal
     mask (and the sliding window): ``q`` (T, q_heads, d); returns (T, q_heads, d) float32.
-    Each KV head attends all T x G (query, head) rows of its group together, chunk by chunk
-    (the module says how; a row of a chunk outside its range keeps its state). With
-    ``fmt=bf16`` row t is bit for bit :func:`decode` of its token over the first L - T + t + 1
-    positions; with ``mxfp8`` V's blocks along the tokens also see tokens other rows attend."""
+    The tokens go in row tiles of ``config.row_tokens`` (as many whole groups as the array
+    has rows); each KV head attends a tile's (token, head) rows together, chunk by chunk over
+    the tile's positions (the module says how; a row of a chunk outside its range keeps its
+    state). With ``fmt=bf16`` row t is bit for bit :func:`decode` of its token over the first
+    L - T + t + 1 positions (unless V holds an infinity or NaN where the row is masked: P's
+    zero times it); with ``mxfp8`` V's blocks along the tokens also see tokens other rows of
+    its tile attend."""
     q = np.asarray(q, np.float64)
     k = np.asarray(k, np.float64)
     v = np.asarray(v, np.float64)
@@ -116,17 +119,22 @@ def prefill(q, k, v, *, sinks=None, window=0, scale=None, kv_fmt="bf16", fmt="bf
     if not 1 <= tokens <= length:
         raise ValueError(f"parameter 'q' has {tokens} tokens; allowed: 1..{length} (the "
                          "positions of 'k')")
+    config = AttentionConfig() if config is None else config
     group = q_heads // kv_heads
-    pos = np.repeat(np.arange(length - tokens, length), group)
-    lo = np.maximum(pos - window + 1, 0) if window else np.zeros_like(pos)
+    tq = config.row_tokens
     sinks = None if sinks is None else np.asarray(sinks, np.float64)
     out = np.zeros((tokens, q_heads, v.shape[-1]), np.float32)
-    for g in range(kv_heads):
-        heads = slice(g * group, (g + 1) * group)
-        rows = q[:, heads].reshape(tokens * group, d)
-        row_sinks = None if sinks is None else np.tile(sinks[heads], tokens)
-        res = _attend(rows, lo, pos, k[g], v[g], row_sinks, scale, kv_fmt, fmt, config)
-        out[:, heads] = res.reshape(tokens, group, -1)
+    for t0 in range(0, tokens, tq):
+        ts = slice(t0, min(t0 + tq, tokens))
+        count = ts.stop - t0
+        pos = np.repeat(np.arange(length - tokens + t0, length - tokens + ts.stop), group)
+        lo = np.maximum(pos - window + 1, 0) if window else np.zeros_like(pos)
+        for g in range(kv_heads):
+            heads = slice(g * group, (g + 1) * group)
+            rows = q[ts, heads].reshape(count * group, d)
+            row_sinks = None if sinks is None else np.tile(sinks[heads], count)
+            res = _attend(rows, lo, pos, k[g], v[g], row_sinks, scale, kv_fmt, fmt, config)
+            out[ts, heads] = res.reshape(count, group, -1)
     return out
 
 
@@ -290,6 +298,18 @@ def _key_operand(k, k_stored, kv_fmt, fmt):
     return codes.T, scales.T
 
 
+def beat_order(config: AttentionConfig, length: int, out) -> np.ndarray:
+    """A step's output ``out`` (T, q_heads, d), the sequence then holding ``length`` tokens,
+    in the order of the block's ``o`` beats: row tile, KV head, the tile's tokens, the group's
+    heads (T x q_heads, d)."""
+    out = np.asarray(out)
+    g = config.group
+    beats = [out[first + t, h * g: (h + 1) * g]
+             for first, count, _, _ in config.tiles(length, len(out))
+             for h in range(config.kv.kv_heads) for t in range(count)]
+    return np.concatenate(beats)
+
+
 def chunk_plan(config: AttentionConfig, lo: int, hi: int) -> list[tuple[int, int]]:
     """The chunks a KV head's decode step walks, as ``(a0, n)`` (the module's step 3;
     :meth:`~scoville.rtl.attention.AttentionConfig.chunk_plan`)."""
@@ -298,9 +318,10 @@ def chunk_plan(config: AttentionConfig, lo: int, hi: int) -> list[tuple[int, int
 
 @dataclass(frozen=True)
 class Command:
-    """One command of the block (:data:`~scoville.rtl.attention.OPS`) with its vectors:
-    ``q`` (q_heads, d) for a step, ``k`` and ``v`` (kv_heads, d) for an append or a step,
-    float32; ``head`` and ``value`` for a sink."""
+    """One command of the block (:data:`~scoville.rtl.attention.OPS`) with its vectors,
+    float32: ``q`` (q_heads, d) for a decode step, (T, q_heads, d) for a prefill step of T
+    tokens; ``k`` and ``v`` (kv_heads, d) for an append, (T, kv_heads, d) or (kv_heads, d)
+    for a step; ``head`` and ``value`` for a sink."""
 
     op: int
     seq: int = 0
@@ -310,13 +331,20 @@ class Command:
     k: np.ndarray | None = None
     v: np.ndarray | None = None
 
+    @property
+    def tokens(self) -> int:
+        """A step's new tokens T: ``q`` (T, q_heads, d), or one for ``q`` (q_heads, d)."""
+        return 1 if self.q is None or np.ndim(self.q) < 3 else len(self.q)
+
 
 @dataclass(frozen=True)
 class Result:
     """What one command does: the answer (``status``, ``seq``, ``length``), a step's output
-    ``out`` (q_heads, d) float32 (None otherwise), and what the timed model needs: the cache
-    requests the block makes (``cache``: outcomes of the append, alloc or free, then of each
-    read) and the chunks of a step (``chunks``: ``(head, a0, n)`` in order)."""
+    ``out`` (T x q_heads, d) float32 in the order of ``o``'s beats (row tile, KV head, the
+    tile's tokens, the group's heads; None without output), and what the timed model needs:
+    the step's ``tokens``, the cache requests the block makes (``cache``: outcomes of the
+    appends, alloc or free, then of each read) and the chunks of a step (``chunks``: ``(unit,
+    a0, n, rows)`` in order, ``unit`` = row tile x kv_heads + head, ``rows`` its rows)."""
 
     op: int
     status: int
@@ -324,7 +352,8 @@ class Result:
     length: int
     out: np.ndarray | None = None
     cache: list[Outcome] = field(default_factory=list)
-    chunks: list[tuple[int, int, int]] = field(default_factory=list)
+    chunks: list[tuple[int, int, int, int]] = field(default_factory=list)
+    tokens: int = 1
 
     def word(self) -> int:
         """The packed ``resp`` payload."""
@@ -337,7 +366,7 @@ _RESPONSE = response_layout()
 class AttentionModel:
     """The block as a program: its cache (:class:`~scoville.sim.golden.kvcache.KvCacheModel`),
     each sequence's K and V as given, the sink logits; :meth:`apply` carries out a command
-    and returns its :class:`Result`, a step's output from :func:`decode`, bit for bit."""
+    and returns its :class:`Result`, a step's output from :func:`prefill`, bit for bit."""
 
     def __init__(self, config: AttentionConfig | None = None):
         self.config = AttentionConfig() if config is None else config
@@ -366,30 +395,42 @@ class AttentionModel:
             return Result(cmd.op, out.status, out.seq, out.length, cache=[out])
         if cmd.op not in (OPS["append"], OPS["step"]):
             return Result(cmd.op, STATUS["bad_op"], cmd.seq, 0)
-        k = np.asarray(cmd.k, np.float32).reshape(kv.kv_heads, kv.head_dim)
-        v = np.asarray(cmd.v, np.float32).reshape(kv.kv_heads, kv.head_dim)
-        lines = encode_heads(kv, k) + encode_heads(kv, v)
-        out = self.cache.apply(Request(CACHE_OPS["append"], seq=cmd.seq, lines=lines))
-        if out.status != STATUS["ok"]:
-            return Result(cmd.op, out.status, out.seq, out.length, cache=[out])
+        H, d, QH = kv.kv_heads, kv.head_dim, cfg.q_heads
+        tokens = cmd.tokens if cmd.op == OPS["step"] else 1
+        k = np.asarray(cmd.k, np.float32).reshape(tokens, H, d)
+        v = np.asarray(cmd.v, np.float32).reshape(tokens, H, d)
+        if not 1 <= tokens <= cfg.max_step_tokens:
+            # Its vectors are taken and dropped; the cache is not asked.
+            return Result(cmd.op, STATUS["bad_range"], cmd.seq, 0, tokens=tokens)
+        cache, status, length = [], STATUS["ok"], 0
+        for t in range(tokens):
+            out = self.cache.apply(Request(CACHE_OPS["append"], seq=cmd.seq,
+                                           lines=encode_heads(kv, k[t]) + encode_heads(kv, v[t])))
+            cache.append(out)
+            length, seq = out.length, out.seq
+            if out.status == STATUS["ok"]:
+                keys, vals = self.values[cmd.seq]
+                keys.append(k[t])
+                vals.append(v[t])
+            elif status == STATUS["ok"]:
+                status = out.status  # the first failure's (later appends fail alike)
+        if cmd.op == OPS["append"] or status != STATUS["ok"]:
+            return Result(cmd.op, status, seq, length, cache=cache, tokens=tokens)
+        chunks = []
+        for i, (_, count, lo, hi) in enumerate(cfg.tiles(length, tokens)):
+            rows = count * cfg.group
+            for h in range(H):
+                for a0, n in cfg.chunk_plan(lo, hi):
+                    chunks.append((i * H + h, a0, n, rows))
+                    for half in (0, 1):
+                        cache.append(self.cache.apply(Request(
+                            CACHE_OPS["read"], seq=cmd.seq, kv=half, head=h, start=a0,
+                            count=n)))
         keys, vals = self.values[cmd.seq]
-        keys.append(k)
-        vals.append(v)
-        if cmd.op == OPS["append"]:
-            return Result(cmd.op, out.status, out.seq, out.length, cache=[out])
-        length = out.length
-        lo, hi = cfg.attended(length)
-        cache, chunks = [out], []
-        for h in range(kv.kv_heads):
-            for a0, n in chunk_plan(cfg, lo, hi):
-                chunks.append((h, a0, n))
-                for half in (0, 1):
-                    cache.append(self.cache.apply(Request(CACHE_OPS["read"], seq=cmd.seq,
-                                                          kv=half, head=h, start=a0, count=n)))
-        result = decode(np.asarray(cmd.q, np.float32), np.stack(keys, axis=1),
-                        np.stack(vals, axis=1),
-                        sinks=self.sinks if cfg.sinks else None, window=cfg.window,
-                        scale=cfg.score_scale, kv_fmt=kv.kv_fmt, fmt=cfg.array.fmt,
-                        config=cfg)
-        return Result(cmd.op, out.status, out.seq, length, out=result, cache=cache,
-                      chunks=chunks)
+        q = np.asarray(cmd.q, np.float32).reshape(tokens, QH, d)
+        result = prefill(q, np.stack(keys, axis=1), np.stack(vals, axis=1),
+                         sinks=self.sinks if cfg.sinks else None, window=cfg.window,
+                         scale=cfg.score_scale, kv_fmt=kv.kv_fmt, fmt=cfg.array.fmt,
+                         config=cfg)
+        return Result(cmd.op, status, seq, length, out=beat_order(cfg, length, result),
+                      cache=cache, chunks=chunks, tokens=tokens)
