@@ -26,6 +26,13 @@ def pytest_configure(config):
                             "simulator, alternating (all on both with --both-sims)")
 
 
+def alternate_simulator(case: int, seed: int) -> str:
+    """The simulator of case ``case`` of an ``alternate_sims`` matrix: 0, 1, 1, 0, 0, 1, 1,
+    0, ... along the matrix (the two cases of each pair on different ones; neighbouring pairs
+    start on different ones), all flipped when the seed is odd."""
+    return SIMULATORS[(case + case // 2 + seed) % 2]
+
+
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--both-sims"):
         return
@@ -41,7 +48,7 @@ def pytest_collection_modifyitems(config, items):
         key = repr(sorted((k, repr(v)) for k, v in spec.params.items() if k != "simulator"))
         matrix = cases.setdefault(item.originalname, {})
         i = matrix.setdefault(key, len(matrix))
-        chosen = SIMULATORS[(i + i // 2 + seed) % 2]
+        chosen = alternate_simulator(i, seed)
         (kept if spec.params["simulator"] == chosen else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)

@@ -258,30 +258,26 @@ SMALL = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024, "kv.page_toke
          "array.cols": 16, "q_heads": 4, "chunk": 32, "sinks": 1, "window": 20}
 #: Prefill: row tiles of two tokens (4 rows, groups of 2), up to 8 tokens a step.
 PREFILL = {**SMALL, "mode": "prefill", "q_tokens": 8, "array.rows": 4}
-SIM_CONFIGS = [
-    SMALL,
-    {**SMALL, "kv.kv_fmt": "fp8_e4m3", "kv.banks": 4, "kv.kv_heads": 1, "kv.head_dim": 12,
-     "q_heads": 3, "array.rows": 4, "sinks": 0, "window": 0, "kv.page_tokens": 8},
-    {**SMALL, "kv.kv_fmt": "mxfp4", "kv.kv_heads": 1, "kv.head_dim": 32, "q_heads": 2,
-     "array.cols": 32, "window": 20, "chunk": 64},
-    PREFILL,
-    {**PREFILL, "kv.kv_fmt": "fp8_e4m3", "sinks": 0, "window": 0, "q_tokens": 4},
-]
-
-
-#: Each configuration on a simulator; the BF16 decode one on both, prefill on both in two
-#: variants (the suite's time: each build of this block is one to two minutes).
-SIM_RUNS = [(SIM_CONFIGS[0], "icarus"), (SIM_CONFIGS[0], "verilator"),
-            (SIM_CONFIGS[1], "icarus"), (SIM_CONFIGS[2], "verilator"),
-            (SIM_CONFIGS[3], "icarus"), (SIM_CONFIGS[4], "verilator")]
+#: The simulation matrix, in pairs that run on different simulators (``alternate_sims``:
+#: which one flips with the seed; ``--both-sims`` runs all on both): decode BF16 and MXFP4
+#: (GQA, sinks, window), prefill BF16 (GQA, sinks, window; two-token row tiles) and FP8 (MQA
+#: rows, no sinks, no window), and decode FP8 (MQA, whole context).
+SIM_CONFIGS = {
+    "bf16-gqa-sinks-window": SMALL,
+    "mxfp4-sinks-window": {**SMALL, "kv.kv_fmt": "mxfp4", "kv.kv_heads": 1, "kv.head_dim": 32,
+                           "q_heads": 2, "array.cols": 32, "window": 20, "chunk": 64},
+    "prefill-bf16-sinks-window": PREFILL,
+    "prefill-fp8-whole": {**PREFILL, "kv.kv_fmt": "fp8_e4m3", "sinks": 0, "window": 0,
+                          "q_tokens": 4},
+    "fp8-mqa-whole": {**SMALL, "kv.kv_fmt": "fp8_e4m3", "kv.banks": 4, "kv.kv_heads": 1,
+                      "kv.head_dim": 12, "q_heads": 3, "array.rows": 4, "sinks": 0,
+                      "window": 0, "kv.page_tokens": 8},
+}
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize(("params", "simulator"), SIM_RUNS,
-                         ids=["bf16-gqa-sinks-window-icarus", "bf16-gqa-sinks-window-verilator",
-                              "fp8-mqa-whole-icarus", "mxfp4-sinks-window-verilator",
-                              "prefill-bf16-sinks-window-icarus",
-                              "prefill-fp8-whole-verilator"])
+@pytest.mark.alternate_sims
+@pytest.mark.parametrize("params", SIM_CONFIGS.values(), ids=SIM_CONFIGS.keys())
 def test_attention_rtl(simulator, seed, params):
     """Every output bit for bit, every handshake and counter where the timed model puts them,
     under gaps and back-pressure; a step after 60 tokens (the window's
