@@ -433,7 +433,6 @@ class Attention(wiring.Component):
         tok_left = Signal(9)  # appends still to request
         feed_left = Signal(range(2 * H + 1))  # the current token's K and V vectors
         feed_tok = Signal(9)  # tokens the feeder takes after the current one
-        drain = Signal()  # a step with a bad T: its vectors are taken and dropped
         q_left = Signal(range(256 * QH + 1))
         attending = Signal()
         m0 = Array(Signal(32, init=_NEG_INF, name=f"m0_{i}") for i in range(QH))
@@ -465,7 +464,7 @@ class Attention(wiring.Component):
                                      q_left.eq(step_tokens * QH), ntok.eq(step_tokens),
                                      tok_left.eq(step_tokens), status.eq(STATUS["ok"])]
                         with m.If(step_tokens > TM):
-                            m.d.sync += [drain.eq(1), status.eq(STATUS["bad_range"])]
+                            m.d.sync += status.eq(STATUS["bad_range"])
                             m.next = "DRAIN"
                         with m.Else():
                             m.d.sync += self.counters.steps.eq(self.counters.steps + 1)
@@ -486,7 +485,6 @@ class Attention(wiring.Component):
             with m.State("DRAIN"):
                 # A step whose T is out of range: its K, V and Q are taken and dropped.
                 with m.If((feed_left == 0) & (feed_tok == 0) & (q_left == 0)):
-                    m.d.sync += drain.eq(0)
                     m.next = "RESP"
             with m.State("REQ"):
                 m.d.comb += [cache.req.valid.eq(1),
@@ -537,6 +535,7 @@ class Attention(wiring.Component):
 
         # ---- The append feeder: each token's K then V vectors, each encoded as the cache
         # stores it, into token lines (dropped while draining).
+        drain = fsm.ongoing("DRAIN")  # a step with a bad T: its vectors are dropped
         fvec = Signal(TL * LB)
         fvalid = Signal()
         fline = Signal(range(max(TL, 2)))

@@ -147,7 +147,6 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     state = "IDLE"
     res = None
     feed_left = feed_tok = q_left = tok_left = 0
-    drain = False
     fvalid, fline = False, 0
     attending = False
     rdw = cmw = aqw = ocw = _Walk([])
@@ -193,6 +192,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         wd_take = fvalid and cache.wd_ready
         from_k = feed_left > H
         src = ins["k"] if from_k else ins["v"]
+        drain = state == "DRAIN"
         in_take = feed_left != 0 and (drain or not fvalid or (wd_take and fline == TL - 1)) \
             and src.offers(t)
         q_take = q_left != 0 and ins["q"].offers(t)
@@ -249,7 +249,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                 feed_left, feed_tok = 2 * H, res.tokens - 1
                 q_left, tok_left = QH * res.tokens, res.tokens
                 if res.tokens > cfg.max_step_tokens:
-                    drain, state = True, "DRAIN"
+                    state = "DRAIN"
                 else:
                     state = "REQ"
                     own["steps"] += 1
@@ -257,7 +257,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                 state = "RESP"
         elif state == "DRAIN":
             if feed_left == 0 and feed_tok == 0 and q_left == 0:
-                drain, state = False, "RESP"
+                state = "RESP"
         elif state == "REQ":
             if took_req:
                 state = "WAIT"
