@@ -9,6 +9,10 @@ to whole lines (``docs/kvcache.md`` draws it)::
 
     line in page = ((kv * kv_heads + head) * page_tokens + slot) * token_lines + j
 
+(with ``k_only``, K alone: ``kv`` is 0). A read may take a window of each token's lines
+(``line0``, ``nlines``): a column tile of a head vector, or with ``k_only`` the value's part of
+MLA's latent vector.
+
 A read of one head streams its tokens' lines in token order, one line per cycle, so the banks
 deliver all their words every cycle; a page boundary costs nothing (the page table's next entry
 is read a cycle ahead).
@@ -67,6 +71,8 @@ STATUS = {
 SEQ_BITS = 8
 HEAD_BITS = 8
 TOKEN_BITS = 16
+#: Width of a read's line window fields (``token_lines`` is at most 1024 * 16 / 8).
+LINE_BITS = 12
 COUNTER_BITS = 32
 
 _PAGE_TOKENS = tuple(1 << k for k in range(9))
@@ -75,11 +81,14 @@ _WORD_BITS = (8, 16, 32, 64, 128)
 
 def request_layout() -> data.StructLayout:
     """The ``req`` payload: ``op``; ``seq`` (free, append, read; the source of a fork);
-    ``kv`` (read: 0 K, 1 V); ``head`` (read); ``start`` (read: first token); ``count`` (read:
-    tokens; fork: tokens shared)."""
+    ``kv`` (read: 0 K, 1 V; with ``k_only``, V reads take K's lines); ``head`` (read);
+    ``start`` (read: first token); ``count`` (read: tokens; fork: tokens shared); ``line0``,
+    ``nlines`` (read: of each token, the lines ``line0 .. line0 + nlines - 1``; ``nlines`` = 0:
+    to the token's end)."""
     return data.StructLayout({
         "op": unsigned(3), "seq": unsigned(SEQ_BITS), "kv": unsigned(1),
         "head": unsigned(HEAD_BITS), "start": unsigned(TOKEN_BITS), "count": unsigned(TOKEN_BITS),
+        "line0": unsigned(LINE_BITS), "nlines": unsigned(LINE_BITS),
     })
 
 
@@ -114,6 +123,9 @@ class KvCacheConfig:
     kv_fmt : str
         Storage format of K and V: ``bf16``, ``fp8_e4m3`` or ``mxfp4`` (E2M1 elements, then one
         E8M0 scale per 32 elements).
+    k_only : int
+        1: only K is stored (an append takes K's lines alone) and a read of V takes K's lines:
+        MLA's latent vector, whose first elements are the value.
     """
 
     banks: int = param(4, "1..64", "SRAM banks")
@@ -124,6 +136,7 @@ class KvCacheConfig:
     kv_heads: int = param(2, "1..64", "KV heads")
     head_dim: int = param(32, "1..1024 (mxfp4: a multiple of 32)", "elements per head")
     kv_fmt: str = param("bf16", "bf16, fp8_e4m3, mxfp4", "storage format of K and V")
+    k_only: int = param(0, "0, 1", "1: K alone is stored, V reads take K's lines (MLA)")
 
     def __post_init__(self):
         check_int("banks", self.banks, 1, 64)
@@ -134,10 +147,17 @@ class KvCacheConfig:
         check_int("kv_heads", self.kv_heads, 1, 64)
         check_int("head_dim", self.head_dim, 1, 1024)
         check_choice("kv_fmt", self.kv_fmt, FORMATS)
+        check_int("k_only", self.k_only, 0, 1)
         if self.kv_fmt == "mxfp4" and self.head_dim % MX_BLOCK:
             raise ParamError(
                 f"parameter 'head_dim' = {self.head_dim} is not allowed with kv_fmt=mxfp4; "
                 f"allowed: a multiple of {MX_BLOCK}"
+            )
+        if self.pages * self.page_tokens >= 1 << TOKEN_BITS:
+            raise ParamError(
+                f"parameter 'bank_words' = {self.bank_words} holds {self.pages * self.page_tokens}"
+                f" tokens; allowed: fewer than {1 << TOKEN_BITS} tokens (lengths are "
+                f"{TOKEN_BITS} bits)"
             )
         if self.pages < 2:
             raise ParamError(
@@ -164,9 +184,14 @@ class KvCacheConfig:
         """Lines per head vector (the vector is zero-padded to whole lines)."""
         return -(-self.token_bits // self.line_bits)
 
+    @property
+    def sections(self) -> int:
+        """Vectors stored per token and head: K and V, or K alone (``k_only``)."""
+        return 1 if self.k_only else 2
+
     @functools.cached_property
     def page_lines(self) -> int:
-        return 2 * self.kv_heads * self.page_tokens * self.token_lines
+        return self.sections * self.kv_heads * self.page_tokens * self.token_lines
 
     @functools.cached_property
     def pages(self) -> int:
@@ -174,14 +199,14 @@ class KvCacheConfig:
 
     @property
     def max_tokens(self) -> int:
-        """Tokens one sequence can hold (every page); at most ``bank_words / 2`` (a token takes
-        a line for each of K and V), so lengths fit ``TOKEN_BITS``."""
+        """Tokens one sequence can hold (every page); at most ``bank_words`` (a token takes at
+        least a line), so lengths fit ``TOKEN_BITS``."""
         return self.pages * self.page_tokens
 
     @functools.cached_property
     def append_beats(self) -> int:
-        """``wd`` lines per append: K then V, each head in order."""
-        return 2 * self.kv_heads * self.token_lines
+        """``wd`` lines per append: K then V (K alone with ``k_only``), each head in order."""
+        return self.sections * self.kv_heads * self.token_lines
 
     @property
     def packing(self) -> float:
@@ -297,7 +322,7 @@ class KvCache(wiring.Component):
         slot = Signal(_index(PT))
         pidx = Signal(range(P + 1))
         beat = Signal(range(B))
-        kvh = Signal(range(2 * H))
+        kvh = Signal(range(max(cfg.sections * H, 2)))
         j = Signal(_index(TL))
         copy = Signal(range(PL + 1))
         engine_busy = reader.busy
@@ -368,7 +393,8 @@ class KvCache(wiring.Component):
                                 finish(STATUS["no_seq"])
                             with m.Elif(r.head >= H):
                                 finish(STATUS["bad_head"])
-                            with m.Elif((r.count == 0) | (r.start + r.count > seq_len)):
+                            with m.Elif((r.count == 0) | (r.start + r.count > seq_len)
+                                        | (r.line0 >= TL) | (r.line0 + r.nlines > TL)):
                                 finish(STATUS["bad_range"])
                             with m.Else():
                                 m.d.comb += reader.start.eq(1)

@@ -13,9 +13,11 @@ __all__ = ["LineReader"]
 class LineReader(wiring.Component):
     """Streams a read's lines on ``rd``, one line per cycle while ``rd`` keeps up.
 
-    A read of ``count`` tokens of head ``head`` of K or V (``kv``) of sequence ``seq`` from
-    token ``start`` walks the head's region of each page (``docs/kvcache.md``): its tokens'
-    lines in order, ``token_lines`` each, through the page table to the pages. The table's
+    A read of ``count`` tokens of head ``head`` of K or V (``kv``; K with ``k_only``) of
+    sequence ``seq`` from token ``start`` walks the head's region of each page
+    (``docs/kvcache.md``): its tokens' lines in order, each token's window of lines ``line0 ..
+    line0 + nlines - 1`` (``nlines`` = 0: to the token's end), through the page table to the
+    pages. The table's
     port always addresses the entry of the page the next cycle reads from (read a cycle
     ahead), so a page boundary costs nothing. The banks' read port loads only when the output
     register moves on, so a line held by back-pressure stays put.
@@ -25,8 +27,8 @@ class LineReader(wiring.Component):
     start : In(1)
         Take the read in ``req`` this cycle (only while not ``busy``).
     req : In(layout)
-        The read: fields ``seq``, ``kv``, ``head``, ``start``, ``count`` (at least the
-        request engine's request register).
+        The read: fields ``seq``, ``kv``, ``head``, ``start``, ``count``, ``line0``,
+        ``nlines`` (at least the request engine's request register).
     walk : Out(read_port(...))
         To the page table's read port for this engine.
     banks : Out(read_port(..., enable=True))
@@ -62,16 +64,22 @@ class LineReader(wiring.Component):
         r = self.req
 
         rseq = Signal.like(r.seq)
-        remaining = Signal(range(cfg.max_tokens * TL + 1))
+        tleft = Signal(range(cfg.max_tokens + 1))  # tokens still to issue
+        width = Signal(range(TL + 1))  # lines per token
+        skip = Signal(range(TL + 1))  # lines between one token's window and the next's
+        first = Signal(range(max(TL, 2)))  # line0
+        j = Signal(range(max(TL, 2)))  # line in the token's window
+        slot = Signal(range(max(PT, 2)))  # token in the page
         region = Signal(range(PL))
         off = Signal(range(PL))
-        in_page = Signal(range(max(head_lines, 2)))
         pi = Signal(range(P + 1))
         out_valid = Signal()
         out_last = Signal()
         issue = Signal()
         advance = Signal()
 
+        token_end = j == width - 1
+        last = (tleft == 1) & token_end
         m.d.comb += [
             advance.eq(~out_valid | self.rd.ready),
             self.rd.valid.eq(out_valid),
@@ -81,27 +89,33 @@ class LineReader(wiring.Component):
             self.stall.eq(out_valid & ~self.rd.ready),
         ]
         with m.If(advance):
-            m.d.sync += [out_valid.eq(issue), out_last.eq(remaining == 1)]
+            m.d.sync += [out_valid.eq(issue), out_last.eq(last)]
 
-        page_end = in_page == head_lines - 1
+        page_end = token_end & (slot == PT - 1)
         step = issue & advance
         m.d.comb += [
-            issue.eq(remaining != 0),
+            issue.eq(tleft != 0),
             self.busy.eq(issue | out_valid),
             self.walk.addr.eq(Mux(self.start, table_address(P, r.seq, r.start >> log_pt),
                                   table_address(P, rseq, pi + (step & page_end)))),
             self.banks.addr.eq(self.walk.data * PL + off),
         ]
         with m.If(step):
-            m.d.sync += remaining.eq(remaining - 1)
-            with m.If(page_end):
-                m.d.sync += [in_page.eq(0), off.eq(region), pi.eq(pi + 1)]
+            m.d.sync += j.eq(j + 1)
+            with m.If(token_end):
+                m.d.sync += [j.eq(0), tleft.eq(tleft - 1), slot.eq(slot + 1),
+                             off.eq(off + skip + 1)]
+                with m.If(page_end):
+                    m.d.sync += [slot.eq(0), off.eq(region + first), pi.eq(pi + 1)]
             with m.Else():
-                m.d.sync += [in_page.eq(in_page + 1), off.eq(off + 1)]
+                m.d.sync += off.eq(off + 1)
         with m.If(self.start):
-            start_line = (r.start[:log_pt] * TL) if log_pt else 0
-            base = (r.kv * H + r.head) * head_lines
-            m.d.sync += [rseq.eq(r.seq), pi.eq(r.start >> log_pt), in_page.eq(start_line),
-                         region.eq(base), off.eq(base + start_line),
-                         remaining.eq(r.count * TL)]
+            start_slot = r.start[:log_pt] if log_pt else 0
+            kv = 0 if cfg.k_only else r.kv
+            base = (kv * H + r.head) * head_lines
+            lines = Mux(r.nlines == 0, TL - r.line0, r.nlines)
+            m.d.sync += [rseq.eq(r.seq), pi.eq(r.start >> log_pt), slot.eq(start_slot), j.eq(0),
+                         region.eq(base), first.eq(r.line0), width.eq(lines),
+                         skip.eq(TL - lines), off.eq(base + start_slot * TL + r.line0),
+                         tleft.eq(r.count)]
         return m

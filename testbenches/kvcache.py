@@ -141,7 +141,7 @@ def random_script(cfg, rng, count: int, max_read: int = 0) -> Script:
             start = int(rng.integers(0, n))
             longest = min(n - start, max_read or n)
             sc("read", seq=seq, kv=int(rng.integers(2)), head=int(rng.integers(cfg.kv_heads)),
-               start=start, count=int(rng.integers(1, longest + 1)))
+               start=start, count=int(rng.integers(1, longest + 1)), **line_window(cfg, rng))
         elif u < 0.84:
             cut = int(rng.integers(0, n + 1))
             if n > pt and rng.random() < 0.5:
@@ -158,13 +158,28 @@ def random_script(cfg, rng, count: int, max_read: int = 0) -> Script:
     return sc
 
 
+def line_window(cfg, rng) -> dict[str, int]:
+    """A read's window of each token's lines: half the reads take whole tokens (``nlines`` =
+    0), the rest a random window."""
+    tl = cfg.token_lines
+    if rng.random() < 0.5:
+        return {"line0": int(rng.integers(tl)) if rng.random() < 0.3 else 0, "nlines": 0}
+    line0 = int(rng.integers(tl))
+    return {"line0": line0, "nlines": int(rng.integers(1, tl - line0 + 1))}
+
+
 def bad_request(sc: Script, cfg, rng, seq: int, n: int) -> None:
     """One request that must fail, of a random kind."""
     dead = [s for s in range(cfg.max_seqs) if s not in sc.model.seqs]
     unknown = int(rng.choice(dead)) if dead and rng.random() < 0.6 else int(
         rng.integers(cfg.max_seqs, 256))
-    kind = int(rng.integers(7))
-    if kind == 0:
+    kind = int(rng.integers(8))
+    tl = cfg.token_lines
+    if kind == 7 and n:  # a line window past the token's end
+        line0 = int(rng.integers(tl, tl + 3)) if rng.random() < 0.5 else int(rng.integers(tl))
+        sc("read", seq=seq, count=1, line0=line0,
+           nlines=tl - line0 + 1 + int(rng.integers(3)) if line0 < tl else 0)
+    elif kind == 0:
         sc(["free", "read", "fork"][int(rng.integers(3))], seq=unknown, count=1)
     elif kind == 1:
         sc("append", seq=unknown, lines=sc.lines(rng))
@@ -176,8 +191,10 @@ def bad_request(sc: Script, cfg, rng, seq: int, n: int) -> None:
         sc("read", seq=seq, start=int(rng.integers(0, n + 1)), count=0)
     elif kind == 5:
         sc("fork", seq=seq, count=n + 1 + int(rng.integers(0, 3)))
-    else:
+    elif kind == 6:
         sc(int(rng.integers(5, 8)), seq=seq)
+    else:
+        sc(["free", "read", "fork"][int(rng.integers(3))], seq=unknown, count=1)
 
 
 async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
@@ -285,6 +302,10 @@ async def test_edges(dut):
     sc("read", seq=a, kv=0, head=0, start=0, count=n)
     sc("read", seq=a, kv=1, head=cfg.kv_heads - 1, start=max(pt - 1, 0), count=min(pt + 2, n))
     sc("read", seq=a, kv=1, head=0, start=n - 1, count=1)
+    tl = cfg.token_lines  # windows: the last line of each token, then all but the first
+    sc("read", seq=a, kv=0, head=0, start=pt - 1 if pt > 1 else 0, count=min(pt + 2, n),
+       line0=tl - 1, nlines=1)
+    sc("read", seq=a, kv=1, head=cfg.kv_heads - 1, start=0, count=n, line0=min(1, tl - 1))
     for s in seqs[1:]:
         sc("free", seq=s)
     inside = sc("fork", seq=a, count=pt + (pt > 1))

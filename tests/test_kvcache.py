@@ -125,10 +125,11 @@ def test_full_cache_answers_full_and_changes_nothing():
 
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), page_tokens=st.sampled_from([1, 2, 4, 8]),
-       max_seqs=st.integers(1, 5))
+       max_seqs=st.integers(1, 5), k_only=st.integers(0, 1))
 def test_random_scripts_leak_no_page_and_reads_return_what_was_appended(seed, page_tokens,
-                                                                         max_seqs):
-    cfg = KvCacheConfig(page_tokens=page_tokens, max_seqs=max_seqs, bank_words=256)
+                                                                         max_seqs, k_only):
+    cfg = KvCacheConfig(page_tokens=page_tokens, max_seqs=max_seqs, bank_words=256,
+                        k_only=k_only)
     sc = random_script(cfg, np.random.default_rng(seed), 300)
     assert sc.model.free == cfg.pages and not sc.model.refs and not sc.model.seqs
     # Independently of the page model: every read returns the lines of the appends of its
@@ -145,9 +146,10 @@ def test_random_scripts_leak_no_page_and_reads_return_what_was_appended(seed, pa
             history[out.seq] = history[req.seq][: req.count]
         elif req.op == OPS["read"]:
             tl = cfg.token_lines
-            first = (req.kv * cfg.kv_heads + req.head) * tl
+            first = (req.kv * (1 - k_only) * cfg.kv_heads + req.head) * tl + req.line0
+            width = req.nlines or tl - req.line0
             want = [x for t in history[req.seq][req.start: req.start + req.count]
-                    for x in t[first: first + tl]]
+                    for x in t[first: first + width]]
             assert out.data == want
 
 
@@ -216,7 +218,8 @@ def test_request_costs_and_the_time_line_of_both_engines():
 
 # Each on both simulators: the default with 10,000 random requests (the workload's default);
 # with 3,000: the CLI example, fp8 with two tokens per page and wide words, mxfp4
-# packed exactly in 17 banks, two sequences of one head. Every one can fork (max_seqs >= 2)
+# packed exactly in 17 banks, two sequences of one head storing K alone (``k_only``: V reads
+# take K's lines). Reads take random line windows. Every one can fork (max_seqs >= 2)
 # and copy on write (page_tokens >= 2).
 CONFIGS = [
     ({}, 10_000),
@@ -225,7 +228,7 @@ CONFIGS = [
       "bank_words": 256}, 3000),
     ({"kv_fmt": "mxfp4", "head_dim": 64, "banks": 17, "word_bits": 16, "page_tokens": 8,
       "max_seqs": 5, "bank_words": 512}, 3000),
-    ({"max_seqs": 2, "kv_heads": 1, "page_tokens": 2, "bank_words": 64}, 3000),
+    ({"max_seqs": 2, "kv_heads": 1, "page_tokens": 2, "bank_words": 64, "k_only": 1}, 3000),
 ]
 
 

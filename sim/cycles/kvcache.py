@@ -62,11 +62,11 @@ __all__ = ["COUNTERS", "READ_LATENCY", "Engine", "engine_cycles", "read_cycles",
 READ_LATENCY = 3
 
 
-def read_cycles(config, tokens: int) -> int:
+def read_cycles(config, tokens: int, lines: int = 0) -> int:
     """Cycles from a read's request handshake to its last line, engine idle and ``rd``
-    ready: ``READ_LATENCY`` plus one per line, ``ceil(head_dim * bits / (banks *
-    word_bits))`` lines per token."""
-    return READ_LATENCY + tokens * config.token_lines
+    ready: ``READ_LATENCY`` plus one per line, ``lines`` per token (0: all
+    ``ceil(head_dim * bits / (banks * word_bits))`` of them)."""
+    return READ_LATENCY + tokens * (lines or config.token_lines)
 
 
 def read_utilization(config, tokens: int) -> float:

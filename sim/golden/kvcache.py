@@ -107,7 +107,7 @@ def decode_heads(config, lines: list[int]) -> np.ndarray:
 @dataclass(frozen=True)
 class Request:
     """One request (the fields of :func:`scoville.rtl.kvcache.request_layout`) and, for an
-    append, its ``2 * kv_heads * token_lines`` lines (K heads, then V heads)."""
+    append, its ``append_beats`` lines (K heads, then V heads unless ``k_only``)."""
 
     op: int
     seq: int = 0
@@ -116,11 +116,14 @@ class Request:
     start: int = 0
     count: int = 0
     lines: tuple[int, ...] = ()
+    line0: int = 0
+    nlines: int = 0
 
     def word(self) -> int:
         """The packed ``req`` payload."""
         return _pack(_REQUEST, op=self.op, seq=self.seq, kv=self.kv, head=self.head,
-                     start=self.start, count=self.count)
+                     start=self.start, count=self.count, line0=self.line0,
+                     nlines=self.nlines)
 
 
 @dataclass(frozen=True)
@@ -259,11 +262,13 @@ class KvCacheModel:
                 return self._answer(req, "no_seq")
             if req.head >= cfg.kv_heads:
                 return self._answer(req, "bad_head")
-            if req.count == 0 or req.start + req.count > len(s.tokens):
-                return self._answer(req, "bad_range")
             tl = cfg.token_lines
-            first = (req.kv * cfg.kv_heads + req.head) * tl
+            if (req.count == 0 or req.start + req.count > len(s.tokens) or req.line0 >= tl
+                    or req.line0 + req.nlines > tl):
+                return self._answer(req, "bad_range")
+            first = ((0 if cfg.k_only else req.kv) * cfg.kv_heads + req.head) * tl + req.line0
+            width = req.nlines or tl - req.line0
             lines = [line for token in s.tokens[req.start: req.start + req.count]
-                     for line in token[first: first + tl]]
+                     for line in token[first: first + width]]
             return self._answer(req, "ok", data=lines)
         return self._answer(req, "bad_op")
