@@ -8,6 +8,7 @@ computes, to the bit, is in ``docs/attention.md``: scores ``Q K^T`` on the array
 running sum, rescaled partial output), ``P V`` on the array, and a final normalization.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -120,6 +121,12 @@ class AttentionConfig:
             raise ParamError(f"parameter 'mla' = 1 is not allowed with kv.kv_heads = "
                              f"{self.kv.kv_heads}, kv.head_dim = {self.kv.head_dim}; allowed: "
                              f"kv.kv_heads = 1, kv.head_dim = {MLA_K_DIM}")
+        # One source: MLA's cache stores the latent vector alone (V reads take K's lines).
+        if self.kv.k_only and not self.mla:
+            raise ParamError(f"parameter 'kv.k_only' = {self.kv.k_only} is not allowed with "
+                             "mla = 0; allowed: 0 (it follows mla)")
+        if self.mla and not self.kv.k_only:
+            object.__setattr__(self, "kv", dataclasses.replace(self.kv, k_only=1))
 
     @property
     def group(self) -> int:
@@ -132,11 +139,32 @@ class AttentionConfig:
         return MLA_V_DIM if self.mla else self.kv.head_dim
 
     @property
+    def v_tiles(self) -> int:
+        """Column tiles of ``P V`` (N = ``v_dim`` on ``array.cols`` columns): each its own
+        read of V (a window of each token's lines) and its own replay of P."""
+        return -(-self.v_dim // self.array.cols)
+
+    @property
+    def v_lines(self) -> int:
+        """Lines of each token a V read takes: the whole token in one tile, else a column
+        tile's (``array.cols`` elements, whole lines: :func:`rtl_error`)."""
+        if self.v_tiles == 1:
+            return self.kv.token_lines
+        return self.array.cols * self.kv.bits // self.kv.line_bits
+
+    def v_reads(self) -> list[tuple[int, int]]:
+        """The ``(line0, nlines)`` of a chunk's V reads, one per column tile (``nlines`` = 0:
+        the whole token)."""
+        if self.v_tiles == 1:
+            return [(0, 0)]
+        return [(t * self.v_lines, self.v_lines) for t in range(self.v_tiles)]
+
+    @property
     def v_queue(self) -> int:
-        """Beats of V the RTL's token joiner queues: the V lines that arrive while the
-        transposer empties K's last tile (``head_dim`` beats, one a cycle), joined
-        ``token_lines`` a beat, and two more."""
-        return -(-self.kv.head_dim // self.kv.token_lines) + 2
+        """Beats of V the RTL's token queue holds: the V tokens that arrive while the
+        transposer empties K's last tile (``head_dim`` beats, one a cycle), ``v_lines`` lines
+        each, and two more."""
+        return -(-self.kv.head_dim // self.v_lines) + 2
 
     @property
     def score_scale(self) -> float:
@@ -212,7 +240,6 @@ def rtl_error(config: AttentionConfig) -> str | None:
     model covers and the RTL does not yet, and the shapes its dataflow needs."""
     cfg = config
     checks = [
-        ("mla", cfg.mla, (0,), "0"),
         ("array.fmt", cfg.array.fmt, ("bf16",), "bf16"),
         ("array.b_fmt", cfg.array.b_fmt, ("same",), "same"),
     ]
@@ -224,9 +251,18 @@ def rtl_error(config: AttentionConfig) -> str | None:
         return (f"parameter 'q_heads' = {cfg.q_heads} is not allowed with array.rows = "
                 f"{cfg.array.rows}; allowed: at most array.rows * kv.kv_heads = "
                 f"{cfg.array.rows * cfg.kv.kv_heads} (the group is the array's M)")
-    if cfg.kv.head_dim > cfg.array.cols:
-        return (f"parameter 'kv.head_dim' = {cfg.kv.head_dim} is not allowed with array.cols "
-                f"= {cfg.array.cols}; allowed: at most array.cols (P V's N in one tile)")
+    if cfg.v_tiles > 1:
+        # Column tiles of P V: each reads its columns of V as whole lines of each token.
+        kv, cols = cfg.kv, cfg.array.cols
+        if kv.kv_fmt == "mxfp4":
+            return (f"parameter 'kv.kv_fmt' = 'mxfp4' is not allowed with a value of "
+                    f"{cfg.v_dim} elements on array.cols = {cols}; allowed: bf16, fp8_e4m3 "
+                    "(a column tile of V is whole lines; MXFP4's scales follow the elements)")
+        if cfg.v_dim % cols or (cols * kv.bits) % kv.line_bits:
+            return (f"parameter 'array.cols' = {cols} is not allowed with a value of "
+                    f"{cfg.v_dim} elements in lines of {kv.line_bits} bits; allowed: a "
+                    f"divisor of {cfg.v_dim} whose {kv.bits}-bit elements fill whole lines, "
+                    f"or at least {cfg.v_dim}")
     if cfg.kv.line_bits < _BF16:
         return (f"parameter 'kv.word_bits' = {cfg.kv.word_bits} is not allowed with kv.banks "
                 f"= {cfg.kv.banks}; allowed: a line of at least {_BF16} bits")
@@ -356,11 +392,14 @@ class _Walk:
 
 
 class Attention(wiring.Component):
-    """Decode attention over the KV cache, on the ``os`` array (``docs/attention.md``).
+    """Attention over the KV cache, on the ``os`` array (``docs/attention.md``): decode and
+    prefill, GQA, sinks, windows, MLA; ``P V`` in column tiles when the value is wider than the
+    array.
 
     Components: ``cache`` (:class:`~scoville.rtl.kvcache.KvCache`), ``array``
-    (:class:`~scoville.rtl.gemm.Gemm`), ``join`` (:class:`~scoville.rtl.transpose.TokenJoin`:
-    a token's lines, decoded to BF16), ``ktr`` (:class:`~scoville.rtl.transpose.KTranspose`:
+    (:class:`~scoville.rtl.gemm.Gemm`), ``join`` and ``vjoin``
+    (:class:`~scoville.rtl.transpose.TokenJoin`: a K token's lines, and a V token's column
+    tile's, decoded to BF16), ``ktr`` (:class:`~scoville.rtl.transpose.KTranspose`:
     K's tokens into ``Q K^T``'s B beats), ``vq`` (:class:`~scoville.rtl.transpose.TokenQueue`:
     V's tokens, ``P V``'s B beats), and the block's own units: the command controller, the
     append feeder (``k``, ``v`` into cache lines), the read issuer, the command issuer, the A
@@ -374,8 +413,8 @@ class Attention(wiring.Component):
         sequence: ``k`` then ``v`` beats), ``step`` (append, take ``q_heads`` Q vectors, attend,
         answer with O), ``sink`` (set a head's sink logit).
     q, k, v : In(stream.Signature(io_layout(head_dim)))
-        One head vector per beat, binary32.
-    o : Out(stream.Signature(io_layout(head_dim)))
+        One head vector per beat, binary32 (MLA: no ``v``; ``k`` is the latent vector).
+    o : Out(stream.Signature(io_layout(v_dim)))
         A step's output, query head by query head.
     resp : Out(stream.Signature(response_layout()))
         One per command, after a step's outputs.
@@ -389,12 +428,14 @@ class Attention(wiring.Component):
             raise ParamError(error)
         self._config = config
         d = config.kv.head_dim
+        # MLA: the latent vector comes on k alone (no v), o is v_dim wide.
+        v = {} if config.mla else {"v": In(stream.Signature(io_layout(d)))}
         super().__init__({
             "cmd": In(stream.Signature(command_layout())),
             "q": In(stream.Signature(io_layout(d))),
             "k": In(stream.Signature(io_layout(d))),
-            "v": In(stream.Signature(io_layout(d))),
-            "o": Out(stream.Signature(io_layout(d))),
+            **v,
+            "o": Out(stream.Signature(io_layout(config.v_dim))),
             "resp": Out(stream.Signature(response_layout())),
             "counters": Out(COUNTERS),
         })
@@ -410,12 +451,18 @@ class Attention(wiring.Component):
         H, G, D, C = kv.kv_heads, cfg.group, kv.head_dim, arr.cols
         TL, LB = kv.token_lines, kv.line_bits
         QH = cfg.q_heads
+        # P V's column tiles: VT of them, each VW elements of V (VL lines of each token).
+        VD, VT, VL = cfg.v_dim, cfg.v_tiles, cfg.v_lines
+        VW = VD if VT == 1 else C
+        SEC = kv.sections  # vectors a token appends per head: K and V, or K alone (MLA)
         m.submodules.cache = cache = KvCache(kv)
         m.submodules.array = array = Gemm(arr)
         m.submodules.join = join = TokenJoin(line_bits=LB, token_lines=TL, dim=D,
                                              kv_fmt=kv.kv_fmt)
+        m.submodules.vjoin = vjoin = TokenJoin(line_bits=LB, token_lines=VL, dim=VW,
+                                               kv_fmt=kv.kv_fmt)
         m.submodules.ktr = ktr = KTranspose(dim=D, cols=C)
-        m.submodules.vq = vq = TokenQueue(dim=D, cols=C, depth=cfg.v_queue)
+        m.submodules.vq = vq = TokenQueue(dim=VW, cols=C, depth=cfg.v_queue)
         c_factor = fp32_bits(cfg.score_scale * math.log2(math.e))
         log2e = fp32_bits(math.log2(math.e))
 
@@ -431,7 +478,7 @@ class Attention(wiring.Component):
         base = Signal(TOKEN_BITS)  # the position of the step's first new token
         ntok = Signal(9)  # the step's tokens, T
         tok_left = Signal(9)  # appends still to request
-        feed_left = Signal(range(2 * H + 1))  # the current token's K and V vectors
+        feed_left = Signal(range(SEC * H + 1))  # the current token's K and V vectors
         feed_tok = Signal(9)  # tokens the feeder takes after the current one
         q_left = Signal(range(256 * QH + 1))
         attending = Signal()
@@ -457,10 +504,10 @@ class Attention(wiring.Component):
                     with m.Case(OPS["alloc"], OPS["free"]):
                         m.next = "REQ"
                     with m.Case(OPS["append"]):
-                        m.d.sync += [feed_left.eq(2 * H), feed_tok.eq(0), tok_left.eq(1)]
+                        m.d.sync += [feed_left.eq(SEC * H), feed_tok.eq(0), tok_left.eq(1)]
                         m.next = "REQ"
                     with m.Case(OPS["step"]):
-                        m.d.sync += [feed_left.eq(2 * H), feed_tok.eq(cur.tokens),
+                        m.d.sync += [feed_left.eq(SEC * H), feed_tok.eq(cur.tokens),
                                      q_left.eq(step_tokens * QH), ntok.eq(step_tokens),
                                      tok_left.eq(step_tokens), status.eq(STATUS["ok"])]
                         with m.If(step_tokens > TM):
@@ -539,12 +586,19 @@ class Attention(wiring.Component):
         fvec = Signal(TL * LB)
         fvalid = Signal()
         fline = Signal(range(max(TL, 2)))
-        from_k = feed_left > H
-        src_valid = Mux(from_k, self.k.valid, self.v.valid)
-        src = Mux(from_k, self.k.payload.as_value(), self.v.payload.as_value())
+        if cfg.mla:  # the latent vector alone
+            from_k = Signal(init=1)
+            src_valid, src = self.k.valid, self.k.payload.as_value()
+        else:
+            from_k = feed_left > H
+            src_valid = Mux(from_k, self.k.valid, self.v.valid)
+            src = Mux(from_k, self.k.payload.as_value(), self.v.payload.as_value())
         wd_take = fvalid & cache.wd.ready
         in_ready = (feed_left != 0) & (drain | ~fvalid | (wd_take & (fline == TL - 1)))
-        m.d.comb += [self.k.ready.eq(in_ready & from_k), self.v.ready.eq(in_ready & ~from_k),
+        m.d.comb += self.k.ready.eq(in_ready & from_k)
+        if not cfg.mla:
+            m.d.comb += self.v.ready.eq(in_ready & ~from_k)
+        m.d.comb += [
                      cache.wd.valid.eq(fvalid),
                      cache.wd.payload.eq(fvec.word_select(fline, LB))]
         with m.If(wd_take):
@@ -557,7 +611,7 @@ class Attention(wiring.Component):
             with m.If(~drain):
                 m.d.sync += fvalid.eq(1)
             with m.If((feed_left == 1) & (feed_tok != 0)):
-                m.d.sync += [feed_left.eq(2 * H), feed_tok.eq(feed_tok - 1)]
+                m.d.sync += [feed_left.eq(SEC * H), feed_tok.eq(feed_tok - 1)]
 
         # ---- Q: each vector rounded to BF16 into its row's buffer: row (token in the tile,
         # head in the group), entry (tile, KV head).
@@ -589,28 +643,44 @@ class Attention(wiring.Component):
             with m.If(q_left == 1):
                 m.d.sync += [q_g.eq(0), q_h.eq(0), q_tt.eq(0), q_tile.eq(0)]
 
-        # ---- The read issuer: K then V of each chunk.
+        # ---- The read issuer: K then V of each chunk (V: a read per column tile, each a
+        # window of each token's lines).
+        rd_vt = Signal(range(max(VT, 2)))
         with m.If(attending & ~rdw.done):
             m.d.comb += [cache.req.valid.eq(1), cache_req.op.eq(CACHE_OPS["read"]),
                          cache_req.seq.eq(cur.seq), cache_req.kv.eq(rdw.sub),
                          cache_req.head.eq(rdw.h), cache_req.start.eq(rdw.a0),
                          cache_req.count.eq(rdw.n)]
+            # The line window: K whole; V's column tile (the whole token when one tile).
+            m.d.comb += [cache_req.line0.eq(Mux(rdw.sub, rd_vt * VL, 0)),
+                         cache_req.nlines.eq(Mux(rdw.sub & (VT > 1), VL, 0))]
             with m.If(cache.req.ready):
                 m.d.sync += rdw.sub.eq(1)
                 with m.If(rdw.sub):
-                    rdw.advance(m)
+                    m.d.sync += rd_vt.eq(rd_vt + 1)
+                    with m.If(rd_vt == VT - 1):
+                        m.d.sync += rd_vt.eq(0)
+                        rdw.advance(m)
 
-        # ---- Lines to B beats: K reads to the transposer, V reads to whole tokens.
-        # K's tokens go to the transposer, V's to the queue: reads alternate K, V.
+        # ---- Lines to B beats: a K read's lines to the K joiner and the transposer, a V
+        # read's to the V joiner and the queue (a beat per token's column tile). Reads go K,
+        # then V's column tiles, chunk after chunk.
         rphase = Signal()
+        r_vt = Signal(range(max(VT, 2)))
         bphase = Signal()
-        wiring.connect(m, cache.rd, join.i)
-        m.d.comb += [ktr.i.payload.eq(join.o.payload), vq.i.payload.eq(join.o.payload),
-                     ktr.i.valid.eq(join.o.valid & ~rphase),
-                     vq.i.valid.eq(join.o.valid & rphase),
-                     join.o.ready.eq(Mux(rphase, vq.i.ready, ktr.i.ready))]
-        with m.If(join.o.valid & join.o.ready & join.o.payload.last):
-            m.d.sync += rphase.eq(~rphase)
+        b_vt = Signal(range(max(VT, 2)))
+        rd = cache.rd
+        m.d.comb += [join.i.payload.eq(rd.payload), vjoin.i.payload.eq(rd.payload),
+                     join.i.valid.eq(rd.valid & ~rphase), vjoin.i.valid.eq(rd.valid & rphase),
+                     rd.ready.eq(Mux(rphase, vjoin.i.ready, join.i.ready))]
+        wiring.connect(m, join.o, ktr.i)
+        wiring.connect(m, vjoin.o, vq.i)
+        with m.If(rd.valid & rd.ready & rd.payload.last):
+            m.d.sync += rphase.eq(1)
+            with m.If(rphase):
+                m.d.sync += r_vt.eq(r_vt + 1)
+                with m.If(r_vt == VT - 1):
+                    m.d.sync += [r_vt.eq(0), rphase.eq(0)]
         bsrc = Mux(bphase, vq.o.payload.as_value(), ktr.o.payload.as_value())
         bsrc = data.View(beat_layout(C), bsrc)
         m.d.comb += [array.b.valid.eq(Mux(bphase, vq.o.valid, ktr.o.valid)),
@@ -618,14 +688,18 @@ class Attention(wiring.Component):
                      ktr.o.ready.eq(array.b.ready & ~bphase),
                      vq.o.ready.eq(array.b.ready & bphase)]
         with m.If(array.b.valid & array.b.ready & bsrc.last):
-            m.d.sync += bphase.eq(~bphase)
+            m.d.sync += bphase.eq(1)
+            with m.If(bphase):
+                m.d.sync += b_vt.eq(b_vt + 1)
+                with m.If(b_vt == VT - 1):
+                    m.d.sync += [b_vt.eq(0), bphase.eq(0)]
 
         # ---- The command issuer: Q K^T (M = the tile's rows, K = D, N = n), then P V (M =
-        # the rows, K = n, N = D).
+        # the rows, K = n, N = v_dim: the array's column tiles).
         with m.If(attending & ~cmw.done):
             m.d.comb += [array.cmd.valid.eq(1), array.cmd.payload.m.eq(cmw.rows),
                          array.cmd.payload.k.eq(Mux(cmw.sub, cmw.n, D)),
-                         array.cmd.payload.n.eq(Mux(cmw.sub, D, cmw.n))]
+                         array.cmd.payload.n.eq(Mux(cmw.sub, VD, cmw.n))]
             with m.If(array.cmd.ready):
                 m.d.sync += cmw.sub.eq(1)
                 with m.If(cmw.sub):
@@ -658,6 +732,8 @@ class Attention(wiring.Component):
         s1_first = Signal()
         s1_last = Signal()
         s1_headfirst = Signal()
+        s1_sum = Signal()  # P's first pass (of VT): its exponentials join the running sum
+        aq_vt = Signal(range(max(VT, 2)))
         aq_k = Signal(range(max(D, 2)))
         aq_tb = Signal(TOKEN_BITS + 1)
         aq_j = Signal(TOKEN_BITS + 1)
@@ -682,7 +758,8 @@ class Attention(wiring.Component):
             m.d.sync += [s1.eq(issue_q | issue_p), s1_p.eq(aqw.sub),
                          s1_k.eq(aq_k), s1_lane.eq(aq_lane),
                          s1_mask.eq(Cat(*masks)), s1_first.eq(aq_j == 0),
-                         s1_last.eq(aq_j == aqw.n - 1), s1_headfirst.eq(aqw.first)]
+                         s1_last.eq(aq_j == aqw.n - 1), s1_headfirst.eq(aqw.first),
+                         s1_sum.eq(aq_vt == 0)]
             with m.If(issue_q):
                 m.d.sync += aq_k.eq(aq_k + 1)
                 with m.If(aq_k == D - 1):
@@ -695,8 +772,11 @@ class Attention(wiring.Component):
                 with m.If(aq_lane == C - 1):
                     m.d.sync += [aq_lane.eq(0), aq_tile.eq(aq_tile + 1)]
                 with m.If(aq_j == aqw.n - 1):
-                    m.d.sync += [max_ready.eq(0), aq_j.eq(0), aq_lane.eq(0), aq_tile.eq(0)]
-                    aqw.advance(m)
+                    # P again for the next column tile of V, or on to the next chunk.
+                    m.d.sync += [aq_j.eq(0), aq_lane.eq(0), aq_tile.eq(0), aq_vt.eq(aq_vt + 1)]
+                    with m.If(aq_vt == VT - 1):
+                        m.d.sync += [max_ready.eq(0), aq_vt.eq(0)]
+                        aqw.advance(m)
         # Stage 2: the beat. Q: the group's element k; P: exp2(S * c - m') per row, rounded.
         lanes = []
         for r in range(RM):
@@ -708,7 +788,7 @@ class Attention(wiring.Component):
             acc = fp32_add(m, Mux(s1_first, 0, l_acc[r]), p, name=f"lacc_add{r}")
             base = fp32_mul(m, Mux(s1_headfirst, ONE if cfg.sinks else 0, l_sum[r]), alpha[r],
                             name=f"lmul{r}")
-            with m.If(en_a & s1 & s1_p):
+            with m.If(en_a & s1 & s1_p & s1_sum):
                 m.d.sync += l_acc[r].eq(acc)
                 with m.If(s1_last):
                     m.d.sync += l_sum[r].eq(fp32_add(m, base, acc, name=f"lnew{r}"))
@@ -721,7 +801,8 @@ class Attention(wiring.Component):
         oc_tb = Signal(TOKEN_BITS + 1)
         oc_r = Signal(range(max(RM, 2)))
         oc_tile = Signal(range(max(tiles, 2)))
-        o_regs = [Signal(data.ArrayLayout(32, D), name=f"o{r}") for r in range(RM)]
+        oc_vt = Signal(range(max(VT, 2)))
+        o_regs = [Signal(data.ArrayLayout(32, VD), name=f"o{r}") for r in range(RM)]
         norm_idle = Signal()
         m.d.comb += array.o.ready.eq(~ocw.sub | norm_idle)
         take_row = array.o.valid & array.o.ready & attending
@@ -768,36 +849,57 @@ class Attention(wiring.Component):
                 m.d.sync += [alpha[r].eq(Mux(same, ONE, fp32_exp2(m, diff, name=f"aexp{r}"))),
                              m_old[r].eq(m_run[r])]
 
-        # ---- O update and the normalizer, sharing the lanes' multipliers.
+        # ---- O update and the normalizer, sharing the lanes' multipliers: VW lanes, a column
+        # tile of O at a time (P V's rows come column tile by column tile).
         n_left = Signal(range(RM + 1))
         n_r = Signal(range(max(RM, 2)))
+        n_vt = Signal(range(max(VT, 2)))
         n1 = Signal()
         n1_r = Signal(range(max(RM, 2)))
+        n1_vt = Signal(range(max(VT, 2)))
         rec = Signal(32)
         l_fin = [Signal(32, name=f"lfin{r}") for r in range(RM)]
         m.d.comb += norm_idle.eq((n_left == 0) & ~n1)
-        o_sel = Array(o_regs)[Mux(n1, n1_r, oc_r)]
+        o_row = Array(o_regs)[Mux(n1, n1_r, oc_r)]
+        o_sel = Array(o_row[t * VW:(t + 1) * VW] for t in range(VT))[Mux(n1, n1_vt, oc_vt)]
         alpha_sel = Array(alpha)[oc_r]
         products = []
-        for e in range(D):
+        for e in range(VW):
             opnd = Mux(n1 | ~ocw.first, o_sel[e], 0)
             products.append(fp32_mul(m, opnd, Mux(n1, rec, alpha_sel), name=f"omul{e}"))
-        updated = Cat(*(fp32_add(m, products[e], row[e], name=f"oadd{e}") for e in range(D)))
+        updated = Cat(*(fp32_add(m, products[e], row[e], name=f"oadd{e}") for e in range(VW)))
         with m.If(take_row & ocw.sub):
-            m.d.sync += [Array(o_regs)[oc_r].eq(updated), oc_r.eq(oc_r + 1)]
+            for r in range(RM):
+                for t in range(VT):
+                    with m.If((oc_r == r) & (oc_vt == t)):
+                        m.d.sync += o_regs[r].as_value().word_select(t, 32 * VW).eq(updated)
+            m.d.sync += oc_r.eq(oc_r + 1)
             with m.If(oc_r == ocw.rows - 1):
-                m.d.sync += oc_r.eq(0)
-                with m.If(ocw.last_chunk):
-                    m.d.sync += [n_left.eq(ocw.rows), n_r.eq(0)]
-                    m.d.sync += [lf.eq(ls) for lf, ls in zip(l_fin, l_sum, strict=True)]
-                ocw.advance(m)
+                m.d.sync += [oc_r.eq(0), oc_vt.eq(oc_vt + 1)]
+                with m.If(oc_vt == VT - 1):
+                    m.d.sync += oc_vt.eq(0)
+                    with m.If(ocw.last_chunk):
+                        m.d.sync += [n_left.eq(ocw.rows), n_r.eq(0), n_vt.eq(0)]
+                        m.d.sync += [lf.eq(ls) for lf, ls in zip(l_fin, l_sum, strict=True)]
+                    ocw.advance(m)
+        # A row leaves after its VT column tiles: the first VT - 1 wait in o_part.
         en_o = ~self.o.valid | self.o.ready
+        o_part = Signal(max(32 * VW * (VT - 1), 1))
         with m.If(en_o):
-            m.d.sync += [n1.eq(n_left != 0), self.o.valid.eq(n1),
-                         self.o.payload.eq(Cat(*products))]
+            m.d.sync += [n1.eq(n_left != 0), n1_vt.eq(n_vt),
+                         self.o.valid.eq(n1 & (n1_vt == VT - 1))]
+            if VT > 1:
+                m.d.sync += self.o.payload.eq(Cat(o_part, *products))
+                for t in range(VT - 1):
+                    with m.If(n1 & (n1_vt == t)):
+                        m.d.sync += o_part.word_select(t, 32 * VW).eq(Cat(*products))
+            else:
+                m.d.sync += self.o.payload.eq(Cat(*products))
             with m.If(n_left != 0):
-                m.d.sync += [n_left.eq(n_left - 1), n_r.eq(n_r + 1), n1_r.eq(n_r),
+                m.d.sync += [n_vt.eq(n_vt + 1), n1_r.eq(n_r),
                              rec.eq(fp32_recip(m, Array(l_fin)[n_r], name="recip"))]
+                with m.If(n_vt == VT - 1):
+                    m.d.sync += [n_vt.eq(0), n_left.eq(n_left - 1), n_r.eq(n_r + 1)]
         m.d.comb += finished.eq(ocw.done & norm_idle & ~self.o.valid)
 
         # ---- Counters.

@@ -48,11 +48,16 @@ BASE = {"kv.bank_words": 32768, "sinks": 1}
 #: takes K and V when a row tile is one token's group) and chunks of 2048 (the array's fill and
 #: drain once per chunk); a Q buffer of 256 tokens.
 PREFILL = {"mode": "prefill", "q_tokens": 256, "kv.banks": 16, "chunk": 2048}
+#: MLA (DeepSeek-R1, Kimi K2, absorbed): the default hardware with 8 query heads on the one
+#: latent KV head of 576 (V its first 512; a DeepSeek-R1 layer's 128 heads over 16 such
+#: blocks), no sinks; the scale 1/sqrt(192) (DeepSeek-V3's q head of 128 + 64 rotary).
+MLA = {"mla": 1, "kv.kv_heads": 1, "kv.head_dim": 576, "sinks": 0, "scale": 192 ** -0.5}
 #: RTL cases: (label, hardware parameters, context tokens before the step, the step's tokens).
 RTL_CASES = [
     ("GPT-OSS group, full, 1k", {}, 1023, 1),
     ("GPT-OSS group, window 128, 1k", {"window": 128}, 1023, 1),
     ("GPT-OSS group, prefill 256 after 1k", PREFILL, 1024, 256),
+    ("DeepSeek-R1 MLA, 8 heads, 1k", MLA, 1023, 1),
     ("GPT-OSS group, full, 8k", {}, 8191, 1),
     ("GPT-OSS group, window 128, 8k", {"window": 128}, 8191, 1),
 ]
@@ -100,7 +105,7 @@ def model_step(cfg: AttentionConfig, context: int, seed: int = 0) -> dict:
 def rtl_rows(sim: str, seed: int, quick: bool) -> list[str]:
     block = get_block("attention")
     rows = []
-    for label, params, context, tokens in RTL_CASES[:3] if quick else RTL_CASES:
+    for label, params, context, tokens in RTL_CASES[:4] if quick else RTL_CASES:
         cfg = config(params)
         work = AttentionWorkload(seqs=1, context=context, steps=1, tokens=tokens, gap=0.0,
                                  backpressure=0.0)
@@ -135,7 +140,7 @@ def sweep_rows(cfg: AttentionConfig, model_max: int) -> tuple[list[str], list[tu
                 sys.exit(f"fast path {attend, lines} != cycle model {s['attend'], s['lines']} "
                          f"at {context} tokens")
             cycle = f"{s['attend']:,}"
-        macs = 2 * cfg.q_heads * cfg.kv.head_dim * _attended(cfg, context)
+        macs = cfg.q_heads * (cfg.kv.head_dim + cfg.v_dim) * _attended(cfg, context)
         rows.append(f"| {context:,} | {attend:,} | {cycle} | {lines:,} | "
                     f"{lines / attend:.1%} | {macs / (array * attend):.1%} |")
         points.append((context, attend, cycle != "-"))
@@ -163,6 +168,8 @@ def main() -> int:
     sweep, points = sweep_rows(group, args.model_max)
     layer_cfg = config(LAYER)
     layer, _ = sweep_rows(layer_cfg, args.model_max)
+    mla_cfg = config(MLA)
+    mla, _ = sweep_rows(mla_cfg, args.model_max)
     kv = group.kv
     text = f"""# Attention decode: measured
 
@@ -218,6 +225,21 @@ hold them (the fast path needs no values).
 Per token of context a group costs its K and V lines ({2 * kv.token_lines} a token) plus, per
 chunk of {group.chunk}, the cache's two cycles between reads; a step adds the append, the
 pipeline's fill and the last chunk's `P V` and normalization, which short contexts feel most.
+
+## Model: MLA, 8 query heads on the latent KV head
+
+`MLA` = {MLA} on the default hardware: a token's latent vector is
+{mla_cfg.kv.token_lines} lines, read once whole for `Q K^T` and once more as V (its first 512
+elements, in {mla_cfg.v_tiles} column tiles of {mla_cfg.array.cols}, {mla_cfg.v_lines} lines of
+each token per tile): {mla_cfg.kv.token_lines + mla_cfg.v_tiles * mla_cfg.v_lines} lines a
+token. The cache is the bound (the array's `Q K^T` takes {mla_cfg.kv.head_dim} steps per
+{mla_cfg.array.cols} tokens and `P V` {mla_cfg.v_tiles} steps per token: about
+{mla_cfg.kv.head_dim / mla_cfg.array.cols + mla_cfg.v_tiles:.0f} cycles a token against
+{mla_cfg.kv.token_lines + mla_cfg.v_tiles * mla_cfg.v_lines} lines). A cache at
+{mla_cfg.kv.max_tokens:,} tokens; longer contexts are for a cache that could hold them.
+
+{SWEEP_HEADER}
+{chr(10).join(mla)}
 """
     if args.plot:
         text += "\n![cycles against context](attention-bench.svg)\n"

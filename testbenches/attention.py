@@ -44,6 +44,11 @@ SOURCES = ("cmd", "q", "k", "v")
 SINKS = ("o", "resp")
 
 
+def sources_of(cfg) -> tuple[str, ...]:
+    """The block's input streams: no ``v`` with MLA."""
+    return tuple(name for name in SOURCES if not (cfg.mla and name == "v"))
+
+
 class Script:
     """A command sequence and the golden model's result of each."""
 
@@ -60,7 +65,8 @@ class Script:
         result = self.model.apply(cmd)
         if result.out is not None:
             keys, vals = self.model.values[result.seq]
-            self.history[len(self.results)] = (np.stack(keys, axis=1), np.stack(vals, axis=1))
+            self.history[len(self.results)] = (np.stack(keys, axis=1),
+                                               None if self.cfg.mla else np.stack(vals, axis=1))
         self.results.append(result)
         return result
 
@@ -69,9 +75,13 @@ class Script:
         scale = 2.0 ** self.rng.integers(-2, 3, (*shape, 1))
         return (self.rng.standard_normal((*shape, d)) * scale).astype(np.float32)
 
+    def values(self, *shape: int) -> np.ndarray | None:
+        """V vectors (none with MLA: the latent vector on ``k`` holds them)."""
+        return None if self.cfg.mla else self.vectors(*shape)
+
     def append(self, seq: int):
         kv = self.cfg.kv.kv_heads
-        return self("append", seq=seq, k=self.vectors(kv), v=self.vectors(kv))
+        return self("append", seq=seq, k=self.vectors(kv), v=self.values(kv))
 
     def step(self, seq: int, tokens: int | None = None):
         """A decode step, or (``tokens``, or in prefill the config's ``q_tokens``) a step of
@@ -79,10 +89,10 @@ class Script:
         cfg, kv = self.cfg, self.cfg.kv.kv_heads
         if tokens is None and cfg.mode == "decode":
             return self("step", seq=seq, q=self.vectors(cfg.q_heads) * 2,
-                        k=self.vectors(kv), v=self.vectors(kv))
+                        k=self.vectors(kv), v=self.values(kv))
         t = cfg.q_tokens if tokens is None else tokens
         return self("step", seq=seq, q=self.vectors(t, cfg.q_heads) * 2,
-                    k=self.vectors(t, kv), v=self.vectors(t, kv))
+                    k=self.vectors(t, kv), v=self.values(t, kv))
 
     def sinks(self) -> None:
         if self.cfg.sinks:
@@ -119,7 +129,9 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     codec = ctx.codecs
     cmds, results = sc.commands, sc.results
     d = cfg.kv.head_dim
-    feed = {name: [] for name in SOURCES}
+    sources = sources_of(cfg)
+    vectors = [name for name in ("q", "k", "v") if name in sources]
+    feed = {name: [] for name in sources}
     for c in cmds:
         feed["cmd"].append(codec["cmd"].pack(op=[c.op], seq=[c.seq], head=[c.head],
                                              tokens=[c.tokens - 1],
@@ -128,9 +140,10 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
             feed["q"] += [_bits(row) for row in np.reshape(c.q, (-1, d))]
         if c.op in (OPS["step"], OPS["append"]):
             feed["k"] += [_bits(row) for row in np.reshape(c.k, (-1, d))]
-            feed["v"] += [_bits(row) for row in np.reshape(c.v, (-1, d))]
+            if "v" in feed:
+                feed["v"] += [_bits(row) for row in np.reshape(c.v, (-1, d))]
     rows = {name: codec[name].pack(_=np.array(feed[name], np.int64).reshape(-1, d))
-            if feed[name] else [] for name in ("q", "k", "v")}
+            if feed[name] else [] for name in vectors}
     want_o, where = [], []
     for i, r in enumerate(results):
         if r.out is not None:
@@ -140,7 +153,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     want_resp = [r.word() for r in results]
 
     await reset(dut, stream_names(ctx.component))
-    valid, ready = stream_schedules(ctx, SOURCES, SINKS, gaps=gaps)
+    valid, ready = stream_schedules(ctx, sources, SINKS, gaps=gaps)
     model = timing(cfg, results, {name: Source(v) for name, v in valid.items()}, ready)
     what = f"{ctx.describe()}: {test}"
 
@@ -148,7 +161,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
         return FreeRun(
             dut, ctx.component,
             sources={"cmd": (feed["cmd"], valid["cmd"]),
-                     **{name: (rows[name], valid[name]) for name in ("q", "k", "v")}},
+                     **{name: (rows[name], valid[name]) for name in vectors}},
             sinks={"o": (len(want_o), ready["o"]), "resp": (len(want_resp), ready["resp"])},
             watch=("counters",),
         )
@@ -198,7 +211,8 @@ def _reference(sc: Script, cmd: Command, history) -> np.ndarray:
     cfg = sc.cfg
     keys, vals = history
     q = query_values(np.reshape(cmd.q, (cmd.tokens, cfg.q_heads, -1)), cfg.array.fmt)
-    k, v = (stored_values(cfg.kv.kv_fmt, x) for x in (keys, vals))
+    k = stored_values(cfg.kv.kv_fmt, keys)
+    v = k[..., :cfg.v_dim] if vals is None else stored_values(cfg.kv.kv_fmt, vals)
     out = reference(q, k, v, sinks=sc.model.sinks.astype(np.float64) if cfg.sinks else None,
                     window=cfg.window, scale=cfg.score_scale)
     return beat_order(cfg, keys.shape[1], out)

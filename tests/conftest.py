@@ -8,6 +8,8 @@ runs on one simulator, the two alternating along the matrix (0, 1, 1, 0, 0, 1, .
 of neighbouring cases, one format's two dataflows say, runs on both) and flipping with the
 seed, so every run covers both simulators and successive CI runs cover every case on each.
 ``--both-sims`` runs every case on both (a build per case and simulator: the suite's cold time).
+A case marked ``verilator_unless_both`` (one whose Icarus run takes many minutes: Icarus
+interprets every cycle of a wide datapath) runs on Verilator alone unless ``--both-sims``.
 """
 
 import pytest
@@ -24,6 +26,8 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "alternate_sims: a matrix whose cases each run on one "
                             "simulator, alternating (all on both with --both-sims)")
+    config.addinivalue_line("markers", "verilator_unless_both: a case of an alternate_sims "
+                            "matrix that runs on Verilator alone unless --both-sims")
 
 
 def alternate_simulator(case: int, seed: int) -> str:
@@ -44,6 +48,9 @@ def pytest_collection_modifyitems(config, items):
         if item.get_closest_marker("alternate_sims") is None or spec is None \
                 or "simulator" not in spec.params:
             kept.append(item)
+            continue
+        if item.get_closest_marker("verilator_unless_both") is not None:
+            (kept if spec.params["simulator"] == "verilator" else dropped).append(item)
             continue
         key = repr(sorted((k, repr(v)) for k, v in spec.params.items() if k != "simulator"))
         matrix = cases.setdefault(item.originalname, {})

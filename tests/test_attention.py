@@ -218,6 +218,7 @@ def test_score_factor_is_scale_times_log2e_in_fp32():
     ({"mode": "train"}, "parameter 'mode'"),
     ({"scale": -1.0}, "parameter 'scale'"),
     ({"mla": 1}, "parameter 'mla' = 1 is not allowed with kv.kv_heads = 1, kv.head_dim = 64"),
+    ({"kv.k_only": 1}, "parameter 'kv.k_only' = 1 is not allowed with mla = 0"),
     ({"window": 70000}, "parameter 'window'"),
 ])
 def test_bad_config_is_one_line_naming_the_parameter(params, message):
@@ -258,10 +259,16 @@ SMALL = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024, "kv.page_toke
          "array.cols": 16, "q_heads": 4, "chunk": 32, "sinks": 1, "window": 20}
 #: Prefill: row tiles of two tokens (4 rows, groups of 2), up to 8 tokens a step.
 PREFILL = {**SMALL, "mode": "prefill", "q_tokens": 8, "array.rows": 4}
+#: MLA (absorbed, 576-element latent vectors, V its first 512): P V in 16 column tiles of 32,
+#: each V read a window of two of a token's 36 lines of 256 bits.
+MLA = {"mla": 1, "kv.kv_heads": 1, "kv.head_dim": 576, "kv.banks": 4, "kv.word_bits": 64,
+       "kv.bank_words": 4096, "kv.page_tokens": 4, "kv.max_seqs": 2, "q_heads": 2,
+       "array.rows": 2, "array.cols": 32, "chunk": 32, "scale": 0.1}
 #: The simulation matrix, in pairs that run on different simulators (``alternate_sims``:
 #: which one flips with the seed; ``--both-sims`` runs all on both): decode BF16 and MXFP4
 #: (GQA, sinks, window), prefill BF16 (GQA, sinks, window; two-token row tiles) and FP8 (MQA
-#: rows, no sinks, no window), and decode FP8 (MQA, whole context).
+#: rows, no sinks, no window), decode FP8 (MQA, whole context) and BF16 GQA with ``P V`` in two
+#: column tiles; and MLA.
 SIM_CONFIGS = {
     "bf16-gqa-sinks-window": SMALL,
     "mxfp4-sinks-window": {**SMALL, "kv.kv_fmt": "mxfp4", "kv.kv_heads": 1, "kv.head_dim": 32,
@@ -272,6 +279,10 @@ SIM_CONFIGS = {
     "fp8-mqa-whole": {**SMALL, "kv.kv_fmt": "fp8_e4m3", "kv.banks": 4, "kv.kv_heads": 1,
                       "kv.head_dim": 12, "q_heads": 3, "array.rows": 4, "sinks": 0,
                       "window": 0, "kv.page_tokens": 8},
+    "bf16-gqa-column-tiles": {**SMALL, "array.cols": 8, "window": 0},
+    # Icarus takes about 13 minutes on it (Verilator 4, mostly the build): Verilator alone
+    # unless --both-sims.
+    "mla-bf16": pytest.param(MLA, marks=pytest.mark.verilator_unless_both),
 }
 
 
@@ -302,7 +313,10 @@ def test_attention_rtl(simulator, seed, params):
     ({"array.fmt": "mxfp8"}, "parameter 'array.fmt'"),
     ({"array.b_fmt": "mxfp4", "array.fmt": "mxfp8"}, "parameter 'array.fmt'"),
     ({"array.rows": 4}, "parameter 'q_heads' = 8 is not allowed with array.rows = 4"),
-    ({"array.cols": 32}, "parameter 'kv.head_dim' = 64 is not allowed with array.cols = 32"),
+    ({"array.cols": 24}, "parameter 'array.cols' = 24 is not allowed with a value of 64"),
+    ({"array.cols": 16}, "parameter 'array.cols' = 16 is not allowed with a value of 64 "
+                         "elements in lines of 512 bits"),
+    ({"array.cols": 32, "kv.kv_fmt": "mxfp4"}, "parameter 'kv.kv_fmt' = 'mxfp4'"),
 ])
 def test_rtl_limits_are_one_line_naming_the_parameter(params, text):
     cfg = build_config(AttentionConfig, params)
@@ -376,7 +390,8 @@ def test_default_decode_streams_the_cache_at_95_percent_at_1k_context():
     {"chunk": 32, "q_heads": 12, "kv.kv_heads": 3, "kv.head_dim": 32, "array.cols": 32},
     {"chunk": 32, "q_heads": 4, "kv.kv_heads": 2, "kv.head_dim": 32, "array.cols": 32,
      "window": 70, "kv.page_tokens": 2},
-], ids=["default", "window", "array-bound-3-heads", "2-heads-window"])
+    {**MLA, "chunk": 64, "kv.bank_words": 32768},
+], ids=["default", "window", "array-bound-3-heads", "2-heads-window", "mla"])
 def test_fast_path_is_the_cycle_model_at_every_count(params):
     """:func:`decode_step` (the closed form in the chunks and heads) gives the cycle-level
     model's cycles and every counter, at lengths with one chunk, a partial first or last
@@ -437,3 +452,35 @@ def test_prefill_step_appends_t_tokens_and_attends_in_row_tiles():
     assert len(model.values[0][0]) == 45
     t = timed.timing(cfg, results + [step, bad])
     assert len(t.handshakes["q"]) == 14 * cfg.q_heads
+
+
+def test_mla_step_reads_the_latent_lines_once_stored_and_attends_as_decode_mla():
+    """MLA: an append stores the latent vector alone (one vector a token, no V copy); a step
+    reads each chunk's K lines whole, then V as one window of each token's K lines per column
+    tile of ``P V`` (the first 512 elements, ``v_lines`` lines each), and its output is
+    :func:`decode_mla`'s on the same vectors, bit for bit."""
+    cfg = build_config(AttentionConfig, MLA)
+    kv = cfg.kv
+    assert kv.k_only and kv.append_beats == kv.token_lines == 36
+    assert (cfg.v_tiles, cfg.v_lines) == (16, 2)
+    rng = np.random.default_rng(7)
+    model = AttentionModel(cfg)
+    model.apply(Command(OPS["alloc"]))
+    keys = rng.standard_normal((41, 576)).astype(np.float32)
+    for k in keys[:-1]:
+        assert model.apply(Command(OPS["append"], k=k[None])).status == STATUS["ok"]
+    q = rng.standard_normal((cfg.q_heads, 576)).astype(np.float32)
+    step = model.apply(Command(OPS["step"], q=q, k=keys[-1:]))
+    assert step.status == STATUS["ok"] and step.out.shape == (cfg.q_heads, 512)
+    want = decode_mla(q, keys, scale=cfg.scale, config=cfg)
+    assert np.array_equal(step.out.view(np.uint32), want.view(np.uint32))
+    reads = step.cache[1:]
+    assert len(reads) == len(step.chunks) * (1 + cfg.v_tiles)
+    for c, (_, _, n, _) in enumerate(step.chunks):
+        k_read, *v_reads = reads[c * 17:(c + 1) * 17]
+        per_token = [k_read.data[t * 36:(t + 1) * 36] for t in range(n)]
+        for tile, v in enumerate(v_reads):
+            assert v.data == [x for tok in per_token for x in tok[2 * tile: 2 * tile + 2]]
+    # The value is the latent vector's first 512 elements: the last 4 lines (elements 512 to
+    # 575, the rotary part) are never read as V.
+    assert 2 * cfg.v_tiles == 32 < kv.token_lines

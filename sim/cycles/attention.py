@@ -11,18 +11,22 @@ The block's units (``docs/attention.md`` draws them), each a few registers here:
 - the *feeder* turns each K and V vector into ``token_lines`` cache lines (a vector is taken
   when the previous one's last line goes);
 - the *read issuer* and the *command issuer* walk the step's chunks (head by head), asking the
-  cache for each chunk's K, then V, and the array for each chunk's ``Q K^T`` (M = group, K =
-  head_dim, N = n), then ``P V`` (M = group, K = n, N = head_dim), as soon as each takes one;
-- the cache's lines go, read by read, to the *transposer* (K: two buffers of ``cols``
-  tokens, each emptied as ``head_dim`` beats) or to the *token joiner* (V: a beat per token);
-  their beats go to the array's B stream in the same order;
+  cache for each chunk's K, then V (a read per column tile of ``P V`` when the value is wider
+  than the array: a window of ``v_lines`` of each token's lines), and the array for each
+  chunk's ``Q K^T`` (M = the tile's rows, K = head_dim, N = n), then ``P V`` (M = the rows, K =
+  n, N = v_dim), as soon as each takes one;
+- the cache's lines go, read by read, to the *K joiner* and the *transposer* (two buffers of
+  ``cols`` tokens, each emptied as ``head_dim`` beats) or to the *V joiner* and the *token
+  queue* (a beat per token's column tile); their beats go to the array's B stream in the same
+  order;
 - the *A sequencer* feeds the array's A stream through a two-stage pipeline: Q's columns for
   each tile of ``Q K^T``, then, once the score unit has the chunk's max, one column of P per
-  token;
+  token, once per column tile of ``P V``;
 - the *score unit* takes the array's rows: ``Q K^T``'s (always ready), two cycles later the
   chunk's max is ready for the A sequencer; ``P V``'s (ready unless the normalizer is still
   busy with the previous head);
-- the *normalizer* puts a head's ``group`` outputs on ``o`` through a two-stage pipeline.
+- the *normalizer* puts a head's outputs on ``o`` through a two-stage pipeline, a column tile
+  of a row a cycle (a row leaves with its last tile).
 
 :func:`timing` predicts every handshake on ``cmd``, ``q``, ``k``, ``v``, ``o`` and ``resp``
 and every counter (the cache's as ``kv.*``, the array's as ``array.*``, the block's own).
@@ -103,9 +107,18 @@ class _Walk:
         self.sub = 0
 
 
+def _next_read(phase: bool, tile: int, tiles: int) -> tuple[bool, int]:
+    """After a read's end: from K (``phase`` False) to V's first column tile, from one tile
+    to the next, from V's last tile back to K."""
+    if not phase:
+        return True, 0
+    return (False, 0) if tile == tiles - 1 else (True, tile + 1)
+
+
 def macs(config, results) -> int:
     """The array's multiply-accumulates of the steps' chunks (``Q K^T`` and ``P V``)."""
-    return sum(2 * rows * config.kv.head_dim * n for r in results for _, _, n, rows in r.chunks)
+    d = config.kv.head_dim + config.v_dim
+    return sum(rows * d * n for r in results for _, _, n, rows in r.chunks)
 
 
 def timing(config, results, sources: dict[str, Source] | None = None,
@@ -120,6 +133,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     kv = cfg.kv
     H, D, C, TL = kv.kv_heads, kv.head_dim, cfg.array.cols, kv.token_lines
     QH = cfg.q_heads
+    VD, VT, VL, SEC = cfg.v_dim, cfg.v_tiles, cfg.v_lines, kv.sections
     results = list(results)
     vec = {"q": 0, "k": 0, "v": 0}
     for r in results:
@@ -127,7 +141,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
             vec["q"] += QH * r.tokens
         if r.op in (OPS["step"], OPS["append"]):
             vec["k"] += H * r.tokens
-            vec["v"] += H * r.tokens
+            vec["v"] += H * r.tokens * (SEC - 1)
     cmd = Producer(sources.get("cmd", Source()), len(results))
     ins = {name: Producer(sources.get(name, Source()), vec[name]) for name in vec}
     o_ready, resp_ready = ready.get("o", ALWAYS), ready.get("resp", ALWAYS)
@@ -154,9 +168,10 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     read_lines: list[int] = []  # lines of each read, for the ends of reads on rd
     rd_at = rd_count = 0
     rphase = bphase = False
-    # The token joiner.
-    jline = 0
-    j_valid = j_last = False
+    rd_vt = r_vt = b_vt = 0  # V's column tile: the read issuer's, on rd, on b
+    # The token joiners: K's (``token_lines`` lines a token), V's (``v_lines``).
+    jline = vline = 0
+    j_valid = j_last = v_valid = v_last = False
     # The transposer.
     full, closes = [False, False], [False, False]
     wbuf = rbuf = 0
@@ -166,12 +181,12 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     queue: deque[bool] = deque()
     depth = cfg.v_queue
     # The A sequencer.
-    aq_k = aq_tb = aq_j = 0
+    aq_k = aq_tb = aq_j = aq_vt = 0
     s1 = a_valid = False
     max_ready = alpha_pending = False
     # The score unit and the normalizer.
-    oc_r = oc_tb = 0
-    n_left = 0
+    oc_r = oc_tb = oc_vt = 0
+    n_left = n_vt = n1_vt = 0
     n1 = out_valid = False
 
     t = 0
@@ -188,9 +203,9 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         if state == "REQ":
             req = res.cache[res.tokens - tok_left if res.op == OPS["step"] else 0]
         elif from_reader:
-            req = reads[2 * rdw.i + rdw.sub]
+            req = reads[(1 + VT) * rdw.i + rdw.sub + rd_vt]
         wd_take = fvalid and cache.wd_ready
-        from_k = feed_left > H
+        from_k = feed_left > H * (SEC - 1)
         src = ins["k"] if from_k else ins["v"]
         drain = state == "DRAIN"
         in_take = feed_left != 0 and (drain or not fvalid or (wd_take and fline == TL - 1)) \
@@ -199,9 +214,14 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         # Lines to beats, beats to the array.
         b_ready = array.b_ready
         kt_adv = not kt_valid or (b_ready and not bphase)
-        j_ready = len(queue) < depth if rphase else not full[wbuf]
+        j_ready = not full[wbuf]
         j_take = j_valid and j_ready
-        rd_ready = jline != TL - 1 or not j_valid or j_ready
+        v_ready = len(queue) < depth
+        v_take = v_valid and v_ready
+        if rphase:
+            rd_ready = vline != VL - 1 or not v_valid or v_ready
+        else:
+            rd_ready = jline != TL - 1 or not j_valid or j_ready
         rd_take = cache.rd_valid and rd_ready
         rd_last = rd_take and rd_count + 1 == read_lines[rd_at]
         b_wire.valid = bool(queue) if bphase else kt_valid
@@ -213,7 +233,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         if attending and not cmw.done and array.ready:
             n = cmw.n
             rows = cmw.rows
-            gemm_cmd = program(rows, n, D) if cmw.sub else program(rows, D, n)
+            gemm_cmd = program(rows, n, VD) if cmw.sub else program(rows, D, n)
         o_ready_g = not ocw.sub or (n_left == 0 and not n1)
         take_row = array.o_valid and o_ready_g and attending
         norm_idle = n_left == 0 and not n1
@@ -244,9 +264,9 @@ def timing(config, results, sources: dict[str, Source] | None = None,
             if op in (OPS["alloc"], OPS["free"]):
                 state = "REQ"
             elif op == OPS["append"]:
-                feed_left, feed_tok, tok_left, state = 2 * H, 0, 1, "REQ"
+                feed_left, feed_tok, tok_left, state = SEC * H, 0, 1, "REQ"
             elif op == OPS["step"]:
-                feed_left, feed_tok = 2 * H, res.tokens - 1
+                feed_left, feed_tok = SEC * H, res.tokens - 1
                 q_left, tok_left = QH * res.tokens, res.tokens
                 if res.tokens > cfg.max_step_tokens:
                     state = "DRAIN"
@@ -297,16 +317,19 @@ def timing(config, results, sources: dict[str, Source] | None = None,
             fvalid, fline = not drain, 0
             feed_left -= 1
             if feed_left == 0 and feed_tok:
-                feed_left, feed_tok = 2 * H, feed_tok - 1
+                feed_left, feed_tok = SEC * H, feed_tok - 1
         if q_take:
             ins["q"].take(t)
             q_left -= 1
         # ---- The read issuer and the command issuer.
         if from_reader and took_req:
-            if rdw.sub:
+            if not rdw.sub:
+                rdw.sub = 1
+            elif rd_vt == VT - 1:
+                rd_vt = 0
                 rdw.advance()
             else:
-                rdw.sub = 1
+                rd_vt += 1
         if gemm_cmd is not False:
             if cmw.sub:
                 cmw.advance()
@@ -324,7 +347,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                     kb, full[rbuf], rbuf = 0, False, 1 - rbuf
                 else:
                     kb += 1
-        if j_take and not rphase:
+        if j_take:
             if slot == C - 1 or j_last:
                 full[wbuf], closes[wbuf] = True, j_last
                 slot, wbuf = 0, 1 - wbuf
@@ -333,24 +356,28 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         # ---- The V queue.
         if b_taken and bphase:
             queue.popleft()
-        if j_take and rphase:
-            queue.append(j_last)
-        if j_take and j_last:
-            rphase = not rphase
-        # ---- The token joiner.
+        if v_take:
+            queue.append(v_last)
+        # ---- The token joiners.
         if j_ready:
             j_valid = False
-        if rd_take:
-            if jline == TL - 1:
-                jline = 0
+        if v_ready:
+            v_valid = False
+        if rd_take and rphase:
+            vline = (vline + 1) % VL
+            if vline == 0:
+                v_valid, v_last = True, rd_last
+        elif rd_take:
+            jline = (jline + 1) % TL
+            if jline == 0:
                 j_valid, j_last = True, rd_last
-            else:
-                jline += 1
+        if rd_take:
             rd_count += 1
             if rd_last:
                 rd_at, rd_count = rd_at + 1, 0
+                rphase, r_vt = _next_read(rphase, r_vt, VT)
         if b_last:
-            bphase = not bphase
+            bphase, b_vt = _next_read(bphase, b_vt, VT)
         # ---- The A sequencer.
         own["softmax_waits"] += waits
         if en_a:
@@ -365,18 +392,24 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                 else:
                     aq_k += 1
             if issue_p:
-                if aq_j == aqw.n - 1:
-                    max_ready, aq_j = False, 0
-                    aqw.advance()
-                else:
+                if aq_j != aqw.n - 1:
                     aq_j += 1
+                elif aq_vt != VT - 1:  # P again, for V's next column tile
+                    aq_j, aq_vt = 0, aq_vt + 1
+                else:
+                    max_ready, aq_j, aq_vt = False, 0, 0
+                    aqw.advance()
         # ---- The normalizer (from its state at the cycle's start).
         if o_go:
             o_cycles.append(t)
         if not out_valid or o_ready[t]:
-            out_valid, n1 = n1, n_left != 0
+            # A row leaves after its VT column tiles.
+            out_valid, n1, n1_vt = n1 and n1_vt == VT - 1, n_left != 0, n_vt
             if n_left:
-                n_left -= 1
+                if n_vt == VT - 1:
+                    n_vt, n_left = 0, n_left - 1
+                else:
+                    n_vt += 1
         # ---- The score unit.
         if alpha_pending:
             alpha_pending, max_ready = False, True
@@ -390,13 +423,15 @@ def timing(config, results, sources: dict[str, Source] | None = None,
             else:
                 oc_r += 1
         elif take_row:
-            if oc_r == ocw.rows - 1:
-                oc_r = 0
-                if ocw.last_of_head:
-                    n_left = ocw.rows
-                ocw.advance()
-            else:
+            if oc_r != ocw.rows - 1:
                 oc_r += 1
+            elif oc_vt != VT - 1:  # the next column tile of P V's rows
+                oc_r, oc_vt = 0, oc_vt + 1
+            else:
+                oc_r = oc_vt = 0
+                if ocw.last_of_head:
+                    n_left, n_vt = ocw.rows, 0
+                ocw.advance()
         t += 1
     counters = {f"kv.{k}": v for k, v in cache.counters.items()}
     counters.update({f"array.{k}": v for k, v in array.counters.items()})
@@ -419,9 +454,11 @@ def _synthetic_step(config, length: int, plan: list[int]):
         for n in plan:
             chunks.append((h, a0, n, config.group))
             a0 += n
-            read = SimpleNamespace(op=CACHE_OPS["read"], status=STATUS["ok"],
-                                   data=range(n * kv.token_lines), walked=0)
-            cache += [read, read]
+            k_read = SimpleNamespace(op=CACHE_OPS["read"], status=STATUS["ok"],
+                                     data=range(n * kv.token_lines), walked=0)
+            v_read = SimpleNamespace(op=CACHE_OPS["read"], status=STATUS["ok"],
+                                     data=range(n * config.v_lines), walked=0)
+            cache += [k_read] + [v_read] * config.v_tiles
     return SimpleNamespace(op=OPS["step"], status=STATUS["ok"], out=range(config.q_heads),
                            cache=cache, chunks=chunks, tokens=1)
 

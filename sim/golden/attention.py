@@ -101,6 +101,8 @@ def prefill(q, k, v, *, sinks=None, window=0, scale=None, kv_fmt="bf16", fmt="bf
             config=None) -> np.ndarray:
     """T query tokens, the last T positions of ``k`` and ``v`` (kv_heads, L, d), with a causal
     mask (and the sliding window): ``q`` (T, q_heads, d); returns (T, q_heads, d) float32.
+    With ``v`` None (MLA, ``config.mla``), V is the first ``config.v_dim`` elements of K's
+    stored values and the result (T, q_heads, v_dim).
     The tokens go in row tiles of ``config.row_tokens`` (as many whole groups as the array
     has rows); each KV head attends a tile's (token, head) rows together, chunk by chunk over
     the tile's positions (the module says how; a row of a chunk outside its range keeps its
@@ -110,7 +112,10 @@ def prefill(q, k, v, *, sinks=None, window=0, scale=None, kv_fmt="bf16", fmt="bf
     its tile attend."""
     q = np.asarray(q, np.float64)
     k = np.asarray(k, np.float64)
-    v = np.asarray(v, np.float64)
+    config = AttentionConfig() if config is None else config
+    # MLA (config.mla, v None): V is the first v_dim elements of K's stored values.
+    v_dim = config.v_dim if v is None else None
+    v = None if v is None else np.asarray(v, np.float64)
     tokens, q_heads, d = q.shape
     kv_heads, length, _ = k.shape
     if q_heads % kv_heads:
@@ -119,11 +124,10 @@ def prefill(q, k, v, *, sinks=None, window=0, scale=None, kv_fmt="bf16", fmt="bf
     if not 1 <= tokens <= length:
         raise ValueError(f"parameter 'q' has {tokens} tokens; allowed: 1..{length} (the "
                          "positions of 'k')")
-    config = AttentionConfig() if config is None else config
     group = q_heads // kv_heads
     tq = config.row_tokens
     sinks = None if sinks is None else np.asarray(sinks, np.float64)
-    out = np.zeros((tokens, q_heads, v.shape[-1]), np.float32)
+    out = np.zeros((tokens, q_heads, v_dim or v.shape[-1]), np.float32)
     for t0 in range(0, tokens, tq):
         ts = slice(t0, min(t0 + tq, tokens))
         count = ts.stop - t0
@@ -133,7 +137,8 @@ def prefill(q, k, v, *, sinks=None, window=0, scale=None, kv_fmt="bf16", fmt="bf
             heads = slice(g * group, (g + 1) * group)
             rows = q[ts, heads].reshape(count * group, d)
             row_sinks = None if sinks is None else np.tile(sinks[heads], count)
-            res = _attend(rows, lo, pos, k[g], v[g], row_sinks, scale, kv_fmt, fmt, config)
+            res = _attend(rows, lo, pos, k[g], None if v is None else v[g], row_sinks, scale,
+                          kv_fmt, fmt, config, v_dim=v_dim)
             out[ts, heads] = res.reshape(count, group, -1)
     return out
 
@@ -299,7 +304,7 @@ def _key_operand(k, k_stored, kv_fmt, fmt):
 
 
 def beat_order(config: AttentionConfig, length: int, out) -> np.ndarray:
-    """A step's output ``out`` (T, q_heads, d), the sequence then holding ``length`` tokens,
+    """A step's output ``out`` (T, q_heads, d_v), the sequence then holding ``length`` tokens,
     in the order of the block's ``o`` beats: row tile, KV head, the tile's tokens, the group's
     heads (T x q_heads, d)."""
     out = np.asarray(out)
@@ -398,20 +403,21 @@ class AttentionModel:
         H, d, QH = kv.kv_heads, kv.head_dim, cfg.q_heads
         tokens = cmd.tokens if cmd.op == OPS["step"] else 1
         k = np.asarray(cmd.k, np.float32).reshape(tokens, H, d)
-        v = np.asarray(cmd.v, np.float32).reshape(tokens, H, d)
+        # MLA: the latent vector alone (V reads take its lines).
+        v = None if cfg.mla else np.asarray(cmd.v, np.float32).reshape(tokens, H, d)
         if not 1 <= tokens <= cfg.max_step_tokens:
             # Its vectors are taken and dropped; the cache is not asked.
             return Result(cmd.op, STATUS["bad_range"], cmd.seq, 0, tokens=tokens)
         cache, status, length = [], STATUS["ok"], 0
         for t in range(tokens):
-            out = self.cache.apply(Request(CACHE_OPS["append"], seq=cmd.seq,
-                                           lines=encode_heads(kv, k[t]) + encode_heads(kv, v[t])))
+            lines = encode_heads(kv, k[t]) + ([] if v is None else encode_heads(kv, v[t]))
+            out = self.cache.apply(Request(CACHE_OPS["append"], seq=cmd.seq, lines=lines))
             cache.append(out)
             length, seq = out.length, out.seq
             if out.status == STATUS["ok"]:
                 keys, vals = self.values[cmd.seq]
                 keys.append(k[t])
-                vals.append(v[t])
+                vals.append(None if v is None else v[t])
             elif status == STATUS["ok"]:
                 status = out.status  # the first failure's (later appends fail alike)
         if cmd.op == OPS["append"] or status != STATUS["ok"]:
@@ -422,13 +428,16 @@ class AttentionModel:
             for h in range(H):
                 for a0, n in cfg.chunk_plan(lo, hi):
                     chunks.append((i * H + h, a0, n, rows))
-                    for half in (0, 1):
+                    # K, then V: a read per column tile of P V (a window of each token's
+                    # lines; with MLA, of K's lines).
+                    for half, (line0, nlines) in [(0, (0, 0))] + [(1, w) for w in cfg.v_reads()]:
                         cache.append(self.cache.apply(Request(
                             CACHE_OPS["read"], seq=cmd.seq, kv=half, head=h, start=a0,
-                            count=n)))
+                            count=n, line0=line0, nlines=nlines)))
         keys, vals = self.values[cmd.seq]
         q = np.asarray(cmd.q, np.float32).reshape(tokens, QH, d)
-        result = prefill(q, np.stack(keys, axis=1), np.stack(vals, axis=1),
+        result = prefill(q, np.stack(keys, axis=1),
+                         None if cfg.mla else np.stack(vals, axis=1),
                          sinks=self.sinks if cfg.sinks else None, window=cfg.window,
                          scale=cfg.score_scale, kv_fmt=kv.kv_fmt, fmt=cfg.array.fmt,
                          config=cfg)
