@@ -119,6 +119,9 @@ ATTENTION = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024, "kv.page_
 ATTENTION_PREFILL = {**ATTENTION, "mode": "prefill", "q_tokens": 8, "array.rows": 4,
                      "tokens": 5}
 
+#: P V in two column tiles (a head of 16 on 8 columns: V read a line of each token per tile).
+ATTENTION_TILES = {**ATTENTION, "array.cols": 8}
+
 #: Declarations the kvcache mutations add next to the request engine's own.
 _KV_DECL = "        read_wait = Signal()\n"
 
@@ -604,6 +607,34 @@ MUTATIONS: tuple[Mutation, ...] = (
         timing=False,
         why="row tiles of two tokens: a larger score at the second token's position raises "
             "the first token's max (p and l change bits, not the answer's value much)",
+    ),
+    Mutation(
+        name="attention-tiles-sum-every-pass",
+        models="attention, P V in column tiles: P's exponentials join the running sum on every "
+               "replay of P, not the first only",
+        file="rtl/attention.py",
+        edits=(Edit("with m.If(en_a & s1 & s1_p & s1_sum):", "with m.If(en_a & s1 & s1_p):"),),
+        block="attention", params=ATTENTION_TILES, tests=("test_edges", "test_workload"),
+        timing=False,
+        why="two column tiles: the second pass adds the chunk's sum again, every output halves",
+    ),
+    Mutation(
+        name="attention-tiles-v-window-stale",
+        models="attention, P V in column tiles: every V read takes the first tile's lines",
+        file="rtl/attention.py",
+        edits=(Edit("cache_req.line0.eq(Mux(rdw.sub, rd_vt * VL, 0))", "cache_req.line0.eq(0)"),),
+        block="attention", params=ATTENTION_TILES, tests=("test_edges", "test_workload"),
+        timing=False,
+        why="the second column tile of O is computed from V's first 8 elements",
+    ),
+    Mutation(
+        name="kvcache-window-skips-one-short",
+        models="kvcache: a windowed read steps to the next token's window a line short",
+        file="rtl/linereader.py",
+        edits=(Edit("off.eq(off + skip + 1)", "off.eq(off + skip)"),),
+        block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
+        why="half the random reads take a window of a token's 4 lines; a read of more than one "
+            "token whose window is not the whole token reads the wrong lines from the second",
     ),
 )
 
