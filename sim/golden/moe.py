@@ -1,0 +1,320 @@
+"""Mixture-of-Experts as the ``moe`` block computes it, bit for bit, with weights in the Hugging
+Face transformers layouts, and :func:`reference`, the same layer in float64.
+
+The steps (``docs/moe.md`` states them too):
+
+1. **Router logits**, FP32: for each token and expert, ``acc = +0``, then for ``h = 0 ..
+   H - 1`` ``acc = fp32(acc + fp32(x_h * W_eh))`` (one multiply-add unit per expert, the
+   hidden dimension in order); ``gpt_oss`` adds the bias: ``fp32(acc + b_e)``.
+2. **Exponentials** come from the ``exp2`` unit (:func:`~scoville.sim.golden.exp2.exp2`):
+   ``exp(z) = exp2(fp32(z * fp32(log2 e)))``; ``sigmoid(z) = 1 / fp32(1 + exp(-z))`` with a
+   correctly rounded reciprocal (``-z`` as ``fp32(z * fp32(-log2 e))``).
+3. **gpt_oss routing**: the ``top_k`` largest logits, largest first (ties: the lower expert
+   index); ``e_i = exp(fp32(l_i - l_max))``; ``s`` their FP32 sum in that order from +0;
+   ``w_i = fp32(e_i * fp32(1 / s))``.
+4. **deepseek routing**: ``s_e = sigmoid(l_e)``; ``c_e = fp32(s_e + bias_e)`` for choosing
+   only; each group of ``E / n_group`` consecutive experts scores ``fp32(c_1 + c_2)``, its two
+   largest (largest first); the ``topk_group`` best groups are kept (ties: the lower group),
+   the others' ``c`` set to 0.0 (as Hugging Face's ``masked_fill``, so a kept expert whose
+   biased score is negative can lose to a masked one); the ``top_k`` largest ``c``, largest
+   first (ties: the lower index); weights ``s`` of those; with ``norm_topk_prob``: ``d =
+   fp32(sum + fp32(1e-20))`` (sum in the same order from +0), ``w = fp32(w * fp32(1 / d))``;
+   then ``w = fp32(w * fp32(routed_scaling_factor))``.
+5. **Experts** on the array (:func:`~scoville.sim.golden.gemm.gemm`: MX block sums exact,
+   rounded once with both scales, accumulated in FP32 in block order): the token's ``x``
+   quantized to ``act_fmt`` along H, the weights MXFP4 along the reduction (as the memory
+   holds them); ``h = x W_gu`` (+ bias, FP32); the gated activation in FP32 (``gpt_oss``:
+   ``g = min(gate, 7)``, ``u = clamp(up, -7, 7)``, ``fp32(fp32(u + 1) * fp32(g *
+   sigmoid(fp32(1.702 * g))))`` with gate and up interleaved; ``deepseek``: ``fp32(fp32(gate *
+   sigmoid(gate)) * up)``, gate the first half); that quantized to ``act_fmt`` along I;
+   ``y = a W_down`` (+ bias).
+6. **Combine**, FP32 from +0: the token's experts in ascending expert index (the order the
+   block runs them), ``out = fp32(out + fp32(w * y))``; then the shared expert,
+   ``out = fp32(out + y_shared)``.
+
+The functions take ``config`` (a :class:`~scoville.rtl.moe.MoeConfig`) as the block's other
+golden models do; none of the bits depend on its sizes (the array's os schedule does not
+change a matmul's bits), so None and any config give the same results.
+
+``act_fmt=None`` runs the same steps with the activations left in FP32 (the weights still
+MXFP4, the matmuls in float64 rounded once to FP32): a float reference for comparing formats,
+not a mode of the block.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scoville.rtl.formats import MX_BLOCK
+from scoville.rtl.gemm import GemmConfig
+from scoville.rtl.moe import SWIGLU_ALPHA, SWIGLU_LIMIT, array_formats
+
+from .attention import LOG2E
+from .exp2 import exp2
+from .gemm import Operands, gemm
+from .mx import dequantize_mxfp4, dequantize_mxfp8, quantize_mxfp4, quantize_mxfp8
+
+__all__ = ["deepseek_moe", "deepseek_route", "exp_unit", "gpt_oss_moe", "gpt_oss_route",
+           "reference", "router_logits", "sigmoid_unit"]
+
+_F32 = np.float32
+_NEG_LOG2E = _F32(-LOG2E)
+
+
+def _f32(x) -> np.ndarray:
+    return np.asarray(x, np.float32)
+
+
+def exp_unit(z) -> np.ndarray:
+    """``exp(z)`` on the exp2 unit: ``exp2(fp32(z * log2 e))``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = (_f32(z) * LOG2E).astype(np.float32)
+    return exp2(t.view(np.uint32)).view(np.float32)
+
+
+def _recip(x) -> np.ndarray:
+    """``1 / x`` rounded once to FP32 (the reciprocal unit)."""
+    with np.errstate(divide="ignore"):
+        return (1.0 / np.asarray(x, np.float64)).astype(np.float32)
+
+
+def sigmoid_unit(z) -> np.ndarray:
+    """``1 / fp32(1 + exp2(fp32(z * -log2 e)))``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = (_f32(z) * _NEG_LOG2E).astype(np.float32)
+        e = exp2(t.view(np.uint32)).view(np.float32)
+        return _recip((_F32(1) + e).astype(np.float32))
+
+
+def router_logits(x, weight, bias=None) -> np.ndarray:
+    """Step 1: ``x`` (T, H), ``weight`` (E, H), ``bias`` (E,) or None; (T, E) float32."""
+    x, w = _f32(x), _f32(weight)
+    acc = np.zeros((x.shape[0], w.shape[0]), np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for h in range(x.shape[1]):
+            acc = (acc + np.outer(x[:, h], w[:, h]).astype(np.float32)).astype(np.float32)
+        if bias is not None:
+            acc = (acc + _f32(bias)).astype(np.float32)
+    return acc
+
+
+def _top(values, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest of each row, largest first, ties to the lower index."""
+    return np.argsort(-np.asarray(values, np.float64), axis=-1, kind="stable")[..., :k]
+
+
+def _sum_in_order(v) -> np.ndarray:
+    acc = np.zeros(v.shape[:-1], np.float32)
+    for j in range(v.shape[-1]):
+        acc = (acc + v[..., j]).astype(np.float32)
+    return acc
+
+
+def gpt_oss_route(x, weight, bias, *, top_k, config=None) -> tuple[np.ndarray, np.ndarray]:
+    """GPT-OSS routing (steps 1 to 3): ``(weights (T, top_k) float32, indices (T, top_k)
+    int64)``, largest logit first."""
+    logits = router_logits(x, weight, bias)
+    idx = _top(logits, top_k)
+    top = np.take_along_axis(logits, idx, axis=-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = exp_unit((top - top[:, :1]).astype(np.float32))
+        w = (e * _recip(_sum_in_order(e))[:, None]).astype(np.float32)
+    return w, idx.astype(np.int64)
+
+
+def deepseek_route(x, weight, e_score_correction_bias, *, top_k, n_group, topk_group,
+                   norm_topk_prob=True, routed_scaling_factor=1.0,
+                   config=None) -> tuple[np.ndarray, np.ndarray]:
+    """DeepSeek-V3 routing (steps 1, 2 and 4): ``(weights (T, top_k) float32, indices (T,
+    top_k) int64)``, the largest biased score first."""
+    logits = router_logits(x, weight)
+    t, e = logits.shape
+    if e % n_group:
+        raise ValueError(f"parameter 'n_group' = {n_group} is not allowed with {e} experts; "
+                         f"allowed: a divisor of {e}")
+    s = sigmoid_unit(logits)
+    c = (s + _f32(e_score_correction_bias)).astype(np.float32)
+    groups = c.reshape(t, n_group, e // n_group)
+    two = np.take_along_axis(groups, _top(groups, min(2, e // n_group)), axis=-1)
+    gscore = two[..., 0] if two.shape[-1] == 1 else (two[..., 0] + two[..., 1]).astype(
+        np.float32)
+    kept = np.zeros((t, n_group), bool)
+    np.put_along_axis(kept, _top(gscore, topk_group), True, axis=-1)
+    masked = np.where(np.repeat(kept, e // n_group, axis=-1), c, _F32(0))
+    idx = _top(masked, top_k)
+    w = np.take_along_axis(s, idx, axis=-1)
+    if norm_topk_prob:
+        d = (_sum_in_order(w) + _F32(1e-20)).astype(np.float32)
+        w = (w * _recip(d)[:, None]).astype(np.float32)
+    w = (w * _F32(routed_scaling_factor)).astype(np.float32)
+    return w, idx.astype(np.int64)
+
+
+def _quantize(x, act_fmt, axis):
+    """Codes and scales of ``x`` in ``act_fmt`` along ``axis`` (blocks of 32)."""
+    quant = quantize_mxfp8 if act_fmt == "mxfp8" else quantize_mxfp4
+    return quant(np.asarray(x, np.float64), axis=axis)
+
+
+def _dequantize(codes, scales, act_fmt, axis):
+    dq = dequantize_mxfp8 if act_fmt == "mxfp8" else dequantize_mxfp4
+    return dq(codes, scales, axis=axis).astype(np.float64)
+
+
+class _Weights:
+    """An expert's matrix as the memory holds it: B (K, N) of a matmul, MXFP4 along K."""
+
+    def __init__(self, b):
+        b = np.asarray(b, np.float64)
+        if b.shape[0] % MX_BLOCK:
+            raise ValueError(f"a reduction of {b.shape[0]} is not allowed; allowed: a "
+                             f"multiple of {MX_BLOCK}")
+        self.codes, self.scales = quantize_mxfp4(b, axis=0)
+
+    @property
+    def values(self) -> np.ndarray:
+        return dequantize_mxfp4(self.codes, self.scales, axis=0).astype(np.float64)
+
+
+def _matmul(a, w: _Weights, act_fmt) -> np.ndarray:
+    """``a`` (M, K) float32 times the expert's weights, as the array computes it (FP32)."""
+    if act_fmt is None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return (np.asarray(a, np.float64) @ w.values).astype(np.float32)
+    codes, scales = _quantize(a, act_fmt, axis=1)
+    fmt, b_fmt = array_formats(act_fmt)
+    config = GemmConfig(fmt=fmt, b_fmt=b_fmt)
+    return gemm(config, Operands(codes, w.codes, scales, w.scales)).view(np.float32)
+
+
+def _check_act(act_fmt):
+    if act_fmt not in (None, "mxfp8", "mxfp4"):
+        raise ValueError(f"parameter 'act_fmt' = {act_fmt!r} is not allowed; allowed: mxfp8, "
+                         "mxfp4, None (FP32 activations: a float reference)")
+
+
+def _gpt_oss_glu(h) -> np.ndarray:
+    gate, up = h[:, 0::2], h[:, 1::2]
+    with np.errstate(over="ignore", invalid="ignore"):
+        g = np.minimum(gate, _F32(SWIGLU_LIMIT))
+        u = np.clip(up, _F32(-SWIGLU_LIMIT), _F32(SWIGLU_LIMIT))
+        sig = sigmoid_unit((g * _F32(SWIGLU_ALPHA)).astype(np.float32))
+        glu = (g * sig).astype(np.float32)
+        return ((u + _F32(1)).astype(np.float32) * glu).astype(np.float32)
+
+
+def _silu_glu(h) -> np.ndarray:
+    i = h.shape[1] // 2
+    gate, up = h[:, :i], h[:, i:]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return ((gate * sigmoid_unit(gate)).astype(np.float32) * up).astype(np.float32)
+
+
+def _add(a, b) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (a + _f32(b)).astype(np.float32)
+
+
+def _combine(x, weights, indices, expert) -> np.ndarray:
+    """Step 6 without the shared expert: ``expert(e, rows)`` gives expert e's outputs (n, H)
+    for the tokens ``rows``; experts in ascending index."""
+    out = np.zeros(x.shape, np.float32)
+    for e in np.unique(indices):
+        rows, slot = np.nonzero(indices == e)
+        y = expert(int(e), rows)
+        w = weights[rows, slot][:, None]
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[rows] = (out[rows] + (w * y).astype(np.float32)).astype(np.float32)
+    return out
+
+
+def gpt_oss_moe(x, router_weight, router_bias, gate_up_proj, gate_up_proj_bias, down_proj,
+                down_proj_bias, *, top_k, act_fmt="mxfp8", config=None) -> np.ndarray:
+    """A GPT-OSS MoE layer (Hugging Face ``GptOssMLP``): ``x`` (T, H); ``router_weight`` (E,
+    H), ``router_bias`` (E,); ``gate_up_proj`` (E, H, 2I), gate and up interleaved on the last
+    axis, ``gate_up_proj_bias`` (E, 2I); ``down_proj`` (E, I, H), ``down_proj_bias`` (E, H).
+    Returns (T, H) float32 (the module's steps 1, 2, 3, 5, 6)."""
+    _check_act(act_fmt)
+    x = _f32(x)
+    weights, indices = gpt_oss_route(x, router_weight, router_bias, top_k=top_k, config=config)
+
+    def expert(e, rows):
+        h = _add(_matmul(x[rows], _Weights(gate_up_proj[e]), act_fmt), gate_up_proj_bias[e])
+        return _add(_matmul(_gpt_oss_glu(h), _Weights(down_proj[e]), act_fmt),
+                    down_proj_bias[e])
+
+    return _combine(x, weights, indices, expert)
+
+
+def deepseek_moe(x, router_weight, e_score_correction_bias, gate_up_proj, down_proj,
+                 shared_gate, shared_up, shared_down, *, top_k, n_group, topk_group,
+                 norm_topk_prob=True, routed_scaling_factor=1.0, act_fmt="mxfp8",
+                 config=None) -> np.ndarray:
+    """A DeepSeek-V3 MoE layer (Hugging Face ``DeepseekV3MoE``, fused experts): ``x`` (T, H);
+    ``router_weight`` (E, H); ``e_score_correction_bias`` (E,); ``gate_up_proj`` (E, 2I, H),
+    gate rows then up rows; ``down_proj`` (E, H, I); the shared expert as ``shared_gate``,
+    ``shared_up`` (I_s, H) and ``shared_down`` (H, I_s), or all None without one. Returns (T,
+    H) float32 (the module's steps 1, 2, 4, 5, 6)."""
+    _check_act(act_fmt)
+    x = _f32(x)
+    weights, indices = deepseek_route(
+        x, router_weight, e_score_correction_bias, top_k=top_k, n_group=n_group,
+        topk_group=topk_group, norm_topk_prob=norm_topk_prob,
+        routed_scaling_factor=routed_scaling_factor, config=config)
+
+    def run(rows, gate_up, down):
+        # nn.Linear layouts (out, in): B is the transpose.
+        h = _matmul(x[rows], _Weights(np.asarray(gate_up).T), act_fmt)
+        return _matmul(_silu_glu(h), _Weights(np.asarray(down).T), act_fmt)
+
+    out = _combine(x, weights, indices, lambda e, rows: run(rows, gate_up_proj[e],
+                                                            down_proj[e]))
+    if shared_gate is not None:
+        gate_up = np.concatenate([np.asarray(shared_gate), np.asarray(shared_up)])
+        out = _add(out, run(np.arange(len(x)), gate_up, shared_down))
+    return out
+
+
+def reference(x, weights, indices, experts, shared=None, *, router="gpt_oss",
+              act_fmt="mxfp8") -> np.ndarray:
+    """The layer in float64 on the same quantized values, for checking the block: ``x`` (T,
+    H); the router's ``weights`` and ``indices`` (T, k), as the block chose them; ``experts``
+    a list of ``(gate_up, gate_up_bias, down, down_bias)`` per expert in the golden functions'
+    layouts as B matrices (H, 2I) and (I, H) (biases None for ``deepseek``); ``shared`` the
+    same for a shared expert. Activations are quantized to ``act_fmt`` where the block
+    quantizes them (from float64), weights to MXFP4; the rest is float64 with exact exp and
+    sigmoid."""
+    x = np.asarray(x, np.float64)
+
+    def q(a):
+        if act_fmt is None:
+            return a
+        codes, scales = _quantize(a, act_fmt, axis=1)
+        return _dequantize(codes, scales, act_fmt, axis=1)
+
+    def sig(z):
+        return 1.0 / (1.0 + np.exp(-z))
+
+    def run(e, rows):
+        gu, gub, down, db = e
+        h = q(x[rows]) @ _Weights(gu).values
+        if gub is not None:
+            h = h + np.asarray(gub, np.float64)
+        if router == "gpt_oss":
+            g = np.minimum(h[:, 0::2], SWIGLU_LIMIT)
+            u = np.clip(h[:, 1::2], -SWIGLU_LIMIT, SWIGLU_LIMIT)
+            a = (u + 1) * g * sig(SWIGLU_ALPHA * g)
+        else:
+            i = h.shape[1] // 2
+            a = h[:, :i] * sig(h[:, :i]) * h[:, i:]
+        y = q(a) @ _Weights(down).values
+        return y if db is None else y + np.asarray(db, np.float64)
+
+    out = np.zeros(x.shape)
+    for t in range(len(x)):
+        for w, e in zip(weights[t], indices[t], strict=True):
+            out[t] += float(w) * run(experts[int(e)], [t])[0]
+    if shared is not None:
+        out += run(shared, np.arange(len(x)))
+    return out
+

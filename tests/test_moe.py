@@ -1,0 +1,240 @@
+"""The MoE golden model (:mod:`scoville.sim.golden.moe`) against float64, against independent
+re-derivations of Hugging Face's routers, and against its own steps recomputed from the public
+matmul, bit for bit; the config's one-line errors."""
+
+import math
+
+import numpy as np
+import pytest
+
+from scoville.rtl.moe import MoeConfig
+from scoville.rtl.params import ParamError, build_config
+from scoville.sim.golden.gemm import matmul
+from scoville.sim.golden.moe import (
+    deepseek_moe,
+    deepseek_route,
+    exp_unit,
+    gpt_oss_moe,
+    gpt_oss_route,
+    reference,
+    router_logits,
+    sigmoid_unit,
+)
+
+T, H, IM, E = 8, 64, 32, 8
+#: Largest error over the largest output against float64 on the same quantized values: FP32
+#: roundings and the exp2 unit (about 1e-7), unless an FP32 intermediate and its float64
+#: counterpart round to different MX codes (one quantum of one element: seen up to 2e-3 with
+#: MXFP8 activations).
+BOUNDS = {"mxfp8": 1e-2, "mxfp4": 5e-2, None: 1e-5}
+
+
+def _gpt_oss(seed, t=T):
+    rng = np.random.default_rng(seed)
+
+    def r(*shape, s=1 / 8):
+        return (rng.standard_normal(shape) * s).astype(np.float32)
+
+    return dict(x=r(t, H, s=1), router_weight=r(E, H), router_bias=r(E),
+                gate_up_proj=r(E, H, 2 * IM), gate_up_proj_bias=r(E, 2 * IM),
+                down_proj=r(E, IM, H, s=1 / 6), down_proj_bias=r(E, H))
+
+
+def _deepseek(seed, t=T):
+    rng = np.random.default_rng(seed)
+
+    def r(*shape, s=1 / 8):
+        return (rng.standard_normal(shape) * s).astype(np.float32)
+
+    return dict(x=r(t, H, s=1), router_weight=r(E, H), e_score_correction_bias=r(E, s=0.1),
+                gate_up_proj=r(E, 2 * IM, H), down_proj=r(E, H, IM, s=1 / 6),
+                shared_gate=r(IM, H), shared_up=r(IM, H), shared_down=r(H, IM))
+
+
+def _hf_gpt_oss_route(x, w, b, k):
+    """Hugging Face ``GptOssTopKRouter`` in float64: top-k of the logits (sorted), softmax
+    over the k chosen."""
+    logits = np.asarray(x, np.float64) @ np.asarray(w, np.float64).T + b
+    idx = np.argsort(-logits, axis=-1, kind="stable")[:, :k]
+    top = np.take_along_axis(logits, idx, -1)
+    e = np.exp(top - top.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True), idx
+
+
+def _hf_deepseek_route(x, w, bias, k, n_group, topk_group, norm, scale):
+    """Hugging Face ``DeepseekV3TopkRouter`` in float64 (the 0.0 mask, the 1e-20)."""
+    s = 1 / (1 + np.exp(-(np.asarray(x, np.float64) @ np.asarray(w, np.float64).T)))
+    c = s + bias
+    t, e = c.shape
+    groups = np.sort(c.reshape(t, n_group, -1), axis=-1)[..., ::-1]
+    gscore = groups[..., :2].sum(-1)
+    keep = np.argsort(-gscore, axis=-1, kind="stable")[:, :topk_group]
+    mask = np.zeros((t, n_group), bool)
+    np.put_along_axis(mask, keep, True, -1)
+    c = np.where(np.repeat(mask, e // n_group, -1), c, 0.0)
+    idx = np.argsort(-c, axis=-1, kind="stable")[:, :k]
+    wts = np.take_along_axis(s, idx, -1)
+    if norm:
+        wts = wts / (wts.sum(-1, keepdims=True) + 1e-20)
+    return wts * scale, idx
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_router_logits_are_fp32_sums_in_hidden_order(seed):
+    p = _gpt_oss(seed)
+    got = router_logits(p["x"], p["router_weight"], p["router_bias"])
+    x, w, b = p["x"], p["router_weight"], p["router_bias"]
+    for t, e in [(0, 0), (3, 5), (7, 7)]:
+        acc = np.float32(0)
+        for h in range(H):
+            acc = np.float32(acc + np.float32(x[t, h] * w[e, h]))
+        assert got[t, e] == np.float32(acc + b[e])
+    ref = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    assert np.abs(got - ref).max() < 1e-5 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_gpt_oss_route_is_hugging_faces_within_the_exp2_units_error(seed):
+    p = _gpt_oss(seed)
+    w, idx = gpt_oss_route(p["x"], p["router_weight"], p["router_bias"], top_k=3)
+    ref_w, ref_idx = _hf_gpt_oss_route(p["x"], p["router_weight"], p["router_bias"], 3)
+    assert (idx == ref_idx).all() and w.dtype == np.float32 and idx.dtype == np.int64
+    assert np.abs(w - ref_w).max() < 1e-4
+    assert np.allclose(w.sum(-1), 1, atol=1e-6)
+
+
+@pytest.mark.parametrize(("n_group", "topk_group", "norm", "scale"),
+                         [(4, 2, True, 2.5), (1, 1, True, 2.827), (2, 1, False, 1.0)])
+@pytest.mark.parametrize("seed", range(4))
+def test_deepseek_route_is_hugging_faces(seed, n_group, topk_group, norm, scale):
+    p = _deepseek(seed)
+    args = (p["x"], p["router_weight"], p["e_score_correction_bias"])
+    w, idx = deepseek_route(*args, top_k=2, n_group=n_group, topk_group=topk_group,
+                            norm_topk_prob=norm, routed_scaling_factor=scale)
+    ref_w, ref_idx = _hf_deepseek_route(*args, 2, n_group, topk_group, norm, scale)
+    assert (idx == ref_idx).all()
+    assert np.abs(w - ref_w).max() < 1e-4 * scale
+
+
+def test_deepseek_masked_experts_score_zero_as_hugging_faces_masked_fill():
+    """With negative correction biases a kept group's experts can score below 0, so an
+    expert of a masked group (0.0) is chosen: Hugging Face's behaviour, kept on purpose."""
+    x = np.ones((1, 32), np.float32)
+    weight = np.zeros((4, 32), np.float32)
+    weight[0] = 0.1  # expert 0 (group 0) scores highest
+    bias = np.array([-0.2, -0.9, -0.95, -0.97], np.float32)  # c: 0.76, -0.4, -0.45, -0.47
+    _, idx = deepseek_route(x, weight, bias, top_k=2, n_group=2, topk_group=1)
+    assert idx.tolist() == [[0, 2]]  # expert 1 (kept, c < 0) loses to expert 2 (masked: 0.0)
+
+
+def test_ties_go_to_the_lower_index():
+    x = np.zeros((1, 32), np.float32)
+    w, idx = gpt_oss_route(x, np.zeros((6, 32), np.float32), np.zeros(6, np.float32), top_k=3)
+    assert idx.tolist() == [[0, 1, 2]] and np.allclose(w, 1 / 3, atol=1e-6)
+    _, idx = deepseek_route(x, np.zeros((6, 32), np.float32), np.zeros(6, np.float32),
+                            top_k=2, n_group=3, topk_group=2)
+    assert idx.tolist() == [[0, 1]]
+
+
+@pytest.mark.parametrize("act_fmt", ["mxfp8", "mxfp4", None])
+@pytest.mark.parametrize("seed", range(5))
+def test_gpt_oss_moe_meets_its_bound_against_float64(seed, act_fmt):
+    p = _gpt_oss(seed)
+    out = gpt_oss_moe(**p, top_k=2, act_fmt=act_fmt)
+    w, idx = gpt_oss_route(p["x"], p["router_weight"], p["router_bias"], top_k=2)
+    experts = [(p["gate_up_proj"][e], p["gate_up_proj_bias"][e], p["down_proj"][e],
+                p["down_proj_bias"][e]) for e in range(E)]
+    ref = reference(p["x"], w, idx, experts, act_fmt=act_fmt)
+    assert out.dtype == np.float32 and out.shape == (T, H)
+    assert np.abs(out - ref).max() <= BOUNDS[act_fmt] * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("act_fmt", ["mxfp8", "mxfp4", None])
+@pytest.mark.parametrize("seed", range(5))
+def test_deepseek_moe_meets_its_bound_against_float64(seed, act_fmt):
+    p = _deepseek(seed)
+    kw = dict(top_k=2, n_group=4, topk_group=2, routed_scaling_factor=2.5)
+    out = deepseek_moe(**p, **kw, act_fmt=act_fmt)
+    w, idx = deepseek_route(p["x"], p["router_weight"], p["e_score_correction_bias"], **kw)
+    experts = [(p["gate_up_proj"][e].T, None, p["down_proj"][e].T, None) for e in range(E)]
+    shared = (np.concatenate([p["shared_gate"], p["shared_up"]]).T, None, p["shared_down"].T,
+              None)
+    ref = reference(p["x"], w, idx, experts, shared, router="deepseek", act_fmt=act_fmt)
+    assert np.abs(out - ref).max() <= BOUNDS[act_fmt] * np.abs(ref).max()
+
+
+def _sigmoid(z):
+    """The block's sigmoid from its definition, scalar by scalar."""
+    from scoville.sim.golden.exp2 import exp2
+
+    t = np.float32(np.float32(z) * np.float32(-math.log2(math.e)))
+    e = exp2(np.array([t], np.float32).view(np.uint32)).view(np.float32)[0]
+    return np.float32(1 / np.float64(np.float32(1 + e)))
+
+
+@pytest.mark.parametrize("act_fmt", ["mxfp8", "mxfp4"])
+def test_a_gpt_oss_token_recomputed_from_the_public_matmul_bit_for_bit(act_fmt):
+    """One token through its experts by the module's steps, written out with
+    :func:`~scoville.sim.golden.gemm.matmul` and scalar FP32 arithmetic."""
+    p = _gpt_oss(11, t=1)
+    out = gpt_oss_moe(**p, top_k=2, act_fmt=act_fmt)
+    w, idx = gpt_oss_route(p["x"], p["router_weight"], p["router_bias"], top_k=2)
+    b_fmt = "mxfp4" if act_fmt == "mxfp8" else None
+    acc = np.zeros(H, np.float32)
+    for e in sorted(idx[0].tolist()):
+        h = matmul(p["x"], p["gate_up_proj"][e], act_fmt, b_fmt)[0]
+        h = (h + p["gate_up_proj_bias"][e]).astype(np.float32)
+        a = np.zeros(IM, np.float32)
+        for j in range(IM):
+            g = min(h[2 * j], np.float32(7))
+            u = min(max(h[2 * j + 1], np.float32(-7)), np.float32(7))
+            glu = np.float32(g * _sigmoid(np.float32(g * np.float32(1.702))))
+            a[j] = np.float32(np.float32(u + 1) * glu)
+        y = (matmul(a[None], p["down_proj"][e], act_fmt, b_fmt)[0]
+             + p["down_proj_bias"][e]).astype(np.float32)
+        we = w[0, list(idx[0]).index(e)]
+        acc = (acc + (we * y).astype(np.float32)).astype(np.float32)
+    assert np.array_equal(out[0].view(np.uint32), acc.view(np.uint32))
+
+
+def test_exp_and_sigmoid_are_within_1e_4_relative():
+    z = np.linspace(-80, 80, 200_001).astype(np.float32)
+    exp_err = np.abs(exp_unit(z) / np.exp(z.astype(np.float64)) - 1)
+    sig = 1 / (1 + np.exp(-z.astype(np.float64)))
+    sig_err = np.abs(sigmoid_unit(z) / sig - 1)
+    assert exp_err.max() <= 1e-4 and sig_err.max() <= 1e-4
+    assert sigmoid_unit(np.float32(-200)) == 0 and sigmoid_unit(np.float32(200)) == 1
+
+
+def test_float_reference_mode_is_fp32_close_to_the_quantized_weights():
+    p = _gpt_oss(3)
+    a = gpt_oss_moe(**p, top_k=2, act_fmt=None)
+    b = gpt_oss_moe(**p, top_k=2, act_fmt="mxfp8")
+    assert not np.array_equal(a, b)  # the activations' quantization shows
+    with pytest.raises(ValueError, match="parameter 'act_fmt' = 'bf16' is not allowed"):
+        gpt_oss_moe(**p, top_k=2, act_fmt="bf16")
+
+
+@pytest.mark.parametrize(("params", "text"), [
+    ({"top_k": 17}, "parameter 'top_k' = 17 is not allowed with experts = 16; allowed: 1..16"),
+    ({"router": "deepseek", "n_group": 3},
+     "parameter 'n_group' = 3 is not allowed with experts = 16; allowed: a divisor of 16"),
+    ({"router": "deepseek", "n_group": 4, "topk_group": 5}, "parameter 'topk_group' = 5"),
+    ({"shared": 1}, "parameter 'shared' = 1 is not allowed with router = gpt_oss; allowed: 0"),
+    ({"hidden": 40}, "parameter 'hidden' = 40 is not allowed; allowed: a multiple of 32"),
+    ({"router": "mixtral"}, "parameter 'router' = 'mixtral' is not allowed"),
+    ({"routed_scaling_factor": 0.0}, "parameter 'routed_scaling_factor' = 0.0"),
+    ({"act_fmt": "mxfp8", "array.fmt": "mxfp4", "array.b_fmt": "same"},
+     "parameter 'array.fmt' = 'mxfp4' is not allowed with act_fmt = mxfp8"),
+])
+def test_bad_config_is_one_line_naming_the_parameter(params, text):
+    with pytest.raises(ParamError) as err:
+        build_config(MoeConfig, params)
+    assert text in str(err.value) and "allowed" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_the_array_formats_follow_act_fmt():
+    assert (MoeConfig().array.fmt, MoeConfig().array.b_fmt) == ("mxfp8", "mxfp4")
+    cfg = build_config(MoeConfig, {"act_fmt": "mxfp4"})
+    assert (cfg.array.fmt, cfg.array.b_fmt) == ("mxfp4", "same")
