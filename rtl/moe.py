@@ -17,7 +17,7 @@ from .formats import MX_BLOCK
 from .gemm import GemmConfig
 from .params import ParamError, check_choice, check_int, check_parts, param, part
 
-__all__ = ["ACT_FORMATS", "ROUTERS", "SWIGLU_ALPHA", "SWIGLU_LIMIT", "MoeConfig", "array_formats"]
+__all__ = ["ACT_FORMATS", "ROUTERS", "SWIGLU_ALPHA", "SWIGLU_LIMIT", "ARRAY_FORMATS", "MoeConfig"]
 
 #: ``router``: GPT-OSS (softmax over the top-k logits, biases everywhere, interleaved gate and
 #: up, the clamped SwiGLU) or DeepSeek-V3 (sigmoid, grouped top-k, gate and up in halves,
@@ -33,9 +33,8 @@ SWIGLU_ALPHA = 1.702
 _ARRAY = GemmConfig(rows=8, cols=8, fmt="mxfp8", b_fmt="mxfp4")
 
 
-def array_formats(act_fmt: str) -> tuple[str, str]:
-    """The array's ``(fmt, b_fmt)`` for activations in ``act_fmt`` against MXFP4 weights."""
-    return ("mxfp8", "mxfp4") if act_fmt == "mxfp8" else ("mxfp4", "same")
+#: The array's ``(fmt, b_fmt)`` for activations in ``act_fmt`` against MXFP4 weights.
+ARRAY_FORMATS = {"mxfp8": ("mxfp8", "mxfp4"), "mxfp4": ("mxfp4", "same")}
 
 
 @dataclass(frozen=True)
@@ -121,7 +120,7 @@ class MoeConfig:
                                      f"= gpt_oss; allowed: {0 if name == 'shared' else 1}")
         # One source: the array's formats follow act_fmt (the part's default pair, or the
         # pair act_fmt gives, is taken as "follow"; another pair is an error).
-        want = array_formats(self.act_fmt)
+        want = ARRAY_FORMATS[self.act_fmt]
         have = (self.array.fmt, self.array.b_fmt)
         if have != want:
             if have != (_ARRAY.fmt, _ARRAY.b_fmt):

@@ -8,7 +8,8 @@ The steps (``docs/moe.md`` states them too):
    hidden dimension in order); ``gpt_oss`` adds the bias: ``fp32(acc + b_e)``.
 2. **Exponentials** come from the ``exp2`` unit (:func:`~scoville.sim.golden.exp2.exp2`):
    ``exp(z) = exp2(fp32(z * fp32(log2 e)))``; ``sigmoid(z) = 1 / fp32(1 + exp(-z))`` with a
-   correctly rounded reciprocal (``-z`` as ``fp32(z * fp32(-log2 e))``).
+   correctly rounded reciprocal (``-z`` as ``fp32(z * fp32(-log2 e))``; 0 once the
+   denominator reaches 2^126, below z = -87.3).
 3. **gpt_oss routing**: the ``top_k`` largest logits, largest first (ties: the lower expert
    index); ``e_i = exp(fp32(l_i - l_max))``; ``s`` their FP32 sum in that order from +0;
    ``w_i = fp32(e_i * fp32(1 / s))``.
@@ -47,7 +48,7 @@ import numpy as np
 
 from scoville.rtl.formats import MX_BLOCK
 from scoville.rtl.gemm import GemmConfig
-from scoville.rtl.moe import SWIGLU_ALPHA, SWIGLU_LIMIT, array_formats
+from scoville.rtl.moe import ARRAY_FORMATS, SWIGLU_ALPHA, SWIGLU_LIMIT
 
 from .attention import LOG2E
 from .exp2 import exp2
@@ -73,13 +74,16 @@ def exp_unit(z) -> np.ndarray:
 
 
 def _recip(x) -> np.ndarray:
-    """``1 / x`` rounded once to FP32 (the reciprocal unit)."""
+    """``1 / x`` rounded once to FP32 (the reciprocal unit, :func:`~scoville.rtl.softmax
+    .fp32_recip`), for ``x`` of at least 2^-126; 0 from ``x`` = 2^126 up (where the
+    reciprocal would be subnormal, flushed as the exp2 unit flushes)."""
+    x = np.asarray(x, np.float64)
     with np.errstate(divide="ignore"):
-        return (1.0 / np.asarray(x, np.float64)).astype(np.float32)
+        return np.where(x >= 2.0 ** 126, 0.0, 1.0 / x).astype(np.float32)
 
 
 def sigmoid_unit(z) -> np.ndarray:
-    """``1 / fp32(1 + exp2(fp32(z * -log2 e)))``."""
+    """``1 / fp32(1 + exp2(fp32(z * -log2 e)))`` (0 once the denominator reaches 2^126)."""
     with np.errstate(over="ignore", invalid="ignore"):
         t = (_f32(z) * _NEG_LOG2E).astype(np.float32)
         e = exp2(t.view(np.uint32)).view(np.float32)
@@ -182,7 +186,7 @@ def _matmul(a, w: _Weights, act_fmt) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore"):
             return (np.asarray(a, np.float64) @ w.values).astype(np.float32)
     codes, scales = _quantize(a, act_fmt, axis=1)
-    fmt, b_fmt = array_formats(act_fmt)
+    fmt, b_fmt = ARRAY_FORMATS[act_fmt]
     config = GemmConfig(fmt=fmt, b_fmt=b_fmt)
     return gemm(config, Operands(codes, w.codes, scales, w.scales)).view(np.float32)
 
