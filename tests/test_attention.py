@@ -205,6 +205,13 @@ def test_prefill_causal_mask_hides_the_future(seed):
     assert not np.array_equal(before[-1], after[-1])
 
 
+def test_prefill_without_v_needs_an_mla_config():
+    q = np.zeros((1, 2, 32), np.float32)
+    k = np.zeros((1, 4, 32), np.float32)
+    with pytest.raises(ValueError, match="parameter 'v' = None .*config.mla"):
+        prefill(q, k, None, config=AttentionConfig(chunk=32))
+
+
 def test_score_factor_is_scale_times_log2e_in_fp32():
     assert score_factor(0.125) == np.float32(0.125 * math.log2(math.e))
     assert LOG2E == np.float32(1.4426950408889634)
