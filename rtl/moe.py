@@ -23,18 +23,16 @@ __all__ = ["ACT_FORMATS", "ROUTERS", "SWIGLU_ALPHA", "SWIGLU_LIMIT", "ARRAY_FORM
 #: up, the clamped SwiGLU) or DeepSeek-V3 (sigmoid, grouped top-k, gate and up in halves,
 #: SiLU, a shared expert).
 ROUTERS = ("gpt_oss", "deepseek")
+#: The array's ``(fmt, b_fmt)`` for activations in ``act_fmt`` against MXFP4 weights.
+ARRAY_FORMATS = {"mxfp8": ("mxfp8", "mxfp4"), "mxfp4": ("mxfp4", "same")}
 #: ``act_fmt``: the format of both matmuls' activations (weights are MXFP4).
-ACT_FORMATS = ("mxfp8", "mxfp4")
+ACT_FORMATS = tuple(ARRAY_FORMATS)
 #: GPT-OSS's SwiGLU: ``gate = min(gate, limit)``, ``up = clamp(up, -limit, limit)``,
 #: ``(up + 1) * gate * sigmoid(alpha * gate)`` (Hugging Face ``GptOssExperts``).
 SWIGLU_LIMIT = 7.0
 SWIGLU_ALPHA = 1.702
 
 _ARRAY = GemmConfig(rows=8, cols=8, fmt="mxfp8", b_fmt="mxfp4")
-
-
-#: The array's ``(fmt, b_fmt)`` for activations in ``act_fmt`` against MXFP4 weights.
-ARRAY_FORMATS = {"mxfp8": ("mxfp8", "mxfp4"), "mxfp4": ("mxfp4", "same")}
 
 
 @dataclass(frozen=True)

@@ -113,10 +113,10 @@ def prefill(q, k, v, *, sinks=None, window=0, scale=None, kv_fmt="bf16", fmt="bf
     q = np.asarray(q, np.float64)
     k = np.asarray(k, np.float64)
     config = AttentionConfig() if config is None else config
-    # MLA (config.mla, v None): V is the first v_dim elements of K's stored values.
     if v is None and not config.mla:
         raise ValueError("parameter 'v' = None is not allowed without config.mla = 1; "
                          "allowed: an array (kv_heads, L, d)")
+    # MLA (config.mla, v None): V is the first v_dim elements of K's stored values.
     v_dim = config.v_dim if v is None else None
     v = None if v is None else np.asarray(v, np.float64)
     tokens, q_heads, d = q.shape

@@ -48,7 +48,7 @@ import numpy as np
 
 from scoville.rtl.formats import MX_BLOCK
 from scoville.rtl.gemm import GemmConfig
-from scoville.rtl.moe import ARRAY_FORMATS, SWIGLU_ALPHA, SWIGLU_LIMIT
+from scoville.rtl.moe import ACT_FORMATS, ARRAY_FORMATS, SWIGLU_ALPHA, SWIGLU_LIMIT
 
 from .attention import LOG2E
 from .exp2 import exp2
@@ -192,9 +192,9 @@ def _matmul(a, w: _Weights, act_fmt) -> np.ndarray:
 
 
 def _check_act(act_fmt):
-    if act_fmt not in (None, "mxfp8", "mxfp4"):
-        raise ValueError(f"parameter 'act_fmt' = {act_fmt!r} is not allowed; allowed: mxfp8, "
-                         "mxfp4, None (FP32 activations: a float reference)")
+    if act_fmt is not None and act_fmt not in ACT_FORMATS:
+        raise ValueError(f"parameter 'act_fmt' = {act_fmt!r} is not allowed; allowed: "
+                         f"{', '.join(ACT_FORMATS)}, None (FP32 activations: a float reference)")
 
 
 def _gpt_oss_glu(h) -> np.ndarray:
