@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -251,6 +251,11 @@ def rtl_error(config: AttentionConfig) -> str | None:
         return (f"parameter 'q_heads' = {cfg.q_heads} is not allowed with array.rows = "
                 f"{cfg.array.rows}; allowed: at most array.rows * kv.kv_heads = "
                 f"{cfg.array.rows * cfg.kv.kv_heads} (the group is the array's M)")
+    if cfg.mla and cfg.kv.kv_fmt == "mxfp4":
+        # V is the first v_dim elements of the stored vector, but MXFP4's scales follow all
+        # head_dim elements: V's lines are not a prefix of K's.
+        return ("parameter 'kv.kv_fmt' = 'mxfp4' is not allowed with mla = 1 in the RTL "
+                "block; allowed: bf16, fp8_e4m3")
     if cfg.v_tiles > 1:
         # Column tiles of P V: each reads its columns of V as whole lines of each token.
         kv, cols = cfg.kv, cfg.array.cols
@@ -587,7 +592,7 @@ class Attention(wiring.Component):
         fvalid = Signal()
         fline = Signal(range(max(TL, 2)))
         if cfg.mla:  # the latent vector alone
-            from_k = Signal(init=1)
+            from_k = Const(1, 1)  # only K feeds the cache
             src_valid, src = self.k.valid, self.k.payload.as_value()
         else:
             from_k = feed_left > H

@@ -616,7 +616,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         edits=(Edit("with m.If(en_a & s1 & s1_p & s1_sum):", "with m.If(en_a & s1 & s1_p):"),),
         block="attention", params=ATTENTION_TILES, tests=("test_edges", "test_workload"),
         timing=False,
-        why="two column tiles: the second pass adds the chunk's sum again, every output halves",
+        why=("two column tiles: the second pass adds the chunk's sum again; on a head's "
+             "first chunk that recomputes the same sum, so only heads of two or more chunks "
+             "change (the 41-token step spans two chunks of 32: keep it so)"),
     ),
     Mutation(
         name="attention-tiles-v-window-stale",
@@ -633,8 +635,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="rtl/linereader.py",
         edits=(Edit("off.eq(off + skip + 1)", "off.eq(off + skip)"),),
         block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
-        why="half the random reads take a window of a token's 4 lines; a read of more than one "
-            "token whose window is not the whole token reads the wrong lines from the second",
+        why="half the random reads take a window of a token's 4 lines; with the skip one short "
+            "every read of more than one token in a page reads wrong lines from the "
+            "second token on, windowed or whole",
     ),
 )
 

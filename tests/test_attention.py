@@ -324,6 +324,8 @@ def test_attention_rtl(simulator, seed, params):
     ({"array.cols": 16}, "parameter 'array.cols' = 16 is not allowed with a value of 64 "
                          "elements in lines of 512 bits"),
     ({"array.cols": 32, "kv.kv_fmt": "mxfp4"}, "parameter 'kv.kv_fmt' = 'mxfp4'"),
+    ({**MLA, "kv.kv_fmt": "mxfp4"},
+     "parameter 'kv.kv_fmt' = 'mxfp4' is not allowed with mla = 1"),
 ])
 def test_rtl_limits_are_one_line_naming_the_parameter(params, text):
     cfg = build_config(AttentionConfig, params)
@@ -412,15 +414,19 @@ def test_fast_path_is_the_cycle_model_at_every_count(params):
         assert timed.decode_step(cfg, length) == want, (params, length)
 
 
-def test_fast_path_scales_with_the_context_at_the_reads_line_rate():
-    """Read-bound (the default): each full chunk of n tokens adds its two reads, ``2 (n *
-    token_lines + 2)`` cycles, at any context the cache could never hold."""
-    cfg = AttentionConfig()
-    per_chunk = 2 * (cfg.chunk * cfg.kv.token_lines + 2)
+@pytest.mark.parametrize("params", [{}, MLA], ids=["default", "mla"])
+def test_fast_path_scales_with_the_context_at_the_reads_line_rate(params):
+    """Read-bound (the default hardware): each full chunk of n tokens adds its reads, ``n
+    (token_lines + v_tiles v_lines) + 2 (1 + v_tiles)`` cycles (a K read and ``v_tiles`` V
+    reads, each two cycles longer than its lines), at any context the cache could never
+    hold."""
+    cfg = build_config(AttentionConfig, params)
+    v_lines = cfg.v_tiles * cfg.v_lines
+    per_chunk = cfg.chunk * (cfg.kv.token_lines + v_lines) + 2 * (1 + cfg.v_tiles)
     short, long = (timed.decode_step(cfg, n) for n in (4 * 1024, 128 * 1024))
     chunks = (128 - 4) * 1024 // cfg.chunk
     assert long["attend_cycles"] - short["attend_cycles"] == chunks * per_chunk
-    assert long["kv.reads"] == 2 * 128 * 1024 * cfg.kv.token_lines
+    assert long["kv.reads"] == 128 * 1024 * (cfg.kv.token_lines + v_lines) * cfg.kv.kv_heads
 
 
 def test_prefill_step_appends_t_tokens_and_attends_in_row_tiles():
