@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from .formats import MX_BLOCK
 from .gemm import GemmConfig
+from .moe_swiglu import ALPHA, LIMIT
 from .params import ParamError, check_choice, check_int, check_parts, param, part
 
 __all__ = ["ACT_FORMATS", "ROUTERS", "SWIGLU_ALPHA", "SWIGLU_LIMIT", "ARRAY_FORMATS", "MoeConfig"]
@@ -29,8 +30,8 @@ ARRAY_FORMATS = {"mxfp8": ("mxfp8", "mxfp4"), "mxfp4": ("mxfp4", "same")}
 ACT_FORMATS = tuple(ARRAY_FORMATS)
 #: GPT-OSS's SwiGLU: ``gate = min(gate, limit)``, ``up = clamp(up, -limit, limit)``,
 #: ``(up + 1) * gate * sigmoid(alpha * gate)`` (Hugging Face ``GptOssExperts``).
-SWIGLU_LIMIT = 7.0
-SWIGLU_ALPHA = 1.702
+SWIGLU_LIMIT = LIMIT
+SWIGLU_ALPHA = ALPHA
 
 _ARRAY = GemmConfig(rows=8, cols=8, fmt="mxfp8", b_fmt="mxfp4")
 

@@ -31,15 +31,13 @@ from .comb import wire
 from .exp2 import fp32_exp2
 from .fp32_add import fp32_add
 from .fp32mul import fp32_mul
+from .moe_swiglu import fp32_sigmoid
 from .softmax import fp32_bits, fp32_key, fp32_recip
 
 __all__ = ["Router", "choice_layout", "write_layout"]
 
 _LOG2E = Const(fp32_bits(math.log2(math.e)), 32)
-_NEG_LOG2E = Const(fp32_bits(-math.log2(math.e)), 32)
-_ONE = Const(fp32_bits(1.0), 32)
 _EPS = Const(fp32_bits(1e-20), 32)
-_BIG = 253  # a biased exponent: 2^126 and up have no normal reciprocal
 
 
 def write_layout(config) -> data.StructLayout:
@@ -164,10 +162,7 @@ class Router(wiring.Component):
                 with m.State("SIG"):
                     # One expert a cycle through the sigmoid unit.
                     z = Array(acc[e] for e in range(E))[j]
-                    t = fp32_mul(m, z, _NEG_LOG2E, name="sig_t")
-                    d = fp32_add(m, _ONE, fp32_exp2(m, t, name="sig_exp"), name="sig_d")
-                    sig = wire(m, "sig", Mux(d[23:31] >= _BIG, 0,
-                                             fp32_recip(m, d, name="sig_r")), 32)
+                    sig = fp32_sigmoid(m, z, name="sig")
                     cj = fp32_add(m, sig, Array(bias[e] for e in range(E))[j], name="sig_c")
                     ckey = fp32_key(m, cj, name="sig_ckey")
                     g = wire(m, "sig_g", j // GS, range(max(G, 2)))

@@ -55,8 +55,8 @@ from .exp2 import exp2
 from .gemm import Operands, gemm
 from .mx import dequantize_mxfp4, dequantize_mxfp8, quantize_mxfp4, quantize_mxfp8
 
-__all__ = ["deepseek_moe", "deepseek_route", "exp_unit", "gpt_oss_moe", "gpt_oss_route",
-           "reference", "router_logits", "sigmoid_unit"]
+__all__ = ["deepseek_moe", "deepseek_route", "exp_unit", "gpt_oss_glu", "gpt_oss_moe",
+           "gpt_oss_route", "reference", "router_logits", "sigmoid_unit", "silu_glu"]
 
 _F32 = np.float32
 _NEG_LOG2E = _F32(-LOG2E)
@@ -197,7 +197,9 @@ def _check_act(act_fmt):
                          f"{', '.join(ACT_FORMATS)}, None (FP32 activations: a float reference)")
 
 
-def _gpt_oss_glu(h) -> np.ndarray:
+def gpt_oss_glu(h) -> np.ndarray:
+    """GPT-OSS's gated activation of ``h`` (n, 2I) float32 (biases added), gate and up
+    interleaved: (n, I) float32."""
     gate, up = h[:, 0::2], h[:, 1::2]
     with np.errstate(over="ignore", invalid="ignore"):
         g = np.minimum(gate, _F32(SWIGLU_LIMIT))
@@ -207,7 +209,8 @@ def _gpt_oss_glu(h) -> np.ndarray:
         return ((u + _F32(1)).astype(np.float32) * glu).astype(np.float32)
 
 
-def _silu_glu(h) -> np.ndarray:
+def silu_glu(h) -> np.ndarray:
+    """DeepSeek's gated activation of ``h`` (n, 2I) float32, gate the first half: (n, I)."""
     i = h.shape[1] // 2
     gate, up = h[:, :i], h[:, i:]
     with np.errstate(over="ignore", invalid="ignore"):
@@ -244,7 +247,7 @@ def gpt_oss_moe(x, router_weight, router_bias, gate_up_proj, gate_up_proj_bias, 
 
     def expert(e, rows):
         h = _add(_matmul(x[rows], _Weights(gate_up_proj[e]), act_fmt), gate_up_proj_bias[e])
-        return _add(_matmul(_gpt_oss_glu(h), _Weights(down_proj[e]), act_fmt),
+        return _add(_matmul(gpt_oss_glu(h), _Weights(down_proj[e]), act_fmt),
                     down_proj_bias[e])
 
     return _combine(x, weights, indices, expert)
@@ -269,7 +272,7 @@ def deepseek_moe(x, router_weight, e_score_correction_bias, gate_up_proj, down_p
     def run(rows, gate_up, down):
         # nn.Linear layouts (out, in): B is the transpose.
         h = _matmul(x[rows], _Weights(np.asarray(gate_up).T), act_fmt)
-        return _matmul(_silu_glu(h), _Weights(np.asarray(down).T), act_fmt)
+        return _matmul(silu_glu(h), _Weights(np.asarray(down).T), act_fmt)
 
     out = _combine(x, weights, indices, lambda e, rows: run(rows, gate_up_proj[e],
                                                             down_proj[e]))
