@@ -65,10 +65,13 @@ class MoeConfig:
         ``mxfp8`` or ``mxfp4``: activations of both matmuls, quantized on chip.
     weight_port_bits : int
         Width of the port the experts' weights arrive on.
+    tokens : int
+        The most tokens a batch holds (the on-chip buffers' depth).
     """
 
     array: GemmConfig = part(_ARRAY, "the array (block gemm); its formats follow act_fmt",
-                             restrict={"fmt": ("mxfp8", "mxfp4"), "b_fmt": ("mxfp4", "same"),
+                             restrict={"fmt": tuple(f for f, _ in ARRAY_FORMATS.values()),
+                                       "b_fmt": tuple(b for _, b in ARRAY_FORMATS.values()),
                                        "dataflow": ("os",)})
     router: str = param("gpt_oss", "gpt_oss, deepseek", "the router")
     experts: int = param(16, "2..512", "routed experts")
@@ -82,6 +85,7 @@ class MoeConfig:
     shared: int = param(0, "0, 1 (deepseek)", "a shared expert of intermediate width")
     act_fmt: str = param("mxfp8", "mxfp8, mxfp4", "activations of both matmuls")
     weight_port_bits: int = param(256, "64, 128, 256, 512, 1024, 2048", "weight port width")
+    tokens: int = param(16, "1..256", "the most tokens a batch holds")
 
     def __post_init__(self):
         check_parts(self)
@@ -110,6 +114,7 @@ class MoeConfig:
                                  f"multiple of {MX_BLOCK} from {MX_BLOCK} to 16384")
         check_int("shared", self.shared, 0, 1)
         check_choice("act_fmt", self.act_fmt, ACT_FORMATS)
+        check_int("tokens", self.tokens, 1, 256)
         check_int("weight_port_bits", self.weight_port_bits, 64, 2048,
                   choices=[64 << k for k in range(6)])
         if self.router == "gpt_oss":

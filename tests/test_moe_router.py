@@ -12,6 +12,8 @@ from scoville.rtl.params import build_config
 from scoville.sim.cycles.moe import route_latency
 from scoville.sim.golden.moe import deepseek_route, gpt_oss_route
 
+from .amsim import Edges, receive, send
+
 
 def _bits(a) -> list[int]:
     return np.asarray(a, np.float32).view(np.uint32).astype(np.int64).tolist()
@@ -27,42 +29,20 @@ def run_router(cfg, weight, bias, x, *, gap_seed=None):
     got, latency = [], []
 
     async def bench(ctx):
-        cycle = 0
+        edges = Edges()
         for hh in range(cfg.hidden + 1):
             col = weight[:, hh] if hh < cfg.hidden else bias
-            ctx.set(dut.wr.payload, {"addr": hh, "data": _bits(col)})
-            ctx.set(dut.wr.valid, 1)
-            await ctx.tick().until(dut.wr.ready)
+            await send(ctx, dut.wr, {"addr": hh, "data": _bits(col)}, edges)
         ctx.set(dut.wr.valid, 0)
+        gap, bp = (0.3, 0.5) if gap_seed is not None else (0.0, 0.0)
         for t in range(len(x)):
             for hh in range(cfg.hidden):
-                while gap_seed is not None and rng.random() < 0.3:
-                    ctx.set(dut.x.valid, 0)
-                    await ctx.tick()
-                    cycle += 1
-                ctx.set(dut.x.payload, _bits(x[t, hh:hh + 1])[0])
-                ctx.set(dut.x.valid, 1)
-                while True:  # sample ready before the edge that may take the beat
-                    taken = ctx.get(dut.x.ready)
-                    await ctx.tick()
-                    cycle += 1
-                    if taken:
-                        break
+                await send(ctx, dut.x, _bits(x[t, hh:hh + 1])[0], edges, rng=rng, gap=gap)
             ctx.set(dut.x.valid, 0)
-            last, first = cycle, None
-            while True:  # sample valid and the payload before the edge that may take them
-                ready = gap_seed is None or rng.random() >= 0.5
-                ctx.set(dut.o.ready, ready)
-                valid, beat = ctx.get(dut.o.valid), ctx.get(dut.o.payload)
-                if valid and first is None:
-                    first = cycle
-                await ctx.tick()
-                cycle += 1
-                if ready and valid:
-                    break
-            latency.append(first - last)
+            last = edges.n
+            beat, first = await receive(ctx, dut.o, edges, rng=rng, backpressure=bp)
             got.append(([int(v) for v in beat.weight], [int(v) for v in beat.index]))
-            ctx.set(dut.o.ready, 0)
+            latency.append(first - last)
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)

@@ -55,7 +55,7 @@ from .exp2 import exp2
 from .gemm import Operands, gemm
 from .mx import dequantize_mxfp4, dequantize_mxfp8, quantize_mxfp4, quantize_mxfp8
 
-__all__ = ["deepseek_moe", "deepseek_route", "exp_unit", "gpt_oss_glu", "gpt_oss_moe",
+__all__ = ["deepseek_moe", "deepseek_route", "dispatch", "exp_unit", "gpt_oss_glu", "gpt_oss_moe",
            "gpt_oss_route", "reference", "router_logits", "sigmoid_unit", "silu_glu"]
 
 _F32 = np.float32
@@ -222,14 +222,25 @@ def _add(a, b) -> np.ndarray:
         return (a + _f32(b)).astype(np.float32)
 
 
+def dispatch(weights, indices) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """The batch grouped by expert, as the block's dispatch sorts it: for each expert chosen
+    at all, ascending, ``(expert, tokens, weights)``, its tokens in ascending order and their
+    weights (float32) for it."""
+    indices, weights = np.asarray(indices), np.asarray(weights, np.float32)
+    groups = []
+    for e in np.unique(indices):
+        rows, slot = np.nonzero(indices == e)
+        groups.append((int(e), rows, weights[rows, slot]))
+    return groups
+
+
 def _combine(x, weights, indices, expert) -> np.ndarray:
     """Step 6 without the shared expert: ``expert(e, rows)`` gives expert e's outputs (n, H)
     for the tokens ``rows``; experts in ascending index."""
     out = np.zeros(x.shape, np.float32)
-    for e in np.unique(indices):
-        rows, slot = np.nonzero(indices == e)
-        y = expert(int(e), rows)
-        w = weights[rows, slot][:, None]
+    for e, rows, w in dispatch(weights, indices):
+        y = expert(e, rows)
+        w = w[:, None]
         with np.errstate(over="ignore", invalid="ignore"):
             out[rows] = (out[rows] + (w * y).astype(np.float32)).astype(np.float32)
     return out
