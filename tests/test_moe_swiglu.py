@@ -35,8 +35,11 @@ def _canonical(a) -> np.ndarray:
 
 
 def _inputs(seed, n=150):
+    """Each edge value against each of a few partners, both ways, and random pairs."""
     rng = np.random.default_rng(seed)
-    pairs = np.array(list(itertools.product(EDGES, EDGES)), np.float32)
+    partners = np.array([0.0, 1.5, -3.0, np.inf, np.nan], np.float32)
+    pairs = np.array(list(itertools.product(EDGES, partners))
+                     + list(itertools.product(partners, EDGES)), np.float32)
     rand = (rng.standard_normal((n, 2)) * rng.choice([1, 4, 30], (n, 1))).astype(np.float32)
     return np.concatenate([pairs, rand])
 
