@@ -34,7 +34,7 @@ from .params import ParamError, check_choice, check_int, check_parts, param, par
 from .softmax import ONE, fp32_bits, fp32_key, fp32_recip, fp32_to_bf16
 from .transpose import KTranspose, TokenJoin, TokenQueue, beat_layout
 
-__all__ = ["COUNTERS", "MLA_K_DIM", "MLA_V_DIM", "MODES", "OPS", "STATUS", "Attention",
+__all__ = ["COUNTERS", "MLA_K_DIM", "MLA_ROPE_DIM", "MLA_V_DIM", "MODES", "OPS", "STATUS", "Attention",
            "AttentionConfig", "command_layout", "io_layout", "response_layout", "rtl_error"]
 
 _NEG_INF = 0xFF80_0000
@@ -43,9 +43,11 @@ _SIGN = 0x8000_0000
 #: ``mode``: one query token per sequence, or T new tokens.
 MODES = ("decode", "prefill")
 #: MLA in absorbed form (DeepSeek-V3/R1, Kimi K2): a 576-element latent key per token (512
-#: latent + 64 rotary) whose first 512 elements are the value.
+#: latent + 64 rotary) whose first 512 elements are the value. The block takes any latent
+#: width (``kv.head_dim``) above the rotary part: the value is the rest.
 MLA_K_DIM = 576
 MLA_V_DIM = 512
+MLA_ROPE_DIM = MLA_K_DIM - MLA_V_DIM
 
 #: The default cache: one KV head of 64 elements (a GPT-OSS-120B head), 8 banks of 64 bits, so
 #: a line is 32 BF16 elements and a token's K (or V) two lines.
@@ -74,7 +76,8 @@ class AttentionConfig:
     sinks : int
         1: a learned logit per query head joins the softmax's denominator (GPT-OSS).
     mla : int
-        1: MLA in absorbed form: one latent KV head of 576 elements, V its first 512.
+        1: MLA in absorbed form: one latent KV head of ``kv.head_dim`` elements (576 in
+        DeepSeek-R1 and Kimi K2), V its first ``head_dim - 64`` (512).
     scale : float
         Scores are ``q.k * scale``; 0 means ``1 / sqrt(head_dim)``.
     mode : str
@@ -93,7 +96,8 @@ class AttentionConfig:
     q_heads: int = param(8, "1..128, a multiple of kv.kv_heads", "query heads")
     window: int = param(0, "0..65535 (0: unlimited)", "sliding window in tokens")
     sinks: int = param(0, "0, 1", "a learned sink logit per query head")
-    mla: int = param(0, "0, 1", "MLA in absorbed form (one 576-element latent KV head)")
+    mla: int = param(0, "0, 1", "MLA in absorbed form (one latent KV head, V all but its "
+                                "last 64 elements)")
     scale: float = param(0.0, "0 (1/sqrt(head_dim)) or a positive number", "score scale")
     mode: str = param("decode", "decode, prefill", "one token, or T tokens, per step")
     chunk: int = param(256, "32, 64, ..., 4096", "tokens per online-softmax chunk")
@@ -117,10 +121,11 @@ class AttentionConfig:
             raise ParamError(f"parameter 'q_heads' = {self.q_heads} is not allowed with "
                              f"kv.kv_heads = {self.kv.kv_heads}; allowed: a multiple of "
                              f"{self.kv.kv_heads}")
-        if self.mla and (self.kv.kv_heads, self.kv.head_dim) != (1, MLA_K_DIM):
+        if self.mla and (self.kv.kv_heads != 1 or self.kv.head_dim <= MLA_ROPE_DIM):
             raise ParamError(f"parameter 'mla' = 1 is not allowed with kv.kv_heads = "
                              f"{self.kv.kv_heads}, kv.head_dim = {self.kv.head_dim}; allowed: "
-                             f"kv.kv_heads = 1, kv.head_dim = {MLA_K_DIM}")
+                             f"kv.kv_heads = 1, kv.head_dim above {MLA_ROPE_DIM} "
+                             f"(DeepSeek-R1: {MLA_K_DIM})")
         # One source: MLA's cache stores the latent vector alone (V reads take K's lines).
         if self.kv.k_only and not self.mla:
             raise ParamError(f"parameter 'kv.k_only' = {self.kv.k_only} is not allowed with "
@@ -136,7 +141,7 @@ class AttentionConfig:
     @property
     def v_dim(self) -> int:
         """Elements of a value vector."""
-        return MLA_V_DIM if self.mla else self.kv.head_dim
+        return self.kv.head_dim - MLA_ROPE_DIM if self.mla else self.kv.head_dim
 
     @property
     def v_tiles(self) -> int:

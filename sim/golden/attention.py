@@ -149,13 +149,14 @@ def prefill(q, k, v, *, sinks=None, window=0, scale=None, kv_fmt="bf16", fmt="bf
 def decode_mla(q, kv, *, v_dim=MLA_V_DIM, scale, kv_fmt="bf16", fmt="bf16",
                config=None) -> np.ndarray:
     """One decode step of MLA in absorbed form: every query head attends to the one latent KV
-    head ``kv`` (L, 576), whose first ``v_dim`` elements are the values; ``q`` (heads, 576).
-    Returns (heads, v_dim) float32."""
+    head ``kv`` (L, 576 in DeepSeek-R1), whose first ``v_dim`` elements are the values; ``q``
+    (heads, 576). Returns (heads, v_dim) float32."""
     q = np.asarray(q, np.float64)
     kv = np.asarray(kv, np.float64)
-    if kv.shape[-1] != MLA_K_DIM:
+    if not v_dim < kv.shape[-1] == q.shape[-1]:
         raise ValueError(f"parameter 'kv' has {kv.shape[-1]} elements a token; allowed: "
-                         f"{MLA_K_DIM}")
+                         f"as many as q's ({q.shape[-1]}; {MLA_K_DIM} in DeepSeek-R1), more "
+                         f"than v_dim = {v_dim}")
     rows = len(q)
     lo, hi = np.zeros(rows, int), np.full(rows, len(kv) - 1)
     # V reads the same stored lines as K: its values are K's stored values' first v_dim.
