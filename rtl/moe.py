@@ -18,7 +18,7 @@ from .gemm import GemmConfig
 from .moe_swiglu import ALPHA, LIMIT
 from .params import ParamError, check_choice, check_int, check_parts, param, part
 
-__all__ = ["ACT_FORMATS", "ROUTERS", "SWIGLU_ALPHA", "SWIGLU_LIMIT", "ARRAY_FORMATS", "MoeConfig"]
+__all__ = ["ACT_FORMATS", "COLS", "ROUTERS", "SWIGLU_ALPHA", "SWIGLU_LIMIT", "ARRAY_FORMATS", "MoeConfig"]
 
 #: ``router``: GPT-OSS (softmax over the top-k logits, biases everywhere, interleaved gate and
 #: up, the clamped SwiGLU) or DeepSeek-V3 (sigmoid, grouped top-k, gate and up in halves,
@@ -32,6 +32,10 @@ ACT_FORMATS = tuple(ARRAY_FORMATS)
 #: ``(up + 1) * gate * sigmoid(alpha * gate)`` (Hugging Face ``GptOssExperts``).
 SWIGLU_LIMIT = LIMIT
 SWIGLU_ALPHA = ALPHA
+
+#: ``array.cols``: even (a column tile of the first matmul holds whole gate-up pairs) and
+#: dividing 64 (a block of 32 activations fills from whole tiles).
+COLS = (2, 4, 8, 16, 32, 64)
 
 _ARRAY = GemmConfig(rows=8, cols=8, fmt="mxfp8", b_fmt="mxfp4")
 
@@ -115,6 +119,12 @@ class MoeConfig:
         check_int("shared", self.shared, 0, 1)
         check_choice("act_fmt", self.act_fmt, ACT_FORMATS)
         check_int("tokens", self.tokens, 1, 256)
+        cols = self.array.cols
+        if cols not in COLS or self.hidden % cols:
+            raise ParamError(f"parameter 'array.cols' = {cols} is not allowed with hidden = "
+                             f"{self.hidden}; allowed: {', '.join(map(str, COLS))} dividing "
+                             "hidden (a column tile holds whole gate-up pairs, whole blocks of "
+                             "32 activations fill from whole tiles)")
         check_int("weight_port_bits", self.weight_port_bits, 64, 2048,
                   choices=[64 << k for k in range(6)])
         if self.router == "gpt_oss":
@@ -134,6 +144,45 @@ class MoeConfig:
                                  "act_fmt)")
             object.__setattr__(self, "array", dataclasses.replace(
                 self.array, fmt=want[0], b_fmt=want[1]))
+
+    @property
+    def biases(self) -> bool:
+        """Whether the experts have biases (GPT-OSS's do, DeepSeek's not)."""
+        return self.router == "gpt_oss"
+
+    @property
+    def all_experts(self) -> int:
+        """Experts whose weights the memory holds: the routed ones, then the shared one."""
+        return self.experts + self.shared
+
+    def tile_bits(self, k: int) -> int:
+        """Bits of one column tile (``array.cols`` columns) of a matrix of ``k`` rows as the
+        memory holds it: per block of 32 rows, the rows' MXFP4 codes (``cols`` x 4 bits a row,
+        column 0 lowest) then the block's ``cols`` E8M0 scales; then, with :attr:`biases`,
+        the ``cols`` FP32 biases."""
+        c = self.array.cols
+        return k // MX_BLOCK * (MX_BLOCK * 4 * c + 8 * c) + (32 * c if self.biases else 0)
+
+    def tile_words(self, k: int) -> int:
+        """Words of the weight port one column tile takes (the last one zero-padded)."""
+        return -(-self.tile_bits(k) // self.weight_port_bits)
+
+    @property
+    def gate_up_tiles(self) -> int:
+        """Column tiles of the first matmul (``2 * intermediate`` columns, gate and up
+        interleaved)."""
+        return self.gated_width // self.array.cols
+
+    @property
+    def down_tiles(self) -> int:
+        """Column tiles of the second matmul (``hidden`` columns)."""
+        return self.hidden // self.array.cols
+
+    @property
+    def expert_words(self) -> int:
+        """Words of one expert's weights: its gate-up tiles, then its down tiles."""
+        return (self.gate_up_tiles * self.tile_words(self.hidden)
+                + self.down_tiles * self.tile_words(self.intermediate))
 
     @property
     def gated_width(self) -> int:

@@ -56,7 +56,8 @@ from .gemm import Operands, gemm
 from .mx import dequantize_mxfp4, dequantize_mxfp8, quantize_mxfp4, quantize_mxfp8
 
 __all__ = ["deepseek_moe", "deepseek_route", "dispatch", "exp_unit", "gpt_oss_glu", "gpt_oss_moe",
-           "gpt_oss_route", "reference", "router_logits", "sigmoid_unit", "silu_glu"]
+           "gpt_oss_route", "reference", "router_logits", "sigmoid_unit", "silu_glu",
+           "tile_words"]
 
 _F32 = np.float32
 _NEG_LOG2E = _F32(-LOG2E)
@@ -178,6 +179,31 @@ class _Weights:
     @property
     def values(self) -> np.ndarray:
         return dequantize_mxfp4(self.codes, self.scales, axis=0).astype(np.float64)
+
+
+def tile_words(config, codes, scales, bias=None) -> list[int]:
+    """The weight port's words of every column tile of one matrix as the memory holds it
+    (:meth:`~scoville.rtl.moe.MoeConfig.tile_bits`): ``codes`` (K, N) MXFP4 codes, ``scales``
+    (K / 32, N) E8M0 codes, ``bias`` (N,) float32 or None; tile after tile, each padded to
+    whole words, bit 0 of a tile the lowest bit of its first word."""
+    c, p = config.array.cols, config.weight_port_bits
+    codes, scales = np.asarray(codes, np.int64), np.asarray(scales, np.int64)
+    k, n = codes.shape
+    words = []
+    for j in range(0, n, c):
+        fields = []
+        for b in range(k // MX_BLOCK):
+            fields += [(v, 4) for v in codes[b * MX_BLOCK:(b + 1) * MX_BLOCK, j:j + c].ravel()]
+            fields += [(v, 8) for v in scales[b, j:j + c]]
+        if bias is not None:
+            fields += [(v, 32) for v in np.asarray(bias, np.float32)[j:j + c].view(np.uint32)]
+        value, pos = 0, 0
+        for v, width in fields:
+            value |= int(v) << pos
+            pos += width
+        count = -(-pos // p)
+        words += [(value >> (i * p)) & ((1 << p) - 1) for i in range(count)]
+    return words
 
 
 def _matmul(a, w: _Weights, act_fmt) -> np.ndarray:
