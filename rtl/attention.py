@@ -34,8 +34,9 @@ from .params import ParamError, check_choice, check_int, check_parts, param, par
 from .softmax import ONE, fp32_bits, fp32_key, fp32_recip, fp32_to_bf16
 from .transpose import KTranspose, TokenJoin, TokenQueue, beat_layout
 
-__all__ = ["COUNTERS", "MLA_K_DIM", "MLA_ROPE_DIM", "MLA_V_DIM", "MODES", "OPS", "STATUS", "Attention",
-           "AttentionConfig", "command_layout", "io_layout", "response_layout", "rtl_error"]
+__all__ = ["COUNTERS", "MLA_K_DIM", "MLA_ROPE_DIM", "MLA_V_DIM", "MODES", "OPS", "STATUS",
+           "Attention", "AttentionConfig", "command_layout", "io_layout", "response_layout",
+           "rtl_error"]
 
 _NEG_INF = 0xFF80_0000
 _SIGN = 0x8000_0000

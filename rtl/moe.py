@@ -18,7 +18,8 @@ from .gemm import GemmConfig
 from .moe_swiglu import ALPHA, LIMIT
 from .params import ParamError, check_choice, check_int, check_parts, param, part
 
-__all__ = ["ACT_FORMATS", "COLS", "ROUTERS", "SWIGLU_ALPHA", "SWIGLU_LIMIT", "ARRAY_FORMATS", "MoeConfig"]
+__all__ = ["ACT_FORMATS", "ARRAY_FORMATS", "COLS", "ROUTERS", "SWIGLU_ALPHA", "SWIGLU_LIMIT",
+           "MoeConfig"]
 
 #: ``router``: GPT-OSS (softmax over the top-k logits, biases everywhere, interleaved gate and
 #: up, the clamped SwiGLU) or DeepSeek-V3 (sigmoid, grouped top-k, gate and up in halves,
