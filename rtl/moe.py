@@ -13,13 +13,28 @@ grouped top-k, weights normalized and scaled; ``DeepseekV3TopkRouter``).
 import dataclasses
 from dataclasses import dataclass
 
-from .formats import MX_BLOCK
-from .gemm import GemmConfig
-from .moe_swiglu import ALPHA, LIMIT
-from .params import ParamError, check_choice, check_int, check_parts, param, part
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
 
-__all__ = ["ACT_FORMATS", "ARRAY_FORMATS", "COLS", "ROUTERS", "SWIGLU_ALPHA", "SWIGLU_LIMIT",
-           "MoeConfig"]
+from .fetch import Fetch, FetchConfig, request_layout
+from .formats import MX_BLOCK
+from .fp32_add import fp32_add
+from .fp32mul import fp32_mul
+from .gemm import Gemm, GemmConfig
+from .moe_acts import ActStore
+from .moe_dispatch import Dispatch
+from .moe_router import Router
+from .moe_router import write_layout as router_write_layout
+from .moe_swiglu import ALPHA, LIMIT, Swiglu, SwigluConfig
+from .moe_weights import WeightTiles
+from .mx_quant import MxQuant, MxQuantConfig
+from .params import ParamError, check_choice, check_int, check_parts, param, part
+from .softmax import fp32_bits
+
+__all__ = ["ACT_FORMATS", "ARRAY_FORMATS", "COLS", "ROUTERS", "STATUS", "SWIGLU_ALPHA",
+           "SWIGLU_LIMIT", "Moe", "MoeConfig", "command_layout", "fetch_config"]
 
 #: ``router``: GPT-OSS (softmax over the top-k logits, biases everywhere, interleaved gate and
 #: up, the clamped SwiGLU) or DeepSeek-V3 (sigmoid, grouped top-k, gate and up in halves,
@@ -89,7 +104,7 @@ class MoeConfig:
     intermediate: int = param(256, "32..16384, a multiple of 32", "expert width I")
     shared: int = param(0, "0, 1 (deepseek)", "a shared expert of intermediate width")
     act_fmt: str = param("mxfp8", "mxfp8, mxfp4", "activations of both matmuls")
-    weight_port_bits: int = param(256, "64, 128, 256, 512, 1024, 2048", "weight port width")
+    weight_port_bits: int = param(256, "64, 128, 256, 512, 1024", "weight port width")
     tokens: int = param(16, "1..256", "the most tokens a batch holds")
 
     def __post_init__(self):
@@ -126,8 +141,8 @@ class MoeConfig:
                              f"{self.hidden}; allowed: {', '.join(map(str, COLS))} dividing "
                              "hidden (a column tile holds whole gate-up pairs, whole blocks of "
                              "32 activations fill from whole tiles)")
-        check_int("weight_port_bits", self.weight_port_bits, 64, 2048,
-                  choices=[64 << k for k in range(6)])
+        check_int("weight_port_bits", self.weight_port_bits, 64, 1024,
+                  choices=[64 << k for k in range(5)])
         if self.router == "gpt_oss":
             for name, value in (("shared", self.shared), ("n_group", self.n_group)):
                 if value != (0 if name == "shared" else 1):
@@ -189,3 +204,386 @@ class MoeConfig:
     def gated_width(self) -> int:
         """Columns of the first matmul: gate and up, ``2 * intermediate``."""
         return 2 * self.intermediate
+
+
+#: Status of the latest batch command.
+STATUS = {"ok": 0, "bad_tokens": 1}
+
+
+def command_layout(config: MoeConfig) -> data.StructLayout:
+    """A ``cmd`` beat: ``tokens``, the batch's T (1 .. ``config.tokens``)."""
+    return data.StructLayout({"tokens": range(config.tokens + 1)})
+
+
+def fetch_config(config: MoeConfig) -> FetchConfig:
+    """The weight fetch engine's parameters: words of the weight port, addresses over every
+    expert's weights, a command per column tile."""
+    words = config.all_experts * config.expert_words
+    longest = max(config.tile_words(config.hidden), config.tile_words(config.intermediate))
+    len_bits = max(longest.bit_length(), 4)
+    burst = min(16, (1 << len_bits) - 1)
+    return FetchConfig(data_bits=config.weight_port_bits, addr_bits=max(words.bit_length(), 4),
+                       len_bits=len_bits, burst=burst, buffer=2 * burst)
+
+
+class Moe(wiring.Component):
+    """The MoE layer (``docs/moe.md``): a batch of tokens in, the layer's output out, the
+    experts' weights fetched from memory on request. ``config`` is a :class:`MoeConfig`.
+
+    Parts: ``router`` (:class:`~scoville.rtl.moe_router.Router`), ``xq`` and ``hq``
+    (:class:`~scoville.rtl.mx_quant.MxQuant`: the tokens' and the experts' activations to
+    ``act_fmt``), ``xs`` and ``hs`` (:class:`~scoville.rtl.moe_acts.ActStore`), ``dispatch``
+    (:class:`~scoville.rtl.moe_dispatch.Dispatch`), ``fetch``
+    (:class:`~scoville.rtl.fetch.Fetch`), ``tiles``
+    (:class:`~scoville.rtl.moe_weights.WeightTiles`), ``array``
+    (:class:`~scoville.rtl.gemm.Gemm`), ``glu`` (:class:`~scoville.rtl.moe_swiglu.Swiglu`),
+    and the combine's output memory.
+
+    Attributes
+    ----------
+    wr : In(stream.Signature(router write layout))
+        The router's weights and bias (:func:`~scoville.rtl.moe_router.write_layout`).
+    cmd : In(stream.Signature(command_layout(config)))
+        A batch: its T; then T x ``hidden`` elements on ``x``.
+    x : In(stream.Signature(32))
+        The tokens' hidden vectors, FP32, one element a beat, token after token.
+    req, rdata :
+        Read requests for the experts' weights and the memory's words
+        (:attr:`memory_ports`; the layout of :meth:`MoeConfig.tile_bits`, expert after expert
+        from address 0, each its gate-up tiles then its down tiles).
+    o : Out(stream.Signature(ArrayLayout(32, array.cols)))
+        The output, ``cols`` FP32 values a beat, token after token.
+    status : Out(1)
+        Of the latest command (:data:`STATUS`).
+    """
+
+    memory_ports = {"req": "rdata"}
+
+    def __init__(self, config: MoeConfig):
+        self._config = config
+        fc = fetch_config(config)
+        req = request_layout(fc.addr_bits, fc.len_bits)
+        super().__init__({
+            "wr": In(stream.Signature(router_write_layout(config))),
+            "cmd": In(stream.Signature(command_layout(config))),
+            "x": In(stream.Signature(32)),
+            "req": Out(stream.Signature(req)),
+            "rdata": In(stream.Signature(config.weight_port_bits)),
+            "o": Out(stream.Signature(data.ArrayLayout(32, config.array.cols))),
+            "status": Out(1),
+        })
+
+    @property
+    def config(self) -> MoeConfig:
+        return self._config
+
+    def elaborate(self, platform):  # noqa: C901 - one sequencer, in phases
+        m = Module()
+        cfg = self._config
+        T, H, I_, C, R = cfg.tokens, cfg.hidden, cfg.intermediate, cfg.array.cols, cfg.array.rows
+        XE = cfg.all_experts
+        GT, DT = cfg.gate_up_tiles, cfg.down_tiles
+        HB = C // 2  # activations per row of a gate-up tile
+        kind = "gpt_oss" if cfg.biases else "deepseek"
+
+        m.submodules.router = router = Router(cfg)
+        m.submodules.dispatch = disp = Dispatch(cfg)
+        m.submodules.xq = xq = MxQuant(MxQuantConfig(out_fmt=cfg.act_fmt))
+        m.submodules.hq = hq = MxQuant(MxQuantConfig(out_fmt=cfg.act_fmt))
+        m.submodules.xs = xs = ActStore(T, H, cfg.act_fmt, cfg.array)
+        m.submodules.hs = hs = ActStore(T, I_, cfg.act_fmt, cfg.array)
+        m.submodules.fetch = fetch = Fetch(fetch_config(cfg))
+        m.submodules.tiles = tiles = WeightTiles(cfg)
+        m.submodules.array = array = Gemm(cfg.array)
+        m.submodules.glu = glu = Swiglu(SwigluConfig(kind=kind, lanes=HB))
+        m.submodules.out = out_mem = Memory(shape=data.ArrayLayout(32, C), depth=T * DT,
+                                            init=[])
+        ow = out_mem.write_port()
+        orp = out_mem.read_port(transparent_for=(ow,))
+
+        wiring.connect(m, wiring.flipped(self.wr), router.wr)
+        wiring.connect(m, fetch.req, wiring.flipped(self.req))
+        wiring.connect(m, wiring.flipped(self.rdata), fetch.rdata)
+        wiring.connect(m, fetch.o, tiles.words)
+        wiring.connect(m, tiles.b, array.b)
+
+        n_tok = Signal(range(T + 1))       # the batch's T
+        shared_run = Signal()              # the shared expert's turn
+
+        # ---- Input: x to the router and, 32 elements a line, to the quantizer.
+        pos = Signal(range(MX_BLOCK))
+        line = Signal(data.ArrayLayout(32, MX_BLOCK - 1))
+        taking = Signal()                  # the batch's x is due
+        completes = pos == MX_BLOCK - 1
+        go = Signal()
+        m.d.comb += [
+            go.eq(taking & self.x.valid & router.x.ready & (~completes | xq.i.ready)),
+            self.x.ready.eq(taking & router.x.ready & (~completes | xq.i.ready)),
+            router.x.valid.eq(taking & self.x.valid & (~completes | xq.i.ready)),
+            router.x.payload.eq(self.x.payload),
+            xq.i.valid.eq(taking & self.x.valid & router.x.ready & completes),
+            xq.i.payload.as_value().eq(Cat(line.as_value(), self.x.payload)),
+        ]
+        x_count = Signal(range(T * H + 1))
+        with m.If(go):
+            m.d.sync += [line.as_value().eq(Cat(line.as_value()[32:], self.x.payload)),
+                         pos.eq(Mux(completes, 0, pos + 1)), x_count.eq(x_count + 1)]
+            with m.If(x_count == n_tok * H - 1):
+                m.d.sync += taking.eq(0)  # the batch's last element
+        # Blocks out of the quantizer, token-major: (token, block) counted.
+        xt = Signal(range(T + 1))
+        xb = Signal(range(H // MX_BLOCK + 1))
+        x_blocks = Signal(range(T * H // MX_BLOCK + 1))
+        m.d.comb += [xs.w.valid.eq(xq.o.valid), xq.o.ready.eq(xs.w.ready),
+                     xs.w.payload.block.eq(xb), xs.w.payload.lane.eq(xt),
+                     xs.w.payload.mx.eq(xq.o.payload)]
+        with m.If(xq.o.valid & xq.o.ready):
+            last_b = xb == H // MX_BLOCK - 1
+            m.d.sync += [xb.eq(Mux(last_b, 0, xb + 1)), x_blocks.eq(x_blocks + 1)]
+            with m.If(last_b):
+                m.d.sync += xt.eq(xt + 1)
+
+        # Router answers to the dispatch, the batch's last marked.
+        routed = Signal(range(T + 1))
+        m.d.comb += [disp.c.valid.eq(router.o.valid), router.o.ready.eq(disp.c.ready),
+                     disp.c.payload.index.eq(router.o.payload.index),
+                     disp.c.payload.weight.eq(router.o.payload.weight),
+                     disp.c.payload.last.eq(routed == n_tok - 1)]
+        with m.If(disp.c.valid & disp.c.ready):
+            m.d.sync += routed.eq(routed + 1)
+
+        # ---- Weight requests: every tile of every expert chosen, then the shared one's.
+        chosen = Signal(XE)                # experts still to request
+        issuing = Signal()
+        e_req = Signal(range(max(XE, 2)))
+        for e in reversed(range(XE)):
+            with m.If(chosen[e]):
+                m.d.comb += e_req.eq(e)
+        t_req = Signal(range(GT + DT + 1))
+        gu_req = t_req < GT
+        tw_gu, tw_dn = cfg.tile_words(H), cfg.tile_words(I_)
+        addr = Signal(fetch_config(cfg).addr_bits + 1)
+        m.d.comb += addr.eq(e_req * cfg.expert_words
+                            + Mux(gu_req, t_req * tw_gu, GT * tw_gu + (t_req - GT) * tw_dn))
+        sent_f, sent_t = Signal(), Signal()
+        m.d.comb += [
+            fetch.cmd.valid.eq(issuing & ~sent_f), fetch.cmd.payload.addr.eq(addr),
+            fetch.cmd.payload.len.eq(Mux(gu_req, tw_gu, tw_dn)),
+            tiles.tile.valid.eq(issuing & ~sent_t),
+            tiles.tile.payload.k.eq(Mux(gu_req, H, I_)),
+            tiles.tile.payload.bias.eq(int(cfg.biases)),
+        ]
+        f_done = sent_f | (fetch.cmd.valid & fetch.cmd.ready)
+        t_done = sent_t | (tiles.tile.valid & tiles.tile.ready)
+        with m.If(issuing):
+            m.d.sync += [sent_f.eq(f_done), sent_t.eq(t_done)]
+            with m.If(f_done & t_done):
+                m.d.sync += [sent_f.eq(0), sent_t.eq(0), t_req.eq(t_req + 1)]
+                with m.If(t_req == GT + DT - 1):
+                    m.d.sync += t_req.eq(0)
+                    rest = chosen & ~(Const(1, XE) << e_req)[:XE]
+                    m.d.sync += chosen.eq(rest)
+                    with m.If(rest == 0):
+                        m.d.sync += issuing.eq(0)
+        req_armed = Signal()               # the batch's experts not yet taken
+        with m.If(req_armed & disp.sorting):
+            m.d.sync += [req_armed.eq(0), issuing.eq(1), t_req.eq(0),
+                         chosen.eq(Cat(disp.experts, Const(int(bool(cfg.shared)), 1))[:XE]
+                         if cfg.shared else disp.experts)]
+
+        # ---- The experts, one after another.
+        lst_tok = Array(Signal(range(max(T, 2)), name=f"tok{i}") for i in range(T))
+        lst_w = Array(Signal(32, name=f"w{i}") for i in range(T))
+        n = Signal(range(T + 1))
+        last_group = Signal()
+        gu = Signal()                      # the gate-up phase (else down)
+        tile = Signal(range(max(GT, DT) + 1))
+        sent_g, sent_b, sent_a = Signal(), Signal(), Signal()
+        rows_out = Signal(range(T + 1))    # rows of the current tile handled
+        for i in range(T):
+            m.d.comb += [xs.lane[i].eq(lst_tok[i]), hs.lane[i].eq(i)]
+        m.d.comb += [
+            array.cmd.payload.m.eq(n), array.cmd.payload.n.eq(C),
+            array.cmd.payload.k.eq(Mux(gu, H, I_)),
+            tiles.cmd.payload.m_tiles.eq((n + R - 1) // R),
+            xs.cmd.payload.eq(n), hs.cmd.payload.eq(n),
+            array.a.valid.eq(xs.a.valid | hs.a.valid),
+            array.a.payload.eq(Mux(xs.a.valid, xs.a.payload, hs.a.payload)),
+            xs.a.ready.eq(array.a.ready), hs.a.ready.eq(array.a.ready),
+        ]
+
+        # Gate-up rows: + bias, SwiGLU; the activations into each list place's line.
+        row = array.o.payload
+        bias = tiles.bias
+        m.d.comb += [
+            glu.i.valid.eq(array.o.valid & gu),
+            *(glu.i.payload.gate[q].eq(row[2 * q]) for q in range(HB)),
+            *(glu.i.payload.up[q].eq(row[2 * q + 1]) for q in range(HB)),
+        ]
+        if cfg.biases:
+            m.d.comb += [*(glu.i.payload.gate_bias[q].eq(bias[2 * q]) for q in range(HB)),
+                         *(glu.i.payload.up_bias[q].eq(bias[2 * q + 1]) for q in range(HB))]
+        hl = Array(Signal(data.ArrayLayout(32, MX_BLOCK), name=f"hline{i}") for i in range(T))
+        g_row = Signal(range(T + 1))       # list place of the next SwiGLU output
+        g_tile = Signal(range(GT + 1))
+        seg = Signal(range(MX_BLOCK // HB))
+        m.d.comb += seg.eq(g_tile % (MX_BLOCK // HB))
+        fills = seg == MX_BLOCK // HB - 1
+        merged = Signal(data.ArrayLayout(32, MX_BLOCK))
+        cur = hl[g_row]
+        for s_ in range(MX_BLOCK // HB):
+            for q in range(HB):
+                m.d.comb += merged[s_ * HB + q].eq(Mux(seg == s_, glu.o.payload[q],
+                                                       cur[s_ * HB + q]))
+        m.d.comb += [glu.o.ready.eq(~fills | hq.i.ready),
+                     hq.i.valid.eq(glu.o.valid & fills),
+                     hq.i.payload.as_value().eq(merged.as_value())]
+        with m.If(glu.o.valid & glu.o.ready):
+            m.d.sync += hl[g_row].eq(merged)
+            last_row = g_row == n - 1
+            m.d.sync += g_row.eq(Mux(last_row, 0, g_row + 1))
+            with m.If(last_row):
+                m.d.sync += g_tile.eq(Mux(g_tile == GT - 1, 0, g_tile + 1))
+        # The quantizer's blocks, block-major: (list place, block).
+        hp = Signal(range(T + 1))
+        hb_ = Signal(range(I_ // MX_BLOCK + 1))
+        h_blocks = Signal(range(T * I_ // MX_BLOCK + 1))
+        m.d.comb += [hs.w.valid.eq(hq.o.valid), hq.o.ready.eq(hs.w.ready),
+                     hs.w.payload.block.eq(hb_), hs.w.payload.lane.eq(hp),
+                     hs.w.payload.mx.eq(hq.o.payload)]
+        with m.If(hq.o.valid & hq.o.ready):
+            last_p = hp == n - 1
+            m.d.sync += [hp.eq(Mux(last_p, 0, hp + 1)), h_blocks.eq(h_blocks + 1)]
+            with m.If(last_p):
+                m.d.sync += hb_.eq(hb_ + 1)
+
+        # Down rows: + bias, times the router's weight, added into the output (a read, then
+        # the write a cycle later).
+        d_row = Signal(range(T + 1))
+        d_tile = Signal(range(DT + 1))
+        m.d.comb += array.o.ready.eq(Mux(gu, glu.i.ready, 1))
+        y = [fp32_add(m, row[c], bias[c], name=f"yb{c}") if cfg.biases else row[c]
+             for c in range(C)]
+        wy = [fp32_mul(m, lst_w[d_row], y[c], name=f"wy{c}") for c in range(C)]
+        acc_v = Signal()
+        acc_addr = Signal(range(T * DT))
+        acc_p = Signal(data.ArrayLayout(32, C))
+        d_fire = array.o.valid & array.o.ready & ~gu
+        clearing = Signal()
+        clear_at = Signal(range(T * DT + 1))
+        m.d.comb += orp.addr.eq(lst_tok[d_row] * DT + d_tile)
+        m.d.sync += acc_v.eq(d_fire)
+        with m.If(d_fire):
+            m.d.sync += [acc_addr.eq(lst_tok[d_row] * DT + d_tile),
+                         acc_p.eq(Cat(*wy))]
+            last_row = d_row == n - 1
+            m.d.sync += d_row.eq(Mux(last_row, 0, d_row + 1))
+            with m.If(last_row):
+                m.d.sync += d_tile.eq(Mux(d_tile == DT - 1, 0, d_tile + 1))
+        with m.If(clearing):
+            m.d.comb += [ow.en.eq(1), ow.addr.eq(clear_at), ow.data.eq(0)]
+            m.d.sync += clear_at.eq(clear_at + 1)
+            with m.If(clear_at == n_tok * DT - 1):
+                m.d.sync += clearing.eq(0)
+        with m.Elif(acc_v):
+            m.d.comb += [ow.en.eq(1), ow.addr.eq(acc_addr),
+                         ow.data.eq(Cat(*(fp32_add(m, orp.data[c], acc_p[c], name=f"acc{c}")
+                                          for c in range(C))))]
+
+        # Output: the batch's words in order.
+        o_at = Signal(range(T * DT + 1))
+        o_fire = self.o.valid & self.o.ready
+
+        # ---- The sequencer.
+        entry = disp.o.payload
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    t_ = self.cmd.payload.tokens
+                    bad = (t_ == 0) | (t_ > T)
+                    m.d.sync += self.status.eq(Mux(bad, STATUS["bad_tokens"], STATUS["ok"]))
+                    with m.If(~bad):
+                        m.d.sync += [n_tok.eq(t_), taking.eq(1), pos.eq(0), xt.eq(0),
+                                     x_count.eq(0), shared_run.eq(0),
+                                     xb.eq(0), x_blocks.eq(0), routed.eq(0), clearing.eq(1),
+                                     clear_at.eq(0), req_armed.eq(1)]
+                        m.next = "INPUT"
+            with m.State("INPUT"):
+                with m.If(disp.sorting):
+                    m.next = "GROUP"
+            with m.State("GROUP"):
+                # Latch one expert's list from the dispatch.
+                m.d.comb += disp.o.ready.eq(1)
+                with m.If(disp.o.valid):
+                    with m.If(entry.first):
+                        m.d.sync += [lst_tok[0].eq(entry.token), lst_w[0].eq(entry.weight),
+                                     n.eq(1)]
+                    with m.Else():
+                        m.d.sync += [lst_tok[n].eq(entry.token), lst_w[n].eq(entry.weight),
+                                     n.eq(n + 1)]
+                    with m.If(entry.last):
+                        m.d.sync += [last_group.eq(entry.end), gu.eq(1), tile.eq(0),
+                                     g_row.eq(0), g_tile.eq(0), hp.eq(0), hb_.eq(0),
+                                     h_blocks.eq(0), rows_out.eq(0), d_row.eq(0),
+                                     d_tile.eq(0)]
+                        m.next = "WAIT_X"
+            with m.State("WAIT_X"):
+                # Every block of x is in the store (the quantizer drained).
+                with m.If(x_blocks == n_tok * (H // MX_BLOCK)):
+                    m.next = "TILE"
+            with m.State("TILE"):
+                # One column tile: the array's command, the weight feeder's and the A
+                # store's, each taken once; then its rows.
+                g_ok = sent_g | (array.cmd.valid & array.cmd.ready)
+                b_ok = sent_b | (tiles.cmd.valid & tiles.cmd.ready)
+                a_ok = sent_a | Mux(gu, xs.cmd.valid & xs.cmd.ready,
+                                    hs.cmd.valid & hs.cmd.ready)
+                m.d.comb += [array.cmd.valid.eq(~sent_g), tiles.cmd.valid.eq(~sent_b),
+                             xs.cmd.valid.eq(gu & ~sent_a), hs.cmd.valid.eq(~gu & ~sent_a)]
+                m.d.sync += [sent_g.eq(g_ok), sent_b.eq(b_ok), sent_a.eq(a_ok)]
+                with m.If(g_ok & b_ok & a_ok):
+                    m.d.sync += [sent_g.eq(0), sent_b.eq(0), sent_a.eq(0), rows_out.eq(0)]
+                    m.next = "ROWS"
+            with m.State("ROWS"):
+                with m.If(array.o.valid & array.o.ready):
+                    m.d.sync += rows_out.eq(rows_out + 1)
+                    with m.If(rows_out == n - 1):
+                        m.d.sync += tile.eq(tile + 1)
+                        with m.If(tile == Mux(gu, GT, DT) - 1):
+                            m.next = "DRAIN"
+                        with m.Else():
+                            m.next = "TILE"
+            with m.State("DRAIN"):
+                # The phase's last rows through SwiGLU and the quantizer, or the combine.
+                with m.If(gu):
+                    with m.If(h_blocks == n * (I_ // MX_BLOCK)):
+                        m.d.sync += [gu.eq(0), tile.eq(0)]
+                        m.next = "TILE"
+                with m.Elif(~acc_v):
+                    with m.If(shared_run | (last_group & (not cfg.shared))):
+                        m.next = "OUT_FIRST"
+                    with m.Elif(last_group):
+                        # The shared expert: every token, weight 1.0.
+                        m.d.sync += [n.eq(n_tok), last_group.eq(0), gu.eq(1), tile.eq(0),
+                                     g_row.eq(0), g_tile.eq(0), hp.eq(0), hb_.eq(0),
+                                     h_blocks.eq(0), d_row.eq(0), d_tile.eq(0),
+                                     shared_run.eq(1)]
+                        for i in range(T):
+                            m.d.sync += [lst_tok[i].eq(i), lst_w[i].eq(fp32_bits(1.0))]
+                        m.next = "WAIT_X"
+                    with m.Else():
+                        m.next = "GROUP"
+            with m.State("OUT_FIRST"):
+                # The output memory's first word is read.
+                m.d.comb += orp.addr.eq(0)
+                m.d.sync += o_at.eq(0)
+                m.next = "OUT"
+            with m.State("OUT"):
+                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(orp.data),
+                             orp.addr.eq(o_at + o_fire)]
+                with m.If(o_fire):
+                    m.d.sync += o_at.eq(o_at + 1)
+                    with m.If(o_at == n_tok * DT - 1):
+                        m.next = "IDLE"
+        return m

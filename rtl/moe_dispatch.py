@@ -64,12 +64,18 @@ class Dispatch(wiring.Component):
         The batch's choices, a beat per token.
     o : Out(stream.Signature(entry_layout(config)))
         The choices grouped by expert.
+    experts : Out(experts)
+        The experts the batch chose at all (a bit each), valid from the cycle after its last
+        beat in to its last beat out (``sorting``).
+    sorting : Out(1)
+        High from the cycle after the batch's last beat in to its last beat out.
     """
 
     def __init__(self, config):
         self._config = config
         super().__init__({"c": In(stream.Signature(in_layout(config))),
-                          "o": Out(stream.Signature(entry_layout(config)))})
+                          "o": Out(stream.Signature(entry_layout(config))),
+                          "experts": Out(config.experts), "sorting": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -110,7 +116,9 @@ class Dispatch(wiring.Component):
         sr_addr = Signal.like(i)
         m.d.comb += [cr.addr.eq(cr_addr), sr.addr.eq(sr_addr)]
 
-        with m.FSM():
+        m.d.comb += self.experts.eq(chosen)
+        with m.FSM() as fsm:
+            m.d.comb += self.sorting.eq(~fsm.ongoing("FILL"))
             with m.State("FILL"):
                 m.d.comb += [self.c.ready.eq(1), cw.en.eq(self.c.valid)]
                 with m.If(self.c.valid):

@@ -36,8 +36,10 @@ def run_dispatch(cfg, batches, *, seed, gap=0.3, backpressure=0.5, mark_last=Tru
             ctx.set(dut.c.valid, 0)
             last, beats, first = edges.n, [], None
             while not beats or not beats[-1]["end"]:
+                sorting, mask = ctx.get(dut.sorting), ctx.get(dut.experts)
                 p, when = await receive(ctx, dut.o, edges, rng=rng, backpressure=backpressure)
                 first = when if first is None else first
+                assert sorting and mask == sum(1 << int(e) for e in np.unique(indices))
                 beats.append({f: int(getattr(p, f)) for f in
                               ("expert", "token", "weight", "count", "first", "last", "end")})
             got.append((beats, first - last))

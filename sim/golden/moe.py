@@ -55,9 +55,9 @@ from .exp2 import exp2
 from .gemm import Operands, gemm
 from .mx import dequantize_mxfp4, dequantize_mxfp8, quantize_mxfp4, quantize_mxfp8
 
-__all__ = ["deepseek_moe", "deepseek_route", "dispatch", "exp_unit", "gpt_oss_glu", "gpt_oss_moe",
-           "gpt_oss_route", "reference", "router_logits", "sigmoid_unit", "silu_glu",
-           "tile_words"]
+__all__ = ["deepseek_moe", "deepseek_route", "deepseek_weight_image", "dispatch", "exp_unit",
+           "gpt_oss_glu", "gpt_oss_moe", "gpt_oss_route", "gpt_oss_weight_image", "reference",
+           "router_logits", "sigmoid_unit", "silu_glu", "tile_words", "weight_image"]
 
 _F32 = np.float32
 _NEG_LOG2E = _F32(-LOG2E)
@@ -204,6 +204,45 @@ def tile_words(config, codes, scales, bias=None) -> list[int]:
         count = -(-pos // p)
         words += [(value >> (i * p)) & ((1 << p) - 1) for i in range(count)]
     return words
+
+
+def weight_image(config, gate_up, down, gate_up_bias=None, down_bias=None) -> list[int]:
+    """The memory the block fetches its experts' weights from, in weight-port words: expert
+    after expert (``gate_up`` (E', H, 2I), gate and up interleaved on the last axis, and
+    ``down`` (E', I, H), both as B of ``x B``; the biases (E', 2I) and (E', H) or None), each
+    its gate-up column tiles then its down column tiles (:func:`tile_words`), the weights
+    quantized to MXFP4 along the reduction as :func:`gpt_oss_moe` quantizes them."""
+    words = []
+    for e in range(len(gate_up)):
+        for b, bias in ((gate_up[e], gate_up_bias), (down[e], down_bias)):
+            w = _Weights(b)
+            words += tile_words(config, w.codes, w.scales,
+                                None if bias is None else np.asarray(bias[e], np.float32))
+    return words
+
+
+def gpt_oss_weight_image(config, gate_up_proj, gate_up_proj_bias, down_proj, down_proj_bias):
+    """:func:`weight_image` from :func:`gpt_oss_moe`'s (Hugging Face's) layouts."""
+    return weight_image(config, gate_up_proj, down_proj, gate_up_proj_bias, down_proj_bias)
+
+
+def deepseek_weight_image(config, gate_up_proj, down_proj, shared_gate=None, shared_up=None,
+                          shared_down=None):
+    """:func:`weight_image` from :func:`deepseek_moe`'s (Hugging Face's) layouts: the gate
+    and up rows interleaved as columns of B (the block's SwiGLU takes them in pairs), the
+    shared expert last."""
+    gate_up = [np.asarray(g).T for g in gate_up_proj]
+    down = [np.asarray(d).T for d in down_proj]
+    if shared_gate is not None:
+        gate_up.append(np.concatenate([np.asarray(shared_gate), np.asarray(shared_up)]).T)
+        down.append(np.asarray(shared_down).T)
+    inter = []
+    for b in gate_up:
+        i = b.shape[1] // 2
+        pairs = np.empty_like(b)
+        pairs[:, 0::2], pairs[:, 1::2] = b[:, :i], b[:, i:]
+        inter.append(pairs)
+    return weight_image(config, inter, down)
 
 
 def _matmul(a, w: _Weights, act_fmt) -> np.ndarray:
