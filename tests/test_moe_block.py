@@ -131,3 +131,32 @@ def test_deepseek_block_with_a_shared_expert_is_the_golden_layer():
     got, status = run_block(cfg, rw, cb, image, x, seed=3)
     assert status == STATUS["ok"]
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_a_batch_of_no_tokens_or_too_many_is_refused_and_nothing_is_taken():
+    """``tokens`` 0 or above the config's: status ``bad_tokens``, no ``x`` taken, no weight
+    requested, and the block takes the next command."""
+    cfg = build_config(MoeConfig, SMALL)
+    dut = Moe(cfg)
+    seen = []
+
+    async def bench(ctx):
+        edges = Edges()
+        ctx.set(dut.x.valid, 1)
+        ctx.set(dut.req.ready, 1)
+        for tokens in (0, cfg.tokens + 1):
+            await send(ctx, dut.cmd, {"tokens": tokens}, edges)
+            ctx.set(dut.cmd.valid, 0)
+            for _ in range(20):
+                seen.append((ctx.get(dut.x.ready), ctx.get(dut.req.valid)))
+                await edges.tick(ctx)
+            seen.append(ctx.get(dut.status))
+        seen.append(ctx.get(dut.cmd.ready))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen[20] == seen[41] == STATUS["bad_tokens"]
+    assert not any(x or r for x, r in seen[:20] + seen[21:41])
+    assert seen[-1] == 1
