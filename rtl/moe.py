@@ -34,7 +34,7 @@ from .params import ParamError, check_choice, check_int, check_parts, param, par
 from .softmax import fp32_bits
 
 __all__ = ["ACT_FORMATS", "ARRAY_FORMATS", "COLS", "ROUTERS", "STATUS", "SWIGLU_ALPHA",
-           "SWIGLU_LIMIT", "Moe", "MoeConfig", "command_layout", "fetch_config"]
+           "SWIGLU_LIMIT", "Moe", "MoeConfig", "command_layout"]
 
 #: ``router``: GPT-OSS (softmax over the top-k logits, biases everywhere, interleaved gate and
 #: up, the clamped SwiGLU) or DeepSeek-V3 (sigmoid, grouped top-k, gate and up in halves,
@@ -201,6 +201,18 @@ class MoeConfig:
                 + self.down_tiles * self.tile_words(self.intermediate))
 
     @property
+    def fetch(self) -> FetchConfig:
+        """The weight fetch engine's parameters: words of the weight port, addresses over
+        every expert's weights, a command per column tile."""
+        words = self.all_experts * self.expert_words
+        longest = max(self.tile_words(self.hidden), self.tile_words(self.intermediate))
+        len_bits = max(longest.bit_length(), 4)
+        burst = min(16, (1 << len_bits) - 1)
+        return FetchConfig(data_bits=self.weight_port_bits,
+                           addr_bits=max(words.bit_length(), 4), len_bits=len_bits,
+                           burst=burst, buffer=2 * burst)
+
+    @property
     def gated_width(self) -> int:
         """Columns of the first matmul: gate and up, ``2 * intermediate``."""
         return 2 * self.intermediate
@@ -213,17 +225,6 @@ STATUS = {"ok": 0, "bad_tokens": 1}
 def command_layout(config: MoeConfig) -> data.StructLayout:
     """A ``cmd`` beat: ``tokens``, the batch's T (1 .. ``config.tokens``)."""
     return data.StructLayout({"tokens": range(config.tokens + 1)})
-
-
-def fetch_config(config: MoeConfig) -> FetchConfig:
-    """The weight fetch engine's parameters: words of the weight port, addresses over every
-    expert's weights, a command per column tile."""
-    words = config.all_experts * config.expert_words
-    longest = max(config.tile_words(config.hidden), config.tile_words(config.intermediate))
-    len_bits = max(longest.bit_length(), 4)
-    burst = min(16, (1 << len_bits) - 1)
-    return FetchConfig(data_bits=config.weight_port_bits, addr_bits=max(words.bit_length(), 4),
-                       len_bits=len_bits, burst=burst, buffer=2 * burst)
 
 
 class Moe(wiring.Component):
@@ -261,7 +262,7 @@ class Moe(wiring.Component):
 
     def __init__(self, config: MoeConfig):
         self._config = config
-        fc = fetch_config(config)
+        fc = config.fetch
         req = request_layout(fc.addr_bits, fc.len_bits)
         super().__init__({
             "wr": In(stream.Signature(router_write_layout(config))),
@@ -292,7 +293,7 @@ class Moe(wiring.Component):
         m.submodules.hq = hq = MxQuant(MxQuantConfig(out_fmt=cfg.act_fmt))
         m.submodules.xs = xs = ActStore(T, H, cfg.act_fmt, cfg.array)
         m.submodules.hs = hs = ActStore(T, I_, cfg.act_fmt, cfg.array)
-        m.submodules.fetch = fetch = Fetch(fetch_config(cfg))
+        m.submodules.fetch = fetch = Fetch(cfg.fetch)
         m.submodules.tiles = tiles = WeightTiles(cfg)
         m.submodules.array = array = Gemm(cfg.array)
         m.submodules.glu = glu = Swiglu(SwigluConfig(kind=kind, lanes=HB))
@@ -362,7 +363,7 @@ class Moe(wiring.Component):
         t_req = Signal(range(GT + DT + 1))
         gu_req = t_req < GT
         tw_gu, tw_dn = cfg.tile_words(H), cfg.tile_words(I_)
-        addr = Signal(fetch_config(cfg).addr_bits + 1)
+        addr = Signal(cfg.fetch.addr_bits + 1)
         m.d.comb += addr.eq(e_req * cfg.expert_words
                             + Mux(gu_req, t_req * tw_gu, GT * tw_gu + (t_req - GT) * tw_dn))
         sent_f, sent_t = Signal(), Signal()

@@ -13,19 +13,24 @@ class Edges:
         self.n += 1
 
 
-async def send(ctx, port, payload, edges: Edges, *, rng=None, gap=0.0):
-    """Put one beat on ``port`` (an ``In`` stream of the DUT) after random idle cycles (each
-    with probability ``gap``); returns once an edge has taken it."""
-    while rng is not None and rng.random() < gap:
-        ctx.set(port.valid, 0)
-        await edges.tick(ctx)
+async def _hold(ctx, port, payload, edges: Edges) -> int:
+    """Offer one beat on ``port`` until an edge takes it; returns the handshake's cycle."""
     ctx.set(port.payload, payload)
     ctx.set(port.valid, 1)
     while True:
         taken = ctx.get(port.ready)
         await edges.tick(ctx)
         if taken:
-            return
+            return edges.n - 1
+
+
+async def send(ctx, port, payload, edges: Edges, *, rng=None, gap=0.0) -> int:
+    """Put one beat on ``port`` (an ``In`` stream of the DUT) after random idle cycles (each
+    with probability ``gap``); returns the handshake's cycle."""
+    while rng is not None and rng.random() < gap:
+        ctx.set(port.valid, 0)
+        await edges.tick(ctx)
+    return await _hold(ctx, port, payload, edges)
 
 
 async def receive(ctx, port, edges: Edges, *, rng=None, backpressure=0.0):
@@ -43,3 +48,28 @@ async def receive(ctx, port, edges: Edges, *, rng=None, backpressure=0.0):
         if ready and valid:
             ctx.set(port.ready, 0)
             return payload, first
+
+
+async def send_scheduled(ctx, port, payload, edges: Edges, valid) -> int:
+    """Put one beat on ``port`` as a :class:`~scoville.sim.cycles.stream.Source` offers it:
+    from the first cycle whose ``valid`` schedule is true, held until taken. Returns the
+    handshake's cycle."""
+    while not valid[edges.n]:
+        ctx.set(port.valid, 0)
+        await edges.tick(ctx)
+    cycle = await _hold(ctx, port, payload, edges)
+    ctx.set(port.valid, 0)
+    return cycle
+
+
+async def receive_scheduled(ctx, port, edges: Edges, ready):
+    """Take one beat from ``port``, ``ready`` high in the cycles its schedule says; returns
+    ``(payload, cycle of the handshake)``."""
+    while True:
+        go = ready[edges.n]
+        ctx.set(port.ready, go)
+        valid, payload = ctx.get(port.valid), ctx.get(port.payload)
+        await edges.tick(ctx)
+        if go and valid:
+            ctx.set(port.ready, 0)
+            return payload, edges.n - 1

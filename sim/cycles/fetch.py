@@ -24,7 +24,69 @@ from scoville.rtl.fetch import FetchConfig
 from .memory import MemoryAgent
 from .stream import ALWAYS, Producer, Schedule, Source, Timing
 
-__all__ = ["timing"]
+__all__ = ["Engine", "timing"]
+
+
+class Engine:
+    """The engine's registers as an object stepped once per cycle, beside the memory agent it
+    steps: :func:`timing` steps it against a command source; a composed block steps it beside
+    its other parts, with the command its neighbour offers and ``o.ready`` in that cycle.
+
+    Attributes
+    ----------
+    o_valid : bool
+        A word is offered on ``o`` (at the start of the cycle about to be stepped).
+    reqs, outs : list of int
+        The cycles of the ``req`` and ``o`` handshakes.
+    rejected : int
+        Commands rejected so far.
+    """
+
+    __slots__ = ("_burst", "_busy", "_cfg", "_depth", "_inner", "_left", "_reserved",
+                 "memory", "o_valid", "outs", "rejected", "reqs")
+
+    def __init__(self, cfg: FetchConfig, memory: MemoryAgent):
+        self._cfg, self.memory = cfg, memory
+        self._burst, self._depth = cfg.burst, cfg.buffer
+        self._busy, self._left, self._reserved, self._inner = False, 0, 0, 0
+        self.o_valid = False
+        self.rejected = 0
+        self.reqs: list[int] = []
+        self.outs: list[int] = []
+
+    @property
+    def ready(self) -> bool:
+        """``cmd.ready``: no command is held."""
+        return not self._busy
+
+    def step(self, t: int, cmd: tuple[int, int] | None, req_ready: bool,
+             o_ready: bool) -> None:
+        """Cycle ``t``: ``cmd`` the offered command ``(addr, len)`` or None (taken when
+        :attr:`ready`), the memory's ``req.ready`` schedule and the consumer's ``o.ready``."""
+        memory = self.memory
+        size = self._left if self._left < self._burst else self._burst
+        issue = (self._busy and self._reserved + size <= self._depth and req_ready
+                 and memory.room())
+        offered = memory.offers(t)
+        write = offered and self._inner != self._depth - 1
+        pop = self.o_valid and o_ready
+        load = self._inner > 0 and (not self.o_valid or o_ready)
+        if cmd is not None and not self._busy:
+            if self._cfg.accepts(*cmd):
+                self._busy, self._left = True, cmd[1]
+            else:
+                self.rejected += 1
+        if issue:
+            self.reqs.append(t)
+            self._left -= size
+            self._busy = self._left > 0
+            self._reserved += size
+        if pop:
+            self.outs.append(t)
+            self._reserved -= 1
+        self.o_valid = load or (self.o_valid and not o_ready)
+        self._inner += write - load
+        memory.step(t, offered, write, size if issue else None)
 
 
 def timing(cfg: FetchConfig, commands: Sequence[tuple[int, int]], memory: MemoryAgent,
@@ -37,40 +99,13 @@ def timing(cfg: FetchConfig, commands: Sequence[tuple[int, int]], memory: Memory
     good = [cfg.accepts(a, n) for a, n in commands]
     words = sum(n for (_, n), ok in zip(commands, good, strict=True) if ok)
     producer = Producer(cmd or Source(), len(commands))
-    burst, depth = cfg.burst, cfg.buffer
-    busy, left, reserved, inner, out = False, 0, 0, 0, False
-    rejected = 0
-    reqs: list[int] = []
-    outs: list[int] = []
+    engine = Engine(cfg, memory)
     t = 0
-    while len(outs) < words or producer.sent < len(commands):
-        # Offers of this cycle, from the registers at its start.
-        take_cmd = not busy and producer.offers(t)
-        size = left if left < burst else burst
-        issue = busy and reserved + size <= depth and req_ready[t] and memory.room()
-        offered = memory.offers(t)
-        write = offered and inner != depth - 1
-        ready = o_ready[t]
-        pop = out and ready
-        load = inner > 0 and (not out or ready)
-        # The registers at the end of the cycle.
-        if take_cmd:
-            if good[producer.sent]:
-                busy, left = True, commands[producer.sent][1]
-            else:
-                rejected += 1
+    while len(engine.outs) < words or producer.sent < len(commands):
+        offer = producer.offers(t) and engine.ready
+        engine.step(t, commands[producer.sent] if offer else None, req_ready[t], o_ready[t])
+        if offer:
             producer.take(t)
-        if issue:
-            reqs.append(t)
-            left -= size
-            busy = left > 0
-            reserved += size
-        if pop:
-            outs.append(t)
-            reserved -= 1
-        out = load or (out and not ready)
-        inner += write - load
-        memory.step(t, offered, write, size if issue else None)
         t += 1
-    return Timing({"cmd": producer.cycles, "req": reqs, "rdata": memory.cycles, "o": outs},
-                  {"rejected": rejected})
+    return Timing({"cmd": producer.cycles, "req": engine.reqs, "rdata": memory.cycles,
+                   "o": engine.outs}, {"rejected": engine.rejected})

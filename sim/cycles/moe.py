@@ -1,5 +1,4 @@
-"""Cycle model of the MoE block's parts (:mod:`scoville.rtl.moe_router`,
-:mod:`scoville.rtl.moe_dispatch` so far).
+"""Cycle model of the MoE block (:class:`scoville.rtl.moe.Moe`) and its parts.
 
 The router takes a token's ``hidden`` elements of ``x`` one a cycle (as the stream gives
 them), then works alone for :func:`route_latency` cycles before its answer is valid on ``o``;
@@ -12,7 +11,23 @@ the last is taken, and the next batch's first beat is taken from the cycle after
 
 from __future__ import annotations
 
-__all__ = ["dispatch_latency", "route_latency"]
+import functools
+from collections import deque
+from dataclasses import dataclass
+
+from scoville.rtl.formats import MX_BLOCK
+
+from . import fetch as fetch_timed
+from . import gemm as gemm_timed
+from .memory import MemoryAgent
+from .stream import ALWAYS, Producer, Schedule, Source, Timing
+
+__all__ = ["Batch", "dispatch_latency", "route_latency", "timing"]
+
+#: The quantizers' register stages (``MxQuantConfig.latency``'s default) and the SwiGLU
+#: unit's (``SwigluConfig.latency``'s default), as the block builds them.
+_MXQ_LATENCY = 2
+_GLU_LATENCY = 1
 
 
 def route_latency(config) -> int:
@@ -30,3 +45,310 @@ def dispatch_latency(config, tokens: int, experts: int) -> int:
     sorted beat is valid: a cycle per expert chosen at all (``experts``), one per choice
     (``tokens * top_k``), and one to open the first expert's group."""
     return experts + tokens * config.top_k + 1
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One ``cmd`` of the block, as the golden model sees it: ``tokens`` (T), and ``groups``,
+    the dispatch's expert groups ``(expert, tokens)`` in ascending expert order
+    (:func:`scoville.sim.golden.moe.dispatch`), None for a refused command."""
+
+    tokens: int
+    groups: tuple[tuple[int, int], ...] | None
+
+
+class _Wire:
+    """A stream between two parts of the model, as the array's model reads its operands."""
+
+    __slots__ = ("taken", "valid")
+
+    def __init__(self):
+        self.valid = self.taken = False
+
+    def offers(self, t: int) -> bool:
+        return self.valid
+
+    def take(self, t: int) -> None:
+        self.taken = True
+
+
+def timing(config, batches, sources: dict[str, Source] | None = None,
+           ready: dict[str, Schedule] | None = None, memory: MemoryAgent | None = None
+           ) -> Timing:
+    """The cycle of every handshake on ``cmd``, ``x``, ``req``, ``rdata`` and ``o`` for
+    ``batches`` (:class:`Batch`), the router's weights already loaded; ``sources`` of ``cmd``
+    and ``x``, ``ready`` of ``o`` and ``req``, the memory answering as ``memory`` does (a
+    fresh :class:`~scoville.sim.cycles.memory.MemoryAgent`; the model steps it).
+
+    The model steps every part's registers as the RTL does, cycle by cycle (the module
+    ``scoville.rtl.moe`` and its parts' docstrings say how each part moves)."""
+    sources, ready = sources or {}, ready or {}
+    cfg = config
+    H, I_, C, R, P = (cfg.hidden, cfg.intermediate, cfg.array.cols, cfg.array.rows,
+                      cfg.weight_port_bits)
+    GT, DT, HB = cfg.gate_up_tiles, cfg.down_tiles, C // 2
+    ROW, SCALE, BIAS = 4 * C, 8 * C, 32
+    WBUF = P + max(ROW, SCALE, BIAS)
+    need_of = (ROW, SCALE, BIAS)
+    batches = list(batches)
+    good = [b for b in batches if b.groups is not None]
+    cmd = Producer(sources.get("cmd", Source()), len(batches))
+    x_src = Producer(sources.get("x", Source()), sum(b.tokens * H for b in good))
+    o_ready, req_ready = ready.get("o", ALWAYS), ready.get("req", ALWAYS)
+    n_out = sum(b.tokens * DT for b in good)
+    mem = memory or MemoryAgent(1, P // 8, P)
+    fetch = fetch_timed.Engine(cfg.fetch, mem)
+    o_cycles: list[int] = []
+
+    a_wire, b_wire = _Wire(), _Wire()
+    array = gemm_timed.Engine(cfg.array, a_wire, b_wire)
+
+    @functools.cache
+    def program(m, k):
+        return gemm_timed.programs(cfg.array, [(m, k, C)])[0]
+
+    # ---- State, named as the RTL's registers.
+    state, batch = "IDLE", None
+    n_tok = taking = x_count = pos = 0
+    xq = deque()            # cycles the x quantizer's blocks become valid
+    x_blocks = 0
+    # Router: "ACC", or busy until r_out (its answer valid from then), answers taken.
+    r_acc, r_h, r_out = True, 0, 0
+    routed = 0
+    # Dispatch.
+    d_fill, d_emit_at, entries = True, 0, deque()
+    sorting = False
+    # Request issuer.
+    req_armed = issuing = False
+    req_list: list[int] = []
+    t_req = sent_f = sent_t = 0
+    # Weight tiles: loader, feeder, slots.
+    loading, ws, fill, words_left, phase = False, 0, 0, 0, 0
+    l_k = l_bias = row = blk_row = bias_i = 0
+    tiles_q: deque[tuple[int, int]] = deque()   # descriptors offered by the issuer
+    full, slot_k = [False, False], [0, 0]
+    rs, feeding, f_beats = 0, False, 0
+    # Activation stores' feeders (one runs at a time).
+    s_busy, s_beats = False, 0
+    # Sequencer.
+    n = last_group = shared_run = 0
+    gu, tile, sent_g, sent_b, sent_a, rows_out = True, 0, False, False, False, 0
+    glu = deque()           # cycles SwiGLU outputs become valid
+    hq = deque()            # cycles the h quantizer's blocks become valid
+    g_row = g_tile = h_blocks = 0
+    acc_v = False
+    o_at = 0
+
+    t = 0
+    limit = 50_000_000
+    while len(o_cycles) < n_out or cmd.sent < len(batches):
+        if t > limit:
+            raise RuntimeError(f"moe timed model: no progress after {t} cycles")
+        # ---- Offers and readies of this cycle, from the registers at its start.
+        cmd_go = state == "IDLE" and cmd.offers(t)
+        x_go = bool(taking) and r_acc and x_src.offers(t)
+        r_valid = not r_acc and t >= r_out
+        c_go = r_valid and d_fill
+        e_valid = not d_fill and t >= d_emit_at and bool(entries)
+        e_go = e_valid and state == "GROUP"
+        # Issuer to fetch and to the loader.
+        f_cmd = None            # the command the issuer offers the fetch engine
+        if issuing and not sent_f:
+            gu_req = t_req < GT
+            tw = cfg.tile_words(H if gu_req else I_)
+            f_cmd = (req_list[0] * cfg.expert_words
+                     + (t_req * tw if gu_req else GT * cfg.tile_words(H) + (t_req - GT) * tw),
+                     tw)
+        fcmd_go = f_cmd is not None and fetch.ready
+        tile_go = issuing and not sent_t and not loading
+        # Loader.
+        need = need_of[phase]
+        can_out = loading and not full[ws] and fill >= need
+        f2 = fill - (need if can_out else 0)
+        take = loading and words_left != 0 and f2 + P <= WBUF
+        pop = fetch.o_valid and take
+        # Feeders and the array.
+        b_wire.valid, b_wire.taken = feeding, False
+        a_wire.valid, a_wire.taken = s_busy, False
+        tcmd_ready = not feeding and full[rs]
+        in_tile = state == "TILE"
+        g_cmd = in_tile and not sent_g
+        g_go = g_cmd and array.ready
+        b_go = in_tile and not sent_b and tcmd_ready
+        a_go = in_tile and not sent_a and not s_busy
+        o_row = array.o_valid              # array.o.ready is always high
+        glu_out = bool(glu) and glu[0] <= t
+        hq_out = bool(hq) and hq[0] <= t
+        out_go = state == "OUT" and o_ready[t]
+        x_in = x_blocks == n_tok * (H // MX_BLOCK)
+        h_in = h_blocks == n * (I_ // MX_BLOCK)
+
+        # ---- The registers at the end of the cycle.
+        nxt = state
+        if cmd_go:
+            batch = batches[cmd.sent]
+            cmd.take(t)
+            if batch.groups is not None:
+                n_tok, taking, x_count, pos, x_blocks, routed = batch.tokens, 1, 0, 0, 0, 0
+                shared_run, req_armed = 0, True
+                nxt = "INPUT"
+        if x_go:
+            x_src.take(t)
+            r_h += 1
+            if r_h == H:
+                r_h, r_acc, r_out = 0, False, t + 1 + route_latency(cfg)
+            if pos == MX_BLOCK - 1:
+                xq.append(t + _MXQ_LATENCY)
+            pos = 0 if pos == MX_BLOCK - 1 else pos + 1
+            x_count += 1
+            if x_count == n_tok * H:
+                taking = 0
+        if xq and xq[0] <= t:                    # xs.w is always ready
+            xq.popleft()
+            x_blocks += 1
+        if c_go:
+            r_acc = True
+            routed += 1
+            if routed == n_tok or routed == cfg.tokens:
+                d_fill = False
+                groups = batch.groups
+                d_emit_at = t + 1 + dispatch_latency(cfg, n_tok, len(groups))
+                for g, (_, cnt) in enumerate(groups):
+                    for j in range(cnt):
+                        entries.append((cnt, j == cnt - 1,
+                                        g == len(groups) - 1 and j == cnt - 1))
+        if e_go:
+            cnt, last, end = entries.popleft()
+            if end:
+                d_fill = True
+            if last:
+                n, last_group = cnt, int(end)
+                gu, tile, g_row, g_tile, h_blocks = True, 0, 0, 0, 0
+                nxt = "WAIT_X"
+        if state == "INPUT" and sorting:
+            nxt = "GROUP"
+        # The issuer.
+        if req_armed and sorting:
+            req_armed, issuing, t_req, sent_f, sent_t = False, True, 0, False, False
+            req_list = [e for e, _ in batch.groups] + ([cfg.experts] if cfg.shared else [])
+        elif issuing:
+            f_done, t_done = sent_f or fcmd_go, sent_t or tile_go
+            gu_req = t_req < GT
+            if tile_go:
+                tiles_q.append((H if gu_req else I_, int(cfg.biases)))
+            sent_f, sent_t = f_done, t_done
+            if f_done and t_done:
+                sent_f = sent_t = False
+                t_req += 1
+                if t_req == GT + DT:
+                    t_req = 0
+                    req_list.pop(0)
+                    if not req_list:
+                        issuing = False
+        fetch.step(t, f_cmd, req_ready[t], take)
+        # The loader.
+        if tile_go:
+            l_k, l_bias = tiles_q.popleft()
+            loading, fill, phase, row, blk_row, bias_i = True, 0, 0, 0, 0, 0
+            words_left = -(-cfg.tile_bits(l_k) // P)
+        elif loading:
+            fill = f2 + (P if pop else 0)
+            words_left -= pop
+            last_field = False
+            if can_out:
+                if phase == 0:
+                    row += 1
+                    blk_row += 1
+                    if blk_row == MX_BLOCK:
+                        phase = 1
+                elif phase == 1:
+                    blk_row = 0
+                    if row == l_k:
+                        phase = 2 if l_bias else 0
+                        last_field = not l_bias
+                    else:
+                        phase = 0
+                else:
+                    bias_i += 1
+                    last_field = bias_i == C
+            if last_field:
+                loading, fill = False, 0
+                full[ws], slot_k[ws] = True, l_k
+                ws ^= 1
+        # The feeder and the A store (their beats taken by the array's model below).
+        array.step(t, program(n, H if gu else I_) if g_cmd else False, True)
+        if b_wire.taken:
+            f_beats -= 1
+            if f_beats == 0:
+                feeding = False
+                full[rs] = False
+                rs ^= 1
+        if b_go:
+            feeding, f_beats = True, slot_k[rs] * -(-n // R)
+        if a_wire.taken:
+            s_beats -= 1
+            if s_beats == 0:
+                s_busy = False
+        if a_go:
+            s_busy, s_beats = True, -(-n // R) * (H if gu else I_)
+        # SwiGLU, the h quantizer and the combine.
+        if glu_out:
+            glu.popleft()
+            fills = g_tile % (MX_BLOCK // HB) == MX_BLOCK // HB - 1
+            if fills:
+                hq.append(t + _MXQ_LATENCY)
+            if g_row == n - 1:
+                g_row = 0
+                g_tile = 0 if g_tile == GT - 1 else g_tile + 1
+            else:
+                g_row += 1
+        if hq_out:
+            hq.popleft()
+            h_blocks += 1
+        acc_v_next = o_row and not gu
+        if o_row and gu:
+            glu.append(t + _GLU_LATENCY)
+        # The sequencer.
+        if state == "WAIT_X" and x_in:
+            nxt = "TILE"
+        elif in_tile:
+            ok_g, ok_b, ok_a = sent_g or g_go, sent_b or b_go, sent_a or a_go
+            sent_g, sent_b, sent_a = ok_g, ok_b, ok_a
+            if ok_g and ok_b and ok_a:
+                sent_g = sent_b = sent_a = False
+                rows_out = 0
+                nxt = "ROWS"
+        elif state == "ROWS" and o_row:
+            rows_out += 1
+            if rows_out == n:
+                tile += 1
+                nxt = "DRAIN" if tile == (GT if gu else DT) else "TILE"
+        elif state == "DRAIN":
+            if gu:
+                if h_in:
+                    gu, tile = False, 0
+                    nxt = "TILE"
+            elif not acc_v:
+                if shared_run or (last_group and not cfg.shared):
+                    nxt = "OUT_FIRST"
+                elif last_group:
+                    n, last_group, shared_run = n_tok, 0, 1
+                    gu, tile, g_row, g_tile, h_blocks = True, 0, 0, 0, 0
+                    nxt = "WAIT_X"
+                else:
+                    nxt = "GROUP"
+        elif state == "OUT_FIRST":
+            o_at = 0
+            nxt = "OUT"
+        elif out_go:
+            o_cycles.append(t)
+            o_at += 1
+            if o_at == n_tok * DT:
+                nxt = "IDLE"
+        acc_v = acc_v_next
+        sorting = not d_fill
+        state = nxt
+        t += 1
+    return Timing({"cmd": cmd.cycles, "x": x_src.cycles, "req": fetch.reqs,
+                   "rdata": mem.cycles, "o": o_cycles})
+
