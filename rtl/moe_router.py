@@ -42,7 +42,8 @@ _EPS = Const(fp32_bits(1e-20), 32)
 
 def write_layout(config) -> data.StructLayout:
     """A ``wr`` beat: ``addr`` below ``hidden`` writes column ``W[:, addr]``; ``addr`` =
-    ``hidden`` the bias (one FP32 per expert)."""
+    ``hidden`` the bias (one FP32 per expert). All are words of the router's memory, kept
+    through a reset."""
     return data.StructLayout({"addr": range(config.hidden + 1),
                               "data": data.ArrayLayout(32, config.experts)})
 
@@ -105,11 +106,13 @@ class Router(wiring.Component):
         G, GK = cfg.n_group, cfg.topk_group
         GS = E // G
 
-        m.submodules.w = w_mem = Memory(shape=data.ArrayLayout(32, E), depth=H, init=[])
+        m.submodules.w = w_mem = Memory(shape=data.ArrayLayout(32, E), depth=H + 1, init=[])
         wp = w_mem.write_port()
-        # A synchronous read (an SRAM's), addressed a cycle ahead: the next element's column.
+        # A synchronous read (an SRAM's), addressed a cycle ahead: while ``x`` comes, the next
+        # element's column; after the last, the bias word (``hidden``), held until the answer
+        # is out; then column 0 again.
         rp = w_mem.read_port(transparent_for=(wp,))
-        bias = Signal(data.ArrayLayout(32, E))
+        bias = rp.data
         acc = Signal(data.ArrayLayout(32, E))
         h = Signal(range(max(H, 2)))
         chosen = Signal(E)
@@ -127,8 +130,7 @@ class Router(wiring.Component):
         kept = Signal(G)
 
         m.d.comb += [wp.addr.eq(self.wr.payload.addr), wp.data.eq(self.wr.payload.data),
-                     rp.addr.eq(Mux(self.x.valid & self.x.ready,
-                                    Mux(h == H - 1, 0, h + 1), h))]
+                     rp.addr.eq(H)]
 
         # The candidates' keys: GPT-OSS the logits; DeepSeek c, 0.0 outside the kept groups.
         if deepseek:
@@ -141,10 +143,8 @@ class Router(wiring.Component):
         with m.FSM():
             with m.State("ACC"):
                 m.d.comb += [self.x.ready.eq(1), self.wr.ready.eq(h == 0),
-                             wp.en.eq(self.wr.valid & (h == 0)
-                                      & (self.wr.payload.addr < H))]
-                with m.If(self.wr.valid & (h == 0) & (self.wr.payload.addr == H)):
-                    m.d.sync += bias.eq(self.wr.payload.data)
+                             wp.en.eq(self.wr.valid & (h == 0)),
+                             rp.addr.eq(Mux(self.x.valid, Mux(h == H - 1, H, h + 1), h))]
                 with m.If(self.x.valid):
                     for e in range(E):
                         prod = fp32_mul(m, self.x.payload, rp.data[e], name=f"xw{e}")
@@ -237,6 +237,7 @@ class Router(wiring.Component):
                              self.o.valid.eq(1)]
                 m.next = "OUT"
             with m.State("OUT"):
+                m.d.comb += rp.addr.eq(0)
                 with m.If(self.o.ready):
                     m.d.sync += [self.o.valid.eq(0), acc.eq(0)]
                     m.next = "ACC"
