@@ -61,7 +61,9 @@ class ActStore(wiring.Component):
         L, D, R = self._lanes, self._dim, self._array.rows
         B = D // MX_BLOCK
         block = out_layout(MxQuantConfig(out_fmt=self._fmt))
-        m.submodules.mem = mem = Memory(shape=data.ArrayLayout(block, L), depth=B, init=[])
+        # (depth at least 2: a one-word memory would have a zero-width address)
+        m.submodules.mem = mem = Memory(shape=data.ArrayLayout(block, L), depth=max(B, 2),
+                                        init=[])
         wp = mem.write_port(granularity=1)  # one lane
         rp = mem.read_port(transparent_for=(wp,))
         m.d.comb += [self.w.ready.eq(1), wp.addr.eq(self.w.payload.block)]

@@ -20,6 +20,7 @@ from scoville.rtl.gemm import Gemm, GemmConfig
 from scoville.rtl.gemm_quant import GemmQuant, GemmQuantConfig
 from scoville.rtl.int_mac import IntMac, IntMacConfig
 from scoville.rtl.kvcache import KvCache, KvCacheConfig
+from scoville.rtl.moe import Moe, MoeConfig
 from scoville.rtl.mx_dot import MxDot, MxDotConfig
 from scoville.rtl.mx_quant import MxQuant, MxQuantConfig
 from scoville.rtl.nvfp4_dot import Nvfp4Dot, Nvfp4DotConfig
@@ -29,6 +30,7 @@ from scoville.sim.cycles import fetch as fetch_timed
 from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import gemm_quant as gemm_quant_timed
 from scoville.sim.cycles import kvcache as kvcache_timed
+from scoville.sim.cycles import moe as moe_timed
 from scoville.sim.cycles.stream import pipeline_timing
 from scoville.sim.golden.attention import AttentionModel
 from scoville.sim.golden.exp2 import exp2
@@ -39,6 +41,7 @@ from scoville.sim.golden.gemm import gemm
 from scoville.sim.golden.gemm_quant import gemm_quant
 from scoville.sim.golden.int_mac import int_mac
 from scoville.sim.golden.kvcache import KvCacheModel
+from scoville.sim.golden.moe import moe
 from scoville.sim.golden.mx_dot import mx_dot
 from scoville.sim.golden.mx_quant import mx_quant
 from scoville.sim.golden.nvfp4_dot import nvfp4_dot
@@ -48,6 +51,7 @@ from scoville.sim.workload import (
     GemmQuantWorkload,
     GemmWorkload,
     KvCacheWorkload,
+    MoeWorkload,
     StreamWorkload,
 )
 
@@ -239,6 +243,19 @@ BLOCKS: dict[str, Block] = {
             timed=attention_timed.timing,
             testbench="scoville.testbenches.attention",
             parts={"kv": "kvcache", "array": "gemm"},
+        ),
+        Block(
+            name="moe",
+            summary="Mixture-of-Experts layer: router, counting-sort dispatch, experts' MXFP4 "
+                    "weights fetched into double-buffered tiles, SwiGLU on the os array, "
+                    "combine",
+            config=MoeConfig,
+            workload=MoeWorkload,
+            component=Moe,
+            golden=moe,
+            timed=moe_timed.timing,
+            testbench="scoville.testbenches.moe",
+            parts={"array": "gemm"},
         ),
     ]
 }

@@ -6,7 +6,7 @@ from scoville.rtl.formats import MX_BLOCK
 from scoville.rtl.params import ParamError, check_int, check_prob, param
 
 __all__ = ["AttentionWorkload", "FetchWorkload", "GemmQuantWorkload", "GemmWorkload",
-           "KvCacheWorkload", "StreamWorkload"]
+           "KvCacheWorkload", "MoeWorkload", "StreamWorkload"]
 
 
 @dataclass(frozen=True)
@@ -203,5 +203,38 @@ class AttentionWorkload:
         check_int("context", self.context, 0, 65535)
         check_int("steps", self.steps, 1, 10_000)
         check_int("tokens", self.tokens, 1, 256)
+        check_prob("gap", self.gap)
+        check_prob("backpressure", self.backpressure)
+
+
+@dataclass(frozen=True)
+class MoeWorkload:
+    """Batches driven through the MoE block, its experts' weights served by the harness's
+    memory agent.
+
+    Attributes
+    ----------
+    batches : int
+        Random batches (1 .. the config's ``tokens`` tokens each; the first is full).
+    mem_latency : int
+        Cycles from a read request's handshake to its first word.
+    mem_bytes_per_cycle : int
+        The memory's bandwidth.
+    gap : float
+        Probability that a producer (``cmd``, ``x``, the memory's words) leaves a cycle idle.
+    backpressure : float
+        Probability that a consumer (the request port, ``o``) holds ``ready`` low in a cycle.
+    """
+
+    batches: int = param(2, "1..1000", "random batches")
+    mem_latency: int = param(20, "1..100000", "memory latency, cycles")
+    mem_bytes_per_cycle: int = param(8, "1..65536", "memory bandwidth, bytes per cycle")
+    gap: float = param(0.2, "0..0.95", "probability of an idle input cycle")
+    backpressure: float = param(0.2, "0..0.95", "probability of ready low")
+
+    def __post_init__(self):
+        check_int("batches", self.batches, 1, 1000)
+        check_int("mem_latency", self.mem_latency, 1, 100_000)
+        check_int("mem_bytes_per_cycle", self.mem_bytes_per_cycle, 1, 65536)
         check_prob("gap", self.gap)
         check_prob("backpressure", self.backpressure)

@@ -49,27 +49,3 @@ async def receive(ctx, port, edges: Edges, *, rng=None, backpressure=0.0):
             ctx.set(port.ready, 0)
             return payload, first
 
-
-async def send_scheduled(ctx, port, payload, edges: Edges, valid) -> int:
-    """Put one beat on ``port`` as a :class:`~scoville.sim.cycles.stream.Source` offers it:
-    from the first cycle whose ``valid`` schedule is true, held until taken. Returns the
-    handshake's cycle."""
-    while not valid[edges.n]:
-        ctx.set(port.valid, 0)
-        await edges.tick(ctx)
-    cycle = await _hold(ctx, port, payload, edges)
-    ctx.set(port.valid, 0)
-    return cycle
-
-
-async def receive_scheduled(ctx, port, edges: Edges, ready):
-    """Take one beat from ``port``, ``ready`` high in the cycles its schedule says; returns
-    ``(payload, cycle of the handshake)``."""
-    while True:
-        go = ready[edges.n]
-        ctx.set(port.ready, go)
-        valid, payload = ctx.get(port.valid), ctx.get(port.payload)
-        await edges.tick(ctx)
-        if go and valid:
-            ctx.set(port.ready, 0)
-            return payload, edges.n - 1

@@ -21,6 +21,8 @@ from scoville.sim.golden.moe import (
     sigmoid_unit,
 )
 
+from .simcheck import assert_passed, simulate
+
 T, H, IM, E = 8, 64, 32, 8
 #: Largest error over the largest output against float64 on the same quantized values: FP32
 #: roundings and the exp2 unit (about 1e-7), unless an FP32 intermediate and its float64
@@ -238,3 +240,31 @@ def test_the_array_formats_follow_act_fmt():
     assert (MoeConfig().array.fmt, MoeConfig().array.b_fmt) == ("mxfp8", "mxfp4")
     cfg = build_config(MoeConfig, {"act_fmt": "mxfp4"})
     assert (cfg.array.fmt, cfg.array.b_fmt) == ("mxfp4", "same")
+
+
+# ---- The RTL block in its cocotb testbench, on the simulators.
+
+#: Small blocks for the simulators: 4 experts of 32 x 32, top-2, batches of up to 2, a 2 x 8
+#: array, a 64-bit weight port; GPT-OSS with MXFP8 activations, DeepSeek (grouped routing,
+#: MXFP4 activations, a shared expert).
+MOE_SIM = {"experts": 4, "top_k": 2, "hidden": 32, "intermediate": 32, "tokens": 2,
+           "array.rows": 2, "array.cols": 8, "weight_port_bits": 64}
+MOE_SIM_CONFIGS = {
+    "gpt-oss-mxfp8": MOE_SIM,
+    "deepseek-mxfp4-shared": {**MOE_SIM, "router": "deepseek", "n_group": 2, "topk_group": 1,
+                              "shared": 1, "routed_scaling_factor": 2.5, "act_fmt": "mxfp4"},
+}
+
+
+@pytest.mark.sim
+@pytest.mark.alternate_sims
+@pytest.mark.parametrize("params", MOE_SIM_CONFIGS.values(), ids=MOE_SIM_CONFIGS.keys())
+def test_moe_rtl(simulator, seed, params):
+    """Every output bit for bit against the golden layer, every read request and every
+    handshake on cmd, x, req, rdata and o where the timed model puts them: directed edges (one
+    token, refused batches, a full batch) on a memory that keeps up, and two random batches
+    under gaps and back-pressure on a slow memory."""
+    result = simulate("moe", simulator, seed, batches=2, mem_latency=9,
+                      mem_bytes_per_cycle=4, **params)
+    assert_passed(result)
+    assert {t.name for t in result.tests} == {"test_edges", "test_workload"}

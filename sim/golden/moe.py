@@ -44,6 +44,8 @@ not a mode of the block.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from scoville.rtl.formats import MX_BLOCK
@@ -55,9 +57,10 @@ from .exp2 import exp2
 from .gemm import Operands, gemm
 from .mx import dequantize_mxfp4, dequantize_mxfp8, quantize_mxfp4, quantize_mxfp8
 
-__all__ = ["deepseek_moe", "deepseek_route", "deepseek_weight_image", "dispatch", "exp_unit",
-           "gpt_oss_glu", "gpt_oss_moe", "gpt_oss_route", "gpt_oss_weight_image", "reference",
-           "router_logits", "sigmoid_unit", "silu_glu", "tile_words", "weight_image"]
+__all__ = ["MoeWeights", "deepseek_moe", "deepseek_route", "deepseek_weight_image", "dispatch",
+           "exp_unit", "gpt_oss_glu", "gpt_oss_moe", "gpt_oss_route", "gpt_oss_weight_image",
+           "memory_image", "moe", "random_weights", "reference", "router_logits", "routing",
+           "sigmoid_unit", "silu_glu", "tile_words", "weight_image"]
 
 _F32 = np.float32
 _NEG_LOG2E = _F32(-LOG2E)
@@ -401,3 +404,72 @@ def reference(x, weights, indices, experts, shared=None, *, router="gpt_oss",
         out += run(shared, np.arange(len(x)))
     return out
 
+
+
+@dataclass(frozen=True)
+class MoeWeights:
+    """A layer's weights in the Hugging Face layouts of :func:`gpt_oss_moe` (``router_bias``
+    the router's bias, ``gate_up_bias`` and ``down_bias`` the experts') or :func:`deepseek_moe`
+    (``router_bias`` the correction bias; ``gate_up`` (E, 2I, H), ``down`` (E, H, I); the
+    shared expert's ``shared_gate``, ``shared_up``, ``shared_down`` or None)."""
+
+    router_weight: np.ndarray
+    router_bias: np.ndarray
+    gate_up: np.ndarray
+    down: np.ndarray
+    gate_up_bias: np.ndarray | None = None
+    down_bias: np.ndarray | None = None
+    shared_gate: np.ndarray | None = None
+    shared_up: np.ndarray | None = None
+    shared_down: np.ndarray | None = None
+
+
+def random_weights(config, rng, scale: float = 0.25) -> MoeWeights:
+    """Random weights of ``config``'s shapes (normal, times ``scale``; the router's bias a
+    tenth of that), float32."""
+    E, H, I_ = config.experts, config.hidden, config.intermediate
+
+    def draw(*shape, s=scale):
+        return (rng.standard_normal(shape) * s).astype(np.float32)
+
+    if config.router == "gpt_oss":
+        return MoeWeights(draw(E, H), draw(E, s=scale / 10), draw(E, H, 2 * I_),
+                          draw(E, I_, H), draw(E, 2 * I_), draw(E, H))
+    shared = (draw(I_, H), draw(I_, H), draw(H, I_)) if config.shared else (None,) * 3
+    return MoeWeights(draw(E, H), draw(E, s=scale / 10), draw(E, 2 * I_, H), draw(E, H, I_),
+                      None, None, *shared)
+
+
+def routing(config, weights: MoeWeights, x) -> tuple[np.ndarray, np.ndarray]:
+    """The router's ``(weights (T, top_k), indices (T, top_k))`` for ``x`` (T, H)."""
+    if config.router == "gpt_oss":
+        return gpt_oss_route(x, weights.router_weight, weights.router_bias,
+                             top_k=config.top_k, config=config)
+    return deepseek_route(x, weights.router_weight, weights.router_bias, top_k=config.top_k,
+                          n_group=config.n_group, topk_group=config.topk_group,
+                          norm_topk_prob=bool(config.norm_topk_prob),
+                          routed_scaling_factor=config.routed_scaling_factor, config=config)
+
+
+def moe(config, weights: MoeWeights, x) -> np.ndarray:
+    """The block's output for ``x`` (T, H) float32: :func:`gpt_oss_moe` or
+    :func:`deepseek_moe` as ``config.router`` says, with ``config``'s parameters."""
+    w = weights
+    if config.router == "gpt_oss":
+        return gpt_oss_moe(x, w.router_weight, w.router_bias, w.gate_up, w.gate_up_bias, w.down,
+                           w.down_bias, top_k=config.top_k, act_fmt=config.act_fmt,
+                           config=config)
+    return deepseek_moe(x, w.router_weight, w.router_bias, w.gate_up, w.down, w.shared_gate,
+                        w.shared_up, w.shared_down, top_k=config.top_k, n_group=config.n_group,
+                        topk_group=config.topk_group, norm_topk_prob=bool(config.norm_topk_prob),
+                        routed_scaling_factor=config.routed_scaling_factor,
+                        act_fmt=config.act_fmt, config=config)
+
+
+def memory_image(config, weights: MoeWeights) -> list[int]:
+    """The weight memory the block reads (:func:`weight_image`) for ``weights``."""
+    w = weights
+    if config.router == "gpt_oss":
+        return gpt_oss_weight_image(config, w.gate_up, w.gate_up_bias, w.down, w.down_bias)
+    return deepseek_weight_image(config, w.gate_up, w.down, w.shared_gate, w.shared_up,
+                                 w.shared_down)

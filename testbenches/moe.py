@@ -1,0 +1,136 @@
+"""cocotb testbench of :class:`scoville.rtl.moe.Moe` against its golden model
+(:func:`scoville.sim.golden.moe.moe`) and its timed model
+(:func:`scoville.sim.cycles.moe.timing`), the experts' weights served by the harness's memory
+agent from :func:`~scoville.sim.golden.moe.memory_image` on the block's own requests.
+
+Every test draws a layer's weights, loads the router's (``wr``, a run of its own: they live in
+the router's memory, which a reset keeps), then runs batches: ``cmd`` and ``x`` in, ``o`` out,
+and checks every output value bit for bit, every read request against the golden dispatch's
+tiles, and the cycle of every handshake on ``cmd``, ``x``, ``req``, ``rdata`` and ``o``
+against the timed model fed the same schedules and memory.
+
+Tests: directed edges (a batch of one token, a full batch, a refused batch between them) on a
+memory that keeps up; the workload (``batches`` random batches under gaps and back-pressure
+on every stream, the workload's memory).
+"""
+
+from __future__ import annotations
+
+import cocotb
+import numpy as np
+
+from scoville.sim.cycles.memory import MemoryAgent
+from scoville.sim.cycles.moe import Batch, timing
+from scoville.sim.cycles.stream import ALWAYS, Source
+from scoville.sim.golden.moe import dispatch, memory_image, moe, random_weights, routing
+from scoville.sim.harness import stream_names
+
+from .freerun import FreeRun, Memory
+from .kit import context, record, reset, scoreboard, stream_schedules, timing_errors
+
+SOURCES = ("cmd", "x")
+SINKS = ("req", "o")
+
+
+def _bits(x) -> np.ndarray:
+    return np.asarray(x, np.float32).view(np.uint32).astype(np.int64)
+
+
+def _image_rows(cfg, words: list[int]) -> np.ndarray:
+    """The memory image as rows of bytes, most significant first."""
+    size = cfg.weight_port_bits // 8
+    return np.array([list(int(w).to_bytes(size, "big")) for w in words], np.uint8)
+
+
+async def load_router(dut, ctx, weights) -> None:
+    """The router's columns and bias on ``wr``, a beat each, streams keeping up."""
+    cfg = ctx.config
+    cols = np.concatenate([weights.router_weight.T, weights.router_bias[None]])
+    rows = ctx.codecs["wr"].pack(addr=np.arange(cfg.hidden + 1), data=_bits(cols))
+    await reset(dut, stream_names(ctx.component))
+    # Every stream is named (an idle one with no items), so the harness drives them all.
+    bench = FreeRun(dut, ctx.component,
+                    sources={"wr": (rows, ALWAYS), "cmd": ([], ALWAYS), "x": ([], ALWAYS)},
+                    sinks={"req": (0, ALWAYS), "o": (0, ALWAYS)},
+                    memories={"rdata": Memory([0], 0, 1, 1)})
+    await bench.run(timeout=10 * cfg.hidden + 1000, expect=cfg.hidden + 1)
+
+
+async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
+                      latency: int | None = None, bytes_per_cycle: int | None = None) -> dict:
+    """Run ``xs`` (a (T, H) array per batch, or an int: a refused ``cmd`` of that T) and
+    check outputs, requests and every handshake's cycle."""
+    cfg, w, codec = ctx.config, ctx.workload, ctx.codecs
+    latency = w.mem_latency if latency is None else latency
+    bpc = w.mem_bytes_per_cycle if bytes_per_cycle is None else bytes_per_cycle
+    image = memory_image(cfg, weights)
+    batches, want_o, x_beats, cmds, requests = [], [], [], [], 0
+    for x in xs:
+        if isinstance(x, int):
+            cmds.append(x)
+            batches.append(Batch(x, None))
+            continue
+        cmds.append(len(x))
+        groups = tuple((e, len(rows)) for e, rows, _ in dispatch(*routing(cfg, weights, x)))
+        batches.append(Batch(len(x), groups))
+        want_o += _bits(moe(cfg, weights, x)).reshape(-1, cfg.array.cols).tolist()
+        x_beats += _bits(x).ravel().tolist()
+    valid, ready = stream_schedules(ctx, (*SOURCES, "rdata"), SINKS, gaps=gaps)
+    model = timing(cfg, batches, {"cmd": Source(valid["cmd"]), "x": Source(valid["x"])},
+                   {"o": ready["o"], "req": ready["req"]},
+                   MemoryAgent(latency, bpc, cfg.weight_port_bits, valid["rdata"]))
+    requests = len(model.handshakes["req"])
+    words = len(model.handshakes["rdata"])
+    what = f"{ctx.describe()}: {test} (mem_latency={latency}, mem_bytes_per_cycle={bpc})"
+    bench = FreeRun(
+        dut, ctx.component,
+        sources={"cmd": (codec["cmd"].pack(tokens=cmds), valid["cmd"]),
+                 "x": (x_beats, valid["x"]), "wr": ([], ALWAYS)},
+        sinks={"req": (requests, ready["req"]), "o": (len(want_o), ready["o"])},
+        memories={"rdata": Memory(_image_rows(cfg, image), words, latency, bpc,
+                                  valid["rdata"])},
+    )
+    seen = await bench.run(timeout=2 * model.cycles + 5000, expect=model.cycles)
+    got_o = codec["o"].unpack(seen.payloads["o"])[""].tolist() if want_o else []
+    bad_o, _, why = scoreboard(f"{what}: outputs", want_o, got_o)
+    errors = timing_errors(what, model, seen)
+    metrics = dict(mismatches=bad_o, cycles=seen.cycles, model_cycles=model.cycles,
+                   timing_errors=len(errors), batches=len(xs), requests=requests,
+                   weight_words=words, run_wall_s=seen.wall_s, service_wall_s=seen.service_s)
+    record(test, **metrics)
+    assert bad_o == 0, why
+    assert not errors, errors[0]
+    return metrics
+
+
+def _batch(cfg, rng, tokens: int) -> np.ndarray:
+    return rng.standard_normal((tokens, cfg.hidden)).astype(np.float32)
+
+
+@cocotb.test()
+async def test_edges(dut):
+    """A batch of one token, a refused batch (0 tokens, then one too many), a full batch, on a
+    memory that keeps up and streams that keep up."""
+    ctx = context()
+    cfg = ctx.config
+    rng = ctx.rng(1)
+    weights = random_weights(cfg, ctx.rng(2))
+    await load_router(dut, ctx, weights)
+    await run_batches(dut, ctx, "test_edges", weights,
+                      [_batch(cfg, rng, 1), 0, cfg.tokens + 1, _batch(cfg, rng, cfg.tokens)],
+                      gaps=False, latency=1, bytes_per_cycle=cfg.weight_port_bits // 8)
+
+
+@cocotb.test()
+async def test_workload(dut):
+    """``batches`` random batches (the first full) under gaps and back-pressure on every
+    stream, the workload's memory."""
+    ctx = context()
+    cfg = ctx.config
+    rng = ctx.rng(3)
+    weights = random_weights(cfg, ctx.rng(4))
+    sizes = [cfg.tokens] + [int(rng.integers(1, cfg.tokens + 1))
+                            for _ in range(ctx.workload.batches - 1)]
+    await load_router(dut, ctx, weights)
+    await run_batches(dut, ctx, "test_workload", weights, [_batch(cfg, rng, n) for n in sizes],
+                      gaps=True)
