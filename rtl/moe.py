@@ -18,10 +18,12 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .counters import count, counter_layout
 from .fetch import Fetch, FetchConfig, request_layout
 from .formats import MX_BLOCK
 from .fp32_add import fp32_add
 from .fp32mul import fp32_mul
+from .gemm import COUNTERS as GEMM_COUNTERS
 from .gemm import Gemm, GemmConfig
 from .moe_acts import ActStore
 from .moe_dispatch import Dispatch
@@ -33,8 +35,8 @@ from .mx_quant import MxQuant, MxQuantConfig
 from .params import ParamError, check_choice, check_int, check_parts, param, part
 from .softmax import fp32_bits
 
-__all__ = ["ACT_FORMATS", "ARRAY_FORMATS", "COLS", "ROUTERS", "STATUS", "SWIGLU_ALPHA",
-           "SWIGLU_LIMIT", "Moe", "MoeConfig", "command_layout"]
+__all__ = ["ACT_FORMATS", "ARRAY_FORMATS", "COLS", "COUNTERS", "OWN_COUNTERS", "ROUTERS",
+           "STATUS", "SWIGLU_ALPHA", "SWIGLU_LIMIT", "Moe", "MoeConfig", "command_layout"]
 
 #: ``router``: GPT-OSS (softmax over the top-k logits, biases everywhere, interleaved gate and
 #: up, the clamped SwiGLU) or DeepSeek-V3 (sigmoid, grouped top-k, gate and up in halves,
@@ -221,6 +223,19 @@ class MoeConfig:
 #: Status of the latest batch command.
 STATUS = {"ok": 0, "bad_tokens": 1}
 
+#: The block's own counters, beside the array's (``array.*``): words read on the weight port,
+#: experts run (the shared one included), rows the experts ran (tokens per expert, summed),
+#: rows of partly filled row tiles the array ran empty (``ceil(n / rows) * rows - n`` per
+#: expert of n tokens: the cost of few tokens per expert), and cycles from each expert's
+#: start to the end of its last row (the experts' share of the run).
+OWN_COUNTERS = ("weight_words", "experts_run", "rows", "pad_rows", "expert_cycles")
+
+#: The ``counters`` port.
+COUNTERS = data.StructLayout({
+    "array": GEMM_COUNTERS,
+    **{name: f.shape for name, f in counter_layout(dict.fromkeys(OWN_COUNTERS, 32))},
+})
+
 
 def command_layout(config: MoeConfig) -> data.StructLayout:
     """A ``cmd`` beat: ``tokens``, the batch's T (1 .. ``config.tokens``)."""
@@ -256,6 +271,8 @@ class Moe(wiring.Component):
         The output, ``cols`` FP32 values a beat, token after token.
     status : Out(1)
         Of the latest command (:data:`STATUS`).
+    counters : Out(COUNTERS)
+        Since reset: the array's (``array.*``) and :data:`OWN_COUNTERS`.
     """
 
     memory_ports = {"req": "rdata"}
@@ -272,6 +289,7 @@ class Moe(wiring.Component):
             "rdata": In(stream.Signature(config.weight_port_bits)),
             "o": Out(stream.Signature(data.ArrayLayout(32, config.array.cols))),
             "status": Out(1),
+            "counters": Out(COUNTERS),
         })
 
     @property
@@ -495,9 +513,23 @@ class Moe(wiring.Component):
         o_at = Signal(range(T * DT + 1))
         o_fire = self.o.valid & self.o.ready
 
+        # ---- The counters.
+        run_n = Signal(range(T + 1))      # the tokens of the expert about to run
+        starts = Signal()                 # an expert starts (its list is in)
+        m.d.comb += self.counters.array.eq(array.counters)
+        count(m, self.counters, {
+            "weight_words": self.rdata.valid & self.rdata.ready,
+            "experts_run": starts,
+            "rows": Mux(starts, run_n, 0),
+            "pad_rows": Mux(starts, (run_n + R - 1) // R * R - run_n, 0),
+        })
+
         # ---- The sequencer.
         entry = disp.o.payload
-        with m.FSM():
+        with m.FSM() as fsm:
+            count(m, self.counters, {"expert_cycles": fsm.ongoing("WAIT_X")
+                                     | fsm.ongoing("TILE") | fsm.ongoing("ROWS")
+                                     | fsm.ongoing("DRAIN")})
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
@@ -524,6 +556,7 @@ class Moe(wiring.Component):
                         m.d.sync += [lst_tok[n].eq(entry.token), lst_w[n].eq(entry.weight),
                                      n.eq(n + 1)]
                     with m.If(entry.last):
+                        m.d.comb += [starts.eq(1), run_n.eq(entry.count)]
                         m.d.sync += [last_group.eq(entry.end), gu.eq(1), tile.eq(0),
                                      g_row.eq(0), g_tile.eq(0), hp.eq(0), hb_.eq(0),
                                      h_blocks.eq(0), rows_out.eq(0), d_row.eq(0),
@@ -566,6 +599,7 @@ class Moe(wiring.Component):
                         m.next = "OUT_FIRST"
                     with m.Elif(last_group):
                         # The shared expert: every token, weight 1.0.
+                        m.d.comb += [starts.eq(1), run_n.eq(n_tok)]
                         m.d.sync += [n.eq(n_tok), last_group.eq(0), gu.eq(1), tile.eq(0),
                                      g_row.eq(0), g_tile.eq(0), hp.eq(0), hb_.eq(0),
                                      h_blocks.eq(0), d_row.eq(0), d_tile.eq(0),

@@ -6,8 +6,9 @@ agent from :func:`~scoville.sim.golden.moe.memory_image` on the block's own requ
 Every test draws a layer's weights, loads the router's (``wr``, a run of its own: they live in
 the router's memory, which a reset keeps), then runs batches: ``cmd`` and ``x`` in, ``o`` out,
 and checks every output value bit for bit, every read request against the golden dispatch's
-tiles, and the cycle of every handshake on ``cmd``, ``x``, ``req``, ``rdata`` and ``o``
-against the timed model fed the same schedules and memory.
+tiles, and the cycle of every handshake on ``cmd``, ``x``, ``req``, ``rdata`` and ``o`` and
+every counter (the array's and the block's own) against the timed model fed the same
+schedules and memory.
 
 Tests: directed edges (a batch of one token, a full batch, a refused batch between them) on a
 memory that keeps up; the workload (``batches`` random batches under gaps and back-pressure
@@ -20,9 +21,17 @@ import cocotb
 import numpy as np
 
 from scoville.sim.cycles.memory import MemoryAgent
-from scoville.sim.cycles.moe import Batch, timing
+from scoville.sim.cycles.moe import COUNTERS, Batch, timing
 from scoville.sim.cycles.stream import ALWAYS, Source
-from scoville.sim.golden.moe import dispatch, memory_image, moe, random_weights, routing
+from scoville.sim.golden.fetch import fetch
+from scoville.sim.golden.moe import (
+    dispatch,
+    memory_image,
+    moe,
+    random_weights,
+    routing,
+    tile_commands,
+)
 from scoville.sim.harness import stream_names
 
 from .freerun import FreeRun, Memory
@@ -64,7 +73,7 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
     latency = w.mem_latency if latency is None else latency
     bpc = w.mem_bytes_per_cycle if bytes_per_cycle is None else bytes_per_cycle
     image = memory_image(cfg, weights)
-    batches, want_o, x_beats, cmds, requests = [], [], [], [], 0
+    batches, want_o, x_beats, cmds, tiles = [], [], [], [], []
     for x in xs:
         if isinstance(x, int):
             cmds.append(x)
@@ -73,14 +82,16 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
         cmds.append(len(x))
         groups = tuple((e, len(rows)) for e, rows, _ in dispatch(*routing(cfg, weights, x)))
         batches.append(Batch(len(x), groups))
+        tiles += tile_commands(cfg, [e for e, _ in groups]
+                               + ([cfg.experts] if cfg.shared else []))
         want_o += _bits(moe(cfg, weights, x)).reshape(-1, cfg.array.cols).tolist()
         x_beats += _bits(x).ravel().tolist()
     valid, ready = stream_schedules(ctx, (*SOURCES, "rdata"), SINKS, gaps=gaps)
     model = timing(cfg, batches, {"cmd": Source(valid["cmd"]), "x": Source(valid["x"])},
                    {"o": ready["o"], "req": ready["req"]},
                    MemoryAgent(latency, bpc, cfg.weight_port_bits, valid["rdata"]))
-    requests = len(model.handshakes["req"])
-    words = len(model.handshakes["rdata"])
+    want_req = fetch(cfg.fetch, image, tiles)
+    requests, words = len(want_req.requests), len(want_req.words)
     what = f"{ctx.describe()}: {test} (mem_latency={latency}, mem_bytes_per_cycle={bpc})"
     bench = FreeRun(
         dut, ctx.component,
@@ -89,16 +100,23 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
         sinks={"req": (requests, ready["req"]), "o": (len(want_o), ready["o"])},
         memories={"rdata": Memory(_image_rows(cfg, image), words, latency, bpc,
                                   valid["rdata"])},
+        watch=("counters",),
     )
     seen = await bench.run(timeout=2 * model.cycles + 5000, expect=model.cycles)
     got_o = codec["o"].unpack(seen.payloads["o"])[""].tolist() if want_o else []
     bad_o, _, why = scoreboard(f"{what}: outputs", want_o, got_o)
-    errors = timing_errors(what, model, seen)
-    metrics = dict(mismatches=bad_o, cycles=seen.cycles, model_cycles=model.cycles,
+    req = codec["req"].unpack(seen.payloads["req"]) if requests else {"addr": [], "len": []}
+    got_req = list(zip(np.asarray(req["addr"]).tolist(), np.asarray(req["len"]).tolist(),
+                       strict=True))
+    bad_req, _, why_req = scoreboard(f"{what}: read requests", want_req.requests, got_req)
+    errors = timing_errors(what, model, seen, COUNTERS)
+    metrics = dict(mismatches=bad_o + bad_req, cycles=seen.cycles, model_cycles=model.cycles,
                    timing_errors=len(errors), batches=len(xs), requests=requests,
-                   weight_words=words, run_wall_s=seen.wall_s, service_wall_s=seen.service_s)
+                   weight_words=words, run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
+                   **{f"counter_{c}": seen.change[c] for c in COUNTERS})
     record(test, **metrics)
     assert bad_o == 0, why
+    assert bad_req == 0, why_req
     assert not errors, errors[0]
     return metrics
 

@@ -16,13 +16,19 @@ from collections import deque
 from dataclasses import dataclass
 
 from scoville.rtl.formats import MX_BLOCK
+from scoville.rtl.gemm import COUNTERS as GEMM_COUNTER_LAYOUT
+from scoville.rtl.moe import OWN_COUNTERS
 
 from . import fetch as fetch_timed
 from . import gemm as gemm_timed
 from .memory import MemoryAgent
 from .stream import ALWAYS, Producer, Schedule, Source, Timing
 
-__all__ = ["Batch", "dispatch_latency", "route_latency", "timing"]
+__all__ = ["COUNTERS", "Batch", "dispatch_latency", "route_latency", "timing"]
+
+#: Every counter of the block, as the testbench reads them: the array's, then its own.
+COUNTERS = (*(f"array.{c}" for c, _ in GEMM_COUNTER_LAYOUT), *OWN_COUNTERS)
+_EXPERT_STATES = ("WAIT_X", "TILE", "ROWS", "DRAIN")
 
 #: The quantizers' register stages (``MxQuantConfig.latency``'s default) and the SwiGLU
 #: unit's (``SwigluConfig.latency``'s default), as the block builds them.
@@ -138,6 +144,12 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
     g_row = g_tile = h_blocks = 0
     acc_v = False
     o_at = 0
+    own = dict.fromkeys(OWN_COUNTERS, 0)
+
+    def start(tokens):
+        own["experts_run"] += 1
+        own["rows"] += tokens
+        own["pad_rows"] += -(-tokens // R) * R - tokens
 
     t = 0
     limit = 50_000_000
@@ -222,6 +234,7 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
             if end:
                 d_fill = True
             if last:
+                start(cnt)
                 n, last_group = cnt, int(end)
                 gu, tile, g_row, g_tile, h_blocks = True, 0, 0, 0, 0
                 nxt = "WAIT_X"
@@ -332,6 +345,7 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
                 if shared_run or (last_group and not cfg.shared):
                     nxt = "OUT_FIRST"
                 elif last_group:
+                    start(n_tok)
                     n, last_group, shared_run = n_tok, 0, 1
                     gu, tile, g_row, g_tile, h_blocks = True, 0, 0, 0, 0
                     nxt = "WAIT_X"
@@ -345,10 +359,13 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
             o_at += 1
             if o_at == n_tok * DT:
                 nxt = "IDLE"
+        own["expert_cycles"] += state in _EXPERT_STATES
         acc_v = acc_v_next
         sorting = not d_fill
         state = nxt
         t += 1
+    own["weight_words"] = len(mem.cycles)
+    counters = {**{f"array.{c}": v for c, v in array.counters.items()}, **own}
     return Timing({"cmd": cmd.cycles, "x": x_src.cycles, "req": fetch.reqs,
-                   "rdata": mem.cycles, "o": o_cycles})
+                   "rdata": mem.cycles, "o": o_cycles}, counters)
 

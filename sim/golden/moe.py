@@ -60,7 +60,7 @@ from .mx import dequantize_mxfp4, dequantize_mxfp8, quantize_mxfp4, quantize_mxf
 __all__ = ["MoeWeights", "deepseek_moe", "deepseek_route", "deepseek_weight_image", "dispatch",
            "exp_unit", "gpt_oss_glu", "gpt_oss_moe", "gpt_oss_route", "gpt_oss_weight_image",
            "memory_image", "moe", "random_weights", "reference", "router_logits", "routing",
-           "sigmoid_unit", "silu_glu", "tile_words", "weight_image"]
+           "sigmoid_unit", "silu_glu", "tile_commands", "tile_words", "weight_image"]
 
 _F32 = np.float32
 _NEG_LOG2E = _F32(-LOG2E)
@@ -473,3 +473,18 @@ def memory_image(config, weights: MoeWeights) -> list[int]:
         return gpt_oss_weight_image(config, w.gate_up, w.gate_up_bias, w.down, w.down_bias)
     return deepseek_weight_image(config, w.gate_up, w.down, w.shared_gate, w.shared_up,
                                  w.shared_down)
+
+
+def tile_commands(config, experts) -> list[tuple[int, int]]:
+    """The block's fetch commands ``(addr, len)`` (weight-port words) for a batch that runs
+    ``experts`` (ascending, the shared one, index ``config.experts``, last): each expert's
+    gate-up column tiles, then its down column tiles, in the memory of
+    :func:`weight_image`."""
+    gu, dn = config.tile_words(config.hidden), config.tile_words(config.intermediate)
+    out = []
+    for e in experts:
+        base = e * config.expert_words
+        out += [(base + j * gu, gu) for j in range(config.gate_up_tiles)]
+        base += config.gate_up_tiles * gu
+        out += [(base + j * dn, dn) for j in range(config.down_tiles)]
+    return out
