@@ -36,7 +36,8 @@ from .params import ParamError, check_choice, check_int, check_parts, param, par
 from .softmax import fp32_bits
 
 __all__ = ["ACT_FORMATS", "ARRAY_FORMATS", "COLS", "COUNTERS", "OWN_COUNTERS", "ROUTERS",
-           "STATUS", "SWIGLU_ALPHA", "SWIGLU_LIMIT", "Moe", "MoeConfig", "command_layout"]
+           "STATUS", "SWIGLU_ALPHA", "SWIGLU_LIMIT", "X_FORMATS", "Moe", "MoeConfig",
+           "command_layout"]
 
 #: ``router``: GPT-OSS (softmax over the top-k logits, biases everywhere, interleaved gate and
 #: up, the clamped SwiGLU) or DeepSeek-V3 (sigmoid, grouped top-k, gate and up in halves,
@@ -44,6 +45,8 @@ __all__ = ["ACT_FORMATS", "ARRAY_FORMATS", "COLS", "COUNTERS", "OWN_COUNTERS", "
 ROUTERS = ("gpt_oss", "deepseek")
 #: The array's ``(fmt, b_fmt)`` for activations in ``act_fmt`` against MXFP4 weights.
 ARRAY_FORMATS = {"mxfp8": ("mxfp8", "mxfp4"), "mxfp4": ("mxfp4", "same")}
+#: ``x_fmt``: the format of ``x`` on its stream.
+X_FORMATS = ("fp32", "bf16")
 #: ``act_fmt``: the format of both matmuls' activations (weights are MXFP4).
 ACT_FORMATS = tuple(ARRAY_FORMATS)
 #: GPT-OSS's SwiGLU: ``gate = min(gate, limit)``, ``up = clamp(up, -limit, limit)``,
@@ -83,6 +86,8 @@ class MoeConfig:
         H and I (multiples of 32: MX blocks along both reductions).
     shared : int
         DeepSeek: 1 adds a shared expert of ``intermediate`` width that every token passes.
+    x_fmt : str
+        ``fp32`` or ``bf16``: the format of ``x`` on its stream (BF16 widened exactly).
     act_fmt : str
         ``mxfp8`` or ``mxfp4``: activations of both matmuls, quantized on chip.
     weight_port_bits : int
@@ -105,6 +110,7 @@ class MoeConfig:
     hidden: int = param(256, "32..16384, a multiple of 32", "hidden size H")
     intermediate: int = param(256, "32..16384, a multiple of 32", "expert width I")
     shared: int = param(0, "0, 1 (deepseek)", "a shared expert of intermediate width")
+    x_fmt: str = param("fp32", "fp32, bf16", "the format of x on its stream")
     act_fmt: str = param("mxfp8", "mxfp8, mxfp4", "activations of both matmuls")
     weight_port_bits: int = param(256, "64, 128, 256, 512, 1024", "weight port width")
     tokens: int = param(16, "1..256", "the most tokens a batch holds")
@@ -135,6 +141,7 @@ class MoeConfig:
                 raise ParamError(f"parameter '{name}' = {value} is not allowed; allowed: a "
                                  f"multiple of {MX_BLOCK} from {MX_BLOCK} to 16384")
         check_int("shared", self.shared, 0, 1)
+        check_choice("x_fmt", self.x_fmt, X_FORMATS)
         check_choice("act_fmt", self.act_fmt, ACT_FORMATS)
         check_int("tokens", self.tokens, 1, 256)
         cols = self.array.cols
@@ -261,8 +268,9 @@ class Moe(wiring.Component):
         The router's weights and bias (:func:`~scoville.rtl.moe_router.write_layout`).
     cmd : In(stream.Signature(command_layout(config)))
         A batch: its T; then T x ``hidden`` elements on ``x``.
-    x : In(stream.Signature(32))
-        The tokens' hidden vectors, FP32, one element a beat, token after token.
+    x : In(stream.Signature(32 or 16))
+        The tokens' hidden vectors, FP32 (or BF16, ``x_fmt``), one element a beat, token after
+        token.
     req, rdata :
         Read requests for the experts' weights and the memory's words
         (:attr:`memory_ports`; the layout of :meth:`MoeConfig.tile_bits`, expert after expert
@@ -284,7 +292,7 @@ class Moe(wiring.Component):
         super().__init__({
             "wr": In(stream.Signature(router_write_layout(config))),
             "cmd": In(stream.Signature(command_layout(config))),
-            "x": In(stream.Signature(32)),
+            "x": In(stream.Signature(16 if config.x_fmt == "bf16" else 32)),
             "req": Out(stream.Signature(req)),
             "rdata": In(stream.Signature(config.weight_port_bits)),
             "o": Out(stream.Signature(data.ArrayLayout(32, config.array.cols))),
@@ -330,6 +338,9 @@ class Moe(wiring.Component):
         shared_run = Signal()              # the shared expert's turn
 
         # ---- Input: x to the router and, 32 elements a line, to the quantizer.
+        x32 = Signal(32)  # x as FP32 (a BF16 is the top half of its FP32)
+        m.d.comb += x32.eq(Cat(Const(0, 16), self.x.payload) if cfg.x_fmt == "bf16"
+                           else self.x.payload)
         pos = Signal(range(MX_BLOCK))
         line = Signal(data.ArrayLayout(32, MX_BLOCK - 1))
         taking = Signal()                  # the batch's x is due
@@ -339,13 +350,13 @@ class Moe(wiring.Component):
             go.eq(taking & self.x.valid & router.x.ready & (~completes | xq.i.ready)),
             self.x.ready.eq(taking & router.x.ready & (~completes | xq.i.ready)),
             router.x.valid.eq(taking & self.x.valid & (~completes | xq.i.ready)),
-            router.x.payload.eq(self.x.payload),
+            router.x.payload.eq(x32),
             xq.i.valid.eq(taking & self.x.valid & router.x.ready & completes),
-            xq.i.payload.as_value().eq(Cat(line.as_value(), self.x.payload)),
+            xq.i.payload.as_value().eq(Cat(line.as_value(), x32)),
         ]
         x_count = Signal(range(T * H + 1))
         with m.If(go):
-            m.d.sync += [line.as_value().eq(Cat(line.as_value()[32:], self.x.payload)),
+            m.d.sync += [line.as_value().eq(Cat(line.as_value()[32:], x32)),
                          pos.eq(Mux(completes, 0, pos + 1)), x_count.eq(x_count + 1)]
             with m.If(x_count == n_tok * H - 1):
                 m.d.sync += taking.eq(0)  # the batch's last element

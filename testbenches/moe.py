@@ -25,6 +25,7 @@ from scoville.sim.cycles.moe import COUNTERS, Batch, timing
 from scoville.sim.cycles.stream import ALWAYS, Source
 from scoville.sim.golden.fetch import fetch
 from scoville.sim.golden.moe import (
+    block_input,
     dispatch,
     memory_image,
     moe,
@@ -80,12 +81,14 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
             batches.append(Batch(x, None))
             continue
         cmds.append(len(x))
+        x = block_input(cfg, x)
         groups = tuple((e, len(rows)) for e, rows, _ in dispatch(*routing(cfg, weights, x)))
         batches.append(Batch(len(x), groups))
         tiles += tile_commands(cfg, [e for e, _ in groups]
                                + ([cfg.experts] if cfg.shared else []))
         want_o += _bits(moe(cfg, weights, x)).reshape(-1, cfg.array.cols).tolist()
-        x_beats += _bits(x).ravel().tolist()
+        bits = _bits(x).ravel()
+        x_beats += (bits >> 16 if cfg.x_fmt == "bf16" else bits).tolist()
     valid, ready = stream_schedules(ctx, (*SOURCES, "rdata"), SINKS, gaps=gaps)
     model = timing(cfg, batches, {"cmd": Source(valid["cmd"]), "x": Source(valid["x"])},
                    {"o": ready["o"], "req": ready["req"]},

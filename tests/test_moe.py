@@ -11,6 +11,7 @@ from scoville.rtl.moe import MoeConfig
 from scoville.rtl.params import ParamError, build_config
 from scoville.sim.golden.gemm import matmul
 from scoville.sim.golden.moe import (
+    block_input,
     deepseek_moe,
     deepseek_route,
     exp_unit,
@@ -246,13 +247,15 @@ def test_the_array_formats_follow_act_fmt():
 
 #: Small blocks for the simulators: 4 experts of 32 x 32, top-2, batches of up to 2, a 2 x 8
 #: array, a 64-bit weight port; GPT-OSS with MXFP8 activations, DeepSeek (grouped routing,
-#: MXFP4 activations, a shared expert).
+#: MXFP4 activations, a shared expert, BF16 x).
 MOE_SIM = {"experts": 4, "top_k": 2, "hidden": 32, "intermediate": 32, "tokens": 2,
            "array.rows": 2, "array.cols": 8, "weight_port_bits": 64}
 MOE_SIM_CONFIGS = {
     "gpt-oss-mxfp8": MOE_SIM,
-    "deepseek-mxfp4-shared": {**MOE_SIM, "router": "deepseek", "n_group": 2, "topk_group": 1,
-                              "shared": 1, "routed_scaling_factor": 2.5, "act_fmt": "mxfp4"},
+    "deepseek-mxfp4-shared-bf16-x": {**MOE_SIM, "router": "deepseek", "n_group": 2,
+                                     "topk_group": 1, "shared": 1,
+                                     "routed_scaling_factor": 2.5, "act_fmt": "mxfp4",
+                                     "x_fmt": "bf16"},
 }
 
 
@@ -268,3 +271,16 @@ def test_moe_rtl(simulator, seed, params):
                       mem_bytes_per_cycle=4, **params)
     assert_passed(result)
     assert {t.name for t in result.tests} == {"test_edges", "test_workload"}
+
+
+def test_bf16_x_is_rounded_to_nearest_even_once():
+    """``x_fmt=bf16``: the block takes x as BF16 (the stream's 16 bits widened exactly), so the
+    golden layer rounds float32 x to BF16 first, ties to even, as ``ml_dtypes`` does."""
+    import ml_dtypes
+
+    cfg = build_config(MoeConfig, {"x_fmt": "bf16"})
+    x = np.array([1.0, 1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8, -2.5e-39, 3.0e38, 0.1],
+                 np.float32)
+    want = x.astype(ml_dtypes.bfloat16).astype(np.float32)
+    assert np.array_equal(block_input(cfg, x).view(np.uint32), want.view(np.uint32))
+    assert np.array_equal(block_input(build_config(MoeConfig, {}), x), x)

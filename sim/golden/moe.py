@@ -55,12 +55,19 @@ from scoville.rtl.moe import ACT_FORMATS, ARRAY_FORMATS, SWIGLU_ALPHA, SWIGLU_LI
 from .attention import LOG2E
 from .exp2 import exp2
 from .gemm import Operands, gemm
-from .mx import dequantize_mxfp4, dequantize_mxfp8, quantize_mxfp4, quantize_mxfp8
+from .mx import (
+    dequantize_mxfp4,
+    dequantize_mxfp8,
+    quantize_bf16,
+    quantize_mxfp4,
+    quantize_mxfp8,
+)
 
-__all__ = ["MoeWeights", "deepseek_moe", "deepseek_route", "deepseek_weight_image", "dispatch",
-           "exp_unit", "gpt_oss_glu", "gpt_oss_moe", "gpt_oss_route", "gpt_oss_weight_image",
-           "memory_image", "moe", "random_weights", "reference", "router_logits", "routing",
-           "sigmoid_unit", "silu_glu", "tile_commands", "tile_words", "weight_image"]
+__all__ = ["MoeWeights", "block_input", "deepseek_moe", "deepseek_route",
+           "deepseek_weight_image", "dispatch", "exp_unit", "gpt_oss_glu", "gpt_oss_moe",
+           "gpt_oss_route", "gpt_oss_weight_image", "memory_image", "moe", "random_weights",
+           "reference", "router_logits", "routing", "sigmoid_unit", "silu_glu", "tile_commands",
+           "tile_words", "weight_image"]
 
 _F32 = np.float32
 _NEG_LOG2E = _F32(-LOG2E)
@@ -451,10 +458,20 @@ def routing(config, weights: MoeWeights, x) -> tuple[np.ndarray, np.ndarray]:
                           routed_scaling_factor=config.routed_scaling_factor, config=config)
 
 
+def block_input(config, x) -> np.ndarray:
+    """``x`` as the block takes it: float32, rounded to BF16 (to nearest, ties to even) when
+    ``config.x_fmt`` is ``bf16``."""
+    x = np.asarray(x, np.float32)
+    if config.x_fmt != "bf16":
+        return x
+    return (quantize_bf16(x).astype(np.uint32) << 16).view(np.float32)
+
+
 def moe(config, weights: MoeWeights, x) -> np.ndarray:
-    """The block's output for ``x`` (T, H) float32: :func:`gpt_oss_moe` or
-    :func:`deepseek_moe` as ``config.router`` says, with ``config``'s parameters."""
+    """The block's output for ``x`` (T, H) float32 (:func:`block_input`): :func:`gpt_oss_moe`
+    or :func:`deepseek_moe` as ``config.router`` says, with ``config``'s parameters."""
     w = weights
+    x = block_input(config, x)
     if config.router == "gpt_oss":
         return gpt_oss_moe(x, w.router_weight, w.router_bias, w.gate_up, w.gate_up_bias, w.down,
                            w.down_bias, top_k=config.top_k, act_fmt=config.act_fmt,
