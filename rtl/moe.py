@@ -245,8 +245,9 @@ COUNTERS = data.StructLayout({
 
 
 def command_layout(config: MoeConfig) -> data.StructLayout:
-    """A ``cmd`` beat: ``tokens``, the batch's T (1 .. ``config.tokens``)."""
-    return data.StructLayout({"tokens": range(config.tokens + 1)})
+    """A ``cmd`` beat: ``tokens``, the batch's T (1 .. ``config.tokens``; the field holds
+    ``tokens + 1`` too, so that one too many is refused, not cut to a smaller count)."""
+    return data.StructLayout({"tokens": range(config.tokens + 2)})
 
 
 class Moe(wiring.Component):
