@@ -30,11 +30,13 @@ from .simcheck import assert_passed, simulate
 
 #: The issue's bound for fmt=bf16: the largest error at most 4e-3 of the largest output.
 BF16_BOUND = 4e-3
-#: The bound measured for fmt=mxfp8 (E4M3 elements: 3 fraction bits, so P and V each carry up
-#: to 2^-4 relative rounding, and K too unless it is stored in FP8 or MXFP4), on these random
-#: inputs whose outputs, averages of many values, are ~10x smaller than the values: 0.094 at
-#: most over 6 seeds; stated in docs/attention.md.
-MXFP8_BOUND = 0.12
+#: The bound for fmt=mxfp8 (E4M3 elements: 3 fraction bits, so P and V each carry up to 2^-4
+#: relative rounding, and K too unless it is stored in FP8 or MXFP4), on these random inputs
+#: whose outputs, averages of many values, are ~10x smaller than the values: the error has a
+#: long tail (median 0.039, largest 0.159 over 2,880 draws: scripts/attention_error.py
+#: --seeds 240), so the tests, on a fresh seed each CI run, hold it to 0.25; stated in
+#: docs/attention.md.
+MXFP8_BOUND = 0.25
 
 
 def _qkv(rng, q_heads=8, kv_heads=2, length=300, d=64, spread=1.0):
