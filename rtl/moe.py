@@ -250,6 +250,26 @@ def command_layout(config: MoeConfig) -> data.StructLayout:
     return data.StructLayout({"tokens": range(config.tokens + 2)})
 
 
+def _store(m, quant, store, *, block, lane):
+    """Connect a quantizer's blocks to an activation store's writes at ``block`` and ``lane``;
+    returns the write's handshake."""
+    m.d.comb += [store.w.valid.eq(quant.o.valid), quant.o.ready.eq(store.w.ready),
+                 store.w.payload.block.eq(block), store.w.payload.lane.eq(lane),
+                 store.w.payload.mx.eq(quant.o.payload)]
+    return quant.o.valid & quant.o.ready
+
+
+def _nested_step(m, inner, inner_end, outer, outer_end=None):
+    """Step two nested counters (under the caller's condition): ``inner`` counts to
+    ``inner_end - 1`` and wraps to 0, stepping ``outer`` (which wraps after ``outer_end - 1``
+    when given)."""
+    wraps = inner == inner_end - 1
+    m.d.sync += inner.eq(Mux(wraps, 0, inner + 1))
+    with m.If(wraps):
+        step = outer + 1 if outer_end is None else Mux(outer == outer_end - 1, 0, outer + 1)
+        m.d.sync += outer.eq(step)
+
+
 class Moe(wiring.Component):
     """The MoE layer (``docs/moe.md``): a batch of tokens in, the layer's output out, the
     experts' weights fetched from memory on request. ``config`` is a :class:`MoeConfig`.
@@ -365,14 +385,9 @@ class Moe(wiring.Component):
         xt = Signal(range(T + 1))
         xb = Signal(range(H // MX_BLOCK + 1))
         x_blocks = Signal(range(T * H // MX_BLOCK + 1))
-        m.d.comb += [xs.w.valid.eq(xq.o.valid), xq.o.ready.eq(xs.w.ready),
-                     xs.w.payload.block.eq(xb), xs.w.payload.lane.eq(xt),
-                     xs.w.payload.mx.eq(xq.o.payload)]
-        with m.If(xq.o.valid & xq.o.ready):
-            last_b = xb == H // MX_BLOCK - 1
-            m.d.sync += [xb.eq(Mux(last_b, 0, xb + 1)), x_blocks.eq(x_blocks + 1)]
-            with m.If(last_b):
-                m.d.sync += xt.eq(xt + 1)
+        with m.If(_store(m, xq, xs, block=xb, lane=xt)):
+            m.d.sync += x_blocks.eq(x_blocks + 1)
+            _nested_step(m, xb, H // MX_BLOCK, xt)
 
         # Router answers to the dispatch, the batch's last marked.
         routed = Signal(range(T + 1))
@@ -471,22 +486,14 @@ class Moe(wiring.Component):
                      hq.i.payload.as_value().eq(merged.as_value())]
         with m.If(glu.o.valid & glu.o.ready):
             m.d.sync += hl[g_row].eq(merged)
-            last_row = g_row == n - 1
-            m.d.sync += g_row.eq(Mux(last_row, 0, g_row + 1))
-            with m.If(last_row):
-                m.d.sync += g_tile.eq(Mux(g_tile == GT - 1, 0, g_tile + 1))
+            _nested_step(m, g_row, n, g_tile, GT)
         # The quantizer's blocks, block-major: (list place, block).
         hp = Signal(range(T + 1))
         hb_ = Signal(range(I_ // MX_BLOCK + 1))
         h_blocks = Signal(range(T * I_ // MX_BLOCK + 1))
-        m.d.comb += [hs.w.valid.eq(hq.o.valid), hq.o.ready.eq(hs.w.ready),
-                     hs.w.payload.block.eq(hb_), hs.w.payload.lane.eq(hp),
-                     hs.w.payload.mx.eq(hq.o.payload)]
-        with m.If(hq.o.valid & hq.o.ready):
-            last_p = hp == n - 1
-            m.d.sync += [hp.eq(Mux(last_p, 0, hp + 1)), h_blocks.eq(h_blocks + 1)]
-            with m.If(last_p):
-                m.d.sync += hb_.eq(hb_ + 1)
+        with m.If(_store(m, hq, hs, block=hb_, lane=hp)):
+            m.d.sync += h_blocks.eq(h_blocks + 1)
+            _nested_step(m, hp, n, hb_)
 
         # Down rows: + bias, times the router's weight, added into the output (a read, then
         # the write a cycle later).
@@ -502,15 +509,12 @@ class Moe(wiring.Component):
         d_fire = array.o.valid & array.o.ready & ~gu
         clearing = Signal()
         clear_at = Signal(range(T * DT + 1))
-        m.d.comb += orp.addr.eq(lst_tok[d_row] * DT + d_tile)
+        rmw_addr = Signal(range(T * DT))  # the row's word: its token's, its column tile's
+        m.d.comb += [rmw_addr.eq(lst_tok[d_row] * DT + d_tile), orp.addr.eq(rmw_addr)]
         m.d.sync += acc_v.eq(d_fire)
         with m.If(d_fire):
-            m.d.sync += [acc_addr.eq(lst_tok[d_row] * DT + d_tile),
-                         acc_p.eq(Cat(*wy))]
-            last_row = d_row == n - 1
-            m.d.sync += d_row.eq(Mux(last_row, 0, d_row + 1))
-            with m.If(last_row):
-                m.d.sync += d_tile.eq(Mux(d_tile == DT - 1, 0, d_tile + 1))
+            m.d.sync += [acc_addr.eq(rmw_addr), acc_p.eq(Cat(*wy))]
+            _nested_step(m, d_row, n, d_tile, DT)
         with m.If(clearing):
             m.d.comb += [ow.en.eq(1), ow.addr.eq(clear_at), ow.data.eq(0)]
             m.d.sync += clear_at.eq(clear_at + 1)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from scoville.rtl.formats import MX_BLOCK
 from scoville.rtl.gemm import COUNTERS as GEMM_COUNTER_LAYOUT
 from scoville.rtl.moe import OWN_COUNTERS
+from scoville.rtl.moe_swiglu import SwigluConfig
+from scoville.rtl.mx_quant import MxQuantConfig
 
 from . import fetch as fetch_timed
 from . import gemm as gemm_timed
@@ -30,10 +32,10 @@ __all__ = ["COUNTERS", "Batch", "dispatch_latency", "route_latency", "timing"]
 COUNTERS = (*(f"array.{c}" for c, _ in GEMM_COUNTER_LAYOUT), *OWN_COUNTERS)
 _EXPERT_STATES = ("WAIT_X", "TILE", "ROWS", "DRAIN")
 
-#: The quantizers' register stages (``MxQuantConfig.latency``'s default) and the SwiGLU
-#: unit's (``SwigluConfig.latency``'s default), as the block builds them.
-_MXQ_LATENCY = 2
-_GLU_LATENCY = 1
+#: The quantizers' register stages and the SwiGLU unit's: their configs' defaults, as the
+#: block builds them.
+_MXQ_LATENCY = MxQuantConfig().latency
+_GLU_LATENCY = SwigluConfig().latency
 
 
 def route_latency(config) -> int:
@@ -131,7 +133,6 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
     # Weight tiles: loader, feeder, slots.
     loading, ws, fill, words_left, phase = False, 0, 0, 0, 0
     l_k = l_bias = row = blk_row = bias_i = 0
-    tiles_q: deque[tuple[int, int]] = deque()   # descriptors offered by the issuer
     full, slot_k = [False, False], [0, 0]
     rs, feeding, f_beats = 0, False, 0
     # Activation stores' feeders (one runs at a time).
@@ -173,6 +174,7 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
                      tw)
         fcmd_go = f_cmd is not None and fetch.ready
         tile_go = issuing and not sent_t and not loading
+        tile_k = H if t_req < GT else I_    # the descriptor the issuer offers the loader
         # Loader.
         need = need_of[phase]
         can_out = loading and not full[ws] and fill >= need
@@ -246,9 +248,6 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
             req_list = [e for e, _ in batch.groups] + ([cfg.experts] if cfg.shared else [])
         elif issuing:
             f_done, t_done = sent_f or fcmd_go, sent_t or tile_go
-            gu_req = t_req < GT
-            if tile_go:
-                tiles_q.append((H if gu_req else I_, int(cfg.biases)))
             sent_f, sent_t = f_done, t_done
             if f_done and t_done:
                 sent_f = sent_t = False
@@ -261,7 +260,7 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
         fetch.step(t, f_cmd, req_ready[t], take)
         # The loader.
         if tile_go:
-            l_k, l_bias = tiles_q.popleft()
+            l_k, l_bias = tile_k, int(cfg.biases)
             loading, fill, phase, row, blk_row, bias_i = True, 0, 0, 0, 0, 0
             words_left = -(-cfg.tile_bits(l_k) // P)
         elif loading:
