@@ -114,6 +114,8 @@ class MoeConfig:
     act_fmt: str = param("mxfp8", "mxfp8, mxfp4", "activations of both matmuls")
     weight_port_bits: int = param(256, "64, 128, 256, 512, 1024", "weight port width")
     tokens: int = param(16, "1..256", "the most tokens a batch holds")
+    fetch_buffer: int = param(32, "32..4096", "weight words requested and not yet loaded "
+                              "(cover the memory's round trip: latency x words a cycle + 16)")
 
     def __post_init__(self):
         check_parts(self)
@@ -144,6 +146,7 @@ class MoeConfig:
         check_choice("x_fmt", self.x_fmt, X_FORMATS)
         check_choice("act_fmt", self.act_fmt, ACT_FORMATS)
         check_int("tokens", self.tokens, 1, 256)
+        check_int("fetch_buffer", self.fetch_buffer, 32, 4096)
         cols = self.array.cols
         if cols not in COLS or self.hidden % cols:
             raise ParamError(f"parameter 'array.cols' = {cols} is not allowed with hidden = "
@@ -219,7 +222,7 @@ class MoeConfig:
         burst = min(16, (1 << len_bits) - 1)
         return FetchConfig(data_bits=self.weight_port_bits,
                            addr_bits=max(words.bit_length(), 4), len_bits=len_bits,
-                           burst=burst, buffer=2 * burst)
+                           burst=burst, buffer=self.fetch_buffer)
 
     @property
     def gated_width(self) -> int:

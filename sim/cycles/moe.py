@@ -11,7 +11,9 @@ the last is taken, and the next batch's first beat is taken from the cycle after
 
 from __future__ import annotations
 
+import bisect
 import functools
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -26,7 +28,7 @@ from . import gemm as gemm_timed
 from .memory import MemoryAgent
 from .stream import ALWAYS, Producer, Schedule, Source, Timing
 
-__all__ = ["COUNTERS", "Batch", "dispatch_latency", "route_latency", "timing"]
+__all__ = ["COUNTERS", "Batch", "dispatch_latency", "layer", "route_latency", "timing"]
 
 #: Every counter of the block, as the testbench reads them: the array's, then its own.
 COUNTERS = (*(f"array.{c}" for c, _ in GEMM_COUNTER_LAYOUT), *OWN_COUNTERS)
@@ -81,8 +83,8 @@ class _Wire:
 
 
 def timing(config, batches, sources: dict[str, Source] | None = None,
-           ready: dict[str, Schedule] | None = None, memory: MemoryAgent | None = None
-           ) -> Timing:
+           ready: dict[str, Schedule] | None = None, memory: MemoryAgent | None = None,
+           trace: list | None = None) -> Timing:
     """The cycle of every handshake on ``cmd``, ``x``, ``req``, ``rdata`` and ``o`` for
     ``batches`` (:class:`Batch`), the router's weights already loaded; ``sources`` of ``cmd``
     and ``x``, ``ready`` of ``o`` and ``req``, the memory answering as ``memory`` does (a
@@ -361,6 +363,8 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
         own["expert_cycles"] += state in _EXPERT_STATES
         acc_v = acc_v_next
         sorting = not d_fill
+        if trace is not None and nxt != state:
+            trace.append((t + 1, nxt))
         state = nxt
         t += 1
     own["weight_words"] = len(mem.cycles)
@@ -368,3 +372,146 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
     return Timing({"cmd": cmd.cycles, "x": x_src.cycles, "req": fetch.reqs,
                    "rdata": mem.cycles, "o": o_cycles}, counters)
 
+
+
+def _tile_fields(config, k: int) -> int:
+    """Fields the loader writes for a column tile of ``k`` rows, one a cycle: the rows, a scale
+    row per block of 32, and ``cols`` biases with :attr:`~scoville.rtl.moe.MoeConfig.biases`."""
+    return k + k // MX_BLOCK + (config.array.cols if config.biases else 0)
+
+
+def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
+    """The fast path: one batch of ``tokens`` routed to ``groups`` (``(expert, tokens)``, as
+    :class:`Batch`), streams that keep up, the memory agent at ``mem_latency`` and
+    ``mem_bytes_per_cycle``: ``cycles`` from the command's handshake to the cycle after the
+    last output beat, and every counter (:data:`COUNTERS`), at any size.
+
+    It follows the column tiles, not the cycles. The front end (routing one token every
+    ``hidden + route_latency + 1`` cycles, the dispatch's sort), the sequencer's transitions
+    between tiles, phases and experts, and the array's command cycles
+    (:func:`~scoville.sim.cycles.gemm.command_cycles`) are exact; the weights are a fluid: the
+    memory streams words at ``min(1, bytes_per_cycle / word bytes)`` a word a cycle, at most
+    the fetch buffer's words ahead of the loader and a column tile ahead of it (the issuer
+    asks for a tile's words once the loader has started the tile before it), each word
+    ``mem_latency`` cycles after its request; the loader writes a field (a row, a scale row
+    or a bias) a cycle and takes a word a cycle. Each tile's array command starts when its
+    TILE state is entered and its weights are in a slot; a slot frees when the array has taken
+    the tile's last weight beat.
+    The counts of words, experts, rows, pad rows and the array's busy cycles are exact; the
+    cycles agree with :func:`timing` within 2.5% wherever :func:`buffer_covers` holds
+    (``tests/test_moe_fast.py``); where it does not, the stream is latency-bound and the fast
+    path errs up to about 15% low."""
+    cfg = config
+    H, I_, C, R, P = (cfg.hidden, cfg.intermediate, cfg.array.cols, cfg.array.rows,
+                      cfg.weight_port_bits)
+    groups = [(int(e), int(n)) for e, n in groups]
+    if cfg.shared:
+        groups.append((cfg.experts, tokens))
+    GT, DT = cfg.gate_up_tiles, cfg.down_tiles
+    nbytes = -(-P // 8)
+    rho = min(1.0, mem_bytes_per_cycle / nbytes)
+    depth, burst = cfg.fetch.buffer, cfg.fetch.burst
+    L = mem_latency
+    S = max(R, C)
+    # The front end, exact: the last token's answer taken at tc, the sort, the first group.
+    tc = tokens * (H + route_latency(cfg) + 1)
+    routed = len(groups) - int(cfg.shared)
+    d_emit = tc + 1 + dispatch_latency(cfg, tokens, routed)
+    issue0 = tc + 2                    # the issuer's first descriptor and fetch command
+    # Per word of the batch's stream: its arrival as a fluid, through the tiles in order.
+    arr_last = issue0 + 1 + L + 2 - 1 / rho
+    window = depth - burst / 2          # words in flight, on average, when the buffer binds
+    pops: list[tuple[int, float, float]] = []   # per tile: its first word, first and last pop
+    words_before = 0
+
+    def popped(j: float) -> float:
+        """When the loader took word ``j`` of the batch's stream (-inf before it)."""
+        if j < 0:
+            return float("-inf")
+        i = bisect.bisect_right(pops, (j, float("inf"), 0.0)) - 1
+        w0, p0, p1 = pops[i]
+        end = pops[i + 1][0] if i + 1 < len(pops) else words_before
+        return p0 + (p1 - p0) * (j - w0) / max(1, end - w0 - 1)
+
+    lf_prev = issue0 - 1 - 1           # the loader takes its first descriptor at issue0
+    feed_end: list[float] = []
+    loaded: list[float] = []            # per tile: the loader's last field
+    tau = None
+    busy = stall_b = stall_a = 0.0
+    own = dict.fromkeys(OWN_COUNTERS, 0)
+    own["weight_words"] = len(groups) * cfg.expert_words
+    expert_start = d_emit + groups[0][1] if groups else 0
+    gaps = 0
+    o_last = 0.0
+    for g, (_, n) in enumerate(groups):
+        own["experts_run"] += 1
+        own["rows"] += n
+        own["pad_rows"] += -(-n // R) * R - n
+        rt = -(-n // R)
+        if g == 0:
+            tau = d_emit + n + 1
+        elif cfg.shared and g == len(groups) - 1:
+            tau = o_last + 4
+        else:
+            tau = o_last + n + 4
+            gaps += n
+        for phase, (tiles, k) in enumerate(((GT, H), (DT, I_))):
+            W, F = cfg.tile_words(k), _tile_fields(cfg, k)
+            cc = gemm_timed.command_cycles(cfg.array, n, k, C)
+            for _ in range(tiles):
+                i = len(feed_end)
+                # The weights: the tile's first word arrives after the stream's previous word
+                # and once the word ``depth`` before it has left the buffer; the loader then
+                # takes a word every ``sigma`` cycles (a field a cycle), the words beyond the
+                # buffered ones arriving at the stream's rate: the memory's, the latency's
+                # (``depth`` words a round trip) or the loader's.
+                sigma = max(1.0, F / W)
+                a_first = max(arr_last + 1 / rho, popped(words_before - window) + L + 3,
+                              loaded[i - 2] + L + 4 if i >= 2 else 0)
+                slot = feed_end[i - 2] + 1 if i >= 2 else float("-inf")
+                f = max(lf_prev + 3, slot, a_first + 3)
+                ready_words = min(W, window, 1 + (f - 3 - a_first) * rho)
+                tw = max(sigma, (L + 3) / window, 1 / rho)
+                lf = f - 1 + max(F, ready_words * sigma + (W - ready_words) * tw)
+                pops.append((words_before, f - 1, lf - 1))
+                words_before += W
+                arr_last = max(a_first + (W - 1) / rho,
+                               popped(words_before - 1 - window) + L + 3)
+                lf_prev = lf
+                loaded.append(lf)
+                le = math.ceil(lf + 1)
+                # The array: accepted on entering TILE, waits for the weights' slot.
+                s = max(tau, le)
+                stall_b += s - tau
+                stall_a += le <= tau
+                busy += cc
+                feed_end.append(s + (rt - 1) * max(k, S) + k)
+                o_last = s + cc + 1
+                tau = o_last + 1
+            if phase == 0:
+                tau = o_last + _GLU_LATENCY + _MXQ_LATENCY + 2
+    cycles = int(o_last) + 4 + tokens * DT if groups else 0
+    own["expert_cycles"] = int(o_last) + 3 - expert_start - gaps if groups else 0
+    counters = dict.fromkeys(COUNTERS, 0)
+    counters.update({f"array.{k}": int(v) for k, v in
+                     (("busy", busy), ("stall_b", stall_b), ("stall_a", stall_a))})
+    counters["array.idle"] = cycles - int(busy) - int(stall_b) - int(stall_a)
+    counters.update(own)
+    return {"cycles": cycles, **counters}
+
+
+def buffer_covers(config, mem_latency: int, mem_bytes_per_cycle: int) -> bool:
+    """Whether the weight stream hides the memory's round trip: the words in flight (the fetch
+    buffer less a burst, and at most a column tile: the issuer asks for a tile's words once
+    the loader has started the tile before it) cover ``mem_latency`` at the stream's pace
+    (the memory's rate or the loader's field a cycle). Where they do not, the stream is
+    latency-bound: a larger ``fetch_buffer`` or tile is the fix."""
+    P = config.weight_port_bits
+    rho = min(1.0, mem_bytes_per_cycle / -(-P // 8))
+    pace = []
+    for k in (config.hidden, config.intermediate):
+        W = config.tile_words(k)
+        window = min(config.fetch.buffer - config.fetch.burst, W)
+        pace.append((mem_latency + 4) / window <= max(1.0, _tile_fields(config, k) / W,
+                                                      1 / rho))
+    return all(pace)
