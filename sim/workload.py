@@ -224,6 +224,9 @@ class MoeWorkload:
         Probability that a producer (``cmd``, ``x``, the memory's words) leaves a cycle idle.
     backpressure : float
         Probability that a consumer (the request port, ``o``) holds ``ready`` low in a cycle.
+    skew : float
+        How unevenly the router's choices fall: 0 as the random router draws them, 1 most
+        tokens to the first few experts (:func:`scoville.sim.golden.moe.skewed`).
     """
 
     batches: int = param(2, "1..1000", "random batches")
@@ -231,6 +234,7 @@ class MoeWorkload:
     mem_bytes_per_cycle: int = param(8, "1..65536", "memory bandwidth, bytes per cycle")
     gap: float = param(0.2, "0..0.95", "probability of an idle input cycle")
     backpressure: float = param(0.2, "0..0.95", "probability of ready low")
+    skew: float = param(0.0, "0..1", "how unevenly the router's choices fall")
 
     def __post_init__(self):
         check_int("batches", self.batches, 1, 1000)
@@ -238,3 +242,4 @@ class MoeWorkload:
         check_int("mem_bytes_per_cycle", self.mem_bytes_per_cycle, 1, 65536)
         check_prob("gap", self.gap)
         check_prob("backpressure", self.backpressure)
+        check_prob("skew", self.skew, 1.0)

@@ -27,10 +27,12 @@ from scoville.sim.golden.fetch import fetch
 from scoville.sim.golden.moe import (
     block_input,
     dispatch,
+    float64_reference,
     memory_image,
     moe,
     random_weights,
     routing,
+    skewed,
     tile_commands,
 )
 from scoville.sim.harness import stream_names
@@ -75,6 +77,8 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
     bpc = w.mem_bytes_per_cycle if bytes_per_cycle is None else bytes_per_cycle
     image = memory_image(cfg, weights)
     batches, want_o, x_beats, cmds, tiles = [], [], [], [], []
+    per_expert = [0] * cfg.all_experts
+    err = 0.0
     for x in xs:
         if isinstance(x, int):
             cmds.append(x)
@@ -86,7 +90,12 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
         batches.append(Batch(len(x), groups))
         tiles += tile_commands(cfg, [e for e, _ in groups]
                                + ([cfg.experts] if cfg.shared else []))
-        want_o += _bits(moe(cfg, weights, x)).reshape(-1, cfg.array.cols).tolist()
+        out = moe(cfg, weights, x)
+        want_o += _bits(out).reshape(-1, cfg.array.cols).tolist()
+        ref = float64_reference(cfg, weights, x)
+        err = max(err, float(np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30)))
+        for e, n in groups + ((cfg.experts, len(x)),) * cfg.shared:
+            per_expert[e] += n
         bits = _bits(x).ravel()
         x_beats += (bits >> 16 if cfg.x_fmt == "bf16" else bits).tolist()
     valid, ready = stream_schedules(ctx, (*SOURCES, "rdata"), SINKS, gaps=gaps)
@@ -113,9 +122,19 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
                        strict=True))
     bad_req, _, why_req = scoreboard(f"{what}: read requests", want_req.requests, got_req)
     errors = timing_errors(what, model, seen, COUNTERS)
+    # The weight port's share of what the memory could deliver; the array's useful MACs
+    # (3 H I per token and expert) over what it could do while it ran experts.
+    word_bytes = cfg.weight_port_bits // 8
+    deliverable = seen.cycles * min(bpc, word_bytes)
+    macs = 3 * cfg.hidden * cfg.intermediate * sum(per_expert)
+    expert_cycles = seen.change["expert_cycles"]
     metrics = dict(mismatches=bad_o + bad_req, cycles=seen.cycles, model_cycles=model.cycles,
                    timing_errors=len(errors), batches=len(xs), requests=requests,
                    weight_words=words, run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
+                   weight_bandwidth_utilization=words * word_bytes / max(1, deliverable),
+                   array_utilization=macs / max(1, cfg.array.rows * cfg.array.cols
+                                                * expert_cycles),
+                   tokens_per_expert=per_expert, max_rel_err_vs_f64=err,
                    **{f"counter_{c}": seen.change[c] for c in COUNTERS})
     record(test, **metrics)
     assert bad_o == 0, why
@@ -149,7 +168,7 @@ async def test_workload(dut):
     ctx = context()
     cfg = ctx.config
     rng = ctx.rng(3)
-    weights = random_weights(cfg, ctx.rng(4))
+    weights = skewed(cfg, random_weights(cfg, ctx.rng(4)), ctx.workload.skew)
     sizes = [cfg.tokens] + [int(rng.integers(1, cfg.tokens + 1))
                             for _ in range(ctx.workload.batches - 1)]
     await load_router(dut, ctx, weights)

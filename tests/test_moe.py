@@ -17,9 +17,12 @@ from scoville.sim.golden.moe import (
     exp_unit,
     gpt_oss_moe,
     gpt_oss_route,
+    random_weights,
     reference,
     router_logits,
+    routing,
     sigmoid_unit,
+    skewed,
 )
 
 from .simcheck import assert_passed, simulate
@@ -255,7 +258,7 @@ MOE_SIM_CONFIGS = {
     "deepseek-mxfp4-shared-bf16-x": {**MOE_SIM, "router": "deepseek", "n_group": 2,
                                      "topk_group": 1, "shared": 1,
                                      "routed_scaling_factor": 2.5, "act_fmt": "mxfp4",
-                                     "x_fmt": "bf16"},
+                                     "x_fmt": "bf16", "skew": 0.5},
 }
 
 
@@ -271,6 +274,30 @@ def test_moe_rtl(simulator, seed, params):
                       mem_bytes_per_cycle=4, **params)
     assert_passed(result)
     assert {t.name for t in result.tests} == {"test_edges", "test_workload"}
+    m = result.metrics["test_workload"]
+    assert m["max_rel_err_vs_f64"] <= BOUNDS[params.get("act_fmt", "mxfp8")]
+    assert sum(m["tokens_per_expert"]) == m["counter_rows"]
+    assert len(m["tokens_per_expert"]) == params["experts"] + params.get("shared", 0)
+    assert 0 < m["weight_bandwidth_utilization"] <= 1
+    assert 0 < m["array_utilization"] <= 1
+
+
+@pytest.mark.parametrize("router", ["gpt_oss", "deepseek"])
+def test_skew_sends_the_choices_to_the_first_experts(router):
+    """``skew`` 0: the random router's choices spread (no expert above twice its share); 1:
+    the first quarter of the experts takes most of them."""
+    params = {"router": router, "experts": 16, "top_k": 4, "hidden": 64, "intermediate": 32}
+    if router == "deepseek":
+        params.update(n_group=4, topk_group=4)
+    cfg = build_config(MoeConfig, params)
+    weights = random_weights(cfg, np.random.default_rng(0))
+    x = np.random.default_rng(1).standard_normal((256, cfg.hidden)).astype(np.float32)
+    share = {}
+    for skew in (0.0, 1.0):
+        _, idx = routing(cfg, skewed(cfg, weights, skew), x)
+        share[skew] = np.bincount(idx.ravel(), minlength=16) / idx.size
+    assert share[0.0].max() < 2 / 16
+    assert share[1.0][:4].sum() > 0.6
 
 
 def test_bf16_x_is_rounded_to_nearest_even_once():

@@ -44,6 +44,7 @@ not a mode of the block.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -481,6 +482,35 @@ def moe(config, weights: MoeWeights, x) -> np.ndarray:
                         topk_group=config.topk_group, norm_topk_prob=bool(config.norm_topk_prob),
                         routed_scaling_factor=config.routed_scaling_factor,
                         act_fmt=config.act_fmt, config=config)
+
+
+def float64_reference(config, weights: MoeWeights, x) -> np.ndarray:
+    """:func:`reference` of the block's layer for ``x`` (T, H): the router's choices as the
+    block makes them, the rest in float64 on the same quantized values."""
+    w, x = weights, block_input(config, x)
+    if config.router == "gpt_oss":
+        experts = [(w.gate_up[e], w.gate_up_bias[e], w.down[e], w.down_bias[e])
+                   for e in range(config.experts)]
+        shared = None
+    else:
+        experts = [(w.gate_up[e].T, None, w.down[e].T, None) for e in range(config.experts)]
+        shared = None if w.shared_gate is None else (
+            np.concatenate([w.shared_gate, w.shared_up]).T, None, w.shared_down.T, None)
+    return reference(x, *routing(config, weights, x), experts, shared, router=config.router,
+                     act_fmt=config.act_fmt)
+
+
+def skewed(config, weights: MoeWeights, skew: float) -> MoeWeights:
+    """``weights`` with the router's bias (GPT-OSS's, or DeepSeek's correction bias) raised
+    by a ramp that favours the lower experts: ``skew`` times four standard deviations of the
+    logits of :func:`random_weights` on standard normal ``x`` from the last expert to the
+    first. 0 leaves the router as drawn (its choices fall about evenly); 1 sends most tokens
+    to the first few experts."""
+    E = config.experts
+    spread = 4 * float(np.std(weights.router_weight)) * np.sqrt(config.hidden)
+    ramp = skew * spread * np.arange(E - 1, -1, -1) / (E - 1)
+    return dataclasses.replace(weights, router_bias=(weights.router_bias
+                                                     + ramp).astype(np.float32))
 
 
 def memory_image(config, weights: MoeWeights) -> list[int]:
