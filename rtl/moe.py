@@ -231,14 +231,15 @@ class MoeConfig:
 
 
 #: Status of the latest batch command.
-STATUS = {"ok": 0, "bad_tokens": 1}
+STATUS = {"ok": 0, "bad_tokens": 1, "bad_weights": 2}
 
 #: The block's own counters, beside the array's (``array.*``): words read on the weight port,
 #: experts run (the shared one included), rows the experts ran (tokens per expert, summed),
 #: rows of partly filled row tiles the array ran empty (``ceil(n / rows) * rows - n`` per
 #: expert of n tokens: the cost of few tokens per expert), and cycles from each expert's
 #: start to the end of its last row (the experts' share of the run).
-OWN_COUNTERS = ("weight_words", "experts_run", "rows", "pad_rows", "expert_cycles")
+OWN_COUNTERS = ("weight_words", "experts_run", "rows", "pad_rows", "expert_cycles",
+                "bad_weights")
 
 #: The ``counters`` port.
 COUNTERS = data.StructLayout({
@@ -251,6 +252,11 @@ def command_layout(config: MoeConfig) -> data.StructLayout:
     """A ``cmd`` beat: ``tokens``, the batch's T (1 .. ``config.tokens``; the field holds
     ``tokens + 1`` too, so that one too many is refused, not cut to a smaller count)."""
     return data.StructLayout({"tokens": range(config.tokens + 2)})
+
+
+def weight_layout(config: MoeConfig) -> data.StructLayout:
+    """An ``rdata`` beat: a word of the weight memory, and ``last`` on a response's last word."""
+    return data.StructLayout({"data": config.weight_port_bits, "last": 1})
 
 
 def _store(m, quant, store, *, block, lane):
@@ -298,7 +304,10 @@ class Moe(wiring.Component):
     req, rdata :
         Read requests for the experts' weights and the memory's words
         (:attr:`memory_ports`; the layout of :meth:`MoeConfig.tile_bits`, expert after expert
-        from address 0, each its gate-up tiles then its down tiles).
+        from address 0, each its gate-up tiles then its down tiles), each word with ``last``
+        on its response's last (:func:`weight_layout`). A ``last`` where the request does not
+        end it (a response that ends early or runs long) makes the batch end without output,
+        status ``bad_weights``.
     o : Out(stream.Signature(ArrayLayout(32, array.cols)))
         The output, ``cols`` FP32 values a beat, token after token.
     status : Out(1)
@@ -318,9 +327,9 @@ class Moe(wiring.Component):
             "cmd": In(stream.Signature(command_layout(config))),
             "x": In(stream.Signature(16 if config.x_fmt == "bf16" else 32)),
             "req": Out(stream.Signature(req)),
-            "rdata": In(stream.Signature(config.weight_port_bits)),
+            "rdata": In(stream.Signature(weight_layout(config))),
             "o": Out(stream.Signature(data.ArrayLayout(32, config.array.cols))),
-            "status": Out(1),
+            "status": Out(2),
             "counters": Out(COUNTERS),
         })
 
@@ -347,14 +356,33 @@ class Moe(wiring.Component):
         m.submodules.tiles = tiles = WeightTiles(cfg)
         m.submodules.array = array = Gemm(cfg.array)
         m.submodules.glu = glu = Swiglu(SwigluConfig(kind=kind, lanes=HB))
-        m.submodules.out = out_mem = Memory(shape=data.ArrayLayout(32, C), depth=T * DT,
+        m.submodules.out = out_mem = Memory(shape=data.ArrayLayout(32, C), depth=max(T * DT, 2),
                                             init=[])
         ow = out_mem.write_port()
         orp = out_mem.read_port(transparent_for=(ow,))
 
         wiring.connect(m, wiring.flipped(self.wr), router.wr)
         wiring.connect(m, fetch.req, wiring.flipped(self.req))
-        wiring.connect(m, wiring.flipped(self.rdata), fetch.rdata)
+        m.d.comb += [fetch.rdata.valid.eq(self.rdata.valid),
+                     fetch.rdata.payload.eq(self.rdata.payload.data),
+                     self.rdata.ready.eq(fetch.rdata.ready)]
+        # Every response's ``last`` where the requests put it: the fetch engine asks for each
+        # column tile's words in bursts of ``burst`` (the last one shorter), tile after tile,
+        # each expert's gate-up tiles then its down tiles. A misplaced ``last`` (a response
+        # that ends early or runs long) marks the batch bad.
+        w_tile = Signal(range(GT + DT))
+        w_word = Signal(range(max(cfg.tile_words(H), cfg.tile_words(I_))))
+        w_beat = Signal(range(cfg.fetch.burst))
+        tile_end = w_word == Mux(w_tile < GT, cfg.tile_words(H), cfg.tile_words(I_)) - 1
+        burst_end = tile_end | (w_beat == cfg.fetch.burst - 1)
+        weights_bad = Signal()
+        with m.If(self.rdata.valid & self.rdata.ready):
+            m.d.sync += [w_word.eq(Mux(tile_end, 0, w_word + 1)),
+                         w_beat.eq(Mux(burst_end, 0, w_beat + 1))]
+            with m.If(tile_end):
+                m.d.sync += w_tile.eq(Mux(w_tile == GT + DT - 1, 0, w_tile + 1))
+            with m.If(self.rdata.payload.last != burst_end):
+                m.d.sync += weights_bad.eq(1)
         wiring.connect(m, fetch.o, tiles.words)
         wiring.connect(m, tiles.b, array.b)
 
@@ -535,12 +563,14 @@ class Moe(wiring.Component):
         # ---- The counters.
         run_n = Signal(range(T + 1))      # the tokens of the expert about to run
         starts = Signal()                 # an expert starts (its list is in)
+        bad_batch = Signal()              # a batch ends without output (bad weights)
         m.d.comb += self.counters.array.eq(array.counters)
         count(m, self.counters, {
             "weight_words": self.rdata.valid & self.rdata.ready,
             "experts_run": starts,
             "rows": Mux(starts, run_n, 0),
             "pad_rows": Mux(starts, (run_n + R - 1) // R * R - run_n, 0),
+            "bad_weights": bad_batch,
         })
 
         # ---- The sequencer.
@@ -556,6 +586,7 @@ class Moe(wiring.Component):
                     bad = (t_ == 0) | (t_ > T)
                     m.d.sync += self.status.eq(Mux(bad, STATUS["bad_tokens"], STATUS["ok"]))
                     with m.If(~bad):
+                        m.d.sync += weights_bad.eq(0)
                         m.d.sync += [n_tok.eq(t_), taking.eq(1), pos.eq(0), xt.eq(0),
                                      x_count.eq(0), shared_run.eq(0),
                                      xb.eq(0), x_blocks.eq(0), routed.eq(0), clearing.eq(1),
@@ -629,10 +660,16 @@ class Moe(wiring.Component):
                     with m.Else():
                         m.next = "GROUP"
             with m.State("OUT_FIRST"):
-                # The output memory's first word is read.
+                # The output memory's first word is read; a batch whose weights came with a
+                # misplaced ``last`` emits nothing.
                 m.d.comb += orp.addr.eq(0)
                 m.d.sync += o_at.eq(0)
-                m.next = "OUT"
+                with m.If(weights_bad):
+                    m.d.sync += self.status.eq(STATUS["bad_weights"])
+                    m.d.comb += bad_batch.eq(1)
+                    m.next = "IDLE"
+                with m.Else():
+                    m.next = "OUT"
             with m.State("OUT"):
                 m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(orp.data),
                              orp.addr.eq(o_at + o_fire)]

@@ -40,7 +40,8 @@ def entry_layout(config) -> data.StructLayout:
     """An ``o`` beat: one choice: ``expert``, ``token`` (its place in the batch), ``weight``;
     ``count`` (the expert's tokens in the batch); ``first`` and ``last`` of the expert's group;
     ``end`` on the batch's last beat."""
-    return data.StructLayout({"expert": range(config.experts), "token": range(config.tokens),
+    return data.StructLayout({"expert": range(config.experts),
+                              "token": range(max(config.tokens, 2)),
                               "weight": 32, "count": range(config.tokens + 1), "first": 1,
                               "last": 1, "end": 1})
 
@@ -82,11 +83,13 @@ class Dispatch(wiring.Component):
         cfg = self._config
         E, K, T = cfg.experts, cfg.top_k, cfg.tokens
         N = T * K
-        slot = data.StructLayout({"token": range(T), "weight": 32})
+        slot = data.StructLayout({"token": range(max(T, 2)), "weight": 32})
+        # Depths and fields of at least 2 (one token or choice): no zero-width addresses.
         m.submodules.choices = cm = Memory(
             shape=data.StructLayout({"index": data.ArrayLayout(range(E), K),
-                                     "weight": data.ArrayLayout(32, K)}), depth=T, init=[])
-        m.submodules.sorted = sm = Memory(shape=slot, depth=N, init=[])
+                                     "weight": data.ArrayLayout(32, K)}),
+            depth=max(T, 2), init=[])
+        m.submodules.sorted = sm = Memory(shape=slot, depth=max(N, 2), init=[])
         cw, sw = cm.write_port(), sm.write_port()
         cr = cm.read_port(transparent_for=(cw,))
         sr = sm.read_port(transparent_for=(sw,))

@@ -35,7 +35,10 @@ agent's bandwidth is ``mem_bytes_per_cycle``: a byte budget starts at one word's
 ``mem_bytes_per_cycle`` every cycle up to ``B + mem_bytes_per_cycle - 1``, and a word is
 offered only when the budget holds ``B``. Like any source, the data stream also has a valid
 schedule, and an offered word is held until taken. A request of 0 words or past the memory is a
-violation (kind 3). :mod:`scoville.sim.cycles.memory` models the agent to the cycle.
+violation (kind 3). A data stream whose payload is ``data`` and a ``last`` bit above it gets
+``last`` on each response's last word, except that the word counted ``fault_NAME`` (from the
+run's first) has it flipped: a response that ends early or runs long.
+:mod:`scoville.sim.cycles.memory` models the agent to the cycle.
 
 Every other output of the component is sampled in cycle 0 and in the cycle after the last
 expected handshake (``NAME_start``, ``NAME_end``), so a testbench reads counters over exactly
@@ -78,7 +81,9 @@ def stream_names(component: wiring.Component) -> list[str]:
 class Stream:
     """A stream member of the component: ``source`` when the component takes it (the harness
     drives ``valid`` and ``payload``). ``answers``: for a data stream the memory agent serves,
-    its request stream; ``requests``: for a request stream, the data stream that answers it."""
+    its request stream; ``requests``: for a request stream, the data stream that answers it;
+    ``last``: a data stream whose payload is a memory word ``data`` and a bit ``last`` above
+    it, which the agent sets on each response's last word."""
 
     name: str
     width: int
@@ -86,6 +91,7 @@ class Stream:
     index: int
     answers: str = ""
     requests: str = ""
+    last: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,9 +136,13 @@ def ports(component: wiring.Component) -> tuple[list[Stream], list[Port]]:
     answers = {dat: req for req, dat in pairs.items()}
     for name, member in component.signature.members.items():
         if member.is_signature and isinstance(member.signature, stream.Signature):
-            width = max(Shape.cast(member.signature.members["payload"].shape).width, 1)
+            shape = member.signature.members["payload"].shape
+            width = max(Shape.cast(shape).width, 1)
+            last = (name in answers and isinstance(shape, data.StructLayout)
+                    and set(dict(shape.members)) == {"data", "last"}
+                    and shape["data"].offset == 0 and shape["last"].offset == width - 1)
             streams.append(Stream(name, width, member.flow != Out, len(streams),
-                                  answers.get(name, ""), pairs.get(name, "")))
+                                  answers.get(name, ""), pairs.get(name, ""), last))
         elif member.is_port:
             plain.append(Port(name, max(Shape.cast(member.shape).width, 1), member.flow == Out))
     return streams, plain
@@ -183,7 +193,8 @@ def _hit(n: str) -> list[str]:
 def _memory_agent(s: Stream, fields: dict[str, tuple[int, int]]) -> list[str]:
     """Verilog of the memory agent that serves data stream ``s`` from requests on stream
     ``s.answers`` (``fields``: offset and width of the request's ``addr`` and ``len``)."""
-    n, r, w = s.name, s.answers, s.width
+    n, r = s.name, s.answers
+    w = s.width - s.last            # the memory's words: the payload less its ``last`` bit
     nbytes = -(-w // 8)
     lq = (MEM_QUEUE - 1).bit_length()
     lm = (MEM_DEPTH - 1).bit_length()
@@ -212,7 +223,10 @@ def _memory_agent(s: Stream, fields: dict[str, tuple[int, int]]) -> list[str]:
         f" & ({n}_hold | ({n}_bit & {n}_due & {n}_afford));",
         f"  wire {n}_dry = 1'b0;",
         f"  wire [31:0] {n}_word = {n}_qaddr[{n}_h] + {n}_beat;",
-        f"  assign {n}_payload = {n}_mem[{n}_word[{lm - 1}:0]];",
+        *([f"  wire {n}_rlast = ({n}_beat + 32'd1 == {n}_qlen[{n}_h])"
+           f" ^ (count_{n} == fault_{n});",
+           f"  assign {n}_payload = {{{n}_rlast, {n}_mem[{n}_word[{lm - 1}:0]]}};"]
+          if s.last else [f"  assign {n}_payload = {n}_mem[{n}_word[{lm - 1}:0]];"]),
         f"  wire [32:0] {n}_cap = {{1'b0, bpc_{n}}} + 33'd{nbytes - 1};",
         f"  wire [32:0] {n}_grow = {{1'b0, {n}_budget}} + {{1'b0, bpc_{n}}}"
         f" - ({n}_fire ? 33'd{nbytes} : 33'd0);",
@@ -304,7 +318,8 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
         ]
         if s.answers:
             io += [f"input [31:0] lat_{n}", f"input [31:0] bpc_{n}", f"input mload_{n}",
-                   f"input [31:0] mlo_{n}", f"input [31:0] mhi_{n}"]
+                   f"input [31:0] mlo_{n}", f"input [31:0] mhi_{n}",
+                   *([f"input [31:0] fault_{n}"] if s.last else [])]
             # After every stream's section: it uses its request stream's wires.
             agents += _memory_agent(s, _request_fields(component, s.answers))
         elif s.source:

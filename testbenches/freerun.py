@@ -84,6 +84,9 @@ class Memory:
         The memory's bandwidth (:mod:`scoville.sim.cycles.memory`).
     valid : Schedule
         The data stream's valid schedule.
+    fault : int or None
+        For a data stream with a ``last`` bit: the word (counted from the run's first) whose
+        ``last`` is flipped, a response that ends early or runs long; None for none.
     """
 
     image: object
@@ -91,6 +94,7 @@ class Memory:
     latency: int
     bytes_per_cycle: int
     valid: Schedule = ALWAYS
+    fault: int | None = None
 
 
 def read_int(handle, name: str, *, signed: bool = False) -> int:
@@ -185,7 +189,9 @@ class FreeRun:
         self.dut = dut
         streams, _ = ports(component)
         self.order = [s.name for s in streams]
-        self._bytes = {s.name: -(-s.width // 8) for s in streams}
+        # A memory's words leave out their stream's ``last`` bit (the agent sets it).
+        self._bytes = {s.name: -(-(s.width - s.last) // 8) for s in streams}
+        self._last = {s.name for s in streams if s.last}
         served = {s.name for s in streams if s.answers}
         memories = dict(memories or {})
         if set(memories) != served:
@@ -348,6 +354,8 @@ class FreeRun:
             self._set(f"total_{name}", mem.words)
             self._set(f"lat_{name}", mem.latency)
             self._set(f"bpc_{name}", mem.bytes_per_cycle)
+            if name in self._last:
+                self._set(f"fault_{name}", 0xFFFFFFFF if mem.fault is None else mem.fault)
         await FallingEdge(dut.clk)
         await Timer(1, "ns")
         await self._strobe([("mload", name, 0, len(rows), rows.tobytes())

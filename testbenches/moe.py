@@ -10,9 +10,11 @@ tiles, and the cycle of every handshake on ``cmd``, ``x``, ``req``, ``rdata`` an
 every counter (the array's and the block's own) against the timed model fed the same
 schedules and memory.
 
+
 Tests: directed edges (a batch of one token, a full batch, a refused batch between them) on a
-memory that keeps up; the workload (``batches`` random batches under gaps and back-pressure
-on every stream, the workload's memory).
+memory that keeps up; weight responses with a misplaced ``last`` (``test_bad_weights``); the
+workload (``batches`` random batches under gaps and back-pressure on every stream, the
+workload's memory).
 """
 
 from __future__ import annotations
@@ -69,9 +71,12 @@ async def load_router(dut, ctx, weights) -> None:
 
 
 async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
-                      latency: int | None = None, bytes_per_cycle: int | None = None) -> dict:
+                      latency: int | None = None, bytes_per_cycle: int | None = None,
+                      fault: tuple[int, int] | None = None) -> dict:
     """Run ``xs`` (a (T, H) array per batch, or an int: a refused ``cmd`` of that T) and
-    check outputs, requests and every handshake's cycle."""
+    check outputs, requests and every handshake's cycle. ``fault``: ``(batch, word)``, the
+    memory flips ``last`` on that word of that batch's weights (the batch then emits
+    nothing)."""
     cfg, w, codec = ctx.config, ctx.workload, ctx.codecs
     latency = w.mem_latency if latency is None else latency
     bpc = w.mem_bytes_per_cycle if bytes_per_cycle is None else bytes_per_cycle
@@ -79,7 +84,8 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
     batches, want_o, x_beats, cmds, tiles = [], [], [], [], []
     per_expert = [0] * cfg.all_experts
     err = 0.0
-    for x in xs:
+    fault_at = None
+    for b, x in enumerate(xs):
         if isinstance(x, int):
             cmds.append(x)
             batches.append(Batch(x, None))
@@ -87,11 +93,15 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
         cmds.append(len(x))
         x = block_input(cfg, x)
         groups = tuple((e, len(rows)) for e, rows, _ in dispatch(*routing(cfg, weights, x)))
-        batches.append(Batch(len(x), groups))
+        bad = fault is not None and fault[0] == b
+        batches.append(Batch(len(x), groups, bad))
+        if bad:
+            fault_at = sum(n for _, n in tiles) + fault[1]
         tiles += tile_commands(cfg, [e for e, _ in groups]
                                + ([cfg.experts] if cfg.shared else []))
         out = moe(cfg, weights, x)
-        want_o += _bits(out).reshape(-1, cfg.array.cols).tolist()
+        if not bad:
+            want_o += _bits(out).reshape(-1, cfg.array.cols).tolist()
         ref = float64_reference(cfg, weights, x)
         err = max(err, float(np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30)))
         for e, n in groups + ((cfg.experts, len(x)),) * cfg.shared:
@@ -111,7 +121,7 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
                  "x": (x_beats, valid["x"]), "wr": ([], ALWAYS)},
         sinks={"req": (requests, ready["req"]), "o": (len(want_o), ready["o"])},
         memories={"rdata": Memory(_image_rows(cfg, image), words, latency, bpc,
-                                  valid["rdata"])},
+                                  valid["rdata"], fault_at)},
         watch=("counters",),
     )
     seen = await bench.run(timeout=2 * model.cycles + 5000, expect=model.cycles)
@@ -159,6 +169,25 @@ async def test_edges(dut):
     await run_batches(dut, ctx, "test_edges", weights,
                       [_batch(cfg, rng, 1), 0, cfg.tokens + 1, _batch(cfg, rng, cfg.tokens)],
                       gaps=False, latency=1, bytes_per_cycle=cfg.weight_port_bits // 8)
+
+
+@cocotb.test()
+async def test_bad_weights(dut):
+    """A weight response that ends early (``last`` on a burst's first word) and one that runs
+    long (no ``last`` on a tile's final word), each in the middle batch of three: that batch
+    emits nothing and counts in ``bad_weights``; the batches around it are exact."""
+    ctx = context()
+    cfg = ctx.config
+    rng = ctx.rng(5)
+    weights = random_weights(cfg, ctx.rng(6))
+    tile_end = cfg.tile_words(cfg.hidden) - 1
+    for word in (0, tile_end):
+        await load_router(dut, ctx, weights)
+        await run_batches(dut, ctx, f"test_bad_weights[{word}]", weights,
+                          [_batch(cfg, rng, 1), _batch(cfg, rng, cfg.tokens),
+                           _batch(cfg, rng, 1)],
+                          gaps=False, latency=3, bytes_per_cycle=cfg.weight_port_bits // 8,
+                          fault=(1, word))
 
 
 @cocotb.test()

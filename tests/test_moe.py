@@ -268,12 +268,14 @@ MOE_SIM_CONFIGS = {
 def test_moe_rtl(simulator, seed, params):
     """Every output bit for bit against the golden layer, every read request and every
     handshake on cmd, x, req, rdata and o where the timed model puts them: directed edges (one
-    token, refused batches, a full batch) on a memory that keeps up, and two random batches
-    under gaps and back-pressure on a slow memory."""
+    token, refused batches, a full batch) on a memory that keeps up, weight responses that end
+    early or run long (the batch emits nothing, ``bad_weights`` counts it), and two random
+    batches under gaps and back-pressure on a slow memory."""
     result = simulate("moe", simulator, seed, batches=2, mem_latency=9,
                       mem_bytes_per_cycle=4, **params)
     assert_passed(result)
-    assert {t.name for t in result.tests} == {"test_edges", "test_workload"}
+    assert {t.name for t in result.tests} == {"test_edges", "test_bad_weights",
+                                              "test_workload"}
     m = result.metrics["test_workload"]
     assert m["max_rel_err_vs_f64"] <= BOUNDS[params.get("act_fmt", "mxfp8")]
     assert sum(m["tokens_per_expert"]) == m["counter_rows"]

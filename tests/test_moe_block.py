@@ -43,3 +43,12 @@ def test_a_batch_of_no_tokens_or_too_many_is_refused_and_nothing_is_taken():
     assert seen[20] == seen[41] == STATUS["bad_tokens"]
     assert not any(x or r for x, r in seen[:20] + seen[21:41])
     assert seen[-1] == 1
+
+
+def test_a_one_token_block_has_no_zero_width_signals():
+    """``tokens`` 1 (and one choice a token): no ``[-1:0]`` vectors, which Verilator refuses."""
+    from amaranth.back import verilog
+
+    cfg = build_config(MoeConfig, {**SMALL, "tokens": 1, "top_k": 1})
+    text = verilog.convert(Moe(cfg), name="moe")
+    assert "[-1:0]" not in text

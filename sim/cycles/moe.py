@@ -61,10 +61,13 @@ def dispatch_latency(config, tokens: int, experts: int) -> int:
 class Batch:
     """One ``cmd`` of the block, as the golden model sees it: ``tokens`` (T), and ``groups``,
     the dispatch's expert groups ``(expert, tokens)`` in ascending expert order
-    (:func:`scoville.sim.golden.moe.dispatch`), None for a refused command."""
+    (:func:`scoville.sim.golden.moe.dispatch`), None for a refused command; ``fault``: a
+    weight response of the batch came with a misplaced ``last`` (the batch ends without
+    output)."""
 
     tokens: int
     groups: tuple[tuple[int, int], ...] | None
+    fault: bool = False
 
 
 class _Wire:
@@ -101,11 +104,14 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
     WBUF = P + max(ROW, SCALE, BIAS)
     need_of = (ROW, SCALE, BIAS)
     batches = list(batches)
+    if batches and batches[-1].fault:
+        raise ValueError("a batch with a weight fault ends the run without output: follow it "
+                         "with another batch")
     good = [b for b in batches if b.groups is not None]
     cmd = Producer(sources.get("cmd", Source()), len(batches))
     x_src = Producer(sources.get("x", Source()), sum(b.tokens * H for b in good))
     o_ready, req_ready = ready.get("o", ALWAYS), ready.get("req", ALWAYS)
-    n_out = sum(b.tokens * DT for b in good)
+    n_out = sum(b.tokens * DT for b in good if not b.fault)
     mem = memory or MemoryAgent(1, P // 8, P)
     fetch = fetch_timed.Engine(cfg.fetch, mem)
     o_cycles: list[int] = []
@@ -354,7 +360,11 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
                     nxt = "GROUP"
         elif state == "OUT_FIRST":
             o_at = 0
-            nxt = "OUT"
+            if batch.fault:
+                own["bad_weights"] += 1
+                nxt = "IDLE"
+            else:
+                nxt = "OUT"
         elif out_go:
             o_cycles.append(t)
             o_at += 1
