@@ -64,6 +64,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sim", action="append", choices=SIMULATORS, help="limit to a simulator")
     p.add_argument("--seed", type=int, default=1)
 
+    from scoville.sim.explore import command as explore_command
+
+    explore_command.add_parser(sub)
     sub.add_parser("doctor", help="check the simulators and tools")
     sub.add_parser("list", help="list the blocks and their parameters")
     return parser
@@ -245,9 +248,19 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_sim(args)
         if args.command == "regress":
             return _cmd_regress(args)
+        if args.command == "explore":
+            from scoville.sim.explore import command as explore_command
+
+            return explore_command.run(args)
         return _cmd_doctor()
     except ParamError as err:
         return _usage(str(err))
+    except ValueError as err:
+        from scoville.sim.explore.specs import SpecError
+
+        if isinstance(err, SpecError):
+            return _usage(str(err))
+        raise
 
 
 if __name__ == "__main__":

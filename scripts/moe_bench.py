@@ -3,9 +3,10 @@
 (equal to the timed model) and at full GPT-OSS-120B and DeepSeek-R1 size from the fast path.
 
 RTL cases: 16 experts of H = I = 256, top-4, GPT-OSS's router and a grouped DeepSeek-style
-one with a shared expert, on an 8 x 16 array with a 128-bit weight port; T = 1, 8 and 64
-tokens, one full batch through the block's cocotb testbench (``test_workload``, streams that
-keep up), the harness's memory agent 20 cycles away. Each row gives the run's cycles (equal to
+one with a shared expert, on an 8 x 16 array with a 256-bit weight port (so the weights fit
+the harness's memory); T = 1, 8 and 64 tokens, one full batch through the block's cocotb
+testbench (``test_workload``, streams that keep up), the harness's memory agent 20 cycles
+away. Each row gives the run's cycles (equal to
 the cycle-level timed model's: the testbench checks every handshake and counter), the fast
 path's (:func:`scoville.sim.cycles.moe.layer`) for the same routing, the weight port's share
 of what the memory could deliver, the array's useful MACs over its capacity while it ran
@@ -39,7 +40,7 @@ from scoville.sim.cycles import moe as moe_timed
 from scoville.sim.workload import MoeWorkload
 
 SMALL = {"experts": 16, "top_k": 4, "hidden": 256, "intermediate": 256, "array.rows": 8,
-         "array.cols": 16, "weight_port_bits": 128}
+         "array.cols": 16, "weight_port_bits": 256}
 DEEPSEEK = {**SMALL, "router": "deepseek", "n_group": 4, "topk_group": 2, "shared": 1,
             "routed_scaling_factor": 2.5}
 #: (label, params, tokens, memory bytes per cycle). 8 bytes a cycle is what the array's B
@@ -47,9 +48,9 @@ DEEPSEEK = {**SMALL, "router": "deepseek", "n_group": 4, "topk_group": 2, "share
 CASES = [
     ("GPT-OSS-shaped decode, memory at the array's rate", SMALL, 1, 8),
     ("GPT-OSS-shaped decode, memory at the array's rate", SMALL, 8, 8),
-    ("GPT-OSS-shaped prefill, memory at the port's rate", SMALL, 64, 16),
+    ("GPT-OSS-shaped prefill, memory at the port's rate", SMALL, 64, 32),
     ("DeepSeek-shaped decode (groups, shared expert)", DEEPSEEK, 8, 8),
-    ("DeepSeek-shaped prefill (groups, shared expert)", DEEPSEEK, 64, 16),
+    ("DeepSeek-shaped prefill (groups, shared expert)", DEEPSEEK, 64, 32),
 ]
 FULL_ARRAY = {"array.rows": 32, "array.cols": 64, "weight_port_bits": 1024,
               "fetch_buffer": 512}

@@ -1,0 +1,125 @@
+"""``scoville explore``: the design-space exploration from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .specs import CHIPS, MODELS, SCENARIOS, Scenario, SpecError
+
+__all__ = ["add_parser", "run"]
+
+#: Where the default run writes its report.
+DEFAULT_OUT = "explore-out"
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("explore", help="latency-vs-efficiency Pareto curves of chips serving "
+                                       "models (the design-space exploration)")
+    p.add_argument("--list", action="store_true", help="list the built-in chips and models")
+    p.add_argument("--chip", action="append", metavar="NAME|FILE.toml",
+                   help=f"a chip (repeatable; default: all built in: {', '.join(CHIPS)})")
+    p.add_argument("--model", action="append", metavar="NAME|FILE.toml",
+                   help=f"a model (repeatable; default: {', '.join(MODELS)})")
+    p.add_argument("--isl", type=int, help="input tokens per request (with --osl; default: "
+                                           + ", ".join(s.label for s in SCENARIOS) + ")")
+    p.add_argument("--osl", type=int, help="output tokens per request (with --isl)")
+    p.add_argument("--concurrency", type=int, action="append", metavar="N",
+                   help="requests in flight (repeatable; default: 1, 2, 4, ..., 1024, and "
+                        "further while memory allows)")
+    p.add_argument("--out", help=f"folder for the report, plots and CSV (default: "
+                                 f"{DEFAULT_OUT}; with --json: none unless given)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (points and pareto) on stdout")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="run the sweep's tasks on a local Dask cluster of N workers")
+    p.add_argument("--dask", metavar="ADDRESS",
+                   help="run the sweep's tasks on the Dask cluster at ADDRESS")
+    return p
+
+
+def _list() -> int:
+    print("chips:")
+    for name, c in CHIPS.items():
+        peak = ", ".join(f"{f} {t:,.0f}" for f, t in c.tflops.items())
+        print(f"  {name:<14} {c.kind:<8} {c.description}: TFLOPS {peak}; HBM {c.hbm_gb:.0f} GB "
+              f"at {c.hbm_tb_s} TB/s; {c.power_w:.0f} W; {c.domain} a domain")
+    print("models:")
+    for name, m in MODELS.items():
+        print(f"  {name:<14} {m.description}: {m.layers} layers, hidden {m.hidden}, "
+              f"{m.attention.kind}, {m.experts} experts top-{m.top_k}"
+              + (f" + {m.shared} shared" if m.shared else "")
+              + f", experts {m.expert_fmt}, KV {m.kv_fmt}")
+    print("scenarios (default): " + ", ".join(s.label for s in SCENARIOS))
+    return 0
+
+
+def _scenarios(args) -> tuple[Scenario, ...]:
+    if (args.isl is None) != (args.osl is None):
+        raise SpecError("give both --isl and --osl, or neither")
+    conc = tuple(sorted(set(args.concurrency))) if args.concurrency else None
+    if conc and min(conc) < 1:
+        raise SpecError("--concurrency must be at least 1")
+    if args.isl is None:
+        base = SCENARIOS
+    else:
+        base = (Scenario(args.isl, args.osl),)
+    if conc:
+        base = tuple(Scenario(s.isl, s.osl, conc) for s in base)
+    return base
+
+
+def _client(args):
+    if args.workers is not None and args.dask:
+        raise SpecError("give --workers or --dask, not both")
+    if args.workers is not None:
+        if args.workers < 1:
+            raise SpecError("--workers must be at least 1")
+        from dask.distributed import Client, LocalCluster
+        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1,
+                               processes=True, dashboard_address=None)
+        return Client(cluster)
+    if args.dask:
+        from dask.distributed import Client
+        try:
+            return Client(args.dask, timeout=10)
+        except OSError as err:
+            raise SpecError(f"--dask {args.dask}: cannot connect ({err})") from None
+    return None
+
+
+def run(args) -> int:
+    """The command; :class:`SpecError` (one line, exit 2) for bad input."""
+    from . import report, sweep
+
+    if args.list:
+        return _list()
+    scenarios = _scenarios(args)
+    chips = args.chip or list(CHIPS)
+    models = args.model or list(MODELS)
+    client = _client(args)
+    try:
+        results = sweep.explore(chips, models, scenarios, client=client,
+                                progress=None if args.json else sweep._progress)
+    finally:
+        if client is not None:
+            cluster = getattr(client, "cluster", None)
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    named = args.chip is not None and args.model is not None
+    if named:
+        sweep.check_fits(results)
+    for r in results:
+        if not r["points"]:
+            print(f"explore: {r['model']} does not fit {r['chip']} ({r['scenario']})",
+                  file=sys.stderr)
+    if args.json:
+        print(report.as_json(results))
+    out = args.out or (None if args.json else DEFAULT_OUT)
+    if out:
+        files = report.write_all(results, Path(out))
+        print(f"explore: wrote {len(files)} files to {out}/ (report: {out}/report.md)",
+              file=sys.stderr if args.json else sys.stdout)
+    return 0

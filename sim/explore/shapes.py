@@ -1,0 +1,79 @@
+"""A model's sizes as the performance model counts them: parameters and bytes per layer, KV
+bytes per token, operations per token, and the experts a batch touches."""
+
+from __future__ import annotations
+
+from .specs import Model, bytes_per_param
+
+__all__ = ["attention_flops", "attention_params", "ffn_params", "kv_bytes", "model_bytes",
+           "touched"]
+
+
+def attention_params(m: Model) -> int:
+    """Parameters of one layer's attention: GQA's Q, K, V and O projections; MLA's low-rank
+    Q (``q_a``, ``q_b``), the latent and rotary KV down-projection, its up-projection
+    (``kv_b``, absorbed into Q and O in decode: the same multiply-adds) and O."""
+    a, H = m.attention, m.hidden
+    if a.kind == "gqa":
+        q = a.q_heads * a.head_dim
+        return H * q + 2 * H * a.kv_heads * a.head_dim + q * H
+    return (H * a.q_lora_rank + a.q_lora_rank * a.q_heads * (a.qk_nope + a.qk_rope)
+            + H * (a.kv_lora_rank + a.qk_rope)
+            + a.kv_lora_rank * a.q_heads * (a.qk_nope + a.v_head_dim)
+            + a.q_heads * a.v_head_dim * H)
+
+
+def ffn_params(hidden: int, width: int) -> int:
+    """A SwiGLU FFN's parameters: gate, up and down."""
+    return 3 * hidden * width
+
+
+def model_bytes(m: Model) -> dict[str, float]:
+    """Bytes of the weights by kind: ``attention`` (all layers), ``experts`` (routed, all
+    layers), ``expert`` (one routed expert of one layer), ``shared`` (the shared experts and
+    routers, all MoE layers), ``dense`` (the dense layers' FFNs), ``head`` (the output
+    projection), ``embed`` (the embedding table, read a row per token)."""
+    wb, eb = bytes_per_param(m.weight_fmt), bytes_per_param(m.expert_fmt)
+    moe_layers = m.layers - m.dense_layers
+    expert = ffn_params(m.hidden, m.moe_intermediate) * eb
+    return {
+        "attention": m.layers * attention_params(m) * wb,
+        "experts": moe_layers * m.experts * expert,
+        "expert": expert,
+        "shared": moe_layers * (m.shared * ffn_params(m.hidden, m.shared_intermediate)
+                                + m.hidden * m.experts) * wb,
+        "dense": m.dense_layers * ffn_params(m.hidden, m.dense_intermediate) * wb,
+        "head": m.vocab * m.hidden * wb,
+        "embed": m.vocab * m.hidden * wb,
+    }
+
+
+def kv_bytes(m: Model, context: float) -> float:
+    """KV-cache bytes of one sequence of ``context`` tokens over all layers (windowed layers
+    hold at most ``window`` tokens): GQA K and V of every KV head; MLA the latent and the
+    rotary key."""
+    a = m.attention
+    per_token = (2 * a.kv_heads * a.head_dim if a.kind == "gqa"
+                 else a.kv_lora_rank + a.qk_rope) * (2 if m.kv_fmt == "bf16" else 1)
+    windowed = a.window_layers * min(context, a.window) if a.window else 0
+    full = (m.layers - (a.window_layers if a.window else 0)) * context
+    return per_token * (full + windowed)
+
+
+def attention_flops(m: Model, context: float) -> float:
+    """Operations of one token's attention over ``context`` tokens, all layers: GQA scores
+    and values, ``4 q_heads head_dim`` per token attended; MLA in absorbed form, scores
+    against the latent and rotary key and values in the latent, ``q_heads (4 kv_lora_rank +
+    2 qk_rope)`` per token attended."""
+    a = m.attention
+    per = (4 * a.q_heads * a.head_dim if a.kind == "gqa"
+           else a.q_heads * (4 * a.kv_lora_rank + 2 * a.qk_rope))
+    windowed = a.window_layers * min(context, a.window) if a.window else 0
+    full = (m.layers - (a.window_layers if a.window else 0)) * context
+    return per * (full + windowed)
+
+
+def touched(m: Model, tokens: float) -> float:
+    """Routed experts of one layer that a batch of ``tokens`` tokens touches, on average, with
+    choices spread uniformly: ``E (1 - (1 - k/E)^tokens)``."""
+    return m.experts * (1 - (1 - m.top_k / m.experts) ** tokens)

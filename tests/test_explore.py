@@ -1,0 +1,236 @@
+"""The exploration model (``scoville.sim.explore``): its specs and their errors, the model
+sizes against the public figures, the physical bound on decode, the blocks chip's times from
+the blocks' own models, the Pareto frontier, the JSON, and the Dask path."""
+
+import io
+import json
+import math
+from contextlib import redirect_stdout
+
+import pytest
+
+from scoville.cli import main
+from scoville.rtl.gemm import GemmConfig
+from scoville.rtl.params import build_config
+from scoville.sim.cycles import gemm as gemm_timed
+from scoville.sim.cycles import moe as moe_timed
+from scoville.sim.explore import blocks, perf, shapes, sweep
+from scoville.sim.explore.specs import (
+    CHIPS,
+    MODELS,
+    SCENARIOS,
+    Scenario,
+    SpecError,
+    load_chip,
+    load_model,
+)
+
+
+def test_model_sizes_match_the_public_figures():
+    """../shared/MODELS.md: GPT-OSS-120B 116.8B parameters (65 GB with MXFP4 experts),
+    about 5.0 GB active a token and 72 KiB of BF16 KV cache a token; DeepSeek-R1 671B
+    parameters, about 36.6 GB active in FP8 and 70,272 B of KV a token in BF16 (half in
+    FP8)."""
+    gpt, ds = MODELS["gpt-oss-120b"], MODELS["deepseek-r1"]
+
+    def active(m):
+        b = shapes.model_bytes(m)
+        return (b["attention"] + b["shared"] + b["dense"] + b["head"]
+                + (m.layers - m.dense_layers) * m.top_k * b["expert"])
+
+    assert abs(active(gpt) / 5.0e9 - 1) < 0.02
+    assert shapes.kv_bytes(gpt, 100) / 100 == 72 * 1024
+    assert abs(active(ds) / 36.6e9 - 1) < 0.02
+    assert shapes.kv_bytes(ds, 10) / 10 == 70272 / 2 / 1
+    assert abs(sum(v for k, v in shapes.model_bytes(ds).items() if k != "expert") / 671e9
+               - 1) < 0.01
+    # The windowed layers stop growing at 128 tokens.
+    assert shapes.kv_bytes(gpt, 10_000) == 2 * 8 * 64 * 2 * (18 * 10_000 + 18 * 128)
+
+
+def test_touched_experts_follow_the_formula():
+    m = MODELS["gpt-oss-120b"]
+    assert shapes.touched(m, 1) == pytest.approx(4)
+    assert shapes.touched(m, 64) == pytest.approx(128 * (1 - (1 - 4 / 128) ** 64))
+
+
+@pytest.mark.parametrize("chip", ["h100", "b200", "gb200", "asic-2026", "scoville-a64"])
+@pytest.mark.parametrize("model", list(MODELS))
+def test_no_decode_point_beats_bandwidth_over_active_bytes(chip, model):
+    """Every point: tokens/s per user at most HBM bandwidth over the weight bytes a token
+    activates on each chip (batch one, no KV cache, pipeline stages in turn)."""
+    c, m = CHIPS[chip], MODELS[model]
+    sc = Scenario(1024, 1024, (1, 8, 64))
+    seen = 0
+    for par in perf.parallelisms(c, m):
+        for conc in sc.concurrency:
+            p = perf.evaluate(c, m, sc, conc, par)
+            if p:
+                seen += 1
+                assert p["tok_s_user"] <= perf.decode_bound(c, m, par) * (1 + 1e-9), p
+    assert seen
+
+
+@pytest.mark.parametrize("rows,cols", [(32, 32), (64, 64), (16, 64)])
+def test_a_blocks_chip_takes_its_gemm_times_from_the_gemm_model(rows, cols):
+    """With HBM fast enough, a GEMM's time on the blocks chip is exactly the gemm block's
+    command cycles (one core's share of the columns) over the clock: changing the array
+    changes it as the gemm model says."""
+    chip = perf.replace(CHIPS["scoville-a64"], array_rows=rows, array_cols=cols)
+    seconds, flops, weight = blocks._gemm_time(chip, 100, 2880, 5120, 1, "bf16", 2, 1e30)
+    want = gemm_timed.command_cycles(build_config(GemmConfig, {"rows": rows, "cols": cols}),
+                                     100, 2880, math.ceil(5120 / 2 / chip.cores))
+    assert seconds == want / (chip.clock_ghz * 1e9)
+    assert flops == 2 * 100 * 2880 * 5120 / 2 and weight == 2880 * 5120 / 2 * 2
+
+
+def test_a_blocks_chip_takes_its_moe_times_from_the_moe_fast_path():
+    """One core's experts: the MoE block's fast path for the same experts and tokens."""
+    args = (32, 64, 2880, 2880, 128, 4, 20, 3)
+    cfg = blocks._moe_config(*args[:7])
+    for count in (1, 2, 5):
+        want = moe_timed.layer(cfg, 3, [(e, 3) for e in range(count)], blocks.MEM_LATENCY,
+                               20)["cycles"]
+        assert blocks.moe_cycles(*args, count) == pytest.approx(want, abs=count)
+    assert cfg.fetch_buffer > 32 and moe_timed.buffer_covers(cfg, blocks.MEM_LATENCY, 20)
+
+
+def test_a_bigger_array_makes_the_blocks_chip_faster_in_prefill():
+    small = perf.replace(CHIPS["scoville-a64"], array_rows=32, array_cols=32)
+    big = CHIPS["scoville-a64"]
+    m, par = MODELS["gpt-oss-120b"], perf.Parallelism("tp", 1)
+    assert perf.prefill(big, m, par, 8, 1024).seconds < perf.prefill(small, m, par, 8,
+                                                                      1024).seconds
+
+
+def test_frontier_keeps_the_undominated_points_sorted():
+    pts = [{"tok_s_user": u, "tok_s_chip": c, "i": i}
+           for i, (u, c) in enumerate([(10, 100), (20, 90), (15, 80), (30, 50), (30, 40),
+                                       (5, 100)])]
+    f = sweep.frontier(pts)
+    assert [p["i"] for p in f] == [0, 1, 3]
+    assert sweep.value_at(f, 15) == pytest.approx(95)
+    assert sweep.value_at(f, 31) is None and sweep.value_at(f, 9) is None
+    assert sweep.iso_ratio(pts, [{"tok_s_user": 12, "tok_s_chip": 50},
+                                 {"tok_s_user": 25, "tok_s_chip": 10}], 20) == pytest.approx(
+        90 / (50 - 40 * 8 / 13))
+
+
+def _run(argv) -> tuple[int, str]:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(argv)
+    return code, out.getvalue()
+
+
+def test_json_has_the_points_and_the_sorted_frontier():
+    code, text = _run(["explore", "--chip", "b200", "--model", "gpt-oss-120b", "--isl",
+                       "1024", "--osl", "1024", "--concurrency", "1", "--concurrency", "64",
+                       "--json"])
+    assert code == 0
+    d = json.loads(text)
+    keys = {"concurrency", "chips", "parallelism", "tok_s_user", "tok_s_chip",
+            "tok_s_chip_total", "tok_s_kw", "tok_s_mw", "ttft_s", "tpot_s", "power_w"}
+    assert d["points"] and keys <= set(d["points"][0])
+    users = [p["tok_s_user"] for p in d["pareto"]]
+    assert users == sorted(users) and set(map(json.dumps, d["pareto"])) <= set(
+        map(json.dumps, d["points"]))
+    for p in d["points"]:
+        assert p["tok_s_chip_total"] == pytest.approx(2 * p["tok_s_chip"])
+        assert p["tok_s_user"] == pytest.approx(1 / p["tpot_s"])
+        assert p["power_w"] <= CHIPS["b200"].power_w + 1e-6
+
+
+@pytest.mark.parametrize("argv,text", [
+    (["--chip", "nope"], "unknown chip 'nope'"),
+    (["--model", "gpt-5"], "unknown model 'gpt-5'"),
+    (["--isl", "1024"], "give both --isl and --osl"),
+    (["--chip", "h100", "--model", "kimi-k2", "--isl", "8192", "--osl", "1024",
+      "--concurrency", "1"], None),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, text, capsys):
+    code = main(["explore", *argv, "--json"])
+    err = capsys.readouterr().err.strip().splitlines()
+    if text is None:
+        # Kimi K2 fits H100s only over several domains: a point exists.
+        assert code == 0
+        return
+    assert code == 2 and len(err) == 1 and text in err[0]
+
+
+def test_a_model_that_fits_no_parallelism_is_an_error(tmp_path, capsys):
+    chip = tmp_path / "tiny.toml"
+    chip.write_text(_chip_toml(hbm_gb=1.0))
+    code = main(["explore", "--chip", str(chip), "--model", "gpt-oss-120b", "--isl", "1024",
+                 "--osl", "1024", "--json"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "does not fit chip tiny" in err[-1]
+
+
+def _chip_toml(**over) -> str:
+    fields = {"name": '"tiny"', "kind": '"roofline"', "clock_ghz": 1.0,
+              "hbm_gb": 80.0, "hbm_tb_s": 3.0, "link_gb_s": 100.0, "link_latency_us": 2.0,
+              "domain": 1, "power_w": 500.0, "allin_kw": 1.0}
+    fields.update(over)
+    text = "".join(f"{k} = {v}\n" for k, v in fields.items())
+    return (text + "[tflops]\nfp8 = 1000\n[energy]\npj_per_byte_hbm = 30.0\n"
+            "pj_per_byte_sram = 0.3\npj_per_byte_link = 10.0\nstatic_w = 100.0\n"
+            "[energy.pj_per_flop]\nfp8 = 0.3\n")
+
+
+@pytest.mark.parametrize("mutate,text", [
+    (lambda t: t.replace('name = "tiny"\n', ""), "missing field 'name'"),
+    (lambda t: t.replace("hbm_gb = 80.0", 'hbm_gb = "lots"'), "field 'hbm_gb' must be a number"),
+    (lambda t: t.replace("domain = 1", "domain = 1.5"), "field 'domain' must be an integer"),
+    (lambda t: "colour = 1\n" + t, "unknown field 'colour'"),
+    (lambda t: t + "fp2 = 0.1\n", "field 'pj_per_flop' has"),
+    (lambda t: t.replace("static_w = 100.0\n", ""), "energy: missing field 'static_w'"),
+    (lambda t: t.replace('kind = "roofline"', 'kind = "magic"'), "field 'kind'"),
+])
+def test_a_bad_chip_file_names_the_field(tmp_path, mutate, text):
+    path = tmp_path / "chip.toml"
+    path.write_text(mutate(_chip_toml()))
+    with pytest.raises(SpecError, match=text.replace("(", r"\(")):
+        load_chip(str(path))
+
+
+def test_a_model_file_round_trips(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text("""name = "toy"
+layers = 4
+dense_layers = 0
+hidden = 1024
+vocab = 32000
+experts = 8
+top_k = 2
+shared = 0
+moe_intermediate = 512
+dense_intermediate = 0
+shared_intermediate = 0
+expert_fmt = "mxfp4"
+weight_fmt = "bf16"
+kv_fmt = "bf16"
+act_fmt = "fp8"
+[attention]
+kind = "gqa"
+q_heads = 8
+kv_heads = 2
+head_dim = 128
+""")
+    m = load_model(str(path))
+    assert m.attention.head_dim == 128 and m.experts == 8
+    r = sweep.run_task(CHIPS["b200"], m, SCENARIOS[0])
+    assert r["points"] and r["pareto"]
+
+
+def test_dask_gives_the_same_json_as_a_serial_run():
+    from dask.distributed import Client, LocalCluster
+
+    from scoville.sim.explore import report
+
+    args = (["b200", "asic-2026"], ["gpt-oss-120b"], [Scenario(1024, 1024, (1, 16, 256))])
+    serial = report.as_json(sweep.explore(*args, progress=None))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        remote = report.as_json(sweep.explore(*args, client=client, progress=None))
+    assert remote == serial
