@@ -365,7 +365,7 @@ def _gpu(name, tflops, hbm_gb, hbm_tb_s, power_w, allin_kw, link_gb_s, domain, d
 #: The achieved fractions of HBM bandwidth and of compute, and the fixed time per layer and
 #: step, shared by every GPU: fitted to ../shared/MODELS.md's published points by
 #: scripts/explore_calibrate.py (its errors in docs/explore.md).
-GPU_FACTORS = {"bw_eff": 0.7, "compute_eff": 0.45, "layer_us": 6.0}
+GPU_FACTORS = {"bw_eff": 0.4, "compute_eff": 0.18, "layer_us": 50.0}
 
 CHIPS: dict[str, Chip] = {
     # FP8 1,979 dense TFLOPS, BF16 989, 80 GB at 3.35 TB/s, 700 W (InferenceX-app

@@ -74,12 +74,16 @@ def iso_ratio(points_a: list[dict], points_b: list[dict], x0: float,
 
 
 def _progress(done: int, total: int) -> None:
+    """A progress bar on a terminal; a line at every quarter otherwise (a log)."""
     width = 30
-    fill = width * done // total
-    print(f"\rexplore: [{'#' * fill}{'.' * (width - fill)}] {done}/{total}", end="",
-          file=sys.stderr, flush=True)
-    if done == total:
-        print(file=sys.stderr)
+    if sys.stderr.isatty():
+        fill = width * done // total
+        print(f"\rexplore: [{'#' * fill}{'.' * (width - fill)}] {done}/{total}", end="",
+              file=sys.stderr, flush=True)
+        if done == total:
+            print(file=sys.stderr)
+    elif done == total or 4 * done // total != 4 * (done - 1) // total:
+        print(f"explore: {done}/{total} tasks", file=sys.stderr, flush=True)
 
 
 def explore(chips: Iterable[str] = tuple(CHIPS), models: Iterable[str] = tuple(MODELS),

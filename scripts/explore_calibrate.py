@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Calibrate the exploration model's GPU factors on the published measurements of
+``../shared/MODELS.md`` and report its error against each.
+
+Each published point is a chip, a model in the precision it ran, a scenario, the GPUs an
+instance used where stated, and a throughput at an interactivity (tokens/s per user). The
+model's value is its Pareto frontier's at that interactivity (linear between points; a
+point past the curve's end is reported as such and takes the end's value). ``--fit`` searches
+the three shared factors (achieved HBM bandwidth fraction, achieved compute fraction, fixed
+time per layer and step) for the smallest mean squared log error; without it the script
+reports the errors of the factors in ``scoville.sim.explore.specs.GPU_FACTORS``.
+
+Writes ``docs/explore-calibration.md``.
+
+Usage: ``python scripts/explore_calibrate.py [--fit] [--out FILE.md]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import math
+import sys
+from pathlib import Path
+
+from scoville.sim.explore import perf, sweep
+from scoville.sim.explore.specs import CHIPS, GPU_FACTORS, MODELS, Scenario
+
+_GPT, _DS, _KIMI = MODELS["gpt-oss-120b"], MODELS["deepseek-r1"], MODELS["kimi-k2"]
+#: The models in the precisions the published runs used: "FP4" on Blackwell runs the
+#: experts (GPT-OSS: MXFP4 already; DeepSeek, Kimi: NVFP4) on the FP4 array.
+VARIANTS = {
+    "gpt-oss-120b fp4": dataclasses.replace(_GPT, act_fmt="fp4"),
+    "gpt-oss-120b": _GPT,
+    "deepseek-r1 fp4": dataclasses.replace(_DS, expert_fmt="nvfp4", act_fmt="fp4"),
+    "deepseek-r1 fp8": _DS,
+    "kimi-k2.5 nvfp4": dataclasses.replace(_KIMI, expert_fmt="nvfp4", act_fmt="fp4"),
+    "kimi-k2.5 int4": _KIMI,
+}
+#: (label, chip, model variant, isl, osl, GPUs an instance uses or None, metric, published
+#: value, at tokens/s per user). ``tok_s_chip_total`` counts input and output tokens (the
+#: charts' tokens/s per GPU), ``tok_s_mw`` generated tokens per all-in provisioned MW.
+POINTS = [
+    ("GPT-OSS-120B 1k/1k, GB200 FP4, Dynamo + TRT-LLM", "gb200", "gpt-oss-120b fp4", 1024,
+     1024, None, "tok_s_chip_total", 52496, 41),
+    ("DeepSeek-R1 1k/1k, GB300 FP4", "gb300", "deepseek-r1 fp4", 1024, 1024, None,
+     "tok_s_chip_total", 18321, 15),
+    ("DeepSeek-R1 1k/1k, GB200 FP4", "gb200", "deepseek-r1 fp4", 1024, 1024, None,
+     "tok_s_chip_total", 15003, 18),
+    ("DeepSeek-R1 1k/1k, H100 FP8", "h100", "deepseek-r1 fp8", 1024, 1024, None,
+     "tok_s_chip_total", 1376, 8),
+    ("Kimi K2.5 8k/1k, B200 NVFP4, 4 GPUs", "b200", "kimi-k2.5 nvfp4", 8192, 1024, 4,
+     "tok_s_chip_total", 3879, 32),
+    ("Kimi K2.5 8k/1k, B200 NVFP4, 4 GPUs", "b200", "kimi-k2.5 nvfp4", 8192, 1024, 4,
+     "tok_s_chip_total", 947, 111),
+    ("Kimi K2.5 8k/1k, H200 INT4, 8 GPUs", "h200", "kimi-k2.5 int4", 8192, 1024, 8,
+     "tok_s_chip_total", 1175, 16.7),
+    ("Kimi K2.5 8k/1k, H200 INT4, 8 GPUs", "h200", "kimi-k2.5 int4", 8192, 1024, 8,
+     "tok_s_chip_total", 384, 91),
+    ("GPT-OSS-120B 1k/8k, H100, per all-in MW", "h100", "gpt-oss-120b", 1024, 8192, None,
+     "tok_s_mw", 0.9e6, 90),
+    ("GPT-OSS-120B 1k/8k, B200, per all-in MW", "b200", "gpt-oss-120b fp4", 1024, 8192, None,
+     "tok_s_mw", 2.8e6, 90),
+]
+
+
+def model_value(factors: dict, point) -> tuple[float, str]:
+    """The model's value for a published point and how it was read (on the curve, or past
+    its end)."""
+    _, chip, variant, isl, osl, gpus, metric, _, at = point
+    c = dataclasses.replace(CHIPS[chip], **factors)
+    m = VARIANTS[variant]
+    sc = Scenario(isl, osl, tuple(2 ** i for i in range(15)))
+    pts = []
+    for par in perf.parallelisms(c, m):
+        if gpus is not None and par.chips != gpus:
+            continue
+        for conc in sc.concurrency:
+            p = perf.evaluate(c, m, sc, conc, par)
+            if p:
+                pts.append(p)
+    front = sweep.frontier(pts, y=metric)
+    v = sweep.value_at(front, at, y=metric)
+    if v is not None:
+        return v, "on the curve"
+    end = front[0] if at < front[0]["tok_s_user"] else front[-1]
+    return end[metric], f"past the curve's end ({end['tok_s_user']:.0f} tok/s/user)"
+
+
+def loss(factors: dict) -> float:
+    return sum(math.log(model_value(factors, p)[0] / p[7]) ** 2 for p in POINTS) / len(POINTS)
+
+
+def fit() -> dict:
+    best = None
+    grid = itertools.product((0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.8),
+                             (0.05, 0.1, 0.12, 0.15, 0.18, 0.2, 0.25, 0.3, 0.5),
+                             (0.0, 10.0, 25.0, 30.0, 35.0, 40.0, 45.0, 50.0, 60.0, 80.0))
+    for bw, ce, lu in grid:
+        f = {"bw_eff": bw, "compute_eff": ce, "layer_us": lu}
+        v = loss(f)
+        if best is None or v < best[0]:
+            best = (v, f)
+            print(f"  {f}: mean squared log error {v:.4f}", file=sys.stderr)
+    return best[1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fit", action="store_true", help="search the factors")
+    parser.add_argument("--out", default="docs/explore-calibration.md")
+    args = parser.parse_args()
+    factors = fit() if args.fit else dict(GPU_FACTORS)
+    rows = []
+    for p in POINTS:
+        v, how = model_value(factors, p)
+        unit = "tok/s per GPU (in + out)" if p[6] == "tok_s_chip_total" else \
+            "generated tok/s per all-in MW"
+        rows.append(f"| {p[0]} | {p[8]} | {p[7]:,.0f} | {v:,.0f} | {v / p[7] - 1:+.0%} | "
+                    f"{unit}; {how} |")
+    text = f"""# Exploration model: calibration on published measurements
+
+Generated by `python scripts/explore_calibrate.py{' --fit' if args.fit else ''}`. The GPU
+factors: {factors} (`scoville.sim.explore.specs.GPU_FACTORS`), one set for every GPU-class
+chip. Mean squared log error {loss(factors):.3f}. Published points: ../shared/MODELS.md
+(SemiAnalysis InferenceX, 2026).
+
+| point | tok/s per user | published | model | error | read as |
+|---|---:|---:|---:|---:|---|
+{chr(10).join(rows)}
+"""
+    Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
