@@ -62,7 +62,14 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("regress", help="simulate every block on both simulators; print a table")
     p.add_argument("--sim", action="append", choices=SIMULATORS, help="limit to a simulator")
+    p.add_argument("--block", action="append", metavar="NAME",
+                   help="limit to a block (repeatable)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="run the tasks (block x simulator) on a local Dask cluster of N workers")
+    p.add_argument("--dask", metavar="ADDRESS",
+                   help="run the tasks on the Dask cluster at ADDRESS (each worker builds "
+                        "into a cache of its own)")
 
     from scoville.sim.explore import command as explore_command
 
@@ -177,34 +184,64 @@ def _cmd_sim(args) -> int:
 
 
 def _cmd_regress(args) -> int:
-    from scoville.sim import flow
-    from scoville.sim.tools import ToolError
+    from scoville.sim import regress
 
     sims = args.sim or list(SIMULATORS)
+    names = args.block or list(BLOCKS)
+    for name in names:
+        get_block(name)
+    todo = regress.tasks(names, sims, args.seed)
+    client = _regress_client(args)
     header = f"{'block':<10} {'sim':<10} {'result':<7} {'mism':>5} {'cycles':>8} {'model':>8} " \
              f"{'build':<7} {'time s':>7}"
     print(header)
     print("-" * len(header))
+    if client is None:
+        results = (regress.run_task(t) for t in todo)
+    else:
+        futures = client.map(regress.run_task, todo, pure=False)
+        results = client.gather(futures)
     failed = 0
-    for block in BLOCKS.values():
-        config, workload = block.config(), block.workload()
-        for sim in sims:
-            start = time.monotonic()
-            try:
-                result = flow.run(block, config, workload, sim, seed=args.seed)
-            except (ToolError, flow.FlowError) as err:
-                failed += 1
-                print(f"{block.name:<10} {sim:<10} ERROR   {str(err).splitlines()[0]}")
+    try:
+        for r in results:
+            failed += not r["passed"]
+            if "cycles" not in r:
+                print(f"{r['block']:<10} {r['sim']:<10} ERROR   {r['error']}")
                 continue
-            report = _report(result, block, time.monotonic() - start)
-            failed += not result.passed
             print(
-                f"{block.name:<10} {sim:<10} {'pass' if result.passed else 'FAIL':<7} "
-                f"{report['mismatches']:>5} {report['cycles']!s:>8} {report['model_cycles']!s:>8} "
-                f"{'reused' if result.build_reused else 'built':<7} {report['seconds']:>7}"
+                f"{r['block']:<10} {r['sim']:<10} {'pass' if r['passed'] else 'FAIL':<7} "
+                f"{r['mismatches']:>5} {r['cycles']!s:>8} {r['model_cycles']!s:>8} "
+                f"{'reused' if r['build_reused'] else 'built':<7} {r['seconds']:>7}"
             )
+    finally:
+        if client is not None:
+            cluster = getattr(client, "cluster", None)
+            client.close()
+            if cluster is not None:
+                cluster.close()
     print(f"{failed} failed" if failed else "all passed")
     return EXIT_FAIL if failed else EXIT_OK
+
+
+def _regress_client(args):
+    """A Dask client for ``--workers`` (a local cluster) or ``--dask`` (an address)."""
+    if args.workers is not None and args.dask:
+        raise ParamError("give --workers or --dask, not both")
+    if args.workers is not None:
+        if args.workers < 1:
+            raise ParamError("--workers must be at least 1")
+        from dask.distributed import Client, LocalCluster
+
+        return Client(LocalCluster(n_workers=args.workers, threads_per_worker=1,
+                                   processes=True, dashboard_address=None))
+    if args.dask:
+        from dask.distributed import Client
+
+        try:
+            return Client(args.dask, timeout=10)
+        except OSError as err:
+            raise ParamError(f"--dask {args.dask}: cannot connect ({err})") from None
+    return None
 
 
 def _cmd_doctor() -> int:

@@ -122,6 +122,15 @@ ATTENTION_PREFILL = {**ATTENTION, "mode": "prefill", "q_tokens": 8, "array.rows"
 #: P V in two column tiles (a head of 16 on 8 columns: V read a line of each token per tile).
 ATTENTION_TILES = {**ATTENTION, "array.cols": 8}
 
+#: The suite's small MoE layer (4 experts of 32 x 32, top-2, batches of up to 2 tokens, a
+#: 2 x 8 array, a 64-bit weight port) on a slow memory, under gaps and back-pressure.
+MOE = {"experts": 4, "top_k": 2, "hidden": 32, "intermediate": 32, "tokens": 2,
+       "array.rows": 2, "array.cols": 8, "weight_port_bits": 64, "batches": 2,
+       "mem_latency": 9, "mem_bytes_per_cycle": 4, "gap": 0.3, "backpressure": 0.3}
+#: DeepSeek-shaped: grouped routing and a shared expert.
+MOE_DEEPSEEK = {**MOE, "router": "deepseek", "n_group": 2, "topk_group": 1, "shared": 1,
+                "routed_scaling_factor": 2.5}
+
 #: Declarations the kvcache mutations add next to the request engine's own.
 _KV_DECL = "        read_wait = Signal()\n"
 
@@ -638,6 +647,77 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="half the random reads take a window of a token's 4 lines; with the skip one short "
             "every read of more than one token in a page reads wrong lines from the "
             "second token on, windowed or whole",
+    ),
+    Mutation(
+        name="moe-full-batch-refused",
+        models="MoE: a batch of exactly `tokens` tokens is refused as too many",
+        file="rtl/moe.py",
+        edits=(Edit("bad = (t_ == 0) | (t_ > T)", "bad = (t_ == 0) | (t_ >= T)"),),
+        block="moe", params=MOE, tests=("test_edges",), timing=False,
+        why="the directed edges end with a full batch, and the testbench expects its output",
+    ),
+    Mutation(
+        name="moe-last-long-unchecked",
+        models="MoE: a weight response that runs long (no `last` on its last word) passes; "
+               "only early ends are caught",
+        file="rtl/moe.py",
+        edits=(Edit("with m.If(self.rdata.payload.last != burst_end):",
+                    "with m.If(self.rdata.payload.last & ~burst_end):"),),
+        block="moe", params=MOE, tests=("test_bad_weights",), timing=False,
+        why="test_bad_weights flips `last` off a tile's final word: the batch must emit "
+            "nothing",
+    ),
+    Mutation(
+        name="moe-burst-end-off-by-one",
+        models="MoE: the `last` check expects a burst one word longer than the fetch engine's",
+        file="rtl/moe.py",
+        edits=(Edit("burst_end = tile_end | (w_beat == cfg.fetch.burst - 1)",
+                    "burst_end = tile_end | (w_beat == cfg.fetch.burst)"),),
+        block="moe", params=MOE, tests=("test_edges",), timing=False,
+        why="a tile of 32 rows x 8 columns with its biases is 21 words: a burst of 16, then 5; "
+            "every good response looks misplaced and every batch emits nothing",
+    ),
+    Mutation(
+        name="moe-output-not-cleared",
+        models="MoE: the output memory is not cleared while a batch comes in, so a batch adds "
+               "onto the one before",
+        file="rtl/moe.py",
+        edits=(Edit("        with m.If(clearing):\n",
+                    "        with m.If(clearing & 0):\n"),),
+        block="moe", params=MOE, tests=("test_edges",), timing=False,
+        why="the directed edges run a one-token batch, then a full one: its first token's "
+            "words start from the first batch's sums",
+    ),
+    Mutation(
+        name="moe-shared-weight-two",
+        models="MoE, DeepSeek: the shared expert's output is added twice over (weight 2.0)",
+        file="rtl/moe.py",
+        edits=(Edit("lst_w[i].eq(fp32_bits(1.0))", "lst_w[i].eq(fp32_bits(2.0))"),),
+        block="moe", params=MOE_DEEPSEEK, tests=("test_edges",), timing=False,
+        why="every token passes through the shared expert",
+    ),
+    Mutation(
+        name="moe-pad-rows-counts-all",
+        models="MoE: the pad_rows counter adds an expert's whole row tiles, not their empty "
+               "rows",
+        file="rtl/moe.py",
+        edits=(Edit('"pad_rows": Mux(starts, (run_n + R - 1) // R * R - run_n, 0),',
+                    '"pad_rows": Mux(starts, (run_n + R - 1) // R * R, 0),'),),
+        block="moe", params=MOE, tests=("test_edges",), timing=False,
+        why="the testbench checks every counter against the timed model's",
+    ),
+    Mutation(
+        name="moe-wait-x-one-late",
+        models="MoE: an expert starts a cycle after its tokens' x is all in the store (a "
+               "registered check)",
+        file="rtl/moe.py",
+        edits=(Edit("        entry = disp.o.payload\n",
+                    "        entry = disp.o.payload\n        x_in_d = Signal()\n"
+                    "        m.d.sync += x_in_d.eq(x_blocks == n_tok * (H // MX_BLOCK))\n"),
+               Edit("with m.If(x_blocks == n_tok * (H // MX_BLOCK)):", "with m.If(x_in_d):")),
+        block="moe", params=MOE, tests=("test_edges",), timing=True,
+        why="every expert passes WAIT_X: each start, and every handshake after it, moves a "
+            "cycle",
     ),
 )
 

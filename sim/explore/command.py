@@ -36,6 +36,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="run the sweep's tasks on a local Dask cluster of N workers")
     p.add_argument("--dask", metavar="ADDRESS",
                    help="run the sweep's tasks on the Dask cluster at ADDRESS")
+    p.add_argument("--verify", action="store_true",
+                   help="run the blocks a blocks chip is timed by in RTL on Verilator at "
+                        "reduced size and compare their cycles with the models")
     return p
 
 
@@ -95,6 +98,9 @@ def run(args) -> int:
 
     if args.list:
         return _list()
+    if args.verify:
+        from .verify import verify
+        return verify()
     scenarios = _scenarios(args)
     chips = args.chip or list(CHIPS)
     models = args.model or list(MODELS)
