@@ -185,13 +185,14 @@ def _cmd_sim(args) -> int:
 
 def _cmd_regress(args) -> int:
     from scoville.sim import regress
+    from scoville.sim.cluster import close_client, open_client
 
     sims = args.sim or list(SIMULATORS)
     names = args.block or list(BLOCKS)
     for name in names:
         get_block(name)
     todo = regress.tasks(names, sims, args.seed)
-    client = _regress_client(args)
+    client = open_client(args.workers, args.dask)
     header = f"{'block':<10} {'sim':<10} {'result':<7} {'mism':>5} {'cycles':>8} {'model':>8} " \
              f"{'build':<7} {'time s':>7}"
     print(header)
@@ -214,34 +215,9 @@ def _cmd_regress(args) -> int:
                 f"{'reused' if r['build_reused'] else 'built':<7} {r['seconds']:>7}"
             )
     finally:
-        if client is not None:
-            cluster = getattr(client, "cluster", None)
-            client.close()
-            if cluster is not None:
-                cluster.close()
+        close_client(client)
     print(f"{failed} failed" if failed else "all passed")
     return EXIT_FAIL if failed else EXIT_OK
-
-
-def _regress_client(args):
-    """A Dask client for ``--workers`` (a local cluster) or ``--dask`` (an address)."""
-    if args.workers is not None and args.dask:
-        raise ParamError("give --workers or --dask, not both")
-    if args.workers is not None:
-        if args.workers < 1:
-            raise ParamError("--workers must be at least 1")
-        from dask.distributed import Client, LocalCluster
-
-        return Client(LocalCluster(n_workers=args.workers, threads_per_worker=1,
-                                   processes=True, dashboard_address=None))
-    if args.dask:
-        from dask.distributed import Client
-
-        try:
-            return Client(args.dask, timeout=10)
-        except OSError as err:
-            raise ParamError(f"--dask {args.dask}: cannot connect ({err})") from None
-    return None
 
 
 def _cmd_doctor() -> int:
@@ -293,9 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     except ParamError as err:
         return _usage(str(err))
     except ValueError as err:
+        from scoville.sim.cluster import ClusterError
         from scoville.sim.explore.specs import SpecError
 
-        if isinstance(err, SpecError):
+        if isinstance(err, (SpecError, ClusterError)):
             return _usage(str(err))
         raise
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..cluster import close_client, open_client
 from .specs import CHIPS, MODELS, SCENARIOS, Scenario, SpecError
 
 __all__ = ["add_parser", "run"]
@@ -73,25 +74,6 @@ def _scenarios(args) -> tuple[Scenario, ...]:
     return base
 
 
-def _client(args):
-    if args.workers is not None and args.dask:
-        raise SpecError("give --workers or --dask, not both")
-    if args.workers is not None:
-        if args.workers < 1:
-            raise SpecError("--workers must be at least 1")
-        from dask.distributed import Client, LocalCluster
-        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1,
-                               processes=True, dashboard_address=None)
-        return Client(cluster)
-    if args.dask:
-        from dask.distributed import Client
-        try:
-            return Client(args.dask, timeout=10)
-        except OSError as err:
-            raise SpecError(f"--dask {args.dask}: cannot connect ({err})") from None
-    return None
-
-
 def run(args) -> int:
     """The command; :class:`SpecError` (one line, exit 2) for bad input."""
     from . import report, sweep
@@ -104,16 +86,12 @@ def run(args) -> int:
     scenarios = _scenarios(args)
     chips = args.chip or list(CHIPS)
     models = args.model or list(MODELS)
-    client = _client(args)
+    client = open_client(args.workers, args.dask)
     try:
         results = sweep.explore(chips, models, scenarios, client=client,
                                 progress=None if args.json else sweep._progress)
     finally:
-        if client is not None:
-            cluster = getattr(client, "cluster", None)
-            client.close()
-            if cluster is not None:
-                cluster.close()
+        close_client(client)
     named = args.chip is not None and args.model is not None
     if named:
         sweep.check_fits(results)
