@@ -129,8 +129,8 @@ def _claim(results: list[dict]) -> list[str]:
     lines += ["", "Why the two can differ: the model gives the ASIC the GPUs' achieved "
               "fractions of compute and bandwidth (it has no published measurements of its "
               "own), its rated 700 W as the power limit (measured: at most 550 W), and "
-              "assumed links and FP8 rate (chips.py comments); the claim's workload, "
-              "precision and software are not published.", ""]
+              "assumed links and FP8 rate (the comments of scoville.sim.explore.specs); the "
+              "claim's workload, precision and software are not published.", ""]
     return lines
 
 
