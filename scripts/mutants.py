@@ -707,17 +707,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="the testbench checks every counter against the timed model's",
     ),
     Mutation(
-        name="moe-wait-x-one-late",
-        models="MoE: an expert starts a cycle after its tokens' x is all in the store (a "
-               "registered check)",
+        name="moe-combine-drain-one-late",
+        models="MoE: after an expert's last down row the sequencer waits one cycle more for "
+               "the combine's write than it needs",
         file="rtl/moe.py",
-        edits=(Edit("        entry = disp.o.payload\n",
-                    "        entry = disp.o.payload\n        x_in_d = Signal()\n"
-                    "        m.d.sync += x_in_d.eq(x_blocks == n_tok * (H // MX_BLOCK))\n"),
-               Edit("with m.If(x_blocks == n_tok * (H // MX_BLOCK)):", "with m.If(x_in_d):")),
+        edits=(Edit("        acc_v = Signal()\n",
+                    "        acc_v = Signal()\n        acc_v_d = Signal()\n"
+                    "        m.d.sync += acc_v_d.eq(acc_v)\n"),
+               Edit("with m.Elif(~acc_v):", "with m.Elif(~acc_v & ~acc_v_d):")),
         block="moe", params=MOE, tests=("test_edges",), timing=True,
-        why="every expert passes WAIT_X: each start, and every handshake after it, moves a "
-            "cycle",
+        why="every expert ends in DRAIN with its last write pending: the next expert, the "
+            "output and every handshake after them move a cycle",
     ),
 )
 
