@@ -35,6 +35,7 @@ from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import moe as moe_timed
 
 from . import shapes
+from .parallel import Phase, comm, kv_split
 from .specs import bytes_per_param
 
 __all__ = ["blocks_phase", "moe_cycles"]
@@ -158,8 +159,6 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
                  kv_reads: float, *, decode: bool):
     """One stage's phase (a decode step of ``tokens`` sequences, or a prefill of ``tokens``
     tokens) on a ``blocks`` chip, as :func:`scoville.sim.explore.perf.step` describes it."""
-    from .perf import Phase, _comm, _kv_split
-
     m, a = model, model.attention
     clock = chip.clock_ghz * 1e9
     bw = chip.hbm_tb_s * 1e12
@@ -201,7 +200,7 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
                 base, per = _attention_line(m, q_per_kv, window)
                 span = min(ctx, window) if window else ctx
                 cycles += count / par.pp * per_core * (base + per * span)
-        kv = kv_reads * shapes.kv_bytes(m, context) / _kv_split(m, par) / par.pp
+        kv = kv_reads * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
         on_chip = kv <= chip.sram_mib * 2**20 * chip.kv_sram_frac
         t += max(cycles / clock, 0.0 if on_chip else kv / bw)
         if on_chip:
@@ -236,5 +235,5 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
         hbm += moe_layers * per_chip * expert_bytes * batches
         flops += moe_layers * 2 * tokens * m.top_k * shapes.ffn_params(
             m.hidden, m.moe_intermediate) / par.width
-    t_comm, link = _comm(chip, m, par, tokens)
+    t_comm, link = comm(chip, m, par, tokens)
     return Phase(t + t_comm, flops, hbm, sram, link)

@@ -42,70 +42,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 
 from . import shapes
+from .blocks import blocks_phase
+from .parallel import Parallelism, Phase, comm, hop, kv_split, parallelisms
 from .specs import Chip, Model, Scenario
 
-__all__ = ["Parallelism", "Phase", "evaluate", "parallelisms", "step"]
+__all__ = ["Parallelism", "Phase", "decode_bound", "evaluate", "fits", "parallelisms", "prefill",
+           "replace", "step"]
 
 #: Fraction of HBM that may hold weights and KV cache (the rest: activations, workspace).
 HBM_USABLE = 0.9
-
-
-@dataclass(frozen=True)
-class Parallelism:
-    """``mode`` (``tp`` or ``ep``) over ``width`` chips per stage, ``pp`` stages."""
-
-    mode: str
-    width: int
-    pp: int = 1
-
-    @property
-    def chips(self) -> int:
-        return self.width * self.pp
-
-    @property
-    def label(self) -> str:
-        return f"{self.mode}{self.width}" + (f"-pp{self.pp}" if self.pp > 1 else "")
-
-
-def parallelisms(chip: Chip, model: Model) -> list[Parallelism]:
-    """Every parallelism the sweep tries: ``tp`` and ``ep`` over 1, 2, 4, ... chips of one
-    scale-up domain, times 1, 2 or 4 pipeline stages (stages beyond the domain talk over the
-    scale-out network); ``ep`` needs at least two chips and no more than the experts."""
-    out = []
-    width = 1
-    while width <= chip.domain:
-        for mode in ("tp", "ep"):
-            if mode == "ep" and not 2 <= width <= model.experts:
-                continue
-            for pp in (1, 2, 4):
-                if pp <= model.layers:
-                    out.append(Parallelism(mode, width, pp))
-        width *= 2
-    return out
-
-
-def _hop(chip: Chip, par: Parallelism, tokens: int) -> float:
-    """Seconds to pass ``tokens`` hidden vectors (BF16) from one stage to the next: over the
-    domain's links while the replica fits in a domain, else over the scale-out network."""
-    inside = par.chips <= chip.domain
-    bw = (chip.link_gb_s if inside else chip.scaleout_gb_s) * 1e9
-    lat = (chip.link_latency_us if inside else chip.scaleout_latency_us) * 1e-6
-    return lat + tokens * 2 / bw
-
-
-@dataclass(frozen=True)
-class Phase:
-    """One stage's time and traffic for a step (decode) or a batch's prefill: seconds, and
-    per chip the operations, HBM, SRAM and link bytes behind them."""
-
-    seconds: float
-    flops: float
-    hbm_bytes: float
-    sram_bytes: float
-    link_bytes: float
 
 
 def _weights_per_chip(m: Model, par: Parallelism, experts_read: float) -> float:
@@ -124,34 +71,9 @@ def fits(chip: Chip, m: Model, par: Parallelism, sc: Scenario, concurrency: int)
     """Whether a chip holds its share of the weights (and the embedding table) and of the
     KV cache of ``concurrency`` full-length sequences."""
     held = _weights_per_chip(m, par, None) + shapes.model_bytes(m)["embed"] / par.chips
-    kv = concurrency * shapes.kv_bytes(m, sc.isl + sc.osl) / _kv_split(m, par) / par.pp
+    kv = concurrency * shapes.kv_bytes(m, sc.isl + sc.osl) / kv_split(m, par) / par.pp
     sram_kv = chip.sram_mib * 2**20 * chip.kv_sram_frac if chip.kind == "blocks" else 0
     return held + max(0.0, kv - sram_kv) <= chip.hbm_gb * 1e9 * HBM_USABLE
-
-
-def _kv_split(m: Model, par: Parallelism) -> int:
-    """Ways the KV cache (and its reads) split over a stage's chips."""
-    if par.mode == "ep":
-        return par.width
-    return min(par.width, m.attention.kv_heads) if m.attention.kind == "gqa" else 1
-
-
-def _comm(chip: Chip, m: Model, par: Parallelism, tokens: float) -> tuple[float, float]:
-    """Seconds and link bytes per chip of one stage's communication for ``tokens`` tokens (the
-    stage's whole batch): ``tp`` two ring all-reduces of BF16 hidden vectors a layer; ``ep``
-    a dispatch (FP8) and a combine (BF16) all-to-all a MoE layer, each chip sending its
-    share's tokens to the others."""
-    w = par.width
-    if w == 1:
-        return 0.0, 0.0
-    layers = m.layers / par.pp
-    bw, lat = chip.link_gb_s * 1e9, chip.link_latency_us * 1e-6
-    if par.mode == "tp":
-        per = 2 * (w - 1) / w * tokens * m.hidden * 2
-        return layers * 2 * (per / bw + lat), layers * 2 * per
-    moe_layers = (m.layers - m.dense_layers) / par.pp
-    per = (w - 1) / w * tokens / w * m.top_k * m.hidden * (1 + 2)
-    return moe_layers * (per / bw + 2 * lat), moe_layers * per
 
 
 def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: float,
@@ -165,11 +87,11 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
               + (b["shared"] + b["dense"] + b["head"]) / shapes.bytes_per_param(m.weight_fmt))
     flops = (2 * active + shapes.attention_flops(m, context)) * tokens / par.chips
     weights = _weights_per_chip(m, par, experts_read)
-    kv = kv_reads * shapes.kv_bytes(m, context) / _kv_split(m, par) / par.pp
+    kv = kv_reads * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
     hbm = weights + kv
     t = max(flops / (chip.peak_flops(m.act_fmt) * chip.compute_eff),
             hbm / (chip.hbm_tb_s * 1e12 * chip.bw_eff))
-    t_comm, link = _comm(chip, m, par, tokens)
+    t_comm, link = comm(chip, m, par, tokens)
     t += t_comm + chip.layer_us * 1e-6 * m.layers / par.pp
     return Phase(t, flops, hbm, 0.0, link)
 
@@ -178,7 +100,6 @@ def step(chip: Chip, m: Model, par: Parallelism, batch: int, context: float) -> 
     """One decode step of one pipeline stage for ``batch`` sequences at ``context`` tokens."""
     experts = shapes.touched(m, batch)
     if chip.kind == "blocks":
-        from .blocks import blocks_phase
         return blocks_phase(chip, m, par, batch, context, experts, batch, decode=True)
     return _roofline(chip, m, par, batch, context, experts, batch)
 
@@ -189,7 +110,6 @@ def prefill(chip: Chip, m: Model, par: Parallelism, requests: int, isl: int) -> 
     tokens = requests * isl
     experts = shapes.touched(m, tokens)
     if chip.kind == "blocks":
-        from .blocks import blocks_phase
         return blocks_phase(chip, m, par, tokens, isl / 2, experts, 0, decode=False)
     return _roofline(chip, m, par, tokens, isl / 2, experts, 0)
 
@@ -218,15 +138,15 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
         return None
     micro = max(1, math.ceil(concurrency / par.pp))
     context = sc.isl + sc.osl / 2
-    hop = _hop(chip, par, micro * m.hidden)
+    t_hop = hop(chip, par, micro * m.hidden)
     dec = step(chip, m, par, micro, context)
     t_dec, w_dec = _powered(chip, m, dec)
-    t_step = par.pp * t_dec + (par.pp - 1) * hop
+    t_step = par.pp * t_dec + (par.pp - 1) * t_hop
     pre = prefill(chip, m, par, concurrency, sc.isl)
     t_pre, w_pre = _powered(chip, m, pre)
-    t_prefill = par.pp * t_pre + (par.pp - 1) * hop
+    t_prefill = par.pp * t_pre + (par.pp - 1) * t_hop
     one = prefill(chip, m, par, 1, sc.isl)
-    ttft = par.pp * _powered(chip, m, one)[0] + (par.pp - 1) * hop
+    ttft = par.pp * _powered(chip, m, one)[0] + (par.pp - 1) * t_hop
     life = t_prefill + sc.osl * t_step
     tpot = life / sc.osl
     generated = concurrency * sc.osl / life / par.chips

@@ -1,0 +1,90 @@
+"""How a replica splits over its chips: the parallelism, the phases' traffic, and the
+communication between chips (:mod:`scoville.sim.explore.perf` states the model)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .specs import Chip, Model
+
+__all__ = ["Parallelism", "Phase", "comm", "hop", "kv_split", "parallelisms"]
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """``mode`` (``tp`` or ``ep``) over ``width`` chips per stage, ``pp`` stages."""
+
+    mode: str
+    width: int
+    pp: int = 1
+
+    @property
+    def chips(self) -> int:
+        return self.width * self.pp
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode}{self.width}" + (f"-pp{self.pp}" if self.pp > 1 else "")
+
+
+def parallelisms(chip: Chip, model: Model) -> list[Parallelism]:
+    """Every parallelism the sweep tries: ``tp`` and ``ep`` over 1, 2, 4, ... chips of one
+    scale-up domain, times 1, 2 or 4 pipeline stages (stages beyond the domain talk over the
+    scale-out network); ``ep`` needs at least two chips and no more than the experts."""
+    out = []
+    width = 1
+    while width <= chip.domain:
+        for mode in ("tp", "ep"):
+            if mode == "ep" and not 2 <= width <= model.experts:
+                continue
+            for pp in (1, 2, 4):
+                if pp <= model.layers:
+                    out.append(Parallelism(mode, width, pp))
+        width *= 2
+    return out
+
+
+def hop(chip: Chip, par: Parallelism, tokens: int) -> float:
+    """Seconds to pass ``tokens`` hidden vectors (BF16) from one stage to the next: over the
+    domain's links while the replica fits in a domain, else over the scale-out network."""
+    inside = par.chips <= chip.domain
+    bw = (chip.link_gb_s if inside else chip.scaleout_gb_s) * 1e9
+    lat = (chip.link_latency_us if inside else chip.scaleout_latency_us) * 1e-6
+    return lat + tokens * 2 / bw
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One stage's time and traffic for a step (decode) or a batch's prefill: seconds, and
+    per chip the operations, HBM, SRAM and link bytes behind them."""
+
+    seconds: float
+    flops: float
+    hbm_bytes: float
+    sram_bytes: float
+    link_bytes: float
+
+
+def kv_split(m: Model, par: Parallelism) -> int:
+    """Ways the KV cache (and its reads) split over a stage's chips."""
+    if par.mode == "ep":
+        return par.width
+    return min(par.width, m.attention.kv_heads) if m.attention.kind == "gqa" else 1
+
+
+def comm(chip: Chip, m: Model, par: Parallelism, tokens: float) -> tuple[float, float]:
+    """Seconds and link bytes per chip of one stage's communication for ``tokens`` tokens (the
+    stage's whole batch): ``tp`` two ring all-reduces of BF16 hidden vectors a layer; ``ep``
+    a dispatch (FP8) and a combine (BF16) all-to-all a MoE layer, each chip sending its
+    share's tokens to the others."""
+    w = par.width
+    if w == 1:
+        return 0.0, 0.0
+    layers = m.layers / par.pp
+    bw, lat = chip.link_gb_s * 1e9, chip.link_latency_us * 1e-6
+    if par.mode == "tp":
+        per = 2 * (w - 1) / w * tokens * m.hidden * 2
+        return layers * 2 * (per / bw + lat), layers * 2 * per
+    moe_layers = (m.layers - m.dense_layers) / par.pp
+    per = (w - 1) / w * tokens / w * m.top_k * m.hidden * (1 + 2)
+    return moe_layers * (per / bw + 2 * lat), moe_layers * per
