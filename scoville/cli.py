@@ -71,7 +71,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="run the tasks on the Dask cluster at ADDRESS (each worker builds "
                         "into a cache of its own)")
 
-    from scoville.sim.explore import command as explore_command
+    from scoville import explore_command
 
     explore_command.add_parser(sub)
     sub.add_parser("doctor", help="check the simulators and tools")
@@ -184,7 +184,7 @@ def _cmd_sim(args) -> int:
 
 
 def _cmd_regress(args) -> int:
-    from scoville.sim import regress
+    from scoville import regress
     from scoville.sim.cluster import close_client, open_client
 
     sims = args.sim or list(SIMULATORS)
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "regress":
             return _cmd_regress(args)
         if args.command == "explore":
-            from scoville.sim.explore import command as explore_command
+            from scoville import explore_command
 
             return explore_command.run(args)
         return _cmd_doctor()

@@ -3,8 +3,8 @@ worker building into a cache of its own; the same table as a serial run."""
 
 import pytest
 
+from scoville import regress
 from scoville.cli import main
-from scoville.sim import regress
 
 
 @pytest.mark.sim

@@ -30,7 +30,7 @@ def _worker_cache() -> None:
         worker = get_worker()
     except (ImportError, ValueError):
         return
-    from .flow import cache_root
+    from scoville.sim.flow import cache_root
 
     name = str(worker.name).replace("/", "_").replace(":", "_")
     base = Path(os.environ.get("SCOVILLE_REGRESS_CACHE", cache_root()))
@@ -42,9 +42,8 @@ def run_task(task: Task) -> dict:
     """Build and simulate one task; a summary: block, simulator, seed, passed, mismatches,
     cycles, model cycles, whether the build was reused, seconds, and the first error."""
     from scoville.blocks import get_block, parse_params
-
-    from . import flow
-    from .tools import ToolError
+    from scoville.sim import flow
+    from scoville.sim.tools import ToolError
 
     _worker_cache()
     name, params, sim, seed = task

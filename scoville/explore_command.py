@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cluster import close_client, open_client
-from .specs import CHIPS, MODELS, SCENARIOS, Scenario, SpecError
+from scoville.sim.cluster import close_client, open_client
+from scoville.sim.explore.specs import CHIPS, MODELS, SCENARIOS, Scenario, SpecError
 
 __all__ = ["add_parser", "run"]
 
@@ -76,12 +76,12 @@ def _scenarios(args) -> tuple[Scenario, ...]:
 
 def run(args) -> int:
     """The command; :class:`SpecError` (one line, exit 2) for bad input."""
-    from . import report, sweep
+    from scoville.sim.explore import report, sweep
 
     if args.list:
         return _list()
     if args.verify:
-        from .verify import verify
+        from scoville.explore_verify import verify
         return verify()
     scenarios = _scenarios(args)
     chips = args.chip or list(CHIPS)
