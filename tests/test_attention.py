@@ -508,3 +508,14 @@ def test_mla_step_reads_the_latent_lines_once_stored_and_attends_as_decode_mla()
     # The value is the latent vector's first 512 elements: the last 4 lines (elements 512 to
     # 575, the rotary part) are never read as V.
     assert 2 * cfg.v_tiles == 32 < kv.token_lines
+
+
+def test_the_timed_model_refuses_a_decode_group_above_the_rows():
+    """A decode group larger than the array's rows (the RTL refuses it: ``rtl_error``) is a
+    one-line error in the timed model, not a run that never ends."""
+    from scoville.sim.cycles import attention as attention_timed
+
+    cfg = build_config(AttentionConfig, {"mla": 1, "kv.head_dim": 576, "q_heads": 16})
+    assert cfg.group > cfg.array.rows
+    with pytest.raises(ValueError, match="parameter 'q_heads' = 16 .* at most array.rows"):
+        attention_timed.decode_step(cfg, 256)

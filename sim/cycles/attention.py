@@ -131,6 +131,11 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     sources, ready = sources or {}, ready or {}
     cfg = config
     kv = cfg.kv
+    if cfg.mode == "decode" and cfg.group > cfg.array.rows:
+        # The RTL refuses it (rtl_error): a decode group is the array's M.
+        raise ValueError(f"parameter 'q_heads' = {cfg.q_heads} is not allowed with "
+                         f"array.rows = {cfg.array.rows} in the timed model; allowed: at most "
+                         f"array.rows * kv.kv_heads = {cfg.array.rows * kv.kv_heads}")
     H, D, C, TL = kv.kv_heads, kv.head_dim, cfg.array.cols, kv.token_lines
     QH = cfg.q_heads
     VD, VT, VL, SEC = cfg.v_dim, cfg.v_tiles, cfg.v_lines, kv.sections
