@@ -35,7 +35,8 @@ from .mx_quant import MxQuant, MxQuantConfig
 from .params import ParamError, check_choice, check_int, check_parts, param, part
 from .softmax import fp32_bits
 
-__all__ = ["ACT_FORMATS", "ARRAY_FORMATS", "COLS", "COUNTERS", "OWN_COUNTERS", "ROUTERS",
+__all__ = ["ACT_FORMATS", "ARRAY_FORMATS", "COLS", "COUNTERS", "EXPERT_COUNTERS", "OWN_COUNTERS",
+           "ROUTERS",
            "STATUS", "SWIGLU_ALPHA", "SWIGLU_LIMIT", "X_FORMATS", "Moe", "MoeConfig",
            "command_layout"]
 
@@ -116,6 +117,8 @@ class MoeConfig:
     tokens: int = param(16, "1..256", "the most tokens a batch holds")
     fetch_buffer: int = param(32, "32..4096", "weight words requested and not yet loaded "
                               "(cover the memory's round trip: latency x words a cycle + 16)")
+    expert_counters: int = param(1, "0, 1", "a tokens and a cycles counter per expert "
+                                 "(2 x 32 flip-flops an expert)")
 
     def __post_init__(self):
         check_parts(self)
@@ -147,6 +150,7 @@ class MoeConfig:
         check_choice("act_fmt", self.act_fmt, ACT_FORMATS)
         check_int("tokens", self.tokens, 1, 256)
         check_int("fetch_buffer", self.fetch_buffer, 32, 4096)
+        check_int("expert_counters", self.expert_counters, 0, 1)
         cols = self.array.cols
         if cols not in COLS or self.hidden % cols:
             raise ParamError(f"parameter 'array.cols' = {cols} is not allowed with hidden = "
@@ -241,11 +245,25 @@ STATUS = {"ok": 0, "bad_tokens": 1, "bad_weights": 2}
 OWN_COUNTERS = ("weight_words", "experts_run", "rows", "pad_rows", "expert_cycles",
                 "bad_weights")
 
-#: The ``counters`` port.
+#: Counters of each expert (routed experts, then the shared one), with ``expert_counters``:
+#: the tokens it ran and the cycles the block spent on it.
+EXPERT_COUNTERS = ("tokens_of", "cycles_of")
+
+#: The ``counters`` port without per-expert counters.
 COUNTERS = data.StructLayout({
     "array": GEMM_COUNTERS,
     **{name: f.shape for name, f in counter_layout(dict.fromkeys(OWN_COUNTERS, 32))},
 })
+
+
+def counters_layout(config: MoeConfig) -> data.StructLayout:
+    """The ``counters`` port: :data:`COUNTERS`, and with ``expert_counters`` an array of 32-bit
+    counters per :data:`EXPERT_COUNTERS` name, one per expert."""
+    if not config.expert_counters:
+        return COUNTERS
+    return data.StructLayout({**{name: f.shape for name, f in COUNTERS},
+                              **{name: data.ArrayLayout(32, config.all_experts)
+                                 for name in EXPERT_COUNTERS}})
 
 
 def command_layout(config: MoeConfig) -> data.StructLayout:
@@ -312,8 +330,9 @@ class Moe(wiring.Component):
         The output, ``cols`` FP32 values a beat, token after token.
     status : Out(1)
         Of the latest command (:data:`STATUS`).
-    counters : Out(COUNTERS)
-        Since reset: the array's (``array.*``) and :data:`OWN_COUNTERS`.
+    counters : Out(counters_layout(config))
+        Since reset: the array's (``array.*``), :data:`OWN_COUNTERS`, and with
+        ``expert_counters`` each expert's :data:`EXPERT_COUNTERS`.
     """
 
     memory_ports = {"req": "rdata"}
@@ -330,7 +349,7 @@ class Moe(wiring.Component):
             "rdata": In(stream.Signature(weight_layout(config))),
             "o": Out(stream.Signature(data.ArrayLayout(32, config.array.cols))),
             "status": Out(2),
-            "counters": Out(COUNTERS),
+            "counters": Out(counters_layout(config)),
         })
 
     @property
@@ -562,7 +581,9 @@ class Moe(wiring.Component):
 
         # ---- The counters.
         run_n = Signal(range(T + 1))      # the tokens of the expert about to run
+        run_e = Signal(range(cfg.all_experts))  # and its index
         starts = Signal()                 # an expert starts (its list is in)
+        cur_e = Signal(range(cfg.all_experts))  # the expert running
         bad_batch = Signal()              # a batch ends without output (bad weights)
         m.d.comb += self.counters.array.eq(array.counters)
         count(m, self.counters, {
@@ -576,9 +597,9 @@ class Moe(wiring.Component):
         # ---- The sequencer.
         entry = disp.o.payload
         with m.FSM() as fsm:
-            count(m, self.counters, {"expert_cycles": fsm.ongoing("WAIT_X")
-                                     | fsm.ongoing("TILE") | fsm.ongoing("ROWS")
-                                     | fsm.ongoing("DRAIN")})
+            in_expert = (fsm.ongoing("WAIT_X") | fsm.ongoing("TILE") | fsm.ongoing("ROWS")
+                         | fsm.ongoing("DRAIN"))
+            count(m, self.counters, {"expert_cycles": in_expert})
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
@@ -606,7 +627,8 @@ class Moe(wiring.Component):
                         m.d.sync += [lst_tok[n].eq(entry.token), lst_w[n].eq(entry.weight),
                                      n.eq(n + 1)]
                     with m.If(entry.last):
-                        m.d.comb += [starts.eq(1), run_n.eq(entry.count)]
+                        m.d.comb += [starts.eq(1), run_n.eq(entry.count),
+                                     run_e.eq(entry.expert)]
                         m.d.sync += [last_group.eq(entry.end), gu.eq(1), tile.eq(0),
                                      g_row.eq(0), g_tile.eq(0), hp.eq(0), hb_.eq(0),
                                      h_blocks.eq(0), rows_out.eq(0), d_row.eq(0),
@@ -649,7 +671,7 @@ class Moe(wiring.Component):
                         m.next = "OUT_FIRST"
                     with m.Elif(last_group):
                         # The shared expert: every token, weight 1.0.
-                        m.d.comb += [starts.eq(1), run_n.eq(n_tok)]
+                        m.d.comb += [starts.eq(1), run_n.eq(n_tok), run_e.eq(cfg.experts)]
                         m.d.sync += [n.eq(n_tok), last_group.eq(0), gu.eq(1), tile.eq(0),
                                      g_row.eq(0), g_tile.eq(0), hp.eq(0), hb_.eq(0),
                                      h_blocks.eq(0), d_row.eq(0), d_tile.eq(0),
@@ -677,4 +699,15 @@ class Moe(wiring.Component):
                     m.d.sync += o_at.eq(o_at + 1)
                     with m.If(o_at == n_tok * DT - 1):
                         m.next = "IDLE"
+        if cfg.expert_counters:
+            # Each expert's tokens when it starts; its cycles from the next one on (the cycle
+            # it starts in is still the previous expert's).
+            tokens_of, cycles_of = self.counters.tokens_of, self.counters.cycles_of
+            with m.If(starts):
+                m.d.sync += cur_e.eq(run_e)
+            for e in range(cfg.all_experts):
+                with m.If(starts & (run_e == e)):
+                    m.d.sync += tokens_of[e].eq(tokens_of[e] + run_n)
+                with m.If(in_expert & (cur_e == e)):
+                    m.d.sync += cycles_of[e].eq(cycles_of[e] + 1)
         return m

@@ -447,7 +447,12 @@ class FreeRun:
             codec = self._layouts[name]
             fields = codec.unpack([start, end])
             for field, (a, b) in fields.items():
-                change[field] = (int(b) - int(a)) % (1 << codec.fields[field].width)
+                mod = 1 << codec.fields[field].width
+                if codec.fields[field].count:
+                    # An array of counters: each one's change.
+                    change[field] = [(int(y) - int(x)) % mod for x, y in zip(a, b, strict=True)]
+                else:
+                    change[field] = (int(b) - int(a)) % mod
         return change
 
     def expected(self, name: str) -> int:

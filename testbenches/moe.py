@@ -22,6 +22,7 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
+from scoville.rtl.moe import EXPERT_COUNTERS
 from scoville.sim.cycles.memory import MemoryAgent
 from scoville.sim.cycles.moe import COUNTERS, Batch, timing
 from scoville.sim.cycles.stream import ALWAYS, Source
@@ -131,7 +132,8 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
     got_req = list(zip(np.asarray(req["addr"]).tolist(), np.asarray(req["len"]).tolist(),
                        strict=True))
     bad_req, _, why_req = scoreboard(f"{what}: read requests", want_req.requests, got_req)
-    errors = timing_errors(what, model, seen, COUNTERS)
+    errors = timing_errors(what, model, seen,
+                           COUNTERS + (EXPERT_COUNTERS if cfg.expert_counters else ()))
     # The weight port's share of what the memory could deliver; the array's useful MACs
     # (3 H I per token and expert) over what it could do while it ran experts.
     word_bytes = cfg.weight_port_bits // 8
@@ -145,7 +147,8 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
                    array_utilization=macs / max(1, cfg.array.rows * cfg.array.cols
                                                 * expert_cycles),
                    tokens_per_expert=per_expert, max_rel_err_vs_f64=err,
-                   **{f"counter_{c}": seen.change[c] for c in COUNTERS})
+                   **{f"counter_{c}": seen.change[c] for c in COUNTERS
+                      + (EXPERT_COUNTERS if cfg.expert_counters else ())})
     record(test, **metrics)
     assert bad_o == 0, why
     assert bad_req == 0, why_req

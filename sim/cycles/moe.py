@@ -30,7 +30,9 @@ from .stream import ALWAYS, Producer, Schedule, Source, Timing
 
 __all__ = ["COUNTERS", "Batch", "dispatch_latency", "layer", "route_latency", "timing"]
 
-#: Every counter of the block, as the testbench reads them: the array's, then its own.
+#: Every scalar counter of the block, as the testbench reads them: the array's, then its own.
+#: With ``expert_counters`` the models also give :data:`EXPERT_COUNTERS`, a list each (one
+#: entry per expert, the shared one last).
 COUNTERS = (*(f"array.{c}" for c, _ in GEMM_COUNTER_LAYOUT), *OWN_COUNTERS)
 _EXPERT_STATES = ("WAIT_X", "TILE", "ROWS", "DRAIN")
 
@@ -154,11 +156,16 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
     acc_v = False
     o_at = 0
     own = dict.fromkeys(OWN_COUNTERS, 0)
+    tokens_of, cycles_of = [0] * cfg.all_experts, [0] * cfg.all_experts
+    cur_e = 0
 
-    def start(tokens):
+    def start(tokens, expert):
+        nonlocal cur_e
         own["experts_run"] += 1
         own["rows"] += tokens
         own["pad_rows"] += -(-tokens // R) * R - tokens
+        tokens_of[expert] += tokens
+        cur_e = expert
 
     t = 0
     limit = 50_000_000
@@ -166,6 +173,7 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
         if t > limit:
             raise RuntimeError(f"moe timed model: no progress after {t} cycles")
         # ---- Offers and readies of this cycle, from the registers at its start.
+        e_now = cur_e
         cmd_go = state == "IDLE" and cmd.offers(t)
         x_go = bool(taking) and r_acc and x_src.offers(t)
         r_valid = not r_acc and t >= r_out
@@ -235,16 +243,16 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
                 d_fill = False
                 groups = batch.groups
                 d_emit_at = t + 1 + dispatch_latency(cfg, n_tok, len(groups))
-                for g, (_, cnt) in enumerate(groups):
+                for g, (e, cnt) in enumerate(groups):
                     for j in range(cnt):
-                        entries.append((cnt, j == cnt - 1,
+                        entries.append((e, cnt, j == cnt - 1,
                                         g == len(groups) - 1 and j == cnt - 1))
         if e_go:
-            cnt, last, end = entries.popleft()
+            e, cnt, last, end = entries.popleft()
             if end:
                 d_fill = True
             if last:
-                start(cnt)
+                start(cnt, e)
                 n, last_group = cnt, int(end)
                 gu, tile, g_row, g_tile, h_blocks = True, 0, 0, 0, 0
                 nxt = "WAIT_X"
@@ -352,7 +360,7 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
                 if shared_run or (last_group and not cfg.shared):
                     nxt = "OUT_FIRST"
                 elif last_group:
-                    start(n_tok)
+                    start(n_tok, cfg.experts)
                     n, last_group, shared_run = n_tok, 0, 1
                     gu, tile, g_row, g_tile, h_blocks = True, 0, 0, 0, 0
                     nxt = "WAIT_X"
@@ -370,7 +378,9 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
             o_at += 1
             if o_at == n_tok * DT:
                 nxt = "IDLE"
-        own["expert_cycles"] += state in _EXPERT_STATES
+        if state in _EXPERT_STATES:
+            own["expert_cycles"] += 1
+            cycles_of[e_now] += 1
         acc_v = acc_v_next
         sorting = not d_fill
         if trace is not None and nxt != state:
@@ -379,6 +389,8 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
         t += 1
     own["weight_words"] = len(mem.cycles)
     counters = {**{f"array.{c}": v for c, v in array.counters.items()}, **own}
+    if cfg.expert_counters:
+        counters.update(tokens_of=tokens_of, cycles_of=cycles_of)
     return Timing({"cmd": cmd.cycles, "x": x_src.cycles, "req": fetch.reqs,
                    "rdata": mem.cycles, "o": o_cycles}, counters)
 
@@ -407,7 +419,8 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
     or a bias) a cycle and takes a word a cycle. Each tile's array command starts when its
     TILE state is entered and its weights are in a slot; a slot frees when the array has taken
     the tile's last weight beat.
-    The counts of words, experts, rows, pad rows and the array's busy cycles are exact; the
+    The counts of words, experts, rows, pad rows, tokens per expert and the array's busy
+    cycles are exact; the
     cycles agree with :func:`timing` within 2.5% wherever :func:`buffer_covers` holds
     (``tests/test_moe_fast.py``); where it does not, the stream is latency-bound and the fast
     path errs up to about 15% low."""
@@ -453,7 +466,9 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
     expert_start = d_emit + groups[0][1] if groups else 0
     gaps = 0
     o_last = 0.0
-    for g, (_, n) in enumerate(groups):
+    tokens_of, cycles_of = [0] * cfg.all_experts, [0] * cfg.all_experts
+    for g, (e, n) in enumerate(groups):
+        tokens_of[e] += n
         own["experts_run"] += 1
         own["rows"] += n
         own["pad_rows"] += -(-n // R) * R - n
@@ -465,6 +480,7 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
         else:
             tau = o_last + n + 4
             gaps += n
+        first = tau - 1                 # the expert's WAIT_X
         for phase, (tiles, k) in enumerate(((GT, H), (DT, I_))):
             W, F = cfg.tile_words(k), _tile_fields(cfg, k)
             cc = gemm_timed.command_cycles(cfg.array, n, k, C)
@@ -500,6 +516,7 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
                 tau = o_last + 1
             if phase == 0:
                 tau = o_last + _GLU_LATENCY + _MXQ_LATENCY + 2
+        cycles_of[e] += int(o_last) + 3 - int(first)
     cycles = int(o_last) + 4 + tokens * DT if groups else 0
     own["expert_cycles"] = int(o_last) + 3 - expert_start - gaps if groups else 0
     counters = dict.fromkeys(COUNTERS, 0)
@@ -507,6 +524,8 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
                      (("busy", busy), ("stall_b", stall_b), ("stall_a", stall_a))})
     counters["array.idle"] = cycles - int(busy) - int(stall_b) - int(stall_a)
     counters.update(own)
+    if cfg.expert_counters:
+        counters.update(tokens_of=tokens_of, cycles_of=cycles_of)
     return {"cycles": cycles, **counters}
 
 
