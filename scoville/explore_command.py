@@ -27,8 +27,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                            + ", ".join(s.label for s in SCENARIOS) + ")")
     p.add_argument("--osl", type=int, help="output tokens per request (with --isl)")
     p.add_argument("--concurrency", type=int, action="append", metavar="N",
-                   help="requests in flight (repeatable; default: 1, 2, 4, ..., 1024, and "
-                        "further while memory allows)")
+                   help="requests in flight (repeatable; only these; default: 1, 2, 4, ..., "
+                        "1024, and further while memory allows)")
     p.add_argument("--out", help=f"folder for the report, plots and CSV (default: "
                                  f"{DEFAULT_OUT}; with --json: none unless given)")
     p.add_argument("--json", action="store_true",
@@ -70,7 +70,7 @@ def _scenarios(args) -> tuple[Scenario, ...]:
     else:
         base = (Scenario(args.isl, args.osl),)
     if conc:
-        base = tuple(Scenario(s.isl, s.osl, conc) for s in base)
+        base = tuple(Scenario(s.isl, s.osl, conc, extend=False) for s in base)
     return base
 
 

@@ -135,7 +135,10 @@ def test_json_has_the_points_and_the_sorted_frontier():
     users = [p["tok_s_user"] for p in d["pareto"]]
     assert users == sorted(users) and set(map(json.dumps, d["pareto"])) <= set(
         map(json.dumps, d["points"]))
+    assert {p["concurrency"] for p in d["points"]} == {1, 64}
     for p in d["points"]:
+        # TTFT is the batch's prefill, part of the request's life of osl TPOTs.
+        assert 0 < p["ttft_s"] < 1024 * p["tpot_s"]
         assert p["tok_s_chip_total"] == pytest.approx(2 * p["tok_s_chip"])
         assert p["tok_s_user"] == pytest.approx(1 / p["tpot_s"])
         assert p["power_w"] <= CHIPS["b200"].power_w + 1e-6
@@ -186,6 +189,9 @@ def _chip_toml(**over) -> str:
     (lambda t: t + "fp2 = 0.1\n", "field 'pj_per_flop' has"),
     (lambda t: t.replace("static_w = 100.0\n", ""), "energy: missing field 'static_w'"),
     (lambda t: t.replace('kind = "roofline"', 'kind = "magic"'), "field 'kind'"),
+    (lambda t: t.replace("hbm_tb_s = 3.0", "hbm_tb_s = nan"), "field 'hbm_tb_s' must be a pos"),
+    (lambda t: t.replace("static_w = 100.0", "static_w = 600.0"), "'energy.static_w' must be"),
+    (lambda t: t.replace("fp8 = 1000", "fp8 = -1"), "field 'tflops' must hold"),
 ])
 def test_a_bad_chip_file_names_the_field(tmp_path, mutate, text):
     path = tmp_path / "chip.toml"
@@ -194,9 +200,7 @@ def test_a_bad_chip_file_names_the_field(tmp_path, mutate, text):
         load_chip(str(path))
 
 
-def test_a_model_file_round_trips(tmp_path):
-    path = tmp_path / "m.toml"
-    path.write_text("""name = "toy"
+TOY = """name = "toy"
 layers = 4
 dense_layers = 0
 hidden = 1024
@@ -216,7 +220,31 @@ kind = "gqa"
 q_heads = 8
 kv_heads = 2
 head_dim = 128
-""")
+"""
+
+
+@pytest.mark.parametrize("mutate,text", [
+    (lambda t: t.replace("head_dim = 128\n", ""), "gqa needs 'attention.head_dim'"),
+    (lambda t: t.replace("kv_heads = 2", "kv_heads = 3"), "dividing 'attention.q_heads'"),
+    (lambda t: t + "window_layers = 9\n", "'attention.window_layers'"),
+    (lambda t: t.replace("hidden = 1024", "hidden = 0"), "field 'hidden' must be at least 1"),
+])
+def test_a_bad_model_file_names_the_field_and_the_file(tmp_path, mutate, text):
+    path = tmp_path / "m.toml"
+    path.write_text(mutate(TOY))
+    with pytest.raises(SpecError, match=f"model file {path}: .*{text}"):
+        load_model(str(path))
+
+
+def test_tensor_parallelism_stops_at_the_query_heads():
+    kimi = MODELS["kimi-k2"]
+    widths = {p.width for p in perf.parallelisms(CHIPS["asic-2026"], kimi) if p.mode == "tp"}
+    assert max(widths) == kimi.attention.q_heads
+
+
+def test_a_model_file_round_trips(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text(TOY)
     m = load_model(str(path))
     assert m.attention.head_dim == 128 and m.experts == 8
     r = sweep.run_task(CHIPS["b200"], m, SCENARIOS[0])

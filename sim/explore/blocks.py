@@ -156,7 +156,7 @@ def _gemm_time(chip, tokens: float, k: int, n: int, count: int, fmt: str, split:
 
 
 def blocks_phase(chip, model, par, tokens: float, context: float, experts: float,
-                 kv_reads: float, *, decode: bool):
+                 kv_reads: float, *, decode: bool, held: float = 0.0):
     """One stage's phase (a decode step of ``tokens`` sequences, or a prefill of ``tokens``
     tokens) on a ``blocks`` chip, as :func:`scoville.sim.explore.perf.step` describes it."""
     m, a = model, model.attention
@@ -201,7 +201,10 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
                 span = min(ctx, window) if window else ctx
                 cycles += count / par.pp * per_core * (base + per * span)
         kv = kv_reads * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
-        on_chip = kv <= chip.sram_mib * 2**20 * chip.kv_sram_frac
+        # On chip while SRAM holds every micro-batch's sequences at their longest (the stage's
+        # layers of pp micro-batches of kv_reads sequences).
+        kept = kv_reads * shapes.kv_bytes(m, max(held, context)) / kv_split(m, par)
+        on_chip = kept <= chip.sram_mib * 2**20 * chip.kv_sram_frac
         t += max(cycles / clock, 0.0 if on_chip else kv / bw)
         if on_chip:
             sram += kv

@@ -30,12 +30,15 @@ class Parallelism:
 def parallelisms(chip: Chip, model: Model) -> list[Parallelism]:
     """Every parallelism the sweep tries: ``tp`` and ``ep`` over 1, 2, 4, ... chips of one
     scale-up domain, times 1, 2 or 4 pipeline stages (stages beyond the domain talk over the
-    scale-out network); ``ep`` needs at least two chips and no more than the experts."""
+    scale-out network); ``ep`` needs at least two chips and no more than the experts, ``tp``
+    no more chips than query heads."""
     out = []
     width = 1
     while width <= chip.domain:
         for mode in ("tp", "ep"):
             if mode == "ep" and not 2 <= width <= model.experts:
+                continue
+            if mode == "tp" and width > model.attention.q_heads:
                 continue
             for pp in (1, 2, 4):
                 if pp <= model.layers:
@@ -44,13 +47,14 @@ def parallelisms(chip: Chip, model: Model) -> list[Parallelism]:
     return out
 
 
-def hop(chip: Chip, par: Parallelism, tokens: int) -> float:
-    """Seconds to pass ``tokens`` hidden vectors (BF16) from one stage to the next: over the
-    domain's links while the replica fits in a domain, else over the scale-out network."""
+def hop(chip: Chip, par: Parallelism, tokens: float, hidden: int) -> float:
+    """Seconds to pass ``tokens`` hidden vectors of ``hidden`` BF16 values from one stage to
+    the next: over the domain's links while the replica fits in a domain, else over the
+    scale-out network."""
     inside = par.chips <= chip.domain
     bw = (chip.link_gb_s if inside else chip.scaleout_gb_s) * 1e9
     lat = (chip.link_latency_us if inside else chip.scaleout_latency_us) * 1e-6
-    return lat + tokens * 2 / bw
+    return lat + tokens * hidden * 2 / bw
 
 
 @dataclass(frozen=True)

@@ -30,12 +30,12 @@ routed experts spread over the cores, each core's share of the HBM bandwidth); c
 after them.
 
 **A request's life** (aggregated serving, prefill and decode on the same chips): the replica
-prefills its requests' ``isl`` tokens in one batch and decodes ``osl`` steps of
-``concurrency`` tokens at the average context ``isl + osl / 2``, so a user sees one token every
-``(prefill + osl decode step) / osl`` (TPOT, the prefill's interruptions amortized); TTFT is a
-request's own prefill. Power: the step's energy (operations, HBM and SRAM bytes, link bytes)
-over its time plus static power; above the chip's limit the chip slows until it is at the
-limit.
+prefills its requests' ``isl`` tokens (in the ``pp`` micro-batches, pipelined as decode is)
+and decodes ``osl`` steps of ``concurrency`` tokens at the average context ``isl + osl / 2``,
+so a user sees one token every ``(prefill + osl decode step) / osl`` (TPOT, the prefill's
+interruptions amortized); TTFT is that prefill (a request waits for its batch's). Power: the
+step's energy (operations, HBM and SRAM bytes, link bytes) over its time plus static power;
+above the chip's limit the chip slows until it is at the limit.
 """
 
 from __future__ import annotations
@@ -96,11 +96,14 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
     return Phase(t, flops, hbm, 0.0, link)
 
 
-def step(chip: Chip, m: Model, par: Parallelism, batch: int, context: float) -> Phase:
-    """One decode step of one pipeline stage for ``batch`` sequences at ``context`` tokens."""
+def step(chip: Chip, m: Model, par: Parallelism, batch: int, context: float,
+         held: float | None = None) -> Phase:
+    """One decode step of one pipeline stage for ``batch`` sequences at ``context`` tokens
+    (each of the ``pp`` micro-batches holding up to ``held`` tokens a sequence)."""
     experts = shapes.touched(m, batch)
     if chip.kind == "blocks":
-        return blocks_phase(chip, m, par, batch, context, experts, batch, decode=True)
+        return blocks_phase(chip, m, par, batch, context, experts, batch, decode=True,
+                            held=context if held is None else held)
     return _roofline(chip, m, par, batch, context, experts, batch)
 
 
@@ -138,15 +141,14 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
         return None
     micro = max(1, math.ceil(concurrency / par.pp))
     context = sc.isl + sc.osl / 2
-    t_hop = hop(chip, par, micro * m.hidden)
-    dec = step(chip, m, par, micro, context)
+    dec = step(chip, m, par, micro, context, sc.isl + sc.osl)
     t_dec, w_dec = _powered(chip, m, dec)
-    t_step = par.pp * t_dec + (par.pp - 1) * t_hop
-    pre = prefill(chip, m, par, concurrency, sc.isl)
+    t_step = par.pp * t_dec + (par.pp - 1) * hop(chip, par, micro, m.hidden)
+    # The prefill in the same micro-batches: each stage busy with one while the others run.
+    pre = prefill(chip, m, par, micro, sc.isl)
     t_pre, w_pre = _powered(chip, m, pre)
-    t_prefill = par.pp * t_pre + (par.pp - 1) * t_hop
-    one = prefill(chip, m, par, 1, sc.isl)
-    ttft = par.pp * _powered(chip, m, one)[0] + (par.pp - 1) * t_hop
+    t_prefill = par.pp * t_pre + (par.pp - 1) * hop(chip, par, micro * sc.isl, m.hidden)
+    ttft = t_prefill
     life = t_prefill + sc.osl * t_step
     tpot = life / sc.osl
     generated = concurrency * sc.osl / life / par.chips

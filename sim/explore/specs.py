@@ -10,6 +10,7 @@ comment; ``../shared/MODELS.md`` collects most of them.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import typing
 from dataclasses import dataclass, field
@@ -62,6 +63,10 @@ class Energy:
         if bad or not self.pj_per_flop:
             raise SpecError(f"energy: field 'pj_per_flop' has {sorted(bad)}; allowed: "
                             f"{', '.join(COMPUTE_FORMATS)}")
+        values = [*self.pj_per_flop.values(), self.pj_per_byte_hbm, self.pj_per_byte_sram,
+                  self.pj_per_byte_link, self.static_w]
+        if not all(math.isfinite(v) and v >= 0 for v in values):
+            raise SpecError("energy: every field must be a number >= 0")
 
 
 @dataclass(frozen=True)
@@ -135,9 +140,24 @@ class Chip:
         if bad:
             raise SpecError(f"chip {self.name}: field 'tflops' has {sorted(bad)}; allowed: "
                             f"{', '.join(COMPUTE_FORMATS)}")
-        for name in ("clock_ghz", "hbm_gb", "hbm_tb_s", "link_gb_s", "power_w", "allin_kw"):
-            if getattr(self, name) <= 0:
-                raise SpecError(f"chip {self.name}: field '{name}' must be positive")
+        for name in ("clock_ghz", "hbm_gb", "hbm_tb_s", "link_gb_s", "link_latency_us",
+                     "power_w", "allin_kw", "scaleout_gb_s", "scaleout_latency_us"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise SpecError(f"chip {self.name}: field '{name}' must be a positive number")
+        for name in ("sram_mib", "sram_tb_s", "layer_us"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise SpecError(f"chip {self.name}: field '{name}' must be a number >= 0")
+        if not 0 <= self.kv_sram_frac <= 1:
+            raise SpecError(f"chip {self.name}: field 'kv_sram_frac' must be in [0, 1]")
+        if not self.tflops or not all(math.isfinite(t) and t > 0
+                                      for t in self.tflops.values()):
+            raise SpecError(f"chip {self.name}: field 'tflops' must hold a positive peak for "
+                            f"at least one of {', '.join(COMPUTE_FORMATS)}")
+        if not self.energy.static_w < self.power_w:
+            raise SpecError(f"chip {self.name}: field 'energy.static_w' must be below "
+                            f"'power_w' ({self.power_w})")
         for name in ("compute_eff", "bw_eff"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"chip {self.name}: field '{name}' must be in (0, 1]")
@@ -244,6 +264,27 @@ class Model:
         if not 0 <= self.dense_layers <= self.layers:
             raise SpecError(f"model {self.name}: field 'dense_layers' = {self.dense_layers}; "
                             f"allowed: 0..layers ({self.layers})")
+        for name in ("layers", "hidden", "vocab", "experts", "moe_intermediate"):
+            if getattr(self, name) < 1:
+                raise SpecError(f"model {self.name}: field '{name}' must be at least 1")
+        for count, width in (("shared", "shared_intermediate"),
+                             ("dense_layers", "dense_intermediate")):
+            if getattr(self, count) < 0 or (getattr(self, count) and getattr(self, width) < 1):
+                raise SpecError(f"model {self.name}: field '{width}' must be at least 1 with "
+                                f"{count} = {getattr(self, count)}")
+        a = self.attention
+        if a.q_heads < 1 or not 0 <= a.window_layers <= self.layers or a.window < 0:
+            raise SpecError(f"model {self.name}: fields 'attention.q_heads' (at least 1), "
+                            "'attention.window' (>= 0) and 'attention.window_layers' "
+                            f"(0..layers) = {a.q_heads}, {a.window}, {a.window_layers}")
+        if a.kind == "gqa" and (a.head_dim < 1 or not 1 <= a.kv_heads <= a.q_heads
+                                or a.q_heads % a.kv_heads):
+            raise SpecError(f"model {self.name}: gqa needs 'attention.head_dim' >= 1 and "
+                            "'attention.kv_heads' dividing 'attention.q_heads'")
+        if a.kind == "mla" and min(a.q_lora_rank, a.kv_lora_rank, a.qk_nope, a.qk_rope,
+                                   a.v_head_dim) < 1:
+            raise SpecError(f"model {self.name}: mla needs 'attention.q_lora_rank', "
+                            "'kv_lora_rank', 'qk_nope', 'qk_rope' and 'v_head_dim' >= 1")
 
 
 @dataclass(frozen=True)
@@ -255,6 +296,9 @@ class Scenario:
     osl: int
     concurrency: tuple[int, ...] = field(
         default=tuple(2 ** i for i in range(11)))
+    #: Whether a sweep goes on past ``concurrency`` while memory allows (the default list),
+    #: or keeps to it (a list the user gave).
+    extend: bool = True
 
     def __post_init__(self):
         for name in ("isl", "osl"):
@@ -304,7 +348,12 @@ def _build(cls, data: dict, where: str):
                 raise SpecError(f"{where}: field '{name}' must be a table of numbers")
             value = {k: float(v) for k, v in value.items()}
         values[name] = value
-    return cls(**values)
+    try:
+        return cls(**values)
+    except SpecError as err:
+        if str(err).startswith(where):
+            raise
+        raise SpecError(f"{where}: {err}") from None
 
 
 def _load(cls, path: str, kind: str):
@@ -365,7 +414,7 @@ def _gpu(name, tflops, hbm_gb, hbm_tb_s, power_w, allin_kw, link_gb_s, domain, d
 #: The achieved fractions of HBM bandwidth and of compute, and the fixed time per layer and
 #: step, shared by every GPU: fitted to ../shared/MODELS.md's published points by
 #: scripts/explore_calibrate.py (its errors in docs/explore.md).
-GPU_FACTORS = {"bw_eff": 0.4, "compute_eff": 0.18, "layer_us": 50.0}
+GPU_FACTORS = {"bw_eff": 0.35, "compute_eff": 0.15, "layer_us": 30.0}
 
 CHIPS: dict[str, Chip] = {
     # FP8 1,979 dense TFLOPS, BF16 989, 80 GB at 3.35 TB/s, 700 W (InferenceX-app

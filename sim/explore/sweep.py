@@ -27,7 +27,7 @@ def run_task(chip: Chip, model: Model, scenario: Scenario) -> dict:
     points = []
     concurrency = list(scenario.concurrency)
     c = 2 * max(concurrency)
-    while c <= MAX_CONCURRENCY:
+    while scenario.extend and c <= MAX_CONCURRENCY:
         concurrency.append(c)
         c *= 2
     for c in concurrency:
