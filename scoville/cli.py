@@ -74,6 +74,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from scoville import explore_command
 
     explore_command.add_parser(sub)
+    from scoville import synth_command
+
+    synth_command.add_parser(sub)
     sub.add_parser("doctor", help="check the simulators and tools")
     sub.add_parser("list", help="list the blocks and their parameters")
     return parser
@@ -261,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_sim(args)
         if args.command == "regress":
             return _cmd_regress(args)
+        if args.command == "synth":
+            from scoville import synth_command
+
+            return synth_command.run(args)
         if args.command == "explore":
             from scoville import explore_command
 
@@ -268,6 +275,12 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_doctor()
     except ParamError as err:
         return _usage(str(err))
+    except RuntimeError as err:
+        from scoville.sim.synth import SynthError
+
+        if isinstance(err, SynthError):
+            return _usage(str(err))
+        raise
     except ValueError as err:
         from scoville.sim.cluster import ClusterError
         from scoville.sim.explore.specs import SpecError

@@ -1,0 +1,199 @@
+"""Synthesis of a block's Verilog with Debian's Yosys: cells, flip-flops, transistors, logic
+depth and area, memories apart as SRAM macros, in total and per sub-component.
+
+The script (:data:`SCRIPT`): Yosys's ``synth`` up to its fine-grained stage, without
+flattening, so every Amaranth memory stays one ``$mem_v2`` cell (``memory -nomap``); then the
+logic is mapped to simple gates (``techmap``, ``abc -g`` :data:`GATES`). Per module: the cells
+by type; the longest combinational path in gates (``ltp -noff``); then, flattened, the
+block's. Memories are not flip-flops: each ``$mem_v2`` is reported as an SRAM macro (words x
+width, ports) and its area estimated from the node's bit cell (:data:`NODES`).
+
+Transistors: Yosys's CMOS cost of each simple gate (its ``stat -tech cmos`` table,
+:data:`CMOS`) plus :data:`FF_TRANSISTORS` per flip-flop (Yosys leaves flip-flops out of its
+count); SRAM is apart (``sram_*``). Logic area: transistors over the node's logic density at
+:data:`UTILIZATION`. Results are cached by the Verilog's and the script's hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CMOS", "FF_TRANSISTORS", "GATES", "NODES", "Node", "SynthError", "synthesize"]
+
+#: The simple gates ABC maps to.
+GATES = "AND,NAND,OR,NOR,XOR,XNOR,ANDNOT,ORNOT,MUX"
+#: Transistors per simple gate: Yosys's CMOS cost model (``kernel/cost.h``, the numbers
+#: ``stat -tech cmos`` adds up).
+CMOS = {"$_NOT_": 2, "$_NAND_": 4, "$_NOR_": 4, "$_AND_": 6, "$_OR_": 6, "$_ANDNOT_": 6,
+        "$_ORNOT_": 6, "$_XOR_": 12, "$_XNOR_": 12, "$_AOI3_": 6, "$_OAI3_": 6, "$_AOI4_": 8,
+        "$_OAI4_": 8, "$_MUX_": 12, "$_NMUX_": 10, "$_BUF_": 0}
+#: Transistors per flip-flop, a stated assumption: a static master-slave D flip-flop with a
+#: synchronous reset or enable, about 24 (a plain DFF is 20-24 in standard-cell libraries).
+FF_TRANSISTORS = 24
+#: Placed-and-routed share of a logic block's area that its cells take.
+UTILIZATION = 0.7
+#: An SRAM macro's bit cells over its area (the rest: decoders, sense amplifiers, I/O), and
+#: what a second port (a read and a write port at once) adds to a bit cell.
+SRAM_EFFICIENCY, SECOND_PORT = 0.6, 1.3
+
+
+@dataclass(frozen=True)
+class Node:
+    """A process node: logic density (million transistors per mm^2) and the high-density SRAM
+    bit cell (um^2), with their sources."""
+
+    name: str
+    mtr_per_mm2: float
+    bitcell_um2: float
+    source: str
+
+
+NODES = {
+    "n5": Node("n5", 171.3, 0.021, "WikiChip, 'TSMC Details 5 nm' (2020): 171.3 MTr/mm^2 "
+               "estimated; 0.021 um^2 high-density SRAM cell (TSMC, IEDM 2019)"),
+    "n7": Node("n7", 91.2, 0.027, "WikiChip, TSMC N7: 91.2 MTr/mm^2; 0.027 um^2 SRAM cell "
+               "(TSMC, IEDM 2016)"),
+    "n16": Node("n16", 28.9, 0.074, "WikiChip, TSMC 16FF+: 28.9 MTr/mm^2; 0.074 um^2 SRAM "
+                "cell"),
+    "45nm": Node("45nm", 3.3, 0.346, "WikiChip, Intel 45 nm: 3.3 MTr/mm^2; 0.346 um^2 SRAM "
+                 "cell (the node of Horowitz's energy figures)"),
+}
+
+SCRIPT = f"""read_verilog -sv {{src}}
+synth -top {{top}} -run begin:fine
+opt -fast -full
+techmap
+opt -fast
+abc -g {GATES}
+opt_clean
+write_json {{net}}
+tee -q -o {{ltp_modules}} ltp -noff
+flatten
+opt_clean
+tee -q -o {{ltp_top}} ltp -noff
+"""
+
+
+class SynthError(RuntimeError):
+    """Yosys is missing or failed: one line, with the fix where there is one."""
+
+
+def _yosys() -> str:
+    path = shutil.which("yosys")
+    if path is None:
+        raise SynthError("yosys not found; fix: apt-get install -y yosys (Debian's; "
+                         "Amaranth's bundled Yosys cannot read Verilog)")
+    return path
+
+
+def _depths(text: str) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("Longest topological path in "):
+            name, _, rest = line[len("Longest topological path in "):].partition(" (length=")
+            out[name] = int(rest.split(")")[0])
+    return out
+
+
+def _run(verilog: str, top: str) -> dict:
+    """Yosys on ``verilog``: per module its cells by type, submodule instances, memories and
+    logic depth; the flattened design's depth. Cached."""
+    from .flow import cache_root
+
+    key = hashlib.sha256((SCRIPT + top + "\0" + verilog).encode()).hexdigest()[:24]
+    cache = cache_root() / "synth" / f"{top}-{key}.json"
+    if cache.exists():
+        return json.loads(cache.read_text())
+    yosys = _yosys()
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (d / "top.v").write_text(verilog)
+        paths = {name: d / f"{name}.txt" for name in ("ltp_modules", "ltp_top")}
+        (d / "s.ys").write_text(SCRIPT.format(src=d / "top.v", top=top, net=d / "net.json",
+                                              **paths))
+        proc = subprocess.run([yosys, "-q", "-s", str(d / "s.ys")], capture_output=True,
+                              text=True)
+        if proc.returncode:
+            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise SynthError(f"yosys failed on {top}: {last[0]}")
+        net = json.loads((d / "net.json").read_text())
+        depth = _depths(paths["ltp_modules"].read_text())
+        top_depth = _depths(paths["ltp_top"].read_text()).get(top, 0)
+    modules = {}
+    for name, mod in net["modules"].items():
+        if mod.get("attributes", {}).get("blackbox"):
+            continue
+        cells, subs, mems = {}, [], []
+        for cname, cell in mod["cells"].items():
+            t = cell["type"]
+            if t in net["modules"]:
+                subs.append((cname, t))
+            elif t.startswith("$mem"):
+                p = {k: int(v, 2) for k, v in cell["parameters"].items()
+                     if k in ("SIZE", "WIDTH", "RD_PORTS", "WR_PORTS")}
+                mems.append({"name": f"{name}.{cname}", "words": p["SIZE"],
+                             "width": p["WIDTH"], "read_ports": p["RD_PORTS"],
+                             "write_ports": p["WR_PORTS"]})
+            else:
+                cells[t] = cells.get(t, 0) + 1
+        modules[name] = {"cells": cells, "subs": subs, "memories": mems,
+                         "depth": depth.get(name, 0)}
+    result = {"modules": modules, "top_depth": top_depth}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(result))
+    return result
+
+
+def _is_ff(cell_type: str) -> bool:
+    return "DFF" in cell_type or "DLATCH" in cell_type or cell_type.startswith("$_SR")
+
+
+def _totals(modules: dict, name: str, node: Node) -> dict:
+    """The keys of module ``name`` with everything under it."""
+    cells, mems, depth = {}, [], modules[name]["depth"]
+
+    def walk(m):
+        nonlocal depth
+        mod = modules[m]
+        for t, n in mod["cells"].items():
+            cells[t] = cells.get(t, 0) + n
+        mems.extend(mod["memories"])
+        depth = max(depth, mod["depth"])
+        for _, sub in mod["subs"]:
+            walk(sub)
+
+    walk(name)
+    ffs = sum(n for t, n in cells.items() if _is_ff(t))
+    transistors = sum(CMOS.get(t, 0) * n for t, n in cells.items()) + FF_TRANSISTORS * ffs
+    sram_bits = sum(m["words"] * m["width"] for m in mems)
+    sram_um2 = sum(m["words"] * m["width"] * node.bitcell_um2 / SRAM_EFFICIENCY
+                   * (SECOND_PORT if m["read_ports"] + m["write_ports"] > 1 else 1.0)
+                   for m in mems)
+    logic = transistors / (node.mtr_per_mm2 * 1e6) / UTILIZATION
+    return {"cells": sum(cells.values()), "cells_by_type": dict(sorted(cells.items())),
+            "flip_flops": ffs, "transistors": transistors, "logic_depth": depth,
+            "sram_bits": sram_bits, "memories": mems, "logic_mm2": logic,
+            "sram_mm2": sram_um2 * 1e-6, "area_mm2": logic + sram_um2 * 1e-6}
+
+
+def synthesize(verilog: str, top: str, node: str = "n5") -> dict:
+    """The block's synthesis results at ``node`` (:data:`NODES`): the totals (the keys of
+    ``scoville synth --json``) and ``components``, the same keys for each sub-component (each
+    instance the top module holds)."""
+    if node not in NODES:
+        raise SynthError(f"unknown node {node!r}; allowed: {', '.join(NODES)}")
+    n = NODES[node]
+    run = _run(verilog, top)
+    modules = run["modules"]
+    out = _totals(modules, top, n)
+    out["logic_depth"] = run["top_depth"]
+    out["node"] = node
+    out["components"] = {inst.lstrip("\\"): _totals(modules, sub, n)
+                         for inst, sub in modules[top]["subs"]}
+    return out

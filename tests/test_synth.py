@@ -1,0 +1,65 @@
+"""``scoville synth``: Debian Yosys's gate-level netlist of a block, memories apart as SRAM
+macros (skipped where Yosys is missing; results cached by the Verilog's hash)."""
+
+import io
+import json
+import shutil
+from contextlib import redirect_stdout
+
+import pytest
+
+from scoville.cli import main
+from scoville.sim.synth import CMOS, FF_TRANSISTORS, NODES
+
+pytestmark = pytest.mark.skipif(shutil.which("yosys") is None, reason="no yosys")
+
+KEYS = {"block", "params", "node", "cells", "cells_by_type", "flip_flops", "transistors",
+        "logic_depth", "sram_bits", "area_mm2", "logic_mm2", "sram_mm2", "components"}
+
+
+def _synth(*argv) -> dict:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["synth", *argv, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+def _logic(d) -> int:
+    return d["transistors"]
+
+
+def test_gemm_reports_every_key_and_its_memories_as_sram():
+    d = _synth("gemm", "--param", "rows=4", "--param", "cols=4")
+    assert KEYS <= set(d)
+    assert set(d["components"]) == {"abuf", "bbuf", "flow"}
+    for c in d["components"].values():
+        assert KEYS - {"block", "params", "node", "components"} <= set(c)
+    # The operand buffers are SRAM macros (64 beats of 32 bits each), not flip-flops.
+    assert d["sram_bits"] == 2 * 64 * 32 == d["components"]["abuf"]["sram_bits"] * 2
+    assert all(t in CMOS or "DFF" in t for t in d["cells_by_type"])
+    assert d["transistors"] == (sum(CMOS[t] * n for t, n in d["cells_by_type"].items()
+                                    if t in CMOS) + FF_TRANSISTORS * d["flip_flops"])
+    assert d["area_mm2"] == pytest.approx(d["logic_mm2"] + d["sram_mm2"])
+    assert 20 < d["logic_depth"] < 200
+
+
+def test_an_8x8_array_is_about_four_times_a_4x4():
+    """The default int8 ``os`` engine: an 8 x 8's logic (transistors) is 3.5 to 4.5 times a
+    4 x 4's (PEs scale with rows x cols; the sequencer and buffers barely)."""
+    small = _synth("gemm", "--param", "rows=4", "--param", "cols=4")
+    big = _synth("gemm", "--param", "rows=8", "--param", "cols=8")
+    assert 3.5 <= _logic(big) / _logic(small) <= 4.5
+
+
+def test_kvcache_memories_are_macros_and_the_node_sets_the_area():
+    d = _synth("kvcache")
+    assert KEYS <= set(d) and d["sram_bits"] > 10 * d["flip_flops"]
+    n7 = _synth("kvcache", "--node", "n7")
+    ratio = NODES["n5"].bitcell_um2 / NODES["n7"].bitcell_um2
+    assert d["sram_mm2"] == pytest.approx(n7["sram_mm2"] * ratio)
+
+
+def test_an_unknown_node_is_one_line_and_exit_2(capsys):
+    assert main(["synth", "gemm", "--node", "3nm"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown node '3nm'" in err[0]
