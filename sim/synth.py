@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -146,7 +147,10 @@ def _run(verilog: str, top: str) -> dict:
                          "depth": depth.get(name, 0)}
     result = {"modules": modules, "top_depth": top_depth}
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(result))
+    # Written whole, then renamed: a parallel run never reads half a file.
+    part = cache.with_suffix(f".{os.getpid()}.part")
+    part.write_text(json.dumps(result))
+    os.replace(part, cache)
     return result
 
 
