@@ -13,9 +13,13 @@ command -v iverilog >/dev/null && command -v vvp >/dev/null || need_apt+=(iveril
 command -v make >/dev/null && command -v g++ >/dev/null || need_apt+=(make g++)
 command -v perl >/dev/null || need_apt+=(perl)
 # Optional: ccache makes a new Verilator build about twice as fast (see sim/flow.py); Yosys
-# gives the area test and scripts/area.py their cell counts.
+# gives `scoville synth`, the area test and scripts/area.py their cell counts.
 if ! command -v ccache >/dev/null && [ "$(id -u)" = 0 ]; then need_apt+=(ccache); fi
 if ! command -v yosys >/dev/null && [ "$(id -u)" = 0 ]; then need_apt+=(yosys); fi
+# Optional: nextpnr-ice40 gives `scoville synth --fpga` its iCE40 place and route.
+if ! command -v nextpnr-ice40 >/dev/null && [ "$(id -u)" = 0 ]; then
+    need_apt+=(nextpnr-ice40)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "setup: apt-get install -y ${need_apt[*]}" >&2

@@ -19,13 +19,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CMOS", "FF_TRANSISTORS", "GATES", "NODES", "Node", "SynthError", "synthesize"]
+__all__ = ["CMOS", "FF_TRANSISTORS", "GATES", "NODES", "Node", "SynthError", "ice40",
+           "synthesize"]
 
 #: The simple gates ABC maps to.
 GATES = "AND,NAND,OR,NOR,XOR,XNOR,ANDNOT,ORNOT,MUX"
@@ -201,3 +203,81 @@ def synthesize(verilog: str, top: str, node: str = "n5") -> dict:
     out["components"] = {inst.lstrip("\\"): _totals(modules, sub, n)
                          for inst, sub in modules[top]["subs"]}
     return out
+
+
+#: The FPGA the check places and routes on: Lattice iCE40 HX8K (CT256 package).
+ICE40 = ("--hx8k", "--package", "ct256")
+
+
+def _ports(verilog: str, top: str) -> list[tuple[str, str, int]]:
+    """``(direction, name, width)`` of the top module's ports, from its declarations."""
+    body = verilog[verilog.index(f"module {top}("):]
+    body = body[:body.index("endmodule")]
+    out = []
+    for m in re.finditer(r"^\s*(input|output)\s+(?:reg\s+|wire\s+)?(?:\[(\d+):0\]\s+)?"
+                         r"([\\\w.$]+)\s*;", body, re.M):
+        out.append((m.group(1), m.group(3), int(m.group(2) or 0) + 1))
+    return out
+
+
+def _wrapper(verilog: str, top: str) -> str:
+    """A top for the FPGA: the block's inputs (but the clock and reset) from a shift register
+    fed one bit a cycle, its outputs registered and XOR-reduced to one pin, so that any
+    block fits the package's pins and none of its logic is optimized away."""
+    ports = [p for p in _ports(verilog, top) if p[1] not in ("clk", "rst")]
+    n_in = sum(w for d, _, w in ports if d == "input") or 1
+    n_out = sum(w for d, _, w in ports if d == "output") or 1
+    conns, at_in, at_out = [], 0, 0
+    for d, name, w in ports:
+        if d == "input":
+            conns.append(f".{name}(sr[{at_in + w - 1}:{at_in}])")
+            at_in += w
+        else:
+            conns.append(f".{name}(o[{at_out + w - 1}:{at_out}])")
+            at_out += w
+    return (f"module fpga_top(input clk, input rst, input sin, output reg sout);\n"
+            f"  reg [{n_in}:0] sr;\n  wire [{n_out - 1}:0] o;\n  reg [{n_out - 1}:0] oq;\n"
+            f"  always @(posedge clk) begin sr <= {{sr[{n_in - 1}:0], sin}}; oq <= o; "
+            f"sout <= ^oq; end\n"
+            f"  {top} dut(.clk(clk), .rst(rst), {', '.join(conns)});\nendmodule\n")
+
+
+def ice40(verilog: str, top: str) -> dict:
+    """The block on an iCE40 HX8K: ``luts`` (Yosys ``synth_ice40``'s SB_LUT4 cells of the
+    block alone) and ``fmax_mhz`` (``nextpnr-ice40``'s maximum frequency of the clock, the
+    block wrapped by :func:`_wrapper` so its pins fit). Cached like :func:`synthesize`."""
+    from .flow import cache_root
+
+    key = hashlib.sha256(("ice40" + top + "\0" + verilog).encode()).hexdigest()[:24]
+    cache = cache_root() / "synth" / f"{top}-ice40-{key}.json"
+    if cache.exists():
+        return json.loads(cache.read_text())
+    yosys = _yosys()
+    nextpnr = shutil.which("nextpnr-ice40")
+    if nextpnr is None:
+        raise SynthError("nextpnr-ice40 not found; fix: apt-get install -y nextpnr-ice40")
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (d / "top.v").write_text(verilog)
+        (d / "wrap.v").write_text(_wrapper(verilog, top))
+        stat = d / "stat.txt"
+        for args in ([f"read_verilog -sv {d / 'top.v'}; synth_ice40 -top {top}; "
+                      f"tee -q -o {stat} stat"],
+                     [f"read_verilog -sv {d / 'top.v'} {d / 'wrap.v'}; "
+                      f"synth_ice40 -top fpga_top -json {d / 'wrap.json'}"]):
+            proc = subprocess.run([yosys, "-q", "-p", *args], capture_output=True, text=True)
+            if proc.returncode:
+                raise SynthError(f"yosys synth_ice40 failed on {top}")
+        luts = int(re.search(r"SB_LUT4\s+(\d+)", stat.read_text()).group(1))
+        proc = subprocess.run([nextpnr, *ICE40, "--json", str(d / "wrap.json"),
+                               "--pcf-allow-unconstrained", "--timing-allow-fail",
+                               "--freq", "12"], capture_output=True, text=True)
+        found = re.findall(r"Max frequency for clock '[^']*': ([\d.]+) MHz", proc.stderr)
+        if proc.returncode or not found:
+            raise SynthError(f"nextpnr-ice40 failed on {top}")
+    result = {"luts": luts, "fmax_mhz": float(found[-1])}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    part = cache.with_suffix(f".{os.getpid()}.part")
+    part.write_text(json.dumps(result))
+    os.replace(part, cache)
+    return result

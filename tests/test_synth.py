@@ -12,6 +12,8 @@ from scoville.cli import main
 from scoville.sim.synth import CMOS, FF_TRANSISTORS, NODES
 
 pytestmark = pytest.mark.skipif(shutil.which("yosys") is None, reason="no yosys")
+needs_nextpnr = pytest.mark.skipif(shutil.which("nextpnr-ice40") is None,
+                                   reason="no nextpnr-ice40")
 
 KEYS = {"block", "params", "node", "cells", "cells_by_type", "flip_flops", "transistors",
         "logic_depth", "sram_bits", "area_mm2", "logic_mm2", "sram_mm2", "components"}
@@ -63,3 +65,9 @@ def test_an_unknown_node_is_one_line_and_exit_2(capsys):
     assert main(["synth", "gemm", "--node", "3nm"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown node '3nm'" in err[0]
+
+
+@needs_nextpnr
+def test_the_fpga_check_gives_luts_and_fmax():
+    d = _synth("fp4_mul", "--param", "lanes=4", "--fpga")
+    assert 20 < d["luts"] < 2000 and 10 < d["fmax_mhz"] < 1000
