@@ -16,10 +16,6 @@ command -v perl >/dev/null || need_apt+=(perl)
 # gives `scoville synth`, the area test and scripts/area.py their cell counts.
 if ! command -v ccache >/dev/null && [ "$(id -u)" = 0 ]; then need_apt+=(ccache); fi
 if ! command -v yosys >/dev/null && [ "$(id -u)" = 0 ]; then need_apt+=(yosys); fi
-# Optional: nextpnr-ice40 gives `scoville synth --fpga` its iCE40 place and route.
-if ! command -v nextpnr-ice40 >/dev/null && [ "$(id -u)" = 0 ]; then
-    need_apt+=(nextpnr-ice40)
-fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "setup: apt-get install -y ${need_apt[*]}" >&2
@@ -29,6 +25,17 @@ if [ ${#need_apt[@]} -gt 0 ]; then
         echo "setup: missing system packages; run as root: apt-get install -y ${need_apt[*]}" >&2
         exit 1
     fi
+fi
+# Optional, best effort: nextpnr-ice40 gives `scoville synth --fpga` its iCE40 place and route
+# (its test is skipped without it).
+if ! command -v nextpnr-ice40 >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null
+then
+    echo "setup: apt-get install -y nextpnr-ice40 (optional)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nextpnr-ice40 >/dev/null 2>&1 \
+        || { apt-get update -qq >/dev/null 2>&1 \
+             && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nextpnr-ice40 \
+                >/dev/null 2>&1; } \
+        || echo "setup: nextpnr-ice40 not installed; scoville synth --fpga needs it" >&2
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
