@@ -104,15 +104,30 @@ def _depths(text: str) -> dict[str, int]:
     return out
 
 
+def _cached(name: str, text: str, compute) -> dict:
+    """``compute()``'s result, kept under the build cache by the hash of ``text`` (what it
+    depends on); written whole, then renamed, so a parallel run never reads half a file."""
+    from .flow import cache_root
+
+    key = hashlib.sha256(text.encode()).hexdigest()[:24]
+    cache = cache_root() / "synth" / f"{name}-{key}.json"
+    if cache.exists():
+        return json.loads(cache.read_text())
+    result = compute()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    part = cache.with_suffix(f".{os.getpid()}.part")
+    part.write_text(json.dumps(result))
+    os.replace(part, cache)
+    return result
+
+
 def _run(verilog: str, top: str) -> dict:
     """Yosys on ``verilog``: per module its cells by type, submodule instances, memories and
     logic depth; the flattened design's depth. Cached."""
-    from .flow import cache_root
+    return _cached(top, SCRIPT + top + "\0" + verilog, lambda: _yosys_run(verilog, top))
 
-    key = hashlib.sha256((SCRIPT + top + "\0" + verilog).encode()).hexdigest()[:24]
-    cache = cache_root() / "synth" / f"{top}-{key}.json"
-    if cache.exists():
-        return json.loads(cache.read_text())
+
+def _yosys_run(verilog: str, top: str) -> dict:
     yosys = _yosys()
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
@@ -147,13 +162,7 @@ def _run(verilog: str, top: str) -> dict:
                 cells[t] = cells.get(t, 0) + 1
         modules[name] = {"cells": cells, "subs": subs, "memories": mems,
                          "depth": depth.get(name, 0)}
-    result = {"modules": modules, "top_depth": top_depth}
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    # Written whole, then renamed: a parallel run never reads half a file.
-    part = cache.with_suffix(f".{os.getpid()}.part")
-    part.write_text(json.dumps(result))
-    os.replace(part, cache)
-    return result
+    return {"modules": modules, "top_depth": top_depth}
 
 
 def _is_ff(cell_type: str) -> bool:
@@ -246,12 +255,11 @@ def ice40(verilog: str, top: str) -> dict:
     """The block on an iCE40 HX8K: ``luts`` (Yosys ``synth_ice40``'s SB_LUT4 cells of the
     block alone) and ``fmax_mhz`` (``nextpnr-ice40``'s maximum frequency of the clock, the
     block wrapped by :func:`_wrapper` so its pins fit). Cached like :func:`synthesize`."""
-    from .flow import cache_root
+    return _cached(f"{top}-ice40", "ice40" + top + "\0" + verilog,
+                   lambda: _ice40_run(verilog, top))
 
-    key = hashlib.sha256(("ice40" + top + "\0" + verilog).encode()).hexdigest()[:24]
-    cache = cache_root() / "synth" / f"{top}-ice40-{key}.json"
-    if cache.exists():
-        return json.loads(cache.read_text())
+
+def _ice40_run(verilog: str, top: str) -> dict:
     yosys = _yosys()
     nextpnr = shutil.which("nextpnr-ice40")
     if nextpnr is None:
@@ -275,9 +283,4 @@ def ice40(verilog: str, top: str) -> dict:
         found = re.findall(r"Max frequency for clock '[^']*': ([\d.]+) MHz", proc.stderr)
         if proc.returncode or not found:
             raise SynthError(f"nextpnr-ice40 failed on {top}")
-    result = {"luts": luts, "fmax_mhz": float(found[-1])}
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    part = cache.with_suffix(f".{os.getpid()}.part")
-    part.write_text(json.dumps(result))
-    os.replace(part, cache)
-    return result
+    return {"luts": luts, "fmax_mhz": float(found[-1])}

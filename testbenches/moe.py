@@ -132,8 +132,8 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
     got_req = list(zip(np.asarray(req["addr"]).tolist(), np.asarray(req["len"]).tolist(),
                        strict=True))
     bad_req, _, why_req = scoreboard(f"{what}: read requests", want_req.requests, got_req)
-    errors = timing_errors(what, model, seen,
-                           COUNTERS + (EXPERT_COUNTERS if cfg.expert_counters else ()))
+    counters = COUNTERS + (EXPERT_COUNTERS if cfg.expert_counters else ())
+    errors = timing_errors(what, model, seen, counters)
     # The weight port's share of what the memory could deliver; the array's useful MACs
     # (3 H I per token and expert) over what it could do while it ran experts.
     word_bytes = cfg.weight_port_bits // 8
@@ -147,8 +147,7 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
                    array_utilization=macs / max(1, cfg.array.rows * cfg.array.cols
                                                 * expert_cycles),
                    tokens_per_expert=per_expert, max_rel_err_vs_f64=err,
-                   **{f"counter_{c}": seen.change[c] for c in COUNTERS
-                      + (EXPERT_COUNTERS if cfg.expert_counters else ())})
+                   **{f"counter_{c}": seen.change[c] for c in counters})
     record(test, **metrics)
     assert bad_o == 0, why
     assert bad_req == 0, why_req

@@ -2,6 +2,7 @@
 sizes against the public figures, the physical bound on decode, the blocks chip's times from
 the blocks' own models, the Pareto frontier, the JSON, and the Dask path."""
 
+import dataclasses
 import io
 import json
 import math
@@ -76,7 +77,7 @@ def test_a_blocks_chip_takes_its_gemm_times_from_the_gemm_model(rows, cols):
     """With HBM fast enough, a GEMM's time on the blocks chip is exactly the gemm block's
     command cycles (one core's share of the columns) over the clock: changing the array
     changes it as the gemm model says."""
-    chip = perf.replace(CHIPS["scoville-a64"], array_rows=rows, array_cols=cols)
+    chip = dataclasses.replace(CHIPS["scoville-a64"], array_rows=rows, array_cols=cols)
     seconds, flops, weight = blocks._gemm_time(chip, 100, 2880, 5120, 1, "bf16", 2, 1e30)
     want = gemm_timed.command_cycles(build_config(GemmConfig, {"rows": rows, "cols": cols}),
                                      100, 2880, math.ceil(5120 / 2 / chip.cores))
@@ -96,7 +97,7 @@ def test_a_blocks_chip_takes_its_moe_times_from_the_moe_fast_path():
 
 
 def test_a_bigger_array_makes_the_blocks_chip_faster_in_prefill():
-    small = perf.replace(CHIPS["scoville-a64"], array_rows=32, array_cols=32)
+    small = dataclasses.replace(CHIPS["scoville-a64"], array_rows=32, array_cols=32)
     big = CHIPS["scoville-a64"]
     m, par = MODELS["gpt-oss-120b"], perf.Parallelism("tp", 1)
     assert perf.prefill(big, m, par, 8, 1024).seconds < perf.prefill(small, m, par, 8,

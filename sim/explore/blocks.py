@@ -169,15 +169,14 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
     split = 1 if par.mode == "ep" else par.width      # ways the non-expert columns split
     t = flops = hbm = sram = 0.0
     # GEMMs outside the experts, per layer; the dense FFNs and the head.
-    for k, n, count, fmt in _matmuls(m):
-        s, f, w = _gemm_time(chip, tokens / dp, k, n, count, fmt, split, bw)
-        t, flops, hbm = t + s * layers, flops + f * layers, hbm + w * layers
-    for k, n, count, layers_of in ((m.hidden, 2 * m.dense_intermediate, 1, dense_layers),
-                                   (m.dense_intermediate, m.hidden, 1, dense_layers),
-                                   (m.hidden, m.vocab, 1, 1 / par.pp)):
-        if layers_of and n:
-            s, f, w = _gemm_time(chip, tokens / dp, k, n, count, m.weight_fmt, split, bw)
-            t, flops, hbm = t + s * layers_of, flops + f * layers_of, hbm + w * layers_of
+    gemms = [(*mm, layers) for mm in _matmuls(m)] + [
+        (m.hidden, 2 * m.dense_intermediate, 1, m.weight_fmt, dense_layers),
+        (m.dense_intermediate, m.hidden, 1, m.weight_fmt, dense_layers),
+        (m.hidden, m.vocab, 1, m.weight_fmt, 1 / par.pp)]
+    for k, n, count, fmt, times in gemms:
+        if times and n:
+            s, f, w = _gemm_time(chip, tokens / dp, k, n, count, fmt, split, bw)
+            t, flops, hbm = t + s * times, flops + f * times, hbm + w * times
     # Attention.
     q_per_kv = a.q_heads // max(1, a.kv_heads) if a.kind == "gqa" else a.q_heads
     heads = (a.kv_heads if a.kind == "gqa" else 1)

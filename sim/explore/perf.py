@@ -40,7 +40,6 @@ above the chip's limit the chip slows until it is at the limit.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 from . import shapes
@@ -49,7 +48,7 @@ from .parallel import Parallelism, Phase, comm, hop, kv_split, parallelisms
 from .specs import Chip, Model, Scenario
 
 __all__ = ["Parallelism", "Phase", "decode_bound", "evaluate", "fits", "parallelisms", "prefill",
-           "replace", "step"]
+           "step"]
 
 #: Fraction of HBM that may hold weights and KV cache (the rest: activations, workspace).
 HBM_USABLE = 0.9
@@ -171,7 +170,3 @@ def decode_bound(chip: Chip, m: Model, par: Parallelism) -> float:
     weights = _weights_per_chip(m, par, m.top_k)
     return 1 / (par.pp * weights / (chip.hbm_tb_s * 1e12))
 
-
-def replace(chip: Chip, **changes) -> Chip:
-    """``chip`` with fields changed (for sweeps over a chip's parameters)."""
-    return dataclasses.replace(chip, **changes)

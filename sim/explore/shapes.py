@@ -48,6 +48,14 @@ def model_bytes(m: Model) -> dict[str, float]:
     }
 
 
+def _layer_tokens(m: Model, context: float) -> float:
+    """Tokens held (or attended) summed over all layers: ``context`` on every layer, at most
+    ``window`` on the windowed ones."""
+    a = m.attention
+    windowed = a.window_layers if a.window else 0
+    return (m.layers - windowed) * context + windowed * min(context, a.window)
+
+
 def kv_bytes(m: Model, context: float) -> float:
     """KV-cache bytes of one sequence of ``context`` tokens over all layers (windowed layers
     hold at most ``window`` tokens): GQA K and V of every KV head; MLA the latent and the
@@ -55,9 +63,7 @@ def kv_bytes(m: Model, context: float) -> float:
     a = m.attention
     per_token = (2 * a.kv_heads * a.head_dim if a.kind == "gqa"
                  else a.kv_lora_rank + a.qk_rope) * (2 if m.kv_fmt == "bf16" else 1)
-    windowed = a.window_layers * min(context, a.window) if a.window else 0
-    full = (m.layers - (a.window_layers if a.window else 0)) * context
-    return per_token * (full + windowed)
+    return per_token * _layer_tokens(m, context)
 
 
 def attention_flops(m: Model, context: float) -> float:
@@ -68,9 +74,7 @@ def attention_flops(m: Model, context: float) -> float:
     a = m.attention
     per = (4 * a.q_heads * a.head_dim if a.kind == "gqa"
            else a.q_heads * (4 * a.kv_lora_rank + 2 * a.qk_rope))
-    windowed = a.window_layers * min(context, a.window) if a.window else 0
-    full = (m.layers - (a.window_layers if a.window else 0)) * context
-    return per * (full + windowed)
+    return per * _layer_tokens(m, context)
 
 
 def touched(m: Model, tokens: float) -> float:
