@@ -90,6 +90,9 @@ class Block:
         the name of the part's block (whose entry has the part's models). Empty otherwise.
     workload_test : str
         The cocotb test that runs the random workload (what ``scoville sim`` runs).
+    operation : tuple of (str, callable), optional
+        What energy is counted per (``scoville synth --energy``): the operation's name and a
+        function of the workload test's metrics that counts them.
     """
 
     name: str
@@ -102,6 +105,7 @@ class Block:
     testbench: str
     parts: dict[str, str] = field(default_factory=dict)
     workload_test: str = "test_workload"
+    operation: tuple[str, Callable[[dict], float]] | None = None
 
     @functools.cached_property
     def config_names(self) -> frozenset[str]:
@@ -199,6 +203,7 @@ BLOCKS: dict[str, Block] = {
             golden=gemm,
             timed=gemm_timed.timing,
             testbench="scoville.testbenches.gemm",
+            operation=("MAC", lambda m: m["macs"]),
         ),
         Block(
             name="kvcache",
@@ -209,6 +214,9 @@ BLOCKS: dict[str, Block] = {
             golden=KvCacheModel,
             timed=kvcache_timed.timing,
             testbench="scoville.testbenches.kvcache",
+            # A line read, appended or copied (the counters' lines).
+            operation=("line", lambda m: m["counter_reads"] + m["counter_writes"]
+                       + m["counter_copies"]),
         ),
         Block(
             name="fetch",

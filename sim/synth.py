@@ -26,8 +26,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CMOS", "FF_TRANSISTORS", "GATES", "NODES", "Node", "SynthError", "ice40",
-           "synthesize"]
+__all__ = ["CMOS", "FF_TRANSISTORS", "GATES", "NODES", "Node", "SynthError", "gate_netlist",
+           "ice40", "synthesize"]
 
 #: The simple gates ABC maps to.
 GATES = "AND,NAND,OR,NOR,XOR,XNOR,ANDNOT,ORNOT,MUX"
@@ -46,26 +46,50 @@ UTILIZATION = 0.7
 SRAM_EFFICIENCY, SECOND_PORT = 0.6, 1.3
 
 
+#: Stillmaker and Baas, "Scaling equations for the accurate prediction of CMOS device
+#: performance from 180 nm to 7 nm", Integration 58 (2017), table 5: energy per operation of a
+#: node's high-performance (HP) devices as ``a Vdd^2 + b Vdd + c``.
+STILLMAKER = {"45": (1.018, -0.3107, 0.1539), "16": (0.2958, -0.1241, 0.03024),
+              "7": (0.1776, -0.09097, 0.02447)}
+#: TSMC's N5 against N7 (TSMC, 2019-2020 announcements): 30% less power at the same speed.
+N5_VS_N7 = 0.7
+
+
+def stillmaker(node: str, vdd: float) -> float:
+    """Stillmaker and Baas's energy of ``node`` (``45``, ``16`` or ``7``) at ``vdd`` over
+    45 nm's at 0.9 V, Horowitz's voltage."""
+    a, b, c = STILLMAKER[node]
+    a0, b0, c0 = STILLMAKER["45"]
+    return (a * vdd ** 2 + b * vdd + c) / (a0 * 0.81 + b0 * 0.9 + c0)
+
+
 @dataclass(frozen=True)
 class Node:
-    """A process node: logic density (million transistors per mm^2) and the high-density SRAM
-    bit cell (um^2), with their sources."""
+    """A process node: logic density (million transistors per mm^2), the high-density SRAM
+    bit cell (um^2) and the energy of an operation against 45 nm at 0.9 V (Horowitz's
+    figures), with their sources."""
 
     name: str
     mtr_per_mm2: float
     bitcell_um2: float
+    energy_vs_45nm: float
     source: str
 
 
 NODES = {
-    "n5": Node("n5", 171.3, 0.021, "WikiChip, 'TSMC Details 5 nm' (2020): 171.3 MTr/mm^2 "
-               "estimated; 0.021 um^2 high-density SRAM cell (TSMC, IEDM 2019)"),
-    "n7": Node("n7", 91.2, 0.027, "WikiChip, TSMC N7: 91.2 MTr/mm^2; 0.027 um^2 SRAM cell "
-               "(TSMC, IEDM 2016)"),
-    "n16": Node("n16", 28.9, 0.074, "WikiChip, TSMC 16FF+: 28.9 MTr/mm^2; 0.074 um^2 SRAM "
-                "cell"),
-    "45nm": Node("45nm", 3.3, 0.346, "WikiChip, Intel 45 nm: 3.3 MTr/mm^2; 0.346 um^2 SRAM "
-                 "cell (the node of Horowitz's energy figures)"),
+    "n5": Node("n5", 171.3, 0.021, N5_VS_N7 * stillmaker("7", 0.7),
+               "WikiChip, 'TSMC Details 5 nm' (2020): 171.3 MTr/mm^2 estimated; 0.021 um^2 "
+               "high-density SRAM cell (TSMC, IEDM 2019); energy: n7's x 0.7 (TSMC's N5 "
+               "claim)"),
+    "n7": Node("n7", 91.2, 0.027, stillmaker("7", 0.7),
+               "WikiChip, TSMC N7: 91.2 MTr/mm^2; 0.027 um^2 SRAM cell (TSMC, IEDM 2016); "
+               "energy: Stillmaker and Baas HP 7 nm at 0.7 V"),
+    "n16": Node("n16", 28.9, 0.074, stillmaker("16", 0.8),
+                "WikiChip, TSMC 16FF+: 28.9 MTr/mm^2; 0.074 um^2 SRAM cell; energy: "
+                "Stillmaker and Baas HP 16 nm at 0.8 V"),
+    "45nm": Node("45nm", 3.3, 0.346, 1.0,
+                 "WikiChip, Intel 45 nm: 3.3 MTr/mm^2; 0.346 um^2 SRAM cell (the node of "
+                 "Horowitz's energy figures, 0.9 V)"),
 }
 
 SCRIPT = f"""read_verilog -sv {{src}}
@@ -80,6 +104,17 @@ tee -q -o {{ltp_modules}} ltp -noff
 flatten
 opt_clean
 tee -q -o {{ltp_top}} ltp -noff
+"""
+
+
+#: The gate netlist that is simulated for energy (:func:`gate_netlist`): the same gates,
+#: flattened, every net given a public name (``autoname``) so that the Verilog and the JSON
+#: name it alike.
+NETLIST_SCRIPT = SCRIPT[:SCRIPT.index("write_json")] + """flatten
+opt_clean
+autoname
+write_verilog -noattr -norename {out}
+write_json {net}
 """
 
 
@@ -163,6 +198,60 @@ def _yosys_run(verilog: str, top: str) -> dict:
         modules[name] = {"cells": cells, "subs": subs, "memories": mems,
                          "depth": depth.get(name, 0)}
     return {"modules": modules, "top_depth": top_depth}
+
+
+def gate_netlist(verilog: str, top: str) -> dict:
+    """Yosys's flattened gate netlist of module ``top`` (:data:`NETLIST_SCRIPT`): ``verilog``,
+    its text (memories as behavioural arrays); ``nets``, per net name the id of each of its
+    bits (least significant first; ``None`` for a constant); ``bits``, per id ``[fanout,
+    driver]`` (the cell input pins and output ports it feeds; the type of the cell that
+    drives it, ``""`` for an input port); ``ffs``, the flip-flops by type. Cached like
+    :func:`synthesize`."""
+    return _cached(f"{top}-netlist", NETLIST_SCRIPT + top + "\0" + verilog,
+                   lambda: _netlist_run(verilog, top))
+
+
+def _netlist_run(verilog: str, top: str) -> dict:
+    yosys = _yosys()
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (d / "top.v").write_text(verilog)
+        (d / "s.ys").write_text(NETLIST_SCRIPT.format(
+            src=d / "top.v", top=top, out=d / "gates.v", net=d / "net.json"))
+        proc = subprocess.run([yosys, "-q", "-s", str(d / "s.ys")], capture_output=True,
+                              text=True)
+        if proc.returncode:
+            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise SynthError(f"yosys failed on {top}: {last[0]}")
+        text = (d / "gates.v").read_text()
+        mod = json.loads((d / "net.json").read_text())["modules"][top]
+    fanout: dict[int, int] = {}
+    driver: dict[int, str] = {}
+    ffs: dict[str, int] = {}
+    for cell in mod["cells"].values():
+        t = cell["type"]
+        if _is_ff(t):
+            ffs[t] = ffs.get(t, 0) + 1
+        for port, bits in cell["connections"].items():
+            out = cell["port_directions"].get(port) == "output"
+            for b in bits:
+                if isinstance(b, int):
+                    if out:
+                        driver[b] = t
+                    else:
+                        fanout[b] = fanout.get(b, 0) + 1
+    for port in mod["ports"].values():
+        for b in port["bits"]:
+            if isinstance(b, int):
+                if port["direction"] == "input":
+                    driver.setdefault(b, "")
+                else:
+                    fanout[b] = fanout.get(b, 0) + 1
+    nets = {name: [b if isinstance(b, int) else None for b in n["bits"]]
+            for name, n in mod["netnames"].items()}
+    bits = {str(b): [fanout.get(b, 0), driver.get(b, "")]
+            for b in {*fanout, *driver}}
+    return {"verilog": text, "nets": nets, "bits": bits, "ffs": ffs}
 
 
 def _is_ff(cell_type: str) -> bool:
