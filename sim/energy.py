@@ -22,16 +22,23 @@ glitches: the switching sum is a lower bound for logic whose inputs arrive at di
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
 from .flow import run as flow_run
 from .flow import to_verilog
-from .synth import CMOS, FF_TRANSISTORS, NODES, SynthError, _is_ff, gate_netlist
+from .synth import (
+    CMOS,
+    FF_TRANSISTORS,
+    NODES,
+    SynthError,
+    _is_ff,
+    gate_netlist,
+    sram_pj_per_bit,
+)
 
-__all__ = ["CLOCK_PINS", "C_PIN_FF", "EnergyError", "SRAM_45NM", "VDD", "coverage",
-           "measure", "memory_accesses", "sram_pj_per_bit"]
+__all__ = ["CLOCK_PINS", "C_PIN_FF", "EnergyError", "VDD", "coverage", "measure",
+           "memory_accesses"]
 
 #: Supply voltage of the 45 nm figures (Horowitz, ISSCC 2014: 45 nm, 0.9 V).
 VDD = 0.9
@@ -42,24 +49,10 @@ C_PIN_FF = 2.0
 #: A flip-flop's clock load in input pins (its clock pin and the internal clock inverters, and
 #: its share of the clock tree's last stage). A stated assumption.
 CLOCK_PINS = 3
-#: Horowitz's SRAM figures at 45 nm: (macro bytes, pJ per 64-bit read).
-SRAM_45NM = ((8 * 1024, 10.0), (32 * 1024, 20.0), (1024 * 1024, 100.0))
 
 
 class EnergyError(SynthError):
     """The netlist run failed or measured nothing: one line."""
-
-
-def sram_pj_per_bit(macro_bytes: float, node: str = "45nm") -> float:
-    """Energy of one bit read (or written) in a macro of ``macro_bytes``: Horowitz's 45 nm
-    points interpolated in log-log (below 8 KB, the 8-32 KB slope continued: energy as the
-    square root of size, the bit-line length), scaled to ``node``."""
-    pts = SRAM_45NM
-    size = max(macro_bytes, 1.0)
-    lo, hi = (pts[0], pts[1]) if size <= pts[1][0] else (pts[1], pts[2])
-    slope = math.log(hi[1] / lo[1]) / math.log(hi[0] / lo[0])
-    pj64 = lo[1] * (size / lo[0]) ** slope
-    return pj64 / 64 * NODES[node].energy_vs_45nm
 
 
 def _cell_pins(driver: str) -> float:
@@ -103,7 +96,7 @@ def coverage(path: Path, module: str) -> tuple[dict, dict, int]:
 
 
 _DECL = re.compile(r"^\s*(?:wire|reg|input|output|inout)\s+(?:signed\s+)?"
-                   r"(?:\[(-?\d+):(-?\d+)\]\s+)?(\\\S+|[A-Za-z_]\w*)\s*;")
+                   r"(?:\[(-?\d+):(-?\d+)\]\s+)?(\\\S+|[A-Za-z_]\w*)\s*(?:=[^;]*)?;")
 _MEM = re.compile(r"^\s*reg\s+(?:\[(\d+):(\d+)\]\s+)?(\\\S+|[A-Za-z_]\w*)\s+\[(\d+):(\d+)\];")
 _IF = re.compile(r"^\s*if \(")
 
@@ -169,8 +162,9 @@ def measure(block, config, workload, *, node: str = "n5", seed: int = 1,
     ``node``: ``energy_pj_per_op`` (per the block's ``operation``), ``op``, ``ops``,
     ``cycles``, ``energy_pj`` (``switching``, ``clock``, ``sram``, ``total``),
     ``energy_components`` (switching and SRAM pJ per sub-component, by net name), the
-    memories' accesses (``sram_accesses``), ``toggles``, ``flip_flops`` and ``run_dir`` (the
-    run's folder: Verilator's ``coverage.dat``, the metrics)."""
+    memories' accesses (``sram_accesses``), ``toggles``, ``bits`` (the netlist's net bits) and
+    ``bits_covered`` (those the coverage named), ``flip_flops`` and ``run_dir`` (the run's
+    folder: Verilator's ``coverage.dat``, the metrics)."""
     if node not in NODES:
         raise SynthError(f"unknown node {node!r}; allowed: {', '.join(NODES)}")
     if block.operation is None:
@@ -235,4 +229,5 @@ def measure(block, config, workload, *, node: str = "n5", seed: int = 1,
             "energy_pj": {"switching": switching, "clock": clock, "sram": sram,
                           "total": total},
             "energy_components": dict(sorted(by_comp.items())), "sram_accesses": mems,
-            "toggles": sum(seen.values()), "flip_flops": ffs, "run_dir": result.run_dir}
+            "toggles": sum(seen.values()), "bits": len(net["bits"]), "bits_covered": len(seen),
+            "flip_flops": ffs, "run_dir": result.run_dir}

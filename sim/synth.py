@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -26,8 +27,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CMOS", "FF_TRANSISTORS", "GATES", "NODES", "Node", "SynthError", "gate_netlist",
-           "ice40", "synthesize"]
+__all__ = ["CMOS", "FF_TRANSISTORS", "GATES", "NODES", "Node", "SRAM_45NM", "SynthError",
+           "gate_netlist", "ice40", "sram_pj_per_bit", "stillmaker", "synthesize"]
 
 #: The simple gates ABC maps to.
 GATES = "AND,NAND,OR,NOR,XOR,XNOR,ANDNOT,ORNOT,MUX"
@@ -91,6 +92,22 @@ NODES = {
                  "WikiChip, Intel 45 nm: 3.3 MTr/mm^2; 0.346 um^2 SRAM cell (the node of "
                  "Horowitz's energy figures, 0.9 V)"),
 }
+
+#: Horowitz's SRAM figures at 45 nm (ISSCC 2014): (macro bytes, pJ per 64-bit read).
+SRAM_45NM = ((8 * 1024, 10.0), (32 * 1024, 20.0), (1024 * 1024, 100.0))
+
+
+def sram_pj_per_bit(macro_bytes: float, node: str = "45nm") -> float:
+    """Energy of one bit read (or written) in a macro of ``macro_bytes``: Horowitz's 45 nm
+    points interpolated in log-log (below 8 KB, the 8-32 KB slope continued: energy as the
+    square root of size, the bit-line length), scaled to ``node``."""
+    pts = SRAM_45NM
+    size = max(macro_bytes, 1.0)
+    lo, hi = (pts[0], pts[1]) if size <= pts[1][0] else (pts[1], pts[2])
+    slope = math.log(hi[1] / lo[1]) / math.log(hi[0] / lo[0])
+    pj64 = lo[1] * (size / lo[0]) ** slope
+    return pj64 / 64 * NODES[node].energy_vs_45nm
+
 
 SCRIPT = f"""read_verilog -sv {{src}}
 synth -top {{top}} -run begin:fine
@@ -207,7 +224,8 @@ def gate_netlist(verilog: str, top: str) -> dict:
     driver]`` (the cell input pins and output ports it feeds; the type of the cell that
     drives it, ``""`` for an input port); ``ffs``, the flip-flops by type. Cached like
     :func:`synthesize`."""
-    return _cached(f"{top}-netlist", NETLIST_SCRIPT + top + "\0" + verilog,
+    # The key: the script, the top, the Verilog and the version of what is kept of the JSON.
+    return _cached(f"{top}-netlist", "2\0" + NETLIST_SCRIPT + top + "\0" + verilog,
                    lambda: _netlist_run(verilog, top))
 
 
@@ -247,7 +265,8 @@ def _netlist_run(verilog: str, top: str) -> dict:
                     driver.setdefault(b, "")
                 else:
                     fanout[b] = fanout.get(b, 0) + 1
-    nets = {name: [b if isinstance(b, int) else None for b in n["bits"]]
+    # A public name that starts with "$" has a backslash before it in the JSON, not in Verilog.
+    nets = {name.removeprefix("\\"): [b if isinstance(b, int) else None for b in n["bits"]]
             for name, n in mod["netnames"].items()}
     bits = {str(b): [fanout.get(b, 0), driver.get(b, "")]
             for b in {*fanout, *driver}}

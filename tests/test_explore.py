@@ -6,6 +6,7 @@ import dataclasses
 import io
 import json
 import math
+import shutil
 from contextlib import redirect_stdout
 
 import pytest
@@ -20,11 +21,13 @@ from scoville.sim.explore.specs import (
     CHIPS,
     MODELS,
     SCENARIOS,
+    SYNTH,
     Scenario,
     SpecError,
     load_chip,
     load_model,
 )
+from scoville.sim.synth import NODES
 
 
 def test_model_sizes_match_the_public_figures():
@@ -102,6 +105,43 @@ def test_a_bigger_array_makes_the_blocks_chip_faster_in_prefill():
     m, par = MODELS["gpt-oss-120b"], perf.Parallelism("tp", 1)
     assert perf.prefill(big, m, par, 8, 1024).seconds < perf.prefill(small, m, par, 8,
                                                                       1024).seconds
+
+
+def test_the_blocks_chip_takes_its_area_and_energy_from_synthesis():
+    """scoville-a64: every PE the MXFP4 engine's logic per PE, the SRAM as macros, the array's
+    measured energy per MAC at the synthesis node over two operations; tokens/s per mm^2
+    where a chip's area is known, none where it is not."""
+    chip, data = CHIPS["scoville-a64"], SYNTH
+    pes = chip.cores * chip.array_rows * chip.array_cols
+    assert chip.area_mm2 == pytest.approx(pes * data["logic_mm2_per_pe"]["mxfp4"]
+                                          + chip.sram_mib * 2**23 * data["sram_mm2_per_bit"])
+    assert data["energy_vs_45nm"] == pytest.approx(NODES[data["node"]].energy_vs_45nm)
+    for fmt, array_fmt in (("fp4", "mxfp4"), ("fp8", "mxfp8"), ("bf16", "bf16")):
+        assert chip.energy.pj_per_flop[fmt] == pytest.approx(
+            data["array_pj_per_mac_45nm"][array_fmt] * data["energy_vs_45nm"] / 2)
+    m, sc = MODELS["gpt-oss-120b"], Scenario(1024, 1024, (8,))
+    for name in ("scoville-a64", "h100", "b200"):
+        c = CHIPS[name]
+        p = next(p for par in perf.parallelisms(c, m)
+                 if (p := perf.evaluate(c, m, sc, 8, par)))
+        if c.area_mm2:
+            assert p["tok_s_mm2"] == pytest.approx(p["tok_s_chip"] / c.area_mm2)
+        else:
+            assert name == "b200" and p["tok_s_mm2"] is None
+
+
+@pytest.mark.skipif(shutil.which("yosys") is None, reason="no yosys")
+def test_the_synthesis_data_is_the_commands():
+    """sim/explore/synth.json (scripts/area.py) holds what ``scoville synth`` says now: the
+    int8 engine's logic per PE at 8 x 8 (an RTL change that moves it needs the script run
+    again)."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["synth", "gemm", "--param", "rows=8", "--param", "cols=8",
+                     "--param", "fmt=int8", "--param", "dataflow=os", "--node",
+                     SYNTH["node"], "--json"]) == 0
+    d = json.loads(out.getvalue())
+    assert SYNTH["logic_mm2_per_pe"]["int8"] == pytest.approx(d["logic_mm2"] / 64)
 
 
 def test_frontier_keeps_the_undominated_points_sorted():

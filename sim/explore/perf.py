@@ -160,6 +160,7 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
         "tok_s_chip_total": generated * (sc.isl + sc.osl) / sc.osl,
         "power_w": power, "tok_s_kw": generated / (power / 1e3),
         "tok_s_mw": generated / (chip.allin_kw / 1e3),
+        "tok_s_mm2": generated / chip.area_mm2 if chip.area_mm2 else None,
         "decode_step_s": t_step,
     }
 

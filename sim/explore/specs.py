@@ -10,11 +10,14 @@ comment; ``../shared/MODELS.md`` collects most of them.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from scoville.sim.synth import sram_pj_per_bit
 
 __all__ = ["CHIPS", "MODELS", "Chip", "Model", "Scenario", "SpecError", "bytes_per_param",
            "load_chip", "load_model"]
@@ -105,6 +108,9 @@ class Chip:
         launches, synchronization).
     cores, array_rows, array_cols : int
         A ``blocks`` chip's cores, each with one array of rows x cols processing elements.
+    area_mm2 : float
+        Silicon area, 0 where not known: a ``blocks`` chip's from synthesis (its arrays and
+        SRAM, ``scoville synth``), a GPU's die where published. Gives tokens/s per mm^2.
     """
 
     name: str
@@ -130,6 +136,7 @@ class Chip:
     cores: int = 0
     array_rows: int = 0
     array_cols: int = 0
+    area_mm2: float = 0.0
     description: str = ""
 
     def __post_init__(self):
@@ -420,11 +427,12 @@ CHIPS: dict[str, Chip] = {
     # FP8 1,979 dense TFLOPS, BF16 989, 80 GB at 3.35 TB/s, 700 W (InferenceX-app
     # gpu-specs.ts, MODELS.md); NVLink 4 900 GB/s both ways, 8 per HGX board; all-in 1.73 kW
     # (InferenceX-app constants.ts).
+    # Die: GH100, 814 mm^2 (NVIDIA H100 Tensor Core GPU Architecture whitepaper, 2022).
     "h100": _gpu("h100", {"fp8": 1979, "bf16": 989}, 80, 3.35, 700, 1.73, 450, 8,
-                 "NVIDIA H100 SXM", **GPU_FACTORS),
+                 "NVIDIA H100 SXM", area_mm2=814, **GPU_FACTORS),
     # As H100 with 141 GB at 4.8 TB/s (MODELS.md).
     "h200": _gpu("h200", {"fp8": 1979, "bf16": 989}, 141, 4.8, 700, 1.73, 450, 8,
-                 "NVIDIA H200 SXM", **GPU_FACTORS),
+                 "NVIDIA H200 SXM", area_mm2=814, **GPU_FACTORS),
     # FP4 9,000, FP8 4,500, 180 GB at 8 TB/s, 1,000 W (MODELS.md); NVLink 5 1.8 TB/s both
     # ways, 8 per HGX board; all-in 2.17 kW.
     "b200": _gpu("b200", {"fp4": 9000, "fp8": 4500, "bf16": 2250}, 180, 8.0, 1000, 2.17, 900,
@@ -447,28 +455,48 @@ CHIPS: dict[str, Chip] = {
 }
 
 
+#: What synthesis measured of our blocks (``python scripts/area.py`` writes it from
+#: ``scoville synth --json``): logic area per PE of the 8 x 8 engine and the array's energy
+#: per MAC at 45 nm, by format; SRAM area per bit; the node and its energy factor.
+#: None (and no blocks chip) while the file is missing: the script that writes it runs the
+#: command, which must not need it.
+_SYNTH_FILE = Path(__file__).parent / "synth.json"
+SYNTH = json.loads(_SYNTH_FILE.read_text()) if _SYNTH_FILE.exists() else None
+#: The array format of each compute format of a ``blocks`` chip.
+_ARRAY_FMT = {"fp4": "mxfp4", "fp8": "mxfp8", "bf16": "bf16"}
+
+
 def _blocks_chip() -> Chip:
     """``scoville-a64``: 256 cores, each a 64 x 64 array of Scoville's MXFP4 processing
-    elements at 1.5 GHz (an assumed clock until the synthesis issue measures one), with the
-    MoE block's weight path and the attention block's KV cache; a B200's HBM and links."""
-    cores, rows, cols, ghz = 256, 64, 64, 1.5
+    elements at 1.5 GHz (an assumed clock: synthesis gives logic depth in gates, not a
+    timing), with the MoE block's weight path and the attention block's KV cache; a B200's
+    HBM and links. Area and energy per MAC from synthesis (:data:`SYNTH`)."""
+    cores, rows, cols, ghz, sram_mib = 256, 64, 64, 1.5, 256
     fp4 = 2 * cores * rows * cols * ghz * 1e9 / 1e12
-    # Energy: Horowitz's 45 nm INT8 multiply + add (0.23 pJ) stands for an MXFP4 MAC (the
-    # 4-bit product is smaller, the FP32 accumulation larger), scaled by 1/4 to a 5 nm-class
-    # node: 0.06 pJ a MAC, 0.03 a FLOP; twice and four times that for FP8 and BF16. Static
-    # 20% of the power limit. The synthesis issue replaces these with measured ones.
-    energy = Energy({"fp4": 0.03, "fp8": 0.06, "bf16": 0.12}, _HBM_PJ_B, _SRAM_PJ_B,
-                    _LINK_PJ_B, 0.2 * 700)
+    # Energy per operation: the array's measured energy per MAC (gate-level toggles over
+    # random GEMMs, 45 nm) scaled to the synthesis node, over two operations a MAC. SRAM: a
+    # byte read from a 1 MiB macro (a core's share) at that node. Static 20% of the power
+    # limit (assumed).
+    scale = SYNTH["energy_vs_45nm"]
+    pj = {f: SYNTH["array_pj_per_mac_45nm"][a] * scale / 2 for f, a in _ARRAY_FMT.items()}
+    sram_pj_b = 8 * sram_pj_per_bit(sram_mib / cores * 2**20, SYNTH["node"])
+    energy = Energy(pj, _HBM_PJ_B, sram_pj_b, _LINK_PJ_B, 0.2 * 700)
+    # Area: the MXFP4 engine's logic per PE at 8 x 8 (its buffers and sequencer shared over
+    # 64 PEs) for every PE, and the SRAM as macros; no I/O, HBM PHYs or network on chip.
+    area = (cores * rows * cols * SYNTH["logic_mm2_per_pe"]["mxfp4"]
+            + sram_mib * 2**23 * SYNTH["sram_mm2_per_bit"])
     return Chip(name="scoville-a64", kind="blocks", clock_ghz=ghz,
                 tflops={"fp4": fp4, "fp8": fp4 / 2, "bf16": fp4 / 4}, hbm_gb=180, hbm_tb_s=8.0,
                 link_gb_s=900, link_latency_us=2.0, domain=64, power_w=700,
-                allin_kw=2.1 / 1.2 * 0.7, energy=energy, sram_mib=256, sram_tb_s=64,
+                allin_kw=2.1 / 1.2 * 0.7, energy=energy, sram_mib=sram_mib, sram_tb_s=64,
                 kv_sram_frac=0.75, cores=cores, array_rows=rows, array_cols=cols,
+                area_mm2=area,
                 description="256 cores of Scoville's 64 x 64 MXFP4 array, 256 MiB SRAM, "
                             "B200-class HBM and links")
 
 
-CHIPS["scoville-a64"] = _blocks_chip()
+if SYNTH is not None:
+    CHIPS["scoville-a64"] = _blocks_chip()
 
 MODELS: dict[str, Model] = {
     # openai/gpt-oss config.json and gpt_oss/torch/model.py (MODELS.md): 36 layers, hidden
