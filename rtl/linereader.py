@@ -85,7 +85,8 @@ class LineReader(wiring.Component):
             self.rd.valid.eq(out_valid),
             self.rd.payload.last.eq(out_last),
             self.rd.payload.data.eq(self.banks.data),
-            self.banks.en.eq(advance),
+            # The banks are read only for a line that is issued (an SRAM read costs energy).
+            self.banks.en.eq(advance & issue),
             self.stall.eq(out_valid & ~self.rd.ready),
         ]
         with m.If(advance):

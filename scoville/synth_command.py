@@ -57,7 +57,7 @@ def run(args) -> int:
     if args.fpga:
         report.update(ice40(verilog, block.name))
     if args.energy:
-        report.update(_energy(block, args, config, workload, list(result["components"])))
+        report.update(_energy(block, args, config, workload))
     if args.json:
         print(json.dumps(report))
         return 0
@@ -79,7 +79,7 @@ def run(args) -> int:
     return 0
 
 
-def _energy(block, args, config, workload, components: list[str]) -> dict:
+def _energy(block, args, config, workload) -> dict:
     """``energy_pj_per_op`` and its parts (:func:`scoville.sim.energy.measure`), the workload at
     full rate unless ``--param`` set its gaps."""
     import dataclasses
@@ -94,8 +94,7 @@ def _energy(block, args, config, workload, components: list[str]) -> dict:
     workload = dataclasses.replace(workload, **{k: v for k, v in FULL_RATE.items()
                                                 if k in fields and k not in given})
     try:
-        return measure(block, config, workload, node=args.node,
-                       seed=args.seed, components=tuple(components))
+        return measure(block, config, workload, node=args.node, seed=args.seed)
     except (FlowError, ToolError) as err:
         raise SynthError(str(err).splitlines()[0]) from None
 

@@ -8,8 +8,9 @@ block's random workload, with toggle coverage of every net and branch coverage
 - **switching**: per net bit, its toggles times ``1/2 C V^2``, where ``C`` is the load of its
   fanout (:data:`C_PIN_FF` per cell input pin, local wire included) and the driving cell's own
   output and internal nodes (its transistors over four, in pins: a NAND2 is one pin, an XOR
-  three, a flip-flop six);
-- **clock**: every flip-flop's clock load, :data:`CLOCK_PINS` pins, charged once a cycle;
+  three, a flip-flop six); the clock net is left to the next term;
+- **clock**: every flip-flop's clock load, :data:`CLOCK_PINS` pins (its clock pin among
+  them), charged once a cycle;
 - **SRAM**: each memory's accesses (its write and read enables' branch counts; an
   asynchronous read port reads every cycle) times its width times the energy of a bit read
   from a macro of its size (:func:`sram_pj_per_bit`, Horowitz's 45 nm SRAM figures).
@@ -37,13 +38,13 @@ from .synth import (
     sram_pj_per_bit,
 )
 
-__all__ = ["CLOCK_PINS", "C_PIN_FF", "EnergyError", "VDD", "coverage", "measure",
-           "memory_accesses"]
+__all__ = ["CLOCK_PINS", "C_PIN_FF", "EnergyError", "VDD", "coverage", "energy_from",
+           "measure", "memory_accesses"]
 
 #: Supply voltage of the 45 nm figures (Horowitz, ISSCC 2014: 45 nm, 0.9 V).
 VDD = 0.9
 #: Load of one cell input pin with its share of local wire at 45 nm, fF: the Nangate 45 nm
-#: Open Cell Library's X1 inputs are about 1.5-1.6 fF (INV_X1, NAND2_X1); a short local wire
+#: Open Cell Library's X1 inputs are 1.6-1.7 fF (NAND2_X1 1.60, INV_X1 1.70); a short local wire
 #: (about 2 um at 0.2 fF/um) is the rest. A stated assumption.
 C_PIN_FF = 2.0
 #: A flip-flop's clock load in input pins (its clock pin and the internal clock inverters, and
@@ -98,14 +99,49 @@ def coverage(path: Path, module: str) -> tuple[dict, dict, int]:
 _DECL = re.compile(r"^\s*(?:wire|reg|input|output|inout)\s+(?:signed\s+)?"
                    r"(?:\[(-?\d+):(-?\d+)\]\s+)?(\\\S+|[A-Za-z_]\w*)\s*(?:=[^;]*)?;")
 _MEM = re.compile(r"^\s*reg\s+(?:\[(\d+):(\d+)\]\s+)?(\\\S+|[A-Za-z_]\w*)\s+\[(\d+):(\d+)\];")
-_IF = re.compile(r"^\s*if \(")
+_GUARD = re.compile(r"^(?:end\s+)?(?:else\s+)?if\s*\(")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _guard(lines: list[str], i: int) -> int | None:
+    """The 1-based line of the ``if`` that guards statement ``lines[i]`` (the nearest line
+    above it, less indented, that opens an ``if`` or ``else if``), or None when the statement
+    is not guarded (its ``always`` block or an ``assign`` comes first)."""
+    at = _indent(lines[i])
+    for j in range(i - 1, -1, -1):
+        text = lines[j].strip()
+        if not text or _indent(lines[j]) >= at:
+            continue
+        if _GUARD.match(text):
+            return j + 1
+        if text.startswith(("always", "assign", "module", "initial")):
+            return None
+        if text.startswith(("else", "end else", "case")):
+            raise EnergyError(f"line {i + 1} of the gate netlist: a memory access under "
+                              f"'{text[:30]}' (only 'if' guards are counted)")
+        at = _indent(lines[j])
+    return None
+
+
+def _address(line: str, at: int) -> str:
+    """The text inside the brackets that open at ``line[at]`` (brackets nested)."""
+    depth = 0
+    for k in range(at, len(line)):
+        depth += {"[": 1, "]": -1}.get(line[k], 0)
+        if depth == 0:
+            return line[at + 1:k].strip()
+    return line[at + 1:].strip()
 
 
 def memory_accesses(verilog: str, branches: dict, cycles: int) -> list[dict]:
     """Each memory of Yosys's written netlist with its ``width``, ``words``, ``reads`` and
-    ``writes``: a write (or read) statement's count is its enclosing ``if``'s branch count
-    (writes with several enable slices in one clocked block count once, the most of them);
-    a read outside any ``if`` (an asynchronous port's ``assign``) reads every cycle."""
+    ``writes``: a read or write statement counts its guarding ``if``'s branch count (each
+    ``if`` its own: the nearest less indented one), or every cycle where no ``if`` guards it
+    (an asynchronous read port's ``assign``). A write port's enable slices (statements of one
+    clocked block at the same address) count once, the most of them."""
     lines = verilog.splitlines()
     mems = {}
     for line in lines:
@@ -117,25 +153,31 @@ def memory_accesses(verilog: str, branches: dict, cycles: int) -> list[dict]:
                                 "words": words, "reads": 0, "writes": 0}
     if not mems:
         return []
-    pattern = re.compile(r"(<=|=)\s*(" + "|".join(re.escape(k) for k in mems) + r")\s*\[|"
-                         r"^\s*(" + "|".join(re.escape(k) for k in mems) + r")\s*\[.*<=")
+    names = "|".join(re.escape(k) for k in mems)
+    pattern = re.compile(rf"(<=|=)\s*({names})\s*\[|^\s*({names})\s*\[.*<=")
     block, writes = 0, {}
     for i, line in enumerate(lines):
-        if "always @(posedge" in line:
+        if "always @(" in line:
             block = i
         m = pattern.search(line)
         if not m or line.lstrip().startswith(("reg ", "initial")):
             continue
         if m.group(3) is None and m.group(1) == "=" and not line.lstrip().startswith("assign"):
             continue  # an initializer
-        guard = lines[i - 1] if i else ""
-        count = branches.get(i, {}).get("if", 0) if _IF.match(guard) else cycles
+        guard = _guard(lines, i)
+        if guard is None:
+            count = cycles
+        elif "if" not in branches.get(guard, {}):
+            raise EnergyError(f"line {guard} of the gate netlist guards a memory access but "
+                              "has no branch coverage")
+        else:
+            count = branches[guard]["if"]
         if m.group(3) is not None:
-            key = (m.group(3), block)
+            key = (m.group(3), block, _address(line, line.index("[", m.end(3))))
             writes[key] = max(writes.get(key, 0), count)
         else:
             mems[m.group(2)]["reads"] += count
-    for (name, _), n in writes.items():
+    for (name, _, _), n in writes.items():
         mems[name]["writes"] += n
     return list(mems.values())
 
@@ -151,20 +193,64 @@ def _declarations(verilog: str) -> dict[int, tuple[str, int]]:
     return out
 
 
-def _component(name: str, components: set[str]) -> str:
-    head = name.split(".", 1)[0]
-    return head if head in components else "top"
+def energy_from(net: dict, toggles: dict, branches: dict, cycles: int, node: str) -> dict:
+    """The energy of one run from its coverage (:func:`coverage`) on ``net``
+    (:func:`~scoville.sim.synth.gate_netlist`), in pJ at ``node``: ``switching``, ``clock``,
+    ``sram`` and ``total``; ``components``, switching and SRAM by the top's instance that
+    drives the net (``top`` for the top's own); ``sram_accesses``; ``toggles``, ``bits``
+    and ``bits_covered`` (net bits the coverage named)."""
+    scale = NODES[node].energy_vs_45nm
+    fj = 0.5 * C_PIN_FF * VDD ** 2 * scale  # fJ per pin of load per toggle
+    decl = _declarations(net["verilog"])
+    seen: dict[str, int] = {}
+    for at, bits in toggles.items():
+        if at not in decl:
+            continue
+        name, lo = decl[at]
+        ids = net["nets"].get(name)
+        if ids is None:
+            continue
+        for i, n in bits.items():
+            pos = 0 if i < 0 else i - lo
+            if 0 <= pos < len(ids) and ids[pos] is not None:
+                b = str(ids[pos])
+                if b in net["bits"]:
+                    seen[b] = max(n, seen.get(b, 0))
+    clocks = {str(b) for b in net["clocks"]}
+    by_comp: dict[str, float] = {}
+    switching = 0.0
+    for b, n in seen.items():
+        if b in clocks:
+            continue  # the clock term below
+        fanout, driver, comp = net["bits"][b]
+        e = n * (fanout + _cell_pins(driver)) * fj * 1e-3  # pJ
+        switching += e
+        by_comp[comp or "top"] = by_comp.get(comp or "top", 0.0) + e
+    ffs = sum(net["ffs"].values())
+    clock = ffs * cycles * CLOCK_PINS * 2 * fj * 1e-3  # C V^2 a cycle = 2 x (1/2 C V^2)
+    mems = memory_accesses(net["verilog"], branches, cycles)
+    sram = 0.0
+    for m in mems:
+        e = (m["reads"] + m["writes"]) * m["width"] * sram_pj_per_bit(
+            m["words"] * m["width"] / 8, node)
+        m["energy_pj"] = e
+        sram += e
+        comp = m["name"].split(".", 1)[0] if "." in m["name"] else "top"
+        by_comp[comp] = by_comp.get(comp, 0.0) + e
+    return {"switching": switching, "clock": clock, "sram": sram,
+            "total": switching + clock + sram, "components": dict(sorted(by_comp.items())),
+            "sram_accesses": mems, "toggles": sum(seen.values()), "bits": len(net["bits"]),
+            "bits_covered": len(seen)}
 
 
-def measure(block, config, workload, *, node: str = "n5", seed: int = 1,
-            components: tuple[str, ...] = ()) -> dict:
+def measure(block, config, workload, *, node: str = "n5", seed: int = 1) -> dict:
     """Energy of ``block`` with ``config`` over ``workload`` (its ``workload_test``), at
     ``node``: ``energy_pj_per_op`` (per the block's ``operation``), ``op``, ``ops``,
     ``cycles``, ``energy_pj`` (``switching``, ``clock``, ``sram``, ``total``),
-    ``energy_components`` (switching and SRAM pJ per sub-component, by net name), the
-    memories' accesses (``sram_accesses``), ``toggles``, ``bits`` (the netlist's net bits) and
-    ``bits_covered`` (those the coverage named), ``flip_flops`` and ``run_dir`` (the run's
-    folder: Verilator's ``coverage.dat``, the metrics)."""
+    ``energy_components`` (switching and SRAM pJ by the top's instance that drives the net),
+    the memories' accesses (``sram_accesses``), ``toggles``, ``bits`` (the netlist's net
+    bits) and ``bits_covered`` (those the coverage named), ``flip_flops`` and ``run_dir``
+    (the run's folder: Verilator's ``coverage.dat``, the metrics)."""
     if node not in NODES:
         raise SynthError(f"unknown node {node!r}; allowed: {', '.join(NODES)}")
     if block.operation is None:
@@ -179,55 +265,22 @@ def measure(block, config, workload, *, node: str = "n5", seed: int = 1,
             (t.message for t in result.tests if not t.passed), "failed")
         raise EnergyError(f"the gate netlist of {top} failed its workload: "
                           f"{why.splitlines()[0] if why else 'failed'} (see {result.log})")
-    toggles, branches, cycles = coverage(Path(result.run_dir) / "coverage.dat", dut)
+    path = Path(result.run_dir) / "coverage.dat"
+    try:
+        toggles, branches, cycles = coverage(path, dut)
+    except (OSError, KeyError, ValueError) as err:
+        raise EnergyError(f"cannot read Verilator's coverage {path}: {err}") from None
     if not toggles or not cycles:
-        raise EnergyError(f"no toggle coverage for {dut} in {result.run_dir}")
-    scale = NODES[node].energy_vs_45nm
-    fj = 0.5 * C_PIN_FF * VDD ** 2 * scale  # fJ per pin of load per toggle
-    decl = _declarations(net["verilog"])
-    seen: dict[str, int] = {}
-    owner: dict[str, str] = {}
-    names = set(components)
-    for at, bits in toggles.items():
-        if at not in decl:
-            continue
-        name, lo = decl[at]
-        ids = net["nets"].get(name)
-        if ids is None:
-            continue
-        for i, n in bits.items():
-            pos = 0 if i < 0 else i - lo
-            if 0 <= pos < len(ids) and ids[pos] is not None:
-                b = str(ids[pos])
-                if n > seen.get(b, -1):
-                    seen[b] = n
-                    owner[b] = _component(name, names)
-    by_comp: dict[str, float] = {}
-    switching = 0.0
-    for b, n in seen.items():
-        fanout, driver = net["bits"].get(b, [0, ""])
-        e = n * (fanout + _cell_pins(driver)) * fj * 1e-3  # pJ
-        switching += e
-        by_comp[owner[b]] = by_comp.get(owner[b], 0.0) + e
-    ffs = sum(net["ffs"].values())
-    clock = ffs * cycles * CLOCK_PINS * 2 * fj * 1e-3  # C V^2 a cycle = 2 x (1/2 C V^2)
-    mems = memory_accesses(net["verilog"], branches, cycles)
-    sram = 0.0
-    for m in mems:
-        e = (m["reads"] + m["writes"]) * m["width"] * sram_pj_per_bit(
-            m["words"] * m["width"] / 8, node)
-        m["energy_pj"] = e
-        sram += e
-        comp = _component(m["name"], names)
-        by_comp[comp] = by_comp.get(comp, 0.0) + e
-    metrics = result.metrics.get(block.workload_test, {})
-    ops = count(metrics)
+        raise EnergyError(f"no toggle coverage for {dut} in {path}")
+    e = energy_from(net, toggles, branches, cycles, node)
+    try:
+        ops = count(result.metrics.get(block.workload_test, {}))
+    except KeyError as err:
+        raise EnergyError(f"the workload of {top} recorded no metric {err}") from None
     if not ops:
         raise EnergyError(f"the workload of {top} counted no {unit}s")
-    total = switching + clock + sram
-    return {"energy_pj_per_op": total / ops, "op": unit, "ops": ops, "cycles": cycles,
-            "energy_pj": {"switching": switching, "clock": clock, "sram": sram,
-                          "total": total},
-            "energy_components": dict(sorted(by_comp.items())), "sram_accesses": mems,
-            "toggles": sum(seen.values()), "bits": len(net["bits"]), "bits_covered": len(seen),
-            "flip_flops": ffs, "run_dir": result.run_dir}
+    return {"energy_pj_per_op": e["total"] / ops, "op": unit, "ops": ops, "cycles": cycles,
+            "energy_pj": {k: e[k] for k in ("switching", "clock", "sram", "total")},
+            "energy_components": e["components"], "sram_accesses": e["sram_accesses"],
+            "toggles": e["toggles"], "bits": e["bits"], "bits_covered": e["bits_covered"],
+            "flip_flops": sum(net["ffs"].values()), "run_dir": result.run_dir}

@@ -296,7 +296,13 @@ def build(
     tool = tool or require(sim)
     top = block.name
     options = [sim, tool.path, tool.version, waves, VERILATOR_BUILD_ARGS, VERILATOR_MAKE_VARS,
-               cocotb.__version__, *(NETLIST_BUILD_ARGS if netlist else ())]
+               cocotb.__version__]
+    if netlist:
+        from .synth import netlist_key
+
+        # The netlist's script and Yosys too: a design key alone would find a build of an
+        # older netlist, whose lines the coverage no longer matches.
+        options += [*NETLIST_BUILD_ARGS, netlist_key()]
     quick = hashlib.sha256(json.dumps([design_key(block, config), *options]).encode())
     index = cache_root() / "index" / f"{block.name}-{sim}-{quick.hexdigest()[:16]}"
     if index.is_file():

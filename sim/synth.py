@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["CMOS", "FF_TRANSISTORS", "GATES", "NODES", "Node", "SRAM_45NM", "SynthError",
-           "gate_netlist", "ice40", "sram_pj_per_bit", "stillmaker", "synthesize"]
+           "gate_netlist", "ice40", "netlist_key", "sram_pj_per_bit", "stillmaker",
+           "synthesize"]
 
 #: The simple gates ABC maps to.
 GATES = "AND,NAND,OR,NOR,XOR,XNOR,ANDNOT,ORNOT,MUX"
@@ -125,14 +126,21 @@ tee -q -o {{ltp_top}} ltp -noff
 
 
 #: The gate netlist that is simulated for energy (:func:`gate_netlist`): the same gates,
-#: flattened, every net given a public name (``autoname``) so that the Verilog and the JSON
-#: name it alike.
-NETLIST_SCRIPT = SCRIPT[:SCRIPT.index("write_json")] + """flatten
+#: but the small ROMs Yosys makes of case statements (``proc_rom``) mapped to logic (they are
+#: gates in silicon, not SRAM macros), flattened, every net and cell given a public name
+#: (``autoname``, hierarchical: ``flow.array...``) so that the Verilog and the JSON name it
+#: alike.
+NETLIST_SCRIPT = SCRIPT[:SCRIPT.index("techmap")] + "memory_map -rom-only\nopt -fast\n" + \
+    SCRIPT[SCRIPT.index("techmap"):SCRIPT.index("write_json")] + """flatten
 opt_clean
 autoname
 write_verilog -noattr -norename {out}
 write_json {net}
 """
+#: The version of what :func:`gate_netlist` keeps of Yosys's JSON (part of its cache key).
+NETLIST_FORMAT = 3
+#: The clock inputs of flip-flops and memories (their energy is the clock term, apart).
+_CLOCK_PORTS = {"C", "CLK", "RD_CLK", "WR_CLK"}
 
 
 class SynthError(RuntimeError):
@@ -217,15 +225,22 @@ def _yosys_run(verilog: str, top: str) -> dict:
     return {"modules": modules, "top_depth": top_depth}
 
 
+def netlist_key() -> str:
+    """What a gate netlist depends on besides the Verilog: the script, the format of what is
+    kept and the Yosys that runs it (the netlist build's cache key holds it too)."""
+    proc = subprocess.run([_yosys(), "-V"], capture_output=True, text=True)
+    return f"{NETLIST_FORMAT}\0{NETLIST_SCRIPT}\0{proc.stdout.strip()}"
+
+
 def gate_netlist(verilog: str, top: str) -> dict:
     """Yosys's flattened gate netlist of module ``top`` (:data:`NETLIST_SCRIPT`): ``verilog``,
     its text (memories as behavioural arrays); ``nets``, per net name the id of each of its
     bits (least significant first; ``None`` for a constant); ``bits``, per id ``[fanout,
-    driver]`` (the cell input pins and output ports it feeds; the type of the cell that
-    drives it, ``""`` for an input port); ``ffs``, the flip-flops by type. Cached like
-    :func:`synthesize`."""
-    # The key: the script, the top, the Verilog and the version of what is kept of the JSON.
-    return _cached(f"{top}-netlist", "2\0" + NETLIST_SCRIPT + top + "\0" + verilog,
+    driver, component]`` (the cell input pins and output ports it feeds; the type of the
+    cell that drives it, ``""`` for an input port; the top-level instance that cell is in,
+    ``""`` for the top's own); ``clocks``, the ids that feed clock inputs; ``ffs``, the
+    flip-flops by type. Cached like :func:`synthesize`."""
+    return _cached(f"{top}-netlist", netlist_key() + top + "\0" + verilog,
                    lambda: _netlist_run(verilog, top))
 
 
@@ -244,33 +259,42 @@ def _netlist_run(verilog: str, top: str) -> dict:
         text = (d / "gates.v").read_text()
         mod = json.loads((d / "net.json").read_text())["modules"][top]
     fanout: dict[int, int] = {}
-    driver: dict[int, str] = {}
+    driver: dict[int, tuple[str, str]] = {}
     ffs: dict[str, int] = {}
-    for cell in mod["cells"].values():
+    clocks: set[int] = set()
+    for cname, cell in mod["cells"].items():
         t = cell["type"]
         if _is_ff(t):
             ffs[t] = ffs.get(t, 0) + 1
+        name = cname.removeprefix("\\")
+        comp = name.split(".", 1)[0] if "." in name and not name.startswith("$") else ""
         for port, bits in cell["connections"].items():
             out = cell["port_directions"].get(port) == "output"
             for b in bits:
                 if isinstance(b, int):
                     if out:
-                        driver[b] = t
+                        driver[b] = (t, comp)
                     else:
                         fanout[b] = fanout.get(b, 0) + 1
+                        if port in _CLOCK_PORTS:
+                            clocks.add(b)
     for port in mod["ports"].values():
         for b in port["bits"]:
             if isinstance(b, int):
                 if port["direction"] == "input":
-                    driver.setdefault(b, "")
+                    driver.setdefault(b, ("", ""))
                 else:
                     fanout[b] = fanout.get(b, 0) + 1
+    upto = [name for name, n in mod["netnames"].items() if n.get("upto")]
+    if upto:
+        raise SynthError(f"gate netlist of {top}: net {upto[0]} is declared [lo:hi]; only "
+                         "[hi:lo] nets are mapped to their coverage")
     # A public name that starts with "$" has a backslash before it in the JSON, not in Verilog.
     nets = {name.removeprefix("\\"): [b if isinstance(b, int) else None for b in n["bits"]]
             for name, n in mod["netnames"].items()}
-    bits = {str(b): [fanout.get(b, 0), driver.get(b, "")]
+    bits = {str(b): [fanout.get(b, 0), *driver.get(b, ("", ""))]
             for b in {*fanout, *driver}}
-    return {"verilog": text, "nets": nets, "bits": bits, "ffs": ffs}
+    return {"verilog": text, "nets": nets, "bits": bits, "clocks": sorted(clocks), "ffs": ffs}
 
 
 def _is_ff(cell_type: str) -> bool:

@@ -76,7 +76,8 @@ def _markdown(results: list[dict], plots: dict) -> str:
              "(tokens/s per user) on each chip's Pareto frontier, never past a curve's end "
              f"(–). Ratios are against `{base}`. Tokens/s per mm^2 (at the peak) where the "
              "chip's area is known: the blocks chip's from `scoville synth` (its arrays and "
-             "SRAM, docs/area.md), a GPU's published die.", ""]
+             "SRAM only, docs/area.md: a lower bound of its die), a GPU's published whole "
+             "die.", ""]
     for key in dict.fromkeys((r["model"], r["scenario"]) for r in results):
         model, scenario = key
         rs = {r["chip"]: r for r in results if (r["model"], r["scenario"]) == key}

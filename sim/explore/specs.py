@@ -379,6 +379,9 @@ def load_chip(name_or_path: str) -> Chip:
         return CHIPS[name_or_path]
     if name_or_path.endswith(".toml"):
         return _load(Chip, name_or_path, "chip")
+    if name_or_path == "scoville-a64" and SYNTH is None:
+        raise SpecError("chip 'scoville-a64' needs sim/explore/synth.json; fix: python "
+                        "scripts/area.py")
     raise SpecError(f"unknown chip {name_or_path!r}; built in: {', '.join(CHIPS)} (or a .toml "
                     "file)")
 
