@@ -138,7 +138,10 @@ write_verilog -noattr -norename {out}
 write_json {net}
 """
 #: The version of what :func:`gate_netlist` keeps of Yosys's JSON (part of its cache key).
-NETLIST_FORMAT = 3
+NETLIST_FORMAT = 4
+#: A Verilog identifier that needs no escaping, and an escaped one (its name, then a space).
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ESCAPED = re.compile(r"\\(\S+)(?= )")
 #: The clock inputs of flip-flops and memories (their energy is the clock term, apart).
 _CLOCK_PORTS = {"C", "CLK", "RD_CLK", "WR_CLK"}
 
@@ -289,9 +292,19 @@ def _netlist_run(verilog: str, top: str) -> dict:
     if upto:
         raise SynthError(f"gate netlist of {top}: net {upto[0]} is declared [lo:hi]; only "
                          "[hi:lo] nets are mapped to their coverage")
-    # A public name that starts with "$" has a backslash before it in the JSON, not in Verilog.
-    nets = {name.removeprefix("\\"): [b if isinstance(b, int) else None for b in n["bits"]]
-            for name, n in mod["netnames"].items()}
+    # Autoname's names chain the cells they pass (a kilobyte a line at times): every net whose
+    # name is escaped in Verilog gets a short one, ``n<k>_``, in the text and here alike
+    # (a public name that starts with "$" has a backslash before it in the JSON, not in
+    # Verilog). Ports and memories keep theirs.
+    ports = set(mod["ports"])
+    short = {}
+    for name in mod["netnames"]:
+        bare = name.removeprefix("\\")
+        if bare not in ports and not _PLAIN.fullmatch(bare):
+            short[bare] = f"n{len(short)}_"
+    text = _ESCAPED.sub(lambda m: short.get(m.group(1), m.group(0)), text)
+    nets = {short.get(n, n): [b if isinstance(b, int) else None for b in mod["netnames"][k]["bits"]]
+            for k in mod["netnames"] for n in [k.removeprefix("\\")]}
     bits = {str(b): [fanout.get(b, 0), *driver.get(b, ("", ""))]
             for b in {*fanout, *driver}}
     return {"verilog": text, "nets": nets, "bits": bits, "clocks": sorted(clocks), "ffs": ffs}
