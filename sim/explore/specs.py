@@ -480,8 +480,10 @@ def _blocks_chip() -> Chip:
     # random GEMMs, 45 nm) scaled to the synthesis node, over two operations a MAC. SRAM: a
     # byte read from a 1 MiB macro (a core's share) at that node. Static 20% of the power
     # limit (assumed).
+    # A format not measured (scripts/area.py --energy-formats) takes the dearest measured one.
     scale = SYNTH["energy_vs_45nm"]
-    pj = {f: SYNTH["array_pj_per_mac_45nm"][a] * scale / 2 for f, a in _ARRAY_FMT.items()}
+    measured = SYNTH["array_pj_per_mac_45nm"]
+    pj = {f: measured[a] * scale / 2 for f, a in _ARRAY_FMT.items() if a in measured}
     sram_pj_b = 8 * sram_pj_per_bit(sram_mib / cores * 2**20, SYNTH["node"])
     energy = Energy(pj, _HBM_PJ_B, sram_pj_b, _LINK_PJ_B, 0.2 * 700)
     # Area: the MXFP4 engine's logic per PE at 8 x 8 (its buffers and sequencer shared over
