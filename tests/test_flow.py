@@ -109,7 +109,7 @@ def test_an_x_on_a_stream_fails_naming_the_stream_and_cycle(seed, monkeypatch, t
     monkeypatch.setenv("SCOVILLE_BUILD_DIR", str(tmp_path))
     real = flow.simulated_verilog
     monkeypatch.setattr(flow, "simulated_verilog",
-                        lambda *args: real(*args) + X_CELL)
+                        lambda *args, **kw: real(*args, **kw) + X_CELL)
     block = dataclasses.replace(get_block("fp4_mul"), component=UnknownFp4Mul)
     result = simulate("fp4_mul", "icarus", seed, block=block, count=50)
     failed = {t.name: t.message for t in result.tests if not t.passed}
