@@ -57,7 +57,7 @@ def run(args) -> int:
     if args.fpga:
         report.update(ice40(verilog, block.name))
     if args.energy:
-        report.update(_energy(block, args, config, workload))
+        report.update(_energy(block, args, config, workload, set(params)))
     if args.json:
         print(json.dumps(report))
         return 0
@@ -79,9 +79,9 @@ def run(args) -> int:
     return 0
 
 
-def _energy(block, args, config, workload) -> dict:
+def _energy(block, args, config, workload, given: set[str]) -> dict:
     """``energy_pj_per_op`` and its parts (:func:`scoville.sim.energy.measure`), the workload at
-    full rate unless ``--param`` set its gaps."""
+    full rate unless ``--param`` set its gaps (``given``: the parameters set)."""
     import dataclasses
 
     from scoville.sim.energy import measure
@@ -89,7 +89,6 @@ def _energy(block, args, config, workload) -> dict:
     from scoville.sim.synth import SynthError
     from scoville.sim.tools import ToolError
 
-    given = {p.split("=", 1)[0] for p in args.param}
     fields = {f.name for f in dataclasses.fields(workload)}
     workload = dataclasses.replace(workload, **{k: v for k, v in FULL_RATE.items()
                                                 if k in fields and k not in given})

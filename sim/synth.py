@@ -16,6 +16,7 @@ count); SRAM is apart (``sram_*``). Logic area: transistors over the node's logi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -190,19 +191,23 @@ def _run(verilog: str, top: str) -> dict:
     return _cached(top, SCRIPT + top + "\0" + verilog, lambda: _yosys_run(verilog, top))
 
 
+def _script(d: Path, script: str, verilog: str, top: str, **paths) -> None:
+    """Yosys's ``script`` (formatted with the source, ``top`` and ``paths``) on ``verilog``,
+    in folder ``d``; a failure is one line."""
+    (d / "top.v").write_text(verilog)
+    (d / "s.ys").write_text(script.format(src=d / "top.v", top=top, **paths))
+    proc = subprocess.run([_yosys(), "-q", "-s", str(d / "s.ys")], capture_output=True,
+                          text=True)
+    if proc.returncode:
+        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise SynthError(f"yosys failed on {top}: {last[0]}")
+
+
 def _yosys_run(verilog: str, top: str) -> dict:
-    yosys = _yosys()
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        (d / "top.v").write_text(verilog)
         paths = {name: d / f"{name}.txt" for name in ("ltp_modules", "ltp_top")}
-        (d / "s.ys").write_text(SCRIPT.format(src=d / "top.v", top=top, net=d / "net.json",
-                                              **paths))
-        proc = subprocess.run([yosys, "-q", "-s", str(d / "s.ys")], capture_output=True,
-                              text=True)
-        if proc.returncode:
-            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise SynthError(f"yosys failed on {top}: {last[0]}")
+        _script(d, SCRIPT, verilog, top, net=d / "net.json", **paths)
         net = json.loads((d / "net.json").read_text())
         depth = _depths(paths["ltp_modules"].read_text())
         top_depth = _depths(paths["ltp_top"].read_text()).get(top, 0)
@@ -228,9 +233,11 @@ def _yosys_run(verilog: str, top: str) -> dict:
     return {"modules": modules, "top_depth": top_depth}
 
 
+@functools.cache
 def netlist_key() -> str:
     """What a gate netlist depends on besides the Verilog: the script, the format of what is
-    kept and the Yosys that runs it (the netlist build's cache key holds it too)."""
+    kept and the Yosys that runs it (the netlist build's cache key holds it too); asked of
+    Yosys once a process."""
     proc = subprocess.run([_yosys(), "-V"], capture_output=True, text=True)
     return f"{NETLIST_FORMAT}\0{NETLIST_SCRIPT}\0{proc.stdout.strip()}"
 
@@ -248,17 +255,9 @@ def gate_netlist(verilog: str, top: str) -> dict:
 
 
 def _netlist_run(verilog: str, top: str) -> dict:
-    yosys = _yosys()
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        (d / "top.v").write_text(verilog)
-        (d / "s.ys").write_text(NETLIST_SCRIPT.format(
-            src=d / "top.v", top=top, out=d / "gates.v", net=d / "net.json"))
-        proc = subprocess.run([yosys, "-q", "-s", str(d / "s.ys")], capture_output=True,
-                              text=True)
-        if proc.returncode:
-            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise SynthError(f"yosys failed on {top}: {last[0]}")
+        _script(d, NETLIST_SCRIPT, verilog, top, out=d / "gates.v", net=d / "net.json")
         text = (d / "gates.v").read_text()
         mod = json.loads((d / "net.json").read_text())["modules"][top]
     fanout: dict[int, int] = {}
