@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from scoville.rtl.attention import Attention, AttentionConfig
 from scoville.rtl.exp2 import Exp2, Exp2Config
@@ -55,7 +55,20 @@ from scoville.sim.workload import (
     StreamWorkload,
 )
 
-__all__ = ["BLOCKS", "Block", "get_block", "parse_params"]
+__all__ = ["BLOCKS", "Block", "Look", "get_block", "parse_params"]
+
+
+class Look(NamedTuple):
+    """One configuration of a block for the first-look regression (``scoville regress`` and
+    ``./scripts/demo``): a short label and the parameters it sets (``scoville sim``'s
+    defaults for the rest)."""
+
+    label: str
+    params: Mapping[str, Any]
+
+
+#: The first look of a block whose ``scoville sim`` defaults are already small.
+DEFAULTS = (Look("default", {}),)
 
 
 @dataclass(frozen=True)
@@ -90,6 +103,12 @@ class Block:
         the name of the part's block (whose entry has the part's models). Empty otherwise.
     workload_test : str
         The cocotb test that runs the random workload (what ``scoville sim`` runs).
+    first_look : tuple of Look
+        What ``scoville regress`` (and so ``./scripts/demo``) builds and runs of this block by
+        default, on both simulators with every test of its testbench: configurations small
+        enough that every block's together stay within the demo's ten minutes on two cores
+        (``scripts/first_run.py`` measures it), that still exercise the block's main features.
+        ``scoville regress --full`` runs ``scoville sim``'s defaults instead.
     operation : tuple of (str, callable), optional
         What energy is counted per (``scoville synth --energy``): the operation's name and a
         function of the workload test's metrics that counts them.
@@ -104,6 +123,7 @@ class Block:
     timed: Callable[..., Any]
     testbench: str
     parts: dict[str, str] = field(default_factory=dict)
+    first_look: tuple[Look, ...] = ()
     workload_test: str = "test_workload"
     operation: tuple[str, Callable[[dict], float]] | None = None
 
@@ -119,6 +139,35 @@ class Block:
                 for p in param_tree(cls)}
 
 
+#: Attention's first look: two KV heads of 16 elements, a GQA group of two with sinks and a
+#: window of 20 over chunks of 32 (60 cached tokens: the window starts past the first chunk;
+#: the edge test crosses two chunk boundaries) on a 2 x 8 BF16 array (``P V`` in two column
+#: tiles); then prefill of three
+#: tokens a step in causal row tiles of two tokens (4 rows), heads of 8 elements (two lines)
+#: on a 4 x 4 array. Banks of 1024 words (not 4096: each word is a line of the Verilog's
+#: initializer, which Verilator compiles) hold the edge test's 70-odd tokens.
+_ATTENTION_SMALL = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024,
+                    "kv.page_tokens": 4, "kv.max_seqs": 2,
+                    "kv.kv_heads": 2, "q_heads": 4, "chunk": 32, "sinks": 1, "window": 20,
+                    "seqs": 1, "steps": 1}
+ATTENTION_LOOK = (
+    Look("decode", {**_ATTENTION_SMALL, "kv.head_dim": 16, "array.rows": 2, "array.cols": 8,
+                    "context": 60}),
+    Look("prefill", {**_ATTENTION_SMALL, "kv.word_bits": 32, "kv.head_dim": 8,
+                     "array.rows": 4, "array.cols": 4,
+                     "mode": "prefill", "q_tokens": 4, "tokens": 3, "context": 40}),
+)
+#: MoE's first look: four experts of 32 x 32, top-2, on a 2 x 8 array (four column tiles),
+#: two tokens a batch, DeepSeek's router (two groups, one kept, a scaling factor) with the
+#: shared expert, in MXFP4 x MXFP4 from BF16 x.
+MOE_LOOK = (
+    Look("deepseek", {"router": "deepseek", "experts": 4, "top_k": 2, "n_group": 2,
+                      "topk_group": 1, "shared": 1, "routed_scaling_factor": 2.5,
+                      "hidden": 32, "intermediate": 32, "tokens": 2, "array.rows": 2,
+                      "array.cols": 8, "weight_port_bits": 64, "act_fmt": "mxfp4",
+                      "x_fmt": "bf16"}),
+)
+
 BLOCKS: dict[str, Block] = {
     block.name: block
     for block in [
@@ -131,6 +180,7 @@ BLOCKS: dict[str, Block] = {
             golden=fp4_mul,
             timed=pipeline_timing,
             testbench="scoville.testbenches.fp4_mul",
+            first_look=DEFAULTS,
         ),
         Block(
             name="fp32_add",
@@ -141,6 +191,7 @@ BLOCKS: dict[str, Block] = {
             golden=fp32_add,
             timed=pipeline_timing,
             testbench="scoville.testbenches.fp32_add",
+            first_look=DEFAULTS,
         ),
         Block(
             name="exp2",
@@ -152,6 +203,7 @@ BLOCKS: dict[str, Block] = {
             golden=exp2,
             timed=pipeline_timing,
             testbench="scoville.testbenches.exp2",
+            first_look=DEFAULTS,
         ),
         Block(
             name="int_mac",
@@ -162,6 +214,7 @@ BLOCKS: dict[str, Block] = {
             golden=int_mac,
             timed=pipeline_timing,
             testbench="scoville.testbenches.int_mac",
+            first_look=DEFAULTS,
         ),
         Block(
             name="mx_dot",
@@ -172,6 +225,7 @@ BLOCKS: dict[str, Block] = {
             golden=mx_dot,
             timed=pipeline_timing,
             testbench="scoville.testbenches.mx_dot",
+            first_look=DEFAULTS,
         ),
         Block(
             name="nvfp4_dot",
@@ -182,6 +236,7 @@ BLOCKS: dict[str, Block] = {
             golden=nvfp4_dot,
             timed=pipeline_timing,
             testbench="scoville.testbenches.nvfp4_dot",
+            first_look=DEFAULTS,
         ),
         Block(
             name="mx_quant",
@@ -192,6 +247,7 @@ BLOCKS: dict[str, Block] = {
             golden=mx_quant,
             timed=pipeline_timing,
             testbench="scoville.testbenches.mx_quant",
+            first_look=DEFAULTS,
         ),
         Block(
             name="gemm",
@@ -203,6 +259,11 @@ BLOCKS: dict[str, Block] = {
             golden=gemm,
             timed=gemm_timed.timing,
             testbench="scoville.testbenches.gemm",
+            # The default 8 x 8 INT8 array without its long-K test (K = 32773: a minute on
+            # Icarus), and a 4 x 4 MXFP4 weight-stationary one.
+            first_look=(Look("int8-os", {"long_k": 0}),
+                        Look("mxfp4-ws", {"rows": 4, "cols": 4, "fmt": "mxfp4",
+                                          "dataflow": "ws"})),
             operation=("MAC", lambda m: m["macs"]),
         ),
         Block(
@@ -214,6 +275,7 @@ BLOCKS: dict[str, Block] = {
             golden=KvCacheModel,
             timed=kvcache_timed.timing,
             testbench="scoville.testbenches.kvcache",
+            first_look=(Look("2k-reqs", {"count": 2000}),),
             # A line read, appended or copied (the counters' lines).
             operation=("line", lambda m: m["counter_reads"] + m["counter_writes"]
                        + m["counter_copies"]),
@@ -227,6 +289,7 @@ BLOCKS: dict[str, Block] = {
             golden=fetch,
             timed=fetch_timed.timing,
             testbench="scoville.testbenches.fetch",
+            first_look=DEFAULTS,
         ),
         Block(
             name="gemm_quant",
@@ -238,6 +301,8 @@ BLOCKS: dict[str, Block] = {
             golden=gemm_quant,
             timed=gemm_quant_timed.timing,
             testbench="scoville.testbenches.gemm_quant",
+            # A 4 x 4 MXFP4 array: eight column tiles to a block of 32, two GEMMs.
+            first_look=(Look("4x4", {"array.rows": 4, "array.cols": 4, "count": 2}),),
             parts={"array": "gemm", "quant": "mx_quant"},
         ),
         Block(
@@ -250,6 +315,7 @@ BLOCKS: dict[str, Block] = {
             golden=AttentionModel,
             timed=attention_timed.timing,
             testbench="scoville.testbenches.attention",
+            first_look=ATTENTION_LOOK,
             parts={"kv": "kvcache", "array": "gemm"},
         ),
         Block(
@@ -263,6 +329,7 @@ BLOCKS: dict[str, Block] = {
             golden=moe,
             timed=moe_timed.timing,
             testbench="scoville.testbenches.moe",
+            first_look=MOE_LOOK,
             parts={"array": "gemm"},
         ),
     ]

@@ -60,11 +60,15 @@ def _build_parser() -> argparse.ArgumentParser:
     tests.add_argument("--test", action="append", metavar="NAME",
                        help="run this test of the testbench (repeatable) instead of the workload")
 
-    p = sub.add_parser("regress", help="simulate every block on both simulators; print a table")
+    p = sub.add_parser("regress", help="build and simulate every block on both simulators "
+                                       "(each block's first look); print a table")
     p.add_argument("--sim", action="append", choices=SIMULATORS, help="limit to a simulator")
     p.add_argument("--block", action="append", metavar="NAME",
                    help="limit to a block (repeatable)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--full", action="store_true",
+                   help="run scoville sim's default (full-size) parameters, not each block's "
+                        "first look")
     p.add_argument("--workers", type=int, metavar="N",
                    help="run the tasks (block x simulator) on a local Dask cluster of N workers")
     p.add_argument("--dask", metavar="ADDRESS",
@@ -194,33 +198,93 @@ def _cmd_regress(args) -> int:
     names = args.block or list(BLOCKS)
     for name in names:
         get_block(name)
-    todo = regress.tasks(names, sims, args.seed)
+    todo = regress.tasks(names, sims, args.seed, full=args.full)
+    size = "scoville sim's defaults (--full)" if args.full else \
+        "each block's first look (--full: scoville sim's defaults)"
+    print(f"scoville regress: {len(todo)} runs, {size}, seed {args.seed}", flush=True)
+    number = {t: i for i, t in enumerate(todo, 1)}
+
+    def started(task) -> None:
+        name, label, _, sim, _ = task
+        print(f"[{number[task]:>2}/{len(todo)}] start {name} ({label}) on {sim}", flush=True)
+
+    def finished(r) -> None:
+        task = (r["block"], r["label"], tuple(r["params"]), r["sim"], r["seed"])
+        state = "pass" if r["passed"] else ("ERROR" if "cycles" not in r else "FAIL")
+        print(f"[{number[task]:>2}/{len(todo)}] {state:<5} {r['block']} ({r['label']}) on "
+              f"{r['sim']} in {r['seconds']} s", flush=True)
+
     client = open_client(args.workers, args.dask)
-    header = f"{'block':<10} {'sim':<10} {'result':<7} {'mism':>5} {'cycles':>8} {'model':>8} " \
-             f"{'build':<7} {'time s':>7}"
-    print(header)
-    print("-" * len(header))
-    if client is None:
-        results = (regress.run_task(t) for t in todo)
-    else:
-        futures = client.map(regress.run_task, todo, pure=False)
-        results = client.gather(futures)
-    failed = 0
     try:
-        for r in results:
-            failed += not r["passed"]
-            if "cycles" not in r:
-                print(f"{r['block']:<10} {r['sim']:<10} ERROR   {r['error']}")
-                continue
-            print(
-                f"{r['block']:<10} {r['sim']:<10} {'pass' if r['passed'] else 'FAIL':<7} "
-                f"{r['mismatches']:>5} {r['cycles']!s:>8} {r['model_cycles']!s:>8} "
-                f"{'reused' if r['build_reused'] else 'built':<7} {r['seconds']:>7}"
-            )
+        results = _regress_results(client, todo, started, finished, own_cache=bool(args.dask))
     finally:
         close_client(client)
+    _regress_table(todo, results)
+    failed = sum(not r["passed"] for r in results)
     print(f"{failed} failed" if failed else "all passed")
     return EXIT_FAIL if failed else EXIT_OK
+
+
+def _regress_results(client, todo, started, finished, *, own_cache: bool) -> list[dict]:
+    """Every task's summary, in ``todo``'s order: here in turn, or on ``client``'s cluster,
+    the longest runs first so that the workers end together (the composed blocks, Verilator
+    first, the table's last first; the second simulator then finds the design's Verilog
+    cached); each
+    task announced as it starts and as it ends."""
+    from scoville import regress
+
+    if client is None:
+        results = []
+        for task in todo:
+            started(task)
+            results.append(regress.run_task(task))
+            finished(results[-1])
+        return results
+    from dask.distributed import as_completed
+
+    client.subscribe_topic(regress.PROGRESS, lambda event: started(tuple(
+        tuple(x) if isinstance(x, list) else x for x in event[1])))
+    names = list(BLOCKS)
+    order = sorted(todo, key=lambda t: (not get_block(t[0]).parts, t[3] != "verilator",
+                                        -names.index(t[0])))
+    futures = {client.submit(regress.run_task, task, own_cache=own_cache, pure=False,
+                             priority=len(order) - i): task for i, task in enumerate(order)}
+    done = {}
+    for future in as_completed(futures):
+        done[futures[future]] = future.result()
+        finished(done[futures[future]])
+    client.unsubscribe_topic(regress.PROGRESS)
+    return [done[t] for t in todo]
+
+
+def _regress_table(todo, results) -> None:
+    """The results as a table, then each configuration's replay command."""
+    from scoville import regress
+
+    header = f"{'block':<10} {'config':<9} {'sim':<10} {'result':<7} {'mism':>5} {'cycles':>8} " \
+             f"{'model':>8} {'build':<7} {'time s':>7}"
+    print()
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        head = f"{r['block']:<10} {r['label']:<9} {r['sim']:<10}"
+        if "cycles" not in r:
+            print(f"{head} ERROR   {r['error']}")
+            continue
+        print(f"{head} {'pass' if r['passed'] else 'FAIL':<7} {r['mismatches']:>5} "
+              f"{r['cycles']!s:>8} {r['model_cycles']!s:>8} "
+              f"{'reused' if r['build_reused'] else 'built':<7} {r['seconds']:>7}")
+    for task, r in zip(todo, results, strict=True):
+        if not r["passed"]:
+            print(f"  {r['block']} ({r['label']}) on {r['sim']}: {r.get('error', '')}\n"
+                  f"    replay: {regress.replay(task)}")
+    print(f"\nconfigurations (replay: scoville sim BLOCK --sim SIM --seed {todo[0][4]} "
+          "--all-tests --param ...; the rest scoville sim's defaults):")
+    shown = set()
+    for name, label, params, _, _ in todo:
+        if (name, label) not in shown:
+            shown.add((name, label))
+            print(f"  {name} ({label}): {' '.join(params) or '-'}")
 
 
 def _cmd_doctor() -> int:

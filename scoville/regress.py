@@ -1,10 +1,16 @@
-"""The RTL regression as independent tasks: each block, parameter set, simulator and seed one
+"""The RTL regression as independent tasks: each block, configuration, simulator and seed one
 task, run here in turn or on a Dask cluster (``scoville regress --dask ADDRESS`` or
 ``--workers N``).
 
-On a cluster each worker builds into a cache of its own (``$SCOVILLE_BUILD_DIR`` or
-``~/.cache/scoville``, then ``worker-NAME``), so two workers never build into one folder; a
-worker reuses its own builds from task to task.
+A block's configurations are its first look (``Block.first_look``: small, each block's main
+features) unless ``full``, which runs ``scoville sim``'s defaults. Each task runs every test
+of the block's testbench.
+
+The workers of a local cluster (``--workers N``) share the build cache, as pytest-xdist's do
+(builds are locked, their stamps written whole). On a cluster elsewhere (``--dask``) each
+worker builds into a cache of its own (``$SCOVILLE_BUILD_DIR`` or ``~/.cache/scoville``, then
+``worker-NAME``), so two machines never build into one folder; a worker reuses its own builds
+from task to task.
 """
 
 from __future__ import annotations
@@ -13,18 +19,50 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["Task", "run_task", "tasks"]
+__all__ = ["PROGRESS", "Task", "replay", "run_task", "tasks"]
 
-Task = tuple[str, tuple[str, ...], str, int]
+#: ``(block, label, params, simulator, seed)``: params as ``NAME=VALUE`` strings.
+Task = tuple[str, str, tuple[str, ...], str, int]
+
+#: The Dask event topic on which a worker says that a task starts.
+PROGRESS = "scoville-regress"
 
 
-def tasks(blocks, sims, seed: int, params: tuple[str, ...] = ()) -> list[Task]:
-    """``(block, params, simulator, seed)`` for every block and simulator."""
-    return [(b, tuple(params), s, seed) for b in blocks for s in sims]
+def tasks(blocks, sims, seed: int, *, full: bool = False) -> list[Task]:
+    """A task for every block's configuration (its first look, or with ``full`` its
+    defaults, labelled ``full``) and simulator, in that order."""
+    from scoville.blocks import get_block
+
+    out = []
+    for name in blocks:
+        looks = [("full", {})] if full else get_block(name).first_look
+        for label, params in looks:
+            text = tuple(f"{k}={v}" for k, v in params.items())
+            out += [(name, label, text, s, seed) for s in sims]
+    return out
+
+
+def replay(task: Task) -> str:
+    """The ``scoville sim`` command that runs ``task`` again (every test, same seed)."""
+    name, _, params, sim, seed = task
+    return " ".join([f"scoville sim {name} --sim {sim} --seed {seed} --all-tests",
+                     *(f"--param {p}" for p in params)])
+
+
+def _announce(task: Task) -> None:
+    """On a Dask worker, tell the client that ``task`` starts (:data:`PROGRESS`)."""
+    try:
+        from dask.distributed import get_worker
+        worker = get_worker()
+    except (ImportError, ValueError):
+        return
+    worker.log_event(PROGRESS, list(task))
 
 
 def _worker_cache() -> None:
-    """Point this process's build cache at a folder of its own when it is a Dask worker."""
+    """Point this process's build cache at a folder of its own when it is a Dask worker of a
+    cluster elsewhere (``--dask``; the workers of a local cluster share the build cache, as
+    pytest-xdist's do: builds are locked and their stamps written whole)."""
     try:
         from dask.distributed import get_worker
         worker = get_worker()
@@ -38,22 +76,26 @@ def _worker_cache() -> None:
     os.environ["SCOVILLE_BUILD_DIR"] = str(base / f"worker-{name}")
 
 
-def run_task(task: Task) -> dict:
-    """Build and simulate one task; a summary: block, simulator, seed, passed, mismatches,
-    cycles, model cycles, whether the build was reused, seconds, and the first error."""
+def run_task(task: Task, *, own_cache: bool = False) -> dict:
+    """Build and simulate one task (every test of the testbench); a summary: block, label,
+    simulator, seed, params, passed, mismatches, cycles and model cycles of the workload
+    test, whether the build was reused, seconds, and the first error."""
     from scoville.blocks import get_block, parse_params
+    from scoville.rtl.params import ParamError
     from scoville.sim import flow
     from scoville.sim.tools import ToolError
 
-    _worker_cache()
-    name, params, sim, seed = task
+    if own_cache:
+        _worker_cache()
+    _announce(task)
+    name, label, params, sim, seed = task
     block = get_block(name)
     config, workload = parse_params(block, list(params))
     start = time.monotonic()
-    summary = {"block": name, "sim": sim, "seed": seed, "params": list(params)}
+    summary = {"block": name, "label": label, "sim": sim, "seed": seed, "params": list(params)}
     try:
         result = flow.run(block, config, workload, sim, seed=seed)
-    except (ToolError, flow.FlowError) as err:
+    except (ToolError, flow.FlowError, ParamError) as err:
         return {**summary, "passed": False, "error": str(err).splitlines()[0],
                 "seconds": round(time.monotonic() - start, 2)}
     main = result.metrics.get(block.workload_test, {})

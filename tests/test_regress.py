@@ -1,32 +1,78 @@
-"""``scoville regress`` on a Dask ``LocalCluster``: each block and simulator a task, each
-worker building into a cache of its own; the same table as a serial run."""
+"""``scoville regress``: each block's first look (or with ``--full`` its defaults) on each
+simulator a task, here in turn or on a Dask ``LocalCluster`` whose workers share the build
+cache; the first looks keep each block's main features."""
 
 import pytest
 
 from scoville import regress
+from scoville.blocks import BLOCKS, get_block, parse_params
 from scoville.cli import main
 
 
 @pytest.mark.sim
 def test_regress_runs_its_tasks_on_a_local_cluster(capsys, tmp_path, monkeypatch):
+    """Two workers share the build cache; every run is announced as it starts (from the
+    worker) and as it ends; the table keeps the block table's order."""
     monkeypatch.setenv("SCOVILLE_BUILD_DIR", str(tmp_path))
     code = main(["regress", "--block", "fp4_mul", "--block", "int_mac", "--sim", "icarus",
                  "--workers", "2"])
     out = capsys.readouterr().out
     assert code == 0 and out.rstrip().endswith("all passed")
     rows = [line.split() for line in out.splitlines() if line.startswith(("fp4_mul", "int_mac"))]
-    assert [(r[0], r[1], r[2]) for r in rows] == [("fp4_mul", "icarus", "pass"),
-                                                  ("int_mac", "icarus", "pass")]
-    # Each worker built into a folder of its own.
-    assert {p.name.startswith("worker-") for p in tmp_path.iterdir()} == {True}
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [("fp4_mul", "default", "icarus", "pass"),
+                                                        ("int_mac", "default", "icarus", "pass")]
+    for name in ("fp4_mul", "int_mac"):
+        assert f"start {name} (default) on icarus" in out
+        assert f"pass  {name} (default) on icarus in" in out
+    assert {p.name.split("-")[0] for p in tmp_path.iterdir() if p.name.endswith(
+        tuple("0123456789abcdef"))} >= {"fp4_mul", "int_mac"}
+    assert not any(p.name.startswith("worker-") for p in tmp_path.iterdir())
 
 
-def test_tasks_are_every_block_and_simulator():
-    assert regress.tasks(["a", "b"], ["icarus", "verilator"], 3) == [
-        ("a", (), "icarus", 3), ("a", (), "verilator", 3), ("b", (), "icarus", 3),
-        ("b", (), "verilator", 3)]
+def test_tasks_are_every_first_look_and_simulator():
+    looks = regress.tasks(["fp4_mul", "attention"], ["icarus", "verilator"], 3)
+    assert [(t[0], t[1], t[3]) for t in looks] == [
+        ("fp4_mul", "default", "icarus"), ("fp4_mul", "default", "verilator"),
+        ("attention", "decode", "icarus"), ("attention", "decode", "verilator"),
+        ("attention", "prefill", "icarus"), ("attention", "prefill", "verilator")]
+    assert looks[0][2] == () and "mode=prefill" in looks[4][2]
+    assert {t[4] for t in looks} == {3}
+    full = regress.tasks(["attention"], ["icarus"], 3, full=True)
+    assert full == [("attention", "full", (), "icarus", 3)]
 
 
-def test_unknown_block_is_one_line_and_exit_2(capsys):
-    assert main(["regress", "--block", "nope"]) == 2
-    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+def test_every_block_states_a_first_look_that_parses():
+    for block in BLOCKS.values():
+        assert block.first_look, f"{block.name} has no first look (Block.first_look)"
+        labels = [look.label for look in block.first_look]
+        assert len(set(labels)) == len(labels), block.name
+        for look in block.first_look:
+            parse_params(block, {k: str(v) for k, v in look.params.items()})
+
+
+def _looks(name):
+    block = get_block(name)
+    return [parse_params(block, {k: str(v) for k, v in look.params.items()})
+            for look in block.first_look]
+
+
+def test_attention_first_look_has_its_main_features():
+    """A GQA group, sinks, a window, several chunks, decode and prefill (several row and
+    column tiles)."""
+    looks = _looks("attention")
+    assert {cfg.mode for cfg, _ in looks} == {"decode", "prefill"}
+    for cfg, work in looks:
+        assert cfg.group >= 2 and cfg.sinks and 0 < cfg.window < work.context
+        assert work.context > cfg.chunk      # several chunks
+    prefill = next(cfg for cfg, _ in looks if cfg.mode == "prefill")
+    work = next(w for cfg, w in looks if cfg.mode == "prefill")
+    assert prefill.array.rows // prefill.group >= 2 and work.tokens > 1
+    assert prefill.kv.head_dim > prefill.array.cols  # P V in column tiles
+
+
+def test_moe_first_look_has_its_main_features():
+    """Top-k of at least 2, several column tiles, the shared expert."""
+    looks = _looks("moe")
+    assert all(cfg.top_k >= 2 for cfg, _ in looks)
+    assert all(cfg.intermediate > cfg.array.cols for cfg, _ in looks)
+    assert any(cfg.shared for cfg, _ in looks)
