@@ -1,0 +1,43 @@
+"""The InferenceX validation dataset (``sim/explore/data``, ``scripts/inferencex_dataset.py``):
+one dated snapshot, every kept point complete and in scope, every left-out point with its
+reason."""
+
+import csv
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent.parent / "sim" / "explore" / "data"
+MODELS = {"deepseek-r1", "gpt-oss-120b", "kimi-k2"}
+HARDWARE = {"h100", "h200", "b200", "gb200", "gb300"}
+SCENARIOS = {(1024, 1024), (1024, 8192), (8192, 1024)}
+REQUIRED = ("model", "hardware", "engine", "precision", "isl", "osl", "concurrency",
+            "tok_s_gpu_total", "tok_s_user_median", "source_repo", "source_path",
+            "source_commit", "date")
+
+
+def _rows(name):
+    with open(DATA / name, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_every_point_is_in_scope_complete_and_from_one_snapshot():
+    rows = _rows("inferencex.csv")
+    assert len(rows) >= 40
+    assert len({r["id"] for r in rows}) == len(rows)
+    assert len({(r["source_repo"], r["source_commit"]) for r in rows}) == 1
+    for r in rows:
+        assert all(r[c] for c in REQUIRED), (r["id"], [c for c in REQUIRED if not r[c]])
+        assert r["model"] in MODELS and r["hardware"] in HARDWARE, r["id"]
+        assert (int(r["isl"]), int(r["osl"])) in SCENARIOS, r["id"]
+        assert int(r["concurrency"]) >= 1
+        total, user = float(r["tok_s_gpu_total"]), float(r["tok_s_user_median"])
+        assert total > 0 and user > 0, r["id"]
+        if r["tok_s_gpu_output"]:
+            # Output tokens are part of the total (input + output) per GPU.
+            assert 0 < float(r["tok_s_gpu_output"]) <= total * (1 + 1e-9), r["id"]
+        if r["disagg"] == "true" and r["prefill_gpus"] and r["decode_gpus"]:
+            assert int(r["gpus"]) == int(r["prefill_gpus"]) + int(r["decode_gpus"]), r["id"]
+
+
+def test_every_left_out_point_says_why():
+    rows = _rows("inferencex-excluded.csv")
+    assert rows and all(r["reason"].strip() for r in rows)
