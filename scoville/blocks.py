@@ -108,7 +108,8 @@ class Block:
         default, on both simulators with every test of its testbench: configurations small
         enough that every block's together stay within the demo's ten minutes on two cores
         (``scripts/first_run.py`` measures it), that still exercise the block's main features.
-        ``scoville regress --full`` runs ``scoville sim``'s defaults instead.
+        ``scoville regress --full`` runs ``scoville sim``'s defaults instead. By default
+        :data:`DEFAULTS` (those defaults, for the blocks whose defaults are small).
     operation : tuple of (str, callable), optional
         What energy is counted per (``scoville synth --energy``): the operation's name and a
         function of the workload test's metrics that counts them.
@@ -123,7 +124,7 @@ class Block:
     timed: Callable[..., Any]
     testbench: str
     parts: dict[str, str] = field(default_factory=dict)
-    first_look: tuple[Look, ...] = ()
+    first_look: tuple[Look, ...] = DEFAULTS
     workload_test: str = "test_workload"
     operation: tuple[str, Callable[[dict], float]] | None = None
 
@@ -139,29 +140,29 @@ class Block:
                 for p in param_tree(cls)}
 
 
-#: Attention's first look: two KV heads of 16 elements, a GQA group of two with sinks and a
-#: window of 20 over chunks of 32 (60 cached tokens: the window starts past the first chunk;
-#: the edge test crosses two chunk boundaries) on a 2 x 8 BF16 array (``P V`` in two column
-#: tiles); then prefill of three
-#: tokens a step in causal row tiles of two tokens (4 rows), heads of 8 elements (two lines)
-#: on a 4 x 4 array. Banks of 1024 words (not 4096: each word is a line of the Verilog's
-#: initializer, which Verilator compiles) hold the edge test's 70-odd tokens.
+#: Attention's first look: two KV heads, a GQA group of two with sinks, chunks of 32. Decode
+#: on a 2 x 8 BF16 array (heads of 16: ``P V`` in two column tiles), a window of 40 over 60
+#: cached tokens (the step attends tokens 21..60: two chunks, the first not from its start);
+#: prefill of three tokens a step after 40, a window of 20 (tokens 21..42: two chunks), in
+#: causal row tiles of two tokens on a 4 x 4 array, heads of 8. The edge test crosses two chunk
+#: boundaries in both. Banks of 1024 words (not 4096: each word is a line of the Verilog's
+#: initializer) hold the edge test's 70-odd tokens.
 _ATTENTION_SMALL = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024,
                     "kv.page_tokens": 4, "kv.max_seqs": 2,
                     "kv.kv_heads": 2, "q_heads": 4, "chunk": 32, "sinks": 1, "window": 20,
                     "seqs": 1, "steps": 1}
 ATTENTION_LOOK = (
     Look("decode", {**_ATTENTION_SMALL, "kv.head_dim": 16, "array.rows": 2, "array.cols": 8,
-                    "context": 60}),
+                    "window": 40, "context": 60}),
     Look("prefill", {**_ATTENTION_SMALL, "kv.word_bits": 32, "kv.head_dim": 8,
                      "array.rows": 4, "array.cols": 4,
                      "mode": "prefill", "q_tokens": 4, "tokens": 3, "context": 40}),
 )
-#: MoE's first look: four experts of 32 x 32, top-2, on a 2 x 8 array (four column tiles),
-#: two tokens a batch, DeepSeek's router (two groups, one kept, a scaling factor) with the
-#: shared expert, in MXFP4 x MXFP4 from BF16 x.
+#: MoE's first look: six experts of 32 x 32 in two groups of three, DeepSeek's router keeping
+#: one group and the top 2 of its three, a scaling factor and the shared expert, on a 2 x 8
+#: array (four column tiles), two tokens a batch, MXFP4 x MXFP4 from BF16 x.
 MOE_LOOK = (
-    Look("deepseek", {"router": "deepseek", "experts": 4, "top_k": 2, "n_group": 2,
+    Look("deepseek", {"router": "deepseek", "experts": 6, "top_k": 2, "n_group": 2,
                       "topk_group": 1, "shared": 1, "routed_scaling_factor": 2.5,
                       "hidden": 32, "intermediate": 32, "tokens": 2, "array.rows": 2,
                       "array.cols": 8, "weight_port_bits": 64, "act_fmt": "mxfp4",
@@ -180,7 +181,6 @@ BLOCKS: dict[str, Block] = {
             golden=fp4_mul,
             timed=pipeline_timing,
             testbench="scoville.testbenches.fp4_mul",
-            first_look=DEFAULTS,
         ),
         Block(
             name="fp32_add",
@@ -191,7 +191,6 @@ BLOCKS: dict[str, Block] = {
             golden=fp32_add,
             timed=pipeline_timing,
             testbench="scoville.testbenches.fp32_add",
-            first_look=DEFAULTS,
         ),
         Block(
             name="exp2",
@@ -203,7 +202,6 @@ BLOCKS: dict[str, Block] = {
             golden=exp2,
             timed=pipeline_timing,
             testbench="scoville.testbenches.exp2",
-            first_look=DEFAULTS,
         ),
         Block(
             name="int_mac",
@@ -214,7 +212,6 @@ BLOCKS: dict[str, Block] = {
             golden=int_mac,
             timed=pipeline_timing,
             testbench="scoville.testbenches.int_mac",
-            first_look=DEFAULTS,
         ),
         Block(
             name="mx_dot",
@@ -225,7 +222,6 @@ BLOCKS: dict[str, Block] = {
             golden=mx_dot,
             timed=pipeline_timing,
             testbench="scoville.testbenches.mx_dot",
-            first_look=DEFAULTS,
         ),
         Block(
             name="nvfp4_dot",
@@ -236,7 +232,6 @@ BLOCKS: dict[str, Block] = {
             golden=nvfp4_dot,
             timed=pipeline_timing,
             testbench="scoville.testbenches.nvfp4_dot",
-            first_look=DEFAULTS,
         ),
         Block(
             name="mx_quant",
@@ -247,7 +242,6 @@ BLOCKS: dict[str, Block] = {
             golden=mx_quant,
             timed=pipeline_timing,
             testbench="scoville.testbenches.mx_quant",
-            first_look=DEFAULTS,
         ),
         Block(
             name="gemm",
@@ -259,9 +253,10 @@ BLOCKS: dict[str, Block] = {
             golden=gemm,
             timed=gemm_timed.timing,
             testbench="scoville.testbenches.gemm",
-            # The default 8 x 8 INT8 array without its long-K test (K = 32773: a minute on
-            # Icarus), and a 4 x 4 MXFP4 weight-stationary one.
-            first_look=(Look("int8-os", {"long_k": 0}),
+            # The default 8 x 8 INT8 array with a quarter of its long-K test (K = 8197 of
+            # extremes: sums past 2**27; the default 32773, past 2**29, takes Icarus a minute),
+            # and a 4 x 4 MXFP4 weight-stationary one.
+            first_look=(Look("int8-os", {"long_k": 8197}),
                         Look("mxfp4-ws", {"rows": 4, "cols": 4, "fmt": "mxfp4",
                                           "dataflow": "ws"})),
             operation=("MAC", lambda m: m["macs"]),
@@ -289,7 +284,6 @@ BLOCKS: dict[str, Block] = {
             golden=fetch,
             timed=fetch_timed.timing,
             testbench="scoville.testbenches.fetch",
-            first_look=DEFAULTS,
         ),
         Block(
             name="gemm_quant",

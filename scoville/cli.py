@@ -194,25 +194,32 @@ def _cmd_regress(args) -> int:
     from scoville import regress
     from scoville.sim.cluster import close_client, open_client
 
-    sims = args.sim or list(SIMULATORS)
-    names = args.block or list(BLOCKS)
+    sims = list(dict.fromkeys(args.sim or SIMULATORS))
+    names = list(dict.fromkeys(args.block or BLOCKS))
     for name in names:
         get_block(name)
     todo = regress.tasks(names, sims, args.seed, full=args.full)
+    if not todo:
+        return _usage(f"no first look for {', '.join(names)} (Block.first_look)")
     size = "scoville sim's defaults (--full)" if args.full else \
         "each block's first look (--full: scoville sim's defaults)"
     print(f"scoville regress: {len(todo)} runs, {size}, seed {args.seed}", flush=True)
     number = {t: i for i, t in enumerate(todo, 1)}
 
+    # One write a line: the start lines come from the Dask client's thread.
+    def say(line: str) -> None:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
     def started(task) -> None:
         name, label, _, sim, _ = task
-        print(f"[{number[task]:>2}/{len(todo)}] start {name} ({label}) on {sim}", flush=True)
+        say(f"[{number[task]:>2}/{len(todo)}] start {name} ({label}) on {sim}")
 
     def finished(r) -> None:
         task = (r["block"], r["label"], tuple(r["params"]), r["sim"], r["seed"])
         state = "pass" if r["passed"] else ("ERROR" if "cycles" not in r else "FAIL")
-        print(f"[{number[task]:>2}/{len(todo)}] {state:<5} {r['block']} ({r['label']}) on "
-              f"{r['sim']} in {r['seconds']} s", flush=True)
+        say(f"[{number[task]:>2}/{len(todo)}] {state:<5} {r['block']} ({r['label']}) on "
+            f"{r['sim']} in {r['seconds']} s")
 
     client = open_client(args.workers, args.dask)
     try:
@@ -229,15 +236,17 @@ def _regress_results(client, todo, started, finished, *, own_cache: bool) -> lis
     """Every task's summary, in ``todo``'s order: here in turn, or on ``client``'s cluster,
     the longest runs first so that the workers end together (the composed blocks, Verilator
     first, the table's last first; the second simulator then finds the design's Verilog
-    cached); each
-    task announced as it starts and as it ends."""
+    cached); each task announced as it starts and as it ends."""
     from scoville import regress
 
     if client is None:
         results = []
         for task in todo:
             started(task)
-            results.append(regress.run_task(task))
+            try:
+                results.append(regress.run_task(task))
+            except Exception as error:  # a bug in one task: its row says so, the rest run
+                results.append(regress.failed(task, error))
             finished(results[-1])
         return results
     from dask.distributed import as_completed
@@ -251,8 +260,10 @@ def _regress_results(client, todo, started, finished, *, own_cache: bool) -> lis
                              priority=len(order) - i): task for i, task in enumerate(order)}
     done = {}
     for future in as_completed(futures):
-        done[futures[future]] = future.result()
-        finished(done[futures[future]])
+        task = futures[future]
+        error = future.exception()
+        done[task] = regress.failed(task, error) if error else future.result()
+        finished(done[task])
     client.unsubscribe_topic(regress.PROGRESS)
     return [done[t] for t in todo]
 

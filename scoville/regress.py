@@ -19,7 +19,7 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["PROGRESS", "Task", "replay", "run_task", "tasks"]
+__all__ = ["PROGRESS", "Task", "failed", "replay", "run_task", "tasks"]
 
 #: ``(block, label, params, simulator, seed)``: params as ``NAME=VALUE`` strings.
 Task = tuple[str, str, tuple[str, ...], str, int]
@@ -40,6 +40,15 @@ def tasks(blocks, sims, seed: int, *, full: bool = False) -> list[Task]:
             text = tuple(f"{k}={v}" for k, v in params.items())
             out += [(name, label, text, s, seed) for s in sims]
     return out
+
+
+def failed(task: Task, error: BaseException) -> dict:
+    """The summary of a task that raised ``error`` (a bug, not a failed simulation): an
+    error row of the table rather than the end of the regression."""
+    name, label, params, sim, seed = task
+    line = f"{type(error).__name__}: {error}".splitlines()[0]
+    return {"block": name, "label": label, "sim": sim, "seed": seed, "params": list(params),
+            "passed": False, "error": line, "seconds": 0.0}
 
 
 def replay(task: Task) -> str:
@@ -89,11 +98,11 @@ def run_task(task: Task, *, own_cache: bool = False) -> dict:
         _worker_cache()
     _announce(task)
     name, label, params, sim, seed = task
-    block = get_block(name)
-    config, workload = parse_params(block, list(params))
     start = time.monotonic()
     summary = {"block": name, "label": label, "sim": sim, "seed": seed, "params": list(params)}
     try:
+        block = get_block(name)
+        config, workload = parse_params(block, list(params))
         result = flow.run(block, config, workload, sim, seed=seed)
     except (ToolError, flow.FlowError, ParamError) as err:
         return {**summary, "passed": False, "error": str(err).splitlines()[0],

@@ -12,10 +12,14 @@ command -v iverilog >/dev/null && command -v vvp >/dev/null || need_apt+=(iveril
 [ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
 command -v make >/dev/null && command -v g++ >/dev/null || need_apt+=(make g++)
 command -v perl >/dev/null || need_apt+=(perl)
-# Optional: ccache makes a new Verilator build about twice as fast (see sim/flow.py); Yosys
-# gives `scoville synth`, the area test and scripts/area.py their cell counts.
+# Optional: ccache makes a new Verilator build about twice as fast (see sim/flow.py). With
+# SCOVILLE_SYNTH_TOOLS=1 (scripts/test sets it; the demo needs neither), Yosys too: it gives
+# `scoville synth`, the area test and scripts/area.py their cell counts.
+synth_tools="${SCOVILLE_SYNTH_TOOLS:-0}"
 if ! command -v ccache >/dev/null && [ "$(id -u)" = 0 ]; then need_apt+=(ccache); fi
-if ! command -v yosys >/dev/null && [ "$(id -u)" = 0 ]; then need_apt+=(yosys); fi
+if [ "$synth_tools" = 1 ] && ! command -v yosys >/dev/null && [ "$(id -u)" = 0 ]; then
+    need_apt+=(yosys)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "setup: apt-get install -y ${need_apt[*]}" >&2
@@ -26,9 +30,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
         exit 1
     fi
 fi
-# Optional, best effort: nextpnr-ice40 gives `scoville synth --fpga` its iCE40 place and route
-# (its test is skipped without it).
-if ! command -v nextpnr-ice40 >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null
+# Optional, best effort, with the synthesis tools: nextpnr-ice40 gives `scoville synth --fpga`
+# its iCE40 place and route (its test is skipped without it).
+if [ "$synth_tools" = 1 ] && ! command -v nextpnr-ice40 >/dev/null && [ "$(id -u)" = 0 ] \
+    && command -v apt-get >/dev/null
 then
     echo "setup: apt-get install -y nextpnr-ice40 (optional)" >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nextpnr-ice40 >/dev/null 2>&1 \

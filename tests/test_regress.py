@@ -57,13 +57,15 @@ def _looks(name):
 
 
 def test_attention_first_look_has_its_main_features():
-    """A GQA group, sinks, a window, several chunks, decode and prefill (several row and
-    column tiles)."""
+    """A GQA group, sinks, a window that starts past 0, a step over two chunks, decode and
+    prefill (several row and column tiles)."""
     looks = _looks("attention")
     assert {cfg.mode for cfg, _ in looks} == {"decode", "prefill"}
     for cfg, work in looks:
-        assert cfg.group >= 2 and cfg.sinks and 0 < cfg.window < work.context
-        assert work.context > cfg.chunk      # several chunks
+        assert cfg.group >= 2 and cfg.sinks
+        last = work.context + (work.tokens if cfg.mode == "prefill" else 1) - 1
+        first = last - cfg.window + 1
+        assert 0 < first and last // cfg.chunk > first // cfg.chunk, (first, last)
     prefill = next(cfg for cfg, _ in looks if cfg.mode == "prefill")
     work = next(w for cfg, w in looks if cfg.mode == "prefill")
     assert prefill.array.rows // prefill.group >= 2 and work.tokens > 1
@@ -74,5 +76,33 @@ def test_moe_first_look_has_its_main_features():
     """Top-k of at least 2, several column tiles, the shared expert."""
     looks = _looks("moe")
     assert all(cfg.top_k >= 2 for cfg, _ in looks)
+    # The top k is a choice within the kept groups, not all of them.
+    assert all(cfg.experts // cfg.n_group * cfg.topk_group > cfg.top_k for cfg, _ in looks)
     assert all(cfg.intermediate > cfg.array.cols for cfg, _ in looks)
     assert any(cfg.shared for cfg, _ in looks)
+
+
+def test_unknown_block_is_one_line_and_exit_2(capsys):
+    assert main(["regress", "--block", "nope"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_a_task_that_raises_is_an_error_row_and_the_rest_run(capsys, monkeypatch):
+    """A bug in one task (an exception, not a failed simulation) is that task's ERROR row;
+    the regression goes on and exits 1."""
+    calls = []
+
+    def fake(task, **_):
+        calls.append(task)
+        if task[0] == "fp4_mul":
+            raise KeyError("boom")
+        return {"block": task[0], "label": task[1], "sim": task[3], "seed": task[4],
+                "params": list(task[2]), "passed": True, "mismatches": 0, "cycles": 5,
+                "model_cycles": 5, "build_reused": True, "seconds": 0.1, "error": ""}
+
+    monkeypatch.setattr(regress, "run_task", fake)
+    code = main(["regress", "--block", "fp4_mul", "--block", "exp2", "--sim", "icarus"])
+    out = capsys.readouterr().out
+    assert code == 1 and len(calls) == 2
+    assert "fp4_mul    default   icarus     ERROR   KeyError: 'boom'" in out
+    assert "exp2       default   icarus     pass" in out and out.rstrip().endswith("1 failed")
