@@ -13,7 +13,8 @@ speculative method, and its GPUs and layout are known; its layout is ``ep`` over
 its expert parallelism is above 1, else ``tp``. The rest are counted by reason.
 
 Error = model / measured - 1 on total tokens/s per GPU (input + output), median interactivity
-(tokens/s per user) and median TTFT.
+(tokens/s per user) and median TTFT. Then cross-validated: the three factors refitted on all
+but one hardware (or model) and tested on it.
 
 Writes ``docs/explore-validation.md``.
 
@@ -24,6 +25,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
+import itertools
+import math
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -34,6 +38,10 @@ from scoville.sim.explore.specs import Scenario, load_chip, load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "sim" / "explore" / "data" / "inferencex.csv"
+#: ``scripts/explore_calibrate.py``'s grid of (bandwidth, compute, microseconds a layer).
+GRID = list(itertools.product((0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.8),
+                              (0.05, 0.1, 0.12, 0.15, 0.18, 0.2, 0.25, 0.3, 0.5),
+                              (0.0, 10.0, 25.0, 30.0, 35.0, 40.0, 45.0, 50.0, 60.0, 80.0)))
 METRICS = (("tok_s_chip_total", "tok_s_gpu_total", "tokens/s per GPU (total)"),
            ("tok_s_user", "tok_s_user_median", "interactivity (tokens/s per user)"),
            ("ttft_s", "ttft_s_median", "TTFT"))
@@ -50,13 +58,42 @@ def why_not(row: dict) -> str | None:
     return None
 
 
-def predict(row: dict) -> dict | None:
+def predict(row: dict, factors: dict | None = None) -> dict | None:
+    """The model's point for ``row``; ``factors`` replace the GPU's efficiency factors."""
     chip, model = load_chip(row["hardware"]), load_model(row["model"])
+    if factors:
+        chip = dataclasses.replace(chip, **factors)
     gpus = int(row["gpus"])
     mode = "ep" if row["ep"] and int(row["ep"]) > 1 else "tp"
     scenario = Scenario(int(row["isl"]), int(row["osl"]))
     return perf.evaluate(chip, model, scenario, int(row["concurrency"]),
                          Parallelism(mode, gpus))
+
+
+def fit(rows: list[dict]) -> dict:
+    """The three global factors (``scripts/explore_calibrate.py``'s grid) that minimize the
+    mean squared log error of total tokens/s per GPU on ``rows``."""
+    def loss(factors):
+        return statistics.fmean(
+            math.log(predict(r, factors)["tok_s_chip_total"] / float(r["tok_s_gpu_total"])) ** 2
+            for r in rows)
+    return min(({"bw_eff": bw, "compute_eff": ce, "layer_us": lu} for bw, ce, lu in GRID),
+               key=loss)
+
+
+def held_out(rows: list[dict], key: str) -> list[tuple[str, dict, list[float]]]:
+    """Leave one group out (``key``: ``hardware`` or ``model``): the factors fitted on the
+    other groups' points, and the errors on the group's."""
+    out = []
+    for group in sorted({r[key] for r in rows}):
+        rest = [r for r in rows if r[key] != group]
+        if not rest:
+            continue
+        factors = fit(rest)
+        errors = [predict(r, factors)["tok_s_chip_total"] / float(r["tok_s_gpu_total"]) - 1
+                  for r in rows if r[key] == group]
+        out.append((group, factors, errors))
+    return out
 
 
 def summary(errors: list[float]) -> str:
@@ -79,6 +116,7 @@ def main() -> None:
     errors: dict[str, list[float]] = {m: [] for m, _, _ in METRICS}
     by_hw: dict[str, list[float]] = {}
     detail = []
+    described = []
     for row in rows:
         reason = why_not(row)
         got = None if reason else predict(row)
@@ -87,6 +125,7 @@ def main() -> None:
         if reason:
             skipped[reason] += 1
             continue
+        described.append(row)
         for ours, theirs, _ in METRICS:
             if row[theirs]:
                 errors[ours].append(got[ours] / float(row[theirs]) - 1)
@@ -117,6 +156,17 @@ def main() -> None:
         "within 0.67-1.5x |",
         "|---|---:|---:|---:|---:|",
         *(f"| {key} " + summary(errs) for key, errs in sorted(by_hw.items())),
+        "",
+        "Cross-validated: the three factors refitted (`scripts/explore_calibrate.py`'s grid, "
+        "mean squared log error of total tokens/s per GPU) on the other groups' points, "
+        "errors on the group's:",
+        "",
+        "| held out | fitted (bandwidth, compute, us a layer) | points | median abs. error | "
+        "90th pct. abs. error | within 0.67-1.5x |",
+        "|---|---|---:|---:|---:|---:|",
+        *(f"| {key} {group} | {f['bw_eff']}, {f['compute_eff']}, {f['layer_us']:g} "
+          + summary(errs)
+          for key in ("hardware", "model") for group, f, errs in held_out(described, key)),
         "",
         "Each predicted point (total tokens/s per GPU):",
         "",
