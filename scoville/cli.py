@@ -7,6 +7,7 @@ Exit status: 0 when everything passed, 1 when a simulation failed or a required 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import secrets
 import signal
@@ -204,7 +205,9 @@ def _cmd_regress(args) -> int:
     size = "scoville sim's defaults (--full)" if args.full else \
         "each block's first look (--full: scoville sim's defaults)"
     print(f"scoville regress: {len(todo)} runs, {size}, seed {args.seed}", flush=True)
-    number = {t: i for i, t in enumerate(todo, 1)}
+    # Runs started and ended so far (each counted on one thread: starts on the Dask client's
+    # when on a cluster, ends on this one).
+    counts = {"start": itertools.count(1), "end": itertools.count(1)}
 
     # One write a line: the start lines come from the Dask client's thread.
     def say(line: str) -> None:
@@ -213,13 +216,12 @@ def _cmd_regress(args) -> int:
 
     def started(task) -> None:
         name, label, _, sim, _ = task
-        say(f"[{number[task]:>2}/{len(todo)}] start {name} ({label}) on {sim}")
+        say(f"[{next(counts['start']):>2}/{len(todo)}] start {name} ({label}) on {sim}")
 
     def finished(r) -> None:
-        task = (r["block"], r["label"], tuple(r["params"]), r["sim"], r["seed"])
         state = "pass" if r["passed"] else ("ERROR" if "cycles" not in r else "FAIL")
-        say(f"[{number[task]:>2}/{len(todo)}] {state:<5} {r['block']} ({r['label']}) on "
-            f"{r['sim']} in {r['seconds']} s")
+        say(f"[{next(counts['end']):>2}/{len(todo)}] {state:<5} {r['block']} ({r['label']}) "
+            f"on {r['sim']} in {r['seconds']} s")
 
     client = open_client(args.workers, args.dask)
     try:
