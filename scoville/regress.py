@@ -58,24 +58,28 @@ def replay(task: Task) -> str:
                      *(f"--param {p}" for p in params)])
 
 
-def _announce(task: Task) -> None:
-    """On a Dask worker, tell the client that ``task`` starts (:data:`PROGRESS`)."""
+def _dask_worker():
+    """The Dask worker running this task, or None (run here, or Dask not installed)."""
     try:
         from dask.distributed import get_worker
-        worker = get_worker()
+        return get_worker()
     except (ImportError, ValueError):
-        return
-    worker.log_event(PROGRESS, list(task))
+        return None
+
+
+def _announce(task: Task) -> None:
+    """On a Dask worker, tell the client that ``task`` starts (:data:`PROGRESS`)."""
+    worker = _dask_worker()
+    if worker is not None:
+        worker.log_event(PROGRESS, list(task))
 
 
 def _worker_cache() -> None:
     """Point this process's build cache at a folder of its own when it is a Dask worker of a
     cluster elsewhere (``--dask``; the workers of a local cluster share the build cache, as
     pytest-xdist's do: builds are locked and their stamps written whole)."""
-    try:
-        from dask.distributed import get_worker
-        worker = get_worker()
-    except (ImportError, ValueError):
+    worker = _dask_worker()
+    if worker is None:
         return
     from scoville.sim.flow import cache_root
 

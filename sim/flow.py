@@ -30,7 +30,7 @@ from . import lint as lint_mod
 from .tools import Tool, find_verilator, patched_environ, require, simulator_env
 
 __all__ = ["FlowError", "RunResult", "TestOutcome", "build", "cache_root", "run",
-           "simulated_verilog", "to_verilog"]
+           "simulated_verilog", "to_verilog", "write_whole"]
 
 #: Environment variables through which the flow hands a run to its cocotb testbench.
 ENV_BLOCK = "SCOVILLE_BLOCK"
@@ -383,7 +383,7 @@ def build(
                 f"{sim} build of {block.name} failed ({err}); see {log}:\n{_tail(log)}"
             ) from None
         if sim == "verilator" and not netlist:
-            _write_whole(_lint_stamp(design, tool), lint_status)
+            write_whole(_lint_stamp(design, tool), lint_status)
         stamp.write_text(json.dumps({"block": block.name, "sim": sim, "lint": lint_status}))
         _remember(index, build_dir)
     return build_dir, top, False, lint_status
@@ -399,11 +399,11 @@ def _cached_verilog(block, config, top: str) -> str:
     except OSError:
         pass
     text = simulated_verilog(block, config, top)
-    _write_whole(path, text)
+    write_whole(path, text)
     return text
 
 
-def _write_whole(path: Path, text: str) -> None:
+def write_whole(path: Path, text: str) -> None:
     """Write ``path`` whole, then rename it into place, so a parallel reader never sees half
     of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -414,7 +414,7 @@ def _write_whole(path: Path, text: str) -> None:
 
 def _remember(index: Path, build_dir: Path) -> None:
     """Point the design key's index entry at ``build_dir``."""
-    _write_whole(index, str(build_dir))
+    write_whole(index, str(build_dir))
 
 
 def _lint_stamp(text: str, tool: Tool) -> Path:
@@ -427,13 +427,14 @@ def _lint_once(text: str, path: Path, top: str, tool: Tool) -> str:
     """Verilator's lint of the design's Verilog ``text`` (written to ``path`` for it), unless
     the same text already passed it: a Verilator build of the design lints as it builds, and
     leaves the same stamp (a composed block's lint takes seconds)."""
-    if tool.ok and _lint_stamp(text, tool).is_file():
+    stamp = _lint_stamp(text, tool)
+    if tool.ok and stamp.is_file():
         return "clean"
     path.write_text(text)
     status = _lint(path, top, tool)  # kept on a failure: the message names the file
     path.unlink()
     if status == "clean":
-        _write_whole(_lint_stamp(text, tool), status)
+        write_whole(stamp, status)
     return status
 
 

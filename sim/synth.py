@@ -20,7 +20,6 @@ import functools
 import hashlib
 import json
 import math
-import os
 import re
 import shutil
 import subprocess
@@ -171,17 +170,14 @@ def _depths(text: str) -> dict[str, int]:
 def _cached(name: str, text: str, compute) -> dict:
     """``compute()``'s result, kept under the build cache by the hash of ``text`` (what it
     depends on); written whole, then renamed, so a parallel run never reads half a file."""
-    from .flow import cache_root
+    from .flow import cache_root, write_whole
 
     key = hashlib.sha256(text.encode()).hexdigest()[:24]
     cache = cache_root() / "synth" / f"{name}-{key}.json"
     if cache.exists():
         return json.loads(cache.read_text())
     result = compute()
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    part = cache.with_suffix(f".{os.getpid()}.part")
-    part.write_text(json.dumps(result))
-    os.replace(part, cache)
+    write_whole(cache, json.dumps(result))
     return result
 
 
