@@ -87,7 +87,7 @@ def timed_run(name: str, work: Path) -> dict:
     home = work / f"{name}-home"
     home.mkdir()
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
-    phases = [(label, pattern) for label, pattern in PHASES[name]]
+    phases = PHASES[name]
     marks = {phases[0][0]: 0.0}
     runs = []
     params: dict[str, str] = {}
