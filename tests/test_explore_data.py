@@ -50,7 +50,7 @@ def test_the_validation_doc_is_what_its_script_writes_today(tmp_path):
     model and dataset: a change to either that moves an error shows here until the doc is
     regenerated."""
     root = DATA.parent.parent.parent
-    out = tmp_path / "validation.md"
+    out = tmp_path / "explore-validation.md"
     subprocess.run([sys.executable, str(root / "scripts" / "explore_validate.py"), "--out",
                     str(out)], check=True, capture_output=True)
     assert out.read_text() == (root / "docs" / "explore-validation.md").read_text()

@@ -165,8 +165,8 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
     layers = m.layers / par.pp
     moe_layers = (m.layers - m.dense_layers) / par.pp
     dense_layers = m.dense_layers / par.pp
-    dp = par.width if par.mode == "ep" else 1         # data-parallel ways of attention
-    split = 1 if par.mode == "ep" else par.width      # ways the non-expert columns split
+    dp = par.attention_dp                             # data-parallel ways of attention
+    split = par.width // dp                           # ways the non-expert columns split
     t = flops = hbm = sram = 0.0
     # GEMMs outside the experts, per layer; the dense FFNs and the head.
     gemms = [(*mm, layers) for mm in _matmuls(m)] + [
@@ -180,7 +180,7 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
     # Attention.
     q_per_kv = a.q_heads // max(1, a.kv_heads) if a.kind == "gqa" else a.q_heads
     heads = (a.kv_heads if a.kind == "gqa" else 1)
-    if par.mode == "tp":
+    if dp == 1:
         if a.kind == "gqa":
             heads = math.ceil(a.kv_heads / min(par.width, a.kv_heads))
         else:

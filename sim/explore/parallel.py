@@ -7,39 +7,68 @@ from dataclasses import dataclass
 
 from .specs import Chip, Model
 
-__all__ = ["Parallelism", "Phase", "comm", "hop", "kv_split", "parallelisms"]
+__all__ = ["MODES", "Parallelism", "Phase", "comm", "hop", "kv_split", "parallelisms"]
+
+
+#: The layouts of a stage: attention (and the dense layers, shared experts and head) tensor-
+#: or data-parallel, routed experts sliced or spread.
+MODES = {"tp": "attention and experts tensor-parallel",
+         "ep": "attention data-parallel, experts expert-parallel",
+         "tpep": "attention tensor-parallel, experts expert-parallel"}
 
 
 @dataclass(frozen=True)
 class Parallelism:
-    """``mode`` (``tp`` or ``ep``) over ``width`` chips per stage, ``pp`` stages."""
+    """``mode`` (one of :data:`MODES`) over ``width`` chips per stage, ``pp`` stages.
+    Labels follow InferenceX's: ``tp8``, ``tp8ep8`` (attention tensor-parallel, experts
+    spread), ``ep8`` (InferenceX's ``tp8ep8dpa``: attention data-parallel)."""
 
     mode: str
     width: int
     pp: int = 1
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"parallelism: mode {self.mode!r}; allowed: {', '.join(MODES)}")
+        if self.width < 1 or self.pp < 1:
+            raise ValueError(f"parallelism: width {self.width} and pp {self.pp} must be >= 1")
 
     @property
     def chips(self) -> int:
         return self.width * self.pp
 
     @property
+    def attention_dp(self) -> int:
+        """Data-parallel ways of attention (each way a full copy of its weights)."""
+        return self.width if self.mode == "ep" else 1
+
+    @property
+    def experts_spread(self) -> bool:
+        """Whether routed experts are spread whole over the chips (else sliced)."""
+        return self.mode != "tp"
+
+    @property
     def label(self) -> str:
-        return f"{self.mode}{self.width}" + (f"-pp{self.pp}" if self.pp > 1 else "")
+        base = f"tp{self.width}ep{self.width}" if self.mode == "tpep" else \
+            f"{self.mode}{self.width}"
+        return base + (f"-pp{self.pp}" if self.pp > 1 else "")
 
 
 def parallelisms(chip: Chip, model: Model) -> list[Parallelism]:
-    """Every parallelism the sweep tries: ``tp`` and ``ep`` over 1, 2, 4, ... chips of one
+    """Every parallelism the sweep tries: each of :data:`MODES` over 1, 2, 4, ... chips of one
     scale-up domain, times 1, 2 or 4 pipeline stages (stages beyond the domain talk over the
-    scale-out network); ``ep`` needs at least two chips and no more than the experts, ``tp``
-    no more chips than query heads."""
+    scale-out network); expert parallelism needs at least two chips and no more than the
+    experts, tensor-parallel attention no more chips than query heads."""
     out = []
     width = 1
     while width <= chip.domain:
-        for mode in ("tp", "ep"):
-            if mode == "ep" and not 2 <= width <= model.experts:
+        for mode in MODES:
+            if mode != "tp" and not 2 <= width <= model.experts:
                 continue
-            if mode == "tp" and width > model.attention.q_heads:
+            if mode != "ep" and width > model.attention.q_heads:
                 continue
+            if mode == "tpep" and chip.kind == "blocks":
+                continue                # a blocks chip spreads whole experts in tp already
             for pp in (1, 2, 4):
                 if pp <= model.layers:
                     out.append(Parallelism(mode, width, pp))
@@ -71,22 +100,25 @@ class Phase:
 
 def kv_split(m: Model, par: Parallelism) -> int:
     """Ways the KV cache (and its reads) split over a stage's chips."""
-    if par.mode == "ep":
+    if par.attention_dp > 1:
         return par.width
     return min(par.width, m.attention.kv_heads) if m.attention.kind == "gqa" else 1
 
 
 def comm(chip: Chip, m: Model, par: Parallelism, tokens: float) -> tuple[float, float]:
     """Seconds and link bytes per chip of one stage's communication for ``tokens`` tokens (the
-    stage's whole batch): ``tp`` two ring all-reduces of BF16 hidden vectors a layer; ``ep``
-    a dispatch (FP8) and a combine (BF16) all-to-all a MoE layer, each chip sending its
-    share's tokens to the others."""
+    stage's whole batch): tensor-parallel attention (``tp``, ``tpep``) two ring all-reduces of
+    BF16 hidden vectors a layer (after attention, and after the experts, whose partial sums
+    every chip holds for every token); ``ep`` a dispatch (FP8) and a combine (BF16)
+    all-to-all a MoE layer, each chip sending its share's tokens to the others."""
     w = par.width
     if w == 1:
         return 0.0, 0.0
     layers = m.layers / par.pp
     bw, lat = chip.link_gb_s * 1e9, chip.link_latency_us * 1e-6
-    if par.mode == "tp":
+    if w > chip.domain:                 # a stage wider than the domain: over the scale-out
+        bw, lat = chip.scaleout_gb_s * 1e9, chip.scaleout_latency_us * 1e-6
+    if par.attention_dp == 1:
         per = 2 * (w - 1) / w * tokens * m.hidden * 2
         return layers * 2 * (per / bw + lat), layers * 2 * per
     moe_layers = (m.layers - m.dense_layers) / par.pp

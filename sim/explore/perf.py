@@ -9,17 +9,24 @@ out. Parallelism within a stage:
   heads too, up to their count; MLA's single latent head is replicated, so each chip reads
   every sequence's latent), experts sliced, two all-reduces of the tokens' hidden vectors a
   layer;
+- ``tpep``: attention as ``tp``, routed experts spread whole over the chips (the busiest chip
+  sets the pace), the same two all-reduces;
 - ``ep`` (expert parallel): experts spread over the chips, attention, dense layers, shared
   experts and the head data-parallel (each chip serves ``concurrency / width`` sequences with
   a full copy of those weights), two all-to-alls a MoE layer (tokens out in FP8, back in BF16).
 
-``pp`` stages split the layers; the requests are split into ``pp`` micro-batches, so a stage
-works on one while the others work on the rest: a decode step takes ``pp`` stage times of a
-micro-batch plus the hops between stages.
+A stage wider than the chip's scale-up domain talks over the scale-out network. ``pp`` stages
+split the layers; the requests are split into ``pp`` micro-batches, so a stage works on one
+while the others work on the rest: a decode step takes ``pp`` stage times of a micro-batch
+plus the hops between stages.
 
-**Time of a layer** (one stage, one step), overlap rules: on a ``roofline`` chip, compute and
-memory traffic overlap fully, ``max(flops / (peak compute_eff), bytes / (HBM bw_eff))``, then
-communication (not overlapped) and the fixed ``layer_us``. On a ``blocks`` chip the layer's
+**Time of a layer** (one stage, one step): on a ``roofline`` chip the operations run one
+after another, as a GPU's kernels do, each a roofline of its own (its compute and its memory
+traffic overlap, at the chip's achieved fractions ``compute_eff`` and ``bw_eff`` of the peaks):
+the GEMMs outside the routed experts in ``act_fmt``; the routed experts in
+``expert_act_fmt``, on the busiest chip when they are spread; attention's score and value
+products in BF16 against the KV cache's bytes (MLA absorbed in decode, expanded in prefill);
+then communication (not overlapped) and the fixed ``layer_us``. On a ``blocks`` chip the layer's
 blocks run one after another on the cores: the GEMMs of the attention projections, shared
 experts, dense FFNs and head (:func:`scoville.sim.cycles.gemm.command_cycles` on one core's
 array, the columns spread over the cores, never faster than their weights stream from HBM),
@@ -29,11 +36,17 @@ it, else never faster than HBM), the MoE layer (:func:`scoville.sim.cycles.moe.l
 routed experts spread over the cores, each core's share of the HBM bandwidth); communication
 after them.
 
-**A request's life** (aggregated serving, prefill and decode on the same chips): the replica
+**A request's life**, aggregated (prefill and decode on the same chips): the replica
 prefills its requests' ``isl`` tokens (in the ``pp`` micro-batches, pipelined as decode is)
-and decodes ``osl`` steps of ``concurrency`` tokens at the average context ``isl + osl / 2``,
-so a user sees one token every ``(prefill + osl decode step) / osl`` (TPOT, the prefill's
-interruptions amortized); TTFT is that prefill (a request waits for its batch's). Power: the
+and decodes ``osl`` tokens in steps of ``concurrency`` sequences at the average context
+``isl + osl / 2``, so a user sees one token every ``(prefill + decode steps) / osl`` (TPOT,
+the prefills' interruptions amortized). With MTP (:class:`Serving`) a step verifies ``1 +
+mtp`` tokens a sequence and keeps ``1 + a + ... + a^mtp`` of them. TTFT: the requests that
+arrived during the previous decode step and prefill are prefilled together after the running
+step (:func:`_batched_ttft`). Disaggregated (:class:`Disaggregated`,
+:func:`evaluate_disaggregated`): prefill and decode workers of their own layouts, the KV
+cache moved between them, requests in a closed loop limited by the prefill pool's rate.
+The KV cache is paged: a sequence holds ``isl + osl / 2`` tokens on average. Power: the
 step's energy (operations, HBM and SRAM bytes, link bytes) over its time plus static power;
 above the chip's limit the chip slows until it is at the limit.
 """
@@ -41,14 +54,15 @@ above the chip's limit the chip slows until it is at the limit.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from . import shapes
 from .blocks import blocks_phase
 from .parallel import Parallelism, Phase, comm, hop, kv_split, parallelisms
 from .specs import Chip, Model, Scenario
 
-__all__ = ["Parallelism", "Phase", "decode_bound", "evaluate", "fits", "parallelisms", "prefill",
-           "step"]
+__all__ = ["AGGREGATED", "Disaggregated", "Parallelism", "Phase", "Serving", "decode_bound",
+           "evaluate", "evaluate_disaggregated", "fits", "parallelisms", "prefill", "step"]
 
 #: Fraction of HBM that may hold weights and KV cache (the rest: activations, workspace).
 HBM_USABLE = 0.9
@@ -61,59 +75,161 @@ def _weights_per_chip(m: Model, par: Parallelism, experts_read: float) -> float:
     moe_layers = m.layers - m.dense_layers
     routed = b["expert"] * moe_layers * (m.experts if experts_read is None else experts_read)
     rest = b["attention"] + b["shared"] + b["dense"] + b["head"]
-    if par.mode == "tp":
-        return (rest + routed) / par.width / par.pp
-    return (rest + routed / par.width) / par.pp
+    return (rest * par.attention_dp + routed) / par.width / par.pp
 
 
 def fits(chip: Chip, m: Model, par: Parallelism, sc: Scenario, concurrency: int) -> bool:
     """Whether a chip holds its share of the weights (and the embedding table) and of the
-    KV cache of ``concurrency`` full-length sequences."""
+    KV cache of ``concurrency`` sequences in a paged cache: each holds what it has read and
+    written so far, ``isl + osl / 2`` tokens on average over its life."""
     held = _weights_per_chip(m, par, None) + shapes.model_bytes(m)["embed"] / par.chips
-    kv = concurrency * shapes.kv_bytes(m, sc.isl + sc.osl) / kv_split(m, par) / par.pp
+    kv = concurrency * shapes.kv_bytes(m, sc.isl + sc.osl / 2) / kv_split(m, par) / par.pp
     sram_kv = chip.sram_mib * 2**20 * chip.kv_sram_frac if chip.kind == "blocks" else 0
     return held + max(0.0, kv - sram_kv) <= chip.hbm_gb * 1e9 * HBM_USABLE
 
 
+#: The array format of attention's score and value products on a ``roofline`` chip
+#: (FlashAttention-3 and FlashMLA compute them in BF16).
+ATTENTION_FMT = "bf16"
+#: Tokens a prefill worker batches at once when it is saturated (SGLang's
+#: ``--chunked-prefill-size 16384`` in the MLCommons and InferenceX recipes).
+PREFILL_TOKENS = 16384
+
+
+def _imbalance(items: float, bins: int) -> float:
+    """The busiest of ``bins`` chips' share over the mean when ``items`` choices fall on them
+    uniformly at random: a binomial's mean plus its expected maximum deviation over the bins,
+    ``1 + sqrt(2 (bins - 1) ln(bins) / items)``; at least ``bins / items`` (the busiest
+    holds a whole choice), at most ``bins`` (it holds them all)."""
+    if bins <= 1 or items <= 0:
+        return 1.0
+    spread = 1 + math.sqrt(2 * (bins - 1) * math.log(bins) / items)
+    return min(float(bins), max(spread, bins / items))
+
+
+def _op(flops: float, fmt_peak: float, bytes_: float, chip: Chip) -> float:
+    """One operation's seconds on a ``roofline`` chip: its compute and its memory traffic
+    overlap, each at the chip's achieved fraction of its peak."""
+    return max(flops / (fmt_peak * chip.compute_eff), bytes_ / (chip.hbm_tb_s * 1e12 * chip.bw_eff))
+
+
 def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: float,
-              experts_read: float, kv_reads: float) -> Phase:
+              experts_read: float, kv_reads: float, absorbed: bool = True) -> Phase:
     """One stage's phase on a roofline chip: ``tokens`` tokens (the stage's batch), each
-    attending ``context`` tokens, ``kv_reads`` sequences' KV caches read."""
+    attending ``context`` tokens, ``kv_reads`` sequences' KV caches read. The operations run
+    one after another (kernels on a GPU), each a roofline of its own: the GEMMs outside the
+    experts (attention projections, shared experts, dense FFNs, head) in ``act_fmt``; the
+    routed experts in their format, on the busiest chip when they are spread; attention's
+    products in :data:`ATTENTION_FMT` against the KV cache's bytes."""
     b = shapes.model_bytes(m)
-    active = (b["attention"] / shapes.bytes_per_param(m.weight_fmt)
-              + (m.layers - m.dense_layers) * m.top_k * b["expert"]
-              / shapes.bytes_per_param(m.expert_fmt)
-              + (b["shared"] + b["dense"] + b["head"]) / shapes.bytes_per_param(m.weight_fmt))
-    flops = (2 * active + shapes.attention_flops(m, context)) * tokens / par.chips
-    weights = _weights_per_chip(m, par, experts_read)
+    wb, eb = shapes.bytes_per_param(m.weight_fmt), shapes.bytes_per_param(m.expert_fmt)
+    moe_layers = m.layers - m.dense_layers
+    dense_params = (b["attention"] + b["shared"] + b["dense"] + b["head"]) / wb
+    expert_flops = 2 * moe_layers * m.top_k * b["expert"] / eb * tokens / par.chips
+    dense_flops = 2 * dense_params * tokens / par.chips
+    attention_flops = shapes.attention_flops(m, context, absorbed) * tokens / par.chips
+    weights_all = _weights_per_chip(m, par, experts_read)
+    expert_bytes = b["expert"] * moe_layers * experts_read / par.width / par.pp
+    dense_bytes = weights_all - expert_bytes
+    if par.experts_spread:
+        choices = tokens * m.top_k / par.pp
+        expert_flops *= _imbalance(choices, par.width)
+        expert_bytes *= _imbalance(experts_read, par.width)
     kv = kv_reads * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
-    hbm = weights + kv
-    t = max(flops / (chip.peak_flops(m.act_fmt) * chip.compute_eff),
-            hbm / (chip.hbm_tb_s * 1e12 * chip.bw_eff))
+    t = (_op(dense_flops, chip.peak_flops(m.act_fmt), dense_bytes, chip)
+         + _op(expert_flops, chip.peak_flops(m.expert_compute_fmt), expert_bytes, chip)
+         + _op(attention_flops, chip.peak_flops(ATTENTION_FMT), kv, chip))
     t_comm, link = comm(chip, m, par, tokens)
     t += t_comm + chip.layer_us * 1e-6 * m.layers / par.pp
-    return Phase(t, flops, hbm, 0.0, link)
+    return Phase(t, dense_flops + expert_flops + attention_flops, dense_bytes + expert_bytes + kv,
+                 0.0, link)
+
+
+@dataclass(frozen=True)
+class Serving:
+    """How the engine serves, beyond the layout.
+
+    Attributes
+    ----------
+    mtp : int
+        Draft tokens a decode step proposes (multi-token prediction, DeepSeek-V3's MTP
+        module: one more layer a draft token); 0: none. A step verifies ``1 + mtp`` tokens a
+        sequence and keeps the accepted ones.
+    accept : float
+        The chance a draft token is accepted given the one before it was: DeepSeek-V3's
+        report (arXiv 2412.19437, section 5.4.3) measures 85-90% for its second token.
+    """
+
+    mtp: int = 0
+    accept: float = 0.85
+
+    def __post_init__(self):
+        if self.mtp < 0 or not 0 <= self.accept <= 1:
+            raise ValueError(f"serving: mtp {self.mtp} (>= 0) and accept {self.accept} "
+                             "(0..1)")
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens a sequence gains a decode step: ``1 + a + a^2 + ... + a^mtp``."""
+        return sum(self.accept ** i for i in range(self.mtp + 1))
+
+
+AGGREGATED = Serving()
+
+
+@dataclass(frozen=True)
+class Disaggregated:
+    """Prefill and decode on pools of their own: ``prefill_workers`` replicas of the
+    ``prefill`` layout, ``decode_workers`` of the ``decode`` layout; each request's KV cache
+    moves from its prefill worker to a decode worker."""
+
+    prefill: Parallelism
+    prefill_workers: int
+    decode: Parallelism
+    decode_workers: int
+
+    @property
+    def chips(self) -> int:
+        return (self.prefill.chips * self.prefill_workers
+                + self.decode.chips * self.decode_workers)
+
+    @property
+    def label(self) -> str:
+        return (f"p{self.prefill_workers}x{self.prefill.label}-"
+                f"d{self.decode_workers}x{self.decode.label}")
 
 
 def step(chip: Chip, m: Model, par: Parallelism, batch: int, context: float,
-         held: float | None = None) -> Phase:
+         held: float | None = None, serving: Serving = AGGREGATED) -> Phase:
     """One decode step of one pipeline stage for ``batch`` sequences at ``context`` tokens
-    (each of the ``pp`` micro-batches holding up to ``held`` tokens a sequence)."""
-    experts = shapes.touched(m, batch)
+    (each of the ``pp`` micro-batches holding up to ``held`` tokens a sequence). With MTP the
+    step verifies ``1 + mtp`` tokens a sequence (one read of the weights and the KV cache)
+    after ``mtp`` passes of the draft layer."""
+    tokens = batch * (1 + serving.mtp)
+    experts = shapes.touched(m, tokens)
     if chip.kind == "blocks":
-        return blocks_phase(chip, m, par, batch, context, experts, batch, decode=True,
+        main = blocks_phase(chip, m, par, tokens, context, experts, batch, decode=True,
                             held=context if held is None else held)
-    return _roofline(chip, m, par, batch, context, experts, batch)
+    else:
+        main = _roofline(chip, m, par, tokens, context, experts, batch)
+    if not serving.mtp:
+        return main
+    one = step(chip, m, par, batch, context, held)
+    f = serving.mtp / m.layers          # the draft layer: one layer of a step of batch tokens
+    return Phase(main.seconds + f * one.seconds, main.flops + f * one.flops,
+                 main.hbm_bytes + f * one.hbm_bytes, main.sram_bytes + f * one.sram_bytes,
+                 main.link_bytes + f * one.link_bytes)
 
 
 def prefill(chip: Chip, m: Model, par: Parallelism, requests: int, isl: int) -> Phase:
     """The prefill of ``requests`` requests of ``isl`` tokens on one pipeline stage (each
-    token attends half the input on average; every expert a batch touches read once)."""
+    token attends half the input on average; every expert a batch touches read once; MLA
+    expanded, not absorbed)."""
     tokens = requests * isl
     experts = shapes.touched(m, tokens)
     if chip.kind == "blocks":
         return blocks_phase(chip, m, par, tokens, isl / 2, experts, 0, decode=False)
-    return _roofline(chip, m, par, tokens, isl / 2, experts, 0)
+    return _roofline(chip, m, par, tokens, isl / 2, experts, 0, absorbed=False)
 
 
 def _energy(chip: Chip, m: Model, p: Phase) -> float:
@@ -132,30 +248,22 @@ def _powered(chip: Chip, m: Model, p: Phase) -> tuple[float, float]:
     return seconds, chip.energy.static_w + dynamic / seconds
 
 
-def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallelism
-             ) -> dict | None:
-    """One point: the metrics of ``concurrency`` requests on a replica of ``par``, or None
-    when the replica cannot hold the model and their KV cache."""
-    if not fits(chip, m, par, sc, concurrency):
-        return None
-    micro = max(1, math.ceil(concurrency / par.pp))
-    context = sc.isl + sc.osl / 2
-    dec = step(chip, m, par, micro, context, sc.isl + sc.osl)
-    t_dec, w_dec = _powered(chip, m, dec)
-    t_step = par.pp * t_dec + (par.pp - 1) * hop(chip, par, micro, m.hidden)
-    # The prefill in the same micro-batches: each stage busy with one while the others run.
-    pre = prefill(chip, m, par, micro, sc.isl)
-    t_pre, w_pre = _powered(chip, m, pre)
-    t_prefill = par.pp * t_pre + (par.pp - 1) * hop(chip, par, micro * sc.isl, m.hidden)
-    ttft = t_prefill
-    life = t_prefill + sc.osl * t_step
-    tpot = life / sc.osl
-    generated = concurrency * sc.osl / life / par.chips
-    power = (w_pre * t_prefill + w_dec * sc.osl * t_step) / life
+def _pipelined(chip: Chip, m: Model, par: Parallelism, phase: Phase, tokens: float
+               ) -> tuple[float, float]:
+    """Seconds and watts of a phase through all ``pp`` stages: ``pp`` stage times plus the
+    hops of ``tokens`` hidden vectors between them."""
+    t, w = _powered(chip, m, phase)
+    return par.pp * t + (par.pp - 1) * hop(chip, par, tokens, m.hidden), w
+
+
+def _point(chip: Chip, m: Model, sc: Scenario, concurrency: int, label: str, chips: int,
+           ttft: float, tpot: float, rate: float, power: float, t_step: float) -> dict:
+    """The metrics of a point: ``rate`` requests a second completed by ``chips`` chips."""
+    generated = rate * sc.osl / chips
     return {
         "chip": chip.name, "model": m.name, "scenario": sc.label, "isl": sc.isl,
-        "osl": sc.osl, "concurrency": concurrency, "parallelism": par.label,
-        "chips": par.chips, "ttft_s": ttft, "tpot_s": tpot, "tok_s_user": 1 / tpot,
+        "osl": sc.osl, "concurrency": concurrency, "parallelism": label,
+        "chips": chips, "ttft_s": ttft, "tpot_s": tpot, "tok_s_user": 1 / tpot,
         "tok_s_chip": generated,
         "tok_s_chip_total": generated * (sc.isl + sc.osl) / sc.osl,
         "power_w": power, "tok_s_kw": generated / (power / 1e3),
@@ -163,6 +271,99 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
         "tok_s_mm2": generated / chip.area_mm2 if chip.area_mm2 else None,
         "decode_step_s": t_step,
     }
+
+
+def _batched_ttft(t_pre, rate: float, gap: float, most: int) -> float:
+    """Seconds from a request's arrival to the end of the prefill batch that holds it, for a
+    worker that prefills ``t_pre(r)`` seconds a batch of ``r`` requests, gets ``rate``
+    requests a second, and waits ``gap`` seconds between batches (a decode step, when
+    prefill and decode share the chips): the batch is what arrived during the previous
+    batch and gap (a fixed point, between 1 and ``most`` requests), and a request waits for
+    half of that on average, then its own batch."""
+    r = 1.0
+    for _ in range(8):
+        r = min(float(most), max(1.0, rate * (gap + t_pre(math.ceil(r)))))
+    t = t_pre(math.ceil(r))
+    busy = min(1.0, rate * (gap + t) / r)
+    return t + busy * (gap + t) / 2
+
+
+def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallelism,
+             serving: Serving = AGGREGATED) -> dict | None:
+    """One point: the metrics of ``concurrency`` requests on a replica of ``par``, or None
+    when the replica cannot hold the model and their KV cache."""
+    if not fits(chip, m, par, sc, concurrency):
+        return None
+    micro = max(1, math.ceil(concurrency / par.pp))
+    context = sc.isl + sc.osl / 2
+    t_step, w_dec = _pipelined(chip, m, par, step(chip, m, par, micro, context,
+                                                  sc.isl + sc.osl, serving), micro)
+    # The prefill in the same micro-batches: each stage busy with one while the others run.
+    t_prefill, w_pre = _pipelined(chip, m, par, prefill(chip, m, par, micro, sc.isl),
+                                  micro * sc.isl)
+    steps = sc.osl / serving.tokens_per_step
+    life = t_prefill + steps * t_step
+    # A request's first token: the prefill of the requests that arrived during the last
+    # decode step and prefill, batched, after the running step (half of it, on average).
+    rate = concurrency / life
+    ttft = _batched_ttft(lambda r: _pipelined(chip, m, par, prefill(chip, m, par, r, sc.isl),
+                                              r * sc.isl)[0],
+                         rate, t_step, min(micro, concurrency)) + t_step / 2
+    power = (w_pre * t_prefill + w_dec * steps * t_step) / life
+    return _point(chip, m, sc, concurrency, par.label, par.chips, ttft, life / sc.osl,
+                  concurrency / life, power, t_step)
+
+
+def _fits_prefill(chip: Chip, m: Model, par: Parallelism, sc: Scenario, requests: int) -> bool:
+    held = _weights_per_chip(m, par, None) + shapes.model_bytes(m)["embed"] / par.chips
+    kv = requests * shapes.kv_bytes(m, sc.isl) / kv_split(m, par) / par.pp
+    return held + kv <= chip.hbm_gb * 1e9 * HBM_USABLE
+
+
+def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
+                           layout: Disaggregated, serving: Serving = AGGREGATED
+                           ) -> dict | None:
+    """One point of disaggregated serving. The decode workers share the ``concurrency``
+    requests (a step of ``concurrency / decode_workers`` sequences at the mean context); a
+    request's TTFT is its prefill alone on a prefill worker, its KV cache's move (over the
+    domain's links when both pools are in one domain, else the scale-out network) and half a
+    decode step. Requests cycle (closed loop: each finished request is replaced) at
+    ``concurrency / (TTFT + osl TPOT)`` a second unless the prefill pool, batching
+    :data:`PREFILL_TOKENS` tokens a pass, cannot keep up: then they complete at its rate and
+    wait for it, the wait counted in TTFT."""
+    dec, pre = layout.decode, layout.prefill
+    batch = max(1, math.ceil(concurrency / layout.decode_workers))
+    full = max(1, math.ceil(PREFILL_TOKENS / sc.isl))
+    if not (fits(chip, m, dec, sc, batch) and _fits_prefill(chip, m, pre, sc, full)):
+        return None
+    micro = max(1, math.ceil(batch / dec.pp))
+    t_step, w_dec = _pipelined(chip, m, dec, step(chip, m, dec, micro, sc.isl + sc.osl / 2,
+                                                  sc.isl + sc.osl, serving), micro)
+    tpot = t_step / serving.tokens_per_step
+    def t_pre(r):
+        return _pipelined(chip, m, pre, prefill(chip, m, pre, r, sc.isl), r * sc.isl)[0]
+
+    t_full, w_pre = _pipelined(chip, m, pre, prefill(chip, m, pre, full, sc.isl),
+                               full * sc.isl)
+    inside = layout.chips <= chip.domain
+    bw = (chip.link_gb_s if inside else chip.scaleout_gb_s) * 1e9 * min(pre.chips, dec.chips)
+    lat = (chip.link_latency_us if inside else chip.scaleout_latency_us) * 1e-6
+    move = lat + shapes.kv_bytes(m, sc.isl) / bw + t_step / 2
+    ttft = t_pre(1) + move
+    for _ in range(8):                  # the closed loop's rate and TTFT, to a fixed point
+        rate = concurrency / (ttft + sc.osl * tpot)
+        ttft = _batched_ttft(t_pre, rate / layout.prefill_workers, 0.0, full) + move
+    rate = concurrency / (ttft + sc.osl * tpot)
+    capacity = layout.prefill_workers * full / t_full
+    if rate > capacity:
+        rate = capacity
+        ttft = concurrency / rate - sc.osl * tpot
+    busy = rate / capacity
+    idle = chip.energy.static_w
+    power = ((layout.prefill_workers * pre.chips * (idle + busy * (w_pre - idle))
+              + layout.decode_workers * dec.chips * w_dec) / layout.chips)
+    return _point(chip, m, sc, concurrency, layout.label, layout.chips, ttft, tpot, rate,
+                  power, t_step)
 
 
 def decode_bound(chip: Chip, m: Model, par: Parallelism) -> float:

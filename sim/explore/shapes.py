@@ -66,14 +66,20 @@ def kv_bytes(m: Model, context: float) -> float:
     return per_token * _layer_tokens(m, context)
 
 
-def attention_flops(m: Model, context: float) -> float:
+def attention_flops(m: Model, context: float, absorbed: bool = True) -> float:
     """Operations of one token's attention over ``context`` tokens, all layers: GQA scores
-    and values, ``4 q_heads head_dim`` per token attended; MLA in absorbed form, scores
-    against the latent and rotary key and values in the latent, ``q_heads (4 kv_lora_rank +
-    2 qk_rope)`` per token attended."""
+    and values, ``4 q_heads head_dim`` per token attended; MLA in absorbed form (decode:
+    scores against the latent and rotary key, values in the latent), ``q_heads (4
+    kv_lora_rank + 2 qk_rope)`` per token attended, or, ``absorbed=False`` (prefill, as
+    engines run it: K and V expanded per head), ``q_heads (2 (qk_nope + qk_rope) + 2
+    v_head_dim)``."""
     a = m.attention
-    per = (4 * a.q_heads * a.head_dim if a.kind == "gqa"
-           else a.q_heads * (4 * a.kv_lora_rank + 2 * a.qk_rope))
+    if a.kind == "gqa":
+        per = 4 * a.q_heads * a.head_dim
+    elif absorbed:
+        per = a.q_heads * (4 * a.kv_lora_rank + 2 * a.qk_rope)
+    else:
+        per = a.q_heads * (2 * (a.qk_nope + a.qk_rope) + 2 * a.v_head_dim)
     return per * _layer_tokens(m, context)
 
 

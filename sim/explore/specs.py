@@ -231,6 +231,10 @@ class Model:
         Weight format of the routed experts and of everything else; the KV cache's format.
     act_fmt : str
         The array format the matmuls run in (``fp4``, ``fp8``, ``bf16``).
+    expert_act_fmt : str
+        The array format of the routed experts' matmuls; empty: ``act_fmt``. (Attention's
+        score and value products run in BF16 on a ``roofline`` chip, as FlashAttention and
+        FlashMLA do.)
     """
 
     name: str
@@ -250,8 +254,16 @@ class Model:
     kv_fmt: str
     act_fmt: str
     description: str = ""
+    expert_act_fmt: str = ""
+
+    @property
+    def expert_compute_fmt(self) -> str:
+        return self.expert_act_fmt or self.act_fmt
 
     def __post_init__(self):
+        if self.expert_act_fmt not in ("", *COMPUTE_FORMATS):
+            raise SpecError(f"model {self.name}: field 'expert_act_fmt' = "
+                            f"{self.expert_act_fmt!r}; allowed: {', '.join(COMPUTE_FORMATS)}")
         for name in ("expert_fmt", "weight_fmt"):
             if getattr(self, name) not in _PARAM_BITS:
                 raise SpecError(f"model {self.name}: field '{name}' = {getattr(self, name)!r}; "
@@ -422,9 +434,12 @@ def _gpu(name, tflops, hbm_gb, hbm_tb_s, power_w, allin_kw, link_gb_s, domain, d
 
 
 #: The achieved fractions of HBM bandwidth and of compute, and the fixed time per layer and
-#: step, shared by every GPU: fitted to ../shared/MODELS.md's published points by
-#: scripts/explore_calibrate.py (its errors in docs/explore.md).
-GPU_FACTORS = {"bw_eff": 0.35, "compute_eff": 0.15, "layer_us": 30.0}
+#: step, shared by every GPU: fitted (least squares on log tokens/s per GPU) to the 269
+#: InferenceX points of sim/explore/data that the model describes, by
+#: scripts/explore_validate.py, which reports them rounded and the errors with each
+#: hardware and model held out (docs/explore-validation.md); ../shared/MODELS.md's points
+#: are not in the fit (docs/explore-calibration.md).
+GPU_FACTORS = {"bw_eff": 0.57, "compute_eff": 0.28, "layer_us": 104.0}
 
 CHIPS: dict[str, Chip] = {
     # FP8 1,979 dense TFLOPS, BF16 989, 80 GB at 3.35 TB/s, 700 W (InferenceX-app

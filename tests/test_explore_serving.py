@@ -1,0 +1,137 @@
+"""The exploration model's serving features, each on a case worked by hand: layouts
+(attention tensor- or data-parallel, experts sliced or spread), the busiest expert-parallel
+chip, MTP, disaggregated pools, the paged KV cache, MLA prefill expanded, experts in FP4."""
+
+import dataclasses
+import math
+
+import pytest
+
+from scoville.sim.explore import perf, shapes
+from scoville.sim.explore.parallel import Parallelism, parallelisms
+from scoville.sim.explore.specs import CHIPS, MODELS, Scenario
+
+DS = MODELS["deepseek-r1"]
+DS_FP4 = dataclasses.replace(DS, expert_fmt="nvfp4", expert_act_fmt="fp4")
+
+
+def test_layouts_are_labelled_as_inferencex_labels_them():
+    assert Parallelism("tp", 8).label == "tp8"
+    assert Parallelism("tpep", 8).label == "tp8ep8"
+    assert Parallelism("ep", 8, 2).label == "ep8-pp2"
+    with pytest.raises(ValueError, match="allowed: tp, ep, tpep"):
+        Parallelism("dp", 8)
+
+
+def test_the_sweep_tries_attention_tp_with_experts_spread():
+    labels = {p.label for p in parallelisms(CHIPS["b200"], DS)}
+    assert {"tp8", "ep8", "tp8ep8", "tp1"} <= labels
+    assert "tp1ep1" not in labels and "ep1" not in labels
+
+
+def test_only_data_parallel_attention_holds_a_full_copy_of_the_dense_weights():
+    b = shapes.model_bytes(DS)
+    dense = b["attention"] + b["shared"] + b["dense"] + b["head"]
+    experts = b["expert"] * (DS.layers - DS.dense_layers) * DS.experts
+    for mode, copies in (("tp", 1), ("tpep", 1), ("ep", 8)):
+        held = perf._weights_per_chip(DS, Parallelism(mode, 8), None)
+        assert held == pytest.approx((dense * copies + experts) / 8)
+
+
+def test_the_busiest_chip_of_spread_experts():
+    assert perf._imbalance(100, 1) == 1.0
+    # 8 choices over 8 chips: 1 + sqrt(2 * 7 * ln 8 / 8).
+    assert perf._imbalance(8, 8) == pytest.approx(1 + math.sqrt(2 * 7 * math.log(8) / 8))
+    assert perf._imbalance(1, 64) == 64                     # the one choice on one chip
+    assert perf._imbalance(0.5, 64) == 64                   # never more than all on one chip
+    assert 4 <= perf._imbalance(16, 64) < 64                # a whole choice on the busiest
+    assert perf._imbalance(1e9, 8) == pytest.approx(1, abs=1e-3)
+
+
+def test_mtp_gains_the_accepted_tokens_per_step():
+    assert perf.Serving(mtp=1, accept=0.85).tokens_per_step == pytest.approx(1.85)
+    assert perf.Serving(mtp=3, accept=0.5).tokens_per_step == pytest.approx(1.875)
+    assert perf.Serving().tokens_per_step == 1
+    with pytest.raises(ValueError, match="accept"):
+        perf.Serving(mtp=1, accept=1.5)
+
+
+def test_mtp_at_batch_one_nearly_doubles_a_users_tokens():
+    """At batch 1 a step reads the weights (memory-bound): verifying two tokens costs about
+    what one does, plus the draft layer (1/layers of a step), so with every draft accepted a
+    user gets nearly 2x the tokens a second; the weights are read once, not twice (only the
+    experts the second token adds)."""
+    chip, sc, par = CHIPS["b200"], Scenario(1024, 1024), Parallelism("tp", 8)
+    plain = perf.evaluate(chip, DS, sc, 1, par)
+    sure = perf.evaluate(chip, DS, sc, 1, par, perf.Serving(mtp=1, accept=1.0))
+    assert 1.8 < sure["tok_s_user"] / plain["tok_s_user"] < 2 / (1 + 1 / DS.layers) + 1e-9
+    one = perf.step(chip, DS, par, 1, 1536)
+    two = perf.step(chip, DS, par, 1, 1536, serving=perf.Serving(mtp=1))
+    assert one.hbm_bytes < two.hbm_bytes < 2 * one.hbm_bytes
+
+
+def _disagg(prefill_workers):
+    return perf.Disaggregated(Parallelism("tp", 8), prefill_workers, Parallelism("ep", 8), 2)
+
+
+def test_a_disaggregated_point_is_a_closed_loop():
+    """Light load: each of the requests cycles through its TTFT and osl TPOTs, so the
+    deployment completes concurrency / (TTFT + osl TPOT) requests a second."""
+    chip, sc = CHIPS["b200"], Scenario(1024, 1024)
+    p = perf.evaluate_disaggregated(chip, DS, sc, 4, _disagg(1))
+    assert p["chips"] == 24 and p["parallelism"] == "p1xtp8-d2xep8"
+    rate = p["tok_s_chip"] * p["chips"] / sc.osl
+    assert rate == pytest.approx(4 / (p["ttft_s"] + sc.osl * p["tpot_s"]))
+    # The decode workers share the requests: a step of 2 sequences each.
+    step = perf.step(chip, DS, Parallelism("ep", 8), 2, 1024 + 512, 2048)
+    assert p["decode_step_s"] == pytest.approx(perf._powered(chip, DS, step)[0])
+
+
+def test_a_saturated_prefill_pool_sets_the_rate_and_the_wait():
+    """Heavy load on one prefill worker: requests complete at its rate (twice the rate with
+    two workers), and the TTFT holds the wait: concurrency / rate - osl TPOT."""
+    chip, sc = CHIPS["b200"], Scenario(8192, 1024)
+    one = perf.evaluate_disaggregated(chip, DS, sc, 1024, _disagg(1))
+    two = perf.evaluate_disaggregated(chip, DS, sc, 1024, _disagg(2))
+    rate_one = one["tok_s_chip"] * one["chips"] / sc.osl
+    rate_two = two["tok_s_chip"] * two["chips"] / sc.osl
+    assert rate_two == pytest.approx(2 * rate_one)
+    assert one["ttft_s"] == pytest.approx(1024 / rate_one - sc.osl * one["tpot_s"])
+    assert two["ttft_s"] == pytest.approx(1024 / rate_two - sc.osl * two["tpot_s"])
+    # Below saturation the wait is gone: TTFT is a prefill, well under a second.
+    light = perf.evaluate_disaggregated(chip, DS, sc, 128, _disagg(2))
+    assert light["ttft_s"] < 1 < two["ttft_s"] < one["ttft_s"]
+
+
+def test_a_paged_cache_holds_the_mean_context():
+    """The largest concurrency that fits is the HBM left after the weights over the KV of a
+    sequence at isl + osl / 2 tokens, not isl + osl."""
+    chip, sc, par = CHIPS["h200"], Scenario(1024, 8192), Parallelism("tp", 8)
+    held = perf._weights_per_chip(DS, par, None) + shapes.model_bytes(DS)["embed"] / 8
+    room = chip.hbm_gb * 1e9 * perf.HBM_USABLE - held
+    most = math.floor(room / shapes.kv_bytes(DS, 1024 + 4096))     # MLA: every chip a copy
+    assert perf.fits(chip, DS, par, sc, most) and not perf.fits(chip, DS, par, sc, most + 1)
+    assert most > room / shapes.kv_bytes(DS, 1024 + 8192) * 1.5
+
+
+def test_mla_prefill_is_counted_expanded_and_decode_absorbed():
+    a = DS.attention
+    per_token = a.q_heads * (2 * (a.qk_nope + a.qk_rope) + 2 * a.v_head_dim)
+    assert shapes.attention_flops(DS, 100, absorbed=False) == per_token * 100 * DS.layers
+    absorbed = a.q_heads * (4 * a.kv_lora_rank + 2 * a.qk_rope)
+    assert shapes.attention_flops(DS, 100) == absorbed * 100 * DS.layers
+    assert absorbed / per_token == pytest.approx(3.4, abs=0.05)
+    gpt = MODELS["gpt-oss-120b"]
+    assert shapes.attention_flops(gpt, 64, absorbed=False) == shapes.attention_flops(gpt, 64)
+
+
+def test_fp4_experts_use_gb300s_fp4_peak():
+    """GB300 and GB200 have the same FP8 peak and HBM bandwidth, GB300 1.5x the FP4 peak: a
+    compute-bound prefill is as fast on both with FP8 experts and faster on GB300 with FP4
+    experts."""
+    par = Parallelism("tp", 4)
+    t = {(chip, m.expert_compute_fmt): perf.prefill(CHIPS[chip], m, par, 16, 8192).seconds
+         for chip in ("gb200", "gb300") for m in (DS, DS_FP4)}
+    assert t["gb300", "fp8"] == pytest.approx(t["gb200", "fp8"])
+    assert t["gb300", "fp4"] < 0.95 * t["gb200", "fp4"]
+    assert t["gb200", "fp4"] < t["gb200", "fp8"]
