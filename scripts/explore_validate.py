@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import json
 import math
 import statistics
 from collections import Counter
@@ -31,6 +32,7 @@ from scoville.sim.explore.specs import GPU_FACTORS, Scenario, load_chip, load_mo
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "sim" / "explore" / "data" / "inferencex.csv"
+BANDS = ROOT / "sim" / "explore" / "bands.json"
 METRICS = (("tok_s_chip_total", "tok_s_gpu_total", "tokens/s per GPU (total)"),
            ("tok_s_user", "tok_s_user_median", "interactivity (tokens/s per user)"),
            ("ttft_s", "ttft_s_median", "TTFT"))
@@ -144,6 +146,35 @@ def summary(errors: list[float]) -> str:
             f"{100 * within:.0f}% |")
 
 
+#: The nominal band: these quantiles of measured / model throughput.
+QUANTILES = (0.1, 0.9)
+
+
+def ratios(pairs) -> list[float]:
+    """Measured over modelled total tokens/s per GPU."""
+    return [float(r["tok_s_gpu_total"]) / got["tok_s_chip_total"] for r, got in pairs]
+
+
+def band_of(values: list[float]) -> tuple[float, float]:
+    import numpy as np
+
+    lo, hi = np.quantile(np.array(values), QUANTILES)
+    return round(float(lo), 4), round(float(hi), 4)
+
+
+def coverage(by_hw) -> list[tuple[str, tuple[float, float], int, float]]:
+    """For each hardware: the band built from the other hardware's held-out ratios, and the
+    share of this hardware's held-out points inside it."""
+    out = []
+    for group, _, pairs in by_hw:
+        others = [x for g, _, ps in by_hw if g != group for x in ratios(ps)]
+        lo, hi = band_of(others)
+        mine = ratios(pairs)
+        out.append((group, (lo, hi), len(mine),
+                    sum(lo <= x <= hi for x in mine) / len(mine)))
+    return out
+
+
 def _pooled(folds) -> list[tuple[dict, dict]]:
     return [pair for _, _, pairs in folds for pair in pairs]
 
@@ -182,6 +213,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "explore-validation.md"))
     parser.add_argument("--plot", help="the plot's file (default: beside --out, .png)")
+    parser.add_argument("--bands", default=str(BANDS),
+                        help="the band file the model reads (default: %(default)s)")
     args = parser.parse_args()
     out = Path(args.out)
     figure = Path(args.plot) if args.plot else out.with_suffix(".png")
@@ -203,6 +236,14 @@ def main() -> None:
     by_model = held_out(described, "model")
     loho = _pooled(by_hw)
     plot(loho, figure)
+    low, high = band_of(ratios(loho))
+    Path(args.bands).write_text(json.dumps({
+        "low": low, "high": high, "quantiles": list(QUANTILES), "points": len(loho),
+        "what": "measured / model total tokens/s per GPU, each InferenceX point predicted "
+                "with its hardware held out of the fit (scripts/explore_validate.py)"},
+        indent=1) + "\n")
+    covered = coverage(by_hw)
+    pooled_cover = (sum(n * c for _, _, n, c in covered) / sum(n for _, _, n, _ in covered))
 
     def table(pairs):
         return [f"| {label} " + summary(errors_of(pairs, ours, theirs))
@@ -262,6 +303,20 @@ def main() -> None:
         *(f"| {k} " + summary(errors_of([(r, g) for r, g in loho if kind(r) == k],
                                         "tok_s_chip_total", "tok_s_gpu_total"))
           for k in kinds),
+        "",
+        "## The band",
+        "",
+        f"Measured over modelled throughput, hardware held out: {100 * QUANTILES[0]:.0f}th "
+        f"percentile {low:.2f}, {100 * QUANTILES[1]:.0f}th {high:.2f}. Every point of "
+        f"`scoville explore` carries `tok_s_chip_lo` = {low:.2f} x `tok_s_chip` and "
+        f"`tok_s_chip_hi` = {high:.2f} x (and the same for `tok_s_kw`), a nominal "
+        f"{100 * (QUANTILES[1] - QUANTILES[0]):.0f}% band (`sim/explore/bands.json`). "
+        "What it covers, each hardware's points against the band built from the other "
+        f"hardware's held-out points: {100 * pooled_cover:.0f}% over all points.",
+        "",
+        "| hardware | band without it | points | inside |",
+        "|---|---|---:|---:|",
+        *(f"| {g} | {lo:.2f}-{hi:.2f} | {n} | {100 * c:.0f}% |" for g, (lo, hi), n, c in covered),
         "",
         "## Leave one model out",
         "",

@@ -17,6 +17,7 @@ from scoville.rtl.params import build_config
 from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import moe as moe_timed
 from scoville.sim.explore import blocks, perf, shapes, sweep
+from scoville.sim.explore.bands import BANDS
 from scoville.sim.explore.specs import (
     CHIPS,
     MODELS,
@@ -176,15 +177,21 @@ def test_json_has_the_points_and_the_sorted_frontier():
     assert code == 0
     d = json.loads(text)
     keys = {"concurrency", "chips", "parallelism", "tok_s_user", "tok_s_chip",
-            "tok_s_chip_total", "tok_s_kw", "tok_s_mw", "ttft_s", "tpot_s", "power_w"}
+            "tok_s_chip_total", "tok_s_kw", "tok_s_mw", "ttft_s", "tpot_s", "power_w",
+            "tok_s_chip_lo", "tok_s_chip_hi", "tok_s_kw_lo", "tok_s_kw_hi"}
     assert d["points"] and keys <= set(d["points"][0])
     users = [p["tok_s_user"] for p in d["pareto"]]
     assert users == sorted(users) and set(map(json.dumps, d["pareto"])) <= set(
         map(json.dumps, d["points"]))
     assert {p["concurrency"] for p in d["points"]} == {1, 64}
     for p in d["points"]:
-        # TTFT is the batch's prefill, part of the request's life of osl TPOTs.
+        # TTFT is a batch's prefill, part of the request's life of osl TPOTs.
         assert 0 < p["ttft_s"] < 1024 * p["tpot_s"]
+        # The band: the held-out errors' 10th and 90th percentiles around the value.
+        for y in ("tok_s_chip", "tok_s_kw"):
+            assert p[f"{y}_lo"] < p[y] < p[f"{y}_hi"]
+            assert p[f"{y}_hi"] / p[f"{y}_lo"] == pytest.approx(
+                json.loads(BANDS.read_text())["high"] / json.loads(BANDS.read_text())["low"])
         assert p["tok_s_chip_total"] == pytest.approx(2 * p["tok_s_chip"])
         assert p["tok_s_user"] == pytest.approx(1 / p["tpot_s"])
         assert p["power_w"] <= CHIPS["b200"].power_w + 1e-6

@@ -46,11 +46,12 @@ def test_every_left_out_point_says_why():
 
 
 def test_the_validation_doc_is_what_its_script_writes_today(tmp_path):
-    """docs/explore-validation.md is the output of scripts/explore_validate.py on today's
-    model and dataset: a change to either that moves an error shows here until the doc is
-    regenerated."""
+    """docs/explore-validation.md and the band every point carries (sim/explore/bands.json)
+    are the output of scripts/explore_validate.py on today's model and dataset: a change to
+    either that moves an error shows here until they are regenerated."""
     root = DATA.parent.parent.parent
-    out = tmp_path / "explore-validation.md"
+    out, bands = tmp_path / "explore-validation.md", tmp_path / "bands.json"
     subprocess.run([sys.executable, str(root / "scripts" / "explore_validate.py"), "--out",
-                    str(out)], check=True, capture_output=True)
+                    str(out), "--bands", str(bands)], check=True, capture_output=True)
     assert out.read_text() == (root / "docs" / "explore-validation.md").read_text()
+    assert bands.read_text() == (root / "sim" / "explore" / "bands.json").read_text()

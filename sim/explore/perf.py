@@ -57,6 +57,7 @@ import math
 from dataclasses import dataclass
 
 from . import shapes
+from .bands import band
 from .blocks import blocks_phase
 from .parallel import Parallelism, Phase, comm, hop, kv_split, parallelisms
 from .specs import Chip, Model, Scenario
@@ -260,13 +261,17 @@ def _point(chip: Chip, m: Model, sc: Scenario, concurrency: int, label: str, chi
            ttft: float, tpot: float, rate: float, power: float, t_step: float) -> dict:
     """The metrics of a point: ``rate`` requests a second completed by ``chips`` chips."""
     generated = rate * sc.osl / chips
+    lo, hi = band()
+    power_kw = power / 1e3
     return {
         "chip": chip.name, "model": m.name, "scenario": sc.label, "isl": sc.isl,
         "osl": sc.osl, "concurrency": concurrency, "parallelism": label,
         "chips": chips, "ttft_s": ttft, "tpot_s": tpot, "tok_s_user": 1 / tpot,
         "tok_s_chip": generated,
         "tok_s_chip_total": generated * (sc.isl + sc.osl) / sc.osl,
-        "power_w": power, "tok_s_kw": generated / (power / 1e3),
+        "tok_s_chip_lo": generated * lo, "tok_s_chip_hi": generated * hi,
+        "power_w": power, "tok_s_kw": generated / power_kw,
+        "tok_s_kw_lo": generated * lo / power_kw, "tok_s_kw_hi": generated * hi / power_kw,
         "tok_s_mw": generated / (chip.allin_kw / 1e3),
         "tok_s_mm2": generated / chip.area_mm2 if chip.area_mm2 else None,
         "decode_step_s": t_step,

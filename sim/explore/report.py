@@ -13,8 +13,9 @@ __all__ = ["FIELDS", "as_json", "write_all"]
 
 #: The columns of the CSV, in order (and every point's keys in the JSON).
 FIELDS = ("chip", "model", "scenario", "isl", "osl", "concurrency", "parallelism", "chips",
-          "ttft_s", "tpot_s", "tok_s_user", "tok_s_chip", "tok_s_chip_total", "power_w",
-          "tok_s_kw", "tok_s_mw", "tok_s_mm2", "decode_step_s")
+          "ttft_s", "tpot_s", "tok_s_user", "tok_s_chip", "tok_s_chip_lo", "tok_s_chip_hi",
+          "tok_s_chip_total", "power_w", "tok_s_kw", "tok_s_kw_lo", "tok_s_kw_hi", "tok_s_mw",
+          "tok_s_mm2", "decode_step_s")
 #: Interactivity levels (tokens/s per user) the report compares chips at.
 TARGETS = (10, 20, 50, 100, 200, 500)
 #: The published claim for the reported ASIC (../shared/MODELS.md's source): 1.5 to 1.9 times
@@ -42,8 +43,10 @@ def _plot(results: list[dict], model: str, scenario: str, out: Path) -> list[str
             continue
         for ax, y in zip(axes, ("tok_s_chip", "tok_s_kw"), strict=True):
             f = frontier(r["points"], y=y)
-            ax.plot([p["tok_s_user"] for p in f], [p[y] for p in f], "-o", ms=3,
-                    label=r["chip"])
+            xs = [p["tok_s_user"] for p in f]
+            (line,) = ax.plot(xs, [p[y] for p in f], "-o", ms=3, label=r["chip"])
+            ax.fill_between(xs, [p[f"{y}_lo"] for p in f], [p[f"{y}_hi"] for p in f],
+                            color=line.get_color(), alpha=0.12, lw=0)
     for ax, label in zip(axes, ("generated tokens/s per chip", "generated tokens/s per kW"),
                          strict=True):
         ax.set_xscale("log")
@@ -52,7 +55,8 @@ def _plot(results: list[dict], model: str, scenario: str, out: Path) -> list[str
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"{model}, {scenario} (Pareto frontiers over concurrency and parallelism)")
+    fig.suptitle(f"{model}, {scenario} (Pareto frontiers over concurrency and parallelism; "
+                 "shaded: the 80% band of held-out errors)")
     fig.tight_layout()
     stem = f"pareto-{model}-{scenario.replace('/', '-')}"
     names = []
