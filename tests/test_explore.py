@@ -201,6 +201,9 @@ def test_json_has_the_points_and_the_sorted_frontier():
     (["--chip", "nope"], "unknown chip 'nope'"),
     (["--model", "gpt-5"], "unknown model 'gpt-5'"),
     (["--isl", "1024"], "give both --isl and --osl"),
+    (["--attribute", "asic-2026"], "give both --attribute CHIP and --against CHIP"),
+    (["--attribute", "tpu", "--against", "gb200"], "unknown chip 'tpu'"),
+    (["--attribute", "scoville-a64", "--against", "gb200"], "of different kinds"),
     (["--chip", "h100", "--model", "kimi-k2", "--isl", "8192", "--osl", "1024",
       "--concurrency", "1"], None),
 ])

@@ -1,15 +1,16 @@
 """The exploration model's serving features, each on a case worked by hand: layouts
 (attention tensor- or data-parallel, experts sliced or spread), the busiest expert-parallel
-chip, MTP, disaggregated pools, the paged KV cache, MLA prefill expanded, experts in FP4."""
+chip, MTP, disaggregated pools, the paged KV cache, MLA prefill expanded, experts in FP4; and
+the attribution of one chip's advantage over another."""
 
 import dataclasses
 import math
 
 import pytest
 
-from scoville.sim.explore import perf, shapes
+from scoville.sim.explore import attribute, perf, shapes, sweep
 from scoville.sim.explore.parallel import Parallelism, parallelisms
-from scoville.sim.explore.specs import CHIPS, MODELS, Scenario
+from scoville.sim.explore.specs import CHIPS, MODELS, Scenario, SpecError
 
 DS = MODELS["deepseek-r1"]
 DS_FP4 = dataclasses.replace(DS, expert_fmt="nvfp4", expert_act_fmt="fp4")
@@ -135,3 +136,44 @@ def test_fp4_experts_use_gb300s_fp4_peak():
     assert t["gb300", "fp8"] == pytest.approx(t["gb200", "fp8"])
     assert t["gb300", "fp4"] < 0.95 * t["gb200", "fp4"]
     assert t["gb200", "fp4"] < t["gb200", "fp8"]
+
+
+def _front_value(chip, model, sc, y, x):
+    points = sweep.run_task(chip, model, sc)["points"]
+    return sweep.value_at(sweep.frontier(points, y=y), x, y=y)
+
+
+def test_attribution_of_two_groups_is_their_shapley_values():
+    """B is GB200; A is GB200 with the ASIC's HBM bandwidth and its power specs. Two groups
+    differ: each one's share, worked from the definition (half its effect alone, half its
+    effect on top of the other), and the factors multiply to A / B."""
+    asic, gb200 = CHIPS["asic-2026"], CHIPS["gb200"]
+    a = dataclasses.replace(gb200, name="a", hbm_tb_s=asic.hbm_tb_s, power_w=asic.power_w,
+                            energy=asic.energy, allin_kw=asic.allin_kw)
+    sc = Scenario(1024, 1024)
+    got = attribute.attribute(a, gb200, DS, sc, targets=(50.0,))
+    assert got["groups"] == ["HBM bandwidth", "power"]
+    bw = dataclasses.replace(gb200, hbm_tb_s=asic.hbm_tb_s)
+    power = dataclasses.replace(gb200, power_w=asic.power_w, energy=asic.energy,
+                                allin_kw=asic.allin_kw)
+    for row in got["at"]:
+        y = row["metric"]
+        v0, v1, v2, v12 = (math.log(_front_value(c, DS, sc, y, 50.0))
+                           for c in (gb200, bw, power, a))
+        assert math.log(row["factors"]["HBM bandwidth"]) == pytest.approx(
+            ((v1 - v0) + (v12 - v2)) / 2)
+        assert math.log(row["factors"]["power"]) == pytest.approx(((v2 - v0) + (v12 - v1)) / 2)
+        assert row["ratio"] == pytest.approx(math.prod(row["factors"].values()))
+        assert row["ratio"] == pytest.approx(math.exp(v12 - v0))
+    # More HBM bandwidth raises throughput per chip; power specs alone do not (no cap here).
+    chip_row = next(r for r in got["at"] if r["metric"] == "tok_s_chip")
+    assert chip_row["factors"]["HBM bandwidth"] > 1.2
+    assert chip_row["factors"]["power"] == pytest.approx(1.0)
+
+
+def test_a_chip_against_itself_has_nothing_to_attribute():
+    got = attribute.attribute(CHIPS["b200"], CHIPS["b200"], DS, Scenario(1024, 1024))
+    assert got["groups"] == [] and all(r["ratio"] == pytest.approx(1) for r in got["at"]
+                                       if r["ratio"] is not None)
+    with pytest.raises(SpecError, match="different kinds"):
+        attribute.attribute(CHIPS["scoville-a64"], CHIPS["b200"], DS, Scenario(1024, 1024))
