@@ -5,7 +5,7 @@ describe, predicted at its own hardware, model, precision, scenario, concurrency
 (attention tensor- or data-parallel, experts sliced or spread, any width), serving
 (aggregated, or disaggregated prefill and decode pools with their workers) and MTP.
 
-The three GPU factors (:data:`FACTORS`) are fitted by least squares on the log of total
+The four GPU factors (:data:`FACTORS`) are fitted by least squares on the log of total
 tokens/s per GPU, on all points (the built-in ``GPU_FACTORS``), then cross-validated: refitted
 on all but one hardware (or model) and tested on it. Error = model / measured - 1 on total
 tokens/s per GPU (input + output), median interactivity (tokens/s per user) and median TTFT.
@@ -38,9 +38,12 @@ BANDS = ROOT / "sim" / "explore" / "bands.json"
 METRICS = (("tok_s_chip_total", "tok_s_gpu_total", "tokens/s per GPU (total)"),
            ("tok_s_user", "tok_s_user_median", "interactivity (tokens/s per user)"),
            ("ttft_s", "ttft_s_median", "TTFT"))
-#: The factors fitted and their bounds: achieved fraction of HBM bandwidth, of peak compute,
-#: and fixed microseconds a layer and step.
-FACTORS = (("bw_eff", 0.05, 1.0), ("compute_eff", 0.02, 1.0), ("layer_us", 0.0, 300.0))
+#: The factors fitted and their bounds: achieved fraction of HBM bandwidth, of peak compute
+#: (GEMMs), fixed microseconds a layer and step, and attention's fraction of peak compute.
+FACTORS = (("bw_eff", 0.05, 1.0), ("compute_eff", 0.02, 1.0), ("layer_us", 0.0, 300.0),
+           ("attention_eff", 0.02, 1.0))
+#: Where every fit starts (not the built-in factors, so a fit does not depend on them).
+START = (0.5, 0.2, 50.0, 0.5)
 #: MTP as the dataset's engines run it is not published per point: one draft token (DeepSeek-V3's
 #: one MTP module) at DeepSeek-V3's measured acceptance (``perf.Serving``'s default).
 MTP = perf.Serving(mtp=1)
@@ -108,12 +111,12 @@ def _residuals(x, rows):
 
 
 def fit(rows: list[dict]) -> dict:
-    """The three global factors that minimize the squared log error of total tokens/s per GPU
-    on ``rows`` (``scipy.optimize.least_squares`` within :data:`FACTORS`' bounds, from the
-    built-in GPU factors)."""
+    """The global factors (:data:`FACTORS`) that minimize the squared log error of total
+    tokens/s per GPU on ``rows`` (``scipy.optimize.least_squares`` within their bounds, from
+    :data:`START`)."""
     from scipy.optimize import least_squares
 
-    start = [GPU_FACTORS[name] for name, _, _ in FACTORS]
+    start = list(START)
     lo, hi = [f[1] for f in FACTORS], [f[2] for f in FACTORS]
     got = least_squares(_residuals, start, bounds=(lo, hi), args=(rows,), x_scale=start,
                         diff_step=1e-3)
@@ -182,7 +185,8 @@ def _pooled(folds) -> list[tuple[dict, dict]]:
 
 
 def _factors(f: dict) -> str:
-    return f"{f['bw_eff']:.2f}, {f['compute_eff']:.2f}, {f['layer_us']:.0f}"
+    return (f"{f['bw_eff']:.2f}, {f['compute_eff']:.2f}, {f['layer_us']:.0f}, "
+            f"{f['attention_eff']:.2f}")
 
 
 def plot(pairs, path: Path) -> None:
@@ -258,8 +262,8 @@ def main() -> None:
                 for ours, theirs, label in METRICS]
 
     def folds(groups):
-        return ["| held out | fitted (bandwidth, compute, us a layer) | points | median abs. "
-                "error | 90th pct. abs. error | within 0.67-1.5x |",
+        return ["| held out | fitted (bandwidth, compute, us a layer, attention) | points | "
+                "median abs. error | 90th pct. abs. error | within 0.67-1.5x |",
                 "|---|---|---:|---:|---:|---:|",
                 *(f"| {group} | {_factors(f)} "
                   + summary(errors_of(pairs, "tok_s_chip_total", "tok_s_gpu_total"))
@@ -275,9 +279,10 @@ def main() -> None:
         "concurrency, layout (attention tensor- or data-parallel, experts sliced or spread,",
         "any width), serving (aggregated or disaggregated pools with their workers) and",
         "speculation (MTP: one draft token at DeepSeek-V3's published 85% acceptance; not",
-        "fitted). The model's three GPU factors (achieved fraction of HBM bandwidth, of peak",
-        "compute, fixed microseconds a layer and step; `scoville.sim.explore.specs`) are",
-        "fitted by least squares on the log of total tokens/s per GPU, then tested on points",
+        "fitted). The model's four GPU factors (achieved fraction of HBM bandwidth, of peak",
+        "compute in GEMMs, fixed microseconds a layer and step, attention's fraction of peak",
+        "compute; `scoville.sim.explore.specs`) are fitted by least squares on the log of",
+        "total tokens/s per GPU, then tested on points",
         "left out of the fit: leave one hardware out (nothing of it in the fit) and leave one",
         "model out. Error = model / measured - 1.",
         "",
@@ -285,7 +290,8 @@ def main() -> None:
         "",
         *(f"- {reason}: {count}" for reason, count in skipped.most_common()),
         "",
-        f"Factors fitted on all {len(described)} points (bandwidth, compute, us a layer): "
+        f"Factors fitted on all {len(described)} points (bandwidth, compute, us a layer, "
+        "attention): "
         f"{_factors(overall)}; built in (`GPU_FACTORS`): {_factors(GPU_FACTORS)}.",
         "",
         "## Leave one hardware out",
@@ -338,8 +344,10 @@ def main() -> None:
         "What leaves the gaps: the fixed time a layer and step, fitted to DeepSeek-R1 and Kimi "
         "K2 (61 layers each; no GPT-OSS-120B point is in the dataset), sets every chip's "
         "shortest inter-token latency at batch 1, so the model cannot tell GB200 from the "
-        "ASIC there and misses GB200's measured GPT-OSS-120B latency; per-operation latency "
-        "floors measured per model (issue #32's first step) are what would close it. The "
+        "ASIC there and misses GB200's measured GPT-OSS-120B latency (unless that run used "
+        "speculative decoding, which the record does not say and the sweep does not model); "
+        "per-operation latency floors measured per model (issue #32's first step) are what "
+        "would close it. The "
         "same floor ends the DeepSeek-R1 curves below 169 tokens/s per user; the sweep has "
         "no speculative decoding yet, which published runs at that interactivity use. Work "
         "per watt rests on the power model (static power plus energy per operation, the "

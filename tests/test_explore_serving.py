@@ -177,3 +177,18 @@ def test_a_chip_against_itself_has_nothing_to_attribute():
                                        if r["ratio"] is not None)
     with pytest.raises(SpecError, match="different kinds"):
         attribute.attribute(CHIPS["scoville-a64"], CHIPS["b200"], DS, Scenario(1024, 1024))
+
+
+def test_attention_runs_at_its_own_fraction_of_the_peak():
+    """0 means the chip's GEMM fraction; a higher one speeds up only the attention of a
+    compute-bound long-context step (a prefill), not a GEMM-only batch-1 decode."""
+    chip, par = CHIPS["b200"], Parallelism("tp", 8)
+    same = dataclasses.replace(chip, attention_eff=0.0)
+    as_gemm = dataclasses.replace(chip, attention_eff=chip.compute_eff)
+    fast = dataclasses.replace(chip, attention_eff=1.0)
+    assert perf.prefill(same, DS, par, 4, 8192).seconds == pytest.approx(
+        perf.prefill(as_gemm, DS, par, 4, 8192).seconds)
+    assert perf.prefill(fast, DS, par, 4, 8192).seconds < \
+        0.95 * perf.prefill(as_gemm, DS, par, 4, 8192).seconds
+    with pytest.raises(SpecError, match="attention_eff"):
+        dataclasses.replace(chip, attention_eff=1.5)

@@ -108,10 +108,13 @@ def _imbalance(items: float, bins: int) -> float:
     return min(float(bins), max(spread, bins / items))
 
 
-def _op(flops: float, fmt_peak: float, bytes_: float, chip: Chip) -> float:
+def _op(flops: float, fmt_peak: float, bytes_: float, chip: Chip,
+        compute_eff: float | None = None) -> float:
     """One operation's seconds on a ``roofline`` chip: its compute and its memory traffic
-    overlap, each at the chip's achieved fraction of its peak."""
-    return max(flops / (fmt_peak * chip.compute_eff), bytes_ / (chip.hbm_tb_s * 1e12 * chip.bw_eff))
+    overlap, each at the chip's achieved fraction of its peak (``compute_eff``: the
+    operation's own, else the chip's)."""
+    return max(flops / (fmt_peak * (compute_eff or chip.compute_eff)),
+               bytes_ / (chip.hbm_tb_s * 1e12 * chip.bw_eff))
 
 
 def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: float,
@@ -121,7 +124,8 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
     one after another (kernels on a GPU), each a roofline of its own: the GEMMs outside the
     experts (attention projections, shared experts, dense FFNs, head) in ``act_fmt``; the
     routed experts in their format, on the busiest chip when they are spread; attention's
-    products in :data:`ATTENTION_FMT` against the KV cache's bytes."""
+    products in :data:`ATTENTION_FMT` at the chip's ``attention_eff`` against the KV cache's
+    bytes."""
     b = shapes.model_bytes(m)
     wb, eb = shapes.bytes_per_param(m.weight_fmt), shapes.bytes_per_param(m.expert_fmt)
     moe_layers = m.layers - m.dense_layers
@@ -139,7 +143,7 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
     kv = kv_reads * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
     t = (_op(dense_flops, chip.peak_flops(m.act_fmt), dense_bytes, chip)
          + _op(expert_flops, chip.peak_flops(m.expert_compute_fmt), expert_bytes, chip)
-         + _op(attention_flops, chip.peak_flops(ATTENTION_FMT), kv, chip))
+         + _op(attention_flops, chip.peak_flops(ATTENTION_FMT), kv, chip, chip.attention_eff))
     t_comm, link = comm(chip, m, par, tokens)
     t += t_comm + chip.layer_us * 1e-6 * m.layers / par.pp
     return Phase(t, dense_flops + expert_flops + attention_flops, dense_bytes + expert_bytes + kv,

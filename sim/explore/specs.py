@@ -104,8 +104,9 @@ class Chip:
     energy : Energy
     compute_eff, bw_eff : float
         Achieved fractions of the compute peak and of the HBM bandwidth (``roofline`` chips;
-        calibrated, docs/explore.md). ``layer_us``: fixed time per layer and step (kernel
-        launches, synchronization).
+        calibrated, docs/explore.md). ``attention_eff``: the fraction of the peak attention's
+        score and value products reach (0: ``compute_eff``). ``layer_us``: fixed time per
+        layer and step (kernel launches, synchronization).
     cores, array_rows, array_cols : int
         A ``blocks`` chip's cores, each with one array of rows x cols processing elements.
     area_mm2 : float
@@ -133,6 +134,7 @@ class Chip:
     compute_eff: float = 1.0
     bw_eff: float = 1.0
     layer_us: float = 0.0
+    attention_eff: float = 0.0
     cores: int = 0
     array_rows: int = 0
     array_cols: int = 0
@@ -168,6 +170,9 @@ class Chip:
         for name in ("compute_eff", "bw_eff"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"chip {self.name}: field '{name}' must be in (0, 1]")
+        if not 0 <= self.attention_eff <= 1:
+            raise SpecError(f"chip {self.name}: field 'attention_eff' must be in [0, 1] (0: "
+                            "compute_eff)")
         if self.domain < 1:
             raise SpecError(f"chip {self.name}: field 'domain' must be at least 1")
         if self.kind == "blocks" and min(self.cores, self.array_rows, self.array_cols) < 1:
@@ -433,13 +438,13 @@ def _gpu(name, tflops, hbm_gb, hbm_tb_s, power_w, allin_kw, link_gb_s, domain, d
                 **kw)
 
 
-#: The achieved fractions of HBM bandwidth and of compute, and the fixed time per layer and
-#: step, shared by every GPU: fitted (least squares on log tokens/s per GPU) to the 269
-#: InferenceX points of sim/explore/data that the model describes, by
+#: The achieved fractions of HBM bandwidth and of compute (GEMMs; attention's products), and
+#: the fixed time per layer and step, shared by every GPU: fitted (least squares on log
+#: tokens/s per GPU) to the 269 InferenceX points of sim/explore/data that the model describes, by
 #: scripts/explore_validate.py, which reports them rounded and the errors with each
 #: hardware and model held out (docs/explore-validation.md); ../shared/MODELS.md's points
 #: are not in the fit (docs/explore-calibration.md).
-GPU_FACTORS = {"bw_eff": 0.57, "compute_eff": 0.28, "layer_us": 104.0}
+GPU_FACTORS = {"bw_eff": 0.54, "compute_eff": 0.18, "layer_us": 101.0, "attention_eff": 0.75}
 
 CHIPS: dict[str, Chip] = {
     # FP8 1,979 dense TFLOPS, BF16 989, 80 GB at 3.35 TB/s, 700 W (InferenceX-app
