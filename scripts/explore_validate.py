@@ -347,9 +347,11 @@ def main() -> None:
         "ASIC there and misses GB200's measured GPT-OSS-120B latency (unless that run used "
         "speculative decoding, which the record does not say and the sweep does not model); "
         "per-operation latency floors measured per model (issue #32's first step) are what "
-        "would close it. The "
-        "same floor ends the DeepSeek-R1 curves below 169 tokens/s per user; the sweep has "
-        "no speculative decoding yet, which published runs at that interactivity use. Work "
+        "would close it. DeepSeek-R1 reaches 169 tokens/s per user only with its MTP module "
+        "(one draft token at 85% acceptance, assumed, not fitted); its tokens per all-in kW "
+        "there are within reach of GB300's measured 118 but far from the ASIC's claimed "
+        "12,258, a figure no per-chip reading of the model approaches (the claim's unit is "
+        "not published; read here as tokens/s per all-in kW). Work "
         "per watt rests on the power model (static power plus energy per operation, the "
         "ASIC at its rated 700 W, not its measured 550 W), which no measurement checks yet.",
         "",

@@ -146,28 +146,30 @@ def _front_value(chip, model, sc, y, x):
 def test_attribution_of_two_groups_is_their_shapley_values():
     """B is GB200; A is GB200 with the ASIC's HBM bandwidth and its power specs. Two groups
     differ: each one's share, worked from the definition (half its effect alone, half its
-    effect on top of the other), and the factors multiply to A / B."""
+    effect on top of the other), and the factors multiply to A / B (DeepSeek-R1 1k/1k at 100
+    tokens/s per user)."""
     asic, gb200 = CHIPS["asic-2026"], CHIPS["gb200"]
     a = dataclasses.replace(gb200, name="a", hbm_tb_s=asic.hbm_tb_s, power_w=asic.power_w,
                             energy=asic.energy, allin_kw=asic.allin_kw)
     sc = Scenario(1024, 1024)
-    got = attribute.attribute(a, gb200, DS, sc, targets=(50.0,))
+    got = attribute.attribute(a, gb200, DS, sc, targets=(100.0,))
     assert got["groups"] == ["HBM bandwidth", "power"]
     bw = dataclasses.replace(gb200, hbm_tb_s=asic.hbm_tb_s)
     power = dataclasses.replace(gb200, power_w=asic.power_w, energy=asic.energy,
                                 allin_kw=asic.allin_kw)
     for row in got["at"]:
         y = row["metric"]
-        v0, v1, v2, v12 = (math.log(_front_value(c, DS, sc, y, 50.0))
+        v0, v1, v2, v12 = (math.log(_front_value(c, DS, sc, y, 100.0))
                            for c in (gb200, bw, power, a))
         assert math.log(row["factors"]["HBM bandwidth"]) == pytest.approx(
             ((v1 - v0) + (v12 - v2)) / 2)
         assert math.log(row["factors"]["power"]) == pytest.approx(((v2 - v0) + (v12 - v1)) / 2)
         assert row["ratio"] == pytest.approx(math.prod(row["factors"].values()))
         assert row["ratio"] == pytest.approx(math.exp(v12 - v0))
-    # More HBM bandwidth raises throughput per chip; power specs alone do not (no cap here).
+    # At 100 tokens/s per user decode is memory-bound: more HBM bandwidth raises throughput
+    # per chip; power specs alone do not (no cap here).
     chip_row = next(r for r in got["at"] if r["metric"] == "tok_s_chip")
-    assert chip_row["factors"]["HBM bandwidth"] > 1.2
+    assert chip_row["factors"]["HBM bandwidth"] > 1.5
     assert chip_row["factors"]["power"] == pytest.approx(1.0)
 
 
@@ -192,3 +194,16 @@ def test_attention_runs_at_its_own_fraction_of_the_peak():
         0.95 * perf.prefill(as_gemm, DS, par, 4, 8192).seconds
     with pytest.raises(SpecError, match="attention_eff"):
         dataclasses.replace(chip, attention_eff=1.5)
+
+
+def test_the_sweep_serves_deepseek_with_and_without_its_mtp_module():
+    """DeepSeek-R1 ships one MTP module: the sweep has each point plainly and with one draft
+    token, and at batch 1 the MTP point gives a user more tokens a second; GPT-OSS has none."""
+    sc = Scenario(1024, 1024, (1,), extend=False)
+    points = sweep.run_task(CHIPS["b200"], DS, sc)["points"]
+    by = {(p["parallelism"], p["mtp"]): p for p in points}
+    assert {m for _, m in by} == {0, 1}
+    plain, mtp = by["tp8", 0], by["tp8", 1]
+    assert mtp["tok_s_user"] > 1.5 * plain["tok_s_user"]
+    gpt = sweep.run_task(CHIPS["b200"], MODELS["gpt-oss-120b"], sc)["points"]
+    assert {p["mtp"] for p in gpt} == {0}

@@ -63,7 +63,8 @@ from .parallel import Parallelism, Phase, comm, hop, kv_split, parallelisms
 from .specs import Chip, Model, Scenario
 
 __all__ = ["AGGREGATED", "Disaggregated", "Parallelism", "Phase", "Serving", "decode_bound",
-           "evaluate", "evaluate_disaggregated", "fits", "parallelisms", "prefill", "step"]
+           "evaluate", "evaluate_disaggregated", "fits", "parallelisms", "prefill", "servings",
+           "step"]
 
 #: Fraction of HBM that may hold weights and KV cache (the rest: activations, workspace).
 HBM_USABLE = 0.9
@@ -182,6 +183,11 @@ class Serving:
 AGGREGATED = Serving()
 
 
+def servings(m: Model) -> list[Serving]:
+    """How the sweep serves a model: plainly, and with its MTP modules if it has any."""
+    return [AGGREGATED] + ([Serving(mtp=m.mtp_modules)] if m.mtp_modules else [])
+
+
 @dataclass(frozen=True)
 class Disaggregated:
     """Prefill and decode on pools of their own: ``prefill_workers`` replicas of the
@@ -262,14 +268,15 @@ def _pipelined(chip: Chip, m: Model, par: Parallelism, phase: Phase, tokens: flo
 
 
 def _point(chip: Chip, m: Model, sc: Scenario, concurrency: int, label: str, chips: int,
-           ttft: float, tpot: float, rate: float, power: float, t_step: float) -> dict:
+           ttft: float, tpot: float, rate: float, power: float, t_step: float,
+           serving: Serving) -> dict:
     """The metrics of a point: ``rate`` requests a second completed by ``chips`` chips."""
     generated = rate * sc.osl / chips
     lo, hi = band()
     power_kw = power / 1e3
     return {
         "chip": chip.name, "model": m.name, "scenario": sc.label, "isl": sc.isl,
-        "osl": sc.osl, "concurrency": concurrency, "parallelism": label,
+        "osl": sc.osl, "concurrency": concurrency, "parallelism": label, "mtp": serving.mtp,
         "chips": chips, "ttft_s": ttft, "tpot_s": tpot, "tok_s_user": 1 / tpot,
         "tok_s_chip": generated,
         "tok_s_chip_total": generated * (sc.isl + sc.osl) / sc.osl,
@@ -320,7 +327,7 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
                          rate, t_step, min(micro, concurrency)) + t_step / 2
     power = (w_pre * t_prefill + w_dec * steps * t_step) / life
     return _point(chip, m, sc, concurrency, par.label, par.chips, ttft, life / sc.osl,
-                  concurrency / life, power, t_step)
+                  concurrency / life, power, t_step, serving)
 
 
 def _fits_prefill(chip: Chip, m: Model, par: Parallelism, sc: Scenario, requests: int) -> bool:
@@ -372,7 +379,7 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
     power = ((layout.prefill_workers * pre.chips * (idle + busy * (w_pre - idle))
               + layout.decode_workers * dec.chips * w_dec) / layout.chips)
     return _point(chip, m, sc, concurrency, layout.label, layout.chips, ttft, tpot, rate,
-                  power, t_step)
+                  power, t_step, serving)
 
 
 def decode_bound(chip: Chip, m: Model, par: Parallelism) -> float:

@@ -236,6 +236,9 @@ class Model:
         Weight format of the routed experts and of everything else; the KV cache's format.
     act_fmt : str
         The array format the matmuls run in (``fp4``, ``fp8``, ``bf16``).
+    mtp_modules : int
+        Multi-token-prediction modules the checkpoint ships (``num_nextn_predict_layers``):
+        the sweep serves with and without them (each a layer proposing one draft token).
     expert_act_fmt : str
         The array format of the routed experts' matmuls; empty: ``act_fmt``. (Attention's
         score and value products run in BF16 on a ``roofline`` chip, as FlashAttention and
@@ -260,12 +263,15 @@ class Model:
     act_fmt: str
     description: str = ""
     expert_act_fmt: str = ""
+    mtp_modules: int = 0
 
     @property
     def expert_compute_fmt(self) -> str:
         return self.expert_act_fmt or self.act_fmt
 
     def __post_init__(self):
+        if self.mtp_modules < 0:
+            raise SpecError(f"model {self.name}: field 'mtp_modules' must be >= 0")
         if self.expert_act_fmt not in ("", *COMPUTE_FORMATS):
             raise SpecError(f"model {self.name}: field 'expert_act_fmt' = "
                             f"{self.expert_act_fmt!r}; allowed: {', '.join(COMPUTE_FORMATS)}")
@@ -544,7 +550,8 @@ MODELS: dict[str, Model] = {
                             qk_nope=128, qk_rope=64, v_head_dim=128),
         experts=256, top_k=8, shared=1, moe_intermediate=2048, dense_intermediate=18432,
         shared_intermediate=2048, expert_fmt="fp8", weight_fmt="fp8", kv_fmt="fp8",
-        act_fmt="fp8", description="DeepSeek-R1 (V3 architecture)"),
+        act_fmt="fp8", description="DeepSeek-R1 (V3 architecture)",
+        mtp_modules=1),                 # config.json num_nextn_predict_layers
     # MoonshotAI/Kimi-K2 config.json (MODELS.md): as DeepSeek-V3 with 64 heads, 384 experts,
     # the first layer dense, vocab 163,840; K2.5's routed experts INT4 (group 32), the rest
     # BF16 (MODELS.md: "about 29 GB ... INT4 experts, bf16 attention"); KV cache BF16.

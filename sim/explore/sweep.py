@@ -3,8 +3,9 @@ frontiers; comparisons at equal interactivity.
 
 A task is one (chip, model, scenario): every concurrency (powers of two from 1, past the
 scenario's list while some parallelism still holds the KV cache, up to :data:`MAX_CONCURRENCY`)
-times every parallelism. Tasks are independent: :func:`explore` runs them in turn, or on a Dask
-cluster (``client``), and the result is the same, bit for bit, either way.
+times every parallelism, served plainly and, for a model with MTP modules, with them. Tasks
+are independent: :func:`explore` runs them in turn, or on a Dask cluster (``client``), and the
+result is the same, bit for bit, either way.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ MAX_CONCURRENCY = 16384
 def run_task(chip: Chip, model: Model, scenario: Scenario) -> dict:
     """Every point of one chip, model and scenario that fits, and their frontier."""
     pars = perf.parallelisms(chip, model)
+    servings = perf.servings(model)
     points = []
     concurrency = list(scenario.concurrency)
     c = 2 * max(concurrency)
@@ -31,7 +33,8 @@ def run_task(chip: Chip, model: Model, scenario: Scenario) -> dict:
         concurrency.append(c)
         c *= 2
     for c in concurrency:
-        got = [p for p in (perf.evaluate(chip, model, scenario, c, par) for par in pars) if p]
+        got = [p for p in (perf.evaluate(chip, model, scenario, c, par, s)
+                           for s in servings for par in pars) if p]
         if not got and c > max(scenario.concurrency):
             break
         points += got
