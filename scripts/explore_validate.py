@@ -355,6 +355,14 @@ def main() -> None:
         "per watt rests on the power model (static power plus energy per operation, the "
         "ASIC at its rated 700 W, not its measured 550 W), which no measurement checks yet.",
         "",
+        "## Beside AIConfigurator",
+        "",
+        "[explore-aiconfigurator.md](explore-aiconfigurator.md): the model beside NVIDIA "
+        "AIConfigurator 0.12 (measured TensorRT-LLM kernel tables) at the same "
+        "configurations, GPT-OSS-120B and DeepSeek-R1 on H200 and B200 at concurrency 8, 64 "
+        "and 256 (`python scripts/compare_aiconfigurator.py --aic-python PATH`; "
+        "AIConfigurator is an optional tool, so that table is not regenerated here).",
+        "",
         "## Where the ASIC's advantage over GB200 comes from",
         "",
         "`scoville explore --attribute asic-2026 --against gb200` (`scoville.sim.explore."
