@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -29,6 +30,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, action="append", metavar="N",
                    help="requests in flight (repeatable; only these; default: 1, 2, 4, ..., "
                         "1024, and further while memory allows)")
+    p.add_argument("--max-batch", type=int, metavar="N", default=512,
+                   help="the most requests an instance runs at once per data-parallel "
+                        "attention rank (default: %(default)s)")
     p.add_argument("--out", help=f"folder for the report, plots and CSV (default: "
                                  f"{DEFAULT_OUT}; with --json: none unless given)")
     p.add_argument("--json", action="store_true",
@@ -70,12 +74,15 @@ def _scenarios(args) -> tuple[Scenario, ...]:
     conc = tuple(sorted(set(args.concurrency))) if args.concurrency else None
     if conc and min(conc) < 1:
         raise SpecError("--concurrency must be at least 1")
+    if args.max_batch < 1:
+        raise SpecError("--max-batch must be at least 1")
     if args.isl is None:
         base = SCENARIOS
     else:
         base = (Scenario(args.isl, args.osl),)
+    base = tuple(dataclasses.replace(s, max_batch=args.max_batch) for s in base)
     if conc:
-        base = tuple(Scenario(s.isl, s.osl, conc, extend=False) for s in base)
+        base = tuple(dataclasses.replace(s, concurrency=conc, extend=False) for s in base)
     return base
 
 

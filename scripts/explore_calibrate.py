@@ -80,6 +80,8 @@ def model_value(factors: dict, point) -> tuple[float, str]:
         if gpus is not None and par.chips != gpus:
             continue
         for conc in sc.concurrency:
+            if conc > sc.max_batch * par.attention_dp:
+                continue
             for serving in perf.servings(m):
                 p = perf.evaluate(c, m, sc, conc, par, serving)
                 if p:

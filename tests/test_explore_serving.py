@@ -207,3 +207,15 @@ def test_the_sweep_serves_deepseek_with_and_without_its_mtp_module():
     assert mtp["tok_s_user"] > 1.5 * plain["tok_s_user"]
     gpt = sweep.run_task(CHIPS["b200"], MODELS["gpt-oss-120b"], sc)["points"]
     assert {p["mtp"] for p in gpt} == {0}
+
+
+def test_an_instance_stops_at_its_maximum_batch():
+    """Tensor-parallel attention: one engine batch of at most max_batch requests; data-parallel
+    attention: max_batch on each of its ranks."""
+    sc = Scenario(1024, 1024, max_batch=64)
+    points = sweep.run_task(CHIPS["b200"], DS, sc)["points"]
+    for p in points:
+        dp = int(p["parallelism"][2:].split("-")[0]) if p["parallelism"].startswith("ep") else 1
+        assert p["concurrency"] <= 64 * dp
+    assert max(p["concurrency"] for p in points if p["parallelism"] == "tp8") == 64
+    assert max(p["concurrency"] for p in points if p["parallelism"] == "ep8") > 64

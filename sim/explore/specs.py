@@ -329,9 +329,13 @@ class Scenario:
     #: Whether a sweep goes on past ``concurrency`` while memory allows (the default list),
     #: or keeps to it (a list the user gave).
     extend: bool = True
+    #: The most requests an instance runs at once per data-parallel attention rank (an
+    #: engine's maximum batch): the sweep skips a layout past it. 512, the largest batch of
+    #: an instance among the InferenceX points of sim/explore/data (its sweeps stop there).
+    max_batch: int = 512
 
     def __post_init__(self):
-        for name in ("isl", "osl"):
+        for name in ("isl", "osl", "max_batch"):
             if getattr(self, name) < 1:
                 raise SpecError(f"scenario: '{name}' must be at least 1")
 

@@ -3,7 +3,8 @@ frontiers; comparisons at equal interactivity.
 
 A task is one (chip, model, scenario): every concurrency (powers of two from 1, past the
 scenario's list while some parallelism still holds the KV cache, up to :data:`MAX_CONCURRENCY`)
-times every parallelism, served plainly and, for a model with MTP modules, with them. Tasks
+times every parallelism (up to the scenario's ``max_batch`` requests per data-parallel
+attention rank), served plainly and, for a model with MTP modules, with them. Tasks
 are independent: :func:`explore` runs them in turn, or on a Dask cluster (``client``), and the
 result is the same, bit for bit, either way.
 """
@@ -34,7 +35,8 @@ def run_task(chip: Chip, model: Model, scenario: Scenario) -> dict:
         c *= 2
     for c in concurrency:
         got = [p for p in (perf.evaluate(chip, model, scenario, c, par, s)
-                           for s in servings for par in pars) if p]
+                           for s in servings for par in pars
+                           if c <= scenario.max_batch * par.attention_dp) if p]
         if not got and c > max(scenario.concurrency):
             break
         points += got
