@@ -89,13 +89,16 @@ def hop(chip: Chip, par: Parallelism, tokens: float, hidden: int) -> float:
 @dataclass(frozen=True)
 class Phase:
     """One stage's time and traffic for a step (decode) or a batch's prefill: seconds, and
-    per chip the operations, HBM, SRAM and link bytes behind them."""
+    per chip the operations, HBM, SRAM and link bytes behind them; ``compute_pj``, where
+    set, the operations' energy counted per array format (else every operation is charged
+    at the model's ``act_fmt``)."""
 
     seconds: float
     flops: float
     hbm_bytes: float
     sram_bytes: float
     link_bytes: float
+    compute_pj: float | None = None
 
 
 def kv_split(m: Model, par: Parallelism) -> int:

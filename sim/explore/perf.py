@@ -138,17 +138,21 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
     expert_bytes = b["expert"] * moe_layers * experts_read / par.width / par.pp
     dense_bytes = weights_all - expert_bytes
     if par.experts_spread:
-        choices = tokens * m.top_k / par.pp
-        expert_flops *= _imbalance(choices, par.width)
-        expert_bytes *= _imbalance(experts_read, par.width)
+        # Every layer routes the stage's tokens: tokens x top_k choices over the chips; a chip
+        # owns E / width experts, so when all are touched each reads the same.
+        expert_flops *= _imbalance(tokens * m.top_k, par.width)
+        expert_bytes *= min(_imbalance(experts_read, par.width), m.experts / experts_read)
     kv = kv_reads * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
     t = (_op(dense_flops, chip.peak_flops(m.act_fmt), dense_bytes, chip)
          + _op(expert_flops, chip.peak_flops(m.expert_compute_fmt), expert_bytes, chip)
          + _op(attention_flops, chip.peak_flops(ATTENTION_FMT), kv, chip, chip.attention_eff))
     t_comm, link = comm(chip, m, par, tokens)
     t += t_comm + chip.layer_us * 1e-6 * m.layers / par.pp
+    pj = (dense_flops * _pj_per_flop(chip, m.act_fmt)
+          + expert_flops * _pj_per_flop(chip, m.expert_compute_fmt)
+          + attention_flops * _pj_per_flop(chip, ATTENTION_FMT))
     return Phase(t, dense_flops + expert_flops + attention_flops, dense_bytes + expert_bytes + kv,
-                 0.0, link)
+                 0.0, link, pj)
 
 
 @dataclass(frozen=True)
@@ -227,9 +231,10 @@ def step(chip: Chip, m: Model, par: Parallelism, batch: int, context: float,
         return main
     one = step(chip, m, par, batch, context, held)
     f = serving.mtp / m.layers          # the draft layer: one layer of a step of batch tokens
+    pj = None if main.compute_pj is None else main.compute_pj + f * one.compute_pj
     return Phase(main.seconds + f * one.seconds, main.flops + f * one.flops,
                  main.hbm_bytes + f * one.hbm_bytes, main.sram_bytes + f * one.sram_bytes,
-                 main.link_bytes + f * one.link_bytes)
+                 main.link_bytes + f * one.link_bytes, pj)
 
 
 def prefill(chip: Chip, m: Model, par: Parallelism, requests: int, isl: int) -> Phase:
@@ -243,9 +248,22 @@ def prefill(chip: Chip, m: Model, par: Parallelism, requests: int, isl: int) -> 
     return _roofline(chip, m, par, tokens, isl / 2, experts, 0, absorbed=False)
 
 
+def _pj_per_flop(chip: Chip, fmt: str) -> float:
+    """Picojoules an operation takes in array format ``fmt`` (the next wider one the chip
+    has, as :meth:`Chip.peak_flops` picks; the costliest if none)."""
+    table = chip.energy.pj_per_flop
+    formats = ("fp4", "fp8", "bf16")
+    for f in formats[formats.index(fmt):]:
+        if f in table:
+            return table[f]
+    return max(table.values())
+
+
 def _energy(chip: Chip, m: Model, p: Phase) -> float:
     e = chip.energy
-    return 1e-12 * (p.flops * e.pj_per_flop.get(m.act_fmt, max(e.pj_per_flop.values()))
+    compute = p.compute_pj if p.compute_pj is not None else \
+        p.flops * e.pj_per_flop.get(m.act_fmt, max(e.pj_per_flop.values()))
+    return 1e-12 * (compute
                     + p.hbm_bytes * e.pj_per_byte_hbm + p.sram_bytes * e.pj_per_byte_sram
                     + p.link_bytes * e.pj_per_byte_link)
 
@@ -320,11 +338,12 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
     steps = sc.osl / serving.tokens_per_step
     life = t_prefill + steps * t_step
     # A request's first token: the prefill of the requests that arrived during the last
-    # decode step and prefill, batched, after the running step (half of it, on average).
+    # decode step and prefill, batched, after the running step and prefill (half of them, on
+    # average, as busy as they keep the replica).
     rate = concurrency / life
     ttft = _batched_ttft(lambda r: _pipelined(chip, m, par, prefill(chip, m, par, r, sc.isl),
                                               r * sc.isl)[0],
-                         rate, t_step, min(micro, concurrency)) + t_step / 2
+                         rate, t_step, min(micro, concurrency))
     power = (w_pre * t_prefill + w_dec * steps * t_step) / life
     return _point(chip, m, sc, concurrency, par.label, par.chips, ttft, life / sc.osl,
                   concurrency / life, power, t_step, serving)
@@ -346,7 +365,8 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
     decode step. Requests cycle (closed loop: each finished request is replaced) at
     ``concurrency / (TTFT + osl TPOT)`` a second unless the prefill pool, batching
     :data:`PREFILL_TOKENS` tokens a pass, cannot keep up: then they complete at its rate and
-    wait for it, the wait counted in TTFT."""
+    wait for it, the wait counted in TTFT, and only ``rate x osl x TPOT`` of them (Little's
+    law) are in the decode step."""
     dec, pre = layout.decode, layout.prefill
     batch = max(1, math.ceil(concurrency / layout.decode_workers))
     full = max(1, math.ceil(PREFILL_TOKENS / sc.isl))
@@ -372,7 +392,16 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
     rate = concurrency / (ttft + sc.osl * tpot)
     capacity = layout.prefill_workers * full / t_full
     if rate > capacity:
+        # Prefill-bound: requests complete at its rate; by Little's law only rate x osl x TPOT
+        # of them are decoding, the rest wait for prefill. The decode step is of those.
         rate = capacity
+        for _ in range(8):
+            decoding = min(concurrency, rate * sc.osl * tpot)
+            micro = max(1, math.ceil(decoding / layout.decode_workers / dec.pp))
+            t_step, w_dec = _pipelined(chip, m, dec, step(chip, m, dec, micro,
+                                                          sc.isl + sc.osl / 2,
+                                                          sc.isl + sc.osl, serving), micro)
+            tpot = t_step / serving.tokens_per_step
         ttft = concurrency / rate - sc.osl * tpot
     busy = rate / capacity
     idle = chip.energy.static_w

@@ -454,7 +454,7 @@ def _gpu(name, tflops, hbm_gb, hbm_tb_s, power_w, allin_kw, link_gb_s, domain, d
 #: scripts/explore_validate.py, which reports them rounded and the errors with each
 #: hardware and model held out (docs/explore-validation.md); ../shared/MODELS.md's points
 #: are not in the fit (docs/explore-calibration.md).
-GPU_FACTORS = {"bw_eff": 0.54, "compute_eff": 0.18, "layer_us": 101.0, "attention_eff": 0.75}
+GPU_FACTORS = {"bw_eff": 0.50, "compute_eff": 0.17, "layer_us": 98.0, "attention_eff": 0.57}
 
 CHIPS: dict[str, Chip] = {
     # FP8 1,979 dense TFLOPS, BF16 989, 80 GB at 3.35 TB/s, 700 W (InferenceX-app
