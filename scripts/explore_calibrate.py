@@ -26,7 +26,7 @@ import math
 import sys
 from pathlib import Path
 
-from scoville.sim.explore import perf, sweep
+from scoville.sim.explore import sweep
 from scoville.sim.explore.specs import CHIPS, GPU_FACTORS, MODELS, Scenario
 
 _GPT, _DS, _KIMI = MODELS["gpt-oss-120b"], MODELS["deepseek-r1"], MODELS["kimi-k2"]
@@ -74,18 +74,8 @@ def model_value(factors: dict, point) -> tuple[float, str]:
     _, chip, variant, isl, osl, gpus, metric, _, at = point
     c = dataclasses.replace(CHIPS[chip], **factors)
     m = VARIANTS[variant]
-    sc = Scenario(isl, osl, tuple(2 ** i for i in range(15)))
-    pts = []
-    for par in perf.parallelisms(c, m):
-        if gpus is not None and par.chips != gpus:
-            continue
-        for conc in sc.concurrency:
-            if conc > sc.max_batch * par.attention_dp:
-                continue
-            for serving in perf.servings(m):
-                p = perf.evaluate(c, m, sc, conc, par, serving)
-                if p:
-                    pts.append(p)
+    sc = Scenario(isl, osl, tuple(2 ** i for i in range(15)), extend=False)
+    pts = [p for p in sweep.run_task(c, m, sc)["points"] if gpus is None or p["chips"] == gpus]
     front = sweep.frontier(pts, y=metric)
     v = sweep.value_at(front, at, y=metric)
     if v is not None:

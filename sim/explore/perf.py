@@ -80,12 +80,16 @@ def _weights_per_chip(m: Model, par: Parallelism, experts_read: float) -> float:
     return (rest * par.attention_dp + routed) / par.width / par.pp
 
 
-def fits(chip: Chip, m: Model, par: Parallelism, sc: Scenario, concurrency: int) -> bool:
+def fits(chip: Chip, m: Model, par: Parallelism, sc: Scenario, concurrency: int,
+         context: float | None = None) -> bool:
     """Whether a chip holds its share of the weights (and the embedding table) and of the
-    KV cache of ``concurrency`` sequences in a paged cache: each holds what it has read and
-    written so far, ``isl + osl / 2`` tokens on average over its life."""
+    KV cache of ``concurrency`` sequences of ``context`` tokens; by default those of a paged
+    cache, each holding what it has read and written so far, ``isl + osl / 2`` tokens on
+    average over its life."""
+    if context is None:
+        context = sc.isl + sc.osl / 2
     held = _weights_per_chip(m, par, None) + shapes.model_bytes(m)["embed"] / par.chips
-    kv = concurrency * shapes.kv_bytes(m, sc.isl + sc.osl / 2) / kv_split(m, par) / par.pp
+    kv = concurrency * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
     sram_kv = chip.sram_mib * 2**20 * chip.kv_sram_frac if chip.kind == "blocks" else 0
     return held + max(0.0, kv - sram_kv) <= chip.hbm_gb * 1e9 * HBM_USABLE
 
@@ -143,14 +147,13 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
         expert_flops *= _imbalance(tokens * m.top_k, par.width)
         expert_bytes *= min(_imbalance(experts_read, par.width), m.experts / experts_read)
     kv = kv_reads * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
-    t = (_op(dense_flops, chip.peak_flops(m.act_fmt), dense_bytes, chip)
-         + _op(expert_flops, chip.peak_flops(m.expert_compute_fmt), expert_bytes, chip)
-         + _op(attention_flops, chip.peak_flops(ATTENTION_FMT), kv, chip, chip.attention_eff))
+    ops = ((dense_flops, m.act_fmt, dense_bytes, None),
+           (expert_flops, m.expert_compute_fmt, expert_bytes, None),
+           (attention_flops, ATTENTION_FMT, kv, chip.attention_eff))
+    t = sum(_op(f, chip.peak_flops(fmt), by, chip, eff) for f, fmt, by, eff in ops)
     t_comm, link = comm(chip, m, par, tokens)
     t += t_comm + chip.layer_us * 1e-6 * m.layers / par.pp
-    pj = (dense_flops * _pj_per_flop(chip, m.act_fmt)
-          + expert_flops * _pj_per_flop(chip, m.expert_compute_fmt)
-          + attention_flops * _pj_per_flop(chip, ATTENTION_FMT))
+    pj = sum(f * chip.pj_per_flop(fmt) for f, fmt, _, _ in ops)
     return Phase(t, dense_flops + expert_flops + attention_flops, dense_bytes + expert_bytes + kv,
                  0.0, link, pj)
 
@@ -248,17 +251,6 @@ def prefill(chip: Chip, m: Model, par: Parallelism, requests: int, isl: int) -> 
     return _roofline(chip, m, par, tokens, isl / 2, experts, 0, absorbed=False)
 
 
-def _pj_per_flop(chip: Chip, fmt: str) -> float:
-    """Picojoules an operation takes in array format ``fmt`` (the next wider one the chip
-    has, as :meth:`Chip.peak_flops` picks; the costliest if none)."""
-    table = chip.energy.pj_per_flop
-    formats = ("fp4", "fp8", "bf16")
-    for f in formats[formats.index(fmt):]:
-        if f in table:
-            return table[f]
-    return max(table.values())
-
-
 def _energy(chip: Chip, m: Model, p: Phase) -> float:
     e = chip.energy
     compute = p.compute_pj if p.compute_pj is not None else \
@@ -307,6 +299,11 @@ def _point(chip: Chip, m: Model, sc: Scenario, concurrency: int, label: str, chi
     }
 
 
+def _prefill_seconds(chip: Chip, m: Model, par: Parallelism, isl: int):
+    """Seconds of a prefill of ``r`` requests through every stage, as a function of ``r``."""
+    return lambda r: _pipelined(chip, m, par, prefill(chip, m, par, r, isl), r * isl)[0]
+
+
 def _batched_ttft(t_pre, rate: float, gap: float, most: int) -> float:
     """Seconds from a request's arrival to the end of the prefill batch that holds it, for a
     worker that prefills ``t_pre(r)`` seconds a batch of ``r`` requests, gets ``rate``
@@ -341,18 +338,10 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
     # decode step and prefill, batched, after the running step and prefill (half of them, on
     # average, as busy as they keep the replica).
     rate = concurrency / life
-    ttft = _batched_ttft(lambda r: _pipelined(chip, m, par, prefill(chip, m, par, r, sc.isl),
-                                              r * sc.isl)[0],
-                         rate, t_step, min(micro, concurrency))
+    ttft = _batched_ttft(_prefill_seconds(chip, m, par, sc.isl), rate, t_step, micro)
     power = (w_pre * t_prefill + w_dec * steps * t_step) / life
     return _point(chip, m, sc, concurrency, par.label, par.chips, ttft, life / sc.osl,
                   concurrency / life, power, t_step, serving)
-
-
-def _fits_prefill(chip: Chip, m: Model, par: Parallelism, sc: Scenario, requests: int) -> bool:
-    held = _weights_per_chip(m, par, None) + shapes.model_bytes(m)["embed"] / par.chips
-    kv = requests * shapes.kv_bytes(m, sc.isl) / kv_split(m, par) / par.pp
-    return held + kv <= chip.hbm_gb * 1e9 * HBM_USABLE
 
 
 def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
@@ -370,15 +359,18 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
     dec, pre = layout.decode, layout.prefill
     batch = max(1, math.ceil(concurrency / layout.decode_workers))
     full = max(1, math.ceil(PREFILL_TOKENS / sc.isl))
-    if not (fits(chip, m, dec, sc, batch) and _fits_prefill(chip, m, pre, sc, full)):
+    if not (fits(chip, m, dec, sc, batch) and fits(chip, m, pre, sc, full, context=sc.isl)):
         return None
-    micro = max(1, math.ceil(batch / dec.pp))
-    t_step, w_dec = _pipelined(chip, m, dec, step(chip, m, dec, micro, sc.isl + sc.osl / 2,
-                                                  sc.isl + sc.osl, serving), micro)
-    tpot = t_step / serving.tokens_per_step
-    def t_pre(r):
-        return _pipelined(chip, m, pre, prefill(chip, m, pre, r, sc.isl), r * sc.isl)[0]
 
+    def decode(sequences):
+        """Seconds and watts of a decode worker's step of ``sequences`` sequences."""
+        micro = max(1, math.ceil(sequences / dec.pp))
+        return _pipelined(chip, m, dec, step(chip, m, dec, micro, sc.isl + sc.osl / 2,
+                                             sc.isl + sc.osl, serving), micro)
+
+    t_step, w_dec = decode(batch)
+    tpot = t_step / serving.tokens_per_step
+    t_pre = _prefill_seconds(chip, m, pre, sc.isl)
     t_full, w_pre = _pipelined(chip, m, pre, prefill(chip, m, pre, full, sc.isl),
                                full * sc.isl)
     inside = layout.chips <= chip.domain
@@ -397,10 +389,7 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
         rate = capacity
         for _ in range(8):
             decoding = min(concurrency, rate * sc.osl * tpot)
-            micro = max(1, math.ceil(decoding / layout.decode_workers / dec.pp))
-            t_step, w_dec = _pipelined(chip, m, dec, step(chip, m, dec, micro,
-                                                          sc.isl + sc.osl / 2,
-                                                          sc.isl + sc.osl, serving), micro)
+            t_step, w_dec = decode(math.ceil(decoding / layout.decode_workers))
             tpot = t_step / serving.tokens_per_step
         ttft = concurrency / rate - sc.osl * tpot
     busy = rate / capacity

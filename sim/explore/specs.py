@@ -182,10 +182,22 @@ class Chip:
     def peak_flops(self, fmt: str) -> float:
         """Dense operations a second in array format ``fmt`` (or the next wider one the chip
         has)."""
-        for f in COMPUTE_FORMATS[COMPUTE_FORMATS.index(fmt):]:
-            if f in self.tflops:
-                return self.tflops[f] * 1e12
-        raise SpecError(f"chip {self.name}: no peak for {fmt} or wider in 'tflops'")
+        f = _wider(fmt, self.tflops)
+        if f is None:
+            raise SpecError(f"chip {self.name}: no peak for {fmt} or wider in 'tflops'")
+        return self.tflops[f] * 1e12
+
+    def pj_per_flop(self, fmt: str) -> float:
+        """Picojoules an operation takes in array format ``fmt`` (or the next wider one the
+        energy table has, as :meth:`peak_flops` picks; the costliest if none)."""
+        table = self.energy.pj_per_flop
+        f = _wider(fmt, table)
+        return max(table.values()) if f is None else table[f]
+
+
+def _wider(fmt: str, table: dict) -> str | None:
+    """The first of ``fmt`` and the wider array formats that ``table`` has, or None."""
+    return next((f for f in COMPUTE_FORMATS[COMPUTE_FORMATS.index(fmt):] if f in table), None)
 
 
 @dataclass(frozen=True)
