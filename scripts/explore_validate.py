@@ -39,11 +39,11 @@ METRICS = (("tok_s_chip_total", "tok_s_gpu_total", "tokens/s per GPU (total)"),
            ("tok_s_user", "tok_s_user_median", "interactivity (tokens/s per user)"),
            ("ttft_s", "ttft_s_median", "TTFT"))
 #: The factors fitted and their bounds: achieved fraction of HBM bandwidth, of peak compute
-#: (GEMMs), fixed microseconds a layer and step, and attention's fraction of peak compute.
-FACTORS = (("bw_eff", 0.05, 1.0), ("compute_eff", 0.02, 1.0), ("layer_us", 0.0, 300.0),
+#: (GEMMs), fixed microseconds a kernel, and attention's fraction of peak compute.
+FACTORS = (("bw_eff", 0.05, 1.0), ("compute_eff", 0.02, 1.0), ("kernel_us", 0.0, 20.0),
            ("attention_eff", 0.02, 1.0))
 #: Where every fit starts (not the built-in factors, so a fit does not depend on them).
-START = (0.5, 0.2, 50.0, 0.5)
+START = (0.5, 0.2, 3.0, 0.5)
 #: MTP as the dataset's engines run it is not published per point: one draft token (DeepSeek-V3's
 #: one MTP module) at DeepSeek-V3's measured acceptance (``perf.Serving``'s default).
 MTP = perf.Serving(mtp=1)
@@ -185,7 +185,7 @@ def _pooled(folds) -> list[tuple[dict, dict]]:
 
 
 def _factors(f: dict) -> str:
-    return (f"{f['bw_eff']:.2f}, {f['compute_eff']:.2f}, {f['layer_us']:.0f}, "
+    return (f"{f['bw_eff']:.2f}, {f['compute_eff']:.2f}, {f['kernel_us']:.1f}, "
             f"{f['attention_eff']:.2f}")
 
 
@@ -262,7 +262,7 @@ def main() -> None:
                 for ours, theirs, label in METRICS]
 
     def folds(groups):
-        return ["| held out | fitted (bandwidth, compute, us a layer, attention) | points | "
+        return ["| held out | fitted (bandwidth, compute, us a kernel, attention) | points | "
                 "median abs. error | 90th pct. abs. error | within 0.67-1.5x |",
                 "|---|---|---:|---:|---:|---:|",
                 *(f"| {group} | {_factors(f)} "
@@ -280,7 +280,7 @@ def main() -> None:
         "any width), serving (aggregated or disaggregated pools with their workers) and",
         "speculation (MTP: one draft token at DeepSeek-V3's published 85% acceptance; not",
         "fitted). The model's four GPU factors (achieved fraction of HBM bandwidth, of peak",
-        "compute in GEMMs, fixed microseconds a layer and step, attention's fraction of peak",
+        "compute in GEMMs, fixed microseconds a kernel, attention's fraction of peak",
         "compute; `scoville.sim.explore.specs`) are fitted by least squares on the log of",
         "total tokens/s per GPU, then tested on points",
         "left out of the fit: leave one hardware out (nothing of it in the fit) and leave one",
@@ -290,7 +290,7 @@ def main() -> None:
         "",
         *(f"- {reason}: {count}" for reason, count in skipped.most_common()),
         "",
-        f"Factors fitted on all {len(described)} points (bandwidth, compute, us a layer, "
+        f"Factors fitted on all {len(described)} points (bandwidth, compute, us a kernel, "
         "attention): "
         f"{_factors(overall)}; built in (`GPU_FACTORS`): {_factors(GPU_FACTORS)}.",
         "",
@@ -341,14 +341,15 @@ def main() -> None:
         "",
         *claims.table(),
         "",
-        "What leaves the gaps: the fixed time a layer and step, fitted to DeepSeek-R1 and Kimi "
-        "K2 (61 layers each; no GPT-OSS-120B point is in the dataset), sets every chip's "
-        "shortest inter-token latency at batch 1, so the model cannot tell GB200 from the "
-        "ASIC there and misses GB200's measured GPT-OSS-120B latency (unless that run used "
+        "What leaves the gaps: the fixed time a kernel, fitted to DeepSeek-R1 and Kimi K2 "
+        "(no GPT-OSS-120B point is in the dataset) and charged for every kernel a step "
+        "launches, counted from each model's layers (`shapes.kernels`: 13 a GPT-OSS layer, 21 "
+        "a DeepSeek-V3 MoE layer), sets every chip's shortest inter-token latency at batch 1, "
+        "so the model cannot tell GB200 from the ASIC there (both run the same kernels at the "
+        "same fitted cost); the rest of GB200's measured GPT-OSS-120B latency gap may be "
         "speculative decoding, which the record does not say and the sweep models only for "
-        "DeepSeek-R1's MTP module; GPT-OSS-120B ships none); "
-        "per-operation latency floors measured per model (issue #32's first step) are what "
-        "would close it. DeepSeek-R1 reaches 169 tokens/s per user only with its MTP module "
+        "DeepSeek-R1's MTP module (GPT-OSS-120B ships none). "
+        "DeepSeek-R1 reaches 169 tokens/s per user only with its MTP module "
         "(one draft token at 85% acceptance, assumed, not fitted); its tokens per all-in kW "
         "there are within reach of GB300's measured 118 but far from the ASIC's claimed "
         "12,258, a figure no per-chip reading of the model approaches (the claim's unit is "

@@ -241,3 +241,45 @@ def test_an_instance_stops_at_its_maximum_batch():
         assert p["concurrency"] <= 64 * dp
     assert max(p["concurrency"] for p in points if p["parallelism"] == "tp8") == 64
     assert max(p["concurrency"] for p in points if p["parallelism"] == "ep8") > 64
+
+
+def test_a_step_launches_the_kernels_its_layers_are_made_of():
+    """GPT-OSS: 36 layers of 2 norms + 4 attention + 7 MoE kernels; DeepSeek-R1: 61 layers of
+    2 norms + 9 MLA kernels, 58 of them MoE with a shared expert (7 + 3), 3 dense FFNs (3)."""
+    assert shapes.kernels(MODELS["gpt-oss-120b"]) == 36 * 13
+    assert shapes.kernels(DS) == 61 * 11 + 58 * 10 + 3 * 3
+    # Each kernel costs the chip's kernel_us, a stage's share of them.
+    chip = CHIPS["b200"]
+    slower = dataclasses.replace(chip, kernel_us=chip.kernel_us + 1.0)
+    par = Parallelism("tp", 8, 2)
+    dt = (perf._roofline(slower, DS, par, 16, 1024, 64, 16).seconds
+          - perf._roofline(chip, DS, par, 16, 1024, 64, 16).seconds)
+    assert dt == pytest.approx((shapes.kernels(DS) + shapes.STEP_KERNELS) * 1e-6 / 2)
+
+
+def test_an_all_reduce_across_domains_takes_nccls_latency():
+    """Inside a domain: the chip's link latency. Over two 8-GPU domains NCCL's LL cost model
+    by hand: tree 6.8 + 2 (7 x 0.6 x 1.8 + 1 x 5.0) = 31.92 us, ring 6.6 + 2 (16 - 2) x 1.08
+    + 2 x 2.7 = 42.24 us; the tree wins. At 64 over 8 domains: tree 6.8 + 2 (7.56 + 15)."""
+    from scoville.sim.explore.parallel import allreduce_latency
+    h100 = CHIPS["h100"]
+    assert allreduce_latency(h100, 8) == pytest.approx(h100.link_latency_us * 1e-6)
+    assert allreduce_latency(h100, 16) == pytest.approx(31.92e-6)
+    assert allreduce_latency(h100, 64) == pytest.approx((6.8 + 2 * (7.56 + 15.0)) * 1e-6)
+    # Two domains of 2: ring 6.6 + 2 x 2 x 1.08 + 2 x 2.7 = 16.32 beats tree 6.8 + 2 x 6.08.
+    small = dataclasses.replace(h100, domain=2)
+    assert allreduce_latency(small, 4) == pytest.approx(16.32e-6)
+
+
+def test_an_all_to_all_across_domains_sends_to_its_own_domain_over_the_links():
+    """ep16 over two 8-GPU domains: 7 of a chip's 15 peers are in its domain (NVLink), 8 are
+    not (the NIC); both at once, so the NIC's share sets the time."""
+    from scoville.sim.explore.parallel import comm
+    h100 = CHIPS["h100"]
+    tokens = 16 * 128
+    t, link = comm(h100, DS, Parallelism("ep", 16), tokens)
+    per = 15 / 16 * 128 * DS.top_k * DS.hidden * 3
+    moe = DS.layers - DS.dense_layers
+    assert link == pytest.approx(moe * per)
+    slowest = max(per * 7 / 15 / (h100.link_gb_s * 1e9), per * 8 / 15 / (h100.scaleout_gb_s * 1e9))
+    assert t == pytest.approx(moe * (slowest + 2 * h100.scaleout_latency_us * 1e-6))

@@ -31,7 +31,8 @@ GROUPS = {
                          "scaleout_latency_us"),
     "SRAM": ("sram_mib", "sram_tb_s", "kv_sram_frac"),
     "cores and clock": ("clock_ghz", "cores", "array_rows", "array_cols"),
-    "efficiency and fixed overheads": ("compute_eff", "bw_eff", "attention_eff", "layer_us"),
+    "efficiency and fixed overheads": ("compute_eff", "bw_eff", "attention_eff", "kernel_us",
+                                       "layer_us"),
     "power": ("power_w", "energy", "allin_kw"),
 }
 #: Interactivities (tokens/s per user) the split is taken at.

@@ -3,11 +3,13 @@ communication between chips (:mod:`scoville.sim.explore.perf` states the model).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .specs import Chip, Model
 
-__all__ = ["MODES", "Parallelism", "Phase", "comm", "hop", "kv_split", "parallelisms"]
+__all__ = ["MODES", "NCCL_LL", "Parallelism", "Phase", "allreduce_latency", "comm", "hop",
+           "kv_split", "parallelisms"]
 
 
 #: The layouts of a stage: attention (and the dense layers, shared experts and head) tensor-
@@ -108,22 +110,57 @@ def kv_split(m: Model, par: Parallelism) -> int:
     return min(par.width, m.attention.kv_heads) if m.attention.kind == "gqa" else 1
 
 
+#: NCCL's own cost model of a small all-reduce (the LL protocol, which NCCL picks for the
+#: kilobytes of a decode step's hidden vectors), microseconds: NVIDIA/nccl
+#: ``src/graph/tuning.cc`` (release 2.2x), ``baseLat`` of the tree and ring algorithms,
+#: ``hwLat`` a step over NVLink and over the network, and the factor NCCL applies to the
+#: NVLink steps of a communicator spanning several nodes.
+NCCL_LL = {"tree_base": 6.8, "ring_base": 6.6, "nvlink": 0.6, "tree_net": 5.0,
+           "ring_net": 2.7, "multi_node": 1.8}
+
+
+def allreduce_latency(chip: Chip, width: int) -> float:
+    """Seconds of latency of an all-reduce of a few kilobytes over ``width`` chips: inside a
+    scale-up domain the chip's ``link_latency_us`` (the engines' one-shot all-reduce over
+    the switch); over several domains NCCL's cost model (:data:`NCCL_LL`), the faster of a
+    tree (``2 ((per domain - 1) nvlink + log2(domains) tree_net)``) and a ring (``2 (width -
+    domains)`` NVLink steps and ``2 (domains - 1)`` network steps), each after its base."""
+    if width <= chip.domain:
+        return chip.link_latency_us * 1e-6
+    n = NCCL_LL
+    domains = math.ceil(width / chip.domain)
+    per = width / domains
+    intra = n["nvlink"] * n["multi_node"]
+    tree = n["tree_base"] + 2 * ((per - 1) * intra + math.log2(domains) * n["tree_net"])
+    ring = (n["ring_base"] + 2 * (width - domains) * intra
+            + 2 * (domains - 1) * n["ring_net"])
+    return min(tree, ring) * 1e-6
+
+
 def comm(chip: Chip, m: Model, par: Parallelism, tokens: float) -> tuple[float, float]:
     """Seconds and link bytes per chip of one stage's communication for ``tokens`` tokens (the
     stage's whole batch): tensor-parallel attention (``tp``, ``tpep``) two ring all-reduces of
     BF16 hidden vectors a layer (after attention, and after the experts, whose partial sums
-    every chip holds for every token); ``ep`` a dispatch (FP8) and a combine (BF16)
-    all-to-all a MoE layer, each chip sending its share's tokens to the others."""
+    every chip holds for every token), each after :func:`allreduce_latency`; ``ep`` a
+    dispatch (FP8) and a combine (BF16) all-to-all a MoE layer, each chip sending its share's
+    tokens to the others: to those of its own domain over the links, to the rest over the
+    scale-out network, both at once."""
     w = par.width
     if w == 1:
         return 0.0, 0.0
     layers = m.layers / par.pp
     bw, lat = chip.link_gb_s * 1e9, chip.link_latency_us * 1e-6
-    if w > chip.domain:                 # a stage wider than the domain: over the scale-out
-        bw, lat = chip.scaleout_gb_s * 1e9, chip.scaleout_latency_us * 1e-6
+    out_bw = chip.scaleout_gb_s * 1e9
     if par.attention_dp == 1:
         per = 2 * (w - 1) / w * tokens * m.hidden * 2
-        return layers * 2 * (per / bw + lat), layers * 2 * per
+        t = per / (bw if w <= chip.domain else out_bw) + allreduce_latency(chip, w)
+        return layers * 2 * t, layers * 2 * per
     moe_layers = (m.layers - m.dense_layers) / par.pp
     per = (w - 1) / w * tokens / w * m.top_k * m.hidden * (1 + 2)
-    return moe_layers * (per / bw + 2 * lat), moe_layers * per
+    if w > chip.domain:                 # peers beyond the domain: over the scale-out
+        inside = (min(w, chip.domain) - 1) / (w - 1)
+        t = max(per * inside / bw, per * (1 - inside) / out_bw)
+        lat = chip.scaleout_latency_us * 1e-6
+    else:
+        t = per / bw
+    return moe_layers * (t + 2 * lat), moe_layers * per

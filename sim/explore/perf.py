@@ -26,7 +26,9 @@ traffic overlap, at the chip's achieved fractions ``compute_eff`` and ``bw_eff``
 the GEMMs outside the routed experts in ``act_fmt``; the routed experts in
 ``expert_act_fmt``, on the busiest chip when they are spread; attention's score and value
 products in BF16 against the KV cache's bytes (MLA absorbed in decode, expanded in prefill);
-then communication (not overlapped) and the fixed ``layer_us``. On a ``blocks`` chip the layer's
+then communication (not overlapped) and the fixed ``kernel_us`` for every kernel the step
+launches (:func:`scoville.sim.explore.shapes.kernels`: 13 a GPT-OSS layer, 21 a DeepSeek-V3
+MoE layer) and ``layer_us`` a layer. On a ``blocks`` chip the layer's
 blocks run one after another on the cores: the GEMMs of the attention projections, shared
 experts, dense FFNs and head (:func:`scoville.sim.cycles.gemm.command_cycles` on one core's
 array, the columns spread over the cores, never faster than their weights stream from HBM),
@@ -152,7 +154,8 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
            (attention_flops, ATTENTION_FMT, kv, chip.attention_eff))
     t = sum(_op(f, chip.peak_flops(fmt), by, chip, eff) for f, fmt, by, eff in ops)
     t_comm, link = comm(chip, m, par, tokens)
-    t += t_comm + chip.layer_us * 1e-6 * m.layers / par.pp
+    fixed = chip.kernel_us * (shapes.kernels(m) + shapes.STEP_KERNELS) + chip.layer_us * m.layers
+    t += t_comm + fixed * 1e-6 / par.pp
     pj = sum(f * chip.pj_per_flop(fmt) for f, fmt, _, _ in ops)
     return Phase(t, dense_flops + expert_flops + attention_flops, dense_bytes + expert_bytes + kv,
                  0.0, link, pj)

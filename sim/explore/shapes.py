@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from .specs import Model, bytes_per_param
 
-__all__ = ["attention_flops", "attention_params", "ffn_params", "kv_bytes", "model_bytes",
-           "touched"]
+__all__ = ["STEP_KERNELS", "attention_flops", "attention_params", "ffn_params", "kernels",
+           "kv_bytes", "model_bytes", "touched"]
 
 
 def attention_params(m: Model) -> int:
@@ -87,3 +87,34 @@ def touched(m: Model, tokens: float) -> float:
     """Routed experts of one layer that a batch of ``tokens`` tokens touches, on average, with
     choices spread uniformly: ``E (1 - (1 - k/E)^tokens)``."""
     return m.experts * (1 - (1 - m.top_k / m.experts) ** tokens)
+
+
+#: Kernels a layer's parts launch in a decode step, as the engines run them (SGLang's
+#: ``models/deepseek_v2.py`` and ``models/gpt_oss.py``, TensorRT-LLM's DeepSeek-V3 and GPT-OSS
+#: modules, with their usual fusions: the residual add in the RMSNorm, RoPE with the KV-cache
+#: write, the SwiGLU activation its own kernel, the MoE's token permutation and the weighted
+#: unpermutation one kernel each). Collectives are not counted here (``parallel.comm``).
+#:
+#: - ``norms``: the input and post-attention RMSNorms, 2;
+#: - ``gqa``: the fused QKV projection, RoPE and cache write, attention, O projection: 4;
+#: - ``mla``: the fused q_a and kv_a projection, the q_a and latent RMSNorms, q_b, the
+#:   absorption of W_UK into the query, RoPE and cache write, attention, W_UV, O: 9;
+#: - ``moe``: the router GEMM, its top-k, permutation, the grouped gate-up GEMM, SwiGLU, the
+#:   grouped down GEMM, unpermutation: 7; a shared expert adds its gate-up GEMM, SwiGLU and
+#:   down GEMM, 3;
+#: - ``dense``: a dense FFN's gate-up GEMM, SwiGLU and down GEMM, 3.
+LAYER_KERNELS = {"norms": 2, "gqa": 4, "mla": 9, "moe": 7, "shared": 3, "dense": 3}
+#: Kernels a step launches once, outside the layers: the embedding lookup, the final RMSNorm,
+#: the output head and sampling.
+STEP_KERNELS = 4
+
+
+def kernels(m: Model) -> float:
+    """Kernels one decode step launches over all layers (:data:`LAYER_KERNELS`), the step's
+    own (:data:`STEP_KERNELS`) not included: GPT-OSS-120B 36 x 13, DeepSeek-R1 58 x 21 + 3
+    x 14."""
+    k = LAYER_KERNELS
+    attention = k["norms"] + k[m.attention.kind]
+    moe = k["moe"] + k["shared"] * m.shared
+    return (m.layers * attention + (m.layers - m.dense_layers) * moe
+            + m.dense_layers * k["dense"])

@@ -105,8 +105,9 @@ class Chip:
     compute_eff, bw_eff : float
         Achieved fractions of the compute peak and of the HBM bandwidth (``roofline`` chips;
         calibrated, docs/explore.md). ``attention_eff``: the fraction of the peak attention's
-        score and value products reach (0: ``compute_eff``). ``layer_us``: fixed time per
-        layer and step (kernel launches, synchronization).
+        score and value products reach (0: ``compute_eff``). ``kernel_us``: fixed time per
+        kernel a step launches (launch, fill and drain; ``shapes.kernels`` counts them per
+        model); ``layer_us``: fixed time per layer and step besides (synchronization).
     cores, array_rows, array_cols : int
         A ``blocks`` chip's cores, each with one array of rows x cols processing elements.
     area_mm2 : float
@@ -134,6 +135,7 @@ class Chip:
     compute_eff: float = 1.0
     bw_eff: float = 1.0
     layer_us: float = 0.0
+    kernel_us: float = 0.0
     attention_eff: float = 0.0
     cores: int = 0
     array_rows: int = 0
@@ -154,7 +156,7 @@ class Chip:
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise SpecError(f"chip {self.name}: field '{name}' must be a positive number")
-        for name in ("sram_mib", "sram_tb_s", "layer_us"):
+        for name in ("sram_mib", "sram_tb_s", "layer_us", "kernel_us"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise SpecError(f"chip {self.name}: field '{name}' must be a number >= 0")
@@ -461,12 +463,12 @@ def _gpu(name, tflops, hbm_gb, hbm_tb_s, power_w, allin_kw, link_gb_s, domain, d
 
 
 #: The achieved fractions of HBM bandwidth and of compute (GEMMs; attention's products), and
-#: the fixed time per layer and step, shared by every GPU: fitted (least squares on log
+#: the fixed time per kernel a step launches, shared by every GPU: fitted (least squares on log
 #: tokens/s per GPU) to the 269 InferenceX points of sim/explore/data that the model describes, by
 #: scripts/explore_validate.py, which reports them rounded and the errors with each
 #: hardware and model held out (docs/explore-validation.md); ../shared/MODELS.md's points
 #: are not in the fit (docs/explore-calibration.md).
-GPU_FACTORS = {"bw_eff": 0.50, "compute_eff": 0.17, "layer_us": 98.0, "attention_eff": 0.57}
+GPU_FACTORS = {"bw_eff": 0.51, "compute_eff": 0.17, "kernel_us": 4.6, "attention_eff": 0.54}
 
 CHIPS: dict[str, Chip] = {
     # FP8 1,979 dense TFLOPS, BF16 989, 80 GB at 3.35 TB/s, 700 W (InferenceX-app
