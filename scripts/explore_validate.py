@@ -354,8 +354,11 @@ def main() -> None:
         "there are within reach of GB300's measured 118 but far from the ASIC's claimed "
         "12,258, a figure no per-chip reading of the model approaches (the claim's unit is "
         "not published; read here as tokens/s per all-in kW). Work "
-        "per watt rests on the power model (static power plus energy per operation, the "
-        "ASIC at its rated 700 W, not its measured 550 W), which no measurement checks yet.",
+        "per watt rests on the power model ([explore-power.md](explore-power.md): idle power "
+        "plus shares of the limit while compute and memory are busy, fitted to measured H100 "
+        "power, held-out median error 26%), which gives the ASIC the GPUs' shares of its own "
+        "limit: its advantage per watt is then mostly its lower limit at a throughput near "
+        "the GPUs', at 700 W or at its measured 550 W.",
         "",
         "## Beside AIConfigurator",
         "",

@@ -82,14 +82,28 @@ def test_no_decode_point_beats_bandwidth_over_active_bytes(chip, model):
 @pytest.mark.parametrize("rows,cols", [(32, 32), (64, 64), (16, 64)])
 def test_a_blocks_chip_takes_its_gemm_times_from_the_gemm_model(rows, cols):
     """With HBM fast enough, a GEMM's time on the blocks chip is exactly the gemm block's
-    command cycles (one core's share of the columns) over the clock: changing the array
-    changes it as the gemm model says."""
+    command cycles (one core's share of the columns) and the memory's latency to its first
+    weights, over the clock: changing the array changes it as the gemm model says."""
     chip = dataclasses.replace(CHIPS["scoville-a64"], array_rows=rows, array_cols=cols)
     seconds, flops, weight = blocks._gemm_time(chip, 100, 2880, 5120, 1, "bf16", 2, 1e30)
     want = gemm_timed.command_cycles(build_config(GemmConfig, {"rows": rows, "cols": cols}),
                                      100, 2880, math.ceil(5120 / 2 / chip.cores))
-    assert seconds == want / (chip.clock_ghz * 1e9)
+    assert seconds == pytest.approx((want + blocks.MEM_LATENCY) / (chip.clock_ghz * 1e9))
     assert flops == 2 * 100 * 2880 * 5120 / 2 and weight == 2880 * 5120 / 2 * 2
+
+
+def test_a_blocks_chip_streams_weights_at_its_fetch_paths_rate():
+    """The GEMMs' weights stream at every core's whole bytes a cycle (20 of B200's 20.8 at
+    1.5 GHz over 256 cores) at the utilization the MoE block's weight path reaches from one
+    expert to the next (its cycle model): a little below the HBM's peak, and a memory-bound
+    GEMM takes its weight bytes at that rate."""
+    chip = CHIPS["scoville-a64"]
+    m = MODELS["gpt-oss-120b"]
+    rate = blocks.weight_rate(chip, m)
+    port = chip.cores * 20 * chip.clock_ghz * 1e9
+    assert 0.95 * port < rate <= port < chip.hbm_tb_s * 1e12
+    seconds, _, weight = blocks._gemm_time(chip, 1, 2880, 5120, 1, "bf16", 1, rate)
+    assert seconds == pytest.approx(weight / rate + blocks.MEM_LATENCY / 1.5e9)
 
 
 def test_a_blocks_chip_takes_its_moe_times_from_the_moe_fast_path():

@@ -259,27 +259,102 @@ def test_a_step_launches_the_kernels_its_layers_are_made_of():
 
 def test_an_all_reduce_across_domains_takes_nccls_latency():
     """Inside a domain: the chip's link latency. Over two 8-GPU domains NCCL's LL cost model
-    by hand: tree 6.8 + 2 (7 x 0.6 x 1.8 + 1 x 5.0) = 31.92 us, ring 6.6 + 2 (16 - 2) x 1.08
-    + 2 x 2.7 = 42.24 us; the tree wins. At 64 over 8 domains: tree 6.8 + 2 (7.56 + 15)."""
+    by hand (an NVLink step floored at 1.0 us across nodes): tree 6.8 + 2 (7 x 1.0 + 1 x 5.0)
+    = 30.8 us, ring 6.6 + 2 (16 - 2) x 1.0 + 2 x 2.7 = 40.0 us; the tree wins. At 64 over 8
+    domains: tree 6.8 + 2 (7 + 15)."""
     from scoville.sim.explore.parallel import allreduce_latency
     h100 = CHIPS["h100"]
     assert allreduce_latency(h100, 8) == pytest.approx(h100.link_latency_us * 1e-6)
-    assert allreduce_latency(h100, 16) == pytest.approx(31.92e-6)
-    assert allreduce_latency(h100, 64) == pytest.approx((6.8 + 2 * (7.56 + 15.0)) * 1e-6)
-    # Two domains of 2: ring 6.6 + 2 x 2 x 1.08 + 2 x 2.7 = 16.32 beats tree 6.8 + 2 x 6.08.
+    assert allreduce_latency(h100, 16) == pytest.approx(30.8e-6)
+    assert allreduce_latency(h100, 64) == pytest.approx((6.8 + 2 * (7 + 15.0)) * 1e-6)
+    # Two domains of 2: ring 6.6 + 2 x 2 x 1.0 + 2 x 2.7 = 16.0 beats tree 6.8 + 2 x 6.0.
     small = dataclasses.replace(h100, domain=2)
-    assert allreduce_latency(small, 4) == pytest.approx(16.32e-6)
+    assert allreduce_latency(small, 4) == pytest.approx(16.0e-6)
 
 
 def test_an_all_to_all_across_domains_sends_to_its_own_domain_over_the_links():
     """ep16 over two 8-GPU domains: 7 of a chip's 15 peers are in its domain (NVLink), 8 are
-    not (the NIC); both at once, so the NIC's share sets the time."""
-    from scoville.sim.explore.parallel import comm
+    not (the NIC); both at once, so the NIC's share sets the time. Each of the two phases
+    pays the chip's in-domain all-to-all latency and one network step (two domains)."""
+    from scoville.sim.explore.parallel import a2a_latency, comm
     h100 = CHIPS["h100"]
+    assert a2a_latency(h100, 8) == pytest.approx(h100.a2a_latency_us * 1e-6)
+    assert a2a_latency(h100, 16) == pytest.approx((h100.a2a_latency_us + 5.0) * 1e-6)
+    assert a2a_latency(h100, 64) == pytest.approx((h100.a2a_latency_us + 15.0) * 1e-6)
     tokens = 16 * 128
     t, link = comm(h100, DS, Parallelism("ep", 16), tokens)
     per = 15 / 16 * 128 * DS.top_k * DS.hidden * 3
     moe = DS.layers - DS.dense_layers
     assert link == pytest.approx(moe * per)
-    slowest = max(per * 7 / 15 / (h100.link_gb_s * 1e9), per * 8 / 15 / (h100.scaleout_gb_s * 1e9))
-    assert t == pytest.approx(moe * (slowest + 2 * h100.scaleout_latency_us * 1e-6))
+    slowest = max(per * 7 / 15 / (h100.link_gb_s * 1e9),
+                  per * 8 / 15 / (h100.scaleout_gb_s * 1e9))
+    assert t == pytest.approx(moe * (slowest + 2 * (h100.a2a_latency_us + 5.0) * 1e-6))
+    # Inside one domain every peer is over the links.
+    t8, _ = comm(h100, DS, Parallelism("ep", 8), tokens)
+    per8 = 7 / 8 * tokens / 8 * DS.top_k * DS.hidden * 3
+    assert t8 == pytest.approx(moe * (per8 / (h100.link_gb_s * 1e9)
+                                      + 2 * h100.a2a_latency_us * 1e-6))
+
+
+def test_a_gpu_draws_idle_power_plus_its_busy_units_shares():
+    """Power from utilisation, by hand: an H100 idles at 75 W (measured); a phase of one
+    second whose compute units are busy half of it and memory a quarter draws 75 + (0.5
+    compute + 0.25 memory) x (700 - 75) W; one that keeps both busy all along would pass the
+    700 W limit, so it is slowed until it draws exactly 700 W."""
+    from scoville.sim.explore.parallel import Phase
+    from scoville.sim.explore.specs import GPU_POWER
+    h100 = CHIPS["h100"]
+    e = h100.energy
+    assert e.static_w == 75.0
+    assert e.compute_w == pytest.approx(GPU_POWER["compute"] * 625)
+    assert e.memory_w == pytest.approx(GPU_POWER["memory"] * 625)
+    assert CHIPS["gb200"].energy.static_w == pytest.approx(194 / 1000 * 1200)
+    seconds, watts = perf._powered(h100, DS, Phase(1.0, 0, 0, 0, 0, 0.0, 0.5, 0.25))
+    assert seconds == 1.0
+    assert watts == pytest.approx(75 + 0.5 * e.compute_w + 0.25 * e.memory_w)
+    busy = Phase(1.0, 0, 0, 0, 0, 0.0, 1.0, 1.0)
+    dynamic = e.compute_w + e.memory_w
+    assert dynamic > 625                                  # both fractions together pass it
+    seconds, watts = perf._powered(h100, DS, busy)
+    assert seconds == pytest.approx(dynamic / 625) and watts == pytest.approx(700)
+
+
+def test_the_roofline_counts_the_seconds_its_units_are_busy():
+    """Compute and memory busy times are each operation's time at the achievable rate:
+    halving compute_eff (and attention_eff) doubles the compute seconds and leaves the
+    memory's; doubling bw_eff halves the memory seconds. Neither is longer than the phase."""
+    chip = CHIPS["b200"]
+    par = Parallelism("tp", 8)
+    base = perf._roofline(chip, DS, par, 256, 2048, 200, 256)
+    assert 0 < base.compute_s <= base.seconds and 0 < base.memory_s <= base.seconds
+    slow = perf._roofline(dataclasses.replace(chip, compute_eff=chip.compute_eff / 2,
+                                              attention_eff=chip.attention_eff / 2),
+                          DS, par, 256, 2048, 200, 256)
+    assert slow.compute_s == pytest.approx(2 * base.compute_s)
+    assert slow.memory_s == pytest.approx(base.memory_s)
+    wide = perf._roofline(dataclasses.replace(chip, bw_eff=min(1.0, 2 * chip.bw_eff)),
+                          DS, par, 256, 2048, 200, 256)
+    assert wide.memory_s == pytest.approx(base.memory_s * chip.bw_eff
+                                          / min(1.0, 2 * chip.bw_eff))
+    # MTP's draft layer adds its share of a step's busy times as it does its seconds.
+    one = perf.step(chip, DS, par, 16, 2048)
+    mtp = perf.step(chip, DS, par, 16, 2048, serving=perf.Serving(mtp=1))
+    main = perf._roofline(chip, DS, par, 32, 2048, shapes.touched(DS, 32), 16)
+    assert mtp.compute_s == pytest.approx(main.compute_s + one.compute_s / DS.layers)
+
+
+def test_the_power_doc_is_what_its_script_writes_today(tmp_path):
+    """docs/explore-power.md is scripts/explore_power.py's output on today's model, and the
+    built-in GPU_POWER is the fit it reports."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "explore-power.md"
+    subprocess.run([sys.executable, str(root / "scripts" / "explore_power.py"), "--out",
+                    str(out)], check=True, capture_output=True)
+    text = out.read_text()
+    assert text == (root / "docs" / "explore-power.md").read_text()
+    from scoville.sim.explore.specs import GPU_POWER
+    assert (f"compute {GPU_POWER['compute']:.2f}, memory\n{GPU_POWER['memory']:.2f} of the "
+            "limit less idle") in text

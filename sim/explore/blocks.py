@@ -38,7 +38,7 @@ from . import shapes
 from .parallel import Phase, comm, kv_split
 from .specs import bytes_per_param
 
-__all__ = ["blocks_phase", "moe_cycles"]
+__all__ = ["blocks_phase", "moe_cycles", "weight_rate"]
 
 #: The memory's latency in cycles as the MoE block sees it (HBM, a few hundred ns).
 MEM_LATENCY = 500
@@ -142,16 +142,40 @@ def _matmuls(model) -> list[tuple[int, int, int, str]]:
     return mm
 
 
+def _port_bytes(chip) -> int:
+    """Bytes a cycle each core's weight port takes: its share of the HBM bandwidth, in whole
+    bytes."""
+    return max(1, int(chip.hbm_tb_s * 1e12 / (chip.clock_ghz * 1e9) / chip.cores))
+
+
+def weight_rate(chip, model) -> float:
+    """Bytes a second the chip's weight paths achieve from HBM: every core's port (its whole
+    bytes a cycle) at the utilization the MoE block's fetch path reaches streaming one
+    expert after another at one token (its cycle model, which equals the RTL's): the extra
+    cycles of a second expert over the bytes it brings."""
+    bpc = _port_bytes(chip)
+    args = (chip.array_rows, chip.array_cols, model.hidden, model.moe_intermediate,
+            model.experts, model.top_k, bpc, 1)
+    per_expert = moe_cycles(*args, 2) - moe_cycles(*args, 1)
+    expert = shapes.ffn_params(model.hidden, model.moe_intermediate) * bytes_per_param("mxfp4")
+    utilization = min(1.0, expert / (per_expert * bpc))
+    return chip.cores * bpc * chip.clock_ghz * 1e9 * utilization
+
+
 def _gemm_time(chip, tokens: float, k: int, n: int, count: int, fmt: str, split: int,
-               bw: float) -> tuple[float, float, float]:
+               rate: float) -> tuple[float, float, float]:
     """Seconds, operations and weight bytes of ``count`` M x K x N GEMMs on one chip whose
-    columns are split ``split`` ways over the chips, spread over the cores."""
+    columns are split ``split`` ways over the chips, spread over the cores: the array's
+    cycles, never faster than the weights stream at ``rate``, after the memory's latency
+    (:data:`MEM_LATENCY` cycles to the first weights: nothing fetches ahead across
+    blocks)."""
     if tokens <= 0:
         return 0.0, 0.0, 0.0
+    clock = chip.clock_ghz * 1e9
     cols = math.ceil(n * count / split / chip.cores)
     cyc = gemm_cycles(chip.array_rows, chip.array_cols, math.ceil(tokens), k, cols)
     weight = k * n * count / split * bytes_per_param(fmt)
-    seconds = max(cyc / (chip.clock_ghz * 1e9), weight / bw)
+    seconds = max(cyc / clock, weight / rate) + MEM_LATENCY / clock
     return seconds, 2 * tokens * k * n * count / split, weight
 
 
@@ -161,7 +185,7 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
     tokens) on a ``blocks`` chip, as :func:`scoville.sim.explore.perf.step` describes it."""
     m, a = model, model.attention
     clock = chip.clock_ghz * 1e9
-    bw = chip.hbm_tb_s * 1e12
+    bw = weight_rate(chip, m)
     layers = m.layers / par.pp
     moe_layers = (m.layers - m.dense_layers) / par.pp
     dense_layers = m.dense_layers / par.pp
@@ -221,7 +245,7 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
     if moe_layers:
         n = max(1, math.ceil(tokens * m.top_k / experts))
         per_chip = experts / par.width
-        bpc = max(1, int(bw / clock / chip.cores))
+        bpc = _port_bytes(chip)
         args = (chip.array_rows, chip.array_cols, m.hidden, m.moe_intermediate, m.experts,
                 m.top_k, bpc, n)
         one, two = moe_cycles(*args, 1), moe_cycles(*args, 2)
@@ -238,4 +262,7 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
         flops += moe_layers * 2 * tokens * m.top_k * shapes.ffn_params(
             m.hidden, m.moe_intermediate) / par.width
     t_comm, link = comm(chip, m, par, tokens)
+    # The sequencing between layers: the chip's own fixed time a layer (0 until the decoder
+    # layer's RTL measures it).
+    t += chip.layer_us * 1e-6 * layers
     return Phase(t + t_comm, flops, hbm, sram, link)

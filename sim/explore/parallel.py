@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from .specs import Chip, Model
 
-__all__ = ["MODES", "NCCL_LL", "Parallelism", "Phase", "allreduce_latency", "comm", "hop",
-           "kv_split", "parallelisms"]
+__all__ = ["MODES", "NCCL_LL", "Parallelism", "Phase", "a2a_latency", "allreduce_latency",
+           "comm", "hop", "kv_split", "parallelisms"]
 
 
 #: The layouts of a stage: attention (and the dense layers, shared experts and head) tensor-
@@ -93,7 +93,9 @@ class Phase:
     """One stage's time and traffic for a step (decode) or a batch's prefill: seconds, and
     per chip the operations, HBM, SRAM and link bytes behind them; ``compute_pj``, where
     set, the operations' energy counted per array format (else every operation is charged
-    at the model's ``act_fmt``)."""
+    at the model's ``act_fmt``); ``compute_s`` and ``memory_s`` the seconds the compute
+    units and the memory are busy at their achievable rates (a ``roofline`` chip's, for its
+    power)."""
 
     seconds: float
     flops: float
@@ -101,6 +103,17 @@ class Phase:
     sram_bytes: float
     link_bytes: float
     compute_pj: float | None = None
+    compute_s: float = 0.0
+    memory_s: float = 0.0
+
+    def plus(self, other: Phase, f: float) -> Phase:
+        """This phase followed by ``f`` times ``other`` (times, traffic and energy added)."""
+        pj = None if self.compute_pj is None else self.compute_pj + f * other.compute_pj
+        return Phase(self.seconds + f * other.seconds, self.flops + f * other.flops,
+                     self.hbm_bytes + f * other.hbm_bytes,
+                     self.sram_bytes + f * other.sram_bytes,
+                     self.link_bytes + f * other.link_bytes, pj,
+                     self.compute_s + f * other.compute_s, self.memory_s + f * other.memory_s)
 
 
 def kv_split(m: Model, par: Parallelism) -> int:
@@ -112,29 +125,43 @@ def kv_split(m: Model, par: Parallelism) -> int:
 
 #: NCCL's own cost model of a small all-reduce (the LL protocol, which NCCL picks for the
 #: kilobytes of a decode step's hidden vectors), microseconds: NVIDIA/nccl
-#: ``src/graph/tuning.cc`` (release 2.2x), ``baseLat`` of the tree and ring algorithms,
-#: ``hwLat`` a step over NVLink and over the network, and the factor NCCL applies to the
-#: NVLink steps of a communicator spanning several nodes.
+#: ``src/graph/tuning.cc`` (v2.29.7-1), ``baseLat`` of the tree and ring algorithms,
+#: ``hwLat`` a step over NVLink and over the network, and the floor (``netOverhead``, x86
+#: Intel) NCCL puts under an NVLink step when the communicator spans several nodes.
 NCCL_LL = {"tree_base": 6.8, "ring_base": 6.6, "nvlink": 0.6, "tree_net": 5.0,
-           "ring_net": 2.7, "multi_node": 1.8}
+           "ring_net": 2.7, "net_overhead": 1.0}
+
+
+def _domains(chip: Chip, width: int) -> int:
+    return math.ceil(width / chip.domain)
 
 
 def allreduce_latency(chip: Chip, width: int) -> float:
     """Seconds of latency of an all-reduce of a few kilobytes over ``width`` chips: inside a
     scale-up domain the chip's ``link_latency_us`` (the engines' one-shot all-reduce over
     the switch); over several domains NCCL's cost model (:data:`NCCL_LL`), the faster of a
-    tree (``2 ((per domain - 1) nvlink + log2(domains) tree_net)``) and a ring (``2 (width -
-    domains)`` NVLink steps and ``2 (domains - 1)`` network steps), each after its base."""
+    tree (``2 ((per domain - 1) intra + log2(domains) tree_net)``) and a ring (``2 (width -
+    domains)`` intra steps and ``2 (domains - 1)`` network steps), each after its base."""
     if width <= chip.domain:
         return chip.link_latency_us * 1e-6
     n = NCCL_LL
-    domains = math.ceil(width / chip.domain)
+    domains = _domains(chip, width)
     per = width / domains
-    intra = n["nvlink"] * n["multi_node"]
+    intra = max(n["nvlink"], n["net_overhead"])
     tree = n["tree_base"] + 2 * ((per - 1) * intra + math.log2(domains) * n["tree_net"])
     ring = (n["ring_base"] + 2 * (width - domains) * intra
             + 2 * (domains - 1) * n["ring_net"])
     return min(tree, ring) * 1e-6
+
+
+def a2a_latency(chip: Chip, width: int) -> float:
+    """Seconds of latency of one phase (dispatch or combine) of a MoE all-to-all of a few
+    tokens over ``width`` chips: the chip's ``a2a_latency_us`` (else ``link_latency_us``)
+    inside a domain, plus a network step (NCCL's tree, :data:`NCCL_LL`) for every doubling
+    of the domains it spans (DeepEP's low-latency kernels on H100: about 24 us a phase at
+    EP16, 28 at EP32, against 14 at EP8; AIConfigurator 0.12's legacy table)."""
+    inside = chip.a2a_latency_us or chip.link_latency_us
+    return (inside + math.log2(_domains(chip, width)) * NCCL_LL["tree_net"]) * 1e-6
 
 
 def comm(chip: Chip, m: Model, par: Parallelism, tokens: float) -> tuple[float, float]:
@@ -143,24 +170,19 @@ def comm(chip: Chip, m: Model, par: Parallelism, tokens: float) -> tuple[float, 
     BF16 hidden vectors a layer (after attention, and after the experts, whose partial sums
     every chip holds for every token), each after :func:`allreduce_latency`; ``ep`` a
     dispatch (FP8) and a combine (BF16) all-to-all a MoE layer, each chip sending its share's
-    tokens to the others: to those of its own domain over the links, to the rest over the
-    scale-out network, both at once."""
+    tokens to the others, to those of its own domain over the links and to the rest over the
+    scale-out network at once, each phase after :func:`a2a_latency`."""
     w = par.width
     if w == 1:
         return 0.0, 0.0
     layers = m.layers / par.pp
-    bw, lat = chip.link_gb_s * 1e9, chip.link_latency_us * 1e-6
-    out_bw = chip.scaleout_gb_s * 1e9
+    bw, out_bw = chip.link_gb_s * 1e9, chip.scaleout_gb_s * 1e9
     if par.attention_dp == 1:
         per = 2 * (w - 1) / w * tokens * m.hidden * 2
         t = per / (bw if w <= chip.domain else out_bw) + allreduce_latency(chip, w)
         return layers * 2 * t, layers * 2 * per
     moe_layers = (m.layers - m.dense_layers) / par.pp
     per = (w - 1) / w * tokens / w * m.top_k * m.hidden * (1 + 2)
-    if w > chip.domain:                 # peers beyond the domain: over the scale-out
-        inside = (min(w, chip.domain) - 1) / (w - 1)
-        t = max(per * inside / bw, per * (1 - inside) / out_bw)
-        lat = chip.scaleout_latency_us * 1e-6
-    else:
-        t = per / bw
-    return moe_layers * (t + 2 * lat), moe_layers * per
+    inside = (min(w, chip.domain) - 1) / (w - 1)    # of the peers, those in the domain
+    t = max(per * inside / bw, per * (1 - inside) / out_bw)
+    return moe_layers * (t + 2 * a2a_latency(chip, w)), moe_layers * per

@@ -116,12 +116,12 @@ def _imbalance(items: float, bins: int) -> float:
 
 
 def _op(flops: float, fmt_peak: float, bytes_: float, chip: Chip,
-        compute_eff: float | None = None) -> float:
-    """One operation's seconds on a ``roofline`` chip: its compute and its memory traffic
-    overlap, each at the chip's achieved fraction of its peak (``compute_eff``: the
-    operation's own, else the chip's)."""
-    return max(flops / (fmt_peak * (compute_eff or chip.compute_eff)),
-               bytes_ / (chip.hbm_tb_s * 1e12 * chip.bw_eff))
+        compute_eff: float | None = None) -> tuple[float, float]:
+    """One operation's compute and memory seconds on a ``roofline`` chip, each at the chip's
+    achieved fraction of its peak (``compute_eff``: the operation's own, else the chip's);
+    they overlap, so the operation takes the longer."""
+    return (flops / (fmt_peak * (compute_eff or chip.compute_eff)),
+            bytes_ / (chip.hbm_tb_s * 1e12 * chip.bw_eff))
 
 
 def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: float,
@@ -152,13 +152,14 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
     ops = ((dense_flops, m.act_fmt, dense_bytes, None),
            (expert_flops, m.expert_compute_fmt, expert_bytes, None),
            (attention_flops, ATTENTION_FMT, kv, chip.attention_eff))
-    t = sum(_op(f, chip.peak_flops(fmt), by, chip, eff) for f, fmt, by, eff in ops)
+    busy = [_op(f, chip.peak_flops(fmt), by, chip, eff) for f, fmt, by, eff in ops]
+    t = sum(max(b) for b in busy)
     t_comm, link = comm(chip, m, par, tokens)
     fixed = chip.kernel_us * (shapes.kernels(m) + shapes.STEP_KERNELS) + chip.layer_us * m.layers
     t += t_comm + fixed * 1e-6 / par.pp
     pj = sum(f * chip.pj_per_flop(fmt) for f, fmt, _, _ in ops)
     return Phase(t, dense_flops + expert_flops + attention_flops, dense_bytes + expert_bytes + kv,
-                 0.0, link, pj)
+                 0.0, link, pj, sum(c for c, _ in busy), sum(b for _, b in busy))
 
 
 @dataclass(frozen=True)
@@ -236,11 +237,7 @@ def step(chip: Chip, m: Model, par: Parallelism, batch: int, context: float,
     if not serving.mtp:
         return main
     one = step(chip, m, par, batch, context, held)
-    f = serving.mtp / m.layers          # the draft layer: one layer of a step of batch tokens
-    pj = None if main.compute_pj is None else main.compute_pj + f * one.compute_pj
-    return Phase(main.seconds + f * one.seconds, main.flops + f * one.flops,
-                 main.hbm_bytes + f * one.hbm_bytes, main.sram_bytes + f * one.sram_bytes,
-                 main.link_bytes + f * one.link_bytes, pj)
+    return main.plus(one, serving.mtp / m.layers)   # the draft layer: one layer of a step
 
 
 def prefill(chip: Chip, m: Model, par: Parallelism, requests: int, isl: int) -> Phase:
@@ -255,12 +252,16 @@ def prefill(chip: Chip, m: Model, par: Parallelism, requests: int, isl: int) -> 
 
 
 def _energy(chip: Chip, m: Model, p: Phase) -> float:
+    """A phase's dynamic joules: its operations and bytes at the chip's energies, and the
+    watts its compute units and memory draw while busy (``Energy.compute_w``,
+    ``memory_w``)."""
     e = chip.energy
     compute = p.compute_pj if p.compute_pj is not None else \
         p.flops * e.pj_per_flop.get(m.act_fmt, max(e.pj_per_flop.values()))
-    return 1e-12 * (compute
-                    + p.hbm_bytes * e.pj_per_byte_hbm + p.sram_bytes * e.pj_per_byte_sram
-                    + p.link_bytes * e.pj_per_byte_link)
+    return (1e-12 * (compute
+                     + p.hbm_bytes * e.pj_per_byte_hbm + p.sram_bytes * e.pj_per_byte_sram
+                     + p.link_bytes * e.pj_per_byte_link)
+            + e.compute_w * p.compute_s + e.memory_w * p.memory_s)
 
 
 def _powered(chip: Chip, m: Model, p: Phase) -> tuple[float, float]:

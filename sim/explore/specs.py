@@ -52,7 +52,11 @@ class Energy:
     pj_per_byte_hbm, pj_per_byte_sram, pj_per_byte_link : float
         Picojoules per byte moved from HBM, from on-chip SRAM, over a chip-to-chip link.
     static_w : float
-        Watts drawn whatever the load.
+        Watts drawn whatever the load (idle, the model loaded).
+    compute_w, memory_w : float
+        Watts drawn above static while the compute units (the memory) are busy at their
+        achievable rate: a ``roofline`` chip's power from utilisation, in place of energies
+        per operation and byte.
     """
 
     pj_per_flop: dict
@@ -60,6 +64,8 @@ class Energy:
     pj_per_byte_sram: float
     pj_per_byte_link: float
     static_w: float
+    compute_w: float = 0.0
+    memory_w: float = 0.0
 
     def __post_init__(self):
         bad = set(self.pj_per_flop) - set(COMPUTE_FORMATS)
@@ -67,7 +73,7 @@ class Energy:
             raise SpecError(f"energy: field 'pj_per_flop' has {sorted(bad)}; allowed: "
                             f"{', '.join(COMPUTE_FORMATS)}")
         values = [*self.pj_per_flop.values(), self.pj_per_byte_hbm, self.pj_per_byte_sram,
-                  self.pj_per_byte_link, self.static_w]
+                  self.pj_per_byte_link, self.static_w, self.compute_w, self.memory_w]
         if not all(math.isfinite(v) and v >= 0 for v in values):
             raise SpecError("energy: every field must be a number >= 0")
 
@@ -92,7 +98,11 @@ class Chip:
         On-chip SRAM and its bandwidth; ``kv_sram_frac`` of it holds KV cache (a ``blocks``
         chip reads KV from SRAM while it fits, else from HBM).
     link_gb_s, link_latency_us : float
-        Chip-to-chip bandwidth per chip and direction, and latency per hop.
+        Chip-to-chip bandwidth per chip and direction, and the latency of a hop and of a
+        small all-reduce inside the domain.
+    a2a_latency_us : float
+        The latency of one phase (dispatch or combine) of a MoE all-to-all of a few tokens
+        inside the domain; 0: ``link_latency_us``.
     domain : int
         Chips in one scale-up domain (the most a tensor- or expert-parallel stage spans).
     scaleout_gb_s, scaleout_latency_us : float
@@ -129,6 +139,7 @@ class Chip:
     energy: Energy
     scaleout_gb_s: float = 50.0
     scaleout_latency_us: float = 5.0
+    a2a_latency_us: float = 0.0
     sram_mib: float = 0.0
     sram_tb_s: float = 0.0
     kv_sram_frac: float = 0.0
@@ -156,7 +167,7 @@ class Chip:
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise SpecError(f"chip {self.name}: field '{name}' must be a positive number")
-        for name in ("sram_mib", "sram_tb_s", "layer_us", "kernel_us"):
+        for name in ("sram_mib", "sram_tb_s", "layer_us", "kernel_us", "a2a_latency_us"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise SpecError(f"chip {self.name}: field '{name}' must be a number >= 0")
@@ -442,22 +453,54 @@ def load_model(name_or_path: str) -> Model:
 #: Scale-out, every chip: a 400 Gb/s NIC per chip (50 GB/s; ConnectX-7 on HGX H100/B200) and
 #: 5 us a hop (the default of Chip.scaleout_*).
 #:
-#: GPU energy, a stated assumption: 30% of the power limit is static; the rest, at the peak,
-#: spread over its dense operations (so a B200 spends 0.08 pJ per FP4 operation, below the
-#: 0.11 pJ bound of 1,000 W / 9 PFLOPS in ../shared/MODELS.md); HBM3E 3.9 pJ/bit (Samsung),
-#: NVLink-C2C 1.3 pJ/bit, on-chip SRAM about 10 pJ per 64-bit read of an 8 KB array at 45 nm
-#: (Horowitz, ISSCC 2014) scaled by 1/4 to a 5 nm-class node: 0.3 pJ/byte.
-_STATIC = 0.3
+#: GPU power, from utilisation: idle with the model loaded, measured with nvidia-smi (H100 75 W,
+#: splitwise-sim's ``configs/power_model/constant.yaml`` at 378088013a54; H200 115 W,
+#: sgl-project/sglang issue 3196; B200 194 W, NVIDIA/TensorRT-LLM issue 10278); GB200, GB300
+#: and the ASIC (not published) at B200's share of its limit. Above idle, busy compute units
+#: and busy memory draw :data:`GPU_POWER`'s fractions of the rest of the limit. Link bytes
+#: at NVLink-C2C's 1.3 pJ/bit; on-chip SRAM (the blocks chip) about 10 pJ per 64-bit read of an
+#: 8 KB array at 45 nm (Horowitz, ISSCC 2014) scaled by 1/4 to a 5 nm-class node: 0.3 pJ/byte;
+#: HBM3E 3.9 pJ/bit (Samsung).
+_IDLE_W = {"h100": 75.0, "h200": 115.0, "b200": 194.0}
+_IDLE_SHARE = _IDLE_W["b200"] / 1000
 _HBM_PJ_B, _LINK_PJ_B, _SRAM_PJ_B = 3.9 * 8, 1.3 * 8, 0.3
+#: The watts of busy compute units and of busy memory (each at its achievable rate), as
+#: fractions of a GPU's power limit less its idle power, shared by every GPU: fitted to
+#: ML.ENERGY's measured H100 power serving Llama 3.1 and tested on its B200 DeepSeek-R1
+#: points and InferenceX's H100 GPT-OSS-120B ones by ``scripts/explore_power.py``
+#: (docs/explore-power.md).
+GPU_POWER = {"compute": 0.76, "memory": 0.58}
+
+
+def gpu_energy(name: str, tflops: dict, power_w: float, power: dict | None = None) -> Energy:
+    """A GPU's energy: its idle power, and ``power``'s fractions (:data:`GPU_POWER`) of the
+    rest of its limit while its compute units and its memory are busy."""
+    power = power or GPU_POWER
+    idle = _IDLE_W.get(name, _IDLE_SHARE * power_w)
+    return Energy({f: 0.0 for f in tflops}, 0.0, _SRAM_PJ_B, _LINK_PJ_B, idle,
+                  compute_w=power["compute"] * (power_w - idle),
+                  memory_w=power["memory"] * (power_w - idle))
+
+
+#: Collective latencies inside a domain, measured with CUDA graphs at a few tokens
+#: (AIConfigurator 0.12's tables, ``aiconfigurator_core/systems/data/<system>/comm/``):
+#: ``link_latency_us`` TensorRT-LLM's custom all-reduce of 8 KB (``trtllm/1.3.0rc20/
+#: custom_allreduce_perf``: H100 and H200 3.5 us over 8 GPUs, B200 5.6, GB200 4.9 over 4);
+#: ``a2a_latency_us`` a dispatch or combine phase of DeepSeek-V3's all-to-all at 1-2 tokens a
+#: rank (DeepEP's low-latency kernels, ``sglang/0.5.12/wideep_deepep_ll_perf``, EP8: H100
+#: 13.2 / 14.4 us, H200 11.9 / 12.6, B200 22.1 / 22.1; GB200 TensorRT-LLM's NVLink all-to-all
+#: over EP8-64 of the NVL72, ``trtllm/1.3.0rc10/trtllm_alltoall_perf``, 13.5-14.1). GB300
+#: and the ASIC (no data) as GB200.
+_COLLECTIVE_US = {"h100": (3.5, 13.8), "h200": (3.5, 12.3), "b200": (5.6, 22.1),
+                  "gb200": (4.9, 13.8), "gb300": (4.9, 13.8), "asic-2026": (4.9, 13.8)}
 
 
 def _gpu(name, tflops, hbm_gb, hbm_tb_s, power_w, allin_kw, link_gb_s, domain, description,
          **kw) -> Chip:
-    dyn = power_w * (1 - _STATIC)
-    energy = Energy({f: dyn / (t * 1e12) * 1e12 for f, t in tflops.items()}, _HBM_PJ_B,
-                    _SRAM_PJ_B, _LINK_PJ_B, power_w * _STATIC)
+    energy = gpu_energy(name, tflops, power_w)
     return Chip(name=name, kind="roofline", clock_ghz=1.8, tflops=tflops, hbm_gb=hbm_gb,
-                hbm_tb_s=hbm_tb_s, link_gb_s=link_gb_s, link_latency_us=2.0, domain=domain,
+                hbm_tb_s=hbm_tb_s, link_gb_s=link_gb_s, link_latency_us=_COLLECTIVE_US[name][0],
+                a2a_latency_us=_COLLECTIVE_US[name][1], domain=domain,
                 power_w=power_w, allin_kw=allin_kw, energy=energy, description=description,
                 **kw)
 
@@ -468,7 +511,7 @@ def _gpu(name, tflops, hbm_gb, hbm_tb_s, power_w, allin_kw, link_gb_s, domain, d
 #: scripts/explore_validate.py, which reports them rounded and the errors with each
 #: hardware and model held out (docs/explore-validation.md); ../shared/MODELS.md's points
 #: are not in the fit (docs/explore-calibration.md).
-GPU_FACTORS = {"bw_eff": 0.51, "compute_eff": 0.17, "kernel_us": 4.6, "attention_eff": 0.54}
+GPU_FACTORS = {"bw_eff": 0.52, "compute_eff": 0.18, "kernel_us": 4.4, "attention_eff": 0.57}
 
 CHIPS: dict[str, Chip] = {
     # FP8 1,979 dense TFLOPS, BF16 989, 80 GB at 3.35 TB/s, 700 W (InferenceX-app
