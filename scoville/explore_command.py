@@ -33,6 +33,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--max-batch", type=int, metavar="N", default=512,
                    help="the most requests an instance runs at once per data-parallel "
                         "attention rank (default: %(default)s)")
+    p.add_argument("--max-ttft", type=float, metavar="S", default=0.0,
+                   help="drop points whose time to first token passes S seconds (default: "
+                        "no limit)")
+    p.add_argument("--prefix-hit", type=float, metavar="F", default=0.0,
+                   help="share of each request's input found in the prefix cache, not "
+                        "prefilled (0 <= F < 1; default: %(default)s)")
     p.add_argument("--out", help=f"folder for the report, plots and CSV (default: "
                                  f"{DEFAULT_OUT}; with --json: none unless given)")
     p.add_argument("--json", action="store_true",
@@ -80,7 +86,12 @@ def _scenarios(args) -> tuple[Scenario, ...]:
         base = SCENARIOS
     else:
         base = (Scenario(args.isl, args.osl),)
-    base = tuple(dataclasses.replace(s, max_batch=args.max_batch) for s in base)
+    if not args.max_ttft >= 0:
+        raise SpecError(f"--max-ttft {args.max_ttft}: allowed: seconds >= 0 (0: no limit)")
+    if not 0 <= args.prefix_hit < 1:
+        raise SpecError(f"--prefix-hit {args.prefix_hit}: allowed: 0 <= F < 1")
+    base = tuple(dataclasses.replace(s, max_batch=args.max_batch, max_ttft_s=args.max_ttft,
+                                     prefix_hit=args.prefix_hit) for s in base)
     if conc:
         base = tuple(dataclasses.replace(s, concurrency=conc, extend=False) for s in base)
     return base

@@ -220,6 +220,8 @@ def test_json_has_the_points_and_the_sorted_frontier():
     (["--isl", "1024"], "give both --isl and --osl"),
     (["--attribute", "asic-2026"], "give both --attribute CHIP and --against CHIP"),
     (["--attribute", "tpu", "--against", "gb200"], "unknown chip 'tpu'"),
+    (["--prefix-hit", "1"], "--prefix-hit 1.0: allowed: 0 <= F < 1"),
+    (["--max-ttft", "-1"], "--max-ttft -1.0: allowed: seconds >= 0"),
     (["--attribute", "scoville-a64", "--against", "gb200"], "of different kinds"),
     (["--chip", "h100", "--model", "kimi-k2", "--isl", "8192", "--osl", "1024",
       "--concurrency", "1"], None),

@@ -358,3 +358,29 @@ def test_the_power_doc_is_what_its_script_writes_today(tmp_path):
     from scoville.sim.explore.specs import GPU_POWER
     assert (f"compute {GPU_POWER['compute']:.2f}, memory\n{GPU_POWER['memory']:.2f} of the "
             "limit less idle") in text
+
+
+def test_a_prefix_cache_hit_is_not_prefilled():
+    """Half of each 8k input in the prefix cache: the prefill computes the other 4k tokens a
+    request, each attending the 4k cached and half of its own 4k (6k), as the roofline of
+    those tokens; the request's TTFT falls and its decode is unchanged."""
+    chip, par = CHIPS["b200"], Parallelism("tp", 8)
+    half = perf.prefill(chip, DS, par, 3, 8192, cached=4096)
+    want = perf._roofline(chip, DS, par, 3 * 4096, 4096 + 2048, shapes.touched(DS, 3 * 4096),
+                          0, absorbed=False)
+    assert half == want
+    cold = perf.evaluate(chip, DS, Scenario(8192, 1024), 16, par)
+    warm = perf.evaluate(chip, DS, Scenario(8192, 1024, prefix_hit=0.5), 16, par)
+    assert warm["ttft_s"] < cold["ttft_s"] and warm["decode_step_s"] == cold["decode_step_s"]
+    with pytest.raises(SpecError, match="prefix_hit"):
+        Scenario(1024, 1024, prefix_hit=1.0)
+
+
+def test_a_ttft_limit_drops_the_points_past_it():
+    """The sweep keeps exactly the points whose TTFT is within the limit."""
+    chip, m = CHIPS["h200"], MODELS["gpt-oss-120b"]
+    every = sweep.run_task(chip, m, Scenario(8192, 1024))["points"]
+    limit = sorted(p["ttft_s"] for p in every)[len(every) // 2]
+    kept = sweep.run_task(chip, m, Scenario(8192, 1024, max_ttft_s=limit))["points"]
+    assert kept == [p for p in every if p["ttft_s"] <= limit]
+    assert 0 < len(kept) < len(every)

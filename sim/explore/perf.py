@@ -240,15 +240,18 @@ def step(chip: Chip, m: Model, par: Parallelism, batch: int, context: float,
     return main.plus(one, serving.mtp / m.layers)   # the draft layer: one layer of a step
 
 
-def prefill(chip: Chip, m: Model, par: Parallelism, requests: int, isl: int) -> Phase:
-    """The prefill of ``requests`` requests of ``isl`` tokens on one pipeline stage (each
-    token attends half the input on average; every expert a batch touches read once; MLA
-    expanded, not absorbed)."""
-    tokens = requests * isl
+def prefill(chip: Chip, m: Model, par: Parallelism, requests: int, isl: int,
+            cached: float = 0.0) -> Phase:
+    """The prefill of ``requests`` requests of ``isl`` tokens on one pipeline stage, the first
+    ``cached`` of each found in the prefix cache (not computed): each computed token attends
+    the cached ones and half the rest on average; every expert a batch touches read once;
+    MLA expanded, not absorbed."""
+    tokens = requests * (isl - cached)
+    context = cached + (isl - cached) / 2
     experts = shapes.touched(m, tokens)
     if chip.kind == "blocks":
-        return blocks_phase(chip, m, par, tokens, isl / 2, experts, 0, decode=False)
-    return _roofline(chip, m, par, tokens, isl / 2, experts, 0, absorbed=False)
+        return blocks_phase(chip, m, par, tokens, context, experts, 0, decode=False)
+    return _roofline(chip, m, par, tokens, context, experts, 0, absorbed=False)
 
 
 def _energy(chip: Chip, m: Model, p: Phase) -> float:
@@ -303,9 +306,10 @@ def _point(chip: Chip, m: Model, sc: Scenario, concurrency: int, label: str, chi
     }
 
 
-def _prefill_seconds(chip: Chip, m: Model, par: Parallelism, isl: int):
+def _prefill_seconds(chip: Chip, m: Model, par: Parallelism, sc: Scenario):
     """Seconds of a prefill of ``r`` requests through every stage, as a function of ``r``."""
-    return lambda r: _pipelined(chip, m, par, prefill(chip, m, par, r, isl), r * isl)[0]
+    return lambda r: _pipelined(chip, m, par, prefill(chip, m, par, r, sc.isl, sc.cached),
+                                r * sc.isl)[0]
 
 
 def _batched_ttft(t_pre, rate: float, gap: float, most: int) -> float:
@@ -334,7 +338,7 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
     t_step, w_dec = _pipelined(chip, m, par, step(chip, m, par, micro, context,
                                                   sc.isl + sc.osl, serving), micro)
     # The prefill in the same micro-batches: each stage busy with one while the others run.
-    t_prefill, w_pre = _pipelined(chip, m, par, prefill(chip, m, par, micro, sc.isl),
+    t_prefill, w_pre = _pipelined(chip, m, par, prefill(chip, m, par, micro, sc.isl, sc.cached),
                                   micro * sc.isl)
     steps = sc.osl / serving.tokens_per_step
     life = t_prefill + steps * t_step
@@ -342,7 +346,7 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
     # decode step and prefill, batched, after the running step and prefill (half of them, on
     # average, as busy as they keep the replica).
     rate = concurrency / life
-    ttft = _batched_ttft(_prefill_seconds(chip, m, par, sc.isl), rate, t_step, micro)
+    ttft = _batched_ttft(_prefill_seconds(chip, m, par, sc), rate, t_step, micro)
     power = (w_pre * t_prefill + w_dec * steps * t_step) / life
     return _point(chip, m, sc, concurrency, par.label, par.chips, ttft, life / sc.osl,
                   concurrency / life, power, t_step, serving)
@@ -374,8 +378,8 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
 
     t_step, w_dec = decode(batch)
     tpot = t_step / serving.tokens_per_step
-    t_pre = _prefill_seconds(chip, m, pre, sc.isl)
-    t_full, w_pre = _pipelined(chip, m, pre, prefill(chip, m, pre, full, sc.isl),
+    t_pre = _prefill_seconds(chip, m, pre, sc)
+    t_full, w_pre = _pipelined(chip, m, pre, prefill(chip, m, pre, full, sc.isl, sc.cached),
                                full * sc.isl)
     inside = layout.chips <= chip.domain
     bw = (chip.link_gb_s if inside else chip.scaleout_gb_s) * 1e9 * min(pre.chips, dec.chips)

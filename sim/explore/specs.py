@@ -358,11 +358,28 @@ class Scenario:
     #: engine's maximum batch): the sweep skips a layout past it. 512, the largest batch of
     #: an instance among the InferenceX points of sim/explore/data (its sweeps stop there).
     max_batch: int = 512
+    #: The longest time to first token a point may have, seconds (0: no limit): the sweep
+    #: drops the points past it, as a service-level objective does.
+    max_ttft_s: float = 0.0
+    #: The share of each request's input found in the prefix cache (a shared system prompt, a
+    #: conversation's earlier turns): held in the KV cache, not prefilled.
+    prefix_hit: float = 0.0
 
     def __post_init__(self):
         for name in ("isl", "osl", "max_batch"):
             if getattr(self, name) < 1:
                 raise SpecError(f"scenario: '{name}' must be at least 1")
+        if not (math.isfinite(self.max_ttft_s) and self.max_ttft_s >= 0):
+            raise SpecError(f"scenario: 'max_ttft_s' = {self.max_ttft_s}; allowed: a number "
+                            ">= 0 (0: no limit)")
+        if not 0 <= self.prefix_hit < 1:
+            raise SpecError(f"scenario: 'prefix_hit' = {self.prefix_hit}; allowed: 0 <= "
+                            "prefix_hit < 1")
+
+    @property
+    def cached(self) -> float:
+        """Input tokens a request finds in the prefix cache."""
+        return self.prefix_hit * self.isl
 
     @property
     def label(self) -> str:

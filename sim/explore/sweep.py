@@ -4,7 +4,8 @@ frontiers; comparisons at equal interactivity.
 A task is one (chip, model, scenario): every concurrency (powers of two from 1, past the
 scenario's list while some parallelism still holds the KV cache, up to :data:`MAX_CONCURRENCY`)
 times every parallelism (up to the scenario's ``max_batch`` requests per data-parallel
-attention rank), served plainly and, for a model with MTP modules, with them. Tasks
+attention rank), served plainly and, for a model with MTP modules, with them; points past the
+scenario's ``max_ttft_s`` are dropped. Tasks
 are independent: :func:`explore` runs them in turn, or on a Dask cluster (``client``), and the
 result is the same, bit for bit, either way.
 """
@@ -36,7 +37,8 @@ def run_task(chip: Chip, model: Model, scenario: Scenario) -> dict:
     for c in concurrency:
         got = [p for p in (perf.evaluate(chip, model, scenario, c, par, s)
                            for s in servings for par in pars
-                           if c <= scenario.max_batch * par.attention_dp) if p]
+                           if c <= scenario.max_batch * par.attention_dp)
+               if p and not 0 < scenario.max_ttft_s < p["ttft_s"]]
         if not got and c > max(scenario.concurrency):
             break
         points += got
