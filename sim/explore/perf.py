@@ -55,6 +55,7 @@ above the chip's limit the chip slows until it is at the limit.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -64,9 +65,9 @@ from .blocks import blocks_phase
 from .parallel import Parallelism, Phase, comm, hop, kv_split, parallelisms
 from .specs import Chip, Model, Scenario
 
-__all__ = ["AGGREGATED", "Disaggregated", "Parallelism", "Phase", "Serving", "decode_bound",
-           "evaluate", "evaluate_disaggregated", "fits", "parallelisms", "prefill", "servings",
-           "step"]
+__all__ = ["AGGREGATED", "PREFILL_LOADS", "Disaggregated", "Parallelism", "Phase", "Serving",
+           "decode_bound", "disaggregate", "evaluate", "evaluate_disaggregated", "fits",
+           "parallelisms", "prefill", "prefill_layout", "servings", "step"]
 
 #: Fraction of HBM that may hold weights and KV cache (the rest: activations, workspace).
 HBM_USABLE = 0.9
@@ -203,10 +204,11 @@ def servings(m: Model) -> list[Serving]:
 class Disaggregated:
     """Prefill and decode on pools of their own: ``prefill_workers`` replicas of the
     ``prefill`` layout, ``decode_workers`` of the ``decode`` layout; each request's KV cache
-    moves from its prefill worker to a decode worker."""
+    moves from its prefill worker to a decode worker. ``prefill_workers`` may be a fraction: a
+    fleet's ratio, a prefill worker serving several decode workers."""
 
     prefill: Parallelism
-    prefill_workers: int
+    prefill_workers: float
     decode: Parallelism
     decode_workers: int
 
@@ -217,7 +219,7 @@ class Disaggregated:
 
     @property
     def label(self) -> str:
-        return (f"p{self.prefill_workers}x{self.prefill.label}-"
+        return (f"p{self.prefill_workers:g}x{self.prefill.label}-"
                 f"d{self.decode_workers}x{self.decode.label}")
 
 
@@ -302,14 +304,18 @@ def _point(chip: Chip, m: Model, sc: Scenario, concurrency: int, label: str, chi
         "tok_s_kw_lo": generated * lo / power_kw, "tok_s_kw_hi": generated * hi / power_kw,
         "tok_s_mw": generated / (chip.allin_kw / 1e3),
         "tok_s_mm2": generated / chip.area_mm2 if chip.area_mm2 else None,
-        "decode_step_s": t_step,
+        "decode_step_s": t_step, "disaggregated": False,
     }
 
 
 def _prefill_seconds(chip: Chip, m: Model, par: Parallelism, sc: Scenario):
-    """Seconds of a prefill of ``r`` requests through every stage, as a function of ``r``."""
-    return lambda r: _pipelined(chip, m, par, prefill(chip, m, par, r, sc.isl, sc.cached),
-                                r * sc.isl)[0]
+    """Seconds of a prefill of ``r`` requests through every stage, as a function of ``r``
+    (each ``r`` computed once)."""
+    @functools.cache
+    def seconds(r: int) -> float:
+        return _pipelined(chip, m, par, prefill(chip, m, par, r, sc.isl, sc.cached),
+                          r * sc.isl)[0]
+    return seconds
 
 
 def _batched_ttft(t_pre, rate: float, gap: float, most: int) -> float:
@@ -352,6 +358,15 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
                   concurrency / life, power, t_step, serving)
 
 
+def _decode_step(chip: Chip, m: Model, par: Parallelism, sc: Scenario, sequences: int,
+                 serving: Serving) -> tuple[float, float]:
+    """Seconds and watts of a decode worker's step of ``sequences`` sequences at the mean
+    context, through its stages."""
+    micro = max(1, math.ceil(sequences / par.pp))
+    return _pipelined(chip, m, par, step(chip, m, par, micro, sc.isl + sc.osl / 2,
+                                         sc.isl + sc.osl, serving), micro)
+
+
 def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
                            layout: Disaggregated, serving: Serving = AGGREGATED
                            ) -> dict | None:
@@ -371,10 +386,7 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
         return None
 
     def decode(sequences):
-        """Seconds and watts of a decode worker's step of ``sequences`` sequences."""
-        micro = max(1, math.ceil(sequences / dec.pp))
-        return _pipelined(chip, m, dec, step(chip, m, dec, micro, sc.isl + sc.osl / 2,
-                                             sc.isl + sc.osl, serving), micro)
+        return _decode_step(chip, m, dec, sc, sequences, serving)
 
     t_step, w_dec = decode(batch)
     tpot = t_step / serving.tokens_per_step
@@ -405,7 +417,44 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
     power = ((layout.prefill_workers * pre.chips * (idle + busy * (w_pre - idle))
               + layout.decode_workers * dec.chips * w_dec) / layout.chips)
     return _point(chip, m, sc, concurrency, layout.label, layout.chips, ttft, tpot, rate,
-                  power, t_step, serving)
+                  power, t_step, serving) | {"disaggregated": True}
+
+
+def prefill_layout(chip: Chip, m: Model, sc: Scenario) -> Parallelism | None:
+    """The layout whose worker prefills most tokens a second per chip, batching
+    :data:`PREFILL_TOKENS` tokens (None: none holds the model)."""
+    full = max(1, math.ceil(PREFILL_TOKENS / sc.isl))
+    best, rate = None, 0.0
+    for par in parallelisms(chip, m):
+        if not fits(chip, m, par, sc, full, context=sc.isl):
+            continue
+        t = _prefill_seconds(chip, m, par, sc)(full)
+        if full * sc.isl / t / par.chips > rate:
+            best, rate = par, full * sc.isl / t / par.chips
+    return best
+
+
+#: The prefill pool's utilizations the sweep sizes disaggregated deployments for: fewer
+#: prefill chips a decode worker, against a longer wait for prefill.
+PREFILL_LOADS = (0.5, 0.7, 0.9)
+
+
+def disaggregate(chip: Chip, m: Model, sc: Scenario, concurrency: int, decode: Parallelism,
+                 prefill_par: Parallelism, serving: Serving = AGGREGATED,
+                 load: float = 0.7) -> dict | None:
+    """One decode worker of ``decode`` serving ``concurrency`` requests, beside the share of
+    prefill workers of ``prefill_par`` that keeps them busy ``load`` of the time at the
+    decode worker's rate (a fleet's ratio, so a fraction of a worker): the ratio of prefill
+    to decode chips searched by the sweep over :data:`PREFILL_LOADS`. None where either pool
+    cannot hold its share."""
+    if not fits(chip, m, decode, sc, concurrency):
+        return None
+    t_step = _decode_step(chip, m, decode, sc, concurrency, serving)[0]
+    rate = concurrency * serving.tokens_per_step / (sc.osl * t_step)
+    full = max(1, math.ceil(PREFILL_TOKENS / sc.isl))
+    capacity = full / _prefill_seconds(chip, m, prefill_par, sc)(full)
+    layout = Disaggregated(prefill_par, rate / (capacity * load), decode, 1)
+    return evaluate_disaggregated(chip, m, sc, concurrency, layout, serving)
 
 
 def decode_bound(chip: Chip, m: Model, par: Parallelism) -> float:

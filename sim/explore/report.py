@@ -12,7 +12,8 @@ from .sweep import frontier, iso_ratio
 __all__ = ["FIELDS", "as_json", "write_all"]
 
 #: The columns of the CSV, in order (and every point's keys in the JSON).
-FIELDS = ("chip", "model", "scenario", "isl", "osl", "concurrency", "parallelism", "mtp", "chips",
+FIELDS = ("chip", "model", "scenario", "isl", "osl", "concurrency", "parallelism", "mtp",
+          "disaggregated", "chips",
           "ttft_s", "tpot_s", "tok_s_user", "tok_s_chip", "tok_s_chip_lo", "tok_s_chip_hi",
           "tok_s_chip_total", "power_w", "tok_s_kw", "tok_s_kw_lo", "tok_s_kw_hi", "tok_s_mw",
           "tok_s_mm2", "decode_step_s")

@@ -3,6 +3,8 @@ bytes per token, operations per token, and the experts a batch touches."""
 
 from __future__ import annotations
 
+import functools
+
 from .specs import Model, bytes_per_param
 
 __all__ = ["STEP_KERNELS", "attention_flops", "attention_params", "ffn_params", "kernels",
@@ -28,6 +30,7 @@ def ffn_params(hidden: int, width: int) -> int:
     return 3 * hidden * width
 
 
+@functools.cache
 def model_bytes(m: Model) -> dict[str, float]:
     """Bytes of the weights by kind: ``attention`` (all layers), ``experts`` (routed, all
     layers), ``expert`` (one routed expert of one layer), ``shared`` (the shared experts and

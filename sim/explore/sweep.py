@@ -5,7 +5,9 @@ A task is one (chip, model, scenario): every concurrency (powers of two from 1, 
 scenario's list while some parallelism still holds the KV cache, up to :data:`MAX_CONCURRENCY`)
 times every parallelism (up to the scenario's ``max_batch`` requests per data-parallel
 attention rank), served plainly and, for a model with MTP modules, with them; points past the
-scenario's ``max_ttft_s`` are dropped. Tasks
+scenario's ``max_ttft_s`` are dropped. Disaggregated points follow: every layout, concurrency and
+serving on the aggregated frontier as a decode worker beside a share of prefill workers
+(:func:`~scoville.sim.explore.perf.disaggregate`). Tasks
 are independent: :func:`explore` runs them in turn, or on a Dask cluster (``client``), and the
 result is the same, bit for bit, either way.
 """
@@ -34,14 +36,28 @@ def run_task(chip: Chip, model: Model, scenario: Scenario) -> dict:
     while scenario.extend and c <= MAX_CONCURRENCY:
         concurrency.append(c)
         c *= 2
+    def kept(p):
+        return p and not 0 < scenario.max_ttft_s < p["ttft_s"]
+
     for c in concurrency:
         got = [p for p in (perf.evaluate(chip, model, scenario, c, par, s)
                            for s in servings for par in pars
-                           if c <= scenario.max_batch * par.attention_dp)
-               if p and not 0 < scenario.max_ttft_s < p["ttft_s"]]
+                           if c <= scenario.max_batch * par.attention_dp) if kept(p)]
         if not got and c > max(scenario.concurrency):
             break
         points += got
+    # Disaggregated: each layout, concurrency and serving on the aggregated frontier as a
+    # decode worker, beside prefill workers of the best prefill layout sized for each of
+    # perf.PREFILL_LOADS.
+    prefill_par = perf.prefill_layout(chip, model, scenario)
+    if prefill_par is not None:
+        by_label = {par.label: par for par in pars}
+        for p in frontier(points):
+            serving = perf.Serving(mtp=p["mtp"]) if p["mtp"] else perf.AGGREGATED
+            points += [q for q in (perf.disaggregate(chip, model, scenario, p["concurrency"],
+                                                     by_label[p["parallelism"]], prefill_par,
+                                                     serving, load)
+                                   for load in perf.PREFILL_LOADS) if kept(q)]
     return {"chip": chip.name, "model": model.name, "scenario": scenario.label,
             "points": points, "pareto": frontier(points)}
 
