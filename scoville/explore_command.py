@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def _scenarios(args) -> tuple[Scenario, ...]:
         base = SCENARIOS
     else:
         base = (Scenario(args.isl, args.osl),)
-    if not args.max_ttft >= 0:
+    if not (math.isfinite(args.max_ttft) and args.max_ttft >= 0):
         raise SpecError(f"--max-ttft {args.max_ttft}: allowed: seconds >= 0 (0: no limit)")
     if not 0 <= args.prefix_hit < 1:
         raise SpecError(f"--prefix-hit {args.prefix_hit}: allowed: 0 <= F < 1")

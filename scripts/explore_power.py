@@ -33,6 +33,7 @@ from scoville.sim.explore import perf
 from scoville.sim.explore.parallel import Parallelism
 from scoville.sim.explore.specs import (
     CHIPS,
+    GPU_FACTORS,
     GPU_POWER,
     MODELS,
     Attention,
@@ -124,6 +125,11 @@ def _rows(points, fractions) -> tuple[list[str], list[float]]:
     return rows, errors
 
 
+def held_out_errors() -> list[float]:
+    """The built-in power model's errors on the held-out points."""
+    return _rows(fits(HELD_OUT), GPU_POWER)[1]
+
+
 def _summary(errors) -> str:
     a = sorted(abs(e) for e in errors)
     return f"median absolute error {statistics.median(a):.0%}, largest {a[-1]:.0%}"
@@ -173,6 +179,12 @@ experimental power lane):
 
 Left out, their batch does not fit the model's memory (vLLM ran them by preempting
 requests): {", ".join(f"{p[1].name} on {p[2]} {p[0]} at batch {p[4]}" for p in left) or "none"}.
+
+A known limit: past the batch where the roofline's GEMMs turn compute-bound (at its fitted
+{GPU_FACTORS["compute_eff"]:.0%} of peak), the model's power falls as the batch grows (its
+memory idles more of the step), while the measured power keeps rising to the limit: the
+shares are one pair for every operation and batch, and the limit is applied over a whole
+phase, not per operation.
 
 Before this model (30% of the limit static, the rest spent at the peak's rate per operation)
 every GPU drew 30-46% of its limit whatever it served; the measurements run from 23%

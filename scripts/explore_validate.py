@@ -27,6 +27,7 @@ from collections import Counter
 from pathlib import Path
 
 import explore_claims as claims
+import explore_power
 
 from scoville.sim.explore import attribute, perf
 from scoville.sim.explore.parallel import Parallelism
@@ -39,14 +40,26 @@ METRICS = (("tok_s_chip_total", "tok_s_gpu_total", "tokens/s per GPU (total)"),
            ("tok_s_user", "tok_s_user_median", "interactivity (tokens/s per user)"),
            ("ttft_s", "ttft_s_median", "TTFT"))
 #: The factors fitted and their bounds: achieved fraction of HBM bandwidth, of peak compute
-#: (GEMMs), fixed microseconds a kernel, and attention's fraction of peak compute.
+#: (GEMMs), fixed microseconds a kernel, attention's fraction of peak compute (the GPUs'), and
+#: the chance a draft token is accepted given the one before on InferenceX's prompts (the
+#: benchmark's, not the sweep's: its prompts are random tokens).
 FACTORS = (("bw_eff", 0.05, 1.0), ("compute_eff", 0.02, 1.0), ("kernel_us", 0.0, 20.0),
-           ("attention_eff", 0.02, 1.0))
+           ("attention_eff", 0.02, 1.0), ("accept", 0.2, 0.95))
 #: Where every fit starts (not the built-in factors, so a fit does not depend on them).
-START = (0.5, 0.2, 3.0, 0.5)
-#: MTP as the dataset's engines run it is not published per point: one draft token (DeepSeek-V3's
-#: one MTP module) at DeepSeek-V3's measured acceptance (``perf.Serving``'s default).
-MTP = perf.Serving(mtp=1)
+START = (0.5, 0.2, 3.0, 0.5, 0.7)
+#: The acceptance fitted on all points (the last of :data:`FACTORS`; the doc checks it
+#: against a fresh fit). The sweep keeps DeepSeek-V3's published 85% (``perf.Serving``).
+BENCH_ACCEPT = 0.54
+#: InferenceX draws each request's input and output lengths uniformly between 0.8 and 1 times
+#: the scenario's (its benchmark client's ``--random-range-ratio 0.8``, with vLLM's
+#: ``benchmark_serving.py`` sampling ``randint(int(len * ratio), len + 1)``; InferenceMAX's
+#: README): the model serves requests of the mean lengths.
+MEAN_LENGTH = (1 + 0.8) / 2
+#: The draft tokens each MTP point's run proposed a step, from the recipe or script that ran it
+#: (``sim/explore/data/inferencex-mtp.csv``, each row citing its source), each accepted at
+#: DeepSeek-V3's measured rate given the one before (``perf.Serving``'s default; not fitted).
+MTP_DRAFTS = {r["id"]: int(r["draft_tokens"])
+              for r in csv.DictReader((DATA.parent / "inferencex-mtp.csv").open())}
 
 
 def at_precision(model, precision: str):
@@ -87,10 +100,13 @@ def predict(row: dict, factors: dict | None = None) -> dict | None:
     """The model's point for ``row``; ``factors`` replace the GPU's efficiency factors."""
     chip = load_chip(row["hardware"])
     model = at_precision(load_model(row["model"]), row["precision"])
+    factors = dict(factors or {})
+    accept = factors.pop("accept", BENCH_ACCEPT)
     if factors:
         chip = dataclasses.replace(chip, **factors)
-    scenario = Scenario(int(row["isl"]), int(row["osl"]))
-    serving = MTP if row["spec_method"] == "mtp" else perf.AGGREGATED
+    scenario = Scenario(round(MEAN_LENGTH * int(row["isl"])), round(MEAN_LENGTH * int(row["osl"])))
+    serving = (perf.Serving(mtp=MTP_DRAFTS[row["id"]], accept=accept)
+               if row["spec_method"] == "mtp" else perf.AGGREGATED)
     c = int(row["concurrency"])
     if row["disagg"] != "true":
         return perf.evaluate(chip, model, scenario, c,
@@ -186,7 +202,7 @@ def _pooled(folds) -> list[tuple[dict, dict]]:
 
 def _factors(f: dict) -> str:
     return (f"{f['bw_eff']:.2f}, {f['compute_eff']:.2f}, {f['kernel_us']:.1f}, "
-            f"{f['attention_eff']:.2f}")
+            f"{f['attention_eff']:.2f}, {f.get('accept', BENCH_ACCEPT):.2f}")
 
 
 def plot(pairs, path: Path) -> None:
@@ -262,8 +278,8 @@ def main() -> None:
                 for ours, theirs, label in METRICS]
 
     def folds(groups):
-        return ["| held out | fitted (bandwidth, compute, us a kernel, attention) | points | "
-                "median abs. error | 90th pct. abs. error | within 0.67-1.5x |",
+        return ["| held out | fitted (bandwidth, compute, us a kernel, attention, acceptance) "
+                "| points | median abs. error | 90th pct. abs. error | within 0.67-1.5x |",
                 "|---|---|---:|---:|---:|---:|",
                 *(f"| {group} | {_factors(f)} "
                   + summary(errors_of(pairs, "tok_s_chip_total", "tok_s_gpu_total"))
@@ -278,8 +294,9 @@ def main() -> None:
         "model can describe, predicted at its own hardware, model, precision, scenario,",
         "concurrency, layout (attention tensor- or data-parallel, experts sliced or spread,",
         "any width), serving (aggregated or disaggregated pools with their workers) and",
-        "speculation (MTP: one draft token at DeepSeek-V3's published 85% acceptance; not",
-        "fitted). The model's four GPU factors (achieved fraction of HBM bandwidth, of peak",
+        "speculation (MTP: the draft tokens its run's recipe set, 1-3,",
+        "`sim/explore/data/inferencex-mtp.csv`, each accepted at DeepSeek-V3's published 85%;",
+        "not fitted). The model's four GPU factors (achieved fraction of HBM bandwidth, of peak",
         "compute in GEMMs, fixed microseconds a kernel, attention's fraction of peak",
         "compute; `scoville.sim.explore.specs`) are fitted by least squares on the log of",
         "total tokens/s per GPU, then tested on points",
@@ -291,8 +308,9 @@ def main() -> None:
         *(f"- {reason}: {count}" for reason, count in skipped.most_common()),
         "",
         f"Factors fitted on all {len(described)} points (bandwidth, compute, us a kernel, "
-        "attention): "
-        f"{_factors(overall)}; built in (`GPU_FACTORS`): {_factors(GPU_FACTORS)}.",
+        "attention, acceptance): "
+        f"{_factors(overall)}; built in (`GPU_FACTORS`, `BENCH_ACCEPT`): "
+        f"{_factors(GPU_FACTORS | {'accept': BENCH_ACCEPT})}.",
         "",
         "## Leave one hardware out",
         "",
@@ -350,14 +368,17 @@ def main() -> None:
         "speculative decoding, which the record does not say and the sweep models only for "
         "DeepSeek-R1's MTP module (GPT-OSS-120B ships none). "
         "DeepSeek-R1 reaches 169 tokens/s per user only with its MTP module "
-        "(one draft token at 85% acceptance, assumed, not fitted); its tokens per all-in kW "
+        "(one draft token at 85% acceptance, assumed, not fitted), as the sweep serves it; its "
+        "tokens per all-in kW "
         "there are within reach of GB300's measured 118 but far from the ASIC's claimed "
         "12,258, a figure no per-chip reading of the model approaches (the claim's unit is "
         "not published; read here as tokens/s per all-in kW). Work "
         "per watt rests on the power model ([explore-power.md](explore-power.md): idle power "
         "plus shares of the limit while compute and memory are busy, fitted to measured H100 "
-        "power, held-out median error 26%), which gives the ASIC the GPUs' shares of its own "
-        "limit: its advantage per watt is then mostly its lower limit at a throughput near "
+        "power, held-out median error "
+        f"{statistics.median(abs(e) for e in explore_power.held_out_errors()):.0%}), which "
+        "gives the ASIC the GPUs' shares of its own limit: its advantage per watt is then "
+        "mostly its lower limit at a throughput near "
         "the GPUs', at 700 W or at its measured 550 W.",
         "",
         "## Beside AIConfigurator",

@@ -40,6 +40,16 @@ def test_every_point_is_in_scope_complete_and_from_one_snapshot():
             assert int(r["gpus"]) == int(r["prefill_gpus"]) + int(r["decode_gpus"]), r["id"]
 
 
+def test_every_mtp_point_has_its_runs_draft_tokens_and_their_source():
+    """inferencex-mtp.csv: for every MTP point, the draft tokens a step its run proposed
+    (1-3, as InferenceX's recipes and scripts set them) and where that is written."""
+    mtp = {r["id"] for r in _rows("inferencex.csv") if r["spec_method"] == "mtp"}
+    drafts = _rows("inferencex-mtp.csv")
+    assert {r["id"] for r in drafts} == mtp and len(drafts) == len(mtp)
+    for r in drafts:
+        assert 1 <= int(r["draft_tokens"]) <= 3 and r["source"].strip(), r["id"]
+
+
 def test_every_left_out_point_says_why():
     rows = _rows("inferencex-excluded.csv")
     assert rows and all(r["reason"].strip() for r in rows)

@@ -148,6 +148,11 @@ def _port_bytes(chip) -> int:
     return max(1, int(chip.hbm_tb_s * 1e12 / (chip.clock_ghz * 1e9) / chip.cores))
 
 
+def _expert_bytes(model) -> float:
+    """One routed expert's weight bytes in the MoE block's format (MXFP4)."""
+    return shapes.ffn_params(model.hidden, model.moe_intermediate) * bytes_per_param("mxfp4")
+
+
 def weight_rate(chip, model) -> float:
     """Bytes a second the chip's weight paths achieve from HBM: every core's port (its whole
     bytes a cycle) at the utilization the MoE block's fetch path reaches streaming one
@@ -157,8 +162,7 @@ def weight_rate(chip, model) -> float:
     args = (chip.array_rows, chip.array_cols, model.hidden, model.moe_intermediate,
             model.experts, model.top_k, bpc, 1)
     per_expert = moe_cycles(*args, 2) - moe_cycles(*args, 1)
-    expert = shapes.ffn_params(model.hidden, model.moe_intermediate) * bytes_per_param("mxfp4")
-    utilization = min(1.0, expert / (per_expert * bpc))
+    utilization = min(1.0, _expert_bytes(model) / (per_expert * bpc))
     return chip.cores * bpc * chip.clock_ghz * 1e9 * utilization
 
 
@@ -255,8 +259,7 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
         else:
             cyc = base + per_expert / max(1, chip.cores // max(1, math.ceil(per_chip)))
         t += moe_layers * cyc / clock
-        expert_bytes = shapes.ffn_params(m.hidden, m.moe_intermediate) * bytes_per_param(
-            "mxfp4")
+        expert_bytes = _expert_bytes(m)
         batches = math.ceil(n / MOE_TOKENS)
         hbm += moe_layers * per_chip * expert_bytes * batches
         flops += moe_layers * 2 * tokens * m.top_k * shapes.ffn_params(

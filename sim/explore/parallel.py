@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from .specs import Chip, Model
 
 __all__ = ["MODES", "NCCL_LL", "Parallelism", "Phase", "a2a_latency", "allreduce_latency",
-           "comm", "hop", "kv_split", "parallelisms"]
+           "comm", "hop", "kv_split", "link", "parallelisms"]
 
 
 #: The layouts of a stage: attention (and the dense layers, shared experts and head) tensor-
@@ -82,10 +82,16 @@ def hop(chip: Chip, par: Parallelism, tokens: float, hidden: int) -> float:
     """Seconds to pass ``tokens`` hidden vectors of ``hidden`` BF16 values from one stage to
     the next: over the domain's links while the replica fits in a domain, else over the
     scale-out network."""
-    inside = par.chips <= chip.domain
-    bw = (chip.link_gb_s if inside else chip.scaleout_gb_s) * 1e9
-    lat = (chip.link_latency_us if inside else chip.scaleout_latency_us) * 1e-6
+    bw, lat = link(chip, par.chips <= chip.domain)
     return lat + tokens * hidden * 2 / bw
+
+
+def link(chip: Chip, inside: bool) -> tuple[float, float]:
+    """Bytes a second per chip and seconds of latency of a transfer inside the scale-up
+    domain (its links) or between domains (the scale-out network)."""
+    if inside:
+        return chip.link_gb_s * 1e9, chip.link_latency_us * 1e-6
+    return chip.scaleout_gb_s * 1e9, chip.scaleout_latency_us * 1e-6
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,7 @@ def kv_split(m: Model, par: Parallelism) -> int:
 #: kilobytes of a decode step's hidden vectors), microseconds: NVIDIA/nccl
 #: ``src/graph/tuning.cc`` (v2.29.7-1), ``baseLat`` of the tree and ring algorithms,
 #: ``hwLat`` a step over NVLink and over the network, and the floor (``netOverhead``, x86
-#: Intel) NCCL puts under an NVLink step when the communicator spans several nodes.
+#: Intel) NCCL puts under a ring's NVLink steps when it spans several nodes.
 NCCL_LL = {"tree_base": 6.8, "ring_base": 6.6, "nvlink": 0.6, "tree_net": 5.0,
            "ring_net": 2.7, "net_overhead": 1.0}
 
@@ -140,16 +146,17 @@ def allreduce_latency(chip: Chip, width: int) -> float:
     """Seconds of latency of an all-reduce of a few kilobytes over ``width`` chips: inside a
     scale-up domain the chip's ``link_latency_us`` (the engines' one-shot all-reduce over
     the switch); over several domains NCCL's cost model (:data:`NCCL_LL`), the faster of a
-    tree (``2 ((per domain - 1) intra + log2(domains) tree_net)``) and a ring (``2 (width -
-    domains)`` intra steps and ``2 (domains - 1)`` network steps), each after its base."""
+    tree (``2 ((per domain - 1) nvlink + log2(domains) tree_net)``) and a ring (``2 (width -
+    domains)`` NVLink steps, each at least ``net_overhead``, and ``2 (domains - 1)`` network
+    steps), each after its base."""
     if width <= chip.domain:
         return chip.link_latency_us * 1e-6
     n = NCCL_LL
     domains = _domains(chip, width)
     per = width / domains
-    intra = max(n["nvlink"], n["net_overhead"])
-    tree = n["tree_base"] + 2 * ((per - 1) * intra + math.log2(domains) * n["tree_net"])
-    ring = (n["ring_base"] + 2 * (width - domains) * intra
+    tree = n["tree_base"] + 2 * ((per - 1) * n["nvlink"] + math.log2(domains) * n["tree_net"])
+    ring_intra = max(n["nvlink"], n["net_overhead"])    # rings across nodes: the floor
+    ring = (n["ring_base"] + 2 * (width - domains) * ring_intra
             + 2 * (domains - 1) * n["ring_net"])
     return min(tree, ring) * 1e-6
 
@@ -158,8 +165,9 @@ def a2a_latency(chip: Chip, width: int) -> float:
     """Seconds of latency of one phase (dispatch or combine) of a MoE all-to-all of a few
     tokens over ``width`` chips: the chip's ``a2a_latency_us`` (else ``link_latency_us``)
     inside a domain, plus a network step (NCCL's tree, :data:`NCCL_LL`) for every doubling
-    of the domains it spans (DeepEP's low-latency kernels on H100: about 24 us a phase at
-    EP16, 28 at EP32, against 14 at EP8; AIConfigurator 0.12's legacy table)."""
+    of the domains it spans: 19 us a phase at EP16 and 24 at EP32 on H100, where DeepEP's
+    low-latency kernels measure about 23-26 and 27-28 (AIConfigurator 0.12's legacy table,
+    against 14 at EP8): the model is short by 4-7 us a phase across nodes."""
     inside = chip.a2a_latency_us or chip.link_latency_us
     return (inside + math.log2(_domains(chip, width)) * NCCL_LL["tree_net"]) * 1e-6
 

@@ -48,9 +48,12 @@ arrived during the previous decode step and prefill are prefilled together after
 step (:func:`_batched_ttft`). Disaggregated (:class:`Disaggregated`,
 :func:`evaluate_disaggregated`): prefill and decode workers of their own layouts, the KV
 cache moved between them, requests in a closed loop limited by the prefill pool's rate.
-The KV cache is paged: a sequence holds ``isl + osl / 2`` tokens on average. Power: the
-step's energy (operations, HBM and SRAM bytes, link bytes) over its time plus static power;
-above the chip's limit the chip slows until it is at the limit.
+The KV cache is paged: a sequence holds ``isl + osl / 2`` tokens on average. Power: static
+power plus the phase's dynamic energy over its time: on a ``roofline`` chip the watts of its
+compute units and memory while busy (``Energy.compute_w``, ``memory_w``, for the seconds the
+roofline keeps each busy) and its link bytes; on a ``blocks`` chip its operations and HBM,
+SRAM and link bytes at their energies; above the chip's limit the chip slows until it is
+at the limit.
 """
 
 from __future__ import annotations
@@ -62,12 +65,13 @@ from dataclasses import dataclass
 from . import shapes
 from .bands import band
 from .blocks import blocks_phase
-from .parallel import Parallelism, Phase, comm, hop, kv_split, parallelisms
+from .parallel import Parallelism, Phase, comm, hop, kv_split, link, parallelisms
 from .specs import Chip, Model, Scenario
 
 __all__ = ["AGGREGATED", "PREFILL_LOADS", "Disaggregated", "Parallelism", "Phase", "Serving",
            "decode_bound", "disaggregate", "evaluate", "evaluate_disaggregated", "fits",
-           "parallelisms", "prefill", "prefill_layout", "servings", "step"]
+           "parallelisms", "prefill", "prefill_layouts", "prefill_throughput", "servings",
+           "step"]
 
 #: Fraction of HBM that may hold weights and KV cache (the rest: activations, workspace).
 HBM_USABLE = 0.9
@@ -308,29 +312,39 @@ def _point(chip: Chip, m: Model, sc: Scenario, concurrency: int, label: str, chi
     }
 
 
-def _prefill_seconds(chip: Chip, m: Model, par: Parallelism, sc: Scenario):
-    """Seconds of a prefill of ``r`` requests through every stage, as a function of ``r``
-    (each ``r`` computed once)."""
+def _full_batch(sc: Scenario) -> int:
+    """Requests a saturated prefill worker batches: :data:`PREFILL_TOKENS` tokens computed."""
+    return max(1, math.ceil(PREFILL_TOKENS / (sc.isl - sc.cached)))
+
+
+def _prefill_timing(chip: Chip, m: Model, par: Parallelism, sc: Scenario):
+    """A prefill worker's batch of ``r`` requests, as a function of ``r`` (each computed
+    once): its latency through every stage (the batch's TTFT), its stage time (a busy worker
+    starts a batch every stage time, the stages working on successive ones) and its
+    watts."""
     @functools.cache
-    def seconds(r: int) -> float:
-        return _pipelined(chip, m, par, prefill(chip, m, par, r, sc.isl, sc.cached),
-                          r * sc.isl)[0]
-    return seconds
+    def timing(r: int) -> tuple[float, float, float]:
+        phase = prefill(chip, m, par, r, sc.isl, sc.cached)
+        t, w = _powered(chip, m, phase)
+        latency = par.pp * t + (par.pp - 1) * hop(chip, par, r * (sc.isl - sc.cached),
+                                                  m.hidden)
+        return latency, t, w
+    return timing
 
 
-def _batched_ttft(t_pre, rate: float, gap: float, most: int) -> float:
-    """Seconds from a request's arrival to the end of the prefill batch that holds it, for a
-    worker that prefills ``t_pre(r)`` seconds a batch of ``r`` requests, gets ``rate``
-    requests a second, and waits ``gap`` seconds between batches (a decode step, when
-    prefill and decode share the chips): the batch is what arrived during the previous
-    batch and gap (a fixed point, between 1 and ``most`` requests), and a request waits for
-    half of that on average, then its own batch."""
+def _batched_ttft(t_pre, rate: float, gap: float, most: int) -> tuple[float, int]:
+    """Seconds from a request's arrival to the end of the prefill batch that holds it, and
+    that batch's requests, for a worker that prefills ``t_pre(r)`` seconds a batch of ``r``
+    requests, gets ``rate`` requests a second, and waits ``gap`` seconds between batches (a
+    decode step, when prefill and decode share the chips): the batch is what arrived during
+    the previous batch and gap (a fixed point, between 1 and ``most`` requests), and a
+    request waits for half of that on average, then its own batch."""
     r = 1.0
     for _ in range(8):
         r = min(float(most), max(1.0, rate * (gap + t_pre(math.ceil(r)))))
     t = t_pre(math.ceil(r))
     busy = min(1.0, rate * (gap + t) / r)
-    return t + busy * (gap + t) / 2
+    return t + busy * (gap + t) / 2, math.ceil(r)
 
 
 def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallelism,
@@ -340,19 +354,18 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
     if not fits(chip, m, par, sc, concurrency):
         return None
     micro = max(1, math.ceil(concurrency / par.pp))
-    context = sc.isl + sc.osl / 2
-    t_step, w_dec = _pipelined(chip, m, par, step(chip, m, par, micro, context,
-                                                  sc.isl + sc.osl, serving), micro)
+    t_step, w_dec = _decode_step(chip, m, par, sc, concurrency, serving)
     # The prefill in the same micro-batches: each stage busy with one while the others run.
     t_prefill, w_pre = _pipelined(chip, m, par, prefill(chip, m, par, micro, sc.isl, sc.cached),
-                                  micro * sc.isl)
+                                  micro * (sc.isl - sc.cached))
     steps = sc.osl / serving.tokens_per_step
     life = t_prefill + steps * t_step
     # A request's first token: the prefill of the requests that arrived during the last
     # decode step and prefill, batched, after the running step and prefill (half of them, on
     # average, as busy as they keep the replica).
     rate = concurrency / life
-    ttft = _batched_ttft(_prefill_seconds(chip, m, par, sc), rate, t_step, micro)
+    timing = _prefill_timing(chip, m, par, sc)
+    ttft = _batched_ttft(lambda r: timing(r)[0], rate, t_step, micro)[0]
     power = (w_pre * t_prefill + w_dec * steps * t_step) / life
     return _point(chip, m, sc, concurrency, par.label, par.chips, ttft, life / sc.osl,
                   concurrency / life, power, t_step, serving)
@@ -381,7 +394,7 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
     law) are in the decode step."""
     dec, pre = layout.decode, layout.prefill
     batch = max(1, math.ceil(concurrency / layout.decode_workers))
-    full = max(1, math.ceil(PREFILL_TOKENS / sc.isl))
+    full = _full_batch(sc)
     if not (fits(chip, m, dec, sc, batch) and fits(chip, m, pre, sc, full, context=sc.isl)):
         return None
 
@@ -390,48 +403,63 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
 
     t_step, w_dec = decode(batch)
     tpot = t_step / serving.tokens_per_step
-    t_pre = _prefill_seconds(chip, m, pre, sc)
-    t_full, w_pre = _pipelined(chip, m, pre, prefill(chip, m, pre, full, sc.isl, sc.cached),
-                               full * sc.isl)
-    inside = layout.chips <= chip.domain
-    bw = (chip.link_gb_s if inside else chip.scaleout_gb_s) * 1e9 * min(pre.chips, dec.chips)
-    lat = (chip.link_latency_us if inside else chip.scaleout_latency_us) * 1e-6
-    move = lat + shapes.kv_bytes(m, sc.isl) / bw + t_step / 2
-    ttft = t_pre(1) + move
+    timing = _prefill_timing(chip, m, pre, sc)
+
+    def latency(r):
+        return timing(r)[0]
+
+    # One prefill worker and the decode workers it feeds (several when it is a fraction of
+    # one a decode worker): in one domain or not.
+    pw = layout.prefill_workers
+    unit = pre.chips * max(1.0, pw) + dec.chips * layout.decode_workers * max(1.0, 1 / pw)
+    bw, lat = link(chip, unit <= chip.domain)
+    move = lat + shapes.kv_bytes(m, sc.isl) / (bw * min(pre.chips, dec.chips)) + t_step / 2
+    ttft, r = latency(1) + move, 1
     for _ in range(8):                  # the closed loop's rate and TTFT, to a fixed point
         rate = concurrency / (ttft + sc.osl * tpot)
-        ttft = _batched_ttft(t_pre, rate / layout.prefill_workers, 0.0, full) + move
+        ttft, r = _batched_ttft(latency, rate / pw, 0.0, full)
+        ttft += move
     rate = concurrency / (ttft + sc.osl * tpot)
-    capacity = layout.prefill_workers * full / t_full
+    capacity = pw * full / timing(full)[1]
     if rate > capacity:
         # Prefill-bound: requests complete at its rate; by Little's law only rate x osl x TPOT
         # of them are decoding, the rest wait for prefill. The decode step is of those.
-        rate = capacity
+        rate, r = capacity, full
         for _ in range(8):
             decoding = min(concurrency, rate * sc.osl * tpot)
             t_step, w_dec = decode(math.ceil(decoding / layout.decode_workers))
             tpot = t_step / serving.tokens_per_step
         ttft = concurrency / rate - sc.osl * tpot
-    busy = rate / capacity
+    # The prefill workers busy with batches of the r requests the TTFT's batching forms.
+    _, stage, w_pre = timing(r)
+    busy = min(1.0, rate / pw * stage / r)
     idle = chip.energy.static_w
-    power = ((layout.prefill_workers * pre.chips * (idle + busy * (w_pre - idle))
+    power = ((pw * pre.chips * (idle + busy * (w_pre - idle))
               + layout.decode_workers * dec.chips * w_dec) / layout.chips)
     return _point(chip, m, sc, concurrency, layout.label, layout.chips, ttft, tpot, rate,
                   power, t_step, serving) | {"disaggregated": True}
 
 
-def prefill_layout(chip: Chip, m: Model, sc: Scenario) -> Parallelism | None:
-    """The layout whose worker prefills most tokens a second per chip, batching
-    :data:`PREFILL_TOKENS` tokens (None: none holds the model)."""
-    full = max(1, math.ceil(PREFILL_TOKENS / sc.isl))
-    best, rate = None, 0.0
-    for par in parallelisms(chip, m):
-        if not fits(chip, m, par, sc, full, context=sc.isl):
-            continue
-        t = _prefill_seconds(chip, m, par, sc)(full)
-        if full * sc.isl / t / par.chips > rate:
-            best, rate = par, full * sc.isl / t / par.chips
-    return best
+def prefill_throughput(chip: Chip, m: Model, par: Parallelism, sc: Scenario) -> float:
+    """Requests a second a saturated prefill worker of ``par`` completes (batches of
+    :data:`PREFILL_TOKENS` computed tokens, one starting every stage time)."""
+    full = _full_batch(sc)
+    return full / _prefill_timing(chip, m, par, sc)(full)[1]
+
+
+def prefill_layouts(chip: Chip, m: Model, sc: Scenario) -> list[Parallelism]:
+    """The prefill layouts the sweep pairs with decode workers: the one whose saturated worker
+    prefills most requests a second per chip, and the one that prefills a lone request
+    soonest (the shortest TTFT); one if they are the same, none if no layout holds the
+    model."""
+    full = _full_batch(sc)
+    held = [par for par in parallelisms(chip, m)
+            if fits(chip, m, par, sc, full, context=sc.isl)]
+    if not held:
+        return []
+    most = max(held, key=lambda par: prefill_throughput(chip, m, par, sc) / par.chips)
+    soonest = min(held, key=lambda par: _prefill_timing(chip, m, par, sc)(1)[0])
+    return [most] if most == soonest else [most, soonest]
 
 
 #: The prefill pool's utilizations the sweep sizes disaggregated deployments for: fewer
@@ -451,8 +479,7 @@ def disaggregate(chip: Chip, m: Model, sc: Scenario, concurrency: int, decode: P
         return None
     t_step = _decode_step(chip, m, decode, sc, concurrency, serving)[0]
     rate = concurrency * serving.tokens_per_step / (sc.osl * t_step)
-    full = max(1, math.ceil(PREFILL_TOKENS / sc.isl))
-    capacity = full / _prefill_seconds(chip, m, prefill_par, sc)(full)
+    capacity = prefill_throughput(chip, m, prefill_par, sc)
     layout = Disaggregated(prefill_par, rate / (capacity * load), decode, 1)
     return evaluate_disaggregated(chip, m, sc, concurrency, layout, serving)
 

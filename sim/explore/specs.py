@@ -486,7 +486,7 @@ _HBM_PJ_B, _LINK_PJ_B, _SRAM_PJ_B = 3.9 * 8, 1.3 * 8, 0.3
 #: ML.ENERGY's measured H100 power serving Llama 3.1 and tested on its B200 DeepSeek-R1
 #: points and InferenceX's H100 GPT-OSS-120B ones by ``scripts/explore_power.py``
 #: (docs/explore-power.md).
-GPU_POWER = {"compute": 0.76, "memory": 0.58}
+GPU_POWER = {"compute": 0.78, "memory": 0.55}
 
 
 def gpu_energy(name: str, tflops: dict, power_w: float, power: dict | None = None) -> Energy:
@@ -524,11 +524,11 @@ def _gpu(name, tflops, hbm_gb, hbm_tb_s, power_w, allin_kw, link_gb_s, domain, d
 
 #: The achieved fractions of HBM bandwidth and of compute (GEMMs; attention's products), and
 #: the fixed time per kernel a step launches, shared by every GPU: fitted (least squares on log
-#: tokens/s per GPU) to the 269 InferenceX points of sim/explore/data that the model describes, by
+#: tokens/s per GPU) to the 270 InferenceX points of sim/explore/data that the model describes, by
 #: scripts/explore_validate.py, which reports them rounded and the errors with each
 #: hardware and model held out (docs/explore-validation.md); ../shared/MODELS.md's points
 #: are not in the fit (docs/explore-calibration.md).
-GPU_FACTORS = {"bw_eff": 0.52, "compute_eff": 0.18, "kernel_us": 4.4, "attention_eff": 0.57}
+GPU_FACTORS = {"bw_eff": 0.56, "compute_eff": 0.16, "kernel_us": 4.5, "attention_eff": 0.78}
 
 CHIPS: dict[str, Chip] = {
     # FP8 1,979 dense TFLOPS, BF16 989, 80 GB at 3.35 TB/s, 700 W (InferenceX-app

@@ -6,7 +6,8 @@ scenario's list while some parallelism still holds the KV cache, up to :data:`MA
 times every parallelism (up to the scenario's ``max_batch`` requests per data-parallel
 attention rank), served plainly and, for a model with MTP modules, with them; points past the
 scenario's ``max_ttft_s`` are dropped. Disaggregated points follow: every layout, concurrency and
-serving on the aggregated frontier as a decode worker beside a share of prefill workers
+serving on the aggregated frontier as a decode worker beside a share of prefill workers of
+the layout that prefills most per chip and of the one that prefills soonest
 (:func:`~scoville.sim.explore.perf.disaggregate`). Tasks
 are independent: :func:`explore` runs them in turn, or on a Dask cluster (``client``), and the
 result is the same, bit for bit, either way.
@@ -36,30 +37,29 @@ def run_task(chip: Chip, model: Model, scenario: Scenario) -> dict:
     while scenario.extend and c <= MAX_CONCURRENCY:
         concurrency.append(c)
         c *= 2
-    def kept(p):
-        return p and not 0 < scenario.max_ttft_s < p["ttft_s"]
-
+    every = []
     for c in concurrency:
         got = [p for p in (perf.evaluate(chip, model, scenario, c, par, s)
                            for s in servings for par in pars
-                           if c <= scenario.max_batch * par.attention_dp) if kept(p)]
+                           if c <= scenario.max_batch * par.attention_dp) if p]
         if not got and c > max(scenario.concurrency):
             break
-        points += got
+        every += got
     # Disaggregated: each layout, concurrency and serving on the aggregated frontier as a
-    # decode worker, beside prefill workers of the best prefill layout sized for each of
-    # perf.PREFILL_LOADS.
-    prefill_par = perf.prefill_layout(chip, model, scenario)
-    if prefill_par is not None:
-        by_label = {par.label: par for par in pars}
-        for p in frontier(points):
-            serving = perf.Serving(mtp=p["mtp"]) if p["mtp"] else perf.AGGREGATED
-            points += [q for q in (perf.disaggregate(chip, model, scenario, p["concurrency"],
-                                                     by_label[p["parallelism"]], prefill_par,
-                                                     serving, load)
-                                   for load in perf.PREFILL_LOADS) if kept(q)]
+    # decode worker, beside prefill workers of each of perf.prefill_layouts sized for each of
+    # perf.PREFILL_LOADS (before any TTFT limit: disaggregation is what shortens TTFT).
+    by_label = {par.label: par for par in pars}
+    for p in frontier(every):
+        serving = perf.Serving(mtp=p["mtp"]) if p["mtp"] else perf.AGGREGATED
+        every += [q for q in (perf.disaggregate(chip, model, scenario, p["concurrency"],
+                                                by_label[p["parallelism"]], pre, serving,
+                                                load)
+                              for pre in perf.prefill_layouts(chip, model, scenario)
+                              for load in perf.PREFILL_LOADS) if q]
+    points = [p for p in every if not 0 < scenario.max_ttft_s < p["ttft_s"]]
     return {"chip": chip.name, "model": model.name, "scenario": scenario.label,
-            "points": points, "pareto": frontier(points)}
+            "points": points, "pareto": frontier(points),
+            "past_ttft": len(every) - len(points)}
 
 
 def frontier(points: list[dict], x: str = "tok_s_user", y: str = "tok_s_chip") -> list[dict]:
@@ -138,8 +138,11 @@ def explore(chips: Iterable[str] = tuple(CHIPS), models: Iterable[str] = tuple(M
 
 def check_fits(results: list[dict]) -> None:
     """A one-line :class:`SpecError` for the first chip and model that no parallelism of the
-    sweep holds, whatever the concurrency."""
+    sweep holds, whatever the concurrency, or whose every point is past the TTFT limit."""
     for r in results:
+        if not r["points"] and r.get("past_ttft"):
+            raise SpecError(f"every point of model {r['model']} on chip {r['chip']} "
+                            f"({r['scenario']}) is past the TTFT limit (--max-ttft)")
         if not r["points"]:
             raise SpecError(f"model {r['model']} does not fit chip {r['chip']} at any "
                             f"parallelism (weights and one request's KV cache in HBM, "
