@@ -20,11 +20,11 @@ from scoville.rtl.gemm import Gemm, GemmConfig
 from scoville.rtl.gemm_quant import GemmQuant, GemmQuantConfig
 from scoville.rtl.int_mac import IntMac, IntMacConfig
 from scoville.rtl.kvcache import KvCache, KvCacheConfig
+from scoville.rtl.lib.params import ParamError, build_config, param_tree
 from scoville.rtl.moe import Moe, MoeConfig
 from scoville.rtl.mx_dot import MxDot, MxDotConfig
 from scoville.rtl.mx_quant import MxQuant, MxQuantConfig
 from scoville.rtl.nvfp4_dot import Nvfp4Dot, Nvfp4DotConfig
-from scoville.rtl.params import ParamError, build_config, param_tree
 from scoville.sim.cycles import attention as attention_timed
 from scoville.sim.cycles import fetch as fetch_timed
 from scoville.sim.cycles import gemm as gemm_timed
@@ -90,9 +90,9 @@ class Block:
         agents: :func:`scoville.sim.harness.stream_names` and ``memory_ports``).
     golden : callable
         The golden model: ``golden(config, ...)`` computes the block's outputs, bit for bit
-        (a function or class of ``sim/golden``).
+        (a function or class of ``scoville/sim/golden``).
     timed : callable
-        The timed model, a function of ``sim/cycles`` returning a
+        The timed model, a function of ``scoville/sim/cycles`` returning a
         :class:`~scoville.sim.cycles.stream.Timing` from the block's config (or, for the
         stalling pipelines, the component's latency), its transactions and the streams'
         schedules; each block's own arguments are in its docstring.

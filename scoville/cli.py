@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from scoville.blocks import BLOCKS, get_block, parse_params
-from scoville.rtl.params import ParamError, param_tree
+from scoville.rtl.lib.params import ParamError, param_tree
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 SIMULATORS = ("icarus", "verilator")
@@ -193,7 +193,7 @@ def _cmd_sim(args) -> int:
 
 def _cmd_regress(args) -> int:
     from scoville import regress
-    from scoville.sim.cluster import close_client, open_client
+    from scoville.cluster import close_client, open_client
 
     sims = list(dict.fromkeys(args.sim or SIMULATORS))
     names = list(dict.fromkeys(args.block or BLOCKS))
@@ -353,14 +353,14 @@ def main(argv: list[str] | None = None) -> int:
     except ParamError as err:
         return _usage(str(err))
     except RuntimeError as err:
-        from scoville.sim.synth import SynthError
+        from scoville.synth.yosys import SynthError
 
         if isinstance(err, SynthError):
             return _usage(str(err))
         raise
     except ValueError as err:
-        from scoville.sim.cluster import ClusterError
-        from scoville.sim.explore.specs import SpecError
+        from scoville.cluster import ClusterError
+        from scoville.explore.specs import SpecError
 
         if isinstance(err, (SpecError, ClusterError)):
             return _usage(str(err))

@@ -8,8 +8,8 @@ import math
 import sys
 from pathlib import Path
 
-from scoville.sim.cluster import close_client, open_client
-from scoville.sim.explore.specs import CHIPS, MODELS, SCENARIOS, Scenario, SpecError
+from scoville.cluster import close_client, open_client
+from scoville.explore.specs import CHIPS, MODELS, SCENARIOS, Scenario, SpecError
 
 __all__ = ["add_parser", "run"]
 
@@ -103,8 +103,8 @@ def _attribute(args, scenarios) -> int:
     (or JSON with ``--json``), and with ``--out`` a report and a plot each."""
     import json
 
-    from scoville.sim.explore import attribute
-    from scoville.sim.explore.specs import load_chip, load_model
+    from scoville.explore import attribute
+    from scoville.explore.specs import load_chip, load_model
 
     if not (args.attribute and args.against):
         raise SpecError("give both --attribute CHIP and --against CHIP")
@@ -126,7 +126,7 @@ def _attribute(args, scenarios) -> int:
 
 def run(args) -> int:
     """The command; :class:`SpecError` (one line, exit 2) for bad input."""
-    from scoville.sim.explore import report, sweep
+    from scoville.explore import report, sweep
 
     if args.list:
         return _list()

@@ -19,7 +19,7 @@ import sys
 
 from scoville.blocks import get_block
 from scoville.rtl.gemm import GemmConfig
-from scoville.rtl.params import build_config
+from scoville.rtl.lib.params import build_config
 from scoville.sim import flow
 from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import moe as moe_timed

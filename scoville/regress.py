@@ -94,7 +94,7 @@ def run_task(task: Task, *, own_cache: bool = False) -> dict:
     simulator, seed, params, passed, mismatches, cycles and model cycles of the workload
     test, whether the build was reused, seconds, and the first error."""
     from scoville.blocks import get_block, parse_params
-    from scoville.rtl.params import ParamError
+    from scoville.rtl.lib.params import ParamError
     from scoville.sim import flow
     from scoville.sim.tools import ToolError
 

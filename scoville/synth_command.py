@@ -10,7 +10,7 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub):
-    from scoville.sim.synth import NODES
+    from scoville.synth.yosys import NODES
 
     p = sub.add_parser("synth", help="synthesize a block with Yosys: cells, flip-flops, "
                                      "transistors, logic depth, area (SRAM as macros)")
@@ -35,7 +35,7 @@ FULL_RATE = {"gap": 0.0, "backpressure": 0.0}
 
 def run(args) -> int:
     from scoville.sim.flow import to_verilog
-    from scoville.sim.synth import NODES, SynthError, ice40, synthesize
+    from scoville.synth.yosys import NODES, SynthError, ice40, synthesize
 
     if args.node not in NODES:
         raise SynthError(f"unknown node {args.node!r}; allowed: {', '.join(NODES)}")
@@ -80,14 +80,14 @@ def run(args) -> int:
 
 
 def _energy(block, args, config, workload, given: set[str]) -> dict:
-    """``energy_pj_per_op`` and its parts (:func:`scoville.sim.energy.measure`), the workload at
+    """``energy_pj_per_op`` and its parts (:func:`scoville.synth.energy.measure`), the workload at
     full rate unless ``--param`` set its gaps (``given``: the parameters set)."""
     import dataclasses
 
-    from scoville.sim.energy import measure
     from scoville.sim.flow import FlowError
-    from scoville.sim.synth import SynthError
     from scoville.sim.tools import ToolError
+    from scoville.synth.energy import measure
+    from scoville.synth.yosys import SynthError
 
     fields = {f.name for f in dataclasses.fields(workload)}
     workload = dataclasses.replace(workload, **{k: v for k, v in FULL_RATE.items()

@@ -2,7 +2,7 @@
 """Area, logic depth and energy of the blocks, from ``scoville synth --json``.
 
 Writes ``docs/area.md``, its plot ``docs/area.png`` (the int8 array's area against its PEs)
-and ``sim/explore/synth.json`` (what the exploration model's blocks chip takes: logic area per
+and ``scoville/explore/synth.json`` (what the exploration model's blocks chip takes: logic area per
 PE and energy per MAC by format, SRAM per bit). Every number is the command's:
 
 - the arithmetic units (``fp4_mul``, ``int_mac``, ``fp32_add``, ``mx_dot``, ``nvfp4_dot``,
@@ -28,8 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from scoville.rtl.arith import PAIRS
-from scoville.sim.synth import NODES
+from scoville.rtl.gemm_arith import PAIRS
+from scoville.synth.yosys import NODES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
                         help="the 8 x 8 table's formats, comma-separated labels (mxfp8 x "
                              "mxfp4 as mxfp8xmxfp4; default: every pair)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "area.md"))
-    parser.add_argument("--data", default=str(ROOT / "sim" / "explore" / "synth.json"))
+    parser.add_argument("--data", default=str(ROOT / "scoville" / "explore" / "synth.json"))
     args = parser.parse_args(argv)
     node = args.node
     sizes = [int(s) for s in args.sizes.split(",")]

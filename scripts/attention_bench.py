@@ -36,7 +36,7 @@ import numpy as np
 
 from scoville.blocks import get_block
 from scoville.rtl.attention import OPS, AttentionConfig
-from scoville.rtl.params import build_config
+from scoville.rtl.lib.params import build_config
 from scoville.sim import flow
 from scoville.sim.cycles import attention as timed
 from scoville.sim.golden.attention import AttentionModel, Command

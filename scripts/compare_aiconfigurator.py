@@ -22,9 +22,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scoville.sim.explore import perf
-from scoville.sim.explore.parallel import Parallelism
-from scoville.sim.explore.specs import Scenario, load_chip, load_model
+from scoville.explore import perf
+from scoville.explore.parallel import Parallelism
+from scoville.explore.specs import Scenario, load_chip, load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 #: (our model, its Hugging Face id, our layout, AIConfigurator's tp, moe_tp, moe_ep).

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scoville.rtl.exp2 import EXP2_FRAC_BITS, EXP2_INDEX_BITS
+from scoville.rtl.lib.fp32 import EXP2_FRAC_BITS, EXP2_INDEX_BITS
 from scoville.sim.golden.exp2 import exp2_of_fixed
 
 #: t per chunk (memory stays small).
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
         "# The exp2 unit's error",
         "",
         "Made by `python scripts/exp2_error.py` from the golden model, which is the RTL bit for",
-        "bit (`tests/test_exp2.py` on Icarus and Verilator). The unit (`rtl/exp2.py`,",
+        "bit (`tests/test_exp2.py` on Icarus and Verilator). The unit (`scoville/rtl/exp2.py`,",
         "[numerics.md](numerics.md)) depends on `x` only through `t = floor(x * 2^16)`, so every",
         f"`t` of the normal range, {r['count']:,} of them from -126 * 2^16 to 128 * 2^16, covers",
         "every binary32 input whose result is normal. Relative errors against float64:",

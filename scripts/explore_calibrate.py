@@ -7,7 +7,7 @@ Each published point is a chip, a model in the precision it ran, a scenario, the
 instance used where stated, and a throughput at an interactivity (tokens/s per user). The
 model's value is its Pareto frontier's at that interactivity (linear between points; a
 point past the curve's end is reported as such and takes the end's value). The factors are
-those of ``scoville.sim.explore.specs.GPU_FACTORS``; nothing is fitted to these points.
+those of ``scoville.explore.specs.GPU_FACTORS``; nothing is fitted to these points.
 
 Writes ``docs/explore-calibration.md``.
 
@@ -22,8 +22,8 @@ import math
 import sys
 from pathlib import Path
 
-from scoville.sim.explore import sweep
-from scoville.sim.explore.specs import CHIPS, GPU_FACTORS, MODELS, Scenario
+from scoville.explore import sweep
+from scoville.explore.specs import CHIPS, GPU_FACTORS, MODELS, Scenario
 
 _GPT, _DS, _KIMI = MODELS["gpt-oss-120b"], MODELS["deepseek-r1"], MODELS["kimi-k2"]
 #: The models in the precisions the published runs used: "FP4" on Blackwell runs the routed
@@ -96,7 +96,7 @@ def main() -> int:
             "generated tok/s per all-in MW"
         rows.append(f"| {p[0]} | {p[8]} | {p[7]:,.0f} | {v:,.0f} | {v / p[7] - 1:+.0%} | "
                     f"{unit}; {how} |")
-    where = ("`scoville.sim.explore.specs.GPU_FACTORS`, fitted to the InferenceX dataset by "
+    where = ("`scoville.explore.specs.GPU_FACTORS`, fitted to the InferenceX dataset by "
              "`scripts/explore_validate.py`: these points are held out of the fit")
     text = f"""# Exploration model against MODELS.md's published points
 

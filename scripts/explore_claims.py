@@ -7,7 +7,7 @@ and GB300 at peak throughput; 2.1-4.1x at high interactivity; GPT-OSS-120B's min
 inter-token latency 0.69 ms against GB200's 1.69 ms and end-to-end 1.03 s against 1.80 s;
 DeepSeek-R1 at about 169 tokens/s per user, 12,258 tokens per kW against GB300's 118. The
 GB200 and GB300 figures are measurements: the model should reproduce them within 15% without
-being fitted to them (it is not: its factors are fitted to ``sim/explore/data``). The ASIC is
+being fitted to them (it is not: its factors are fitted to ``scoville/explore/data``). The ASIC is
 modelled at its published specs with the GPUs' factors; nothing here is tuned to a claim.
 Work per watt is given at the ASIC's rated 700 W and at its measured ceiling of 550 W (its
 power model scaled to that limit, so it also slows where it would pass it).
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from scoville.sim.explore import perf, sweep
-from scoville.sim.explore.specs import MODELS, Scenario, gpu_energy, load_chip, load_model
+from scoville.explore import perf, sweep
+from scoville.explore.specs import MODELS, Scenario, gpu_energy, load_chip, load_model
 
 ASIC, REFERENCES = "asic-2026", ("gb200", "gb300")
 #: The ASIC at its measured power ceiling (MODELS.md: 700 W rated, at most 550 W measured).

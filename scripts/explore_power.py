@@ -2,7 +2,7 @@
 """The GPUs' power from utilisation, fitted to measured board power and tested on other
 measurements.
 
-The model (``scoville.sim.explore.specs.gpu_energy``): a GPU draws its idle power (measured,
+The model (``scoville.explore.specs.gpu_energy``): a GPU draws its idle power (measured,
 the model loaded) plus, above it, a fraction of the rest of its limit while its compute units
 are busy and another while its memory is busy (each at its achievable rate, as the roofline
 times them), the phase slowed if that would pass the limit. The two fractions
@@ -29,9 +29,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from scoville.sim.explore import perf
-from scoville.sim.explore.parallel import Parallelism
-from scoville.sim.explore.specs import (
+from scoville.explore import perf
+from scoville.explore.parallel import Parallelism
+from scoville.explore.specs import (
     CHIPS,
     GPU_FACTORS,
     GPU_POWER,

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scoville.sim.explore import report, sweep
+from scoville.explore import report, sweep
 
 
 def main() -> int:

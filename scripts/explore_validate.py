@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The exploration model against published measurements: every point of
-``sim/explore/data/inferencex.csv`` (``scripts/inferencex_dataset.py``) that the model can
+``scoville/explore/data/inferencex.csv`` (``scripts/inferencex_dataset.py``) that the model can
 describe, predicted at its own hardware, model, precision, scenario, concurrency, layout
 (attention tensor- or data-parallel, experts sliced or spread, any width), serving
 (aggregated, or disaggregated prefill and decode pools with their workers) and MTP.
@@ -29,13 +29,13 @@ from pathlib import Path
 import explore_claims as claims
 import explore_power
 
-from scoville.sim.explore import attribute, perf
-from scoville.sim.explore.parallel import Parallelism
-from scoville.sim.explore.specs import GPU_FACTORS, Scenario, load_chip, load_model
+from scoville.explore import attribute, perf
+from scoville.explore.parallel import Parallelism
+from scoville.explore.specs import GPU_FACTORS, Scenario, load_chip, load_model
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "sim" / "explore" / "data" / "inferencex.csv"
-BANDS = ROOT / "sim" / "explore" / "bands.json"
+DATA = ROOT / "scoville" / "explore" / "data" / "inferencex.csv"
+BANDS = ROOT / "scoville" / "explore" / "bands.json"
 METRICS = (("tok_s_chip_total", "tok_s_gpu_total", "tokens/s per GPU (total)"),
            ("tok_s_user", "tok_s_user_median", "interactivity (tokens/s per user)"),
            ("ttft_s", "ttft_s_median", "TTFT"))
@@ -56,7 +56,7 @@ BENCH_ACCEPT = 0.54
 #: README): the model serves requests of the mean lengths.
 MEAN_LENGTH = (1 + 0.8) / 2
 #: The draft tokens each MTP point's run proposed a step, from the recipe or script that ran it
-#: (``sim/explore/data/inferencex-mtp.csv``, each row citing its source), each accepted at
+#: (``scoville/explore/data/inferencex-mtp.csv``, each row citing its source), each accepted at
 #: DeepSeek-V3's measured rate given the one before (``perf.Serving``'s default; not fitted).
 MTP_DRAFTS = {r["id"]: int(r["draft_tokens"])
               for r in csv.DictReader((DATA.parent / "inferencex-mtp.csv").open())}
@@ -290,15 +290,15 @@ def main() -> None:
         "# The exploration against held-out measurements",
         "",
         "Made by `python scripts/explore_validate.py`: every point of the InferenceX dataset",
-        "(`sim/explore/data/`, one dated snapshot; its README says what it holds) that the",
+        "(`scoville/explore/data/`, one dated snapshot; its README says what it holds) that the",
         "model can describe, predicted at its own hardware, model, precision, scenario,",
         "concurrency, layout (attention tensor- or data-parallel, experts sliced or spread,",
         "any width), serving (aggregated or disaggregated pools with their workers) and",
         "speculation (MTP: the draft tokens its run's recipe set, 1-3,",
-        "`sim/explore/data/inferencex-mtp.csv`, each accepted at DeepSeek-V3's published 85%;",
+        "`scoville/explore/data/inferencex-mtp.csv`, each accepted at DeepSeek-V3's published 85%;",
         "not fitted). The model's four GPU factors (achieved fraction of HBM bandwidth, of peak",
         "compute in GEMMs, fixed microseconds a kernel, attention's fraction of peak",
-        "compute; `scoville.sim.explore.specs`) are fitted by least squares on the log of",
+        "compute; `scoville.explore.specs`) are fitted by least squares on the log of",
         "total tokens/s per GPU, then tested on points",
         "left out of the fit: leave one hardware out (nothing of it in the fit) and leave one",
         "model out. Error = model / measured - 1.",
@@ -342,7 +342,7 @@ def main() -> None:
         f"percentile {low:.2f}, {100 * QUANTILES[1]:.0f}th {high:.2f}. Every point of "
         f"`scoville explore` carries `tok_s_chip_lo` = {low:.2f} x `tok_s_chip` and "
         f"`tok_s_chip_hi` = {high:.2f} x (and the same for `tok_s_kw`), a nominal "
-        f"{100 * (QUANTILES[1] - QUANTILES[0]):.0f}% band (`sim/explore/bands.json`). "
+        f"{100 * (QUANTILES[1] - QUANTILES[0]):.0f}% band (`scoville/explore/bands.json`). "
         "What it covers, each hardware's points against the band built from the other "
         f"hardware's held-out points: {100 * pooled_cover:.0f}% over all points.",
         "",
@@ -391,7 +391,7 @@ def main() -> None:
         "",
         "## Where the ASIC's advantage over GB200 comes from",
         "",
-        "`scoville explore --attribute asic-2026 --against gb200` (`scoville.sim.explore."
+        "`scoville explore --attribute asic-2026 --against gb200` (`scoville.explore."
         "attribute`): A / B at equal interactivity split among the groups of specs that "
         "differ, with Shapley values (each group's factor; the factors multiply to the "
         "ratio). The ASIC runs with the GPUs' fitted efficiency and overheads, so none of "

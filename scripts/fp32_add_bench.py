@@ -220,10 +220,11 @@ def main(argv: list[str] | None = None) -> int:
               "edit by hand. What the adder computes: [numerics.md](numerics.md)."),
         _para(f"The `fp32_add` block (`lanes` = {args.lanes}, `latency` = {args.latency}) runs "
               f"its testbench's `{test}` test with `count` = {args.count:,}: pairs drawn from "
-              f"the seed by `random_pairs` in `testbenches/fp32_add.py`. {mixes} They are "
+              f"the seed by `random_pairs` in `scoville/testbenches/fp32_add.py`. {mixes} They are "
               f"driven with {workload.gap:.0%} valid gaps and {workload.backpressure:.0%} ready "
               "back-pressure."),
-        _para("Every sum is compared bit for bit with the golden model (`sim/golden/fp32_add.py`: "
+        _para("Every sum is compared bit for bit with the golden model "
+              "(`scoville/sim/golden/fp32_add.py`: "
               "NumPy float32 `a + b`, every NaN the canonical 0x7FC00000; the model is itself "
               "checked against float64 sums rounded once to float32), and the cycle of every "
               "handshake with the timed model's. Wall seconds are cocotb's time for the test: "
@@ -234,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     text += "\n".join(measured) + "\n"
     text += "\n## What the pairs cover\n\n" + _para(
         "Counted by the script on the same seeded pairs the test drew (`workload_pairs` in "
-        "`testbenches/fp32_add.py`), with the golden model's sums.") + "\n\n"
+        "`scoville/testbenches/fp32_add.py`), with the golden model's sums.") + "\n\n"
     text += "\n".join(coverage(a, b)) + "\n"
     Path(args.out).write_text(text)
     print(f"{m['pairs']:,} pairs, {m['mismatches']} mismatches, {m['cycles']:,} cycles "

@@ -243,7 +243,8 @@ def main(argv=None) -> int:
         "  operand and result streams that keep up, from the first cycle the command may be",
         "  offered to the handshake of the last row of C. This closed form is checked cycle for",
         "  cycle against the RTL by the test suite (`tests/test_gemm.py::test_gemm_rtl` runs",
-        "  `testbenches/gemm.py`, which asserts it when the streams keep up, and every handshake",
+        "  `scoville/testbenches/gemm.py`, which asserts it when the streams keep up, and every",
+        "  handshake"
         "  against the timed model `timing` under gaps and back-pressure, on edge and random",
         "  shapes of a few tiles, 1x1 to 16x16 arrays, both dataflows); the large",
         "  shapes here are the same formula, not simulated.",

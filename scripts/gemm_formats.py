@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from scoville.blocks import get_block, parse_params
-from scoville.rtl.arith import PAIRS
+from scoville.rtl.gemm_arith import PAIRS
 from scoville.sim import flow
 
 SIMULATORS = ("icarus", "verilator")
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
         "",
         f"Made by `python scripts/gemm_formats.py --size {n} --seed {args.seed} --gap "
         f"{args.gap}`. Every allowed format and pair (`fmt` x `b_fmt`), both dataflows, both",
-        "simulators; each run is every test of `testbenches/gemm.py` (edge shapes and the",
+        "simulators; each run is every test of `scoville/testbenches/gemm.py` (edge shapes and the",
         "format's special values, streams that keep up, a reset midway, 4 random GEMMs), with",
         f"{args.gap:.0%} input gaps and {args.gap:.0%} output back-pressure where the test",
         "applies them. *Pass* means what the suite asserts: every row of C bit for bit against",

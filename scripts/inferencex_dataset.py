@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rebuild the InferenceX validation dataset (``sim/explore/data/inferencex*.csv``).
+"""Rebuild the InferenceX validation dataset (``scoville/explore/data/inferencex*.csv``).
 
 Source: SemiAnalysis InferenceX, as published in the InferenceX-app repository,
 ``SemiAnalysisAI/InferenceX-app`` at the pinned commit ``528c4146b8f502fcbce8df7870a935a970cbae25``
@@ -41,7 +41,7 @@ divides output tokens by the decode GPUs only, so here it is rescaled to all GPU
 ``output_tput_per_gpu * num_decode_gpu / (num_prefill_gpu + num_decode_gpu)``;
 ``median_intvty`` (= 1 / ``median_tpot``) -> tok_s_user_median; ``median_ttft`` ->
 ttft_s_median; ``median_tpot`` -> tpot_s_median; ``image`` -> engine_version; ``framework``
--> engine; ``date`` (the workflow run's date) -> date. See ``sim/explore/data/README.md``.
+-> engine; ``date`` (the workflow run's date) -> date. See ``scoville/explore/data/README.md``.
 
 Usage::
 
@@ -357,7 +357,8 @@ def main() -> int:
     parser.add_argument("--source", type=Path, help=f"a checkout of {REPO} at {COMMIT[:12]} "
                         "(default: download the files from raw.githubusercontent.com)")
     parser.add_argument("--out-dir", type=Path,
-                        default=Path(__file__).resolve().parent.parent / "sim" / "explore" / "data")
+                        default=Path(__file__).resolve().parents[1] / "scoville" / "explore"
+                        / "data")
     args = parser.parse_args()
 
     api = json.loads(read_source(API_PATH, args.source))

@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from scoville.blocks import get_block
+from scoville.rtl.lib.params import build_config
 from scoville.rtl.moe import MoeConfig
-from scoville.rtl.params import build_config
 from scoville.sim import flow
 from scoville.sim.cycles import moe as moe_timed
 from scoville.sim.workload import MoeWorkload

@@ -7,7 +7,8 @@ exactly once, or the script stops and names the mutation) and says which block, 
 cocotb tests expose it. The script copies the repository (the working tree as ``git`` sees it:
 tracked files and untracked ones that are not ignored; or, with ``--rev``, a commit) into a
 temporary folder, applies one mutation to each copy, and simulates every copy in a subprocess
-that imports the copy instead of the installed package (see :func:`link_packages`). The
+that imports the copy instead of the installed package (the copy first on ``PYTHONPATH``:
+the editable install's finder runs after Python's path finder). The
 unmutated copy is simulated first, once per block and parameter set, and must pass, or the
 results mean nothing. A mutation is *caught* on a simulator when a test fails; it *survives*
 when every test passes; a build failure, a missing test result or a timeout is an *error*.
@@ -35,7 +36,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,7 +139,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="gemm-o-stall-after-release",
         models="after each back-pressure release on `o` the engine resumes one cycle late "
                "(an extra stall, counted as one)",
-        file="rtl/gemm.py",
+        file="scoville/rtl/gemm.py",
         edits=(
             Edit(
                 "        stall_out = flow.collect & self.o.valid & ~self.o.ready\n",
@@ -156,7 +156,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="gemm-o-bubble-after-stall",
         models="after a row of C that ended a back-pressure stall, `o.valid` drops for one "
                "cycle before the next row (protocol-legal, data unchanged)",
-        file="rtl/gemm.py",
+        file="scoville/rtl/gemm.py",
         edits=(
             Edit(
                 "        stall_out = flow.collect & self.o.valid & ~self.o.ready\n",
@@ -187,7 +187,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="gemm-acc-24-bit",
         models="the integer accumulators are 24 bits wide instead of 32 (wrap at 2**23)",
-        file="rtl/arith.py",
+        file="scoville/rtl/gemm_arith.py",
         edits=(Edit(
             "            self.psum_shape = signed(32)\n",
             "            self.psum_shape = signed(24)\n",
@@ -200,7 +200,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="gemm-no-zero-check-n",
         models="a command with N = 0 is not rejected (only M and K are checked)",
-        file="rtl/gemm.py",
+        file="scoville/rtl/gemm.py",
         edits=(Edit(
             "        bad = (cmd.m == 0) | (cmd.k == 0) | (cmd.n == 0)\n",
             "        bad = (cmd.m == 0) | (cmd.k == 0)\n",
@@ -212,7 +212,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="gemm-drops-first-product",
         models="each output's accumulation drops its first product (the sum restarts from 0 "
                "instead of from the first product)",
-        file="rtl/os_dataflow.py",
+        file="scoville/rtl/gemm_os_dataflow.py",
         edits=(Edit(
             '        total = ar.add(m, base, prod, f"{name}_total")\n',
             '        total = ar.cleared(m, ar.add(m, sums, prod, f"{name}_sum1"), a_in.first, '
@@ -225,7 +225,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="gemm-os-block-units-merged",
         models="output-stationary block formats: a column's blocks that end a tile share the "
                "unit of the others",
-        file="rtl/os_dataflow.py",
+        file="scoville/rtl/gemm_os_dataflow.py",
         edits=(
             Edit('lambda e: e.a.bend & ~e.a.last, False)', 'lambda e: e.a.bend, None)'),
             Edit('            units.append(("end", ends, lambda e: e.a.last, True))\n', ''),
@@ -237,7 +237,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="gemm-os-block-units-past-m",
         models="output-stationary block formats: rows beyond M take their column's block units",
-        file="rtl/os_dataflow.py",
+        file="scoville/rtl/gemm_os_dataflow.py",
         edits=(Edit("e.a.valid & e.a.row & event(e)", "e.a.valid & event(e)"),),
         block="gemm", params={**GEMM, "rows": 18, "cols": 1, "fmt": "nvfp4"},
         tests=("test_edges",), timing=False,
@@ -248,7 +248,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="gemm-os-one-unit-per-column",
         models="output-stationary block formats with more rows than a block: one unit takes "
                "the blocks of every row that do not end a tile",
-        file="rtl/os_dataflow.py",
+        file="scoville/rtl/gemm_os_dataflow.py",
         edits=(Edit("for g in range((R + B - 1) // B)]", "for g in range(1)]"),
                Edit("ends[g * B:(g + 1) * B]", "ends")),
         block="gemm", params={**GEMM, "rows": 18, "cols": 1, "fmt": "nvfp4"},
@@ -260,7 +260,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="gemm-bf16-ws-stale-top",
         models="weight-stationary bf16: a row's first K tile starts from whatever its column "
                "SRAM holds instead of +0",
-        file="rtl/ws_dataflow.py",
+        file="scoville/rtl/gemm_ws_dataflow.py",
         edits=(Edit(
             "                self.tops[c].eq(Mux(first, 0, rp.data)),\n",
             "                self.tops[c].eq(rp.data),\n",
@@ -274,7 +274,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="gemm-bf16-ws-read-misses-write",
         models="weight-stationary bf16: a column SRAM read does not see the write of the same "
                "cycle (a row's next K tile starts from its sum of two tiles ago)",
-        file="rtl/ws_dataflow.py",
+        file="scoville/rtl/gemm_ws_dataflow.py",
         edits=(Edit(
             "            rp = mem.read_port(transparent_for=(wp,))\n",
             "            rp = mem.read_port()\n",
@@ -288,7 +288,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="gemm-e4m3-nan-dropped",
         models="mxfp8: a NaN element (E4M3 S.1111.111) is taken as the number 480 instead of "
                "making its block NaN",
-        file="rtl/arith.py",
+        file="scoville/rtl/gemm_arith.py",
         edits=(Edit(
             "        m.d.comb += [out.sum.eq(value), out.nan.eq(nana | nanb)]\n",
             "        m.d.comb += [out.sum.eq(value), out.nan.eq(0)]\n",
@@ -301,7 +301,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="gemm-nvfp4-one-tensor-scale",
         models="nvfp4: results are multiplied by A's tensor scale only, not by the product of "
                "both",
-        file="rtl/gemm.py",
+        file="scoville/rtl/gemm.py",
         edits=(Edit(
             '                m.d.sync += scale.eq(fp32_mul(m, cmd.scale_a, cmd.scale_b, '
             'name="tensor"))\n',
@@ -315,7 +315,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="gemm-ws-drops-partial-sum",
         models="weight-stationary: the accumulator keeps a row's first K tile of partial "
                "sums and drops every later tile's",
-        file="rtl/ws_dataflow.py",
+        file="scoville/rtl/gemm_ws_dataflow.py",
         edits=(Edit(
             '                total = ar.add(m, base, psums[c], f"acc{c}_total")\n',
             '                total = wire(m, f"acc{c}_total", Mux(mt.m.first_kt, psums[c], old), '
@@ -330,7 +330,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="reblock-frees-line-at-write",
         models="the reblocking buffer frees a line when its last part is written instead of "
                "when the line is read out (its rows may be overwritten before they leave)",
-        file="rtl/reblock.py",
+        file="scoville/rtl/gemm_quant_reblock.py",
         edits=(Edit(
             "        freed = Mux(issue, Const(1, lines) << done.r_data, 0)\n",
             "        freed = Mux(write & part_last, Const(1, lines) << slot, 0)\n",
@@ -350,7 +350,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="reblock-ignores-short-row-tile",
         models="the reblocking buffer assumes every row tile has array.rows rows (M off the "
                "grid puts the next tile's rows in the wrong lines)",
-        file="rtl/reblock.py",
+        file="scoville/rtl/gemm_quant_reblock.py",
         edits=(Edit(
             "        row_last = (r == R - 1) | (r + 1 == left)\n",
             "        row_last = r == R - 1\n",
@@ -364,7 +364,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="opbuffer-one-beat-short",
         models="an operand buffer stops taking beats one short of `buffer_depth` (a "
                "capacity off by one; data unchanged)",
-        file="rtl/opbuffer.py",
+        file="scoville/rtl/gemm_opbuffer.py",
         edits=(Edit(
             "            self.i.ready.eq(level != depth),\n",
             "            self.i.ready.eq(level < depth - 1),\n",
@@ -379,7 +379,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="kvcache-wd-bubble-after-gap",
         models="after a cycle without `wd` data while writing an append's lines, `wd.ready` "
                "stays low one more cycle (a restart bubble; counted as a stall)",
-        file="rtl/kvcache.py",
+        file="scoville/rtl/kvcache.py",
         edits=(
             Edit(_KV_DECL, _KV_DECL + "        wd_gap = Signal()\n"),
             Edit(
@@ -417,7 +417,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="kvcache-read-wait-extra",
         models="a request waiting for the read engine waits one cycle more after the engine "
                "goes idle (counted as a read wait)",
-        file="rtl/kvcache.py",
+        file="scoville/rtl/kvcache.py",
         edits=(
             Edit(_KV_DECL, _KV_DECL + "        was_busy = Signal()\n"
                                       "        m.d.sync += was_busy.eq(engine_busy)\n"),
@@ -435,7 +435,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="kvcache-rd-bubble-after-stall",
         models="after a read line that ended a back-pressure stall, `rd.valid` drops for one "
                "cycle before the next line (protocol-legal, data unchanged)",
-        file="rtl/linereader.py",
+        file="scoville/rtl/kvcache_linereader.py",
         edits=(
             Edit("        advance = Signal()\n",
                  "        advance = Signal()\n"
@@ -462,7 +462,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="kvcache-resp-bubble-after-stall",
         models="after an answer that ended a back-pressure stall, the next answer's "
                "`resp.valid` rises one cycle late (protocol-legal, data unchanged)",
-        file="rtl/kvcache.py",
+        file="scoville/rtl/kvcache.py",
         edits=(
             Edit(_KV_DECL, _KV_DECL + "        resp_held = Signal()\n"
                                       "        resp_late = Signal()\n"),
@@ -491,7 +491,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="kvcache-cow-one-line-short",
         models="copy-on-write stops one line early: the page's last line is not copied",
-        file="rtl/kvcache.py",
+        file="scoville/rtl/kvcache.py",
         edits=(Edit(
             "                with m.If(copy == PL):\n",
             "                with m.If(copy == PL - 1):\n",
@@ -505,7 +505,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="kvcache-cow-skips-first-line",
         models="copy-on-write leaves the new page's first line (K, head 0, first token) "
                "uncopied",
-        file="rtl/kvcache.py",
+        file="scoville/rtl/kvcache.py",
         edits=(Edit("bank_w.en.eq(copy != 0)]", "bank_w.en.eq(copy > 1)]"),),
         block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
         why="test_edges reads K head 0 of both sides of a fork from token 0 after copies; the "
@@ -514,7 +514,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="kvcache-cow-refcount-kept",
         models="copy-on-write does not decrement the shared page's reference count",
-        file="rtl/kvcache.py",
+        file="scoville/rtl/kvcache.py",
         edits=(Edit(
             "ref_w.data.eq(ref_old - 1),",
             "ref_w.data.eq(ref_old),",
@@ -526,7 +526,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="mx_quant-round-ties-away",
         models="E2M1 rounding breaks ties away from zero instead of to even",
-        file="rtl/mx_quant.py",
+        file="scoville/rtl/mx_quant.py",
         edits=(Edit(
             "        return q + (guard & (rest | q[0]))\n",
             "        return q + guard\n",
@@ -539,7 +539,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="fp32_add-flush-subnormals",
         models="subnormal sums are flushed to zero (sign kept)",
-        file="rtl/fp32_add.py",
+        file="scoville/rtl/lib/fp32.py",
         edits=(Edit(
             "    magnitude = Mux(overflow, 0x7F80_0000, rounded)[:31]\n",
             "    magnitude = Mux(overflow, 0x7F80_0000, "
@@ -552,7 +552,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="exp2-truncates-toward-zero",
         models="exp2: a negative x is truncated toward zero instead of floored",
-        file="rtl/exp2.py",
+        file="scoville/rtl/lib/fp32.py",
         edits=(Edit("Mux(x.sign, -(mag + lost), mag)", "Mux(x.sign, -mag, mag)"),),
         block="exp2", params={}, tests=("test_directed", "test_workload"), timing=False,
         why="test_directed has -2^-17 and minus the smallest subnormal; the random operands "
@@ -561,7 +561,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="exp2-chord-off-by-one-entry",
         models="exp2: the chord runs to the entry two places on, not the next one",
-        file="rtl/exp2.py",
+        file="scoville/rtl/lib/fp32.py",
         edits=(Edit("zip(table, table[1:], strict=False)",
                     "zip(table, table[2:] + [table[-1]], strict=False)"),),
         block="exp2", params={}, tests=("test_directed", "test_workload"), timing=False,
@@ -571,7 +571,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="attention-sum-not-rescaled",
         models="attention: the running sum l is not multiplied by alpha when the max rises",
-        file="rtl/attention.py",
+        file="scoville/rtl/attention.py",
         edits=(Edit("l_sum[r]), alpha[r],", "l_sum[r]), ONE,"),),
         block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
         timing=False,
@@ -580,7 +580,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="attention-window-one-short",
         models="attention: the window starts a position late (W - 1 tokens attended)",
-        file="rtl/attention.py",
+        file="scoville/rtl/attention.py",
         edits=(Edit("pos - (cfg.window - 1), 0)", "pos - (cfg.window - 2), 0)"),),
         block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
         timing=False,
@@ -589,7 +589,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="attention-p-unmasked-before-window",
         models="attention: P is not zeroed for the positions read before the window's start",
-        file="rtl/attention.py",
+        file="scoville/rtl/attention.py",
         edits=(Edit("masks.append(in_window & (aq_pos <= p_r))", "masks.append(aq_pos <= p_r)"),),
         block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
         timing=False,
@@ -599,7 +599,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="attention-prefill-p-sees-later-tokens",
         models="attention prefill: P is not zeroed for a row tile's positions after the row's "
                "own token (the causal mask)",
-        file="rtl/attention.py",
+        file="scoville/rtl/attention.py",
         edits=(Edit("masks.append(in_window & (aq_pos <= p_r))", "masks.append(in_window)"),),
         block="attention", params=ATTENTION_PREFILL, tests=("test_edges", "test_workload"),
         timing=False,
@@ -609,7 +609,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="attention-prefill-max-over-the-tile",
         models="attention prefill: a row's running max also takes the scores of the tile's "
                "later tokens",
-        file="rtl/attention.py",
+        file="scoville/rtl/attention.py",
         edits=(Edit('j_hi = wire(m, "oc_jhi", oc_p - base_pos', 'j_hi = wire(m, "oc_jhi", '
                     'ocw.hi - base_pos'),),
         block="attention", params=ATTENTION_PREFILL, tests=("test_edges", "test_workload"),
@@ -621,7 +621,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="attention-tiles-sum-every-pass",
         models="attention, P V in column tiles: P's exponentials join the running sum on every "
                "replay of P, not the first only",
-        file="rtl/attention.py",
+        file="scoville/rtl/attention.py",
         edits=(Edit("with m.If(en_a & s1 & s1_p & s1_sum):", "with m.If(en_a & s1 & s1_p):"),),
         block="attention", params=ATTENTION_TILES, tests=("test_edges", "test_workload"),
         timing=False,
@@ -632,7 +632,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="attention-tiles-v-window-stale",
         models="attention, P V in column tiles: every V read takes the first tile's lines",
-        file="rtl/attention.py",
+        file="scoville/rtl/attention.py",
         edits=(Edit("cache_req.line0.eq(Mux(rdw.sub, rd_vt * VL, 0))", "cache_req.line0.eq(0)"),),
         block="attention", params=ATTENTION_TILES, tests=("test_edges", "test_workload"),
         timing=False,
@@ -641,7 +641,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="kvcache-window-skips-one-short",
         models="kvcache: a windowed read steps to the next token's window a line short",
-        file="rtl/linereader.py",
+        file="scoville/rtl/kvcache_linereader.py",
         edits=(Edit("off.eq(off + skip + 1)", "off.eq(off + skip)"),),
         block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
         why="half the random reads take a window of a token's 4 lines; with the skip one short "
@@ -651,7 +651,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="moe-full-batch-refused",
         models="MoE: a batch of exactly `tokens` tokens is refused as too many",
-        file="rtl/moe.py",
+        file="scoville/rtl/moe.py",
         edits=(Edit("bad = (t_ == 0) | (t_ > T)", "bad = (t_ == 0) | (t_ >= T)"),),
         block="moe", params=MOE, tests=("test_edges",), timing=False,
         why="the directed edges end with a full batch, and the testbench expects its output",
@@ -660,7 +660,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="moe-last-long-unchecked",
         models="MoE: a weight response that runs long (no `last` on its last word) passes; "
                "only early ends are caught",
-        file="rtl/moe.py",
+        file="scoville/rtl/moe.py",
         edits=(Edit("with m.If(self.rdata.payload.last != burst_end):",
                     "with m.If(self.rdata.payload.last & ~burst_end):"),),
         block="moe", params=MOE, tests=("test_bad_weights",), timing=False,
@@ -670,7 +670,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="moe-burst-end-off-by-one",
         models="MoE: the `last` check expects a burst one word longer than the fetch engine's",
-        file="rtl/moe.py",
+        file="scoville/rtl/moe.py",
         edits=(Edit("burst_end = tile_end | (w_beat == cfg.fetch.burst - 1)",
                     "burst_end = tile_end | (w_beat == cfg.fetch.burst)"),),
         block="moe", params=MOE, tests=("test_edges",), timing=False,
@@ -681,7 +681,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="moe-output-not-cleared",
         models="MoE: the output memory is not cleared while a batch comes in, so a batch adds "
                "onto the one before",
-        file="rtl/moe.py",
+        file="scoville/rtl/moe.py",
         edits=(Edit("        with m.If(clearing):\n",
                     "        with m.If(clearing & 0):\n"),),
         block="moe", params=MOE, tests=("test_edges",), timing=False,
@@ -691,7 +691,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="moe-shared-weight-two",
         models="MoE, DeepSeek: the shared expert's output is added twice over (weight 2.0)",
-        file="rtl/moe.py",
+        file="scoville/rtl/moe.py",
         edits=(Edit("lst_w[i].eq(fp32_bits(1.0))", "lst_w[i].eq(fp32_bits(2.0))"),),
         block="moe", params=MOE_DEEPSEEK, tests=("test_edges",), timing=False,
         why="every token passes through the shared expert",
@@ -700,7 +700,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="moe-pad-rows-counts-all",
         models="MoE: the pad_rows counter adds an expert's whole row tiles, not their empty "
                "rows",
-        file="rtl/moe.py",
+        file="scoville/rtl/moe.py",
         edits=(Edit('"pad_rows": Mux(starts, (run_n + R - 1) // R * R - run_n, 0),',
                     '"pad_rows": Mux(starts, (run_n + R - 1) // R * R, 0),'),),
         block="moe", params=MOE, tests=("test_edges",), timing=False,
@@ -710,7 +710,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="moe-combine-drain-one-late",
         models="MoE: after an expert's last down row the sequencer waits one cycle more for "
                "the combine's write than it needs",
-        file="rtl/moe.py",
+        file="scoville/rtl/moe.py",
         edits=(Edit("        acc_v = Signal()\n",
                     "        acc_v = Signal()\n        acc_v_d = Signal()\n"
                     "        m.d.sync += acc_v_d.eq(acc_v)\n"),
@@ -779,30 +779,11 @@ def snapshot(dest: Path, rev: str | None) -> None:
                 target = dest / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, target)
-    link_packages(dest)
 
 
-def package_dirs(tree: Path) -> dict[str, str]:
-    """The package-to-folder mapping of ``tree``'s ``pyproject.toml``."""
-    project = tomllib.loads((tree / "pyproject.toml").read_text())
-    return project["tool"]["setuptools"]["package-dir"]
-
-
-def link_packages(tree: Path) -> None:
-    """Make ``tree`` importable from ``PYTHONPATH``: the package is installed in editable mode
-    with a package-dir mapping (``scoville.rtl`` is ``rtl/``, ...), which a plain copy does
-    not have. Each package that is not already where its dotted name says gets a relative
-    symbolic link there (``scoville/rtl -> ../rtl``), so ``import scoville.rtl`` finds the
-    copy's ``rtl/`` through Python's path finder, which runs before the editable install's
-    finder (appended to ``sys.meta_path``)."""
-    for name, folder in sorted(package_dirs(tree).items(), key=lambda item: item[0].count(".")):
-        target = (tree / folder).resolve()
-        where = tree.joinpath(*name.split("."))
-        if where.resolve() == target:
-            continue
-        if where.exists() or where.is_symlink():
-            raise RuntimeError(f"cannot link package {name}: {where.relative_to(tree)} exists")
-        where.symlink_to(os.path.relpath(target, where.parent), target_is_directory=True)
+#: The packages a worker must import from the copy: the one package, and the parts a mutation
+#: edits or a simulation runs.
+PACKAGES = ("scoville", "scoville.rtl", "scoville.sim", "scoville.testbenches")
 
 
 # One simulation, in a subprocess that imports a copy.
@@ -918,10 +899,9 @@ def run_job(tree: Path, block: str, params: dict, sim: str, seed: int, tests: li
     work.mkdir(exist_ok=True)
     job_file, result_file, log = (work / f"{tag}-{sim}.{ext}" for ext in ("json", "out",
                                                                           "log"))
-    packages = sorted(package_dirs(tree))
     job_file.write_text(json.dumps({
         "tree": str(tree), "block": block, "params": params, "sim": sim, "seed": seed,
-        "tests": tests, "packages": packages, "result": str(result_file),
+        "tests": tests, "packages": list(PACKAGES), "result": str(result_file),
     }))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))

@@ -12,7 +12,7 @@ command -v iverilog >/dev/null && command -v vvp >/dev/null || need_apt+=(iveril
 [ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
 command -v make >/dev/null && command -v g++ >/dev/null || need_apt+=(make g++)
 command -v perl >/dev/null || need_apt+=(perl)
-# Optional: ccache makes a new Verilator build about twice as fast (see sim/flow.py). With
+# Optional: ccache makes a new Verilator build about twice as fast (see scoville/sim/flow.py). With
 # SCOVILLE_SYNTH_TOOLS=1 (scripts/test sets it; the demo needs neither), Yosys too: it gives
 # `scoville synth`, the area test and scripts/area.py their cell counts.
 synth_tools="${SCOVILLE_SYNTH_TOOLS:-0}"

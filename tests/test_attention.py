@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scoville.rtl.attention import OPS, STATUS, Attention, AttentionConfig, rtl_error
-from scoville.rtl.params import ParamError, build_config
+from scoville.rtl.lib.params import ParamError, build_config
 from scoville.sim.cycles import attention as timed
 from scoville.sim.golden.attention import (
     LOG2E,

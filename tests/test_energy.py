@@ -11,8 +11,8 @@ import pytest
 
 from scoville.blocks import get_block, parse_params
 from scoville.cli import main
-from scoville.sim.energy import EnergyError, coverage, energy_from, measure, memory_accesses
-from scoville.sim.synth import NODES, SRAM_45NM, sram_pj_per_bit, stillmaker
+from scoville.synth.energy import EnergyError, coverage, energy_from, measure, memory_accesses
+from scoville.synth.yosys import NODES, SRAM_45NM, sram_pj_per_bit, stillmaker
 
 
 def test_sram_energy_passes_through_horowitz_points_and_grows_with_size():

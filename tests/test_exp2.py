@@ -5,9 +5,10 @@ and the RTL on both simulators."""
 import numpy as np
 import pytest
 
-from scoville.rtl.exp2 import EXP2_FRAC_BITS, Exp2Config, exp2_table, fp32_exp2
-from scoville.rtl.formats import FP32_QNAN
-from scoville.rtl.params import ParamError
+from scoville.rtl.exp2 import Exp2Config
+from scoville.rtl.lib.formats import FP32_QNAN
+from scoville.rtl.lib.fp32 import EXP2_FRAC_BITS, exp2_table, fp32_exp2
+from scoville.rtl.lib.params import ParamError
 from scoville.sim.golden.exp2 import TABLE, exp2, exp2_of_fixed
 from scoville.testbenches.exp2 import DIRECTED, directed_operands, random_operands
 

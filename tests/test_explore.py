@@ -1,4 +1,4 @@
-"""The exploration model (``scoville.sim.explore``): its specs and their errors, the model
+"""The exploration model (``scoville.explore``): its specs and their errors, the model
 sizes against the public figures, the physical bound on decode, the blocks chip's times from
 the blocks' own models, the Pareto frontier, the JSON, and the Dask path."""
 
@@ -12,13 +12,9 @@ from contextlib import redirect_stdout
 import pytest
 
 from scoville.cli import main
-from scoville.rtl.gemm import GemmConfig
-from scoville.rtl.params import build_config
-from scoville.sim.cycles import gemm as gemm_timed
-from scoville.sim.cycles import moe as moe_timed
-from scoville.sim.explore import blocks, perf, shapes, sweep
-from scoville.sim.explore.bands import BANDS
-from scoville.sim.explore.specs import (
+from scoville.explore import blocks, perf, shapes, sweep
+from scoville.explore.bands import BANDS
+from scoville.explore.specs import (
     CHIPS,
     MODELS,
     SCENARIOS,
@@ -28,7 +24,11 @@ from scoville.sim.explore.specs import (
     load_chip,
     load_model,
 )
-from scoville.sim.synth import NODES
+from scoville.rtl.gemm import GemmConfig
+from scoville.rtl.lib.params import build_config
+from scoville.sim.cycles import gemm as gemm_timed
+from scoville.sim.cycles import moe as moe_timed
+from scoville.synth.yosys import NODES
 
 
 def test_model_sizes_match_the_public_figures():
@@ -155,7 +155,7 @@ def test_the_blocks_chip_takes_its_area_and_energy_from_synthesis():
 
 @pytest.mark.skipif(shutil.which("yosys") is None, reason="no yosys")
 def test_the_synthesis_data_is_the_commands():
-    """sim/explore/synth.json (scripts/area.py) holds what ``scoville synth`` says now: the
+    """scoville/explore/synth.json (scripts/area.py) holds what ``scoville synth`` says now: the
     int8 engine's logic per PE at 8 x 8 (an RTL change that moves it needs the script run
     again)."""
     out = io.StringIO()
@@ -329,7 +329,7 @@ def test_a_model_file_round_trips(tmp_path):
 def test_dask_gives_the_same_json_as_a_serial_run():
     from dask.distributed import Client, LocalCluster
 
-    from scoville.sim.explore import report
+    from scoville.explore import report
 
     args = (["b200", "asic-2026"], ["gpt-oss-120b"], [Scenario(1024, 1024, (1, 16, 256))])
     serial = report.as_json(sweep.explore(*args, progress=None))

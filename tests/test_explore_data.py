@@ -1,4 +1,4 @@
-"""The InferenceX validation dataset (``sim/explore/data``, ``scripts/inferencex_dataset.py``):
+"""The InferenceX validation dataset (``scoville/explore/data``, ``scripts/inferencex_dataset.py``):
 one dated snapshot, every kept point complete and in scope, every left-out point with its
 reason."""
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent.parent / "sim" / "explore" / "data"
+DATA = Path(__file__).resolve().parent.parent / "scoville" / "explore" / "data"
 MODELS = {"deepseek-r1", "gpt-oss-120b", "kimi-k2"}
 HARDWARE = {"h100", "h200", "b200", "gb200", "gb300"}
 SCENARIOS = {(1024, 1024), (1024, 8192), (8192, 1024)}
@@ -56,7 +56,7 @@ def test_every_left_out_point_says_why():
 
 
 def test_the_validation_doc_is_what_its_script_writes_today(tmp_path):
-    """docs/explore-validation.md and the band every point carries (sim/explore/bands.json)
+    """docs/explore-validation.md and the band every point carries (scoville/explore/bands.json)
     are the output of scripts/explore_validate.py on today's model and dataset: a change to
     either that moves an error shows here until they are regenerated."""
     root = DATA.parent.parent.parent
@@ -64,4 +64,4 @@ def test_the_validation_doc_is_what_its_script_writes_today(tmp_path):
     subprocess.run([sys.executable, str(root / "scripts" / "explore_validate.py"), "--out",
                     str(out), "--bands", str(bands)], check=True, capture_output=True)
     assert out.read_text() == (root / "docs" / "explore-validation.md").read_text()
-    assert bands.read_text() == (root / "sim" / "explore" / "bands.json").read_text()
+    assert bands.read_text() == (root / "scoville" / "explore" / "bands.json").read_text()

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from scoville.sim.explore import attribute, perf, shapes, sweep
-from scoville.sim.explore.parallel import Parallelism, parallelisms
-from scoville.sim.explore.specs import CHIPS, MODELS, Scenario, SpecError
+from scoville.explore import attribute, perf, shapes, sweep
+from scoville.explore.parallel import Parallelism, parallelisms
+from scoville.explore.specs import CHIPS, MODELS, Scenario, SpecError
 
 DS = MODELS["deepseek-r1"]
 DS_FP4 = dataclasses.replace(DS, expert_fmt="nvfp4", expert_act_fmt="fp4")
@@ -264,7 +264,7 @@ def test_an_all_reduce_across_domains_takes_nccls_latency():
     by hand: tree 6.8 + 2 (7 x 0.6 + 1 x 5.0) = 25.2 us; ring (its NVLink steps floored at
     1.0 us across nodes) 6.6 + 2 (16 - 2) x 1.0 + 2 x 2.7 = 40.0 us; the tree wins. At 64
     over 8 domains: tree 6.8 + 2 (4.2 + 15)."""
-    from scoville.sim.explore.parallel import allreduce_latency
+    from scoville.explore.parallel import allreduce_latency
     h100 = CHIPS["h100"]
     assert allreduce_latency(h100, 8) == pytest.approx(h100.link_latency_us * 1e-6)
     assert allreduce_latency(h100, 16) == pytest.approx(25.2e-6)
@@ -278,7 +278,7 @@ def test_an_all_to_all_across_domains_sends_to_its_own_domain_over_the_links():
     """ep16 over two 8-GPU domains: 7 of a chip's 15 peers are in its domain (NVLink), 8 are
     not (the NIC); both at once, so the NIC's share sets the time. Each of the two phases
     pays the chip's in-domain all-to-all latency and one network step (two domains)."""
-    from scoville.sim.explore.parallel import a2a_latency, comm
+    from scoville.explore.parallel import a2a_latency, comm
     h100 = CHIPS["h100"]
     assert a2a_latency(h100, 8) == pytest.approx(h100.a2a_latency_us * 1e-6)
     assert a2a_latency(h100, 16) == pytest.approx((h100.a2a_latency_us + 5.0) * 1e-6)
@@ -303,8 +303,8 @@ def test_a_gpu_draws_idle_power_plus_its_busy_units_shares():
     second whose compute units are busy half of it and memory a quarter draws 75 + (0.5
     compute + 0.25 memory) x (700 - 75) W; one that keeps both busy all along would pass the
     700 W limit, so it is slowed until it draws exactly 700 W."""
-    from scoville.sim.explore.parallel import Phase
-    from scoville.sim.explore.specs import GPU_POWER
+    from scoville.explore.parallel import Phase
+    from scoville.explore.specs import GPU_POWER
     h100 = CHIPS["h100"]
     e = h100.energy
     assert e.static_w == 75.0
@@ -357,7 +357,7 @@ def test_the_power_doc_is_what_its_script_writes_today(tmp_path):
                     str(out)], check=True, capture_output=True)
     text = out.read_text()
     assert text == (root / "docs" / "explore-power.md").read_text()
-    from scoville.sim.explore.specs import GPU_POWER
+    from scoville.explore.specs import GPU_POWER
     assert (f"compute {GPU_POWER['compute']:.2f}, memory\n{GPU_POWER['memory']:.2f} of the "
             "limit less idle") in text
 
@@ -452,7 +452,7 @@ def test_a_pipelined_prefill_worker_starts_a_batch_every_stage_time():
 def test_the_attribution_groups_cover_every_spec_that_times_a_chip():
     """Every Chip field but its name, kind, description and area (which only tokens/s per
     mm^2 reads) is in one group, so the coalition of all groups is chip A itself."""
-    from scoville.sim.explore.specs import Chip
+    from scoville.explore.specs import Chip
     grouped = [f for fields in attribute.GROUPS.values() for f in fields]
     assert len(grouped) == len(set(grouped))
     rest = {f.name for f in dataclasses.fields(Chip)} - set(grouped)

@@ -9,7 +9,7 @@ from amaranth.hdl import Module
 
 from scoville.blocks import get_block
 from scoville.rtl.fetch import Fetch, FetchConfig
-from scoville.rtl.params import ParamError
+from scoville.rtl.lib.params import ParamError
 from scoville.sim.cycles.fetch import timing
 from scoville.sim.cycles.memory import MemoryAgent
 from scoville.sim.cycles.stream import Schedule, Source

@@ -1,12 +1,12 @@
-"""rtl/formats.py: each layout puts its fields where the format's own encoding has them (checked
-against ml_dtypes and NumPy's float32), and the widths and block sizes are the formats'."""
+"""scoville/rtl/lib/formats.py: each layout puts its fields where the format's own encoding has them
+(checked against ml_dtypes and NumPy's float32), and the widths and block sizes are the formats'."""
 
 import ml_dtypes
 import numpy as np
 import pytest
 from amaranth.hdl import Shape
 
-from scoville.rtl import formats
+from scoville.rtl.lib import formats
 
 FLOATS = [
     (formats.E2M1, ml_dtypes.float4_e2m1fn, 2, 1, "mxfp4"),

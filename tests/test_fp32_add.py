@@ -4,9 +4,10 @@ Amaranth's simulator, config errors, and the RTL on both simulators."""
 import numpy as np
 import pytest
 
-from scoville.rtl.formats import FP32_QNAN
-from scoville.rtl.fp32_add import Fp32AddConfig, fp32_add
-from scoville.rtl.params import ParamError
+from scoville.rtl.fp32_add import Fp32AddConfig
+from scoville.rtl.lib.formats import FP32_QNAN
+from scoville.rtl.lib.fp32 import fp32_add
+from scoville.rtl.lib.params import ParamError
 from scoville.sim.golden.fp32_add import fp32_add as golden_add
 from scoville.testbenches.fp32_add import DIRECTED, directed_pairs, random_pairs
 

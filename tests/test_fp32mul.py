@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from scoville.rtl.formats import FP32_QNAN
-from scoville.rtl.fp32mul import fp32_mul
+from scoville.rtl.lib.formats import FP32_QNAN
+from scoville.rtl.lib.fp32 import fp32_mul
 
 from .combsim import evaluate
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoville.rtl.fp4_mul import Fp4MulConfig
-from scoville.rtl.params import ParamError
+from scoville.rtl.lib.params import ParamError
 from scoville.sim.cycles.stream import Schedule, Source, pipeline_cycles_ideal, pipeline_timing
 from scoville.sim.golden import E2M1_VALUES, fp4_mul
 

@@ -4,7 +4,7 @@ simulator (the cocotb tests of the MX and NVFP4 dot units cover it again in Veri
 import numpy as np
 from amaranth.hdl import signed
 
-from scoville.rtl.fpconv import scaled_int_to_fp32
+from scoville.rtl.lib.fp32 import scaled_int_to_fp32
 
 from .combsim import evaluate
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from scoville.blocks import get_block, parse_params
 from scoville.rtl.gemm import GemmConfig
-from scoville.rtl.params import ParamError
+from scoville.rtl.lib.params import ParamError
 from scoville.sim import flow
 from scoville.sim.cycles.gemm import (
     command_cycles,

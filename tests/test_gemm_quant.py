@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from scoville.blocks import get_block, parse_params
-from scoville.rtl.formats import MX_BLOCK
 from scoville.rtl.gemm import GemmConfig
 from scoville.rtl.gemm_quant import GemmQuantConfig
+from scoville.rtl.lib.formats import MX_BLOCK
+from scoville.rtl.lib.params import ParamError
 from scoville.rtl.mx_quant import MxQuantConfig
-from scoville.rtl.params import ParamError
 from scoville.sim import flow
 from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import gemm_quant as timed

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from scoville.rtl.int_mac import IntMacConfig
-from scoville.rtl.params import ParamError
+from scoville.rtl.lib.params import ParamError
 from scoville.sim.golden.int_mac import int_mac, wrap_int32
 
 from .simcheck import assert_passed, simulate

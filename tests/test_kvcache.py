@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoville.rtl.kvcache import OPS, STATUS, KvCacheConfig
-from scoville.rtl.params import ParamError
+from scoville.rtl.lib.params import ParamError
 from scoville.sim.cycles.kvcache import (
     engine_cycles,
     read_cycles,

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from scoville.rtl.lib.params import ParamError, build_config
 from scoville.rtl.moe import MoeConfig
-from scoville.rtl.params import ParamError, build_config
 from scoville.sim.golden.gemm import matmul
 from scoville.sim.golden.moe import (
     block_input,

@@ -1,12 +1,12 @@
 """The MoE block (:class:`scoville.rtl.moe.Moe`) in Amaranth's simulator: what its cocotb
-testbench (``testbenches/moe.py``, ``tests/test_moe.py::test_moe_rtl``: outputs bit for bit,
-every handshake against the timed model, on both simulators) does not see: the status of a
+testbench (``scoville/testbenches/moe.py``, ``tests/test_moe.py::test_moe_rtl``: outputs bit for
+bit, every handshake against the timed model, on both simulators) does not see: the status of a
 refused batch."""
 
 from amaranth.sim import Simulator
 
+from scoville.rtl.lib.params import build_config
 from scoville.rtl.moe import STATUS, Moe, MoeConfig
-from scoville.rtl.params import build_config
 
 from .amsim import Edges, send
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+from scoville.rtl.lib.params import build_config
 from scoville.rtl.moe import MoeConfig
 from scoville.rtl.moe_dispatch import Dispatch
-from scoville.rtl.params import build_config
 from scoville.sim.cycles.moe import dispatch_latency
 from scoville.sim.golden.moe import dispatch
 

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from scoville.rtl.lib.params import build_config
 from scoville.rtl.moe import MoeConfig
-from scoville.rtl.params import build_config
 from scoville.sim.cycles import moe as moe_timed
 from scoville.sim.cycles.memory import MemoryAgent
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+from scoville.rtl.lib.params import build_config
 from scoville.rtl.moe import MoeConfig
 from scoville.rtl.moe_router import Router
-from scoville.rtl.params import build_config
 from scoville.sim.cycles.moe import route_latency
 from scoville.sim.golden.moe import deepseek_route, gpt_oss_route
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from amaranth.hdl import Fragment
 
-from scoville.rtl.moe_swiglu import Swiglu, SwigluConfig, fp32_sigmoid, swiglu
-from scoville.rtl.params import ParamError
+from scoville.rtl.lib.fp32 import fp32_sigmoid
+from scoville.rtl.lib.params import ParamError
+from scoville.rtl.moe_swiglu import Swiglu, SwigluConfig, swiglu
 from scoville.sim.golden.moe import gpt_oss_glu, sigmoid_unit, silu_glu
 
 from .combsim import evaluate

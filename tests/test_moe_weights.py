@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+from scoville.rtl.lib.params import build_config
 from scoville.rtl.moe import MoeConfig
 from scoville.rtl.moe_weights import WeightTiles
-from scoville.rtl.params import build_config
 from scoville.sim.golden.moe import tile_words
 
 from .amsim import Edges, receive, send

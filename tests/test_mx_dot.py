@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from scoville.rtl.lib.params import ParamError
 from scoville.rtl.mx_dot import MxDotConfig
-from scoville.rtl.params import ParamError
 from scoville.sim.golden import E2M1_VALUES
 from scoville.sim.golden.fp32_add import FP32_QNAN
 from scoville.sim.golden.mx_dot import mx_dot

@@ -4,8 +4,8 @@
 
 import pytest
 
+from scoville.rtl.lib.params import ParamError
 from scoville.rtl.mx_quant import MxQuantConfig
-from scoville.rtl.params import ParamError
 
 from .simcheck import assert_passed, simulate
 

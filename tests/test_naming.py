@@ -1,7 +1,7 @@
-"""Every block's pieces are found by the block's own name (``docs/adding-a-block.md``): for a
-block ``B``, the component in ``rtl/B.py``, the golden model in ``sim/golden/B.py``, the timed
-model in ``sim/cycles/B.py`` (or the shared stalling-pipeline model), the testbench in
-``testbenches/B.py`` and the tests in ``tests/test_B.py``."""
+"""Every block's pieces are found by the block's own name (``docs/adding-a-block.md``): for a block
+``B``, the component in ``scoville/rtl/B.py``, the golden model in ``scoville/sim/golden/B.py``, the
+timed model in ``scoville/sim/cycles/B.py`` (or the shared stalling-pipeline model), the testbench
+in ``scoville/testbenches/B.py`` and the tests in ``tests/test_B.py``."""
 
 import dataclasses
 from pathlib import Path
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from scoville.blocks import BLOCKS
-from scoville.rtl.params import is_part
+from scoville.rtl.lib.params import is_part
 from scoville.sim.cycles.stream import pipeline_timing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,8 +26,8 @@ def test_a_block_is_found_by_its_name(block):
         assert block.timed.__module__ == f"scoville.sim.cycles.{name}"
         assert block.timed.__name__ == "timing"
     assert block.testbench == f"scoville.testbenches.{name}"
-    for path in (f"rtl/{name}.py", f"sim/golden/{name}.py", f"testbenches/{name}.py",
-                 f"tests/test_{name}.py"):
+    for path in (f"scoville/rtl/{name}.py", f"scoville/sim/golden/{name}.py",
+                 f"scoville/testbenches/{name}.py", f"tests/test_{name}.py"):
         assert (ROOT / path).is_file(), path
 
 

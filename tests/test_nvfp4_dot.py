@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from scoville.rtl.lib.params import ParamError
 from scoville.rtl.nvfp4_dot import Nvfp4DotConfig
-from scoville.rtl.params import ParamError
 from scoville.sim.golden import E2M1_VALUES
 from scoville.sim.golden.nvfp4_dot import E4M3_VALUES, nvfp4_dot
 

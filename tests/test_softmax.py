@@ -9,8 +9,8 @@ import pytest
 from amaranth.hdl import Cat, Const
 
 from scoville.rtl.attention import _encode
-from scoville.rtl.softmax import fp32_key, fp32_recip, fp32_to_bf16
-from scoville.rtl.transpose import decode_token
+from scoville.rtl.attention_transpose import decode_token
+from scoville.rtl.lib.fp32 import fp32_key, fp32_recip, fp32_to_bf16
 from scoville.sim.golden.kvcache import stored_values
 from scoville.sim.golden.mx import dequantize_mxfp4, quantize_bf16, quantize_mxfp4
 

@@ -9,7 +9,7 @@ from contextlib import redirect_stdout
 import pytest
 
 from scoville.cli import main
-from scoville.sim.synth import CMOS, FF_TRANSISTORS, NODES
+from scoville.synth.yosys import CMOS, FF_TRANSISTORS, NODES
 
 pytestmark = pytest.mark.skipif(shutil.which("yosys") is None, reason="no yosys")
 needs_nextpnr = pytest.mark.skipif(shutil.which("nextpnr-ice40") is None,

@@ -1,0 +1,44 @@
+"""The streaming IEEE-754 binary32 adder block: lanes of :func:`~scoville.rtl.lib.fp32.fp32_add`,
+which matches NumPy float32 addition bit for bit (round to nearest even, subnormals kept, no
+flush to zero), except that every NaN it produces is the canonical quiet NaN ``FP32_QNAN``.
+"""
+
+from dataclasses import dataclass
+
+from .lib.fp32 import fp32_add
+from .lib.params import check_int, param
+from .lib.pipeline import LaneUnit
+
+__all__ = ["Fp32Add", "Fp32AddConfig", "fp32_add"]
+
+
+@dataclass(frozen=True)
+class Fp32AddConfig:
+    """Parameters of :class:`Fp32Add`.
+
+    Attributes
+    ----------
+    lanes : int
+        Additions computed per cycle.
+    latency : int
+        Register stages between input and output.
+    """
+
+    lanes: int = param(1, "1..16", "additions per cycle")
+    latency: int = param(1, "1..4", "register stages")
+
+    def __post_init__(self):
+        check_int("lanes", self.lanes, 1, 16)
+        check_int("latency", self.latency, 1, 4)
+
+
+class Fp32Add(LaneUnit):
+    """``lanes`` IEEE-754 binary32 adders (:func:`fp32_add`) behind one stream (see
+    :class:`~scoville.rtl.lib.pipeline.LaneUnit`): binary32 encodings in, their sums out. The
+    adders are combinational; the ``latency`` register stages follow them."""
+
+    def __init__(self, config: Fp32AddConfig):
+        super().__init__(config, 32, 32)
+
+    def lane(self, m, k, a, b):
+        return fp32_add(m, a, b, name=f"add{k}")

@@ -1,0 +1,268 @@
+"""The tiled GEMM engine: C = A x B on an R x C systolic array, for any M x K x N.
+
+The engine runs one fixed schedule per command (see ``docs/gemm.md`` and the timed model
+:mod:`scoville.sim.cycles.gemm`): every schedule step reads at most one A beat and one B beat
+from the operand buffers and emits at most one row of C. When a step needs a beat that has not
+arrived, or must emit a row while the previous one still waits on ``o.ready``, the whole engine
+(array, skew registers, buffers' read side) holds for a cycle, and the cause is counted. So the
+cycle count is always the schedule length plus the counted stall cycles.
+
+The engine is made of named components (``docs/gemm.md`` draws them):
+
+``abuf``, ``bbuf`` (:class:`~scoville.rtl.gemm_opbuffer.OperandBuffer`)
+    The operand buffers, between the ``a`` and ``b`` streams and the schedule.
+``flow``, the dataflow chosen at elaboration, behind one contract
+(:func:`~scoville.rtl.gemm_dataflow.dataflow_signature`)
+    ``os`` (:class:`~scoville.rtl.gemm_os_dataflow.OutputStationary`: a sequencer and the array) or
+    ``ws`` (:class:`~scoville.rtl.gemm_ws_dataflow.WeightStationary`: a sequencer, the array and the
+    accumulator SRAM).
+the shell (:class:`Gemm` itself)
+    Takes commands, holds the engine when a step cannot run, owns the output register of
+    ``o``, the status and the counters.
+
+Formats (:mod:`scoville.rtl.gemm_arith`, ``docs/numerics.md``): ``int8`` and ``int4`` multiply
+exactly and accumulate in INT32 with wrap-around. ``mxfp4``, ``mxfp8``, ``mxfp8`` x ``mxfp4``
+and ``nvfp4`` sum the exact products of each block along K, round the block sum times its two
+scales once to binary32 and add it into a binary32 accumulator, blocks in order from +0, as
+:class:`~scoville.rtl.mx_dot.MxDot` and :class:`~scoville.rtl.nvfp4_dot.Nvfp4Dot` do (NVFP4
+then multiplies by the command's tensor scales). ``bf16`` rounds each product once to binary32
+and adds it into a binary32 accumulator, in K order.
+"""
+
+import functools
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .gemm_arith import FORMATS, Arith, pair_error
+from .gemm_dataflow import CMD, DIM_BITS
+from .gemm_opbuffer import OperandBuffer
+from .gemm_os_dataflow import OutputStationary
+from .gemm_ws_dataflow import WeightStationary
+from .lib.counters import counter_layout
+from .lib.fp32 import fp32_mul
+from .lib.params import ParamError, check_choice, check_int, param
+
+__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "STATUS", "Gemm", "GemmConfig", "command_layout",
+           "command_members", "operand_layouts"]
+
+#: Status codes of the last command.
+STATUS = {"ok": 0, "zero_dim": 1}
+
+#: The performance counters (the ``counters`` port).
+COUNTERS = counter_layout({"busy": 32, "stall_a": 32, "stall_b": 32, "stall_out": 32,
+                           "idle": 32, "rejected": 16})
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """Parameters of :class:`Gemm` (and of its golden and timed models).
+
+    Attributes
+    ----------
+    rows, cols : int
+        The array is ``rows`` x ``cols`` processing elements.
+    fmt : str
+        The format of A (and of B unless ``b_fmt`` says otherwise): ``int8``, ``int4`` (INT32
+        accumulation), ``mxfp4``, ``nvfp4``, ``mxfp8``, ``bf16`` (FP32 accumulation); see
+        :mod:`scoville.rtl.gemm_arith`.
+    b_fmt : str
+        The format of B: ``same`` (as ``fmt``), or ``mxfp4`` with ``fmt=mxfp8``.
+    dataflow : str
+        ``os`` (output-stationary) or ``ws`` (weight-stationary).
+    buffer_depth : int
+        Beats each operand buffer holds.
+    acc_rows : int
+        ``ws`` only: rows of C accumulated on chip per pass (M is split into chunks of this).
+    """
+
+    rows: int = param(8, "1..64", "array rows")
+    cols: int = param(8, "1..64", "array columns")
+    fmt: str = param("int8", ", ".join(FORMATS), "element format (of A, and of B by default)")
+    b_fmt: str = param("same", "same, " + ", ".join(FORMATS),
+                       "B's element format: same (as fmt), or mxfp4 with fmt=mxfp8")
+    dataflow: str = param("os", "os, ws", "output- or weight-stationary")
+    buffer_depth: int = param(64, "2..4096", "beats per operand buffer")
+    acc_rows: int = param(256, "2..4096", "ws: accumulator rows")
+
+    def __post_init__(self):
+        check_int("rows", self.rows, 1, 64)
+        check_int("cols", self.cols, 1, 64)
+        check_choice("fmt", self.fmt, FORMATS)
+        check_choice("b_fmt", self.b_fmt, ("same", *FORMATS))
+        error = pair_error(self.fmt, self.b_format)
+        if error:
+            raise ParamError(error)
+        check_choice("dataflow", self.dataflow, ("os", "ws"))
+        check_int("buffer_depth", self.buffer_depth, 2, 4096)
+        check_int("acc_rows", self.acc_rows, 2, 4096)
+        block = self.arith.block
+        if self.mx and self.dataflow == "ws" and block % self.rows:
+            allowed = ", ".join(str(r) for r in range(1, block + 1) if block % r == 0)
+            raise ParamError(
+                f"parameter 'rows' = {self.rows} is not allowed with fmt={self.fmt} and "
+                f"dataflow=ws (a K tile must not straddle a block of {block}); "
+                f"allowed: {allowed}"
+            )
+
+    @property
+    def b_format(self) -> str:
+        """B's element format (``b_fmt``, with ``same`` resolved)."""
+        return self.fmt if self.b_fmt == "same" else self.b_fmt
+
+    @functools.cached_property
+    def arith(self) -> Arith:
+        """What a PE computes (:class:`~scoville.rtl.gemm_arith.Arith`)."""
+        return Arith(self)
+
+    @property
+    def mx(self) -> bool:
+        """The operands are block formats (elements with block scales: MX or NVFP4)."""
+        return self.arith.kind == "block"
+
+
+def _beat(config: GemmConfig, elem, lanes: int, scales: int) -> data.StructLayout:
+    fields = {"data": data.ArrayLayout(elem, lanes)}
+    if config.mx:
+        fields["scale"] = data.ArrayLayout(8, scales) if scales > 1 else unsigned(8)
+    return data.StructLayout(fields)
+
+
+def operand_layouts(config: GemmConfig) -> tuple[data.StructLayout, data.StructLayout]:
+    """The payload layouts of the ``a`` and ``b`` streams of :class:`Gemm` with ``config``."""
+    rows, cols = config.rows, config.cols
+    arith = config.arith
+    return (_beat(config, arith.a_shape, rows, rows if config.dataflow == "os" else 1),
+            _beat(config, arith.b_shape, cols, cols))
+
+
+def command_layout(config: GemmConfig) -> data.StructLayout:
+    """The payload layout of the ``cmd`` stream: M, K and N (:data:`CMD`), and for ``nvfp4``
+    the binary32 tensor scales of A and B (``scale_a``, ``scale_b``)."""
+    fields = dict(CMD.members)
+    if config.arith.tensor_scale:
+        fields.update(scale_a=unsigned(32), scale_b=unsigned(32))
+    return data.StructLayout(fields)
+
+
+def command_members(a_layout, b_layout, out_layout, counters, cmd_layout=CMD) -> dict:
+    """The ports of a block driven like the engine: ``cmd`` (one GEMM per command), the
+    operand streams ``a`` and ``b``, the output stream ``o``, ``status`` and ``counters``."""
+    return {
+        "cmd": In(stream.Signature(cmd_layout)),
+        "a": In(stream.Signature(a_layout)),
+        "b": In(stream.Signature(b_layout)),
+        "o": Out(stream.Signature(out_layout)),
+        "status": Out(2),
+        "counters": Out(counters),
+    }
+
+
+class Gemm(wiring.Component):
+    """C = A x B on a ``rows`` x ``cols`` systolic array, tile by tile.
+
+    A command gives M, K and N; the operands then arrive as beats in the order of
+    :func:`scoville.sim.golden.gemm.operand_beats`, and C leaves as rows of ``cols`` values in
+    the order of :func:`scoville.sim.golden.gemm.result_rows`. Lanes outside the matrices (rows
+    beyond M, columns beyond N) are ignored on input: the engine pads the edge tiles with
+    zeros, and a partial block along K is summed over its elements alone (as if padded).
+
+    Attributes
+    ----------
+    cmd : In(stream.Signature(command_layout(config)))
+        One GEMM per command (``m``, ``k``, ``n``; for ``nvfp4`` also ``scale_a``, ``scale_b``,
+        the binary32 tensor scales); taken when the previous one has finished. A zero
+        dimension is rejected: ``status`` becomes ``zero_dim``, ``rejected`` counts it, and
+        nothing else changes.
+    a, b : In(stream.Signature(...))
+        Operand beats: ``data`` (``rows`` resp. ``cols`` elements, lane 0 lowest) and, for the
+        block formats, ``scale`` (E8M0 codes, or E4M3 for ``nvfp4``; read on a block's final
+        element).
+    o : Out(stream.Signature(ArrayLayout(32, cols)))
+        Rows of C: INT32, or binary32 bits.
+    status : Out(2)
+        Status of the latest command (:data:`STATUS`).
+    counters : Out(COUNTERS)
+        Since reset: ``busy``, ``stall_a``, ``stall_b``, ``stall_out``, ``idle`` (32 bits each:
+        cycles of schedule steps and command accepts, of steps held for a missing A beat, for a
+        missing B beat or for ``o.ready``, of no command to run) and ``rejected`` (16 bits:
+        commands rejected).
+    """
+
+    def __init__(self, config: GemmConfig):
+        self._config = config
+        self.a_layout, self.b_layout = operand_layouts(config)
+        self.out_layout = data.ArrayLayout(32, config.cols)
+        super().__init__(command_members(self.a_layout, self.b_layout, self.out_layout,
+                                         COUNTERS, command_layout(config)))
+
+    @property
+    def config(self) -> GemmConfig:
+        return self._config
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._config
+        m.submodules.abuf = abuf = OperandBuffer(self.a_layout, cfg.buffer_depth)
+        m.submodules.bbuf = bbuf = OperandBuffer(self.b_layout, cfg.buffer_depth)
+        dataflow = OutputStationary if cfg.dataflow == "os" else WeightStationary
+        m.submodules.flow = flow = dataflow(cfg, self.a_layout, self.b_layout)
+        wiring.connect(m, wiring.flipped(self.a), abuf.i)
+        wiring.connect(m, wiring.flipped(self.b), bbuf.i)
+
+        cmd = self.cmd.payload
+        bad = (cmd.m == 0) | (cmd.k == 0) | (cmd.n == 0)
+        m.d.comb += [
+            self.cmd.ready.eq(~flow.active),
+            *(getattr(flow.cmd, d).eq(getattr(cmd, d)) for d in "mkn"),
+            flow.start.eq(self.cmd.valid & ~flow.active & ~bad),
+            flow.a.eq(abuf.data),
+            flow.b.eq(bbuf.data),
+        ]
+        with m.If(self.cmd.valid & ~flow.active):
+            m.d.sync += self.status.eq(Mux(bad, STATUS["zero_dim"], STATUS["ok"]))
+            with m.If(bad):
+                m.d.sync += self.counters.rejected.eq(self.counters.rejected + 1)
+
+        stall_out = flow.collect & self.o.valid & ~self.o.ready
+        stall_a = flow.need_a & ~abuf.avail
+        stall_b = flow.need_b & ~bbuf.avail
+        m.d.comb += [
+            flow.en.eq(flow.active & ~stall_out & ~stall_a & ~stall_b),
+            abuf.en.eq(flow.en),
+            bbuf.en.eq(flow.en),
+            abuf.take.eq(flow.need_a),
+            bbuf.take.eq(flow.need_b),
+        ]
+        row = flow.row.as_value()
+        if cfg.arith.tensor_scale:
+            # NVFP4: the product of the two tensor scales, rounded once when the command is
+            # taken, multiplies every result once.
+            scale = Signal(32)
+            with m.If(flow.start):
+                m.d.sync += scale.eq(fp32_mul(m, cmd.scale_a, cmd.scale_b, name="tensor"))
+            # A column beyond N stays +0 (also where the scale is Inf or NaN).
+            row = Cat(*(Mux(flow.cols[c], fp32_mul(m, flow.row[c], scale, name=f"out{c}"), 0)
+                        for c in range(cfg.cols)))
+        with m.If(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        with m.If(flow.en & flow.collect):
+            m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(row)]
+
+        with m.If(flow.active):
+            with m.If(stall_out):
+                m.d.sync += self.counters.stall_out.eq(self.counters.stall_out + 1)
+            with m.Elif(stall_a):
+                m.d.sync += self.counters.stall_a.eq(self.counters.stall_a + 1)
+            with m.Elif(stall_b):
+                m.d.sync += self.counters.stall_b.eq(self.counters.stall_b + 1)
+            with m.Else():
+                m.d.sync += self.counters.busy.eq(self.counters.busy + 1)
+        with m.Elif(self.cmd.valid):
+            m.d.sync += self.counters.busy.eq(self.counters.busy + 1)
+        with m.Elif(self.o.valid & ~self.o.ready):
+            m.d.sync += self.counters.stall_out.eq(self.counters.stall_out + 1)
+        with m.Else():
+            m.d.sync += self.counters.idle.eq(self.counters.idle + 1)
+        return m

@@ -1,0 +1,368 @@
+"""The output-stationary dataflow of the GEMM engine: its schedule and its array.
+
+Output tile (ti, tj) of R x C values stays in the array while K steps stream column k of the A
+tile in from the left (row r delayed r cycles) and row k of the B tile in from the top (column c
+delayed c cycles). Tiles follow each other with no gap (``max(K, R, C)`` steps apart); each PE
+keeps a finished result in a second register while the next tile accumulates, and the rows of a
+finished tile leave one per step.
+"""
+
+import functools
+import operator
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .gemm_dataflow import (
+    DIM_BITS,
+    at_least,
+    at_most,
+    block_bits,
+    command_dims,
+    dataflow_signature,
+    sequencer_members,
+)
+from .lib.comb import wire
+from .lib.fp32 import fp32_add
+from .lib.pipeline import delay
+
+__all__ = ["OsArray", "OsSequencer", "OutputStationary", "step_layout"]
+
+
+def step_layout(config) -> data.StructLayout:
+    """What the schedule tells the array about the step whose beats arrive this cycle:
+    ``valid`` (it took beats), ``first``/``last`` (its k is 0 / K - 1), ``bstart``/``bend``
+    (the first / final element of a block along K), ``rows``/``cols`` (which lanes of the
+    tile lie inside M / N)."""
+    return data.StructLayout({"valid": 1, "first": 1, "last": 1, "bstart": 1, "bend": 1,
+                              "rows": config.rows, "cols": config.cols})
+
+
+class OsSequencer(wiring.Component):
+    """The ``os`` schedule: tiles (ti, tj), tj fastest, K steps each, ``max(K, R, C)`` steps
+    apart; it counts the rows of C still to emit, so ``active`` stays high until the last one.
+
+    Attributes
+    ----------
+    cmd, start, en, collect, active, need_a, need_b
+        As :func:`~scoville.rtl.gemm_dataflow.sequencer_members` (``collect`` from the array;
+        every step takes one A and one B beat).
+    step : Out(step_layout)
+        Registered when ``en``: the flags of the step that took the beats arriving now.
+    """
+
+    def __init__(self, config):
+        self._config = config
+        super().__init__(sequencer_members(step=Out(step_layout(config))))
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._config
+        R, C = cfg.rows, cfg.cols
+        en = self.en
+        M, K, N = command_dims(m, self)
+
+        i0 = Signal(DIM_BITS)
+        j0 = Signal(DIM_BITS)
+        k = Signal(DIM_BITS)
+        span = Signal(DIM_BITS)
+        issuing = Signal()
+        pending = Signal(DIM_BITS)
+        stepping = wire(m, "stepping", issuing & (k < K))
+        k_last = wire(m, "k_last", k == K - 1)
+        last_tile = wire(m, "last_tile", (i0 + R >= M) & (j0 + C >= N))
+        tile_rows = wire(m, "tile_rows", at_most(M - i0, R), unsigned(DIM_BITS))
+        m.d.comb += [
+            self.active.eq(issuing | (pending != 0)),
+            self.need_a.eq(stepping),
+            self.need_b.eq(stepping),
+        ]
+        with m.If(self.start):
+            m.d.sync += [i0.eq(0), j0.eq(0), k.eq(0), issuing.eq(1),
+                         span.eq(at_least(self.cmd.k, R, C))]
+        with m.Elif(en & issuing):
+            with m.If(k_last & last_tile):
+                m.d.sync += issuing.eq(0)
+            with m.Elif(k == span - 1):
+                m.d.sync += k.eq(0)
+                with m.If(j0 + C >= N):
+                    m.d.sync += [j0.eq(0), i0.eq(i0 + R)]
+                with m.Else():
+                    m.d.sync += j0.eq(j0 + C)
+            with m.Else():
+                m.d.sync += k.eq(k + 1)
+
+        s1 = self.step
+        bits = block_bits(cfg)
+        with m.If(en):
+            m.d.sync += [
+                s1.valid.eq(stepping),
+                s1.first.eq(k == 0),
+                s1.last.eq(k_last),
+                s1.bstart.eq(k[:bits] == 0),
+                s1.bend.eq((k[:bits] == (1 << bits) - 1) | k_last),
+                s1.rows.eq(Cat(r < M - i0 for r in range(R))),
+                s1.cols.eq(Cat(c < N - j0 for c in range(C))),
+            ]
+
+        with m.If(self.start):
+            m.d.sync += pending.eq(0)
+        with m.Elif(en):
+            m.d.sync += pending.eq(
+                pending + Mux(stepping & k_last, tile_rows, 0) - self.collect
+            )
+        return m
+
+
+class OsArray(wiring.Component):
+    """The ``os`` systolic array: A lanes skewed in from the left, B lanes from the top, each
+    PE accumulating its output of the tile; the rows of a finished tile leave one per step.
+
+    In each PE (:class:`~scoville.rtl.gemm_arith.Arith`), ``int``: the exact product added to a
+    wrapping INT32 sum; ``float``: the product rounded to FP32 and added to the PE's FP32 sum;
+    ``block``: the exact product added to the block's sum; at a block's last element the sum
+    times the block scales rounded once to FP32 and added to the PE's FP32 sum, by one of the
+    few units its column shares (:meth:`_block_units`). A finished
+    output moves to the PE's result register with the tile's last step. The PEs are
+    built flat into this module (no module per PE: Verilator's build time grows with modules).
+
+    Attributes
+    ----------
+    en : In(1)
+        The engine advances (every register loads only then).
+    step : In(step_layout)
+        The sequencer's flags of the step whose beats are on ``a`` and ``b``.
+    a, b : In(...)
+        The operand beats taken by that step.
+    collect : Out(1)
+        A PE row's finished results reach the end of the row this step (at most one row).
+    row : Out(ArrayLayout(32, cols))
+        That row of C.
+    cols : Out(cols)
+        ``nvfp4`` only: which columns of ``row`` lie inside N.
+    """
+
+    def __init__(self, config, a_layout, b_layout):
+        self._config = config
+        mask = {"cols": Out(config.cols)} if config.arith.tensor_scale else {}
+        super().__init__({
+            "en": In(1), "step": In(step_layout(config)),
+            "a": In(a_layout), "b": In(b_layout),
+            "collect": Out(1), "row": Out(data.ArrayLayout(32, config.cols)), **mask,
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._config
+        R, C = cfg.rows, cfg.cols
+        en, s1 = self.en, self.step
+        # What travels with each A element (and, below, each B element); the block fields only
+        # in block formats, so that other PEs carry nothing they do not use.
+        mx_fields = {"bstart": 1, "bend": 1, "sa": 8} if cfg.mx else {}
+        flow = data.StructLayout({
+            "valid": 1, "first": 1, "last": 1, "row": 1, "a": self.a.data[0].shape(),
+            **mx_fields,
+        })
+        adata, bdata = self.a, self.b
+        left = []
+        for r in range(R):
+            lane = Signal(flow, name=f"a_lane{r}")
+            m.d.comb += [
+                lane.valid.eq(s1.valid), lane.first.eq(s1.first), lane.last.eq(s1.last),
+                lane.row.eq(s1.rows[r]), lane.a.eq(adata.data[r]),
+            ]
+            if cfg.mx:
+                m.d.comb += [lane.bstart.eq(s1.bstart), lane.bend.eq(s1.bend),
+                             lane.sa.eq(adata.scale[r] if R > 1 else adata.scale)]
+            left.append(delay(m, lane, r, en, name=f"a_skew{r}"))
+        # ``on``: the column lies inside N (a column beyond it must give +0, also where a
+        # NaN scale or an Inf element would make its sum NaN).
+        on = {"on": 1} if cfg.mx or cfg.arith.specials else {}
+        btype = data.StructLayout({"b": bdata.data[0].shape(), **on,
+                                   **({"sb": 8} if cfg.mx else {})})
+        top = []
+        for c in range(C):
+            lane = Signal(btype, name=f"b_lane{c}")
+            m.d.comb += lane.b.eq(Mux(s1.cols[c], bdata.data[c], 0))
+            if on:
+                m.d.comb += lane.on.eq(s1.cols[c])
+            if cfg.mx:
+                scale = bdata.scale[c] if C > 1 else bdata.scale
+                # Beyond N the scale is a placeholder (0x7F: 1 in E8M0, NaN in E4M3); ``on``
+                # masks the value.
+                m.d.comb += lane.sb.eq(Mux(s1.cols[c], scale, 127))
+            top.append(delay(m, lane, c, en, name=f"b_skew{c}"))
+
+        res = [[None] * C for _ in range(R)]
+        self._ends = [[] for _ in range(C)]
+        collect = []
+        for r in range(R):
+            a_in = left[r]
+            for c in range(C):
+                b_in = top[c]
+                res[r][c] = self._pe(m, r, c, a_in, b_in)
+                a_out = Signal(flow, name=f"pe{r}_{c}_a")
+                with m.If(en):
+                    m.d.sync += a_out.eq(a_in)
+                a_in = a_out
+                if r < R - 1:
+                    b_out = Signal(btype, name=f"pe{r}_{c}_b")
+                    with m.If(en):
+                        m.d.sync += b_out.eq(b_in)
+                    top[c] = b_out
+            collect.append(wire(m, f"collect{r}", a_in.valid & a_in.last & a_in.row))
+        if cfg.arith.kind == "block":
+            for c in range(C):
+                self._block_units(m, c)
+
+        # At most one row collects in a step (tiles are at least R steps apart): an AND-OR mux.
+        m.d.comb += [
+            self.row.eq(functools.reduce(
+                operator.or_, (Mux(collect[r], Cat(res[r]), 0) for r in range(R)))),
+            self.collect.eq(Cat(collect).any()),
+        ]
+        if cfg.arith.tensor_scale:
+            # The columns of the tile whose rows leave: taken at the tile's last step, whose
+            # row r leaves ``cols + r`` steps later; the next tile's last step comes at least
+            # ``rows`` steps after it.
+            last_cols = Signal(C, name="last_cols")
+            with m.If(en & s1.valid & s1.last):
+                m.d.sync += last_cols.eq(s1.cols)
+            m.d.comb += self.cols.eq(delay(m, last_cols, C - 1, en, name="cols"))
+        return m
+
+    def _pe(self, m: Module, r: int, c: int, a_in, b_in) -> Signal:
+        """PE (r, c): accumulates its output while its inputs are valid; returns the register
+        holding its latest finished result. In block formats the PE keeps its block sum and its
+        binary32 sum; a unit of its column (:meth:`_block_units`) adds its finished blocks."""
+        cfg, en = self._config, self.en
+        ar = cfg.arith
+        name = f"pe{r}_{c}"
+        prod = ar.product(m, a_in.a, b_in.b, f"{name}_prod")
+        sums = Signal(ar.psum_shape, name=f"{name}_sum")
+        res = Signal(32, name=f"{name}_res")
+        if ar.kind == "block":
+            fresh = ar.add(m, ar.cleared(m, sums, a_in.bstart, f"{name}_bs0"), prod,
+                           f"{name}_bs")
+            fp = Signal(32, name=f"{name}_fp")
+            with m.If(en & a_in.valid):
+                m.d.sync += sums.eq(fresh)
+                with m.If(a_in.first & ~a_in.bend):
+                    m.d.sync += fp.eq(0)
+            self._ends[c].append(_BlockEnd(fresh, fp, res, a_in, b_in))
+            return res
+        base = ar.cleared(m, sums, a_in.first, f"{name}_base")
+        total = ar.add(m, base, prod, f"{name}_total")
+        with m.If(en & a_in.valid):
+            m.d.sync += sums.eq(total)
+        if ar.kind == "float":
+            total = Mux(b_in.on, total, 0)
+        with m.If(en & a_in.valid & a_in.last):
+            m.d.sync += res.eq(total)
+        return res
+
+    def _block_units(self, m: Module, c: int) -> None:
+        """The units of column ``c`` that add the PEs' finished blocks (block formats).
+
+        The PE of row r ends the block at step k in cycle ``k + r`` (plus a constant), so at
+        most one PE of a column ends a block in a cycle except where a block that is not a
+        tile's last (k + 1 a multiple of the block) meets a tile's last block (k = K - 1) of
+        another row: a short last block, or a new tile. So one unit takes the blocks that end
+        a tile, and one unit per ``block`` rows takes the others (their row distances are
+        below the block, their steps a multiple of it apart; tiles are ``max(K, R, C)`` steps
+        apart). A single row needs one unit. Rows beyond M take no unit: the next command
+        may start while the last tile's rows beyond M are still in the array (their results
+        are never collected), and its rows' blocks would meet theirs.
+
+        Each unit is :meth:`Arith.block_value` and one binary32 adder, fed through an AND-OR
+        mux from the PE whose block ends; it writes that PE's binary32 sum, and at the tile's
+        last step its result, in the same cycle as a unit of its own would: the timing is that
+        of a PE with its own unit.
+        """
+        cfg, en = self._config, self.en
+        ar = cfg.arith
+        ends = self._ends[c]
+        R = len(ends)
+        if R == 1:
+            units = [("u", ends, lambda e: e.a.bend, None)]
+        else:
+            B = ar.block
+            units = [(f"mid{g}", ends[g * B:(g + 1) * B], lambda e: e.a.bend & ~e.a.last, False)
+                     for g in range((R + B - 1) // B)]
+            units.append(("end", ends, lambda e: e.a.last, True))
+        # ``last``: the unit's blocks end tiles (True), never do (False), or may (None).
+        for uname, members, event, last in units:
+            name = f"col{c}_{uname}"
+            sel = [wire(m, f"{name}_sel{k}", e.a.valid & e.a.row & event(e))
+                   for k, e in enumerate(members)]
+
+            def pick(field, values, shape, sel=sel, name=name):
+                return wire(m, f"{name}_{field}", functools.reduce(operator.or_, (
+                    Mux(s, v, 0) for s, v in zip(sel, values, strict=True))), shape)
+
+            total = pick("sum", [_bits(e.fresh) for e in members], ar.psum_shape)
+            sa = pick("sa", [e.a.sa for e in members], 8)
+            sb = pick("sb", [e.b.sb for e in members], 8)
+            on = pick("on", [e.b.on for e in members], 1)
+            acc = pick("acc", [e.fp for e in members], 32)
+            if last is not False:
+                # A tile's first block is its last when K <= block; a block that does not end
+                # a tile never starts it (it ends at k >= block - 1 > 0).
+                acc = Mux(pick("first", [e.a.first for e in members], 1), 0, acc)
+            value = Mux(on, ar.block_value(m, total, sa, sb, f"{name}_blk"), 0)
+            result = wire(m, f"{name}_total", fp32_add(m, acc, value, name=f"{name}_add"))
+            for s, e in zip(sel, members, strict=True):
+                with m.If(en & s):
+                    m.d.sync += e.fp.eq(result)
+                    if last:
+                        m.d.sync += e.res.eq(result)
+                    elif last is None:
+                        with m.If(e.a.last):
+                            m.d.sync += e.res.eq(result)
+
+
+def _bits(value):
+    """The bits of ``value`` (a view's underlying value)."""
+    return value.as_value() if isinstance(value, data.View) else value
+
+
+@dataclass(frozen=True)
+class _BlockEnd:
+    """What a column's block units (:meth:`OsArray._block_units`) take from one PE of it: its
+    block sum with this step's product (``fresh``), its binary32 sum and result registers, and
+    its A and B inputs (flags and scales)."""
+
+    fresh: object
+    fp: Signal
+    res: Signal
+    a: object
+    b: object
+
+
+class OutputStationary(wiring.Component):
+    """The ``os`` dataflow: :class:`OsSequencer` and :class:`OsArray` joined (ports:
+    :func:`~scoville.rtl.gemm_dataflow.dataflow_signature`)."""
+
+    def __init__(self, config, a_layout, b_layout):
+        self._config = config
+        self._layouts = (a_layout, b_layout)
+        super().__init__(dataflow_signature(config, a_layout, b_layout))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.seq = seq = OsSequencer(self._config)
+        m.submodules.array = array = OsArray(self._config, *self._layouts)
+        m.d.comb += [
+            seq.cmd.eq(self.cmd), seq.start.eq(self.start), seq.en.eq(self.en),
+            seq.collect.eq(array.collect),
+            array.en.eq(self.en), array.step.eq(seq.step),
+            array.a.eq(self.a), array.b.eq(self.b),
+            self.active.eq(seq.active), self.need_a.eq(seq.need_a),
+            self.need_b.eq(seq.need_b), self.collect.eq(array.collect),
+            self.row.eq(array.row),
+        ]
+        if self._config.arith.tensor_scale:
+            m.d.comb += self.cols.eq(array.cols)
+        return m

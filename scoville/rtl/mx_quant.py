@@ -1,0 +1,225 @@
+"""MX quantizer: one block of 32 FP32 (or BF16) values in, one MXFP4 or MXFP8 block out.
+
+For activations produced on-chip. Shared exponent ``e = floor(log2(amax)) - emax`` (``emax`` the
+element type's largest exponent: 2 for E2M1, 8 for E4M3) clamped to the E8M0 range
+``[-127, 127]``; each element is ``x / 2**e`` rounded to the nearest element value, ties to
+even, saturating (E2M1 at +-6, E4M3 at +-448), keeping its sign (a negative that rounds to zero
+gives -0). A block with any NaN or +-Inf gets scale 0xFF (E8M0 NaN) and all element codes 0.
+This is the same function as :func:`scoville.sim.golden.mx.quantize_mxfp4` and
+:func:`scoville.sim.golden.mx.quantize_mxfp8`.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .lib.comb import leading_one, max_tree, wire
+from .lib.formats import E8M0_NAN, ELEMENT_BITS, FP32, MX_BLOCK
+from .lib.params import check_choice, check_int, param
+from .lib.pipeline import delay, stall_pipeline
+
+__all__ = ["OUT_FORMATS", "MxQuant", "MxQuantConfig", "block_amax", "block_codes", "out_layout",
+           "round_e2m1", "round_e4m3"]
+
+#: The output formats, and their elements' bits and largest exponents.
+OUT_FORMATS = {"mxfp4": (4, 2), "mxfp8": (8, 8)}
+
+
+def out_layout(config) -> data.StructLayout:
+    """The output payload: 32 element codes (E2M1 or E4M3, element 0 lowest) and the E8M0
+    scale."""
+    bits = OUT_FORMATS[config.out_fmt][0]
+    return data.StructLayout({"codes": data.ArrayLayout(bits, MX_BLOCK), "scale": unsigned(8)})
+
+
+#: The input formats (their widths: :data:`~scoville.rtl.lib.formats.ELEMENT_BITS`); BF16 is the top
+#: half of an FP32.
+IN_FORMATS = ("fp32", "bf16")
+
+
+@dataclass(frozen=True)
+class MxQuantConfig:
+    """Parameters of :class:`MxQuant`.
+
+    Attributes
+    ----------
+    in_fmt : str
+        ``fp32`` or ``bf16`` input elements.
+    out_fmt : str
+        ``mxfp4`` (E2M1 elements) or ``mxfp8`` (E4M3 elements).
+    latency : int
+        Register stages from an input handshake to the block being valid: the amax stage,
+        ``latency - 2`` stages that only carry it (for synthesis to retime the rounding), and
+        the rounding stage.
+    """
+
+    in_fmt: str = param("fp32", "fp32, bf16", "input element format")
+    out_fmt: str = param("mxfp4", "mxfp4, mxfp8", "output format")
+    latency: int = param(2, "2..6", "register stages")
+
+    def __post_init__(self):
+        check_choice("in_fmt", self.in_fmt, IN_FORMATS)
+        check_choice("out_fmt", self.out_fmt, tuple(OUT_FORMATS))
+        check_int("latency", self.latency, 2, 6)
+
+
+def block_amax(m: Module, xs, *, name: str):
+    """The largest magnitude of the binary32 values ``xs`` (IEEE magnitudes order as unsigned
+    integers), and whether any is NaN or Inf."""
+    mags = [wire(m, f"{name}_mag{k}", Value.cast(x)[:31]) for k, x in enumerate(xs)]
+    special = Cat(*(Value.cast(x)[23:31] == 0xFF for x in xs)).any()
+    return max_tree(m, f"{name}_max", mags), wire(m, f"{name}_special", special)
+
+
+def block_codes(m: Module, xs, amax, special, out_fmt: str, *, name: str):
+    """The element codes (E2M1 or E4M3, each its sign above its magnitude) and the E8M0 scale
+    of the block of binary32 values ``xs`` whose largest magnitude is ``amax``: the module's
+    function (a block with a NaN or an Inf, ``special``, gets codes 0 and scale 0xFF)."""
+    bits, emax = OUT_FORMATS[out_fmt]
+    rounding = round_e2m1 if bits == 4 else round_e4m3
+    amax_exp = amax[23:31]
+    lead = leading_one(m, f"{name}_sub_lead", amax[:23])
+    log2 = Signal(signed(10), name=f"{name}_log2")  # floor(log2(amax)), -149..127
+    m.d.comb += log2.eq(Mux(amax_exp == 0, lead - 149, amax_exp - 127))
+    e = Signal(signed(10), name=f"{name}_e")
+    m.d.comb += e.eq(Mux((amax == 0) | (log2 - emax < -127), -127, log2 - emax))
+    codes = []
+    for k, raw in enumerate(xs):
+        x = data.View(FP32, raw)
+        sig = Cat(x.man, x.exp != 0)
+        mag = rounding(m, sig, x.exp, e, f"{name}{k}")
+        codes.append(wire(m, f"{name}{k}_code", Mux(special, 0, Cat(mag, x.sign)), bits))
+    scale = wire(m, f"{name}_scale", Mux(special, E8M0_NAN, (e + 127)[:8]), 8)
+    return codes, scale
+
+
+def _fixed_point(m: Module, sig, exp_field, e, *, units: int, width: int, name: str):
+    """``|x| / 2**e`` in units of ``2**-units`` as a ``width``-bit integer ``t`` (the caller
+    knows it fits), and ``sticky``, whether any bit below it is set; ``|x| = sig *
+    2**(max(exp_field, 1) - 150)``, ``sig`` the 24-bit significand (hidden bit included)."""
+    shift = Signal(signed(11), name=f"{name}_sh")
+    m.d.comb += shift.eq(Mux(exp_field == 0, 1, exp_field) - 150 + units - e)
+    rs = Signal(range(26), name=f"{name}_rs")
+    m.d.comb += rs.eq(Mux(shift >= 0, 0, Mux(shift < -25, 25, -shift)))
+    ls = Signal(range(width + 1), name=f"{name}_ls")
+    m.d.comb += ls.eq(Mux(shift > width, width, Mux(shift > 0, shift, 0)))
+    t = Signal(width, name=f"{name}_t")
+    sticky = Signal(name=f"{name}_st")
+    m.d.comb += [
+        t.eq(Mux(shift >= 0, sig << ls, sig >> rs)),
+        sticky.eq((shift < 0) & ((sig & ((1 << rs) - 1)) != 0)),
+    ]
+    return t, sticky
+
+
+def round_e2m1(m: Module, sig, exp_field, e, name):
+    """E2M1 magnitude code (0..7) of ``sig * 2**(max(exp_field, 1) - 150) / 2**e``, rounded to
+    nearest even and saturated. ``sig`` is the 24-bit significand (hidden bit included)."""
+    # t counts quarters; |x| / 2^e < 8 so t < 32.
+    t, sticky = _fixed_point(m, sig, exp_field, e, units=2, width=5, name=name)
+    code = Signal(3, name=f"{name}_code")
+
+    def rne(q, guard, rest):
+        return q + (guard & (rest | q[0]))
+
+    with m.If(t < 8):  # |v| < 2: steps of 0.5, codes 0..4
+        m.d.comb += code.eq(rne(t[1:], t[0], sticky))
+    with m.Elif(t < 16):  # 2 <= |v| < 4: steps of 1, codes 4..6 (4.0 is code 6)
+        q = t[2:]  # 2 or 3
+        m.d.comb += code.eq(rne(q, t[1], sticky | t[0]) + 2)
+    with m.Else():  # 4 <= |v| < 8: steps of 2; 6 and above saturate to code 7
+        q = t[3:]  # 2 or 3
+        up = rne(q, t[2], sticky | (t[:2] != 0))
+        m.d.comb += code.eq(Mux(up >= 3, 7, 6))
+    return code
+
+
+def round_e4m3(m: Module, sig, exp_field, e, name, *, saturate: bool = True):
+    """E4M3 magnitude code (0..0x7E) of ``sig * 2**(max(exp_field, 1) - 150) / 2**e``, rounded
+    to nearest even and saturated at 448 (``saturate=False``: the 8-bit code before saturation,
+    0x7F and above past 464). ``sig`` is the 24-bit significand.
+
+    ``t`` is the value in units of 2^-10 (half the smallest E4M3 subnormal; it is below 2^19
+    since the value is below 2^9) and ``sticky`` the bits below. With ``p`` the leading one of
+    ``t``, ``d = max(p - 3, 1)`` bits are rounded off: ``q = t >> d`` is the significand
+    (1.mmm for a normal, 0.mmm at ``d = 1``) and the code is ``(d << 3) + round(q) - 8``; a
+    rounding carry to 16 moves into the exponent field by itself."""
+    t, sticky = _fixed_point(m, sig, exp_field, e, units=10, width=19, name=name)
+    lead = leading_one(m, f"{name}_lead", t)
+    d = Signal(range(17), name=f"{name}_d")
+    m.d.comb += d.eq(Mux(lead > 4, lead - 3, 1))
+    dm1 = Signal(range(16), name=f"{name}_dm1")
+    m.d.comb += dm1.eq(d - 1)
+    q = Signal(5, name=f"{name}_q")
+    rest = Signal(name=f"{name}_rest")
+    m.d.comb += [q.eq(t >> d), rest.eq(((t & ((1 << dm1) - 1)) != 0) | sticky)]
+    guard = (t >> dm1)[0]
+    up = guard & (rest | q[0])
+    code = Signal(8, name=f"{name}_code")
+    m.d.comb += code.eq((d << 3) + q + up - 8)
+    if not saturate:
+        return code
+    out = Signal(7, name=f"{name}_mag")
+    m.d.comb += out.eq(Mux(code >= 0x7F, 0x7E, code))
+    return out
+
+
+class MxQuant(wiring.Component):
+    """Quantizes one block of 32 values per beat into MXFP4 or MXFP8.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(ArrayLayout(in_bits, 32)))
+        Element ``k`` in bits ``k * in_bits`` upward.
+    o : Out(stream.Signature(out_layout))
+        Payload fields ``codes`` (32 E2M1 or E4M3 codes, element 0 lowest) and ``scale``
+        (E8M0).
+    latency : int
+        Cycles from an input handshake to its block being valid (``config.latency``).
+    """
+
+    def __init__(self, config: MxQuantConfig):
+        self._config = config
+        self.in_bits = ELEMENT_BITS[config.in_fmt]
+        self.out_layout = out_layout(config)
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(self.in_bits, MX_BLOCK))),
+            "o": Out(stream.Signature(self.out_layout)),
+        })
+
+    @property
+    def config(self) -> MxQuantConfig:
+        return self._config
+
+    @property
+    def latency(self) -> int:
+        return self._config.latency
+
+    def elaborate(self, platform):
+        m = Module()
+        en = stall_pipeline(m, self.i, self.o, self.latency)
+        pad = 32 - self.in_bits
+
+        # Stage 1: register the block as FP32 and its largest magnitude, and whether anything
+        # is NaN or Inf.
+        s1_x = Signal(data.ArrayLayout(32, MX_BLOCK))
+        x_full = [Cat(Const(0, pad), self.i.payload[k]) for k in range(MX_BLOCK)]
+        amax, special = block_amax(m, x_full, name="in")
+        s1_amax = Signal(31)
+        s1_special = Signal()
+        with m.If(en):
+            for k in range(MX_BLOCK):
+                m.d.sync += s1_x[k].eq(x_full[k])
+            m.d.sync += [s1_amax.eq(amax), s1_special.eq(special)]
+        s1_x, s1_amax, s1_special = (delay(m, v, self.latency - 2, en, name=f"carry_{n}")
+                                     for v, n in ((s1_x, "x"), (s1_amax, "amax"),
+                                                  (s1_special, "special")))
+
+        # Last stage: the shared exponent, and every element rounded to E2M1 or E4M3.
+        codes, scale = block_codes(m, [s1_x[k] for k in range(MX_BLOCK)], s1_amax, s1_special,
+                                   self._config.out_fmt, name="el")
+        with m.If(en):
+            m.d.sync += [self.o.payload.codes.eq(Cat(*codes)), self.o.payload.scale.eq(scale)]
+        return m

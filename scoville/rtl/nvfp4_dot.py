@@ -1,0 +1,97 @@
+"""NVFP4 block dot products: 16-element E2M1 blocks with E4M3 scales, FP32 accumulation, and a
+per-tensor FP32 scale applied at the end.
+
+Each block gives ``sum(a_i * b_i) * sa * sb`` exactly (an integer of at most 21 bits times a
+power of two, always inside the binary32 normal range, so its conversion is exact); blocks are
+added in order into a binary32 accumulator with :func:`~scoville.rtl.lib.fp32.fp32_add`; at the
+end of a dot product the sum is multiplied once by the tensor scale (the product of both
+tensors' FP32 scales) with :func:`~scoville.rtl.lib.fp32.fp32_mul`. An E4M3 NaN scale (0x7F,
+0xFF) makes its block, and so the result, NaN.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Module, Signal, unsigned
+
+from .lib.blockdot import BlockDotUnit, accumulate, block_sums, nvfp4_block_value, nvfp4_scale_terms
+from .lib.formats import NVFP4_BLOCK
+from .lib.fp32 import fp32_mul
+from .lib.params import check_int, param
+from .lib.pipeline import stall_chain
+
+__all__ = ["Nvfp4Dot", "Nvfp4DotConfig"]
+
+#: Lanes that divide a block into whole beats.
+_LANES = tuple(k for k in range(1, NVFP4_BLOCK + 1) if NVFP4_BLOCK % k == 0)
+
+
+@dataclass(frozen=True)
+class Nvfp4DotConfig:
+    """Parameters of :class:`Nvfp4Dot`.
+
+    Attributes
+    ----------
+    lanes : int
+        E2M1 products per cycle; a block takes ``16 / lanes`` beats.
+    """
+
+    lanes: int = param(8, "1, 2, 4, 8, 16", "products per cycle")
+
+    def __post_init__(self):
+        check_int("lanes", self.lanes, 1, NVFP4_BLOCK, choices=_LANES)
+
+    @property
+    def beats_per_block(self) -> int:
+        return NVFP4_BLOCK // self.lanes
+
+
+class Nvfp4Dot(BlockDotUnit):
+    """Streaming NVFP4 dot-product unit.
+
+    A dot product is a run of blocks, each ``16 / lanes`` beats of ``lanes`` element pairs.
+    The block scales ``sa``, ``sb`` are read on a block's final beat; ``last`` and the tensor
+    scale ``scale`` are read on the final beat of a dot product's final block.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(...))
+        Payload fields ``a``, ``b`` (arrays of ``lanes`` E2M1 codes), ``sa``, ``sb`` (E4M3
+        codes), ``scale`` (binary32) and ``last``.
+    o : Out(stream.Signature(32))
+        The binary32 bits of each dot product.
+    latency : int
+        Cycles from the handshake of a dot product's final beat to its result being valid.
+    """
+
+    latency = 4
+
+    def __init__(self, config: Nvfp4DotConfig):
+        super().__init__(config, {"scale": unsigned(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes = self._config.lanes
+        s4_last = Signal()
+        en, valid = stall_chain(m, self.i, self.o, self.latency, emits=s4_last)
+
+        # Stages 1 and 2: exact block sums; the E4M3 block scales decoded into the product of
+        # their 4-bit significands, ``sig``, and its power of two, ``exp``.
+        p = self.i.payload
+        sums = block_sums(m, self.i, en, valid, lanes=lanes, block=NVFP4_BLOCK, carry={
+            **nvfp4_scale_terms(p.sa, p.sb), "scale": p.scale})
+        c = sums.carry
+
+        # Stage 3: the block value (exact in binary32), accumulated.
+        block = nvfp4_block_value(m, sums.sum, c["nan"], c["neg"], c["sig"], c["exp"])
+        s3_last = Signal()
+        s3_scale = Signal(32)
+        with m.If(en & valid[1]):
+            m.d.sync += [s3_last.eq(sums.last), s3_scale.eq(c["scale"])]
+        s3_total = accumulate(m, en & valid[1], sums, block)
+
+        # Stage 4: the tensor scale, once per dot product.
+        result = Signal(32)
+        with m.If(en & valid[2]):
+            m.d.sync += [s4_last.eq(s3_last), result.eq(fp32_mul(m, s3_total, s3_scale))]
+        m.d.comb += self.o.payload.eq(result)
+        return m

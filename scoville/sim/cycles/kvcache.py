@@ -1,0 +1,409 @@
+"""Cycle model of the KV-cache scratchpad (:class:`scoville.rtl.kvcache.KvCache`).
+
+The cache has two engines. The *request engine* takes requests in order and answers each; the
+*read engine* streams a read's lines on ``rd`` while the request engine goes on with the next
+requests. Only appends run beside a read; every other request waits in decode until the read
+engine is idle, and so does an append that must copy a shared page (copy-on-write).
+
+Request engine: a request's cost counts its handshake cycle, one cycle to decode and check it,
+the cycles of its work and one to answer, when ``wd`` always has the next line and ``resp`` is
+always ready (``P``: pages walked; ``B``: append lines; ``PL``: page lines):
+
+=================================  =================  ======================================
+request                            cycles             why
+=================================  =================  ======================================
+alloc, read, or a failing request  3                  a read hands its lines to the read
+                                                      engine; a failing append also drains
+                                                      its B lines (+ B)
+free, fork                         4 + 3P             table entry, reference count,
+                                                      write-back per page, then done
+append into its own page           5 + B              table entry, reference count, B lines
+append that opens a page           6 + B              + 1 to take the page
+append into a shared page          7 + PL + B         + the copy, a line per cycle
+append with no page free           5 + B              drains its lines
+=================================  =================  ======================================
+
+Cycles the streams make it wait are stalls (counter ``stalls``), cycles waiting for the read
+engine are ``read_waits``, cycles with no request ``idle``; the RTL's ``busy`` counter is
+exactly the sum of the costs.
+
+Read engine: a read of N lines (L tokens, ``token_lines`` each) is busy N + 1 cycles: it
+issues one line per cycle and hands the last one over a cycle later (counter ``read_cycles``;
+cycles ``rd`` is not ready are ``read_stalls`` on top). From the request's handshake to its last
+line, a read on an idle engine takes ``READ_LATENCY + N`` cycles.
+
+The components of the RTL map onto the model: the request engine is
+:class:`~scoville.rtl.kvcache.KvCache`'s state machine (its page walks are the costs of
+:class:`~scoville.rtl.kvcache_pages.PageAllocator`'s one-cycle reads), the read engine is
+:class:`~scoville.rtl.kvcache_linereader.LineReader`, and the banks
+(:class:`~scoville.rtl.kvcache_banks.Banks`) take a line a cycle and never conflict, so they add no
+term of their own.
+
+:func:`run_cycles` puts both engines on one time line for streams that keep up: the exact
+cycle count of a request sequence, waits included (the fast path). :func:`timing` is the
+cycle-level model for any stream timing: the request engine's state machine and the read
+engine, cycle by cycle, against the schedules of ``req``, ``wd``, ``rd`` and ``resp``; it
+predicts the cycle of every handshake on the four streams and every cycle counter.
+"""
+
+from __future__ import annotations
+
+from scoville.rtl.kvcache import COUNTERS, OPS, STATUS
+
+from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
+
+__all__ = ["COUNTERS", "READ_LATENCY", "Engine", "engine_cycles", "read_cycles", "read_utilization",
+           "request_cycles", "run_cycles", "timing"]
+
+
+
+#: Cycles of a read on an idle engine beyond one per line: handshake, decode (the engine
+#: starts), and the output register.
+READ_LATENCY = 3
+
+
+def read_cycles(config, tokens: int, lines: int = 0) -> int:
+    """Cycles from a read's request handshake to its last line, engine idle and ``rd``
+    ready: ``READ_LATENCY`` plus one per line, ``lines`` per token (0: all
+    ``ceil(head_dim * bits / (banks * word_bits))`` of them)."""
+    return READ_LATENCY + tokens * (lines or config.token_lines)
+
+
+def read_utilization(config, tokens: int) -> float:
+    """Fraction of cycles the banks deliver a line when reads of ``tokens`` tokens follow
+    each other: a read starts once the previous one has handed over its last line, so each
+    takes its lines plus 2 cycles."""
+    lines = tokens * config.token_lines
+    return lines / (lines + 2)
+
+
+def request_cycles(config, outcome) -> int:
+    """Request-engine cycles of one request, from its
+    :class:`~scoville.sim.golden.kvcache.Outcome`."""
+    op, ok = outcome.op, outcome.status == STATUS["ok"]
+    if op == OPS["append"]:
+        if outcome.reached == "decode":
+            return 3 + config.append_beats
+        return (5 + config.append_beats + int(outcome.new_page)
+                + (config.page_lines + 1) * int(outcome.copied))
+    if ok and op in (OPS["free"], OPS["fork"]):
+        return 4 + 3 * outcome.walked
+    return 3
+
+
+def engine_cycles(outcome) -> int:
+    """Read-engine cycles of one request (0 unless a read that succeeds)."""
+    return len(outcome.data) + 1 if outcome.data else 0
+
+
+def run_cycles(config, outcomes) -> int:
+    """Cycles of a whole request sequence with streams that keep up: up to and including the
+    last handshake on ``resp`` or ``rd``.
+
+    ``t`` is the cycle a request is taken; ``idle_at`` the first cycle the read engine is
+    idle. A request other than an append decodes at ``max(t + 1, idle_at)``; a read starts
+    the engine there, which issues its N lines in the next N cycles and hands over the last
+    one in the cycle after. An append that copies waits in its fourth cycle for the engine.
+    """
+    t = 0
+    idle_at = 0
+    end = 0
+    for out in outcomes:
+        cost = request_cycles(config, out)
+        if out.op == OPS["append"]:
+            wait = max(0, idle_at - (t + 3)) if out.copied else 0
+            t += cost + wait
+        else:
+            decode = max(t + 1, idle_at)
+            if out.data:
+                n = len(out.data)
+                idle_at = decode + n + 2
+                end = max(end, decode + n + 2)
+            t = decode + cost - 1
+        end = max(end, t)
+    return end
+
+
+def _steps(config, out) -> list[tuple[str, int]]:
+    """The request engine's path through one request after its handshake cycle, as ``(step,
+    n)``: ``decode`` (one cycle; n = 1: it first waits while the read engine is busy),
+    ``decide`` (an append's choice of page, one cycle; n = 1: a copy-on-write first waits while
+    the read engine is busy), ``start`` (a read's decode: waits, then starts the read engine on
+    n lines), ``work`` (n cycles), ``copy`` (n cycles, all but the first copying a line),
+    ``write`` and ``drain`` (take n ``wd`` beats), ``resp`` (the answer, until ``resp`` is
+    ready)."""
+    if out.op == OPS["append"]:
+        beats = config.append_beats
+        if out.reached == "decode":
+            return [("decode", 0), ("drain", beats), ("resp", 0)]
+        # Decode, the page's reference count, then the choice of page (A_DEC).
+        steps = [("decode", 0), ("work", 1), ("decide", int(out.copied))]
+        if out.reached == "page":
+            return [*steps, ("drain", beats), ("resp", 0)]
+        if out.new_page:
+            steps.append(("work", 1))
+        if out.copied:
+            steps.append(("copy", config.page_lines + 1))
+        return [*steps, ("write", beats), ("resp", 0)]
+    if out.data:
+        return [("start", len(out.data)), ("resp", 0)]
+    walk = out.status == STATUS["ok"] and out.op in (OPS["free"], OPS["fork"])
+    return [("decode", 1), ("work", 3 * out.walked + 1 if walk else 0), ("resp", 0)]
+
+
+class Engine:
+    """The cache's two engines as an object stepped once per cycle, for a composed block that
+    drives the cache's streams from its own state (:func:`timing` is the same rule with the
+    streams' schedules, written as one loop for speed).
+
+    A request's path is :func:`_steps` of its outcome, given when the request is taken. Read
+    the stream signals of the cycle about to be stepped from :attr:`req_ready`,
+    :attr:`wd_ready`, :attr:`resp_valid` and :attr:`rd_valid`; :meth:`step` takes the
+    neighbours' side of each and returns the cycle's handshakes.
+
+    Attributes
+    ----------
+    counters : dict of str to int
+        :data:`COUNTERS` so far (``reads``: lines handed over).
+    """
+
+    __slots__ = ("_cfg", "_plan", "_at", "_left", "_remaining", "_out_valid", "counters")
+
+    def __init__(self, config):
+        self._cfg = config
+        self._plan: list[tuple[str, int]] = []
+        self._at = 0
+        self._left = 0
+        self._remaining = 0
+        self._out_valid = False
+        self.counters = dict.fromkeys(COUNTERS, 0)
+
+    @property
+    def req_ready(self) -> bool:
+        return self._at == len(self._plan)
+
+    @property
+    def _step(self) -> str | None:
+        return self._plan[self._at][0] if self._at < len(self._plan) else None
+
+    @property
+    def wd_ready(self) -> bool:
+        return self._step in ("write", "drain")
+
+    @property
+    def resp_valid(self) -> bool:
+        return self._step == "resp"
+
+    @property
+    def rd_valid(self) -> bool:
+        return self._out_valid
+
+    def step(self, req, wd_valid: bool, rd_ready: bool, resp_ready: bool) -> tuple:
+        """One cycle: ``req`` is the :class:`~scoville.sim.golden.kvcache.Outcome` of the
+        request offered (None: none). Returns ``(req, wd, rd, resp)``: which streams shook
+        hands."""
+        count = self.counters
+        engine_busy = self._remaining > 0 or self._out_valid
+        start = 0
+        took_req = took_wd = took_rd = took_resp = False
+        if self._at == len(self._plan):
+            if req is not None:
+                took_req = True
+                self._plan, self._at = _steps(self._cfg, req), 0
+                self._left = self._plan[0][1]
+                count["busy"] += 1
+            else:
+                count["idle"] += 1
+        else:
+            step, n = self._plan[self._at]
+            done = False
+            if step in ("work", "copy"):
+                if step == "copy" and self._left <= n - 1:
+                    count["copies"] += 1
+                self._left -= 1
+                done = self._left <= 0
+                count["busy"] += 1
+            elif step in ("write", "drain"):
+                if wd_valid:
+                    took_wd = True
+                    count["writes"] += step == "write"
+                    self._left -= 1
+                    done = self._left == 0
+                    count["busy"] += 1
+                else:
+                    count["stalls"] += 1
+            elif step == "resp":
+                if resp_ready:
+                    took_resp = done = True
+                    count["busy"] += 1
+                else:
+                    count["stalls"] += 1
+            elif engine_busy and (step == "start" or n):
+                count["read_waits"] += 1
+            else:
+                start = n if step == "start" else 0
+                done = True
+                count["busy"] += 1
+            plan = self._plan
+            while done and self._at < len(plan):
+                self._at += 1
+                self._left = plan[self._at][1] if self._at < len(plan) else 0
+                done = self._at < len(plan) and plan[self._at][0] == "work" and self._left == 0
+        if engine_busy:
+            count["read_cycles"] += 1
+        if self._out_valid:
+            if rd_ready:
+                took_rd = True
+                count["reads"] += 1
+            else:
+                count["read_stalls"] += 1
+        if not self._out_valid or rd_ready:
+            self._out_valid = self._remaining > 0
+            if self._out_valid:
+                self._remaining -= 1
+        self._remaining += start
+        return took_req, took_wd, took_rd, took_resp
+
+
+def timing(config, outcomes, sources: dict[str, Source] | None = None,
+           ready: dict[str, Schedule] | None = None) -> Timing:
+    """Timed model of a request sequence (the reference model's ``Outcome`` of each): the
+    handshake cycles of ``req``, ``wd``, ``rd`` and ``resp`` and the counters
+    :data:`COUNTERS`, given a :class:`Source` for ``req`` and ``wd`` and the ready schedules
+    of ``rd`` and ``resp`` (each keeps up when not given).
+
+    Each cycle, as the RTL: the request engine takes a request when idle, decodes it (a
+    request other than an append first waits while the read engine is busy), works through
+    its fixed cycles, takes an append's ``wd`` beats (a cycle without one is a stall), and
+    holds its answer until ``resp`` is ready (a stall); an append that copies waits for the
+    read engine in its fourth cycle. A read's decode starts the read engine, which moves one
+    line per cycle into its output register while the register is empty or taken.
+    """
+    sources, ready = sources or {}, ready or {}
+    outcomes = list(outcomes)
+    req = Producer(sources.get("req", Source()), len(outcomes))
+    beats = sum(config.append_beats for o in outcomes if o.op == OPS["append"])
+    wd = Producer(sources.get("wd", Source()), beats)
+    rd, resp = Consumer(ready.get("rd", ALWAYS)), Consumer(ready.get("resp", ALWAYS))
+    rd_lines = sum(len(o.data) for o in outcomes)
+    plans = [_steps(config, o) for o in outcomes]
+    # The loop is the model's whole cost: per-cycle state in locals, the ready schedules read
+    # from their drawn bits (drawn ahead in chunks), counters as plain integers.
+    idle = busy = stalls = read_waits = copies = writes = read_busy = read_stalls = 0
+    plan: list[tuple[str, int]] = []  # the current request's steps; plan[at:] to go
+    at = 0
+    left = 0  # cycles or beats left in the current step
+    remaining = 0  # lines the read engine has yet to issue
+    out_valid = False  # the read engine's output register holds a line
+    rd_bits, resp_bits = rd.ready.drawn, resp.ready.drawn
+    horizon = 0
+    rd_taken, resp_taken = rd.cycles, resp.cycles
+    n_out = len(outcomes)
+    t = 0
+    limit = 1_000_000 + 100 * (len(outcomes) + beats + rd_lines)
+    while len(resp_taken) < n_out or len(rd_taken) < rd_lines:
+        if t > limit:
+            raise RuntimeError(f"kvcache timed model: no progress after {t} cycles")
+        engine_busy = remaining > 0 or out_valid
+        if not engine_busy:
+            # With the read engine idle, the request engine's waits and fixed steps have no
+            # other effect: jump over all but their last cycle.
+            if at == len(plan):
+                nxt = req.next_offer
+                if nxt is not None and nxt > t:
+                    idle += nxt - t
+                    t = nxt
+                    continue
+            else:
+                step, n = plan[at]
+                if (step == "work" or step == "copy") and left > 1:
+                    k = left - 1
+                    busy += k
+                    if step == "copy":
+                        copies += k if left <= n - 1 else max(0, n - 2)
+                    left = 1
+                    t += k
+                    continue
+                if (step == "write" or step == "drain") and left > 1:
+                    while left > 1:
+                        # The next beat: offered already (held), or from its first offer.
+                        nxt = max(wd.next_offer, t)
+                        stalls += nxt - t
+                        wd.take(nxt)
+                        busy += 1
+                        writes += step == "write"
+                        left -= 1
+                        t = nxt + 1
+                    continue
+        if t >= horizon:
+            horizon = t + 4096
+            rd.ready[horizon]
+            resp.ready[horizon]
+        rd_ready = rd_bits[t]
+        start = 0
+        if at == len(plan):
+            if req.offers(t):
+                req.take(t)
+                plan, at = plans[req.sent - 1], 0
+                left = plan[0][1]
+                busy += 1
+            else:
+                idle += 1
+        else:
+            step, n = plan[at]
+            done = False
+            if step == "work" or step == "copy":
+                if step == "copy" and left <= n - 1:
+                    copies += 1
+                left -= 1
+                done = left <= 0
+                busy += 1
+            elif step == "write" or step == "drain":
+                if wd.offers(t):
+                    wd.take(t)
+                    if step == "write":
+                        writes += 1
+                    left -= 1
+                    done = left == 0
+                    busy += 1
+                else:
+                    stalls += 1
+            elif step == "resp":
+                if resp_bits[t]:
+                    resp_taken.append(t)
+                    done = True
+                    busy += 1
+                else:
+                    stalls += 1
+            elif engine_busy and (step == "start" or n):  # decode, decide, start
+                read_waits += 1
+            else:
+                start = n if step == "start" else 0
+                done = True
+                busy += 1
+            while done and at < len(plan):
+                at += 1
+                left = plan[at][1] if at < len(plan) else 0
+                # A step of no cycles (a failing request's work) is passed at once.
+                done = at < len(plan) and plan[at][0] == "work" and left == 0
+        # The read engine.
+        if engine_busy:
+            read_busy += 1
+        if out_valid:
+            if rd_ready:
+                rd_taken.append(t)
+            else:
+                read_stalls += 1
+        if not out_valid or rd_ready:
+            out_valid = remaining > 0
+            if out_valid:
+                remaining -= 1
+        remaining += start
+        t += 1
+    count = {"idle": idle, "busy": busy, "stalls": stalls, "read_waits": read_waits,
+             "copies": copies, "writes": writes, "read_cycles": read_busy,
+             "read_stalls": read_stalls}
+    assert set(count) | {"reads"} == set(COUNTERS), "a counter the model does not count"
+    count["reads"] = len(rd.cycles)
+    return Timing({"req": req.cycles, "wd": wd.cycles, "rd": rd.cycles, "resp": resp.cycles},
+                  count)

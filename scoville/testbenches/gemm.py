@@ -1,0 +1,316 @@
+"""cocotb testbench of :class:`scoville.rtl.gemm.Gemm` against
+:func:`scoville.sim.golden.gemm.gemm` and the timed model :mod:`scoville.sim.cycles.gemm`.
+
+Every test drives the command, A and B streams and takes the C stream through the free-running
+harness, checks every
+row of C bit for bit, checks the cycle of every handshake on every stream against the timed
+model :func:`~scoville.sim.cycles.gemm.timing` (fed the same schedules), each counter against
+the model's count of its kind, and, when the streams keep up, the cycle count against the
+closed form. Lanes outside the matrices carry random values, which the engine must ignore.
+
+Tests: directed edge shapes and values (M = 1, K = 1, K < rows, N < cols, shapes off the array
+grid, extreme values, NaN and extreme MX scales, a rejected command); random shapes with
+streams that keep up (zero stalls: the closed form exactly); and the workload.
+"""
+
+from __future__ import annotations
+
+import cocotb
+import numpy as np
+
+from scoville.rtl.gemm import STATUS
+from scoville.rtl.lib.formats import ELEMENT_BITS
+from scoville.sim.cycles.gemm import (
+    COUNTERS,
+    ideal_cycles,
+    run_cycles,
+    timing,
+    useful_macs,
+    utilization,
+)
+from scoville.sim.cycles.stream import Source
+from scoville.sim.golden.gemm import Operands, gemm, operand_beats, result_rows
+from scoville.sim.harness import stream_names
+
+from .kit import (
+    FreeRun,
+    context,
+    read_int,
+    record,
+    reset,
+    reset_midway,
+    scoreboard,
+    stream_schedules,
+    timing_errors,
+)
+
+#: Element codes of the extreme-value draws: the ends of each format's range, its zeros, its
+#: smallest subnormal and normal, and its NaN and Inf.
+_EXTREME = {
+    "mxfp4": [0x7, 0xF, 0x0, 0x8, 0x1, 0x9],
+    "nvfp4": [0x7, 0xF, 0x0, 0x8, 0x1, 0x9],
+    # +-448, +-0, +-2^-9 (smallest subnormal), 2^-6 (smallest normal), NaN
+    "mxfp8": [0x7E, 0xFE, 0x00, 0x80, 0x01, 0x81, 0x08, 0x7F, 0xFF],
+    # +-max, +-0, smallest subnormal, smallest normal, 1, +-Inf, NaN, a signalling NaN
+    "bf16": [0x7F7F, 0xFF7F, 0x0000, 0x8000, 0x0001, 0x8080, 0x3F80, 0x7F80, 0xFF80, 0x7FC0,
+             0xFF81],
+}
+#: Block scale codes of the extreme draws: E8M0 2^-127, 2^-126, 1, 2^127 and NaN; E4M3 +-0,
+#: its smallest subnormal, smallest normal, +-448 and both NaNs.
+_EXTREME_SCALES = {"e8m0": [0x00, 0x01, 0x7F, 0xFE, 0xFF],
+                   "e4m3": [0x00, 0x80, 0x01, 0x08, 0x7E, 0xFE, 0x7F, 0xFF]}
+
+
+def _elements(fmt: str, rng, shape, extreme: bool) -> np.ndarray:
+    """Element codes (or integers) of ``fmt`` over its whole range; ``extreme``: its special
+    values mixed with codes from anywhere."""
+    if fmt in ("int8", "int4"):
+        hi = 1 << (ELEMENT_BITS[fmt] - 1)
+        return rng.choice([-hi, hi - 1], shape) if extreme else rng.integers(-hi, hi, shape)
+    if extreme:
+        special = rng.choice(_EXTREME[fmt], shape)
+        pick = rng.random(shape) < 0.7  # drawn before the codes: seeds replay as before
+        return np.where(pick, special, rng.integers(0, 1 << ELEMENT_BITS[fmt], shape))
+    if fmt == "bf16":
+        # Any sign and significand, exponents within 2^+-12 of 1: products and sums stay in
+        # range and cancel often; the whole range comes in the extreme draws.
+        exp = rng.integers(115, 140, shape)
+        return (rng.integers(0, 2, shape) << 15) | (exp << 7) | rng.integers(0, 128, shape)
+    if fmt == "mxfp8":
+        codes = rng.integers(0, 256, shape)
+        return np.where((codes & 0x7F) == 0x7F, codes ^ 0x01, codes)  # no NaN
+    return rng.integers(0, 16, shape)
+
+
+def random_operands(cfg, rng, m: int, k: int, n: int, *, extreme: bool = False) -> Operands:
+    """Operands over the whole range of the format; ``extreme``: its special values (the ends
+    of its range, zeros, subnormals, NaN and Inf where it has them) and edge block scales and
+    tensor scales."""
+    a = _elements(cfg.fmt, rng, (m, k), extreme)
+    b = _elements(cfg.b_format, rng, (k, n), extreme)
+    arith = cfg.arith
+    if arith.kind != "block":
+        return Operands(a, b)
+    q = -(-k // arith.block)
+    if arith.tensor_scale:
+        if extreme:
+            sa, sb = (rng.choice(_EXTREME_SCALES["e4m3"], s) for s in ((m, q), (q, n)))
+            # Mostly finite, so that the edge elements and block scales stay visible; a
+            # quarter of the draws Inf, NaN, 0 or the smallest subnormal.
+            finite = np.array([2.0**-20, 2.0**-126, 1.0, 2.0**20])
+            special = np.array([2.0**-149, 3.0e38, np.inf, np.nan, 0.0])
+            ta, tb = (rng.choice(special) if rng.random() < 0.25 else rng.choice(finite)
+                      for _ in range(2))
+        else:
+            # Any E4M3 scale but NaN, either sign; tensor scales 2^-20..2^20.
+            sa, sb = (rng.integers(0, 0x7F, s) | (rng.integers(0, 2, s) << 7)
+                      for s in ((m, q), (q, n)))
+            ta, tb = np.ldexp(rng.uniform(1, 2, 2), rng.integers(-20, 21, 2))
+        return Operands(a, b, sa, sb, float(np.float32(ta)), float(np.float32(tb)))
+    if extreme:
+        sa, sb = (rng.choice(_EXTREME_SCALES["e8m0"], s) for s in ((m, q), (q, n)))
+    else:
+        sa, sb = rng.integers(110, 145, (m, q)), rng.integers(110, 145, (q, n))
+    return Operands(a, b, sa, sb)
+
+
+def _command_fields(cfg, jobs: list) -> dict:
+    """The ``cmd`` stream's fields of ``jobs``: M, K, N and, for ``nvfp4``, the binary32 bits
+    of the tensor scales (0 for a command that must be rejected)."""
+    fields = {name: [job[d] for job in jobs] for d, name in enumerate("mkn")}
+    if cfg.arith.tensor_scale:
+        for name in ("scale_a", "scale_b"):
+            values = [0.0 if ops is None else getattr(ops, name) for *_, ops in jobs]
+            fields[name] = np.array(values, np.float32).view(np.uint32)
+    return fields
+
+
+async def drive_gemms(dut, ctx, array, jobs: list, outputs: int, timed, *,
+                      gaps: bool, interrupt: bool, what: str):
+    """Reset the block (one with the array's ``cmd``, ``a`` and ``b`` streams and one output
+    stream ``o``), then drive the commands of ``jobs`` (``(m, k, n, Operands or
+    None)``) and the operands of those that run (``array``: the array's config) and take
+    ``outputs`` beats on ``o``, under the workload's schedules (or none). ``interrupt``: first
+    run partway and reset in the middle. Returns what the harness saw and the timed model's
+    prediction, ``timed(shapes, sources, ready)``, fed the same schedules."""
+    fill = ctx.rng(9)
+    codec = ctx.codecs
+    cmds = codec["cmd"].pack(**_command_fields(array, jobs))
+    a_items, b_items = [], []
+    for _, _, _, ops in jobs:
+        if ops is not None:
+            a_beats, b_beats = operand_beats(array, ops, fill)
+            a_items.append(codec["a"].pack_bytes(**a_beats))
+            b_items.append(codec["b"].pack_bytes(**b_beats))
+    a_items, b_items = (np.concatenate(rows) if rows else [] for rows in (a_items, b_items))
+    component = ctx.component
+    await reset(dut, stream_names(component))
+    shapes = [(m, k, n) for m, k, n, _ in jobs]
+    valid, ready = stream_schedules(ctx, ("cmd", "a", "b"), ("o",), gaps=gaps)
+    model = timed(shapes, {name: Source(v) for name, v in valid.items()}, ready["o"])
+
+    def bench():
+        return FreeRun(
+            dut,
+            component,
+            sources={"cmd": (cmds, valid["cmd"]), "a": (a_items, valid["a"]),
+                     "b": (b_items, valid["b"])},
+            sinks={"o": (outputs, ready["o"])},
+            watch=("counters",),
+        )
+
+    if interrupt:
+        await reset_midway(dut, what, bench(), model.cycles // 2, zero=("counters", "status"))
+    seen = await bench().run(timeout=2 * model.cycles + 2000, expect=model.cycles)
+    return seen, model
+
+
+async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: bool = False):
+    """Run ``jobs`` (``(m, k, n, Operands or None)``; None: a command that must be rejected)
+    back to back and check results, handshake cycles and counters. ``interrupt``: first run
+    the same jobs halfway and reset the engine in the middle of them."""
+    cfg = ctx.config
+    want, rows_of = [], []
+    for g, (m, k, n, ops) in enumerate(jobs):
+        if ops is not None:
+            rows = result_rows(cfg, gemm(cfg, ops))
+            want += [r.tolist() for r in rows]
+            rows_of += [(g, m, k, n, i) for i in range(len(rows))]
+    what = f"{ctx.describe()}: {test}"
+    shapes = [(m, k, n) for m, k, n, _ in jobs]
+    seen, model = await drive_gemms(
+        dut, ctx, cfg, jobs, len(want),
+        lambda *args: timing(cfg, *args), gaps=gaps, interrupt=interrupt, what=what)
+    codec = ctx.codecs
+    got = codec["o"].unpack(seen.payloads["o"])[""].tolist()
+    mismatches, first, why = scoreboard(what, want, got)
+    if first is not None:
+        g, m, k, n, i = rows_of[first]
+        why += f" (GEMM {g}, M x K x N = {m} x {k} x {n}, output row {i})"
+    errors = timing_errors(what, model, seen, COUNTERS)
+    good = [s for s in shapes if min(s)]
+    macs = sum(useful_macs(*s) for s in good)
+    record(test, mismatches=mismatches, cycles=seen.cycles, model_cycles=model.cycles,
+           timing_errors=len(errors), closed_form_cycles=run_cycles(cfg, shapes),
+           ideal_cycles=sum(ideal_cycles(cfg, *s) for s in good),
+           utilization=utilization(cfg, macs, seen.cycles), macs=macs, gemms=len(good),
+           run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
+           **{f"counter_{c}": seen.change[c] for c in COUNTERS})
+    assert mismatches == 0, why
+    assert not errors, errors[0]
+    status = read_int(dut.status, "status")
+    last_ok = STATUS["ok"] if min(shapes[-1]) else STATUS["zero_dim"]
+    assert status == last_ok, f"{what}: status {status}, expected {last_ok}"
+    if not gaps:
+        assert seen.cycles == run_cycles(cfg, shapes), (
+            f"{what}: cycles {seen.cycles} != closed form {run_cycles(cfg, shapes)}")
+
+
+def workload_jobs(ctx, array, shape) -> list:
+    """The workload's ``count`` GEMMs for an array of config ``array``: the workload's shape,
+    each dimension it leaves 0 drawn by ``shape(rng)``, values over the whole range of the
+    format, one in ten with extreme values only."""
+    w = ctx.workload
+    rng = ctx.rng(2)
+    jobs = []
+    for _ in range(w.count):
+        m, k, n = (given or drawn for given, drawn in zip((w.m, w.k, w.n), shape(rng),
+                                                            strict=True))
+        jobs.append((m, k, n, random_operands(array, rng, m, k, n, extreme=rng.random() < 0.1)))
+    return jobs
+
+
+def random_shape(cfg, rng) -> tuple[int, int, int]:
+    """A shape from 1 to a few tiles in each dimension (K up to a few MX blocks)."""
+    R, C = cfg.rows, cfg.cols
+    k_hi = 3 * cfg.arith.block + 5 if cfg.mx else 3 * max(R, C) + 3
+    return (int(rng.integers(1, 2 * R + 3)), int(rng.integers(1, k_hi)),
+            int(rng.integers(1, 2 * C + 3)))
+
+
+@cocotb.test()
+async def test_edges(dut):
+    """Edge shapes (M = 1, K = 1, K < rows, N < cols, every dimension off the array grid),
+    extreme values and scales, and every combination of zero dimensions, each a command that
+    must be rejected without disturbing its neighbours; under the workload's gaps and
+    back-pressure."""
+    ctx = context()
+    cfg = ctx.config
+    R, C = cfg.rows, cfg.cols
+    rng = ctx.rng(1)
+    k_long = cfg.arith.block + 3 if cfg.mx else 2 * R + 1
+    shapes = [
+        (1, 1, 1),
+        (1, k_long, 2 * C + 1),
+        (R + 1, 1, C + 1),
+        (2 * R + 1, max(R - 1, 1), max(C - 1, 1)),
+        (R, k_long, C),
+    ]
+    jobs = [(m, k, n, random_operands(cfg, rng, m, k, n)) for m, k, n in shapes]
+    for m, k, n in [(R + 1, k_long, C + 1), (1, 2 * k_long, C)]:
+        jobs.append((m, k, n, random_operands(cfg, rng, m, k, n, extreme=True)))
+    # Every combination of zero dimensions, each between two good commands, and one last, so
+    # that the final status must say it was rejected.
+    zeros = [(0, 3, 2), (3, 0, 2), (3, 2, 0), (0, 0, 2), (0, 2, 0), (2, 0, 0), (0, 0, 0)]
+    for index, (m, k, n) in enumerate(zeros[:-1]):
+        jobs.insert(1 + 2 * index, (m, k, n, None))
+    jobs.append((*zeros[-1], None))
+    await run_gemms(dut, ctx, "test_edges", jobs, gaps=True)
+
+
+@cocotb.test()
+async def test_keep_up(dut):
+    """Random shapes with streams that keep up (no gaps, no back-pressure): no stall cycle,
+    so the cycle count is the timed model's closed form exactly."""
+    ctx = context()
+    cfg = ctx.config
+    rng = ctx.rng(3)
+    jobs = []
+    for _ in range(4):
+        m, k, n = random_shape(cfg, rng)
+        jobs.append((m, k, n, random_operands(cfg, rng, m, k, n)))
+    await run_gemms(dut, ctx, "test_keep_up", jobs, gaps=False)
+
+
+@cocotb.test()
+async def test_workload(dut):
+    """The workload: ``count`` GEMMs of the given shape (random shapes by default), values
+    over the whole range of the format, under the workload's gaps and back-pressure."""
+    ctx = context()
+    jobs = workload_jobs(ctx, ctx.config, lambda rng: random_shape(ctx.config, rng))
+    await run_gemms(dut, ctx, "test_workload", jobs, gaps=True)
+
+
+@cocotb.test()
+async def test_long_k(dut):
+    """``int8``: a GEMM with K = ``long_k`` (0 skips) of extreme values, so the array's sums
+    reach 2**29 and beyond (K = 32773 of (-128) * (-128) is 2**29 + 81920): an accumulator
+    narrower than 32 bits fails. Other formats cannot get there within 16-bit K (INT4 at most
+    65535 * 64 < 2**22) and skip it."""
+    ctx = context()
+    cfg, k = ctx.config, ctx.workload.long_k
+    if cfg.fmt != "int8" or not k:
+        return
+    R, C = cfg.rows, cfg.cols
+    m, n = min(R, 2), C
+    rng = ctx.rng(5)
+    a = np.full((m, k), -128)
+    a[1:] = 127
+    b = rng.choice([-128, 127], (k, n))
+    b[:, 0] = -128
+    await run_gemms(dut, ctx, "test_long_k", [(m, k, n, Operands(a, b))], gaps=False)
+
+
+@cocotb.test()
+async def test_reset(dut):
+    """A reset in the middle of random GEMMs under gaps and back-pressure (commands running,
+    rows waiting, operands buffered): the engine must come back idle with its counters and
+    status at 0, then run the same GEMMs from the start correctly."""
+    ctx = context()
+    cfg = ctx.config
+    rng = ctx.rng(6)
+    jobs = []
+    for _ in range(3):
+        m, k, n = random_shape(cfg, rng)
+        jobs.append((m, k, n, random_operands(cfg, rng, m, k, n)))
+    await run_gemms(dut, ctx, "test_reset", jobs, gaps=True, interrupt=True)

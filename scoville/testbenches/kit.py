@@ -1,0 +1,252 @@
+"""What every Scoville testbench shares: the run's parameters, reset, the stream driver and
+monitor (:class:`~scoville.testbenches.freerun.FreeRun`, on the free-running harness of
+:mod:`scoville.sim.harness`), the timing check against the timed model, the scoreboard and the
+metrics file.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from cocotb.triggers import FallingEdge, RisingEdge
+
+from scoville.blocks import get_block, parse_params
+from scoville.sim.cycles.stream import Schedule, Source, first_difference, pipeline_timing
+from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
+from scoville.sim.harness import stream_names
+
+from .codec import codecs
+from .freerun import FreeRun, Observed, idle_inputs, read_int
+
+__all__ = [
+    "FreeRun",
+    "Observed",
+    "RunContext",
+    "context",
+    "read_int",
+    "record",
+    "reset",
+    "reset_midway",
+    "scoreboard",
+    "stream_schedules",
+    "timing_errors",
+]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The parameters the flow handed to this simulation."""
+
+    block: str
+    config: Any
+    workload: Any
+    seed: int
+
+    @functools.cached_property
+    def component(self):
+        """The block's component for this config, as its entry builds it: its streams and
+        their layouts, its memory ports (what the harness and the codecs need)."""
+        return get_block(self.block).component(self.config)
+
+    @functools.cached_property
+    def codecs(self) -> dict:
+        """A :class:`~scoville.testbenches.codec.Codec` for each stream of the block."""
+        return codecs(self.component)
+
+    def rng(self, stream: int) -> np.random.Generator:
+        """An independent, replayable generator for one purpose of one test."""
+        return np.random.default_rng([self.seed, stream])
+
+    def describe(self) -> str:
+        return f"block {self.block} {self.config} {self.workload} seed {self.seed}"
+
+
+def context() -> RunContext:
+    """Read the block, its parameters and the seed from the flow's environment."""
+    block = get_block(os.environ[ENV_BLOCK])
+    config, workload = parse_params(block, json.loads(os.environ[ENV_PARAMS]))
+    return RunContext(block.name, config, workload, int(os.environ[ENV_SEED]))
+
+
+def record(test: str, **metrics: Any) -> None:
+    """Write a test's metrics where the flow collects them."""
+    path = Path(os.environ[ENV_METRICS]) / f"{test}.json"
+    path.write_text(json.dumps(metrics))
+
+
+async def reset(dut, order: list[str], cycles: int = 4, *, held=None) -> None:
+    """Stop the harness and hold ``rst`` for ``cycles`` (the harness generates the clock).
+    ``order`` lists the design's streams. ``held()``, if given, runs in the last cycle of the
+    reset, when every register holds its reset value."""
+    idle_inputs(dut, order)
+    dut.rst.value = 1
+    for _ in range(cycles):
+        await FallingEdge(dut.clk)
+    if held is not None:
+        held()
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
+
+
+async def reset_midway(dut, what: str, bench: FreeRun, cycles: int, zero=()) -> None:
+    """Run ``bench`` for ``cycles`` cycles, then reset the design in the middle of its work
+    (streams busy, beats in flight) and check that it is back in its reset state: no output
+    stream offers a beat and every signal in ``zero`` (counters, status) reads 0."""
+    seen = await bench.run(cycles, stop_after=cycles)
+    moved = sum(len(h) for h in seen.handshakes.values())
+    expected = sum(bench.expected(name) for name in bench.order)
+    assert 0 < moved < expected, (
+        f"{what}: the reset came after {moved} of {expected} handshakes: not mid-run")
+
+    def check():
+        for name in bench.names[1]:
+            valid = read_int(getattr(dut, f"valid_{name}"), f"{name}.valid")
+            assert valid == 0, f"{what}: {name}.valid is high in reset"
+        for name in zero:
+            value = read_int(getattr(dut, name), name)
+            assert value == 0, f"{what}: {name} = {value} in reset"
+
+    await reset(dut, bench.order, held=check)
+
+
+def timing_errors(what: str, model, observed: Observed, counters=()) -> list[str]:
+    """The ways ``observed`` disagrees with the timed model's prediction ``model`` (a
+    :class:`~scoville.sim.cycles.stream.Timing`): the first differing handshake, then each
+    watched counter in ``counters`` that differs from the model's count of its kind."""
+    errors = []
+    first = first_difference(model.handshakes, observed.handshakes)
+    if first:
+        errors.append(f"{what}: {first} (cycles {observed.cycles}, model {model.cycles})")
+    for name in counters:
+        if observed.change[name] != model.counters[name]:
+            errors.append(f"{what}: counter {name} = {observed.change[name]}, "
+                          f"model {model.counters[name]}")
+    return errors
+
+
+def scoreboard(what: str, expected, got) -> tuple[int, int | None, str]:
+    """Compare two equal-length sequences of outputs; return the mismatch count, the index of
+    the first mismatching output (``None`` when all match) and a message naming it (index,
+    expected, got), or ``""``. An output that is a list (one value per lane) counts one
+    mismatch per differing lane."""
+    expected = list(expected)
+    got = list(got)
+    if len(expected) != len(got):
+        return max(len(expected), len(got)), None, (
+            f"{what}: expected {len(expected)} results, got {len(got)}"
+        )
+
+    def wrong(e, g) -> int:
+        if isinstance(e, list) and isinstance(g, list) and len(e) == len(g):
+            return sum(x != y for x, y in zip(e, g, strict=True))
+        return int(e != g)
+
+    counts = [wrong(e, g) for e, g in zip(expected, got, strict=True)]
+    total = sum(counts)
+    if not total:
+        return 0, None, ""
+    k = next(i for i, c in enumerate(counts) if c)
+    return total, k, (
+        f"{what}: {total} mismatches; first at index {k}: expected {expected[k]}, got {got[k]}"
+    )
+
+
+def stream_schedules(ctx: RunContext, sources, sinks, *, gaps: bool = True) -> tuple[dict, dict]:
+    """The valid schedule of each source stream and the ready schedule of each sink stream
+    (by name): the workload's gaps and back-pressure, or none; the testbench drives them and
+    the timed model is fed them."""
+    w = ctx.workload
+    gap, bp = (w.gap, w.backpressure) if gaps else (0.0, 0.0)
+    return ({name: Schedule([ctx.seed, 2, k], gap) for k, name in enumerate(sources)},
+            {name: Schedule([ctx.seed, 3, k], bp) for k, name in enumerate(sinks)})
+
+
+async def check_stream(
+    dut,
+    ctx: RunContext,
+    test: str,
+    inputs: dict,
+    expected: list,
+    *,
+    decode,
+    latency: int,
+    gaps: bool = True,
+    emits=None,
+    describe=None,
+    interrupt: bool = False,
+    **metrics,
+) -> None:
+    """Drive ``inputs`` through the block's ``i``/``o`` streams, decode the outputs with
+    ``decode``, compare with ``expected`` and every handshake with the timed model
+    (:func:`~scoville.sim.cycles.stream.pipeline_timing`); record the metrics and assert.
+
+    ``inputs`` holds a column per field of the ``i`` payload (one row per beat), packed by the
+    RTL's layout (:class:`~scoville.testbenches.codec.Codec`); ``decode`` turns the ``o``
+    payloads, unpacked into their fields' columns, into the list compared with ``expected``.
+
+    ``emits[k]`` says whether item ``k`` produces an output (reducing units). ``describe(k)``
+    may add the inputs of output ``k`` to the mismatch message. ``interrupt``: first run the
+    same stimulus halfway and reset the design in the middle of it (:func:`reset_midway`).
+    """
+    component, codec = ctx.component, ctx.codecs
+    items = codec["i"].pack_bytes(**inputs)
+    await reset(dut, stream_names(component))
+    valid, ready = stream_schedules(ctx, ("i",), ("o",), gaps=gaps)
+    valid, ready = valid["i"], ready["o"]
+    what = f"{ctx.describe()}: {test}"
+
+    def bench():
+        return FreeRun(dut, component, sources={"i": (items, valid)},
+                       sinks={"o": (len(expected), ready)})
+
+    model = pipeline_timing(len(items), latency, Source(valid), ready, emits)
+    if interrupt:
+        await reset_midway(dut, what, bench(), model.cycles // 2)
+    seen = await bench().run(timeout=2 * model.cycles + 200, expect=model.cycles)
+    got = decode(codec["o"].unpack(seen.payloads["o"]))
+    mismatches, first, why = scoreboard(what, expected, got)
+    if first is not None and describe is not None:
+        why += f" ({describe(first)})"
+    errors = timing_errors(what, model, seen)
+    record(test, mismatches=mismatches, cycles=seen.cycles, model_cycles=model.cycles,
+           timing_errors=len(errors), items=len(items), outputs=len(expected),
+           run_wall_s=seen.wall_s, service_wall_s=seen.service_s, **metrics)
+    assert mismatches == 0, why
+    assert not errors, errors[0]
+
+
+def _ints(values) -> list[int]:
+    return [int(v) for v in values]
+
+
+async def check_lanes(
+    dut, ctx: RunContext, test: str, operands: dict, model, *, show=_ints, gaps: bool,
+    count_as: str = "pairs", interrupt: bool = False,
+) -> None:
+    """:func:`check_stream` for a lane-parallel unit (:class:`~scoville.rtl.lib.pipeline.LaneUnit`):
+    the arrays of ``operands`` (by payload field, codes, padded with zeros to whole beats) in,
+    ``model(*operands.values())`` (lane results) expected. ``show`` turns a beat's values into
+    what is compared and printed; the number of operand tuples is recorded as ``count_as``."""
+    lanes = ctx.config.lanes
+    n = len(next(iter(operands.values())))
+    pad = (-n) % lanes
+    operands = {name: np.concatenate([v, np.zeros(pad, v.dtype)]) for name, v in operands.items()}
+    want = [show(beat) for beat in np.asarray(model(*operands.values())).reshape(-1, lanes)]
+
+    def describe(k):
+        lo, hi = k * lanes, (k + 1) * lanes
+        values = " ".join(f"{name}={show(v[lo:hi])}" for name, v in operands.items())
+        return f"{count_as} {lo}..{hi - 1}: {values}"
+
+    await check_stream(
+        dut, ctx, test, {name: v.reshape(-1, lanes) for name, v in operands.items()}, want,
+        decode=lambda out: [show(beat) for beat in out[""]],
+        latency=ctx.config.latency, gaps=gaps,
+        describe=describe, interrupt=interrupt, **{count_as: n + pad},
+    )
