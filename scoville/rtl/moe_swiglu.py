@@ -12,10 +12,18 @@ to retime), as every :class:`~scoville.rtl.lib.pipeline.LaneUnit`.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Const, Mux, Value
+from amaranth.hdl import Const, Mux
 
 from .lib.comb import wire
-from .lib.fp32 import ONE, fp32_add, fp32_bits, fp32_key, fp32_mul, fp32_sigmoid
+from .lib.fp32 import (
+    ONE,
+    fp32_add,
+    fp32_bits,
+    fp32_is_nan,
+    fp32_key,
+    fp32_mul,
+    fp32_sigmoid,
+)
 from .lib.params import check_choice, check_int, param
 from .lib.pipeline import LaneUnit
 
@@ -28,11 +36,6 @@ KINDS = ("gpt_oss", "deepseek")
 #: :data:`scoville.rtl.moe.SWIGLU_LIMIT`, ``SWIGLU_ALPHA``).
 LIMIT = 7.0
 ALPHA = 1.702
-
-
-def _is_nan(x):
-    x = Value.cast(x)
-    return (x[23:31] == 0xFF) & (x[:23] != 0)
 
 
 def swiglu(m, kind: str, gate, up, gate_bias=None, up_bias=None, *, name: str):
@@ -49,8 +52,8 @@ def swiglu(m, kind: str, gate, up, gate_bias=None, up_bias=None, *, name: str):
     key_hi = fp32_key(m, Const(hi, 32), name=f"{n}_khi")
     key_lo = fp32_key(m, Const(lo, 32), name=f"{n}_klo")
     # NaN passes min and clamp (as NumPy's minimum and clip).
-    g = wire(m, f"{n}_g", Mux(~_is_nan(gate) & (key_g > key_hi), hi, gate), 32)
-    u = wire(m, f"{n}_u", Mux(_is_nan(up), up, Mux(key_u > key_hi, hi,
+    g = wire(m, f"{n}_g", Mux(~fp32_is_nan(gate) & (key_g > key_hi), hi, gate), 32)
+    u = wire(m, f"{n}_u", Mux(fp32_is_nan(up), up, Mux(key_u > key_hi, hi,
                                                    Mux(key_u < key_lo, lo, up))), 32)
     ga = fp32_mul(m, g, Const(fp32_bits(ALPHA), 32), name=f"{n}_ga")
     glu = fp32_mul(m, g, fp32_sigmoid(m, ga, name=f"{n}_sig"), name=f"{n}_glu")

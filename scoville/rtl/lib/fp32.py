@@ -24,8 +24,8 @@ from .comb import leading_one, normalize, wire
 from .formats import FP32, FP32_QNAN
 
 __all__ = ["EXP2_FRAC_BITS", "EXP2_INDEX_BITS", "FP32_INF", "ONE", "exp2_table", "fp32_add",
-           "fp32_bits", "fp32_exp2", "fp32_key", "fp32_mul", "fp32_recip", "fp32_sigmoid",
-           "fp32_to_bf16", "scaled_int_to_fp32"]
+           "fp32_bits", "fp32_exp2", "fp32_is_nan", "fp32_key", "fp32_mul", "fp32_recip",
+           "fp32_sigmoid", "fp32_to_bf16", "scaled_int_to_fp32"]
 
 
 FP32_INF = 0x7F80_0000
@@ -289,11 +289,18 @@ def scaled_int_to_fp32(m: Module, value, exp, *, name: str = "cvt") -> Signal:
     return out
 
 
+def fp32_is_nan(x):
+    """Whether binary32 bits ``x`` encode a NaN (any payload, either sign): an expression,
+    no signal of its own."""
+    x = Value.cast(x)
+    return (x[23:31] == 0xFF) & (x[:23] != 0)
+
+
 def fp32_to_bf16(m, x, *, name: str):
     """``x`` (binary32 bits) rounded to BF16 bits: to nearest, ties to even, subnormals kept,
     overflow to +-Inf, every NaN the quiet NaN 0x7FC0 (``quantize_bf16``)."""
     x = Value.cast(x)
-    nan = (x[23:31] == 0xFF) & (x[:23] != 0)
+    nan = fp32_is_nan(x)
     rounded = wire(m, f"{name}_rnd", x + 0x7FFF + x[16], unsigned(33))
     return wire(m, name, Mux(nan, 0x7FC0, rounded[16:32]), unsigned(16))
 
@@ -380,16 +387,11 @@ _NEG_LOG2E = Const(fp32_bits(-math.log2(math.e)), 32)
 _BIG = 253  # the biased exponent of 2^126: no normal reciprocal from there up
 
 
-def _is_nan(x):
-    x = Value.cast(x)
-    return (x[23:31] == 0xFF) & (x[:23] != 0)
-
-
 def fp32_sigmoid(m, z, *, name: str):
     """``1 / fp32(1 + exp2(fp32(z * -log2 e)))``, the reciprocal rounded once; 0 once the
     denominator reaches 2^126 (below z = -87.3), NaN for a NaN ``z``
     (:func:`scoville.sim.golden.moe.sigmoid_unit`)."""
     t = fp32_mul(m, z, _NEG_LOG2E, name=f"{name}_t")
     d = fp32_add(m, Const(ONE, 32), fp32_exp2(m, t, name=f"{name}_exp"), name=f"{name}_d")
-    return wire(m, name, Mux(_is_nan(d), FP32_QNAN,
+    return wire(m, name, Mux(fp32_is_nan(d), FP32_QNAN,
                              Mux(d[23:31] >= _BIG, 0, fp32_recip(m, d, name=f"{name}_r"))), 32)
