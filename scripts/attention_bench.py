@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from scoville.blocks import get_block
-from scoville.rtl.attention import OPS, AttentionConfig
+from scoville.rtl.attention import AttentionConfig, Op
 from scoville.rtl.lib.params import build_config
 from scoville.sim import flow
 from scoville.sim.cycles import attention as timed
@@ -90,12 +90,12 @@ def model_step(cfg: AttentionConfig, context: int, seed: int = 0) -> dict:
         return rng.standard_normal((n, d)).astype(np.float32)
 
     for h in range(cfg.q_heads if cfg.sinks else 0):
-        model.apply(Command(OPS["sink"], head=h, value=float(rng.standard_normal())))
-    results = [model.apply(Command(OPS["alloc"]))]
+        model.apply(Command(Op.SINK, head=h, value=float(rng.standard_normal())))
+    results = [model.apply(Command(Op.ALLOC))]
     # The context only fills the cache: its appends need no K or V values to time the step.
-    results += [model.apply(Command(OPS["append"], k=vec(kv), v=vec(kv)))
+    results += [model.apply(Command(Op.APPEND, k=vec(kv), v=vec(kv)))
                 for _ in range(context)]
-    step = model.apply(Command(OPS["step"], q=vec(cfg.q_heads), k=vec(kv), v=vec(kv)))
+    step = model.apply(Command(Op.STEP, q=vec(cfg.q_heads), k=vec(kv), v=vec(kv)))
     t = timed.timing(cfg, [*results, step])
     c = t.counters
     return {"attend": c["attend_cycles"], "lines": c["kv.reads"],

@@ -422,8 +422,8 @@ MUTATIONS: tuple[Mutation, ...] = (
             Edit(_KV_DECL, _KV_DECL + "        was_busy = Signal()\n"
                                       "        m.d.sync += was_busy.eq(engine_busy)\n"),
             Edit(
-                '                with m.If(engine_busy & (r.op != OPS["append"])):\n',
-                '                with m.If((engine_busy | was_busy) & (r.op != OPS["append"])):\n',
+                '                with m.If(engine_busy & (r.op != Op.APPEND)):\n',
+                '                with m.If((engine_busy | was_busy) & (r.op != Op.APPEND)):\n',
             ),
         ),
         block="kvcache", params=KVCACHE, tests=("test_keep_up", "test_workload"), timing=True,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from scoville.rtl.attention import OPS, STATUS, Attention, AttentionConfig, rtl_error
+from scoville.rtl.attention import Attention, AttentionConfig, Op, Status, rtl_error
 from scoville.rtl.lib.params import ParamError, build_config
 from scoville.sim.cycles import attention as timed
 from scoville.sim.golden.attention import (
@@ -367,13 +367,13 @@ def _steps(cfg, context, steps=1, seed=0):
     rng = np.random.default_rng(seed)
     model = AttentionModel(cfg)
     kv, d = cfg.kv.kv_heads, cfg.kv.head_dim
-    out = [model.apply(Command(OPS["alloc"]))]
+    out = [model.apply(Command(Op.ALLOC))]
 
     def vec(n):
         return rng.standard_normal((n, d)).astype(np.float32)
 
-    out += [model.apply(Command(OPS["append"], k=vec(kv), v=vec(kv))) for _ in range(context)]
-    out += [model.apply(Command(OPS["step"], q=vec(cfg.q_heads), k=vec(kv), v=vec(kv)))
+    out += [model.apply(Command(Op.APPEND, k=vec(kv), v=vec(kv))) for _ in range(context)]
+    out += [model.apply(Command(Op.STEP, q=vec(cfg.q_heads), k=vec(kv), v=vec(kv)))
             for _ in range(steps)]
     return out
 
@@ -381,7 +381,7 @@ def _steps(cfg, context, steps=1, seed=0):
 def test_model_step_is_decode_over_the_history():
     cfg = build_config(AttentionConfig, SMALL)
     results = _steps(cfg, 45, steps=2)
-    assert [r.status for r in results] == [STATUS["ok"]] * len(results)
+    assert [r.status for r in results] == [Status.OK] * len(results)
     step = results[-1]
     assert step.length == 47 and step.out.shape == (4, 16)
     # Two heads, chunks from 47 - 20 = 27 rounded down to 0 (32 positions): 0..31, 32..46.
@@ -427,7 +427,7 @@ def test_fast_path_is_the_cycle_model_at_every_count(params):
     cfg = build_config(AttentionConfig, {"kv.bank_words": 8192, **params})
     for length in (1, 33, 65, 300, 700):
         results = _steps(cfg, length - 1)
-        assert results[-1].status == STATUS["ok"]
+        assert results[-1].status == Status.OK
         t = timed.timing(cfg, results[-1:])
         want = {"cycles": t.cycles, **t.counters}
         assert timed.decode_step(cfg, length) == want, (params, length)
@@ -458,14 +458,14 @@ def test_prefill_step_appends_t_tokens_and_attends_in_row_tiles():
     rng = np.random.default_rng(5)
     model = AttentionModel(cfg)
     d, kv = cfg.kv.head_dim, cfg.kv.kv_heads
-    results = [model.apply(Command(OPS["alloc"]))]
+    results = [model.apply(Command(Op.ALLOC))]
     for _ in range(40):
-        results.append(model.apply(Command(OPS["append"], k=rng.standard_normal((kv, d)),
+        results.append(model.apply(Command(Op.APPEND, k=rng.standard_normal((kv, d)),
                                            v=rng.standard_normal((kv, d)))))
     q = rng.standard_normal((5, cfg.q_heads, d)).astype(np.float32)
     k, v = (rng.standard_normal((5, kv, d)).astype(np.float32) for _ in range(2))
-    step = model.apply(Command(OPS["step"], q=q, k=k, v=v))
-    assert step.status == STATUS["ok"] and step.length == 45 and step.tokens == 5
+    step = model.apply(Command(Op.STEP, q=q, k=k, v=v))
+    assert step.status == Status.OK and step.length == 45 and step.tokens == 5
     keys, vals = (np.stack(x, axis=1) for x in model.values[0])
     want = prefill(q, keys, vals, sinks=model.sinks, window=cfg.window,
                    scale=cfg.score_scale, config=cfg)
@@ -478,9 +478,9 @@ def test_prefill_step_appends_t_tokens_and_attends_in_row_tiles():
     assert len(t.handshakes["o"]) == 5 * cfg.q_heads
     assert t.counters["kv.reads"] == sum(len(o.data) for o in step.cache[5:])
     # Past the limit: nothing stored, the vectors taken.
-    bad = model.apply(Command(OPS["step"], q=np.zeros((9, cfg.q_heads, d)),
+    bad = model.apply(Command(Op.STEP, q=np.zeros((9, cfg.q_heads, d)),
                               k=np.zeros((9, kv, d)), v=np.zeros((9, kv, d))))
-    assert bad.status == STATUS["bad_range"] and bad.out is None
+    assert bad.status == Status.BAD_RANGE and bad.out is None
     assert len(model.values[0][0]) == 45
     t = timed.timing(cfg, results + [step, bad])
     assert len(t.handshakes["q"]) == 14 * cfg.q_heads
@@ -497,13 +497,13 @@ def test_mla_step_reads_the_latent_lines_once_stored_and_attends_as_decode_mla()
     assert (cfg.v_tiles, cfg.v_lines) == (16, 2)
     rng = np.random.default_rng(7)
     model = AttentionModel(cfg)
-    model.apply(Command(OPS["alloc"]))
+    model.apply(Command(Op.ALLOC))
     keys = rng.standard_normal((41, 576)).astype(np.float32)
     for k in keys[:-1]:
-        assert model.apply(Command(OPS["append"], k=k[None])).status == STATUS["ok"]
+        assert model.apply(Command(Op.APPEND, k=k[None])).status == Status.OK
     q = rng.standard_normal((cfg.q_heads, 576)).astype(np.float32)
-    step = model.apply(Command(OPS["step"], q=q, k=keys[-1:]))
-    assert step.status == STATUS["ok"] and step.out.shape == (cfg.q_heads, 512)
+    step = model.apply(Command(Op.STEP, q=q, k=keys[-1:]))
+    assert step.status == Status.OK and step.out.shape == (cfg.q_heads, 512)
     want = decode_mla(q, keys, scale=cfg.scale, config=cfg)
     assert np.array_equal(step.out.view(np.uint32), want.view(np.uint32))
     reads = step.cache[1:]

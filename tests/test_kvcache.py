@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scoville.rtl.kvcache import OPS, STATUS, KvCacheConfig
+from scoville.rtl.kvcache import STATUS, KvCacheConfig, Op, Status
 from scoville.rtl.lib.params import ParamError
 from scoville.sim.cycles.kvcache import (
     engine_cycles,
@@ -98,7 +98,7 @@ def test_fork_shares_pages_and_append_copies_a_shared_partly_filled_page():
         sc.append(a, rng)
     assert sc.model.free == cfg.pages - 2
     b = sc("fork", seq=a, count=5)
-    assert (b.status, b.length, b.walked, b.free) == (STATUS["ok"], 5, 2, cfg.pages - 2)
+    assert (b.status, b.length, b.walked, b.free) == (Status.OK, 5, 2, cfg.pages - 2)
     out = sc.append(b.seq, rng)
     assert out.copied and out.new_page and out.free == cfg.pages - 3
     out = sc.append(a, rng)
@@ -116,10 +116,10 @@ def test_full_cache_answers_full_and_changes_nothing():
     sc = Script(cfg)
     s = sc("alloc").seq
     for _ in range(cfg.max_tokens):
-        assert sc.append(s, rng).status == STATUS["ok"]
+        assert sc.append(s, rng).status == Status.OK
     before = sc("read", seq=s, kv=1, head=1, start=0, count=cfg.max_tokens).data
     full = sc.append(s, rng)
-    assert (full.status, full.length, full.free) == (STATUS["full"], cfg.max_tokens, 0)
+    assert (full.status, full.length, full.free) == (Status.FULL, cfg.max_tokens, 0)
     assert sc("read", seq=s, kv=1, head=1, start=0, count=cfg.max_tokens).data == before
 
 
@@ -136,15 +136,15 @@ def test_random_scripts_leak_no_page_and_reads_return_what_was_appended(seed, pa
     # sequence's history (a fork inherits the first T tokens of its source).
     history: dict[int, list] = {}
     for req, out in zip(sc.requests, sc.outcomes, strict=True):
-        if out.status != STATUS["ok"]:
+        if out.status != Status.OK:
             continue
-        if req.op == OPS["alloc"]:
+        if req.op == Op.ALLOC:
             history[out.seq] = []
-        elif req.op == OPS["append"]:
+        elif req.op == Op.APPEND:
             history[req.seq].append(req.lines)
-        elif req.op == OPS["fork"]:
+        elif req.op == Op.FORK:
             history[out.seq] = history[req.seq][: req.count]
-        elif req.op == OPS["read"]:
+        elif req.op == Op.READ:
             tl = cfg.token_lines
             first = (req.kv * (1 - k_only) * cfg.kv_heads + req.head) * tl + req.line0
             width = req.nlines or tl - req.line0
@@ -157,23 +157,23 @@ def test_every_bad_request_answers_its_status():
     cfg = KvCacheConfig(max_seqs=2)
     rng = np.random.default_rng(3)
     model = KvCacheModel(cfg)
-    s = model.apply(Request(OPS["alloc"])).seq
-    model.apply(Request(OPS["append"], seq=s, lines=random_lines(cfg, rng)))
+    s = model.apply(Request(Op.ALLOC)).seq
+    model.apply(Request(Op.APPEND, seq=s, lines=random_lines(cfg, rng)))
     cases = [
         (Request(7, seq=s), "bad_op"),
-        (Request(OPS["free"], seq=1), "no_seq"),
-        (Request(OPS["read"], seq=200, count=1), "no_seq"),
-        (Request(OPS["read"], seq=s, head=2, count=1), "bad_head"),
-        (Request(OPS["read"], seq=s, start=1, count=1), "bad_range"),
-        (Request(OPS["read"], seq=s, count=0), "bad_range"),
-        (Request(OPS["fork"], seq=s, count=2), "bad_range"),
-        (Request(OPS["append"], seq=1, lines=random_lines(cfg, rng)), "no_seq"),
+        (Request(Op.FREE, seq=1), "no_seq"),
+        (Request(Op.READ, seq=200, count=1), "no_seq"),
+        (Request(Op.READ, seq=s, head=2, count=1), "bad_head"),
+        (Request(Op.READ, seq=s, start=1, count=1), "bad_range"),
+        (Request(Op.READ, seq=s, count=0), "bad_range"),
+        (Request(Op.FORK, seq=s, count=2), "bad_range"),
+        (Request(Op.APPEND, seq=1, lines=random_lines(cfg, rng)), "no_seq"),
     ]
     for req, status in cases:
         assert model.apply(req).status == STATUS[status], (req, status)
-    model.apply(Request(OPS["alloc"]))
-    assert model.apply(Request(OPS["alloc"])).status == STATUS["too_many"]
-    assert model.apply(Request(OPS["fork"], seq=s, count=1)).status == STATUS["too_many"]
+    model.apply(Request(Op.ALLOC))
+    assert model.apply(Request(Op.ALLOC)).status == Status.TOO_MANY
+    assert model.apply(Request(Op.FORK, seq=s, count=1)).status == Status.TOO_MANY
 
 
 def test_read_cycles_are_a_fixed_latency_plus_the_lines():

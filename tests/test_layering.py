@@ -60,7 +60,7 @@ def _ours(module: str) -> bool:
 
 def test_the_graph_is_read():
     found = dict(imports(PACKAGE / "sim" / "golden" / "kvcache.py"))
-    assert "scoville.rtl.kvcache" in found and "OPS" in found["scoville.rtl.kvcache"]
+    assert "scoville.rtl.kvcache" in found and "Op" in found["scoville.rtl.kvcache"]
     assert "scoville.sim.golden.mx" in found  # a relative import, resolved
     assert "scoville.rtl.lib.formats" in dict(imports(PACKAGE / "sim" / "golden" / "fp32_add.py"))
     assert "scoville.rtl.lib.fp32" in dict(imports(PACKAGE / "rtl" / "lib" / "blockdot.py"))
@@ -111,7 +111,7 @@ def test_sim_imports_neither_the_block_table_nor_the_testbenches(path):
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
-_INTERFACE = re.compile(r"^([A-Z][A-Z0-9_]*|[A-Za-z0-9]*Config|[a-z_]*_layout)$")
+_INTERFACE = re.compile(r"^([A-Z][A-Z0-9_]*|[A-Za-z0-9]*(Config|Op|Status)|[a-z_]*_layout)$")
 
 
 @pytest.mark.parametrize("path", _sources("sim/golden") + _sources("sim/cycles"),

@@ -6,7 +6,7 @@ refused batch."""
 from amaranth.sim import Simulator
 
 from scoville.rtl.lib.params import build_config
-from scoville.rtl.moe import STATUS, Moe, MoeConfig
+from scoville.rtl.moe import Moe, MoeConfig, Status
 
 from .amsim import Edges, send
 
@@ -40,7 +40,7 @@ def test_a_batch_of_no_tokens_or_too_many_is_refused_and_nothing_is_taken():
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    assert seen[20] == seen[41] == STATUS["bad_tokens"]
+    assert seen[20] == seen[41] == Status.BAD_TOKENS
     assert not any(x or r for x, r in seen[:20] + seen[21:41])
     assert seen[-1] == 1
 

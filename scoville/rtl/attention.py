@@ -13,17 +13,17 @@ import math
 from dataclasses import dataclass
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .attention_transpose import KTranspose, TokenJoin, TokenQueue, beat_layout
 from .gemm import COUNTERS as GEMM_COUNTERS
 from .gemm import Gemm, GemmConfig
-from .kvcache import COUNTER_BITS, SEQ_BITS, TOKEN_BITS, KvCache, KvCacheConfig
+from .kvcache import COUNTER_BITS, SEQ_BITS, TOKEN_BITS, KvCache, KvCacheConfig, Status
 from .kvcache import COUNTERS as CACHE_COUNTERS
-from .kvcache import OPS as CACHE_OPS
-from .kvcache import STATUS as CACHE_STATUS
+from .kvcache import Op as CacheOp
+from .lib.codes import names
 from .lib.comb import max_tree, wire
 from .lib.counters import count, counter_layout
 from .lib.formats import FP32, MX_BLOCK
@@ -40,9 +40,9 @@ from .lib.fp32 import (
 from .lib.params import ParamError, check_choice, check_int, check_parts, param, part
 from .mx_quant import block_amax, block_codes, round_e4m3
 
-__all__ = ["COUNTERS", "MLA_K_DIM", "MLA_ROPE_DIM", "MLA_V_DIM", "MODES", "OPS", "STATUS",
-           "Attention", "AttentionConfig", "command_layout", "io_layout", "response_layout",
-           "rtl_error"]
+__all__ = ["COUNTERS", "MLA_K_DIM", "MLA_ROPE_DIM", "MLA_V_DIM", "MODES", "OPS", "STATUS", "Op",
+           "Status", "Attention", "AttentionConfig", "command_layout", "io_layout",
+           "response_layout", "rtl_error"]
 
 _NEG_INF = 0xFF80_0000
 _SIGN = 0x8000_0000
@@ -228,14 +228,23 @@ class AttentionConfig:
         return out
 
 
-#: Commands (``cmd.op``).
-OPS = {"alloc": 0, "free": 1, "append": 2, "step": 3, "sink": 4}
+class Op(enum.IntEnum, shape=3):
+    """Commands (``cmd.op``; the codes 5 to 7 are answered ``BAD_OP``)."""
+    ALLOC = 0
+    FREE = 1
+    APPEND = 2
+    STEP = 3
+    SINK = 4
 
-#: Response status codes: the cache's (:data:`~scoville.rtl.kvcache.STATUS`: ``no_seq`` for an
-#: unknown or freed sequence, ``too_many``, ``full`` for a cache with no room), and ``bad_op``
-#: for an unknown command or a sink command without sinks, ``bad_head`` for a sink of a head
-#: beyond ``q_heads``.
-STATUS = dict(CACHE_STATUS)
+
+#: ``{name: Op member}``, the names in lower case.
+OPS = names(Op)
+
+#: Response status codes are the cache's (:class:`~scoville.rtl.kvcache.Status`: ``NO_SEQ`` for
+#: an unknown or freed sequence, ``TOO_MANY``, ``FULL`` for a cache with no room), and
+#: ``BAD_OP`` for an unknown command or a sink command without sinks, ``BAD_HEAD`` for a sink of
+#: a head beyond ``q_heads``. ``{name: Status member}``, the names in lower case.
+STATUS = names(Status)
 
 #: The block's own counters, beside its parts' (``kv.*``, ``array.*``).
 OWN_COUNTERS = ("steps", "append_cycles", "attend_cycles", "softmax_waits", "out_stalls")
@@ -299,7 +308,7 @@ def command_layout() -> data.StructLayout:
     """The ``cmd`` payload: ``op`` (:data:`OPS`); ``seq`` (free, append, step); ``tokens``
     (a step's new tokens T, less one: 0 in decode, up to ``q_tokens - 1`` in prefill);
     ``head`` and ``value`` (sink: the head's sink logit, binary32)."""
-    return data.StructLayout({"op": unsigned(3), "seq": unsigned(SEQ_BITS),
+    return data.StructLayout({"op": Op, "seq": unsigned(SEQ_BITS),
                               "tokens": unsigned(8), "head": unsigned(8),
                               "value": unsigned(32)})
 
@@ -307,7 +316,7 @@ def command_layout() -> data.StructLayout:
 def response_layout() -> data.StructLayout:
     """The ``resp`` payload: ``status`` (:data:`STATUS`), ``seq`` (an alloc's new sequence,
     else the command's) and ``length`` (the sequence's tokens after the command)."""
-    return data.StructLayout({"status": unsigned(3), "seq": unsigned(SEQ_BITS),
+    return data.StructLayout({"status": Status, "seq": unsigned(SEQ_BITS),
                               "length": unsigned(TOKEN_BITS)})
 
 
@@ -489,7 +498,7 @@ class Attention(wiring.Component):
         RM = TQ * G  # rows of a full row tile
         n_tiles = -(-TM // TQ)
         cur = Signal(command_layout())
-        status = Signal(3)
+        status = Signal(Status)
         length = Signal(TOKEN_BITS)
         out_seq = Signal(SEQ_BITS)
         base = Signal(TOKEN_BITS)  # the position of the step's first new token
@@ -518,33 +527,33 @@ class Attention(wiring.Component):
                     m.next = "DISPATCH"
             with m.State("DISPATCH"):
                 with m.Switch(cur.op):
-                    with m.Case(OPS["alloc"], OPS["free"]):
+                    with m.Case(Op.ALLOC, Op.FREE):
                         m.next = "REQ"
-                    with m.Case(OPS["append"]):
+                    with m.Case(Op.APPEND):
                         m.d.sync += [feed_left.eq(SEC * H), feed_tok.eq(0), tok_left.eq(1)]
                         m.next = "REQ"
-                    with m.Case(OPS["step"]):
+                    with m.Case(Op.STEP):
                         m.d.sync += [feed_left.eq(SEC * H), feed_tok.eq(cur.tokens),
                                      q_left.eq(step_tokens * QH), ntok.eq(step_tokens),
-                                     tok_left.eq(step_tokens), status.eq(STATUS["ok"])]
+                                     tok_left.eq(step_tokens), status.eq(Status.OK)]
                         with m.If(step_tokens > TM):
-                            m.d.sync += status.eq(STATUS["bad_range"])
+                            m.d.sync += status.eq(Status.BAD_RANGE)
                             m.next = "DRAIN"
                         with m.Else():
                             m.d.sync += self.counters.steps.eq(self.counters.steps + 1)
                             m.next = "REQ"
-                    with m.Case(OPS["sink"]):
+                    with m.Case(Op.SINK):
                         with m.If(cur.head >= QH):
-                            m.d.sync += status.eq(STATUS["bad_head"])
+                            m.d.sync += status.eq(Status.BAD_HEAD)
                         with m.Elif(cfg.sinks):
-                            m.d.sync += [status.eq(STATUS["ok"]),
+                            m.d.sync += [status.eq(Status.OK),
                                          m0[cur.head].eq(fp32_mul(m, cur.value, log2e,
                                                                   name="sinkm"))]
                         with m.Else():
-                            m.d.sync += status.eq(STATUS["bad_op"])
+                            m.d.sync += status.eq(Status.BAD_OP)
                         m.next = "RESP"
                     with m.Default():
-                        m.d.sync += status.eq(STATUS["bad_op"])
+                        m.d.sync += status.eq(Status.BAD_OP)
                         m.next = "RESP"
             with m.State("DRAIN"):
                 # A step whose T is out of range: its K, V and Q are taken and dropped.
@@ -552,12 +561,12 @@ class Attention(wiring.Component):
                     m.next = "RESP"
             with m.State("REQ"):
                 m.d.comb += [cache.req.valid.eq(1),
-                             cache_req.op.eq(Mux(cur.op == OPS["step"], CACHE_OPS["append"],
-                                                 Mux(cur.op == OPS["alloc"],
-                                                     CACHE_OPS["alloc"],
-                                                     Mux(cur.op == OPS["free"],
-                                                         CACHE_OPS["free"],
-                                                         CACHE_OPS["append"])))),
+                             cache_req.op.eq(Mux(cur.op == Op.STEP, CacheOp.APPEND,
+                                                 Mux(cur.op == Op.ALLOC,
+                                                     CacheOp.ALLOC,
+                                                     Mux(cur.op == Op.FREE,
+                                                         CacheOp.FREE,
+                                                         CacheOp.APPEND)))),
                              cache_req.seq.eq(cur.seq)]
                 with m.If(cache.req.ready):
                     m.next = "WAIT"
@@ -568,9 +577,9 @@ class Attention(wiring.Component):
                     m.d.sync += [out_seq.eq(r.seq), length.eq(r.length),
                                  tok_left.eq(tok_left - 1)]
                     # A step's answer is its first failing append's (later ones fail alike).
-                    with m.If((cur.op != OPS["step"]) | (status == STATUS["ok"])):
+                    with m.If((cur.op != Op.STEP) | (status == Status.OK)):
                         m.d.sync += status.eq(r.status)
-                    with m.If(cur.op != OPS["step"]):
+                    with m.If(cur.op != Op.STEP):
                         m.next = "RESP"
                     with m.Elif(tok_left > 1):
                         m.next = "REQ"
@@ -579,7 +588,7 @@ class Attention(wiring.Component):
             with m.State("QWAIT"):
                 # A step takes all its Q vectors, also when an append failed.
                 with m.If(q_left == 0):
-                    with m.If(status == STATUS["ok"]):
+                    with m.If(status == Status.OK):
                         first = wire(m, "first_pos", length - ntok, unsigned(TOKEN_BITS))
                         m.d.sync += [base.eq(first), attending.eq(1)]
                         for walk in walks.values():
@@ -664,7 +673,7 @@ class Attention(wiring.Component):
         # window of each token's lines).
         rd_vt = Signal(range(max(VT, 2)))
         with m.If(attending & ~rdw.done):
-            m.d.comb += [cache.req.valid.eq(1), cache_req.op.eq(CACHE_OPS["read"]),
+            m.d.comb += [cache.req.valid.eq(1), cache_req.op.eq(CacheOp.READ),
                          cache_req.seq.eq(cur.seq), cache_req.kv.eq(rdw.sub),
                          cache_req.head.eq(rdw.h), cache_req.start.eq(rdw.a0),
                          cache_req.count.eq(rdw.n)]
@@ -922,7 +931,7 @@ class Attention(wiring.Component):
         # ---- Counters.
         m.d.comb += [self.counters.kv.eq(cache.counters), self.counters.array.eq(array.counters)]
         setup = fsm.ongoing("REQ") | fsm.ongoing("WAIT") | fsm.ongoing("QWAIT")
-        phase = {"append_cycles": setup & (cur.op == OPS["step"]),
+        phase = {"append_cycles": setup & (cur.op == Op.STEP),
                  "attend_cycles": attending,
                  "softmax_waits": attending & ~aqw.done & aqw.sub & ~max_ready,
                  "out_stalls": self.o.valid & ~self.o.ready}

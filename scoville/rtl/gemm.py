@@ -33,7 +33,7 @@ import functools
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .gemm_arith import FORMATS, Arith, pair_error
@@ -41,15 +41,22 @@ from .gemm_dataflow import CMD, DIM_BITS
 from .gemm_opbuffer import OperandBuffer
 from .gemm_os_dataflow import OutputStationary
 from .gemm_ws_dataflow import WeightStationary
+from .lib.codes import names
 from .lib.counters import counter_layout
 from .lib.fp32 import fp32_mul
 from .lib.params import ParamError, check_choice, check_int, param
 
-__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "STATUS", "Gemm", "GemmConfig", "command_layout",
-           "command_members", "operand_layouts"]
+__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "STATUS", "Gemm", "GemmConfig", "Status",
+           "command_layout", "command_members", "operand_layouts"]
 
-#: Status codes of the last command.
-STATUS = {"ok": 0, "zero_dim": 1}
+class Status(enum.IntEnum, shape=1):
+    """Status of the latest command."""
+    OK = 0
+    ZERO_DIM = 1
+
+
+#: ``{name: Status member}``, the names in lower case.
+STATUS = names(Status)
 
 #: The performance counters (the ``counters`` port).
 COUNTERS = counter_layout({"busy": 32, "stall_a": 32, "stall_b": 32, "stall_out": 32,
@@ -146,15 +153,17 @@ def command_layout(config: GemmConfig) -> data.StructLayout:
     return data.StructLayout(fields)
 
 
-def command_members(a_layout, b_layout, out_layout, counters, cmd_layout=CMD) -> dict:
+def command_members(a_layout, b_layout, out_layout, counters, cmd_layout=CMD, *,
+                    status=Status) -> dict:
     """The ports of a block driven like the engine: ``cmd`` (one GEMM per command), the
-    operand streams ``a`` and ``b``, the output stream ``o``, ``status`` and ``counters``."""
+    operand streams ``a`` and ``b``, the output stream ``o``, ``status`` (of the enum
+    ``status``) and ``counters``."""
     return {
         "cmd": In(stream.Signature(cmd_layout)),
         "a": In(stream.Signature(a_layout)),
         "b": In(stream.Signature(b_layout)),
         "o": Out(stream.Signature(out_layout)),
-        "status": Out(2),
+        "status": Out(status),
         "counters": Out(counters),
     }
 
@@ -181,8 +190,8 @@ class Gemm(wiring.Component):
         element).
     o : Out(stream.Signature(ArrayLayout(32, cols)))
         Rows of C: INT32, or binary32 bits.
-    status : Out(2)
-        Status of the latest command (:data:`STATUS`).
+    status : Out(Status)
+        Status of the latest command (:class:`Status`).
     counters : Out(COUNTERS)
         Since reset: ``busy``, ``stall_a``, ``stall_b``, ``stall_out``, ``idle`` (32 bits each:
         cycles of schedule steps and command accepts, of steps held for a missing A beat, for a
@@ -221,7 +230,7 @@ class Gemm(wiring.Component):
             flow.b.eq(bbuf.data),
         ]
         with m.If(self.cmd.valid & ~flow.active):
-            m.d.sync += self.status.eq(Mux(bad, STATUS["zero_dim"], STATUS["ok"]))
+            m.d.sync += self.status.eq(Mux(bad, Status.ZERO_DIM, Status.OK))
             with m.If(bad):
                 m.d.sync += self.counters.rejected.eq(self.counters.rejected + 1)
 

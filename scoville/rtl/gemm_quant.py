@@ -19,20 +19,28 @@ A front end checks each command and hands a good one to the array and, in the sa
 from dataclasses import dataclass
 
 from amaranth.hdl import Module, Mux
-from amaranth.lib import data, wiring
+from amaranth.lib import data, enum, wiring
 
 from .gemm import COUNTERS as GEMM_COUNTERS
 from .gemm import Gemm, GemmConfig, command_members, operand_layouts
 from .gemm_quant_reblock import Reblock
+from .lib.codes import names
 from .lib.counters import counter_layout
 from .lib.formats import MX_BLOCK
 from .lib.params import check_int, check_parts, param, part
 from .mx_quant import MxQuant, MxQuantConfig, out_layout
 
-__all__ = ["COUNTERS", "STATUS", "GemmQuant", "GemmQuantConfig"]
+__all__ = ["COUNTERS", "STATUS", "GemmQuant", "GemmQuantConfig", "Status"]
 
-#: Status codes of the latest command.
-STATUS = {"ok": 0, "zero_dim": 1, "n_not_blocks": 2}
+class Status(enum.IntEnum, shape=2):
+    """Status of the latest command."""
+    OK = 0
+    ZERO_DIM = 1
+    N_NOT_BLOCKS = 2
+
+
+#: ``{name: Status member}``, the names in lower case.
+STATUS = names(Status)
 
 #: The performance counters: the array's, and the commands this block rejected.
 COUNTERS = data.StructLayout({"array": GEMM_COUNTERS,
@@ -71,11 +79,11 @@ class GemmQuantConfig:
         check_int("groups", self.groups, 1, 8)
 
     @staticmethod
-    def status(m: int, k: int, n: int) -> str:
-        """What the block does with a command (the key of :data:`STATUS`): ``ok`` runs it."""
+    def status(m: int, k: int, n: int) -> Status:
+        """What the block does with a command: ``OK`` runs it."""
         if min(m, k, n) == 0:
-            return "zero_dim"
-        return "n_not_blocks" if n % MX_BLOCK else "ok"
+            return Status.ZERO_DIM
+        return Status.N_NOT_BLOCKS if n % MX_BLOCK else Status.OK
 
 
 class GemmQuant(wiring.Component):
@@ -93,8 +101,8 @@ class GemmQuant(wiring.Component):
     o : Out(stream.Signature(StructLayout(codes, scale)))
         MXFP4 blocks of C: for each row tile of ``array.rows`` rows, for each 32 columns,
         the tile's rows in order (:func:`scoville.sim.golden.gemm_quant.block_order`).
-    status : Out(2)
-        Status of the latest command (:data:`STATUS`).
+    status : Out(Status)
+        Status of the latest command (:class:`Status`).
     counters : Out(COUNTERS)
         ``array.*``: the array's counters; ``rejected``: commands this block rejected.
     """
@@ -104,7 +112,7 @@ class GemmQuant(wiring.Component):
         self.a_layout, self.b_layout = operand_layouts(config.array)
         self.out_layout = out_layout(config.quant)
         super().__init__(command_members(self.a_layout, self.b_layout, self.out_layout,
-                                         COUNTERS))
+                                         COUNTERS, status=Status))
 
     @property
     def config(self) -> GemmQuantConfig:
@@ -136,8 +144,8 @@ class GemmQuant(wiring.Component):
             self.counters.array.eq(array.counters),
         ]
         with m.If(self.cmd.valid & self.cmd.ready):
-            m.d.sync += self.status.eq(Mux(zero, STATUS["zero_dim"],
-                                           Mux(partial, STATUS["n_not_blocks"], STATUS["ok"])))
+            m.d.sync += self.status.eq(Mux(zero, Status.ZERO_DIM,
+                                           Mux(partial, Status.N_NOT_BLOCKS, Status.OK)))
             with m.If(zero | partial):
                 m.d.sync += self.counters.rejected.eq(self.counters.rejected + 1)
         return m

@@ -36,37 +36,49 @@ import functools
 from dataclasses import dataclass
 
 from amaranth.hdl import Array, Module, Mux, Signal, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .kvcache_banks import Banks
 from .kvcache_linereader import LineReader
 from .kvcache_pages import PageAllocator, table_address
+from .lib.codes import names
 from .lib.counters import count, counter_layout
 from .lib.formats import ELEMENT_BITS, MX_BLOCK
 from .lib.params import ParamError, check_choice, check_int, param
 
 __all__ = [
-    "COUNTERS", "FORMATS", "OPS", "STATUS", "KvCache", "KvCacheConfig",
+    "COUNTERS", "FORMATS", "OPS", "STATUS", "KvCache", "KvCacheConfig", "Op", "Status",
     "request_layout",
 ]
 
 #: The storage formats (their widths: :data:`~scoville.rtl.lib.formats.ELEMENT_BITS`).
 FORMATS = ("bf16", "fp8_e4m3", "mxfp4")
 
-#: Request opcodes.
-OPS = {"alloc": 0, "free": 1, "append": 2, "read": 3, "fork": 4}
+class Op(enum.IntEnum, shape=3):
+    """Request opcodes (the codes 5 to 7 are answered ``BAD_OP``)."""
+    ALLOC = 0
+    FREE = 1
+    APPEND = 2
+    READ = 3
+    FORK = 4
 
-#: Response status codes, in the order they are checked.
-STATUS = {
-    "ok": 0,
-    "bad_op": 1,
-    "no_seq": 2,
-    "bad_head": 3,
-    "bad_range": 4,
-    "too_many": 5,
-    "full": 6,
-}
+
+class Status(enum.IntEnum, shape=3):
+    """Response status codes, in the order they are checked."""
+    OK = 0
+    BAD_OP = 1
+    NO_SEQ = 2
+    BAD_HEAD = 3
+    BAD_RANGE = 4
+    TOO_MANY = 5
+    FULL = 6
+
+
+#: ``{name: Op member}``, the names in lower case.
+OPS = names(Op)
+#: ``{name: Status member}``, the names in lower case.
+STATUS = names(Status)
 
 SEQ_BITS = 8
 HEAD_BITS = 8
@@ -86,7 +98,7 @@ def request_layout() -> data.StructLayout:
     ``nlines`` (read: of each token, the lines ``line0 .. line0 + nlines - 1``; ``nlines`` = 0:
     to the token's end)."""
     return data.StructLayout({
-        "op": unsigned(3), "seq": unsigned(SEQ_BITS), "kv": unsigned(1),
+        "op": Op, "seq": unsigned(SEQ_BITS), "kv": unsigned(1),
         "head": unsigned(HEAD_BITS), "start": unsigned(TOKEN_BITS), "count": unsigned(TOKEN_BITS),
         "line0": unsigned(LINE_BITS), "nlines": unsigned(LINE_BITS),
     })
@@ -97,7 +109,7 @@ def response_layout() -> data.StructLayout:
     request's); ``length`` (that sequence's tokens after the request, 0 when unknown);
     ``free`` (free pages after the request)."""
     return data.StructLayout({
-        "status": unsigned(3), "seq": unsigned(SEQ_BITS), "length": unsigned(TOKEN_BITS),
+        "status": Status, "seq": unsigned(SEQ_BITS), "length": unsigned(TOKEN_BITS),
         "free": unsigned(TOKEN_BITS),
     })
 
@@ -293,7 +305,7 @@ class KvCache(wiring.Component):
         free = pages.free
         m.d.comb += self.free_pages.eq(free)
 
-        status = Signal(3)
+        status = Signal(Status)
         out_seq = Signal(SEQ_BITS)
         out_len = Signal(TOKEN_BITS)
         seq_ok = Signal()
@@ -351,81 +363,81 @@ class KvCache(wiring.Component):
             with m.State("DECODE"):
                 m.d.sync += [out_seq.eq(r.seq), out_len.eq(Mux(seq_ok, seq_len, 0)),
                              pg.eq(0), beat.eq(0), kvh.eq(0), j.eq(0)]
-                with m.If(engine_busy & (r.op != OPS["append"])):
+                with m.If(engine_busy & (r.op != Op.APPEND)):
                     m.d.comb += read_wait.eq(1)
                 with m.Else():
                     with m.Switch(r.op):
-                        with m.Case(OPS["alloc"]):
+                        with m.Case(Op.ALLOC):
                             with m.If(~slot_free):
-                                finish(STATUS["too_many"])
+                                finish(Status.TOO_MANY)
                             with m.Else():
                                 m.d.sync += [active.bit_select(new_id, 1).eq(1),
                                              length[new_id].eq(0), out_seq.eq(new_id),
                                              out_len.eq(0)]
-                                finish(STATUS["ok"])
-                        with m.Case(OPS["free"]):
+                                finish(Status.OK)
+                        with m.Case(Op.FREE):
                             with m.If(~seq_ok):
-                                finish(STATUS["no_seq"])
+                                finish(Status.NO_SEQ)
                             with m.Else():
                                 m.d.sync += npages.eq(ceil_pages(seq_len))
                                 m.next = "W_TAB"
-                        with m.Case(OPS["fork"]):
+                        with m.Case(Op.FORK):
                             with m.If(~seq_ok):
-                                finish(STATUS["no_seq"])
+                                finish(Status.NO_SEQ)
                             with m.Elif(r.count > seq_len):
-                                finish(STATUS["bad_range"])
+                                finish(Status.BAD_RANGE)
                             with m.Elif(~slot_free):
-                                finish(STATUS["too_many"])
+                                finish(Status.TOO_MANY)
                             with m.Else():
                                 m.d.sync += [npages.eq(ceil_pages(r.count)), dst.eq(new_id)]
                                 m.next = "W_TAB"
-                        with m.Case(OPS["append"]):
+                        with m.Case(Op.APPEND):
                             m.d.sync += [slot.eq(seq_len[:log_pt] if log_pt else 0),
                                          pidx.eq(seq_len >> log_pt)]
                             m.d.comb += tab_c.addr.eq(table_address(P, r.seq, seq_len >> log_pt))
                             with m.If(~seq_ok):
-                                m.d.sync += status.eq(STATUS["no_seq"])
+                                m.d.sync += status.eq(Status.NO_SEQ)
                                 m.next = "DRAIN"
                             with m.Else():
                                 m.next = "A_REF"
-                        with m.Case(OPS["read"]):
+                        with m.Case(Op.READ):
                             with m.If(~seq_ok):
-                                finish(STATUS["no_seq"])
+                                finish(Status.NO_SEQ)
                             with m.Elif(r.head >= H):
-                                finish(STATUS["bad_head"])
+                                finish(Status.BAD_HEAD)
                             with m.Elif((r.count == 0) | (r.start + r.count > seq_len)
                                         | (r.line0 >= TL) | (r.line0 + r.nlines > TL)):
-                                finish(STATUS["bad_range"])
+                                finish(Status.BAD_RANGE)
                             with m.Else():
                                 m.d.comb += reader.start.eq(1)
-                                finish(STATUS["ok"])
+                                finish(Status.OK)
                         with m.Default():
-                            finish(STATUS["bad_op"])
+                            finish(Status.BAD_OP)
 
             # Free and fork: for each page, read its table entry, then its reference count,
             # then write the count back (a freed page that drops to 0 goes on the free list).
             with m.State("W_TAB"):
                 m.d.comb += tab_c.addr.eq(table_address(P, r.seq, pg))
                 with m.If(pg == npages):
-                    with m.If(r.op == OPS["free"]):
+                    with m.If(r.op == Op.FREE):
                         m.d.sync += [active.bit_select(r.seq[: len(new_id)], 1).eq(0),
                                      length[r.seq].eq(0), out_len.eq(0)]
                     with m.Else():
                         m.d.sync += [active.bit_select(dst, 1).eq(1), length[dst].eq(r.count),
                                      out_seq.eq(dst), out_len.eq(r.count)]
-                    finish(STATUS["ok"])
+                    finish(Status.OK)
                 with m.Else():
                     m.next = "W_REF"
             with m.State("W_REF"):
                 m.d.comb += ref_r.addr.eq(tab_c.data)
                 m.d.sync += page_old.eq(tab_c.data)
-                with m.If(r.op == OPS["fork"]):
+                with m.If(r.op == Op.FORK):
                     m.d.comb += [tab_w.addr.eq(dst * P + pg), tab_w.data.eq(tab_c.data),
                                  tab_w.en.eq(1)]
                 m.next = "W_UPD"
             with m.State("W_UPD"):
                 m.d.comb += [ref_w.addr.eq(page_old), ref_w.en.eq(1)]
-                with m.If(r.op == OPS["fork"]):
+                with m.If(r.op == Op.FORK):
                     m.d.comb += ref_w.data.eq(ref_r.data + 1)
                 with m.Else():
                     m.d.comb += ref_w.data.eq(ref_r.data - 1)
@@ -450,7 +462,7 @@ class KvCache(wiring.Component):
                 m.d.sync += [ref_old.eq(ref_r.data), cow.eq(shared), page_w.eq(page_old),
                              copy.eq(0)]
                 with m.If(need & (free == 0)):
-                    m.d.sync += status.eq(STATUS["full"])
+                    m.d.sync += status.eq(Status.FULL)
                     m.next = "DRAIN"
                 with m.Elif(shared & engine_busy):
                     m.d.comb += read_wait.eq(1)
@@ -490,7 +502,7 @@ class KvCache(wiring.Component):
                         m.d.sync += kvh.eq(kvh + 1)
                     with m.If(beat == B - 1):
                         m.d.sync += [length[r.seq].eq(seq_len + 1), out_len.eq(seq_len + 1),
-                                     status.eq(STATUS["ok"])]
+                                     status.eq(Status.OK)]
                         m.next = "RESP"
             with m.State("DRAIN"):
                 m.d.comb += self.wd.ready.eq(1)

@@ -14,13 +14,14 @@ import dataclasses
 from dataclasses import dataclass
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .fetch import Fetch, FetchConfig, request_layout
 from .gemm import COUNTERS as GEMM_COUNTERS
 from .gemm import Gemm, GemmConfig
+from .lib.codes import names
 from .lib.counters import count, counter_layout
 from .lib.formats import MX_BLOCK
 from .lib.fp32 import fp32_add, fp32_bits, fp32_mul
@@ -35,7 +36,7 @@ from .mx_quant import MxQuant, MxQuantConfig
 
 __all__ = ["ACT_FORMATS", "ARRAY_FORMATS", "COLS", "COUNTERS", "EXPERT_COUNTERS", "OWN_COUNTERS",
            "ROUTERS",
-           "STATUS", "SWIGLU_ALPHA", "SWIGLU_LIMIT", "X_FORMATS", "Moe", "MoeConfig",
+           "STATUS", "SWIGLU_ALPHA", "SWIGLU_LIMIT", "X_FORMATS", "Moe", "MoeConfig", "Status",
            "command_layout"]
 
 #: ``router``: GPT-OSS (softmax over the top-k logits, biases everywhere, interleaved gate and
@@ -232,8 +233,15 @@ class MoeConfig:
         return 2 * self.intermediate
 
 
-#: Status of the latest batch command.
-STATUS = {"ok": 0, "bad_tokens": 1, "bad_weights": 2}
+class Status(enum.IntEnum, shape=2):
+    """Status of the latest batch command."""
+    OK = 0
+    BAD_TOKENS = 1
+    BAD_WEIGHTS = 2
+
+
+#: ``{name: Status member}``, the names in lower case.
+STATUS = names(Status)
 
 #: The block's own counters, beside the array's (``array.*``): words read on the weight port,
 #: experts run (the shared one included), rows the experts ran (tokens per expert, summed),
@@ -326,8 +334,8 @@ class Moe(wiring.Component):
         status ``bad_weights``.
     o : Out(stream.Signature(ArrayLayout(32, array.cols)))
         The output, ``cols`` FP32 values a beat, token after token.
-    status : Out(1)
-        Of the latest command (:data:`STATUS`).
+    status : Out(Status)
+        Of the latest command (:class:`Status`).
     counters : Out(counters_layout(config))
         Since reset: the array's (``array.*``), :data:`OWN_COUNTERS`, and with
         ``expert_counters`` each expert's :data:`EXPERT_COUNTERS`.
@@ -346,7 +354,7 @@ class Moe(wiring.Component):
             "req": Out(stream.Signature(req)),
             "rdata": In(stream.Signature(weight_layout(config))),
             "o": Out(stream.Signature(data.ArrayLayout(32, config.array.cols))),
-            "status": Out(2),
+            "status": Out(Status),
             "counters": Out(counters_layout(config)),
         })
 
@@ -603,7 +611,7 @@ class Moe(wiring.Component):
                 with m.If(self.cmd.valid):
                     t_ = self.cmd.payload.tokens
                     bad = (t_ == 0) | (t_ > T)
-                    m.d.sync += self.status.eq(Mux(bad, STATUS["bad_tokens"], STATUS["ok"]))
+                    m.d.sync += self.status.eq(Mux(bad, Status.BAD_TOKENS, Status.OK))
                     with m.If(~bad):
                         m.d.sync += weights_bad.eq(0)
                         m.d.sync += [n_tok.eq(t_), taking.eq(1), pos.eq(0), xt.eq(0),
@@ -685,7 +693,7 @@ class Moe(wiring.Component):
                 m.d.comb += orp.addr.eq(0)
                 m.d.sync += o_at.eq(0)
                 with m.If(weights_bad):
-                    m.d.sync += self.status.eq(STATUS["bad_weights"])
+                    m.d.sync += self.status.eq(Status.BAD_WEIGHTS)
                     m.d.comb += bad_batch.eq(1)
                     m.next = "IDLE"
                 with m.Else():

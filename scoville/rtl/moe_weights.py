@@ -14,14 +14,21 @@ the slot. Slots are loaded and fed in turn, 0, 1, 0, ...
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .gemm import operand_layouts
 from .lib.formats import MX_BLOCK
 
-__all__ = ["WeightTiles", "feed_layout", "tile_layout"]
+__all__ = ["Field", "WeightTiles", "feed_layout", "tile_layout"]
+
+
+class Field(enum.IntEnum, shape=2):
+    """The loader's state: the field of the tile it unpacks next."""
+    CODES = 0
+    SCALE = 1
+    BIAS = 2
 
 
 def tile_layout(config) -> data.StructLayout:
@@ -94,7 +101,7 @@ class WeightTiles(wiring.Component):
         blk_row = Signal(range(MX_BLOCK + 1))
         blk = Signal(range(BM + 1))
         bias_i = Signal(range(C + 1))
-        phase = Signal(2)                 # 0 codes, 1 scale, 2 bias
+        phase = Signal(Field)
 
         tile_bits = Signal(range(cfg.tile_bits(KM) + 1))
         m.d.comb += tile_bits.eq(
@@ -105,15 +112,16 @@ class WeightTiles(wiring.Component):
             m.d.sync += [loading.eq(1), k.eq(self.tile.payload.k),
                          has_bias.eq(self.tile.payload.bias),
                          words_left.eq((tile_bits + P - 1) // P), row.eq(0), blk_row.eq(0),
-                         blk.eq(0), bias_i.eq(0), phase.eq(0), fill.eq(0)]
+                         blk.eq(0), bias_i.eq(0), phase.eq(Field.CODES), fill.eq(0)]
 
         need = Signal(range(max(ROW, SCALE, BIAS) + 1))
-        m.d.comb += need.eq(Mux(phase == 0, ROW, Mux(phase == 1, SCALE, BIAS)))
+        m.d.comb += need.eq(Mux(phase == Field.CODES, ROW, Mux(phase == Field.SCALE, SCALE, BIAS)))
         can_out = Signal()
         m.d.comb += can_out.eq(loading & ~full.bit_select(ws, 1) & (fill >= need))
         shifted = Signal(W)
-        m.d.comb += shifted.eq(Mux(can_out, Mux(phase == 0, buf >> ROW,
-                                                Mux(phase == 1, buf >> SCALE, buf >> BIAS)),
+        m.d.comb += shifted.eq(Mux(can_out, Mux(phase == Field.CODES, buf >> ROW,
+                                                Mux(phase == Field.SCALE, buf >> SCALE,
+                                                    buf >> BIAS)),
                                    buf))
         f2 = Signal(range(W + 1))
         m.d.comb += f2.eq(fill - Mux(can_out, need, 0))
@@ -133,20 +141,20 @@ class WeightTiles(wiring.Component):
                 m.d.sync += words_left.eq(words_left - 1)
         with m.If(can_out):
             with m.Switch(phase):
-                with m.Case(0):
+                with m.Case(Field.CODES):
                     m.d.comb += cw.en.eq(1)
                     m.d.sync += [row.eq(row + 1), blk_row.eq(blk_row + 1)]
                     with m.If(blk_row == MX_BLOCK - 1):
-                        m.d.sync += phase.eq(1)
-                with m.Case(1):
+                        m.d.sync += phase.eq(Field.SCALE)
+                with m.Case(Field.SCALE):
                     m.d.comb += sw.en.eq(1)
                     m.d.sync += [blk.eq(blk + 1), blk_row.eq(0)]
                     with m.If(row == k):
-                        m.d.sync += phase.eq(Mux(has_bias, 2, 0))
+                        m.d.sync += phase.eq(Mux(has_bias, Field.BIAS, Field.CODES))
                         m.d.comb += last_field.eq(~has_bias)
                     with m.Else():
-                        m.d.sync += phase.eq(0)
-                with m.Case(2):
+                        m.d.sync += phase.eq(Field.CODES)
+                with m.Case(Field.BIAS):
                     for s in range(2):
                         with m.If(ws == s):
                             m.d.sync += biases[s].as_value().eq(

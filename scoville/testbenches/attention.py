@@ -23,7 +23,7 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
-from scoville.rtl.attention import OPS, STATUS
+from scoville.rtl.attention import OPS, STATUS, Op
 from scoville.sim.cycles.attention import COUNTERS, macs, timing
 from scoville.sim.cycles.stream import Source
 from scoville.sim.golden.attention import (
@@ -136,9 +136,9 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
         feed["cmd"].append(codec["cmd"].pack(op=[c.op], seq=[c.seq], head=[c.head],
                                              tokens=[c.tokens - 1],
                                              value=_bits([c.value]))[0])
-        if c.op == OPS["step"]:
+        if c.op == Op.STEP:
             feed["q"] += [_bits(row) for row in np.reshape(c.q, (-1, d))]
-        if c.op in (OPS["step"], OPS["append"]):
+        if c.op in (Op.STEP, Op.APPEND):
             feed["k"] += [_bits(row) for row in np.reshape(c.k, (-1, d))]
             if "v" in feed:
                 feed["v"] += [_bits(row) for row in np.reshape(c.v, (-1, d))]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
-from scoville.rtl.gemm import STATUS
+from scoville.rtl.gemm import Status
 from scoville.rtl.lib.formats import ELEMENT_BITS
 from scoville.sim.cycles.gemm import (
     COUNTERS,
@@ -199,7 +199,7 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
     assert mismatches == 0, why
     assert not errors, errors[0]
     status = read_int(dut.status, "status")
-    last_ok = STATUS["ok"] if min(shapes[-1]) else STATUS["zero_dim"]
+    last_ok = Status.OK if min(shapes[-1]) else Status.ZERO_DIM
     assert status == last_ok, f"{what}: status {status}, expected {last_ok}"
     if not gaps:
         assert seen.cycles == run_cycles(cfg, shapes), (

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import cocotb
 
-from scoville.rtl.gemm_quant import STATUS
+from scoville.rtl.gemm_quant import Status
 from scoville.rtl.lib.formats import MX_BLOCK
 from scoville.sim.cycles.gemm_quant import COUNTERS, timing
 from scoville.sim.golden.gemm_quant import block_order, gemm_quant
@@ -54,13 +54,13 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
     errors = timing_errors(what, model, seen, COUNTERS)
     record(test, mismatches=mismatches, cycles=seen.cycles, model_cycles=model.cycles,
            timing_errors=len(errors), blocks=len(want),
-           gemms=sum(cfg.status(*s) == "ok" for s in shapes),
+           gemms=sum(cfg.status(*s) == Status.OK for s in shapes),
            run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
            **{f"counter_{c}": seen.change[c] for c in COUNTERS})
     assert mismatches == 0, why
     assert not errors, errors[0]
     status = read_int(dut.status, "status")
-    last = STATUS[cfg.status(*shapes[-1])]
+    last = cfg.status(*shapes[-1])
     assert status == last, f"{what}: status {status}, expected {last}"
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import cocotb
 
-from scoville.rtl.kvcache import OPS, STATUS
+from scoville.rtl.kvcache import OPS, STATUS, Op, Status
 from scoville.sim.cycles.kvcache import (
     COUNTERS,
     engine_cycles,
@@ -204,7 +204,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     middle of it."""
     cfg = ctx.config
     reqs, outs = sc.requests, sc.outcomes
-    lines = [line for r in reqs if r.op == OPS["append"] for line in r.lines]
+    lines = [line for r in reqs if r.op == Op.APPEND for line in r.lines]
     want_resp = [o.word() for o in outs]
     component = ctx.component
     lines_rd, last_rd, where = [], [], []
@@ -214,7 +214,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
             last_rd.append(int(i == len(o.data) - 1))
             where.append((k, i))
     want_rd = ctx.codecs["rd"].pack(data=lines_rd, last=last_rd) if lines_rd else []
-    assert reqs[-1].op != OPS["append"], "a script must not end on an append"
+    assert reqs[-1].op != Op.APPEND, "a script must not end on an append"
     model = sum(request_cycles(cfg, o) for o in outs)
     engine = sum(engine_cycles(o) for o in outs)
 
@@ -249,7 +249,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
         k, i = where[first_rd]
         why_rd += f" (request {k}: {reqs[k]}, line {i})"
     errors = timing_errors(what, timed, seen, COUNTERS)
-    reads = sum(1 for o in outs if o.op == OPS["read"] and o.data)
+    reads = sum(1 for o in outs if o.op == Op.READ and o.data)
     metrics = dict(
         mismatches=bad_resp + bad_rd, cycles=seen.cycles, model_cycles=timed.cycles,
         timing_errors=len(errors), closed_form_cycles=run_cycles(cfg, outs),
@@ -267,7 +267,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     assert not errors, errors[0]
     # The lines moved, against the reference model.
     line_count = sum(len(r.lines) for r, o in zip(reqs, outs, strict=True)
-                     if o.op == OPS["append"] and o.status == STATUS["ok"])
+                     if o.op == Op.APPEND and o.status == Status.OK)
     expect = {"reads": len(want_rd), "writes": line_count,
               "copies": sum(o.copied for o in outs) * cfg.page_lines}
     for name, value in expect.items():

@@ -39,37 +39,21 @@ import functools
 from collections import deque
 from types import SimpleNamespace
 
-from scoville.rtl.attention import OPS, OWN_COUNTERS, STATUS
+from scoville.rtl.attention import OWN_COUNTERS, Op, Status
 from scoville.rtl.gemm import COUNTERS as GEMM_COUNTER_LAYOUT
 from scoville.rtl.kvcache import COUNTERS as CACHE_COUNTERS
-from scoville.rtl.kvcache import OPS as CACHE_OPS
+from scoville.rtl.kvcache import Op as CacheOp
 
 from . import gemm as gemm_timed
 from . import kvcache as kvcache_timed
 from .stream import ALWAYS, Producer, Schedule, Source, Timing
+from .unit import Wire
 
 __all__ = ["COUNTERS", "decode_step", "macs", "timing"]
 
 #: Every counter of the block, by its dotted name.
 COUNTERS = (*(f"kv.{c}" for c in CACHE_COUNTERS),
             *(f"array.{c}" for c, _ in GEMM_COUNTER_LAYOUT), *OWN_COUNTERS)
-
-
-class _Wire:
-    """A stream between two units of the model: the producer sets ``valid`` before the
-    consumer's model steps; the consumer calls :meth:`take`."""
-
-    __slots__ = ("taken", "valid")
-
-    def __init__(self):
-        self.valid = False
-        self.taken = False
-
-    def offers(self, t: int) -> bool:
-        return self.valid
-
-    def take(self, t: int) -> None:
-        self.taken = True
 
 
 class _Walk:
@@ -142,9 +126,9 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     results = list(results)
     vec = {"q": 0, "k": 0, "v": 0}
     for r in results:
-        if r.op == OPS["step"]:
+        if r.op == Op.STEP:
             vec["q"] += QH * r.tokens
-        if r.op in (OPS["step"], OPS["append"]):
+        if r.op in (Op.STEP, Op.APPEND):
             vec["k"] += H * r.tokens
             vec["v"] += H * r.tokens * (SEC - 1)
     cmd = Producer(sources.get("cmd", Source()), len(results))
@@ -154,9 +138,10 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     o_cycles: list[int] = []
     resp_cycles: list[int] = []
 
-    cache = kvcache_timed.Engine(kv)
-    a_wire, b_wire = _Wire(), _Wire()
-    array = gemm_timed.Engine(cfg.array, a_wire, b_wire)
+    c_req, c_wd, c_rd, c_resp = Wire(), Wire(), Wire(), Wire()
+    cache = kvcache_timed.Engine(kv, c_req, c_wd, c_rd, c_resp)
+    a_wire, b_wire, g_cmd, g_o = Wire(), Wire(), Wire(), Wire()
+    array = gemm_timed.Engine(cfg.array, g_cmd, a_wire, b_wire, g_o)
 
     @functools.cache
     def program(m, k, n):
@@ -206,7 +191,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         req = None
         from_reader = attending and not rdw.done
         if state == "REQ":
-            req = res.cache[res.tokens - tok_left if res.op == OPS["step"] else 0]
+            req = res.cache[res.tokens - tok_left if res.op == Op.STEP else 0]
         elif from_reader:
             req = reads[(1 + VT) * rdw.i + rdw.sub + rd_vt]
         wd_take = fvalid and cache.wd_ready
@@ -229,10 +214,8 @@ def timing(config, results, sources: dict[str, Source] | None = None,
             rd_ready = jline != TL - 1 or not j_valid or j_ready
         rd_take = cache.rd_valid and rd_ready
         rd_last = rd_take and rd_count + 1 == read_lines[rd_at]
-        b_wire.valid = bool(queue) if bphase else kt_valid
-        b_wire.taken = False
-        a_wire.valid = a_valid
-        a_wire.taken = False
+        b_wire.set(bool(queue) if bphase else kt_valid)
+        a_wire.set(a_valid)
         en_a = not a_valid or array.a_ready
         gemm_cmd = False
         if attending and not cmw.done and array.ready:
@@ -248,12 +231,18 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         waits = attending and not aqw.done and aqw.sub and not max_ready
 
         # ---- The parts.
-        took_req, took_wd, _, took_resp = cache.step(req, fvalid, rd_ready,
-                                                     state in ("WAIT", "ATTEND"))
-        array.step(t, gemm_cmd, o_ready_g)
+        c_req.set(req is not None, cache.req_ready, req)
+        c_wd.set(fvalid, cache.wd_ready)
+        c_rd.set(cache.rd_valid, rd_ready)
+        c_resp.set(cache.resp_valid, state in ("WAIT", "ATTEND"))
+        cache.step(t)
+        took_req, took_resp = c_req.taken, c_resp.taken
+        g_cmd.set(gemm_cmd is not False, payload=gemm_cmd)
+        g_o.set(array.o_valid, o_ready_g)
+        array.step(t)
 
         # ---- Counters of this cycle.
-        if state in ("REQ", "WAIT", "QWAIT") and res.op == OPS["step"]:
+        if state in ("REQ", "WAIT", "QWAIT") and res.op == Op.STEP:
             own["append_cycles"] += 1
         own["attend_cycles"] += attending
         own["out_stalls"] += out_valid and not o_ready[t]
@@ -266,11 +255,11 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                 state = "DISPATCH"
         elif state == "DISPATCH":
             op = res.op
-            if op in (OPS["alloc"], OPS["free"]):
+            if op in (Op.ALLOC, Op.FREE):
                 state = "REQ"
-            elif op == OPS["append"]:
+            elif op == Op.APPEND:
                 feed_left, feed_tok, tok_left, state = SEC * H, 0, 1, "REQ"
-            elif op == OPS["step"]:
+            elif op == Op.STEP:
                 feed_left, feed_tok = SEC * H, res.tokens - 1
                 q_left, tok_left = QH * res.tokens, res.tokens
                 if res.tokens > cfg.max_step_tokens:
@@ -289,13 +278,13 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         elif state == "WAIT":
             if took_resp:
                 tok_left -= 1
-                if res.op != OPS["step"]:
+                if res.op != Op.STEP:
                     state = "RESP"
                 else:
                     state = "REQ" if tok_left else "QWAIT"
         elif state == "QWAIT":
             if q_left == 0:
-                if res.status == STATUS["ok"]:
+                if res.status == Status.OK:
                     attending = True
                     chunks = res.chunks
                     rdw, cmw, aqw, ocw = (_Walk(chunks) for _ in range(4))
@@ -450,7 +439,7 @@ def _synthetic_step(config, length: int, plan: list[int]):
     (the sequence then holds ``length`` tokens) and, for each KV head, reads of ``plan``'s
     chunk sizes (K, then V)."""
     kv = config.kv
-    append = SimpleNamespace(op=CACHE_OPS["append"], status=STATUS["ok"], reached="done",
+    append = SimpleNamespace(op=CacheOp.APPEND, status=Status.OK, reached="done",
                              new_page=(length - 1) % kv.page_tokens == 0, copied=False,
                              data=(), walked=0)
     chunks, cache = [], [append]
@@ -459,12 +448,12 @@ def _synthetic_step(config, length: int, plan: list[int]):
         for n in plan:
             chunks.append((h, a0, n, config.group))
             a0 += n
-            k_read = SimpleNamespace(op=CACHE_OPS["read"], status=STATUS["ok"],
+            k_read = SimpleNamespace(op=CacheOp.READ, status=Status.OK,
                                      data=range(n * kv.token_lines), walked=0)
-            v_read = SimpleNamespace(op=CACHE_OPS["read"], status=STATUS["ok"],
+            v_read = SimpleNamespace(op=CacheOp.READ, status=Status.OK,
                                      data=range(n * config.v_lines), walked=0)
             cache += [k_read] + [v_read] * config.v_tiles
-    return SimpleNamespace(op=OPS["step"], status=STATUS["ok"], out=range(config.q_heads),
+    return SimpleNamespace(op=Op.STEP, status=Status.OK, out=range(config.q_heads),
                            cache=cache, chunks=chunks, tokens=1)
 
 

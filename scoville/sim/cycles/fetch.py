@@ -22,71 +22,94 @@ from collections.abc import Sequence
 from scoville.rtl.fetch import FetchConfig
 
 from .memory import MemoryAgent
-from .stream import ALWAYS, Producer, Schedule, Source, Timing
+from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
+from .unit import Wire, run
 
 __all__ = ["Engine", "timing"]
 
 
 class Engine:
-    """The engine's registers as an object stepped once per cycle, beside the memory agent it
-    steps: :func:`timing` steps it against a command source; a composed block steps it beside
-    its other parts, with the command its neighbour offers and ``o.ready`` in that cycle.
+    """The engine's registers as a unit model (:mod:`scoville.sim.cycles.unit`): :func:`timing`
+    steps it and the memory agent between the block's streams; a composed block steps them
+    beside its other parts, with wires where its parts drive the engine.
+
+    Parameters
+    ----------
+    cfg : FetchConfig
+    cmd : input port
+        Commands, ``(addr, len)`` payloads.
+    req : output port
+        Read requests to the memory; a beat's payload is its words.
+    rdata : input port
+        The memory's words.
+    o : output port
+        The words out.
 
     Attributes
     ----------
     o_valid : bool
         A word is offered on ``o`` (at the start of the cycle about to be stepped).
-    reqs, outs : list of int
-        The cycles of the ``req`` and ``o`` handshakes.
     rejected : int
         Commands rejected so far.
     """
 
-    __slots__ = ("_burst", "_busy", "_cfg", "_depth", "_inner", "_left", "_reserved",
-                 "memory", "o_valid", "outs", "rejected", "reqs")
+    __slots__ = ("_burst", "_busy", "_cfg", "_depth", "_inner", "_left", "_reserved", "cmd",
+                 "o", "o_valid", "rdata", "rejected", "req")
 
-    def __init__(self, cfg: FetchConfig, memory: MemoryAgent):
-        self._cfg, self.memory = cfg, memory
+    def __init__(self, cfg: FetchConfig, cmd, req, rdata, o):
+        self._cfg = cfg
+        self.cmd, self.req, self.rdata, self.o = cmd, req, rdata, o
         self._burst, self._depth = cfg.burst, cfg.buffer
         self._busy, self._left, self._reserved, self._inner = False, 0, 0, 0
         self.o_valid = False
         self.rejected = 0
-        self.reqs: list[int] = []
-        self.outs: list[int] = []
 
     @property
     def ready(self) -> bool:
         """``cmd.ready``: no command is held."""
         return not self._busy
 
-    def step(self, t: int, cmd: tuple[int, int] | None, req_ready: bool,
-             o_ready: bool) -> None:
-        """Cycle ``t``: ``cmd`` the offered command ``(addr, len)`` or None (taken when
-        :attr:`ready`), the memory's ``req.ready`` schedule and the consumer's ``o.ready``."""
-        memory = self.memory
-        size = self._left if self._left < self._burst else self._burst
-        issue = (self._busy and self._reserved + size <= self._depth and req_ready
-                 and memory.room())
-        offered = memory.offers(t)
-        write = offered and self._inner != self._depth - 1
+    @property
+    def req_size(self) -> int:
+        """The words of the next request."""
+        return self._left if self._left < self._burst else self._burst
+
+    @property
+    def req_valid(self) -> bool:
+        """A request is offered: a command is held and the buffer has room for its words."""
+        return self._busy and self._reserved + self.req_size <= self._depth
+
+    @property
+    def rdata_ready(self) -> bool:
+        """The buffer's memory has room for a word."""
+        return self._inner != self._depth - 1
+
+    def step(self, t: int) -> None:
+        size = self.req_size
+        issue = self.req_valid and self.req.accepts(t)
+        write = self.rdata_ready and self.rdata.offers(t)
+        o_ready = self.o.accepts(t)
         pop = self.o_valid and o_ready
         load = self._inner > 0 and (not self.o_valid or o_ready)
-        if cmd is not None and not self._busy:
-            if self._cfg.accepts(*cmd):
-                self._busy, self._left = True, cmd[1]
+        if not self._busy and self.cmd.offers(t):
+            addr, words = self.cmd.payload
+            self.cmd.take(t)
+            if self._cfg.accepts(addr, words):
+                self._busy, self._left = True, words
             else:
                 self.rejected += 1
         if issue:
-            self.reqs.append(t)
+            self.req.take(t)
             self._left -= size
             self._busy = self._left > 0
             self._reserved += size
+        if write:
+            self.rdata.take(t)
         if pop:
-            self.outs.append(t)
+            self.o.take(t)
             self._reserved -= 1
         self.o_valid = load or (self.o_valid and not o_ready)
         self._inner += write - load
-        memory.step(t, offered, write, size if issue else None)
 
 
 def timing(cfg: FetchConfig, commands: Sequence[tuple[int, int]], memory: MemoryAgent,
@@ -98,14 +121,19 @@ def timing(cfg: FetchConfig, commands: Sequence[tuple[int, int]], memory: Memory
     requests as ``req_ready`` allows and the consumer taking words as ``o_ready`` does."""
     good = [cfg.accepts(a, n) for a, n in commands]
     words = sum(n for (_, n), ok in zip(commands, good, strict=True) if ok)
-    producer = Producer(cmd or Source(), len(commands))
-    engine = Engine(cfg, memory)
-    t = 0
-    while len(engine.outs) < words or producer.sent < len(commands):
-        offer = producer.offers(t) and engine.ready
-        engine.step(t, commands[producer.sent] if offer else None, req_ready[t], o_ready[t])
-        if offer:
-            producer.take(t)
-        t += 1
-    return Timing({"cmd": producer.cycles, "req": engine.reqs, "rdata": memory.cycles,
-                   "o": engine.outs}, {"rejected": engine.rejected})
+    producer = Producer(cmd or Source(), len(commands), commands)
+    req, rdata, out = Wire(), Wire(), Consumer(o_ready)
+    memory.attach(req, rdata, req_ready)
+    engine = Engine(cfg, producer, req, rdata, out)
+
+    def cycle(t: int) -> int:
+        req.set(engine.req_valid, memory.req_ready(t), engine.req_size)
+        rdata.set(memory.offers(t), engine.rdata_ready)
+        engine.step(t)
+        memory.step(t)
+        return t + 1
+
+    run("fetch", cycle, lambda: len(out.cycles) == words and producer.sent == len(commands),
+        1_000_000 + 1000 * (len(commands) + words))
+    return Timing({"cmd": producer.cycles, "req": req.cycles, "rdata": memory.cycles,
+                   "o": out.cycles}, {"rejected": engine.rejected})

@@ -53,7 +53,8 @@ import numpy as np
 
 from scoville.rtl.gemm import COUNTERS as COUNTER_LAYOUT
 
-from .stream import ALWAYS, Producer, Schedule, Source, Timing
+from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
+from .unit import run
 
 __all__ = [
     "COUNTERS",
@@ -124,10 +125,10 @@ def programs(config, shapes: Iterable[tuple[int, int, int]]) -> list[list[int] |
 
 
 class Engine:
-    """The engine's control as an object stepped once per cycle: the operand buffers' levels,
-    the running command's schedule, the output register and the counters. :func:`timing`
-    steps it against a command source and a ready schedule; a composed block steps it beside
-    its other parts, with the ``cmd`` offer and ``o.ready`` its neighbours give in that cycle.
+    """The engine's control as a unit model (:mod:`scoville.sim.cycles.unit`): the operand
+    buffers' levels, the running command's schedule, the output register and the counters.
+    :func:`timing` steps it between the block's streams; a composed block steps it beside its
+    other parts, with :class:`~scoville.sim.cycles.unit.Wire` ports where a part drives it.
 
     Each component of the RTL has its part here: the operand buffers
     (:class:`~scoville.rtl.gemm_opbuffer.OperandBuffer`) are their levels; the dataflow's sequencer
@@ -139,30 +140,31 @@ class Engine:
     Parameters
     ----------
     config : GemmConfig
-    a, b : Producer
-        The operand streams' producers (every beat of the run).
+    cmd : input port
+        Commands; a beat's ``payload`` is its program (:func:`programs`; None: rejected).
+    a, b : input port
+        The operand beats (every beat of the run).
+    o : output port
+        The rows of C.
 
     Attributes
     ----------
     o_valid : bool
         A row of C is offered on ``o`` (at the start of the cycle about to be stepped).
-    rows : list of int
-        The cycle of each handshake on ``o``.
     counters : dict of str to int
         ``busy``, ``stall_a``, ``stall_b``, ``stall_out``, ``idle``, ``rejected`` so far.
     """
 
-    __slots__ = ("_depth", "a", "b", "_level_a", "_level_b", "_pos", "_program", "counters",
-                 "o_valid", "rows")
+    __slots__ = ("_depth", "_level_a", "_level_b", "_pos", "_program", "a", "b", "cmd",
+                 "counters", "o", "o_valid")
 
-    def __init__(self, config, a: Producer, b: Producer):
-        self.a, self.b = a, b
+    def __init__(self, config, cmd, a, b, o):
+        self.cmd, self.a, self.b, self.o = cmd, a, b, o
         self._depth = config.buffer_depth
         self._level_a = self._level_b = 0
         self._program: list[int] | None = None
         self._pos = 0
         self.o_valid = False
-        self.rows: list[int] = []
         self.counters = dict.fromkeys(COUNTERS, 0)
 
     @property
@@ -180,13 +182,9 @@ class Engine:
         """``b.ready``: the B buffer has room."""
         return self._level_b < self._depth
 
-    def step(self, t: int, cmd: list[int] | None | bool, o_ready: bool) -> None:
-        """Cycle ``t``: ``cmd`` is False when no command is offered, else the offered
-        command's program (None: rejected), taken when :attr:`ready`; ``o_ready`` is the
-        consumer's ``ready``.
-
-        Cycle rule, as the engine's: a command is taken when no command is active; a good
-        one starts its steps in the next cycle. A step runs when the beats it needs are in
+    def step(self, t: int) -> None:
+        """Cycle ``t``, as the engine's rule: a command is taken when no command is active; a
+        good one starts its steps in the next cycle. A step runs when the beats it needs are in
         their buffers (written in an earlier cycle) and, if it emits, the output register is
         empty or taken this cycle; otherwise it stalls, counted as ``stall_out``, else
         ``stall_a``, else ``stall_b``. A buffer takes a beat while it holds fewer than
@@ -195,15 +193,19 @@ class Engine:
         """
         count = self.counters
         o_valid = self.o_valid
+        o_ready = self.o.accepts(t)
         pop_a = pop_b = emit = 0
         program = self._program
         if program is None:
-            if cmd is not False:
+            cmd = self.cmd
+            if cmd.offers(t):
                 count["busy"] += 1
-                if cmd is None:
+                program = cmd.payload
+                if program is None:
                     count["rejected"] += 1
                 else:
-                    self._program, self._pos = cmd, 0
+                    self._program, self._pos = program, 0
+                cmd.take(t)
             elif o_valid and not o_ready:
                 count["stall_out"] += 1
             else:
@@ -224,7 +226,7 @@ class Engine:
                 if self._pos == len(program):
                     self._program = None
         if o_valid and o_ready:
-            self.rows.append(t)
+            self.o.take(t)
         self.o_valid = (o_valid and not o_ready) or bool(emit)
         depth = self._depth
         a, b = self.a, self.b
@@ -258,24 +260,19 @@ def timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[str, So
     shapes = [tuple(s) for s in shapes]
     progs = programs(config, shapes)
     beats_a, beats_b, rows = beat_counts(config, shapes)
-    cmd = Producer(sources["cmd"], len(shapes))
-    engine = Engine(config, Producer(sources["a"], beats_a), Producer(sources["b"], beats_b))
-    out = engine.rows
-    bits = ready.drawn
-    t = 0
-    limit = 64 * (sum(len(p) for p in progs if p) + len(shapes) + 1) + 100_000
-    while len(out) < rows or cmd.sent < len(shapes):
-        if t > limit:
-            raise RuntimeError(f"gemm timed model: no progress after {t} cycles")
-        if t >= len(bits):
-            ready[t]
-        offered = engine.ready and cmd.offers(t)
-        engine.step(t, progs[cmd.sent] if offered else False, bits[t] == 1)
-        if offered:
-            cmd.take(t)
-        t += 1
-    return Timing({"cmd": cmd.cycles, "a": engine.a.cycles, "b": engine.b.cycles, "o": out},
-                  engine.counters)
+    cmd = Producer(sources["cmd"], len(shapes), progs)
+    o = Consumer(ready)
+    engine = Engine(config, cmd, Producer(sources["a"], beats_a),
+                    Producer(sources["b"], beats_b), o)
+
+    def cycle(t: int) -> int:
+        engine.step(t)
+        return t + 1
+
+    run("gemm", cycle, lambda: len(o.cycles) == rows and cmd.sent == len(shapes),
+        64 * (sum(len(p) for p in progs if p) + len(shapes) + 1) + 100_000)
+    return Timing({"cmd": cmd.cycles, "a": engine.a.cycles, "b": engine.b.cycles,
+                   "o": o.cycles}, engine.counters)
 
 
 def command_cycles(config, m: int, k: int, n: int) -> int:

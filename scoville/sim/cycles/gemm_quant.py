@@ -9,8 +9,9 @@ cycle by cycle, since each part's ``ready`` depends on the next part's state.
   stages, given the ``o`` stream's ready schedule.
 
 The front end takes a command when the array is idle and the buffer's command queue has room;
-a good one starts the array in the same cycle and enters the queue. Every cycle the parts'
-``ready`` are read from their state at the start of the cycle, then all parts step.
+a good one starts the array in the same cycle and enters the queue. The parts are unit models
+(:mod:`scoville.sim.cycles.unit`) joined by wires: every cycle the wires are set from the
+parts' state at the start of the cycle, then all parts step.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
+from scoville.rtl.gemm_quant import Status
 from scoville.rtl.gemm_quant_reblock import CMD_DEPTH
 from scoville.rtl.lib.formats import MX_BLOCK
 
 from . import gemm as gemm_timed
-from .stream import ALWAYS, Producer, Schedule, Source, StallPipeline, Timing
+from .stream import ALWAYS, Consumer, Producer, Schedule, Source, StallPipeline, Timing
+from .unit import Wire, run
 
 __all__ = ["COUNTERS", "Buffer", "blocks", "inner_timing", "timing"]
 
@@ -32,18 +35,28 @@ COUNTERS = tuple(f"array.{name}" for name in gemm_timed.COUNTERS) + ("rejected",
 
 
 class Buffer:
-    """The reblocking buffer (:class:`scoville.rtl.gemm_quant_reblock.Reblock`) stepped once per
-    cycle.
+    """The reblocking buffer (:class:`scoville.rtl.gemm_quant_reblock.Reblock`) as a unit model
+    (:mod:`scoville.sim.cycles.unit`).
+
+    Parameters
+    ----------
+    rows, cols, groups : int
+        The array's rows and columns, and the line groups of the buffer.
+    cmd : input port
+        ``(M, N)`` of each good command.
+    i : input port
+        The array's rows of C.
+    o : output port
+        Lines to the quantizer.
 
     Attributes
     ----------
     o_valid : bool
         A line is offered on ``o`` (at the start of the cycle about to be stepped).
-    taken : list of int
-        The cycle of each handshake on ``o``.
     """
 
-    def __init__(self, rows: int, cols: int, groups: int):
+    def __init__(self, rows: int, cols: int, groups: int, cmd, i, o):
+        self.cmd, self.i, self.o = cmd, i, o
         self._rows, self._parts, self._groups = rows, MX_BLOCK // cols, groups
         self._queue: list[tuple[int, int]] = []
         self._r = self._t = self._lg = self._i0 = self._grp = 0
@@ -51,7 +64,6 @@ class Buffer:
         self._done: deque[int] = deque()
         self._fetched = False
         self.o_valid = False
-        self.taken: list[int] = []
 
     @property
     def cmd_ready(self) -> bool:
@@ -63,19 +75,24 @@ class Buffer:
         return bool(self._queue) and (
             self._t != 0 or self._grp * self._rows + self._r not in self._occupied)
 
-    def step(self, t: int, cmd: tuple[int, int] | None, write: bool, o_ready: bool) -> None:
-        """Cycle ``t``: ``cmd`` is the (M, N) handed to the queue this cycle, or None; ``write``
-        says a row is taken on ``i`` (the array's ``o.valid`` and :attr:`i_ready`, read at
-        the start of the cycle); ``o_ready`` is the quantizer's ``i.ready``."""
+    def step(self, t: int) -> None:
+        """Cycle ``t``: a row is written when ``i`` offers one and :attr:`i_ready`; a line is
+        read out of a full group when the output register is empty or taken; a command enters
+        the queue when it has room."""
+        o_ready = self.o.accepts(t)
+        write = self.i_ready and self.i.offers(t)
+        cmd = self.cmd.payload if self.cmd_ready and self.cmd.offers(t) else None
         load = self._fetched and (not self.o_valid or o_ready)
         issue = bool(self._done) and (not self._fetched or load)
         if self.o_valid and o_ready:
-            self.taken.append(t)
+            self.o.take(t)
         if issue:
             self._occupied.discard(self._done.popleft())
         if write:
+            self.i.take(t)
             self._write()
         if cmd is not None:
+            self.cmd.take(t)
             self._queue.append(cmd)
         self._fetched = issue or (self._fetched and not load)
         self.o_valid = load or (self.o_valid and not o_ready)
@@ -127,49 +144,44 @@ def inner_timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[s
     ``array.o`` (rows of C into the buffer) and ``reblock.o`` (lines into the quantizer)."""
     shapes = [tuple(s) for s in shapes]
     array = config.array
-    good = [config.status(*s) == "ok" for s in shapes]
+    good = [config.status(*s) == Status.OK for s in shapes]
     kept = [s for s, g in zip(shapes, good, strict=True) if g]
     progs = gemm_timed.programs(array, kept)
     beats_a, beats_b, _ = gemm_timed.beat_counts(array, kept)
     total = sum(blocks(m, n) for m, _, n in kept)
     cmd = Producer(sources["cmd"], len(shapes))
-    engine = gemm_timed.Engine(array, Producer(sources["a"], beats_a),
-                               Producer(sources["b"], beats_b))
-    buffer = Buffer(array.rows, array.cols, config.groups)
-    quant = StallPipeline(config.quant.latency)
-    out = quant.taken
-    bits = ready.drawn
-    rejected = started = 0
-    limit = 64 * (sum(len(p) for p in progs) + total + len(shapes) + 1) + 100_000
-    t = 0
-    while len(out) < total or cmd.sent < len(shapes):
-        if t > limit:
-            raise RuntimeError(f"gemm_quant timed model: no progress after {t} cycles")
-        if t >= len(bits):
-            ready[t]
-        o_ready = bits[t] == 1
-        q_ready = quant.ready(o_ready)
-        i_ready = buffer.i_ready
-        cmd_ready = engine.ready and buffer.cmd_ready
+    to_array, to_buffer, rows, lines = Wire(), Wire(), Wire(), Wire()
+    out = Consumer(ready)
+    engine = gemm_timed.Engine(array, to_array, Producer(sources["a"], beats_a),
+                               Producer(sources["b"], beats_b), rows)
+    buffer = Buffer(array.rows, array.cols, config.groups, to_buffer, rows, lines)
+    quant = StallPipeline(config.quant.latency, lines, out)
+    started = rejected = 0
+
+    def cycle(t: int) -> int:
+        nonlocal started, rejected
+        # The front end: a command is taken when the array is idle and the buffer's queue has
+        # room; a good one goes to both in that cycle.
         offered = cmd.offers(t)
-        to_array: list[int] | bool = False
-        to_buffer = None
-        if offered and cmd_ready:
-            if good[cmd.sent]:
-                m, _, n = shapes[cmd.sent]
-                to_array, to_buffer = progs[started], (m, n)
-                started += 1
-            else:
-                rejected += 1
+        go = offered and good[cmd.sent]
+        m, _, n = shapes[cmd.sent] if offered else (0, 0, 0)
+        to_array.set(go and buffer.cmd_ready, engine.ready, progs[started] if go else None)
+        to_buffer.set(go and engine.ready, buffer.cmd_ready, (m, n))
+        rows.set(engine.o_valid, buffer.i_ready)
+        lines.set(buffer.o_valid, quant.i_ready(t))
+        if offered and engine.ready and buffer.cmd_ready:
+            started += go
+            rejected += not go
             cmd.take(t)
-        line_valid = buffer.o_valid
-        write = engine.o_valid and i_ready
-        engine.step(t, to_array, i_ready)
-        buffer.step(t, to_buffer, write, q_ready)
-        quant.step(t, line_valid, o_ready)
-        t += 1
+        engine.step(t)
+        buffer.step(t)
+        quant.step(t)
+        return t + 1
+
+    run("gemm_quant", cycle, lambda: len(out.cycles) == total and cmd.sent == len(shapes),
+        64 * (sum(len(p) for p in progs) + total + len(shapes) + 1) + 100_000)
     counters = {f"array.{name}": value for name, value in engine.counters.items()}
     counters["rejected"] = rejected
-    return (Timing({"cmd": cmd.cycles, "a": engine.a.cycles, "b": engine.b.cycles, "o": out},
-                   counters),
-            {"array.o": engine.rows, "reblock.o": buffer.taken})
+    return (Timing({"cmd": cmd.cycles, "a": engine.a.cycles, "b": engine.b.cycles,
+                    "o": out.cycles}, counters),
+            {"array.o": rows.cycles, "reblock.o": lines.cycles})

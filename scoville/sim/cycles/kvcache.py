@@ -48,9 +48,10 @@ predicts the cycle of every handshake on the four streams and every cycle counte
 
 from __future__ import annotations
 
-from scoville.rtl.kvcache import COUNTERS, OPS, STATUS
+from scoville.rtl.kvcache import COUNTERS, Op, Status
 
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
+from .unit import run
 
 __all__ = ["COUNTERS", "READ_LATENCY", "Engine", "engine_cycles", "read_cycles", "read_utilization",
            "request_cycles", "run_cycles", "timing"]
@@ -80,13 +81,13 @@ def read_utilization(config, tokens: int) -> float:
 def request_cycles(config, outcome) -> int:
     """Request-engine cycles of one request, from its
     :class:`~scoville.sim.golden.kvcache.Outcome`."""
-    op, ok = outcome.op, outcome.status == STATUS["ok"]
-    if op == OPS["append"]:
+    op, ok = outcome.op, outcome.status == Status.OK
+    if op == Op.APPEND:
         if outcome.reached == "decode":
             return 3 + config.append_beats
         return (5 + config.append_beats + int(outcome.new_page)
                 + (config.page_lines + 1) * int(outcome.copied))
-    if ok and op in (OPS["free"], OPS["fork"]):
+    if ok and op in (Op.FREE, Op.FORK):
         return 4 + 3 * outcome.walked
     return 3
 
@@ -110,7 +111,7 @@ def run_cycles(config, outcomes) -> int:
     end = 0
     for out in outcomes:
         cost = request_cycles(config, out)
-        if out.op == OPS["append"]:
+        if out.op == Op.APPEND:
             wait = max(0, idle_at - (t + 3)) if out.copied else 0
             t += cost + wait
         else:
@@ -132,7 +133,7 @@ def _steps(config, out) -> list[tuple[str, int]]:
     n lines), ``work`` (n cycles), ``copy`` (n cycles, all but the first copying a line),
     ``write`` and ``drain`` (take n ``wd`` beats), ``resp`` (the answer, until ``resp`` is
     ready)."""
-    if out.op == OPS["append"]:
+    if out.op == Op.APPEND:
         beats = config.append_beats
         if out.reached == "decode":
             return [("decode", 0), ("drain", beats), ("resp", 0)]
@@ -147,19 +148,28 @@ def _steps(config, out) -> list[tuple[str, int]]:
         return [*steps, ("write", beats), ("resp", 0)]
     if out.data:
         return [("start", len(out.data)), ("resp", 0)]
-    walk = out.status == STATUS["ok"] and out.op in (OPS["free"], OPS["fork"])
+    walk = out.status == Status.OK and out.op in (Op.FREE, Op.FORK)
     return [("decode", 1), ("work", 3 * out.walked + 1 if walk else 0), ("resp", 0)]
 
 
 class Engine:
-    """The cache's two engines as an object stepped once per cycle, for a composed block that
-    drives the cache's streams from its own state (:func:`timing` is the same rule with the
-    streams' schedules, written as one loop for speed).
+    """The cache's two engines as a unit model (:mod:`scoville.sim.cycles.unit`): :func:`timing`
+    steps it between the streams' schedules; a composed block steps it with wires where its
+    own units drive the cache's streams.
 
-    A request's path is :func:`_steps` of its outcome, given when the request is taken. Read
-    the stream signals of the cycle about to be stepped from :attr:`req_ready`,
-    :attr:`wd_ready`, :attr:`resp_valid` and :attr:`rd_valid`; :meth:`step` takes the
-    neighbours' side of each and returns the cycle's handshakes.
+    A request's path is :func:`_steps` of its outcome, given when the request is taken. The
+    stream signals of the cycle about to be stepped are :attr:`req_ready`, :attr:`wd_ready`,
+    :attr:`resp_valid` and :attr:`rd_valid`.
+
+    Parameters
+    ----------
+    config : KvCacheConfig
+    req : input port
+        Requests; a beat's payload is its :class:`~scoville.sim.golden.kvcache.Outcome`.
+    wd : input port
+        An append's lines.
+    rd, resp : output port
+        Lines read, and answers.
 
     Attributes
     ----------
@@ -167,10 +177,12 @@ class Engine:
         :data:`COUNTERS` so far (``reads``: lines handed over).
     """
 
-    __slots__ = ("_cfg", "_plan", "_at", "_left", "_remaining", "_out_valid", "counters")
+    __slots__ = ("_at", "_cfg", "_left", "_out_valid", "_plan", "_remaining", "counters", "rd",
+                 "req", "resp", "wd")
 
-    def __init__(self, config):
+    def __init__(self, config, req, wd, rd, resp):
         self._cfg = config
+        self.req, self.wd, self.rd, self.resp = req, wd, rd, resp
         self._plan: list[tuple[str, int]] = []
         self._at = 0
         self._left = 0
@@ -198,18 +210,15 @@ class Engine:
     def rd_valid(self) -> bool:
         return self._out_valid
 
-    def step(self, req, wd_valid: bool, rd_ready: bool, resp_ready: bool) -> tuple:
-        """One cycle: ``req`` is the :class:`~scoville.sim.golden.kvcache.Outcome` of the
-        request offered (None: none). Returns ``(req, wd, rd, resp)``: which streams shook
-        hands."""
+    def step(self, t: int) -> None:
+        """Cycle ``t``, by the rule :func:`timing` states."""
         count = self.counters
         engine_busy = self._remaining > 0 or self._out_valid
         start = 0
-        took_req = took_wd = took_rd = took_resp = False
         if self._at == len(self._plan):
-            if req is not None:
-                took_req = True
-                self._plan, self._at = _steps(self._cfg, req), 0
+            if self.req.offers(t):
+                self._plan, self._at = _steps(self._cfg, self.req.payload), 0
+                self.req.take(t)
                 self._left = self._plan[0][1]
                 count["busy"] += 1
             else:
@@ -224,8 +233,8 @@ class Engine:
                 done = self._left <= 0
                 count["busy"] += 1
             elif step in ("write", "drain"):
-                if wd_valid:
-                    took_wd = True
+                if self.wd.offers(t):
+                    self.wd.take(t)
                     count["writes"] += step == "write"
                     self._left -= 1
                     done = self._left == 0
@@ -233,8 +242,9 @@ class Engine:
                 else:
                     count["stalls"] += 1
             elif step == "resp":
-                if resp_ready:
-                    took_resp = done = True
+                if self.resp.accepts(t):
+                    self.resp.take(t)
+                    done = True
                     count["busy"] += 1
                 else:
                     count["stalls"] += 1
@@ -251,9 +261,10 @@ class Engine:
                 done = self._at < len(plan) and plan[self._at][0] == "work" and self._left == 0
         if engine_busy:
             count["read_cycles"] += 1
+        rd_ready = self.rd.accepts(t)
         if self._out_valid:
             if rd_ready:
-                took_rd = True
+                self.rd.take(t)
                 count["reads"] += 1
             else:
                 count["read_stalls"] += 1
@@ -262,7 +273,6 @@ class Engine:
             if self._out_valid:
                 self._remaining -= 1
         self._remaining += start
-        return took_req, took_wd, took_rd, took_resp
 
 
 def timing(config, outcomes, sources: dict[str, Source] | None = None,
@@ -281,129 +291,19 @@ def timing(config, outcomes, sources: dict[str, Source] | None = None,
     """
     sources, ready = sources or {}, ready or {}
     outcomes = list(outcomes)
-    req = Producer(sources.get("req", Source()), len(outcomes))
-    beats = sum(config.append_beats for o in outcomes if o.op == OPS["append"])
+    beats = sum(config.append_beats for o in outcomes if o.op == Op.APPEND)
+    req = Producer(sources.get("req", Source()), len(outcomes), outcomes)
     wd = Producer(sources.get("wd", Source()), beats)
     rd, resp = Consumer(ready.get("rd", ALWAYS)), Consumer(ready.get("resp", ALWAYS))
     rd_lines = sum(len(o.data) for o in outcomes)
-    plans = [_steps(config, o) for o in outcomes]
-    # The loop is the model's whole cost: per-cycle state in locals, the ready schedules read
-    # from their drawn bits (drawn ahead in chunks), counters as plain integers.
-    idle = busy = stalls = read_waits = copies = writes = read_busy = read_stalls = 0
-    plan: list[tuple[str, int]] = []  # the current request's steps; plan[at:] to go
-    at = 0
-    left = 0  # cycles or beats left in the current step
-    remaining = 0  # lines the read engine has yet to issue
-    out_valid = False  # the read engine's output register holds a line
-    rd_bits, resp_bits = rd.ready.drawn, resp.ready.drawn
-    horizon = 0
-    rd_taken, resp_taken = rd.cycles, resp.cycles
-    n_out = len(outcomes)
-    t = 0
-    limit = 1_000_000 + 100 * (len(outcomes) + beats + rd_lines)
-    while len(resp_taken) < n_out or len(rd_taken) < rd_lines:
-        if t > limit:
-            raise RuntimeError(f"kvcache timed model: no progress after {t} cycles")
-        engine_busy = remaining > 0 or out_valid
-        if not engine_busy:
-            # With the read engine idle, the request engine's waits and fixed steps have no
-            # other effect: jump over all but their last cycle.
-            if at == len(plan):
-                nxt = req.next_offer
-                if nxt is not None and nxt > t:
-                    idle += nxt - t
-                    t = nxt
-                    continue
-            else:
-                step, n = plan[at]
-                if (step == "work" or step == "copy") and left > 1:
-                    k = left - 1
-                    busy += k
-                    if step == "copy":
-                        copies += k if left <= n - 1 else max(0, n - 2)
-                    left = 1
-                    t += k
-                    continue
-                if (step == "write" or step == "drain") and left > 1:
-                    while left > 1:
-                        # The next beat: offered already (held), or from its first offer.
-                        nxt = max(wd.next_offer, t)
-                        stalls += nxt - t
-                        wd.take(nxt)
-                        busy += 1
-                        writes += step == "write"
-                        left -= 1
-                        t = nxt + 1
-                    continue
-        if t >= horizon:
-            horizon = t + 4096
-            rd.ready[horizon]
-            resp.ready[horizon]
-        rd_ready = rd_bits[t]
-        start = 0
-        if at == len(plan):
-            if req.offers(t):
-                req.take(t)
-                plan, at = plans[req.sent - 1], 0
-                left = plan[0][1]
-                busy += 1
-            else:
-                idle += 1
-        else:
-            step, n = plan[at]
-            done = False
-            if step == "work" or step == "copy":
-                if step == "copy" and left <= n - 1:
-                    copies += 1
-                left -= 1
-                done = left <= 0
-                busy += 1
-            elif step == "write" or step == "drain":
-                if wd.offers(t):
-                    wd.take(t)
-                    if step == "write":
-                        writes += 1
-                    left -= 1
-                    done = left == 0
-                    busy += 1
-                else:
-                    stalls += 1
-            elif step == "resp":
-                if resp_bits[t]:
-                    resp_taken.append(t)
-                    done = True
-                    busy += 1
-                else:
-                    stalls += 1
-            elif engine_busy and (step == "start" or n):  # decode, decide, start
-                read_waits += 1
-            else:
-                start = n if step == "start" else 0
-                done = True
-                busy += 1
-            while done and at < len(plan):
-                at += 1
-                left = plan[at][1] if at < len(plan) else 0
-                # A step of no cycles (a failing request's work) is passed at once.
-                done = at < len(plan) and plan[at][0] == "work" and left == 0
-        # The read engine.
-        if engine_busy:
-            read_busy += 1
-        if out_valid:
-            if rd_ready:
-                rd_taken.append(t)
-            else:
-                read_stalls += 1
-        if not out_valid or rd_ready:
-            out_valid = remaining > 0
-            if out_valid:
-                remaining -= 1
-        remaining += start
-        t += 1
-    count = {"idle": idle, "busy": busy, "stalls": stalls, "read_waits": read_waits,
-             "copies": copies, "writes": writes, "read_cycles": read_busy,
-             "read_stalls": read_stalls}
-    assert set(count) | {"reads"} == set(COUNTERS), "a counter the model does not count"
-    count["reads"] = len(rd.cycles)
+    engine = Engine(config, req, wd, rd, resp)
+
+    def cycle(t: int) -> int:
+        engine.step(t)
+        return t + 1
+
+    run("kvcache", cycle,
+        lambda: len(resp.cycles) == len(outcomes) and len(rd.cycles) == rd_lines,
+        1_000_000 + 100 * (len(outcomes) + beats + rd_lines))
     return Timing({"req": req.cycles, "wd": wd.cycles, "rd": rd.cycles, "resp": resp.cycles},
-                  count)
+                  engine.counters)

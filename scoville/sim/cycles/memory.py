@@ -38,17 +38,17 @@ def check_memory(latency, bytes_per_cycle) -> None:
 
 
 class MemoryAgent:
-    """The memory agent in a timed model's cycle loop. Each cycle ``t``, in order: ask
-    :meth:`room` (may a request be taken) and :meth:`offers` (is a word offered), then call
-    :meth:`step` with what happened.
+    """The memory agent as a unit model (:mod:`scoville.sim.cycles.unit`): built with the
+    memory's latency, bandwidth, word width and data-valid schedule, then given its ports with
+    :meth:`attach` by the model that steps it.
 
     The harness also stops offering once the data stream has its expected words
     (:class:`~scoville.testbenches.freerun.Memory` ``words``); the model assumes that count is
     the words the design requests, as a testbench that takes it from the golden model's
     requests does."""
 
-    __slots__ = ("_bpc", "_budget", "_cap", "_hold", "_latency", "_queue", "_valid", "beat",
-                 "cycles", "nbytes")
+    __slots__ = ("_bpc", "_budget", "_cap", "_hold", "_latency", "_queue", "_ready", "_valid",
+                 "beat", "cycles", "nbytes", "rdata", "req")
 
     def __init__(self, latency: int, bytes_per_cycle: int, word_bits: int,
                  valid: Schedule = ALWAYS):
@@ -59,34 +59,46 @@ class MemoryAgent:
         self._cap = self.nbytes + bytes_per_cycle - 1
         self._budget = self.nbytes
         self._valid = valid
+        self._ready = ALWAYS
         self._hold = False
         # Per request taken and not answered in full: [first cycle its words are due, words].
         self._queue: deque[list[int]] = deque()
         self.beat = 0
+        self.req = self.rdata = None
         #: The cycle of every word handshake.
         self.cycles: list[int] = []
 
-    def room(self) -> bool:
-        """Whether a request may be taken this cycle (the request stream's schedule aside)."""
-        return len(self._queue) < MEM_QUEUE
+    def attach(self, req, rdata, ready: Schedule = ALWAYS) -> None:
+        """The agent's ports: ``req`` (an input port; a request's payload is its words) and
+        ``rdata`` (an output port); ``ready`` is the request stream's ready schedule."""
+        self.req, self.rdata, self._ready = req, rdata, ready
+
+    def req_ready(self, t: int) -> bool:
+        """``req.ready`` in cycle ``t``: the schedule allows it and the agent holds fewer than
+        :data:`~scoville.sim.harness.MEM_QUEUE` requests."""
+        return len(self._queue) < MEM_QUEUE and self._ready[t]
 
     def offers(self, t: int) -> bool:
-        """Whether a word is offered in cycle ``t``."""
+        """``rdata.valid`` in cycle ``t``."""
         if self._hold:
             return True
         q = self._queue
         return (bool(q) and t >= q[0][0] and self._budget >= self.nbytes
                 and self._valid[t])
 
-    def step(self, t: int, offered: bool, taken: bool, request: int | None = None) -> None:
-        """The end of cycle ``t``: whether a word was ``offered`` and ``taken``, and the words
-        of the request taken in it (``None`` when none was)."""
+    def step(self, t: int) -> None:
+        """The end of cycle ``t``: a word offered and taken, a request taken."""
+        offered = self.offers(t)
+        taken = offered and self.rdata.accepts(t)
+        request = self.req.payload if self.req.offers(t) and self.req_ready(t) else None
         self._hold = offered and not taken
         grow = self._budget + self._bpc - (self.nbytes if taken else 0)
         self._budget = grow if grow < self._cap else self._cap
         if request is not None:
+            self.req.take(t)
             self._queue.append([t + self._latency, request])
         if taken:
+            self.rdata.take(t)
             self.cycles.append(t)
             self.beat += 1
             if self.beat == self._queue[0][1]:

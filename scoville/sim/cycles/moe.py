@@ -27,6 +27,7 @@ from . import fetch as fetch_timed
 from . import gemm as gemm_timed
 from .memory import MemoryAgent
 from .stream import ALWAYS, Producer, Schedule, Source, Timing
+from .unit import Wire
 
 __all__ = ["COUNTERS", "Batch", "dispatch_latency", "layer", "route_latency", "timing"]
 
@@ -72,21 +73,6 @@ class Batch:
     fault: bool = False
 
 
-class _Wire:
-    """A stream between two parts of the model, as the array's model reads its operands."""
-
-    __slots__ = ("taken", "valid")
-
-    def __init__(self):
-        self.valid = self.taken = False
-
-    def offers(self, t: int) -> bool:
-        return self.valid
-
-    def take(self, t: int) -> None:
-        self.taken = True
-
-
 def timing(config, batches, sources: dict[str, Source] | None = None,
            ready: dict[str, Schedule] | None = None, memory: MemoryAgent | None = None,
            trace: list | None = None) -> Timing:
@@ -115,11 +101,13 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
     o_ready, req_ready = ready.get("o", ALWAYS), ready.get("req", ALWAYS)
     n_out = sum(b.tokens * DT for b in good if not b.fault)
     mem = memory or MemoryAgent(1, P // 8, P)
-    fetch = fetch_timed.Engine(cfg.fetch, mem)
+    f_cmd_w, f_req, f_rdata, f_o = Wire(), Wire(), Wire(), Wire()
+    mem.attach(f_req, f_rdata, req_ready)
+    fetch = fetch_timed.Engine(cfg.fetch, f_cmd_w, f_req, f_rdata, f_o)
     o_cycles: list[int] = []
 
-    a_wire, b_wire = _Wire(), _Wire()
-    array = gemm_timed.Engine(cfg.array, a_wire, b_wire)
+    a_wire, b_wire, g_wire, o_wire = Wire(), Wire(), Wire(), Wire()
+    array = gemm_timed.Engine(cfg.array, g_wire, a_wire, b_wire, o_wire)
 
     @functools.cache
     def program(m, k):
@@ -198,8 +186,8 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
         take = loading and words_left != 0 and f2 + P <= WBUF
         pop = fetch.o_valid and take
         # Feeders and the array.
-        b_wire.valid, b_wire.taken = feeding, False
-        a_wire.valid, a_wire.taken = s_busy, False
+        b_wire.set(feeding)
+        a_wire.set(s_busy)
         tcmd_ready = not feeding and full[rs]
         in_tile = state == "TILE"
         g_cmd = in_tile and not sent_g
@@ -273,7 +261,12 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
                     req_list.pop(0)
                     if not req_list:
                         issuing = False
-        fetch.step(t, f_cmd, req_ready[t], take)
+        f_cmd_w.set(f_cmd is not None, payload=f_cmd)
+        f_req.set(fetch.req_valid, mem.req_ready(t), fetch.req_size)
+        f_rdata.set(mem.offers(t), fetch.rdata_ready)
+        f_o.set(fetch.o_valid, take)
+        fetch.step(t)
+        mem.step(t)
         # The loader.
         if tile_go:
             l_k, l_bias = tile_k, int(cfg.biases)
@@ -304,7 +297,9 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
                 full[ws], slot_k[ws] = True, l_k
                 ws ^= 1
         # The feeder and the A store (their beats taken by the array's model below).
-        array.step(t, program(n, H if gu else I_) if g_cmd else False, True)
+        g_wire.set(g_cmd, payload=program(n, H if gu else I_) if g_cmd else None)
+        o_wire.set(array.o_valid)          # array.o.ready is always high
+        array.step(t)
         if b_wire.taken:
             f_beats -= 1
             if f_beats == 0:
@@ -391,7 +386,7 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
     counters = {**{f"array.{c}": v for c, v in array.counters.items()}, **own}
     if cfg.expert_counters:
         counters.update(tokens_of=tokens_of, cycles_of=cycles_of)
-    return Timing({"cmd": cmd.cycles, "x": x_src.cycles, "req": fetch.reqs,
+    return Timing({"cmd": cmd.cycles, "x": x_src.cycles, "req": f_req.cycles,
                    "rdata": mem.cycles, "o": o_cycles}, counters)
 
 

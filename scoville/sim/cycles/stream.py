@@ -120,13 +120,16 @@ class Source:
 
 
 class Producer:
-    """A :class:`Source` in a timed model's cycle loop: :meth:`offers` says whether the
-    producer holds a beat on the stream in cycle ``t`` (the model may ask in any cycles, in
-    increasing order); :meth:`take` records the handshake."""
+    """A :class:`Source` in a timed model's cycle loop, an input port of a unit model
+    (:mod:`scoville.sim.cycles.unit`): :meth:`offers` says whether the producer holds a beat on
+    the stream in cycle ``t`` (the model may ask in any cycles, in increasing order),
+    :attr:`payload` is that beat (``payloads[k]`` for beat ``k``, None without), :meth:`take`
+    records the handshake."""
 
-    __slots__ = ("_arrivals", "_at", "_valid", "count", "cycles", "sent")
+    __slots__ = ("_arrivals", "_at", "_payloads", "_valid", "count", "cycles", "sent")
 
-    def __init__(self, source: Source, count: int):
+    def __init__(self, source: Source, count: int, payloads: Sequence | None = None):
+        self._payloads = payloads
         self._valid = source.valid
         self._arrivals = source.arrivals
         if self._arrivals is not None and len(self._arrivals) < count:
@@ -157,6 +160,11 @@ class Producer:
         return self._at is not None and self._at <= t
 
     @property
+    def payload(self):
+        """The beat offered next (None when the producer was given no payloads)."""
+        return None if self._payloads is None else self._payloads[self.sent]
+
+    @property
     def next_offer(self) -> int | None:
         """The cycle the next beat is first offered (None when every beat was taken)."""
         return self._at
@@ -168,13 +176,22 @@ class Producer:
 
 
 class Consumer:
-    """A sink in a timed model's cycle loop: ``ready`` follows its schedule."""
+    """A sink in a timed model's cycle loop, an output port of a unit model: ``ready``
+    follows its schedule (:meth:`accepts`); :meth:`take` records the handshake."""
 
-    __slots__ = ("cycles", "ready")
+    __slots__ = ("_bits", "cycles", "ready")
 
     def __init__(self, ready: Schedule = ALWAYS):
         self.ready = ready
+        self._bits = ready.drawn
         self.cycles: list[int] = []
+
+    def accepts(self, t: int) -> bool:
+        """``ready`` in cycle ``t``."""
+        bits = self._bits
+        if t >= len(bits):
+            self.ready[t + 4096]
+        return bits[t] == 1
 
     def take(self, t: int) -> None:
         self.cycles.append(t)
@@ -282,35 +299,40 @@ def pipeline_timing(
 
 class StallPipeline:
     """A ``latency``-stage stalling pipeline (:func:`scoville.rtl.lib.pipeline.stall_pipeline`)
-    stepped once per cycle, for a composed block's model to step beside its other parts; the
-    rule is :func:`pipeline_timing`'s: the stages advance together when the last is empty or
-    taken, so ``i.ready`` is ``not o_valid or o.ready``.
+    as a unit model (:mod:`scoville.sim.cycles.unit`), for a composed block's model to step
+    beside its other parts; the rule is :func:`pipeline_timing`'s: the stages advance together
+    when the last is empty or taken, so ``i.ready`` is ``not o_valid or o.ready`` (a method of
+    the cycle, :meth:`i_ready`: it passes the consumer's ``ready`` through).
 
-    Attributes
+    Parameters
     ----------
-    taken : list of int
-        The cycle of each handshake on ``o``.
+    latency : int
+    i : input port
+    o : output port
     """
 
-    __slots__ = ("_stages", "taken")
+    __slots__ = ("_stages", "i", "o")
 
-    def __init__(self, latency: int):
+    def __init__(self, latency: int, i, o):
         self._stages = [False] * latency
-        self.taken: list[int] = []
+        self.i, self.o = i, o
 
     @property
     def o_valid(self) -> bool:
         return self._stages[-1]
 
-    def ready(self, o_ready: bool) -> bool:
-        """``i.ready`` in a cycle where the consumer's ``ready`` is ``o_ready``."""
-        return not self._stages[-1] or o_ready
+    def i_ready(self, t: int) -> bool:
+        """``i.ready`` in cycle ``t``."""
+        return not self._stages[-1] or self.o.accepts(t)
 
-    def step(self, t: int, i_valid: bool, o_ready: bool) -> None:
-        """Cycle ``t``: ``i_valid`` is the producer's ``valid`` (taken when :meth:`ready`)."""
+    def step(self, t: int) -> None:
         stages = self._stages
+        o_ready = self.o.accepts(t)
         if stages[-1] and o_ready:
-            self.taken.append(t)
+            self.o.take(t)
         if not stages[-1] or o_ready:
+            i_valid = self.i.offers(t)
+            if i_valid:
+                self.i.take(t)
             stages.pop()
-            stages.insert(0, bool(i_valid))
+            stages.insert(0, i_valid)

@@ -36,13 +36,13 @@ import numpy as np
 from scoville.rtl.attention import (
     MLA_K_DIM,
     MLA_V_DIM,
-    OPS,
-    STATUS,
     AttentionConfig,
+    Op,
+    Status,
     response_layout,
 )
 from scoville.rtl.gemm import GemmConfig
-from scoville.rtl.kvcache import OPS as CACHE_OPS
+from scoville.rtl.kvcache import Op as CacheOp
 from scoville.rtl.lib.formats import MX_BLOCK
 
 from .exp2 import exp2
@@ -386,45 +386,45 @@ class AttentionModel:
     def apply(self, cmd: Command) -> Result:
         cfg = self.config
         kv = cfg.kv
-        if cmd.op == OPS["sink"]:
+        if cmd.op == Op.SINK:
             if cmd.head >= cfg.q_heads:
-                return Result(cmd.op, STATUS["bad_head"], cmd.seq, 0)
+                return Result(cmd.op, Status.BAD_HEAD, cmd.seq, 0)
             if not cfg.sinks:
-                return Result(cmd.op, STATUS["bad_op"], cmd.seq, 0)
+                return Result(cmd.op, Status.BAD_OP, cmd.seq, 0)
             self.sinks[cmd.head] = np.float32(cmd.value)
-            return Result(cmd.op, STATUS["ok"], cmd.seq, 0)
-        if cmd.op in (OPS["alloc"], OPS["free"]):
-            out = self.cache.apply(Request(CACHE_OPS["alloc" if cmd.op == OPS["alloc"]
-                                                     else "free"], seq=cmd.seq))
-            if out.status == STATUS["ok"]:
-                if cmd.op == OPS["alloc"]:
+            return Result(cmd.op, Status.OK, cmd.seq, 0)
+        if cmd.op in (Op.ALLOC, Op.FREE):
+            out = self.cache.apply(Request(CacheOp.ALLOC if cmd.op == Op.ALLOC
+                                           else CacheOp.FREE, seq=cmd.seq))
+            if out.status == Status.OK:
+                if cmd.op == Op.ALLOC:
                     self.values[out.seq] = ([], [])
                 else:
                     del self.values[out.seq]
             return Result(cmd.op, out.status, out.seq, out.length, cache=[out])
-        if cmd.op not in (OPS["append"], OPS["step"]):
-            return Result(cmd.op, STATUS["bad_op"], cmd.seq, 0)
+        if cmd.op not in (Op.APPEND, Op.STEP):
+            return Result(cmd.op, Status.BAD_OP, cmd.seq, 0)
         H, d, QH = kv.kv_heads, kv.head_dim, cfg.q_heads
-        tokens = cmd.tokens if cmd.op == OPS["step"] else 1
+        tokens = cmd.tokens if cmd.op == Op.STEP else 1
         k = np.asarray(cmd.k, np.float32).reshape(tokens, H, d)
         # MLA: the latent vector alone (V reads take its lines).
         v = None if cfg.mla else np.asarray(cmd.v, np.float32).reshape(tokens, H, d)
         if not 1 <= tokens <= cfg.max_step_tokens:
             # Its vectors are taken and dropped; the cache is not asked.
-            return Result(cmd.op, STATUS["bad_range"], cmd.seq, 0, tokens=tokens)
-        cache, status, length = [], STATUS["ok"], 0
+            return Result(cmd.op, Status.BAD_RANGE, cmd.seq, 0, tokens=tokens)
+        cache, status, length = [], Status.OK, 0
         for t in range(tokens):
             lines = encode_heads(kv, k[t]) + ([] if v is None else encode_heads(kv, v[t]))
-            out = self.cache.apply(Request(CACHE_OPS["append"], seq=cmd.seq, lines=lines))
+            out = self.cache.apply(Request(CacheOp.APPEND, seq=cmd.seq, lines=lines))
             cache.append(out)
             length, seq = out.length, out.seq
-            if out.status == STATUS["ok"]:
+            if out.status == Status.OK:
                 keys, vals = self.values[cmd.seq]
                 keys.append(k[t])
                 vals.append(None if v is None else v[t])
-            elif status == STATUS["ok"]:
+            elif status == Status.OK:
                 status = out.status  # the first failure's (later appends fail alike)
-        if cmd.op == OPS["append"] or status != STATUS["ok"]:
+        if cmd.op == Op.APPEND or status != Status.OK:
             return Result(cmd.op, status, seq, length, cache=cache, tokens=tokens)
         chunks = []
         for i, (_, count, lo, hi) in enumerate(cfg.tiles(length, tokens)):
@@ -436,7 +436,7 @@ class AttentionModel:
                     # lines; with MLA, of K's lines).
                     for half, (line0, nlines) in [(0, (0, 0))] + [(1, w) for w in cfg.v_reads()]:
                         cache.append(self.cache.apply(Request(
-                            CACHE_OPS["read"], seq=cmd.seq, kv=half, head=h, start=a0,
+                            CacheOp.READ, seq=cmd.seq, kv=half, head=h, start=a0,
                             count=n, line0=line0, nlines=nlines)))
         keys, vals = self.values[cmd.seq]
         q = np.asarray(cmd.q, np.float32).reshape(tokens, QH, d)

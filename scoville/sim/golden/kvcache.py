@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-from scoville.rtl.kvcache import OPS, STATUS, request_layout, response_layout
+from scoville.rtl.kvcache import STATUS, Op, request_layout, response_layout
 from scoville.rtl.lib.formats import MX_BLOCK
 
 from .mx import dequantize_mxfp4, quantize_mxfp4
@@ -213,20 +213,20 @@ class KvCacheModel:
         cfg = self.config
         pt = cfg.page_tokens
         s = self.seqs.get(req.seq)
-        if req.op == OPS["alloc"]:
+        if req.op == Op.ALLOC:
             new = self.lowest_free_slot()
             if new is None:
                 return self._answer(req, "too_many")
             self.seqs[new] = _Seq()
             return self._answer(req, "ok", new)
-        if req.op == OPS["free"]:
+        if req.op == Op.FREE:
             if s is None:
                 return self._answer(req, "no_seq")
             for page in s.pages:
                 self._unref(page)
             del self.seqs[req.seq]
             return self._answer(req, "ok", walked=len(s.pages))
-        if req.op == OPS["fork"]:
+        if req.op == Op.FORK:
             new = self.lowest_free_slot()
             if s is None:
                 return self._answer(req, "no_seq")
@@ -239,7 +239,7 @@ class KvCacheModel:
                 self.refs[page] += 1
             self.seqs[new] = _Seq(list(s.tokens[: req.count]), list(shared))
             return self._answer(req, "ok", new, walked=len(shared))
-        if req.op == OPS["append"]:
+        if req.op == Op.APPEND:
             if len(req.lines) != cfg.append_beats:
                 raise ValueError(f"append takes {cfg.append_beats} lines; got {len(req.lines)}")
             if s is None:
@@ -257,7 +257,7 @@ class KvCacheModel:
                 s.pages.append(self._page())
             s.tokens.append(tuple(req.lines))
             return self._answer(req, "ok", new_page=need, copied=shared)
-        if req.op == OPS["read"]:
+        if req.op == Op.READ:
             if s is None:
                 return self._answer(req, "no_seq")
             if req.head >= cfg.kv_heads:
