@@ -49,3 +49,52 @@ async def receive(ctx, port, edges: Edges, *, rng=None, backpressure=0.0):
             ctx.set(port.ready, 0)
             return payload, first
 
+
+
+def handshakes(dut, sources: dict, sinks: dict, *, limit: int = 100_000) -> dict:
+    """Run ``dut`` in Amaranth's simulator with its streams driven as the timed models assume
+    (:mod:`scoville.sim.cycles.stream`): ``sources`` maps an ``In`` stream's name to
+    ``(payloads, valid schedule)`` (beat ``k`` offered from the first cycle its schedule
+    allows, held until taken), ``sinks`` an ``Out`` stream's name to ``(beats, ready
+    schedule)``. Returns each stream's handshake cycles, for a unit model run on the same
+    schedules to be compared with, handshake for handshake."""
+    from amaranth.sim import Simulator
+
+    from scoville.sim.cycles.stream import Consumer, Producer, Source
+
+    prods = {n: Producer(Source(s), len(p), p) for n, (p, s) in sources.items()}
+    cons = {n: (Consumer(s), beats) for n, (beats, s) in sinks.items()}
+
+    def done():
+        return (all(p.sent == p.count for p in prods.values())
+                and all(len(c.cycles) == beats for c, beats in cons.values()))
+
+    async def bench(ctx):
+        t = 0
+        while not done():
+            assert t < limit, f"no progress after {t} cycles"
+            fired = []
+            for name, p in prods.items():
+                port, offer = getattr(dut, name), p.offers(t)
+                ctx.set(port.valid, offer)
+                if offer:
+                    ctx.set(port.payload, p.payload)
+                fired.append((p, offer))
+            for name, (c, _) in cons.items():
+                ctx.set(getattr(dut, name).ready, c.accepts(t))
+            fired = [(p, offer and ctx.get(getattr(dut, name).ready))
+                     for (p, offer), name in zip(fired, prods, strict=True)]
+            fired += [(c, ctx.get(getattr(dut, name).valid) and c.accepts(t))
+                      for name, (c, _) in cons.items()]
+            await ctx.tick()
+            for port, fire in fired:
+                if fire:
+                    port.take(t)
+            t += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return {**{n: p.cycles for n, p in prods.items()},
+            **{n: c.cycles for n, (c, _) in cons.items()}}

@@ -17,7 +17,7 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .attention_transpose import KTranspose, TokenJoin, TokenQueue, beat_layout
+from .attention_transpose import LinesToBeats
 from .gemm import COUNTERS as GEMM_COUNTERS
 from .gemm import Gemm, GemmConfig
 from .kvcache import COUNTER_BITS, SEQ_BITS, TOKEN_BITS, KvCache, KvCacheConfig, Status
@@ -483,12 +483,6 @@ class Attention(wiring.Component):
         SEC = kv.sections  # vectors a token appends per head: K and V, or K alone (MLA)
         m.submodules.cache = cache = KvCache(kv)
         m.submodules.array = array = Gemm(arr)
-        m.submodules.join = join = TokenJoin(line_bits=LB, token_lines=TL, dim=D,
-                                             kv_fmt=kv.kv_fmt)
-        m.submodules.vjoin = vjoin = TokenJoin(line_bits=LB, token_lines=VL, dim=VW,
-                                               kv_fmt=kv.kv_fmt)
-        m.submodules.ktr = ktr = KTranspose(dim=D, cols=C)
-        m.submodules.vq = vq = TokenQueue(dim=VW, cols=C, depth=cfg.v_queue)
         c_factor = fp32_bits(cfg.score_scale * math.log2(math.e))
         log2e = fp32_bits(math.log2(math.e))
 
@@ -688,37 +682,13 @@ class Attention(wiring.Component):
                         m.d.sync += rd_vt.eq(0)
                         rdw.advance(m)
 
-        # ---- Lines to B beats: a K read's lines to the K joiner and the transposer, a V
-        # read's to the V joiner and the queue (a beat per token's column tile). Reads go K,
-        # then V's column tiles, chunk after chunk.
-        rphase = Signal()
-        r_vt = Signal(range(max(VT, 2)))
-        bphase = Signal()
-        b_vt = Signal(range(max(VT, 2)))
-        rd = cache.rd
-        m.d.comb += [join.i.payload.eq(rd.payload), vjoin.i.payload.eq(rd.payload),
-                     join.i.valid.eq(rd.valid & ~rphase), vjoin.i.valid.eq(rd.valid & rphase),
-                     rd.ready.eq(Mux(rphase, vjoin.i.ready, join.i.ready))]
-        wiring.connect(m, join.o, ktr.i)
-        wiring.connect(m, vjoin.o, vq.i)
-        with m.If(rd.valid & rd.ready & rd.payload.last):
-            m.d.sync += rphase.eq(1)
-            with m.If(rphase):
-                m.d.sync += r_vt.eq(r_vt + 1)
-                with m.If(r_vt == VT - 1):
-                    m.d.sync += [r_vt.eq(0), rphase.eq(0)]
-        bsrc = Mux(bphase, vq.o.payload.as_value(), ktr.o.payload.as_value())
-        bsrc = data.View(beat_layout(C), bsrc)
-        m.d.comb += [array.b.valid.eq(Mux(bphase, vq.o.valid, ktr.o.valid)),
-                     array.b.payload.data.eq(bsrc.data),
-                     ktr.o.ready.eq(array.b.ready & ~bphase),
-                     vq.o.ready.eq(array.b.ready & bphase)]
-        with m.If(array.b.valid & array.b.ready & bsrc.last):
-            m.d.sync += bphase.eq(1)
-            with m.If(bphase):
-                m.d.sync += b_vt.eq(b_vt + 1)
-                with m.If(b_vt == VT - 1):
-                    m.d.sync += [b_vt.eq(0), bphase.eq(0)]
+        # ---- Lines to B beats (K's through the transposer, V's through the queue).
+        m.submodules.beats = beats = LinesToBeats(
+            line_bits=LB, token_lines=TL, v_lines=VL, dim=D, v_width=VW, v_tiles=VT, cols=C,
+            kv_fmt=kv.kv_fmt, v_queue=cfg.v_queue)
+        wiring.connect(m, cache.rd, beats.i)
+        m.d.comb += [array.b.valid.eq(beats.o.valid), beats.o.ready.eq(array.b.ready),
+                     array.b.payload.data.eq(beats.o.payload.data)]
 
         # ---- The command issuer: Q K^T (M = the tile's rows, K = D, N = n), then P V (M =
         # the rows, K = n, N = v_dim: the array's column tiles).

@@ -14,7 +14,9 @@ them into B beats of BF16 elements:
 - for ``P V`` the reduction runs along the tokens, so a beat is one token's V:
   :class:`TokenQueue` holds V's tokens while the transposer empties K's last tile.
 
-Each passes a read's end on: ``last`` on the item that ends it.
+Each passes a read's end on: ``last`` on the item that ends it. :class:`LinesToBeats` joins
+the four: the cache's reads in (K, then V's column tiles, chunk after chunk), the array's B
+beats out.
 """
 
 import math
@@ -29,8 +31,8 @@ from .lib.comb import wire
 from .lib.formats import ELEMENT_BITS, MX_BLOCK
 from .lib.fp32 import fp32_bits
 
-__all__ = ["KTranspose", "TokenJoin", "TokenQueue", "beat_layout", "line_layout",
-           "token_layout"]
+__all__ = ["KTranspose", "LinesToBeats", "TokenJoin", "TokenQueue", "beat_layout",
+           "line_layout", "token_layout"]
 
 _BF16_NAN = 0x7FC0
 _BF16_INF = 0x7F80
@@ -262,4 +264,80 @@ class TokenQueue(wiring.Component):
                      self.i.ready.eq(fifo.w_rdy), self.o.valid.eq(fifo.r_rdy),
                      fifo.r_en.eq(self.o.ready), self.o.payload.data.eq(head.data),
                      self.o.payload.last.eq(head.last)]
+        return m
+
+
+class LinesToBeats(wiring.Component):
+    """The lines of the cache's reads in, the array's B beats out. Reads come in turn: a K
+    read, then ``v_tiles`` V reads (one per column tile of ``P V``, each ``v_lines`` of each
+    token's lines), chunk after chunk. A K read's lines go through a :class:`TokenJoin` of
+    ``token_lines`` lines into the :class:`KTranspose` (``dim`` beats per tile of ``cols``
+    tokens); a V read's through a :class:`TokenJoin` of ``v_lines`` lines into the
+    :class:`TokenQueue` (``v_queue`` tokens; a beat per token). The beats leave in the same
+    turn: K's until a beat with ``last``, then each V tile's until its ``last``.
+
+    Timing: a line is taken as its read's joiner takes it (the ``rd`` side switches after a
+    read's last line); a beat is offered as the transposer or the queue offers it (the ``b``
+    side switches after a beat with ``last``). No cycle is added on either path.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(line_layout(line_bits)))
+        The reads' lines.
+    o : Out(stream.Signature(beat_layout(cols)))
+        The B beats; ``last`` ends each read's beats.
+    """
+
+    def __init__(self, *, line_bits: int, token_lines: int, v_lines: int, dim: int,
+                 v_width: int, v_tiles: int, cols: int, kv_fmt: str, v_queue: int):
+        self._p = dict(line_bits=line_bits, token_lines=token_lines, v_lines=v_lines, dim=dim,
+                       v_width=v_width, v_tiles=v_tiles, cols=cols, kv_fmt=kv_fmt,
+                       v_queue=v_queue)
+        super().__init__({
+            "i": In(stream.Signature(line_layout(line_bits))),
+            "o": Out(stream.Signature(beat_layout(cols))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self._p
+        VT, C = p["v_tiles"], p["cols"]
+        m.submodules.join = join = TokenJoin(line_bits=p["line_bits"],
+                                             token_lines=p["token_lines"], dim=p["dim"],
+                                             kv_fmt=p["kv_fmt"])
+        m.submodules.vjoin = vjoin = TokenJoin(line_bits=p["line_bits"],
+                                               token_lines=p["v_lines"], dim=p["v_width"],
+                                               kv_fmt=p["kv_fmt"])
+        m.submodules.ktr = ktr = KTranspose(dim=p["dim"], cols=C)
+        m.submodules.vq = vq = TokenQueue(dim=p["v_width"], cols=C, depth=p["v_queue"])
+        wiring.connect(m, join.o, ktr.i)
+        wiring.connect(m, vjoin.o, vq.i)
+        # The read side: K (rphase 0), then V's column tiles (r_vt).
+        rphase = Signal()
+        r_vt = Signal(range(max(VT, 2)))
+        rd = self.i
+        m.d.comb += [join.i.payload.eq(rd.payload), vjoin.i.payload.eq(rd.payload),
+                     join.i.valid.eq(rd.valid & ~rphase), vjoin.i.valid.eq(rd.valid & rphase),
+                     rd.ready.eq(Mux(rphase, vjoin.i.ready, join.i.ready))]
+        with m.If(rd.valid & rd.ready & rd.payload.last):
+            m.d.sync += rphase.eq(1)
+            with m.If(rphase):
+                m.d.sync += r_vt.eq(r_vt + 1)
+                with m.If(r_vt == VT - 1):
+                    m.d.sync += [r_vt.eq(0), rphase.eq(0)]
+        # The beat side, in the same turn (bphase, b_vt).
+        bphase = Signal()
+        b_vt = Signal(range(max(VT, 2)))
+        bsrc = data.View(beat_layout(C), Mux(bphase, vq.o.payload.as_value(),
+                                             ktr.o.payload.as_value()))
+        m.d.comb += [self.o.valid.eq(Mux(bphase, vq.o.valid, ktr.o.valid)),
+                     self.o.payload.eq(bsrc),
+                     ktr.o.ready.eq(self.o.ready & ~bphase),
+                     vq.o.ready.eq(self.o.ready & bphase)]
+        with m.If(self.o.valid & self.o.ready & bsrc.last):
+            m.d.sync += bphase.eq(1)
+            with m.If(bphase):
+                m.d.sync += b_vt.eq(b_vt + 1)
+                with m.If(b_vt == VT - 1):
+                    m.d.sync += [b_vt.eq(0), bphase.eq(0)]
         return m

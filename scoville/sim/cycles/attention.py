@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections import deque
 from types import SimpleNamespace
 
 from scoville.rtl.attention import OWN_COUNTERS, Op, Status
@@ -46,6 +45,7 @@ from scoville.rtl.kvcache import Op as CacheOp
 
 from . import gemm as gemm_timed
 from . import kvcache as kvcache_timed
+from .attention_transpose import LinesToBeats
 from .stream import ALWAYS, Producer, Schedule, Source, Timing
 from .unit import Wire
 
@@ -91,14 +91,6 @@ class _Walk:
         self.sub = 0
 
 
-def _next_read(phase: bool, tile: int, tiles: int) -> tuple[bool, int]:
-    """After a read's end: from K (``phase`` False) to V's first column tile, from one tile
-    to the next, from V's last tile back to K."""
-    if not phase:
-        return True, 0
-    return (False, 0) if tile == tiles - 1 else (True, tile + 1)
-
-
 def macs(config, results) -> int:
     """The array's multiply-accumulates of the steps' chunks (``Q K^T`` and ``P V``)."""
     d = config.kv.head_dim + config.v_dim
@@ -142,6 +134,8 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     cache = kvcache_timed.Engine(kv, c_req, c_wd, c_rd, c_resp)
     a_wire, b_wire, g_cmd, g_o = Wire(), Wire(), Wire(), Wire()
     array = gemm_timed.Engine(cfg.array, g_cmd, a_wire, b_wire, g_o)
+    beats = LinesToBeats(dim=D, cols=C, token_lines=TL, v_lines=VL, v_tiles=VT,
+                         v_queue=cfg.v_queue, i=c_rd, o=b_wire)
 
     @functools.cache
     def program(m, k, n):
@@ -157,19 +151,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     reads = []  # the step's read outcomes
     read_lines: list[int] = []  # lines of each read, for the ends of reads on rd
     rd_at = rd_count = 0
-    rphase = bphase = False
-    rd_vt = r_vt = b_vt = 0  # V's column tile: the read issuer's, on rd, on b
-    # The token joiners: K's (``token_lines`` lines a token), V's (``v_lines``).
-    jline = vline = 0
-    j_valid = j_last = v_valid = v_last = False
-    # The transposer.
-    full, closes = [False, False], [False, False]
-    wbuf = rbuf = 0
-    slot = kb = 0
-    kt_valid = kt_last = False
-    # The V queue: each waiting token's ``last``.
-    queue: deque[bool] = deque()
-    depth = cfg.v_queue
+    rd_vt = 0  # V's column tile of the read issuer
     # The A sequencer.
     aq_k = aq_tb = aq_j = aq_vt = 0
     s1 = a_valid = False
@@ -202,19 +184,9 @@ def timing(config, results, sources: dict[str, Source] | None = None,
             and src.offers(t)
         q_take = q_left != 0 and ins["q"].offers(t)
         # Lines to beats, beats to the array.
-        b_ready = array.b_ready
-        kt_adv = not kt_valid or (b_ready and not bphase)
-        j_ready = not full[wbuf]
-        j_take = j_valid and j_ready
-        v_ready = len(queue) < depth
-        v_take = v_valid and v_ready
-        if rphase:
-            rd_ready = vline != VL - 1 or not v_valid or v_ready
-        else:
-            rd_ready = jline != TL - 1 or not j_valid or j_ready
-        rd_take = cache.rd_valid and rd_ready
-        rd_last = rd_take and rd_count + 1 == read_lines[rd_at]
-        b_wire.set(bool(queue) if bphase else kt_valid)
+        rd_ready = beats.i_ready(t)
+        rd_last = cache.rd_valid and rd_count + 1 == read_lines[rd_at]
+        b_wire.set(beats.o_valid, array.b_ready)
         a_wire.set(a_valid)
         en_a = not a_valid or array.a_ready
         gemm_cmd = False
@@ -233,7 +205,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         # ---- The parts.
         c_req.set(req is not None, cache.req_ready, req)
         c_wd.set(fvalid, cache.wd_ready)
-        c_rd.set(cache.rd_valid, rd_ready)
+        c_rd.set(cache.rd_valid, rd_ready, rd_last)
         c_resp.set(cache.resp_valid, state in ("WAIT", "ATTEND"))
         cache.step(t)
         took_req, took_resp = c_req.taken, c_resp.taken
@@ -329,49 +301,12 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                 cmw.advance()
             else:
                 cmw.sub = 1
-        # ---- The transposer: its emptying side (from the buffers' state at the cycle's
-        # start), then its filling side.
-        b_taken = b_wire.taken
-        b_last = b_taken and (queue[0] if bphase else kt_last)
-        if kt_adv:
-            issue = full[rbuf]
-            kt_valid, kt_last = issue, issue and kb == D - 1 and closes[rbuf]
-            if issue:
-                if kb == D - 1:
-                    kb, full[rbuf], rbuf = 0, False, 1 - rbuf
-                else:
-                    kb += 1
-        if j_take:
-            if slot == C - 1 or j_last:
-                full[wbuf], closes[wbuf] = True, j_last
-                slot, wbuf = 0, 1 - wbuf
-            else:
-                slot += 1
-        # ---- The V queue.
-        if b_taken and bphase:
-            queue.popleft()
-        if v_take:
-            queue.append(v_last)
-        # ---- The token joiners.
-        if j_ready:
-            j_valid = False
-        if v_ready:
-            v_valid = False
-        if rd_take and rphase:
-            vline = (vline + 1) % VL
-            if vline == 0:
-                v_valid, v_last = True, rd_last
-        elif rd_take:
-            jline = (jline + 1) % TL
-            if jline == 0:
-                j_valid, j_last = True, rd_last
-        if rd_take:
+        # ---- Lines to beats.
+        beats.step(t)
+        if c_rd.taken:
             rd_count += 1
             if rd_last:
                 rd_at, rd_count = rd_at + 1, 0
-                rphase, r_vt = _next_read(rphase, r_vt, VT)
-        if b_last:
-            bphase, b_vt = _next_read(bphase, b_vt, VT)
         # ---- The A sequencer.
         own["softmax_waits"] += waits
         if en_a:
