@@ -51,13 +51,15 @@ async def receive(ctx, port, edges: Edges, *, rng=None, backpressure=0.0):
 
 
 
-def handshakes(dut, sources: dict, sinks: dict, *, limit: int = 100_000) -> dict:
+def handshakes(dut, sources: dict, sinks: dict, *, limit: int = 100_000,
+               each_cycle=None) -> dict:
     """Run ``dut`` in Amaranth's simulator with its streams driven as the timed models assume
     (:mod:`scoville.sim.cycles.stream`): ``sources`` maps an ``In`` stream's name to
     ``(payloads, valid schedule)`` (beat ``k`` offered from the first cycle its schedule
     allows, held until taken), ``sinks`` an ``Out`` stream's name to ``(beats, ready
-    schedule)``. Returns each stream's handshake cycles, for a unit model run on the same
-    schedules to be compared with, handshake for handshake."""
+    schedule)``; ``each_cycle(ctx, t)``, if given, drives the unit's other inputs in each cycle
+    before the handshakes are sampled. Returns each stream's handshake cycles, for a unit model
+    run on the same schedules to be compared with, handshake for handshake."""
     from amaranth.sim import Simulator
 
     from scoville.sim.cycles.stream import Consumer, Producer, Source
@@ -82,6 +84,8 @@ def handshakes(dut, sources: dict, sinks: dict, *, limit: int = 100_000) -> dict
                 fired.append((p, offer))
             for name, (c, _) in cons.items():
                 ctx.set(getattr(dut, name).ready, c.accepts(t))
+            if each_cycle is not None:
+                await each_cycle(ctx, t)
             fired = [(p, offer and ctx.get(getattr(dut, name).ready))
                      for (p, offer), name in zip(fired, prods, strict=True)]
             fired += [(c, ctx.get(getattr(dut, name).valid) and c.accepts(t))

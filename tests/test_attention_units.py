@@ -5,7 +5,9 @@ schedules (gaps on the inputs, back-pressure on the outputs, light and heavy).""
 import numpy as np
 import pytest
 
+from scoville.rtl.attention_feeder import AppendFeeder as AppendFeederRtl
 from scoville.rtl.attention_transpose import LinesToBeats as LinesToBeatsRtl
+from scoville.sim.cycles.attention_feeder import AppendFeeder
 from scoville.sim.cycles.attention_transpose import LinesToBeats
 from scoville.sim.cycles.stream import Consumer, Producer, Schedule, Source
 from scoville.sim.cycles.unit import run
@@ -55,3 +57,66 @@ def test_lines_to_beats_unit_model_is_its_rtl(shape, gap):
 
     run("lines_to_beats", cycle, lambda: len(o.cycles) == beats, 100_000)
     assert {"i": i.cycles, "o": o.cycles} == got
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.3, 0.8])
+@pytest.mark.parametrize(("heads", "mla", "token_lines"), [(2, False, 2), (1, False, 1),
+                                                           (2, True, 2)])
+def test_append_feeder_unit_model_is_its_rtl(heads, mla, token_lines, gap):
+    """Commands of 1 to 3 tokens, one dropped (a refused step's vectors are taken and
+    dropped), each started when the feeder is idle, as the controller does."""
+    dim = 4
+    seed = hash((heads, mla, token_lines, gap)) % 2**32
+    rng = np.random.default_rng(seed)
+    sections = 1 if mla else 2
+    commands = [(int(rng.integers(0, 3)), drop) for drop in (0, 0, 1, 0)]
+    k_beats = sum(heads * (n + 1) for n, _ in commands)
+    v_beats = 0 if mla else k_beats
+    lines = sum(heads * sections * (n + 1) * token_lines for n, drop in commands if not drop)
+    dut = AppendFeederRtl(kv_heads=heads, dim=dim, token_lines=token_lines,
+                          line_bits=dim * 16 // token_lines, kv_fmt="bf16", mla=mla)
+    vec = [[int(x) for x in rng.integers(0, 2**32, dim)] for _ in range(k_beats)]
+    valid = {"k": Schedule([seed, 1], gap), "v": Schedule([seed, 2], gap)}
+    ready = Schedule([seed, 3], gap)
+    starts = []  # (cycle, tokens, drop) of each command, as the RTL run saw them
+
+    async def control(ctx, t):
+        """The controller's side, each cycle before the edge: start the next command once
+        the feeder is idle and the previous command's lines have gone."""
+        if control.at < len(commands) and ctx.get(dut.idle) and not ctx.get(dut.wd.valid) \
+                and t >= control.ready_at:
+            n, drop = commands[control.at]
+            ctx.set(dut.start, 1)
+            ctx.set(dut.tokens, n)
+            ctx.set(dut.drop, drop)
+            starts.append((t, n, drop))
+            control.at += 1
+            control.ready_at = t + 2
+        else:
+            ctx.set(dut.start, 0)
+
+    control.at, control.ready_at = 0, 0
+    sources = {"k": (vec, valid["k"])}
+    if not mla:
+        sources["v"] = (vec, valid["v"])
+    got = handshakes(dut, sources, {"wd": (lines, ready)}, each_cycle=control)
+    assert len(starts) == len(commands)
+
+    k, v = Producer(Source(valid["k"]), k_beats), Producer(Source(valid["v"]), v_beats)
+    wd = Consumer(ready)
+    unit = AppendFeeder(kv_heads=heads, sections=sections, token_lines=token_lines, k=k, v=v,
+                        wd=wd)
+    plan = {t: (n, drop) for t, n, drop in starts}
+    drop_now = False
+
+    def cycle(t):
+        nonlocal drop_now
+        n, drop_now = plan.get(t, (None, drop_now))
+        unit.start, unit.drop = n, drop_now
+        unit.step(t)
+        return t + 1
+
+    run("append_feeder", cycle, lambda: k.sent == k_beats and v.sent == v_beats
+        and len(wd.cycles) == lines, 100_000)
+    want = {"k": k.cycles, "wd": wd.cycles, **({} if mla else {"v": v.cycles})}
+    assert want == got

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import Cat, Const
 
-from scoville.rtl.attention import _encode
+from scoville.rtl.attention_feeder import encode_vector
 from scoville.rtl.attention_transpose import decode_token
 from scoville.rtl.lib.fp32 import fp32_key, fp32_recip, fp32_to_bf16
 from scoville.sim.golden.kvcache import stored_values
@@ -100,7 +100,7 @@ def test_encoding_stores_what_the_cache_model_stores(kv_fmt):
     width = 32 * d
 
     def build(m, v):
-        return _encode(m, v, kv_fmt, d)
+        return encode_vector(m, v, kv_fmt, d)
 
     words = [sum(int(b) << (32 * e) for e, b in enumerate(r.view(np.uint32))) for r in rows]
     got = evaluate(build, [width], words)

@@ -12,11 +12,12 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .attention_feeder import AppendFeeder
 from .attention_transpose import LinesToBeats
 from .gemm import COUNTERS as GEMM_COUNTERS
 from .gemm import Gemm, GemmConfig
@@ -26,7 +27,7 @@ from .kvcache import Op as CacheOp
 from .lib.codes import names
 from .lib.comb import max_tree, wire
 from .lib.counters import count, counter_layout
-from .lib.formats import FP32, MX_BLOCK
+from .lib.formats import MX_BLOCK
 from .lib.fp32 import (
     ONE,
     fp32_add,
@@ -38,7 +39,6 @@ from .lib.fp32 import (
     fp32_to_bf16,
 )
 from .lib.params import ParamError, check_choice, check_int, check_parts, param, part
-from .mx_quant import block_amax, block_codes, round_e4m3
 
 __all__ = ["COUNTERS", "MLA_K_DIM", "MLA_ROPE_DIM", "MLA_V_DIM", "MODES", "OPS", "STATUS", "Op",
            "Status", "Attention", "AttentionConfig", "command_layout", "io_layout",
@@ -320,34 +320,6 @@ def response_layout() -> data.StructLayout:
                               "length": unsigned(TOKEN_BITS)})
 
 
-def _encode(m, vec, kv_fmt: str, dim: int):
-    """The stored bits of a K or V vector (``dim`` binary32 values end to end) in
-    ``kv_fmt``: BF16 rounded to nearest even; FP8 E4M3 rounded to nearest even, NaN beyond
-    464 (as ``ml_dtypes``' cast); MXFP4 blocks of 32 (:func:`~scoville.rtl.mx_quant
-    .block_codes`), codes then scales."""
-    xs = [vec[32 * e: 32 * e + 32] for e in range(dim)]
-    if kv_fmt == "bf16":
-        return Cat(*(fp32_to_bf16(m, x, name=f"kv_bf16_{e}") for e, x in enumerate(xs)))
-    if kv_fmt == "fp8_e4m3":
-        codes = []
-        for e, x in enumerate(xs):
-            x = data.View(FP32, x)
-            code = round_e4m3(m, Cat(x.man, x.exp != 0), x.exp, 0, f"kv_e4m3_{e}",
-                              saturate=False)
-            # 2**9 and above (Inf, NaN) would not fit the rounding's fixed point.
-            nan = (x.exp >= 127 + 9) | (code >= 0x7F)
-            codes.append(Cat(Mux(nan, 0x7F, code[:7]), x.sign))
-        return Cat(*codes)
-    codes, scales = [], []
-    for b in range(dim // MX_BLOCK):
-        block = xs[MX_BLOCK * b: MX_BLOCK * (b + 1)]
-        amax, special = block_amax(m, block, name=f"kv_mx{b}")
-        c, scale = block_codes(m, block, amax, special, "mxfp4", name=f"kv_mx{b}_")
-        codes += c
-        scales.append(scale)
-    return Cat(*codes, *scales)
-
-
 def _window_start(cfg, pos):
     """The first position a query at ``pos`` attends (hardware)."""
     if not cfg.window:
@@ -480,9 +452,10 @@ class Attention(wiring.Component):
         # P V's column tiles: VT of them, each VW elements of V (VL lines of each token).
         VD, VT, VL = cfg.v_dim, cfg.v_tiles, cfg.v_lines
         VW = VD if VT == 1 else C
-        SEC = kv.sections  # vectors a token appends per head: K and V, or K alone (MLA)
         m.submodules.cache = cache = KvCache(kv)
         m.submodules.array = array = Gemm(arr)
+        m.submodules.feeder = feeder = AppendFeeder(
+            kv_heads=H, dim=D, token_lines=TL, line_bits=LB, kv_fmt=kv.kv_fmt, mla=cfg.mla)
         c_factor = fp32_bits(cfg.score_scale * math.log2(math.e))
         log2e = fp32_bits(math.log2(math.e))
 
@@ -498,8 +471,6 @@ class Attention(wiring.Component):
         base = Signal(TOKEN_BITS)  # the position of the step's first new token
         ntok = Signal(9)  # the step's tokens, T
         tok_left = Signal(9)  # appends still to request
-        feed_left = Signal(range(SEC * H + 1))  # the current token's K and V vectors
-        feed_tok = Signal(9)  # tokens the feeder takes after the current one
         q_left = Signal(range(256 * QH + 1))
         attending = Signal()
         m0 = Array(Signal(32, init=_NEG_INF, name=f"m0_{i}") for i in range(QH))
@@ -524,11 +495,12 @@ class Attention(wiring.Component):
                     with m.Case(Op.ALLOC, Op.FREE):
                         m.next = "REQ"
                     with m.Case(Op.APPEND):
-                        m.d.sync += [feed_left.eq(SEC * H), feed_tok.eq(0), tok_left.eq(1)]
+                        m.d.comb += [feeder.start.eq(1), feeder.tokens.eq(0)]
+                        m.d.sync += tok_left.eq(1)
                         m.next = "REQ"
                     with m.Case(Op.STEP):
-                        m.d.sync += [feed_left.eq(SEC * H), feed_tok.eq(cur.tokens),
-                                     q_left.eq(step_tokens * QH), ntok.eq(step_tokens),
+                        m.d.comb += [feeder.start.eq(1), feeder.tokens.eq(cur.tokens)]
+                        m.d.sync += [q_left.eq(step_tokens * QH), ntok.eq(step_tokens),
                                      tok_left.eq(step_tokens), status.eq(Status.OK)]
                         with m.If(step_tokens > TM):
                             m.d.sync += status.eq(Status.BAD_RANGE)
@@ -551,7 +523,7 @@ class Attention(wiring.Component):
                         m.next = "RESP"
             with m.State("DRAIN"):
                 # A step whose T is out of range: its K, V and Q are taken and dropped.
-                with m.If((feed_left == 0) & (feed_tok == 0) & (q_left == 0)):
+                with m.If(feeder.idle & (q_left == 0)):
                     m.next = "RESP"
             with m.State("REQ"):
                 m.d.comb += [cache.req.valid.eq(1),
@@ -600,38 +572,13 @@ class Attention(wiring.Component):
                 with m.If(self.resp.ready):
                     m.next = "IDLE"
 
-        # ---- The append feeder: each token's K then V vectors, each encoded as the cache
-        # stores it, into token lines (dropped while draining).
-        drain = fsm.ongoing("DRAIN")  # a step with a bad T: its vectors are dropped
-        fvec = Signal(TL * LB)
-        fvalid = Signal()
-        fline = Signal(range(max(TL, 2)))
-        if cfg.mla:  # the latent vector alone
-            from_k = Const(1, 1)  # only K feeds the cache
-            src_valid, src = self.k.valid, self.k.payload.as_value()
-        else:
-            from_k = feed_left > H
-            src_valid = Mux(from_k, self.k.valid, self.v.valid)
-            src = Mux(from_k, self.k.payload.as_value(), self.v.payload.as_value())
-        wd_take = fvalid & cache.wd.ready
-        in_ready = (feed_left != 0) & (drain | ~fvalid | (wd_take & (fline == TL - 1)))
-        m.d.comb += self.k.ready.eq(in_ready & from_k)
+        # ---- The append feeder: the new tokens' K and V lines into the cache.
+        wiring.connect(m, wiring.flipped(self.k), feeder.k)
         if not cfg.mla:
-            m.d.comb += self.v.ready.eq(in_ready & ~from_k)
-        m.d.comb += [
-                     cache.wd.valid.eq(fvalid),
-                     cache.wd.payload.eq(fvec.word_select(fline, LB))]
-        with m.If(wd_take):
-            m.d.sync += fline.eq(fline + 1)
-            with m.If(fline == TL - 1):
-                m.d.sync += [fline.eq(0), fvalid.eq(0)]
-        with m.If(in_ready & src_valid):
-            m.d.sync += [fline.eq(0), feed_left.eq(feed_left - 1),
-                         fvec.eq(_encode(m, src, kv.kv_fmt, D))]
-            with m.If(~drain):
-                m.d.sync += fvalid.eq(1)
-            with m.If((feed_left == 1) & (feed_tok != 0)):
-                m.d.sync += [feed_left.eq(SEC * H), feed_tok.eq(feed_tok - 1)]
+            wiring.connect(m, wiring.flipped(self.v), feeder.v)
+        wiring.connect(m, feeder.wd, cache.wd)
+        drain = fsm.ongoing("DRAIN")  # a step with a bad T: its vectors are dropped
+        m.d.comb += feeder.drop.eq(drain)
 
         # ---- Q: each vector rounded to BF16 into its row's buffer: row (token in the tile,
         # head in the group), entry (tile, KV head).

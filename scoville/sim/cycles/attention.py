@@ -1,24 +1,28 @@
 """Timed model of :class:`scoville.rtl.attention.Attention`, built from its parts' models: the
-cache's :class:`~scoville.sim.cycles.kvcache.Engine` and the array's
-:class:`~scoville.sim.cycles.gemm.Engine`, stepped together with the block's own units, cycle by
+cache's :class:`~scoville.sim.cycles.kvcache.Engine`, the array's
+:class:`~scoville.sim.cycles.gemm.Engine` and the unit models of the block's components
+(:class:`~scoville.sim.cycles.attention_feeder.AppendFeeder`,
+:class:`~scoville.sim.cycles.attention_transpose.LinesToBeats`), joined by wires
+(:mod:`scoville.sim.cycles.unit`) and stepped together with the block's other units, cycle by
 cycle, as the RTL connects them.
 
-The block's units (``docs/attention.md`` draws them), each a few registers here:
+The block's units (``docs/attention.md`` draws them); those not yet components are a few
+registers here:
 
 - the *controller* takes a command, hands an alloc, free or append (a step's append) to the
   cache, waits for its answer and (a step) for all ``q_heads`` Q vectors, then attends until
   the last output has left, and answers;
-- the *feeder* turns each K and V vector into ``token_lines`` cache lines (a vector is taken
-  when the previous one's last line goes);
+- the *feeder* (a unit model) turns each K and V vector into ``token_lines`` cache lines (a
+  vector is taken when the previous one's last line goes);
 - the *read issuer* and the *command issuer* walk the step's chunks (head by head), asking the
   cache for each chunk's K, then V (a read per column tile of ``P V`` when the value is wider
   than the array: a window of ``v_lines`` of each token's lines), and the array for each
   chunk's ``Q K^T`` (M = the tile's rows, K = head_dim, N = n), then ``P V`` (M = the rows, K =
   n, N = v_dim), as soon as each takes one;
-- the cache's lines go, read by read, to the *K joiner* and the *transposer* (two buffers of
-  ``cols`` tokens, each emptied as ``head_dim`` beats) or to the *V joiner* and the *token
-  queue* (a beat per token's column tile); their beats go to the array's B stream in the same
-  order;
+- the cache's lines go, read by read, through *lines to beats* (a unit model): to the *K
+  joiner* and the *transposer* (two buffers of ``cols`` tokens, each emptied as ``head_dim``
+  beats) or to the *V joiner* and the *token queue* (a beat per token's column tile); their
+  beats go to the array's B stream in the same order;
 - the *A sequencer* feeds the array's A stream through a two-stage pipeline: Q's columns for
   each tile of ``Q K^T``, then, once the score unit has the chunk's max, one column of P per
   token, once per column tile of ``P V``;
@@ -45,6 +49,7 @@ from scoville.rtl.kvcache import Op as CacheOp
 
 from . import gemm as gemm_timed
 from . import kvcache as kvcache_timed
+from .attention_feeder import AppendFeeder
 from .attention_transpose import LinesToBeats
 from .stream import ALWAYS, Producer, Schedule, Source, Timing
 from .unit import Wire
@@ -134,6 +139,8 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     cache = kvcache_timed.Engine(kv, c_req, c_wd, c_rd, c_resp)
     a_wire, b_wire, g_cmd, g_o = Wire(), Wire(), Wire(), Wire()
     array = gemm_timed.Engine(cfg.array, g_cmd, a_wire, b_wire, g_o)
+    feeder = AppendFeeder(kv_heads=H, sections=SEC, token_lines=TL, k=ins["k"], v=ins["v"],
+                          wd=c_wd)
     beats = LinesToBeats(dim=D, cols=C, token_lines=TL, v_lines=VL, v_tiles=VT,
                          v_queue=cfg.v_queue, i=c_rd, o=b_wire)
 
@@ -144,8 +151,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     own = dict.fromkeys(OWN_COUNTERS, 0)
     state = "IDLE"
     res = None
-    feed_left = feed_tok = q_left = tok_left = 0
-    fvalid, fline = False, 0
+    q_left = tok_left = 0
     attending = False
     rdw = cmw = aqw = ocw = _Walk([])
     reads = []  # the step's read outcomes
@@ -176,12 +182,8 @@ def timing(config, results, sources: dict[str, Source] | None = None,
             req = res.cache[res.tokens - tok_left if res.op == Op.STEP else 0]
         elif from_reader:
             req = reads[(1 + VT) * rdw.i + rdw.sub + rd_vt]
-        wd_take = fvalid and cache.wd_ready
-        from_k = feed_left > H * (SEC - 1)
-        src = ins["k"] if from_k else ins["v"]
-        drain = state == "DRAIN"
-        in_take = feed_left != 0 and (drain or not fvalid or (wd_take and fline == TL - 1)) \
-            and src.offers(t)
+        feeder.drop = state == "DRAIN"
+        feeder.start = None
         q_take = q_left != 0 and ins["q"].offers(t)
         # Lines to beats, beats to the array.
         rd_ready = beats.i_ready(t)
@@ -204,7 +206,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
 
         # ---- The parts.
         c_req.set(req is not None, cache.req_ready, req)
-        c_wd.set(fvalid, cache.wd_ready)
+        c_wd.set(feeder.wd_valid, cache.wd_ready)
         c_rd.set(cache.rd_valid, rd_ready, rd_last)
         c_resp.set(cache.resp_valid, state in ("WAIT", "ATTEND"))
         cache.step(t)
@@ -230,9 +232,9 @@ def timing(config, results, sources: dict[str, Source] | None = None,
             if op in (Op.ALLOC, Op.FREE):
                 state = "REQ"
             elif op == Op.APPEND:
-                feed_left, feed_tok, tok_left, state = SEC * H, 0, 1, "REQ"
+                feeder.start, tok_left, state = 0, 1, "REQ"
             elif op == Op.STEP:
-                feed_left, feed_tok = SEC * H, res.tokens - 1
+                feeder.start = res.tokens - 1
                 q_left, tok_left = QH * res.tokens, res.tokens
                 if res.tokens > cfg.max_step_tokens:
                     state = "DRAIN"
@@ -242,7 +244,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
             else:
                 state = "RESP"
         elif state == "DRAIN":
-            if feed_left == 0 and feed_tok == 0 and q_left == 0:
+            if feeder.idle and q_left == 0:
                 state = "RESP"
         elif state == "REQ":
             if took_req:
@@ -274,16 +276,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                 resp_cycles.append(t)
                 state = "IDLE"
         # ---- The feeder and Q.
-        if wd_take:
-            fline += 1
-            if fline == TL:
-                fline, fvalid = 0, False
-        if in_take:
-            src.take(t)
-            fvalid, fline = not drain, 0
-            feed_left -= 1
-            if feed_left == 0 and feed_tok:
-                feed_left, feed_tok = SEC * H, feed_tok - 1
+        feeder.step(t)
         if q_take:
             ins["q"].take(t)
             q_left -= 1
