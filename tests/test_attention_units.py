@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from scoville.rtl.attention_feeder import AppendFeeder as AppendFeederRtl
+from scoville.rtl.attention_query import QueryBuffer as QueryBufferRtl
 from scoville.rtl.attention_transpose import LinesToBeats as LinesToBeatsRtl
 from scoville.sim.cycles.attention_feeder import AppendFeeder
+from scoville.sim.cycles.attention_query import QueryBuffer
 from scoville.sim.cycles.attention_transpose import LinesToBeats
 from scoville.sim.cycles.stream import Consumer, Producer, Schedule, Source
 from scoville.sim.cycles.unit import run
@@ -120,3 +122,41 @@ def test_append_feeder_unit_model_is_its_rtl(heads, mla, token_lines, gap):
         and len(wd.cycles) == lines, 100_000)
     want = {"k": k.cycles, "wd": wd.cycles, **({} if mla else {"v": v.cycles})}
     assert want == got
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.3, 0.8])
+def test_query_buffer_unit_model_is_its_rtl(gap):
+    """Steps of 1 to 4 tokens (one dropped), each started once the buffer is idle."""
+    seed = hash(("q", gap)) % 2**32
+    rng = np.random.default_rng(seed)
+    heads, group, dim = 2, 2, 4
+    counts = [(int(rng.integers(1, 5)) * heads * group, drop) for drop in (0, 1, 0, 0)]
+    total = sum(n for n, _ in counts)
+    dut = QueryBufferRtl(dim=dim, kv_heads=heads, group=group, row_tokens=2, tiles=2,
+                         max_vectors=16)
+    vec = [[int(x) for x in rng.integers(0, 2**32, dim)] for _ in range(total)]
+    valid = Schedule([seed, 1], gap)
+    starts = []
+
+    async def control(ctx, t):
+        go = len(starts) < len(counts) and ctx.get(dut.idle) and (
+            not starts or t >= starts[-1][0] + 2 + int(rng.integers(0, 4)))
+        ctx.set(dut.start, go)
+        if go:
+            n, drop = counts[len(starts)]
+            ctx.set(dut.count, n)
+            ctx.set(dut.drop, drop)
+            starts.append((t, n))
+
+    got = handshakes(dut, {"q": (vec, valid)}, {}, each_cycle=control)
+    q = Producer(Source(valid), total)
+    unit = QueryBuffer(q)
+    plan = dict(starts)
+
+    def cycle(t):
+        unit.start = plan.get(t)
+        unit.step(t)
+        return t + 1
+
+    run("query_buffer", cycle, lambda: q.sent == total, 100_000)
+    assert q.cycles == got["q"]

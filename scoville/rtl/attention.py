@@ -18,6 +18,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .attention_feeder import AppendFeeder
+from .attention_query import QueryBuffer
 from .attention_transpose import LinesToBeats
 from .gemm import COUNTERS as GEMM_COUNTERS
 from .gemm import Gemm, GemmConfig
@@ -454,6 +455,10 @@ class Attention(wiring.Component):
         VW = VD if VT == 1 else C
         m.submodules.cache = cache = KvCache(kv)
         m.submodules.array = array = Gemm(arr)
+        m.submodules.query = query = QueryBuffer(
+            dim=D, kv_heads=H, group=G, row_tokens=min(cfg.row_tokens, cfg.max_step_tokens),
+            tiles=-(-cfg.max_step_tokens // min(cfg.row_tokens, cfg.max_step_tokens)),
+            max_vectors=256 * QH)
         m.submodules.feeder = feeder = AppendFeeder(
             kv_heads=H, dim=D, token_lines=TL, line_bits=LB, kv_fmt=kv.kv_fmt, mla=cfg.mla)
         c_factor = fp32_bits(cfg.score_scale * math.log2(math.e))
@@ -463,7 +468,6 @@ class Attention(wiring.Component):
         TM = cfg.max_step_tokens
         TQ = min(cfg.row_tokens, TM)
         RM = TQ * G  # rows of a full row tile
-        n_tiles = -(-TM // TQ)
         cur = Signal(command_layout())
         status = Signal(Status)
         length = Signal(TOKEN_BITS)
@@ -471,7 +475,6 @@ class Attention(wiring.Component):
         base = Signal(TOKEN_BITS)  # the position of the step's first new token
         ntok = Signal(9)  # the step's tokens, T
         tok_left = Signal(9)  # appends still to request
-        q_left = Signal(range(256 * QH + 1))
         attending = Signal()
         m0 = Array(Signal(32, init=_NEG_INF, name=f"m0_{i}") for i in range(QH))
         m.d.comb += [self.resp.payload.status.eq(status), self.resp.payload.seq.eq(out_seq),
@@ -500,7 +503,8 @@ class Attention(wiring.Component):
                         m.next = "REQ"
                     with m.Case(Op.STEP):
                         m.d.comb += [feeder.start.eq(1), feeder.tokens.eq(cur.tokens)]
-                        m.d.sync += [q_left.eq(step_tokens * QH), ntok.eq(step_tokens),
+                        m.d.comb += [query.start.eq(1), query.count.eq(step_tokens * QH)]
+                        m.d.sync += [ntok.eq(step_tokens),
                                      tok_left.eq(step_tokens), status.eq(Status.OK)]
                         with m.If(step_tokens > TM):
                             m.d.sync += status.eq(Status.BAD_RANGE)
@@ -523,7 +527,7 @@ class Attention(wiring.Component):
                         m.next = "RESP"
             with m.State("DRAIN"):
                 # A step whose T is out of range: its K, V and Q are taken and dropped.
-                with m.If(feeder.idle & (q_left == 0)):
+                with m.If(feeder.idle & query.idle):
                     m.next = "RESP"
             with m.State("REQ"):
                 m.d.comb += [cache.req.valid.eq(1),
@@ -553,7 +557,7 @@ class Attention(wiring.Component):
                         m.next = "QWAIT"
             with m.State("QWAIT"):
                 # A step takes all its Q vectors, also when an append failed.
-                with m.If(q_left == 0):
+                with m.If(query.idle):
                     with m.If(status == Status.OK):
                         first = wire(m, "first_pos", length - ntok, unsigned(TOKEN_BITS))
                         m.d.sync += [base.eq(first), attending.eq(1)]
@@ -580,35 +584,9 @@ class Attention(wiring.Component):
         drain = fsm.ongoing("DRAIN")  # a step with a bad T: its vectors are dropped
         m.d.comb += feeder.drop.eq(drain)
 
-        # ---- Q: each vector rounded to BF16 into its row's buffer: row (token in the tile,
-        # head in the group), entry (tile, KV head).
-        q_bf16 = Cat(*(fp32_to_bf16(m, self.q.payload[e], name=f"q_bf16_{e}")
-                       for e in range(D)))
-        q_tt = Signal(range(max(TQ, 2)))
-        q_tile = Signal(range(max(n_tiles, 2)))
-        q_h = Signal(range(max(H, 2)))
-        q_g = Signal(range(max(G, 2)))
-        q_mems = []
-        for r in range(RM):
-            # At least two entries: a memory of one has a zero-width address.
-            mem = Memory(shape=data.ArrayLayout(_BF16, D), depth=max(n_tiles * H, 2), init=[])
-            m.submodules[f"qbuf{r}"] = mem
-            wp = mem.write_port()
-            m.d.comb += [wp.addr.eq(q_tile * H + q_h), wp.data.eq(q_bf16),
-                         wp.en.eq(self.q.valid & self.q.ready & ~drain
-                                  & (q_tt * G + q_g == r))]
-            q_mems.append(mem.read_port())
-        m.d.comb += self.q.ready.eq(q_left != 0)
-        with m.If(self.q.valid & self.q.ready):
-            m.d.sync += [q_left.eq(q_left - 1), q_g.eq(q_g + 1)]
-            with m.If(q_g == G - 1):
-                m.d.sync += [q_g.eq(0), q_h.eq(q_h + 1)]
-                with m.If(q_h == H - 1):
-                    m.d.sync += [q_h.eq(0), q_tt.eq(q_tt + 1)]
-                    with m.If(q_tt == TQ - 1):
-                        m.d.sync += [q_tt.eq(0), q_tile.eq(q_tile + 1)]
-            with m.If(q_left == 1):
-                m.d.sync += [q_g.eq(0), q_h.eq(0), q_tt.eq(0), q_tile.eq(0)]
+        # ---- Q: each vector rounded to BF16 into its row's buffer.
+        wiring.connect(m, wiring.flipped(self.q), query.q)
+        m.d.comb += query.drop.eq(drain)
 
         # ---- The read issuer: K then V of each chunk (V: a read per column tile, each a
         # window of each token's lines).
@@ -688,8 +666,7 @@ class Attention(wiring.Component):
         issue_p = attending & ~aqw.done & aqw.sub & max_ready
         for _, rp in s_mems:
             m.d.comb += [rp.addr.eq(aq_tile), rp.en.eq(en_a)]
-        for rp in q_mems:
-            m.d.comb += [rp.addr.eq(aqw.tile * H + aqw.h), rp.en.eq(en_a)]
+        m.d.comb += [query.rd_addr.eq(aqw.tile * H + aqw.h), query.rd_en.eq(en_a)]
         # Each row's range: its token's position p and window start.
         aq_pos = wire(m, "aq_pos", aqw.a0 + aq_j, unsigned(TOKEN_BITS + 1))
         masks = []
@@ -727,7 +704,7 @@ class Attention(wiring.Component):
             sc = fp32_mul(m, s_val, c_factor, name=f"sc{r}")
             x = fp32_add(m, sc, m_run[r] ^ _SIGN, name=f"sx{r}")
             p = wire(m, f"p{r}", Mux(s1_mask[r], fp32_exp2(m, x, name=f"pexp{r}"), 0), 32)
-            lanes.append(Mux(s1_p, fp32_to_bf16(m, p, name=f"pb{r}"), q_mems[r].data[s1_k]))
+            lanes.append(Mux(s1_p, fp32_to_bf16(m, p, name=f"pb{r}"), query.rd_data[r][s1_k]))
             acc = fp32_add(m, Mux(s1_first, 0, l_acc[r]), p, name=f"lacc_add{r}")
             base = fp32_mul(m, Mux(s1_headfirst, ONE if cfg.sinks else 0, l_sum[r]), alpha[r],
                             name=f"lmul{r}")

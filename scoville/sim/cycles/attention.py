@@ -50,6 +50,7 @@ from scoville.rtl.kvcache import Op as CacheOp
 from . import gemm as gemm_timed
 from . import kvcache as kvcache_timed
 from .attention_feeder import AppendFeeder
+from .attention_query import QueryBuffer
 from .attention_transpose import LinesToBeats
 from .stream import ALWAYS, Producer, Schedule, Source, Timing
 from .unit import Wire
@@ -141,6 +142,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     array = gemm_timed.Engine(cfg.array, g_cmd, a_wire, b_wire, g_o)
     feeder = AppendFeeder(kv_heads=H, sections=SEC, token_lines=TL, k=ins["k"], v=ins["v"],
                           wd=c_wd)
+    query = QueryBuffer(ins["q"])
     beats = LinesToBeats(dim=D, cols=C, token_lines=TL, v_lines=VL, v_tiles=VT,
                          v_queue=cfg.v_queue, i=c_rd, o=b_wire)
 
@@ -151,7 +153,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     own = dict.fromkeys(OWN_COUNTERS, 0)
     state = "IDLE"
     res = None
-    q_left = tok_left = 0
+    tok_left = 0
     attending = False
     rdw = cmw = aqw = ocw = _Walk([])
     reads = []  # the step's read outcomes
@@ -183,8 +185,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         elif from_reader:
             req = reads[(1 + VT) * rdw.i + rdw.sub + rd_vt]
         feeder.drop = state == "DRAIN"
-        feeder.start = None
-        q_take = q_left != 0 and ins["q"].offers(t)
+        feeder.start = query.start = None
         # Lines to beats, beats to the array.
         rd_ready = beats.i_ready(t)
         rd_last = cache.rd_valid and rd_count + 1 == read_lines[rd_at]
@@ -235,7 +236,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                 feeder.start, tok_left, state = 0, 1, "REQ"
             elif op == Op.STEP:
                 feeder.start = res.tokens - 1
-                q_left, tok_left = QH * res.tokens, res.tokens
+                query.start, tok_left = QH * res.tokens, res.tokens
                 if res.tokens > cfg.max_step_tokens:
                     state = "DRAIN"
                 else:
@@ -244,7 +245,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
             else:
                 state = "RESP"
         elif state == "DRAIN":
-            if feeder.idle and q_left == 0:
+            if feeder.idle and query.idle:
                 state = "RESP"
         elif state == "REQ":
             if took_req:
@@ -257,7 +258,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                 else:
                     state = "REQ" if tok_left else "QWAIT"
         elif state == "QWAIT":
-            if q_left == 0:
+            if query.idle:
                 if res.status == Status.OK:
                     attending = True
                     chunks = res.chunks
@@ -277,9 +278,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                 state = "IDLE"
         # ---- The feeder and Q.
         feeder.step(t)
-        if q_take:
-            ins["q"].take(t)
-            q_left -= 1
+        query.step(t)
         # ---- The read issuer and the command issuer.
         if from_reader and took_req:
             if not rdw.sub:
