@@ -580,7 +580,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="attention-window-one-short",
         models="attention: the window starts a position late (W - 1 tokens attended)",
-        file="scoville/rtl/attention.py",
+        file="scoville/rtl/attention_walk.py",
         edits=(Edit("pos - (cfg.window - 1), 0)", "pos - (cfg.window - 2), 0)"),),
         block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
         timing=False,

@@ -5,12 +5,15 @@ schedules (gaps on the inputs, back-pressure on the outputs, light and heavy).""
 import numpy as np
 import pytest
 
+from scoville.blocks import BLOCKS, parse_params
 from scoville.rtl.attention_feeder import AppendFeeder as AppendFeederRtl
 from scoville.rtl.attention_query import QueryBuffer as QueryBufferRtl
 from scoville.rtl.attention_transpose import LinesToBeats as LinesToBeatsRtl
+from scoville.rtl.attention_walk import CommandIssuer as CommandIssuerRtl
 from scoville.sim.cycles.attention_feeder import AppendFeeder
 from scoville.sim.cycles.attention_query import QueryBuffer
 from scoville.sim.cycles.attention_transpose import LinesToBeats
+from scoville.sim.cycles.attention_walk import CommandIssuer
 from scoville.sim.cycles.stream import Consumer, Producer, Schedule, Source
 from scoville.sim.cycles.unit import run
 
@@ -160,3 +163,63 @@ def test_query_buffer_unit_model_is_its_rtl(gap):
 
     run("query_buffer", cycle, lambda: q.sent == total, 100_000)
     assert q.cycles == got["q"]
+
+
+def _chunks(cfg, length: int, tokens: int) -> list:
+    """A step's chunks as the golden model lists them (row tile and head, a0, n, rows)."""
+    return [(i * cfg.kv.kv_heads + h, a0, n, count * cfg.group)
+            for i, (_, count, lo, hi) in enumerate(cfg.tiles(length, tokens))
+            for h in range(cfg.kv.kv_heads) for a0, n in cfg.chunk_plan(lo, hi)]
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.3, 0.8])
+@pytest.mark.parametrize("look", BLOCKS["attention"].first_look, ids=lambda lk: lk.label)
+def test_command_issuer_unit_model_is_its_rtl(look, gap):
+    """Two steps at random lengths, each started when the previous one's commands are all
+    taken: the commands' cycles and their (M, K, N) as the unit model gives them."""
+    cfg, _ = parse_params(BLOCKS["attention"], dict(look.params))
+    seed = hash((look.label, gap)) % 2**32
+    rng = np.random.default_rng(seed)
+    steps = []
+    for _ in range(2):
+        tokens = int(rng.integers(1, cfg.max_step_tokens + 1))
+        steps.append((int(rng.integers(tokens, 120)), tokens))
+    plans = [_chunks(cfg, length, tokens) for length, tokens in steps]
+    commands = sum(2 * len(p) for p in plans)
+    dut = CommandIssuerRtl(cfg)
+    ready = Schedule([seed, 1], gap)
+    starts, seen = [], []
+
+    async def control(ctx, t):
+        if ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready):
+            p = ctx.get(dut.cmd.payload)
+            seen.append((p.m, p.k, p.n))
+        go = len(starts) < len(steps) and not ctx.get(dut.cmd.valid) and (
+            not starts or t >= starts[-1] + 3)
+        ctx.set(dut.start, go)
+        if go:
+            length, tokens = steps[len(starts)]
+            base = length - tokens
+            lo = max(base - (cfg.window - 1), 0) if cfg.window and base >= cfg.window else 0
+            ctx.set(dut.lo, lo)
+            ctx.set(dut.base, base)
+            ctx.set(dut.tokens, tokens)
+            starts.append(t)
+
+    got = handshakes(dut, {}, {"cmd": (commands, ready)}, each_cycle=control)
+    cmd = Consumer(ready)
+    unit = CommandIssuer(lambda m, k, n: (m, k, n), cfg.kv.head_dim, cfg.v_dim, cmd)
+    plan = dict(zip(starts, plans, strict=True))
+    want = []
+
+    def cycle(t):
+        if t in plan:
+            unit.start(plan[t])
+        if unit.cmd_valid and cmd.accepts(t):
+            want.append(unit.payload)
+        unit.step(t)
+        return t + 1
+
+    run("command_issuer", cycle, lambda: len(cmd.cycles) == commands, 100_000)
+    assert cmd.cycles == got["cmd"]
+    assert want == seen

@@ -20,6 +20,7 @@ from amaranth.lib.wiring import In, Out
 from .attention_feeder import AppendFeeder
 from .attention_query import QueryBuffer
 from .attention_transpose import LinesToBeats
+from .attention_walk import ChunkWalk, CommandIssuer, window_start
 from .gemm import COUNTERS as GEMM_COUNTERS
 from .gemm import Gemm, GemmConfig
 from .kvcache import COUNTER_BITS, SEQ_BITS, TOKEN_BITS, KvCache, KvCacheConfig, Status
@@ -321,75 +322,6 @@ def response_layout() -> data.StructLayout:
                               "length": unsigned(TOKEN_BITS)})
 
 
-def _window_start(cfg, pos):
-    """The first position a query at ``pos`` attends (hardware)."""
-    if not cfg.window:
-        return 0
-    return Mux(pos >= cfg.window, pos - (cfg.window - 1), 0)
-
-
-class _Walk:
-    """The chunks of a step, row tile by row tile, head by head, as one unit walks them (each
-    unit keeps its own place): row tile ``tile`` holds the step's tokens ``t0 .. t0 + count -
-    1`` (positions ``pos0 ..``), which attend ``lo .. hi`` together; chunk ``c0`` (a multiple of
-    ``chunk``) covers positions ``a0 .. a0 + n - 1``, ``a0`` the tile's ``lo`` rounded down to
-    32 in its first chunk of a head."""
-
-    def __init__(self, m, name, cfg, base, tokens):
-        self._cfg = cfg
-        tq = min(cfg.row_tokens, cfg.max_step_tokens)
-        tiles = -(-cfg.max_step_tokens // tq)
-        self.tile = Signal(range(max(tiles, 2)), name=f"{name}_tile")
-        self.h = Signal(range(max(cfg.kv.kv_heads, 2)), name=f"{name}_h")
-        self.c0 = Signal(TOKEN_BITS + 1, name=f"{name}_c0")
-        self.first = Signal(name=f"{name}_first")
-        self.done = Signal(init=1, name=f"{name}_done")
-        self.sub = Signal(name=f"{name}_sub")
-        chunk = cfg.chunk
-        self.t0 = wire(m, f"{name}_t0", self.tile * tq, unsigned(9))
-        left = wire(m, f"{name}_left", tokens - self.t0, unsigned(9))
-        self.count = wire(m, f"{name}_count", Mux(left > tq, tq, left), range(tq + 1))
-        self.rows = wire(m, f"{name}_rows", self.count * cfg.group, range(tq * cfg.group + 1))
-        self.last_tile = wire(m, f"{name}_lastt", left <= tq)
-        self.pos0 = wire(m, f"{name}_pos0", base + self.t0, unsigned(TOKEN_BITS))
-        self.lo = wire(m, f"{name}_lo", _window_start(cfg, self.pos0), unsigned(TOKEN_BITS))
-        self.hi = wire(m, f"{name}_hi", self.pos0 + self.count - 1, unsigned(TOKEN_BITS))
-        self._next_lo = wire(m, f"{name}_nlo", _window_start(cfg, self.pos0 + tq),
-                             unsigned(TOKEN_BITS + 1))
-        self.a0 = wire(m, f"{name}_a0", Mux(self.first, self.lo & ~(MX_BLOCK - 1), self.c0),
-                       unsigned(TOKEN_BITS + 1))
-        end = self.c0 + chunk
-        self.last_chunk = wire(m, f"{name}_lastc", end > self.hi)
-        self.n = wire(m, f"{name}_n", Mux(self.last_chunk, self.hi + 1, end) - self.a0,
-                      unsigned(TOKEN_BITS + 1))
-        self.last_head = self.h == cfg.kv.kv_heads - 1
-
-    def start(self, m, lo):
-        """Start at the first chunk of head 0 of tile 0 of a step whose first position is
-        ``lo`` (the value being loaded into the step's registers this cycle)."""
-        m.d.sync += [self.tile.eq(0), self.h.eq(0),
-                     self.c0.eq(lo & ~(self._cfg.chunk - 1)),
-                     self.first.eq(1), self.done.eq(0), self.sub.eq(0)]
-
-    def advance(self, m):
-        """To the next chunk (``sub`` back to 0)."""
-        chunk = self._cfg.chunk
-        m.d.sync += self.sub.eq(0)
-        with m.If(self.last_chunk):
-            m.d.sync += [self.c0.eq(self.lo & ~(chunk - 1)), self.first.eq(1)]
-            with m.If(self.last_head):
-                m.d.sync += self.h.eq(0)
-                with m.If(self.last_tile):
-                    m.d.sync += self.done.eq(1)
-                with m.Else():
-                    m.d.sync += [self.tile.eq(self.tile + 1),
-                                 self.c0.eq(self._next_lo & ~(chunk - 1))]
-            with m.Else():
-                m.d.sync += self.h.eq(self.h + 1)
-        with m.Else():
-            m.d.sync += [self.c0.eq(self.c0 + chunk), self.first.eq(0)]
-
-
 class Attention(wiring.Component):
     """Attention over the KV cache, on the ``os`` array (``docs/attention.md``): decode and
     prefill, GQA, sinks, windows, MLA; ``P V`` in column tiles when the value is wider than the
@@ -480,8 +412,11 @@ class Attention(wiring.Component):
         m.d.comb += [self.resp.payload.status.eq(status), self.resp.payload.seq.eq(out_seq),
                      self.resp.payload.length.eq(length)]
 
-        walks = {name: _Walk(m, name, cfg, base, ntok) for name in ("rdw", "cmw", "aqw", "ocw")}
-        rdw, cmw, aqw, ocw = walks["rdw"], walks["cmw"], walks["aqw"], walks["ocw"]
+        walks = {name: ChunkWalk(m, name, cfg, base, ntok) for name in ("rdw", "aqw", "ocw")}
+        rdw, aqw, ocw = walks["rdw"], walks["aqw"], walks["ocw"]
+        m.submodules.cmd_issuer = issuer = CommandIssuer(cfg)
+        wiring.connect(m, issuer.cmd, array.cmd)
+        m.d.comb += [issuer.base.eq(base), issuer.tokens.eq(ntok)]
         finished = Signal()
 
         cache_req = cache.req.payload
@@ -562,7 +497,8 @@ class Attention(wiring.Component):
                         first = wire(m, "first_pos", length - ntok, unsigned(TOKEN_BITS))
                         m.d.sync += [base.eq(first), attending.eq(1)]
                         for walk in walks.values():
-                            walk.start(m, _window_start(cfg, first))
+                            walk.start(m, window_start(cfg, first))
+                        m.d.comb += [issuer.start.eq(1), issuer.lo.eq(window_start(cfg, first))]
                         m.next = "ATTEND"
                     with m.Else():
                         m.next = "RESP"
@@ -615,17 +551,6 @@ class Attention(wiring.Component):
         m.d.comb += [array.b.valid.eq(beats.o.valid), beats.o.ready.eq(array.b.ready),
                      array.b.payload.data.eq(beats.o.payload.data)]
 
-        # ---- The command issuer: Q K^T (M = the tile's rows, K = D, N = n), then P V (M =
-        # the rows, K = n, N = v_dim: the array's column tiles).
-        with m.If(attending & ~cmw.done):
-            m.d.comb += [array.cmd.valid.eq(1), array.cmd.payload.m.eq(cmw.rows),
-                         array.cmd.payload.k.eq(Mux(cmw.sub, cmw.n, D)),
-                         array.cmd.payload.n.eq(Mux(cmw.sub, VD, cmw.n))]
-            with m.If(array.cmd.ready):
-                m.d.sync += cmw.sub.eq(1)
-                with m.If(cmw.sub):
-                    cmw.advance(m)
-
         # ---- The score unit's state (written below, read by the A sequencer).
         c_lanes = range(C)
         s_mems = []
@@ -672,7 +597,7 @@ class Attention(wiring.Component):
         masks = []
         for r in range(RM):
             p_r = wire(m, f"aq_p{r}", aqw.pos0 + r // G, unsigned(TOKEN_BITS + 1))
-            in_window = (aq_pos >= _window_start(cfg, p_r)) if cfg.window else 1
+            in_window = (aq_pos >= window_start(cfg, p_r)) if cfg.window else 1
             masks.append(in_window & (aq_pos <= p_r))
         with m.If(en_a):
             m.d.sync += [s1.eq(issue_q | issue_p), s1_p.eq(aqw.sub),
@@ -733,7 +658,7 @@ class Attention(wiring.Component):
         # The row's range: its token's position p (the tile's first, plus the row's token).
         oc_p = wire(m, "oc_p", ocw.pos0 + Array(r // G for r in range(RM))[oc_r],
                     unsigned(TOKEN_BITS + 1))
-        j_lo = wire(m, "oc_jlo", _window_start(cfg, oc_p) - base_pos, signed(TOKEN_BITS + 3))
+        j_lo = wire(m, "oc_jlo", window_start(cfg, oc_p) - base_pos, signed(TOKEN_BITS + 3))
         j_hi = wire(m, "oc_jhi", oc_p - base_pos, signed(TOKEN_BITS + 3))
         keys = []
         for j in c_lanes:

@@ -2,7 +2,9 @@
 cache's :class:`~scoville.sim.cycles.kvcache.Engine`, the array's
 :class:`~scoville.sim.cycles.gemm.Engine` and the unit models of the block's components
 (:class:`~scoville.sim.cycles.attention_feeder.AppendFeeder`,
-:class:`~scoville.sim.cycles.attention_transpose.LinesToBeats`), joined by wires
+:class:`~scoville.sim.cycles.attention_query.QueryBuffer`,
+:class:`~scoville.sim.cycles.attention_transpose.LinesToBeats`,
+:class:`~scoville.sim.cycles.attention_walk.CommandIssuer`), joined by wires
 (:mod:`scoville.sim.cycles.unit`) and stepped together with the block's other units, cycle by
 cycle, as the RTL connects them.
 
@@ -14,11 +16,11 @@ registers here:
   the last output has left, and answers;
 - the *feeder* (a unit model) turns each K and V vector into ``token_lines`` cache lines (a
   vector is taken when the previous one's last line goes);
-- the *read issuer* and the *command issuer* walk the step's chunks (head by head), asking the
-  cache for each chunk's K, then V (a read per column tile of ``P V`` when the value is wider
-  than the array: a window of ``v_lines`` of each token's lines), and the array for each
-  chunk's ``Q K^T`` (M = the tile's rows, K = head_dim, N = n), then ``P V`` (M = the rows, K =
-  n, N = v_dim), as soon as each takes one;
+- the *read issuer* and the *command issuer* (a unit model) walk the step's chunks (head by
+  head), asking the cache for each chunk's K, then V (a read per column tile of ``P V`` when
+  the value is wider than the array: a window of ``v_lines`` of each token's lines), and the
+  array for each chunk's ``Q K^T`` (M = the tile's rows, K = head_dim, N = n), then ``P V``
+  (M = the rows, K = n, N = v_dim), as soon as each takes one;
 - the cache's lines go, read by read, through *lines to beats* (a unit model): to the *K
   joiner* and the *transposer* (two buffers of ``cols`` tokens, each emptied as ``head_dim``
   beats) or to the *V joiner* and the *token queue* (a beat per token's column tile); their
@@ -52,6 +54,7 @@ from . import kvcache as kvcache_timed
 from .attention_feeder import AppendFeeder
 from .attention_query import QueryBuffer
 from .attention_transpose import LinesToBeats
+from .attention_walk import ChunkWalk, CommandIssuer
 from .stream import ALWAYS, Producer, Schedule, Source, Timing
 from .unit import Wire
 
@@ -60,41 +63,6 @@ __all__ = ["COUNTERS", "decode_step", "macs", "timing"]
 #: Every counter of the block, by its dotted name.
 COUNTERS = (*(f"kv.{c}" for c in CACHE_COUNTERS),
             *(f"array.{c}" for c, _ in GEMM_COUNTER_LAYOUT), *OWN_COUNTERS)
-
-
-class _Walk:
-    """A unit's place in a step's chunks: ``i`` (the chunk), ``sub`` (its first or second
-    half of work)."""
-
-    __slots__ = ("chunks", "i", "sub")
-
-    def __init__(self, chunks):
-        self.chunks, self.i, self.sub = chunks, 0, 0
-
-    @property
-    def done(self) -> bool:
-        return self.i >= len(self.chunks)
-
-    @property
-    def n(self) -> int:
-        return self.chunks[self.i][2]
-
-    @property
-    def rows(self) -> int:
-        return self.chunks[self.i][3]
-
-    @property
-    def first(self) -> bool:
-        return self.i == 0 or self.chunks[self.i - 1][0] != self.chunks[self.i][0]
-
-    @property
-    def last_of_head(self) -> bool:
-        nxt = self.i + 1
-        return nxt == len(self.chunks) or self.chunks[nxt][0] != self.chunks[self.i][0]
-
-    def advance(self) -> None:
-        self.i += 1
-        self.sub = 0
 
 
 def macs(config, results) -> int:
@@ -150,12 +118,14 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     def program(m, k, n):
         return gemm_timed.programs(cfg.array, [(m, k, n)])[0]
 
+    issuer = CommandIssuer(program, D, VD, g_cmd)
+
     own = dict.fromkeys(OWN_COUNTERS, 0)
     state = "IDLE"
     res = None
     tok_left = 0
     attending = False
-    rdw = cmw = aqw = ocw = _Walk([])
+    rdw = aqw = ocw = ChunkWalk([])
     reads = []  # the step's read outcomes
     read_lines: list[int] = []  # lines of each read, for the ends of reads on rd
     rd_at = rd_count = 0
@@ -192,11 +162,6 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         b_wire.set(beats.o_valid, array.b_ready)
         a_wire.set(a_valid)
         en_a = not a_valid or array.a_ready
-        gemm_cmd = False
-        if attending and not cmw.done and array.ready:
-            n = cmw.n
-            rows = cmw.rows
-            gemm_cmd = program(rows, n, VD) if cmw.sub else program(rows, D, n)
         o_ready_g = not ocw.sub or (n_left == 0 and not n1)
         take_row = array.o_valid and o_ready_g and attending
         norm_idle = n_left == 0 and not n1
@@ -212,7 +177,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         c_resp.set(cache.resp_valid, state in ("WAIT", "ATTEND"))
         cache.step(t)
         took_req, took_resp = c_req.taken, c_resp.taken
-        g_cmd.set(gemm_cmd is not False, payload=gemm_cmd)
+        g_cmd.set(issuer.cmd_valid, array.ready, issuer.payload)
         g_o.set(array.o_valid, o_ready_g)
         array.step(t)
 
@@ -262,7 +227,8 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                 if res.status == Status.OK:
                     attending = True
                     chunks = res.chunks
-                    rdw, cmw, aqw, ocw = (_Walk(chunks) for _ in range(4))
+                    rdw, aqw, ocw = (ChunkWalk(chunks) for _ in range(3))
+                    issuer.start(chunks)
                     reads = res.cache[res.tokens:]
                     read_lines, rd_at, rd_count = [len(o.data) for o in reads], 0, 0
                     state = "ATTEND"
@@ -288,11 +254,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                 rdw.advance()
             else:
                 rd_vt += 1
-        if gemm_cmd is not False:
-            if cmw.sub:
-                cmw.advance()
-            else:
-                cmw.sub = 1
+        issuer.step(t)
         # ---- Lines to beats.
         beats.step(t)
         if c_rd.taken:
