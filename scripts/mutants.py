@@ -632,8 +632,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="attention-tiles-v-window-stale",
         models="attention, P V in column tiles: every V read takes the first tile's lines",
-        file="scoville/rtl/attention.py",
-        edits=(Edit("cache_req.line0.eq(Mux(rdw.sub, rd_vt * VL, 0))", "cache_req.line0.eq(0)"),),
+        file="scoville/rtl/attention_walk.py",
+        edits=(Edit("req.line0.eq(Mux(walk.sub, vt * VL, 0))", "req.line0.eq(0)"),),
         block="attention", params=ATTENTION_TILES, tests=("test_edges", "test_workload"),
         timing=False,
         why="the second column tile of O is computed from V's first 8 elements",

@@ -10,10 +10,11 @@ from scoville.rtl.attention_feeder import AppendFeeder as AppendFeederRtl
 from scoville.rtl.attention_query import QueryBuffer as QueryBufferRtl
 from scoville.rtl.attention_transpose import LinesToBeats as LinesToBeatsRtl
 from scoville.rtl.attention_walk import CommandIssuer as CommandIssuerRtl
+from scoville.rtl.attention_walk import ReadIssuer as ReadIssuerRtl
 from scoville.sim.cycles.attention_feeder import AppendFeeder
 from scoville.sim.cycles.attention_query import QueryBuffer
 from scoville.sim.cycles.attention_transpose import LinesToBeats
-from scoville.sim.cycles.attention_walk import CommandIssuer
+from scoville.sim.cycles.attention_walk import CommandIssuer, ReadIssuer
 from scoville.sim.cycles.stream import Consumer, Producer, Schedule, Source
 from scoville.sim.cycles.unit import run
 
@@ -198,12 +199,7 @@ def test_command_issuer_unit_model_is_its_rtl(look, gap):
             not starts or t >= starts[-1] + 3)
         ctx.set(dut.start, go)
         if go:
-            length, tokens = steps[len(starts)]
-            base = length - tokens
-            lo = max(base - (cfg.window - 1), 0) if cfg.window and base >= cfg.window else 0
-            ctx.set(dut.lo, lo)
-            ctx.set(dut.base, base)
-            ctx.set(dut.tokens, tokens)
+            _start_step(ctx, dut, cfg, *steps[len(starts)])
             starts.append(t)
 
     got = handshakes(dut, {}, {"cmd": (commands, ready)}, each_cycle=control)
@@ -222,4 +218,64 @@ def test_command_issuer_unit_model_is_its_rtl(look, gap):
 
     run("command_issuer", cycle, lambda: len(cmd.cycles) == commands, 100_000)
     assert cmd.cycles == got["cmd"]
+    assert want == seen
+
+
+def _start_step(ctx, dut, cfg, length: int, tokens: int) -> None:
+    """The controller's side of starting a walking unit on a step."""
+    base = length - tokens
+    lo = base - (cfg.window - 1) if cfg.window and base >= cfg.window else 0
+    ctx.set(dut.lo, lo)
+    ctx.set(dut.base, base)
+    ctx.set(dut.tokens, tokens)
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.3, 0.8])
+@pytest.mark.parametrize("look", BLOCKS["attention"].first_look, ids=lambda lk: lk.label)
+def test_read_issuer_unit_model_is_its_rtl(look, gap):
+    """Two steps at random lengths: the reads' cycles and fields (K's, then each V tile's
+    window) as the golden model lists them."""
+    cfg, _ = parse_params(BLOCKS["attention"], dict(look.params))
+    seed = hash(("rd", look.label, gap)) % 2**32
+    rng = np.random.default_rng(seed)
+    steps = []
+    for _ in range(2):
+        tokens = int(rng.integers(1, cfg.max_step_tokens + 1))
+        steps.append((int(rng.integers(tokens, 120)), tokens))
+    plans = [_chunks(cfg, length, tokens) for length, tokens in steps]
+    windows = [(0, (0, 0))] + [(1, w) for w in cfg.v_reads()]
+    reads = [[(half, c[0] % cfg.kv.kv_heads, c[1], c[2], line0, nlines)
+              for c in plan for half, (line0, nlines) in windows] for plan in plans]
+    total = sum(map(len, reads))
+    dut = ReadIssuerRtl(cfg)
+    ready = Schedule([seed, 1], gap)
+    starts, seen = [], []
+
+    async def control(ctx, t):
+        if ctx.get(dut.req.valid) and ctx.get(dut.req.ready):
+            p = ctx.get(dut.req.payload)
+            seen.append((p.kv, p.head, p.start, p.count, p.line0, p.nlines))
+        go = len(starts) < len(steps) and not ctx.get(dut.req.valid) and (
+            not starts or t >= starts[-1] + 3)
+        ctx.set(dut.start, go)
+        if go:
+            _start_step(ctx, dut, cfg, *steps[len(starts)])
+            starts.append(t)
+
+    got = handshakes(dut, {}, {"req": (total, ready)}, each_cycle=control)
+    req = Consumer(ready)
+    unit = ReadIssuer(cfg.v_tiles, req)
+    plan = dict(zip(starts, zip(plans, reads, strict=True), strict=True))
+    want = []
+
+    def cycle(t):
+        if t in plan:
+            unit.start(*plan[t])
+        if unit.req_valid and req.accepts(t):
+            want.append(unit.payload)
+        unit.step(t)
+        return t + 1
+
+    run("read_issuer", cycle, lambda: len(req.cycles) == total, 100_000)
+    assert req.cycles == got["req"]
     assert want == seen

@@ -20,7 +20,7 @@ from amaranth.lib.wiring import In, Out
 from .attention_feeder import AppendFeeder
 from .attention_query import QueryBuffer
 from .attention_transpose import LinesToBeats
-from .attention_walk import ChunkWalk, CommandIssuer, window_start
+from .attention_walk import ChunkWalk, CommandIssuer, ReadIssuer, window_start
 from .gemm import COUNTERS as GEMM_COUNTERS
 from .gemm import Gemm, GemmConfig
 from .kvcache import COUNTER_BITS, SEQ_BITS, TOKEN_BITS, KvCache, KvCacheConfig, Status
@@ -412,11 +412,13 @@ class Attention(wiring.Component):
         m.d.comb += [self.resp.payload.status.eq(status), self.resp.payload.seq.eq(out_seq),
                      self.resp.payload.length.eq(length)]
 
-        walks = {name: ChunkWalk(m, name, cfg, base, ntok) for name in ("rdw", "aqw", "ocw")}
-        rdw, aqw, ocw = walks["rdw"], walks["aqw"], walks["ocw"]
+        walks = {name: ChunkWalk(m, name, cfg, base, ntok) for name in ("aqw", "ocw")}
+        aqw, ocw = walks["aqw"], walks["ocw"]
+        m.submodules.read_issuer = reader = ReadIssuer(cfg)
         m.submodules.cmd_issuer = issuer = CommandIssuer(cfg)
         wiring.connect(m, issuer.cmd, array.cmd)
-        m.d.comb += [issuer.base.eq(base), issuer.tokens.eq(ntok)]
+        m.d.comb += [issuer.base.eq(base), issuer.tokens.eq(ntok), reader.base.eq(base),
+                     reader.tokens.eq(ntok), reader.seq.eq(cur.seq)]
         finished = Signal()
 
         cache_req = cache.req.payload
@@ -498,7 +500,8 @@ class Attention(wiring.Component):
                         m.d.sync += [base.eq(first), attending.eq(1)]
                         for walk in walks.values():
                             walk.start(m, window_start(cfg, first))
-                        m.d.comb += [issuer.start.eq(1), issuer.lo.eq(window_start(cfg, first))]
+                        m.d.comb += [issuer.start.eq(1), issuer.lo.eq(window_start(cfg, first)),
+                                     reader.start.eq(1), reader.lo.eq(window_start(cfg, first))]
                         m.next = "ATTEND"
                     with m.Else():
                         m.next = "RESP"
@@ -524,24 +527,10 @@ class Attention(wiring.Component):
         wiring.connect(m, wiring.flipped(self.q), query.q)
         m.d.comb += query.drop.eq(drain)
 
-        # ---- The read issuer: K then V of each chunk (V: a read per column tile, each a
-        # window of each token's lines).
-        rd_vt = Signal(range(max(VT, 2)))
-        with m.If(attending & ~rdw.done):
-            m.d.comb += [cache.req.valid.eq(1), cache_req.op.eq(CacheOp.READ),
-                         cache_req.seq.eq(cur.seq), cache_req.kv.eq(rdw.sub),
-                         cache_req.head.eq(rdw.h), cache_req.start.eq(rdw.a0),
-                         cache_req.count.eq(rdw.n)]
-            # The line window: K whole; V's column tile (the whole token when one tile).
-            m.d.comb += [cache_req.line0.eq(Mux(rdw.sub, rd_vt * VL, 0)),
-                         cache_req.nlines.eq(Mux(rdw.sub & (VT > 1), VL, 0))]
-            with m.If(cache.req.ready):
-                m.d.sync += rdw.sub.eq(1)
-                with m.If(rdw.sub):
-                    m.d.sync += rd_vt.eq(rd_vt + 1)
-                    with m.If(rd_vt == VT - 1):
-                        m.d.sync += rd_vt.eq(0)
-                        rdw.advance(m)
+        # ---- The read issuer: its reads go to the cache while the step attends.
+        with m.If(reader.req.valid):
+            m.d.comb += [cache.req.valid.eq(1), cache.req.payload.eq(reader.req.payload)]
+        m.d.comb += reader.req.ready.eq(cache.req.ready)
 
         # ---- Lines to B beats (K's through the transposer, V's through the queue).
         m.submodules.beats = beats = LinesToBeats(

@@ -1,17 +1,19 @@
 """Attention's walks over a step's chunks (``docs/attention.md``): :class:`ChunkWalk`, the
 registers each walking unit keeps of its place, and the units that are only a walk and a
-request: :class:`CommandIssuer` (the array's commands)."""
+request: :class:`ReadIssuer` (the cache's reads) and :class:`CommandIssuer` (the array's
+commands)."""
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .gemm import command_layout
-from .kvcache import TOKEN_BITS
+from .kvcache import SEQ_BITS, TOKEN_BITS, request_layout
+from .kvcache import Op as CacheOp
 from .lib.comb import wire
 from .lib.formats import MX_BLOCK
 
-__all__ = ["ChunkWalk", "CommandIssuer", "window_start"]
+__all__ = ["ChunkWalk", "CommandIssuer", "ReadIssuer", "window_start"]
 
 
 def window_start(cfg, pos):
@@ -124,4 +126,57 @@ class CommandIssuer(wiring.Component):
                 m.d.sync += walk.sub.eq(1)
                 with m.If(walk.sub):
                     walk.advance(m)
+        return m
+
+
+class ReadIssuer(wiring.Component):
+    """Walks the step's chunks and asks the cache for each: its K lines (``kv`` 0, the whole
+    token), then its V lines, one read per column tile of ``P V`` (``kv`` 1, lines ``tile *
+    v_lines`` on, ``v_lines`` of each token; the whole token when there is one tile), of KV
+    head ``h``, positions ``a0 .. a0 + n - 1`` of sequence ``seq``. ``config`` is the
+    :class:`~scoville.rtl.attention.AttentionConfig`; ``start``, ``lo``, ``base`` and
+    ``tokens`` as :class:`CommandIssuer`'s.
+
+    Timing: from the cycle after ``start``, a read is offered until taken, the next from the
+    cycle after, until the walk's last chunk's last V read is taken.
+
+    Attributes
+    ----------
+    start : In(1)
+    lo, base : In(TOKEN_BITS)
+    tokens : In(9)
+    seq : In(SEQ_BITS)
+    req : Out(stream.Signature(request_layout()))
+    """
+
+    def __init__(self, config):
+        self._config = config
+        super().__init__({
+            "start": In(1), "lo": In(TOKEN_BITS), "base": In(TOKEN_BITS), "tokens": In(9),
+            "seq": In(SEQ_BITS), "req": Out(stream.Signature(request_layout())),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._config
+        VT, VL = cfg.v_tiles, cfg.v_lines
+        walk = ChunkWalk(m, "rdw", cfg, self.base, self.tokens)
+        vt = Signal(range(max(VT, 2)))  # V's column tile
+        req = self.req.payload
+        with m.If(self.start):
+            walk.start(m, self.lo)
+        with m.If(~walk.done):
+            m.d.comb += [self.req.valid.eq(1), req.op.eq(CacheOp.READ), req.seq.eq(self.seq),
+                         req.kv.eq(walk.sub), req.head.eq(walk.h), req.start.eq(walk.a0),
+                         req.count.eq(walk.n)]
+            # The line window: K whole; V's column tile (the whole token when one tile).
+            m.d.comb += [req.line0.eq(Mux(walk.sub, vt * VL, 0)),
+                         req.nlines.eq(Mux(walk.sub & (VT > 1), VL, 0))]
+            with m.If(self.req.ready):
+                m.d.sync += walk.sub.eq(1)
+                with m.If(walk.sub):
+                    m.d.sync += vt.eq(vt + 1)
+                    with m.If(vt == VT - 1):
+                        m.d.sync += vt.eq(0)
+                        walk.advance(m)
         return m

@@ -4,6 +4,7 @@ cache's :class:`~scoville.sim.cycles.kvcache.Engine`, the array's
 (:class:`~scoville.sim.cycles.attention_feeder.AppendFeeder`,
 :class:`~scoville.sim.cycles.attention_query.QueryBuffer`,
 :class:`~scoville.sim.cycles.attention_transpose.LinesToBeats`,
+:class:`~scoville.sim.cycles.attention_walk.ReadIssuer`,
 :class:`~scoville.sim.cycles.attention_walk.CommandIssuer`), joined by wires
 (:mod:`scoville.sim.cycles.unit`) and stepped together with the block's other units, cycle by
 cycle, as the RTL connects them.
@@ -16,7 +17,7 @@ registers here:
   the last output has left, and answers;
 - the *feeder* (a unit model) turns each K and V vector into ``token_lines`` cache lines (a
   vector is taken when the previous one's last line goes);
-- the *read issuer* and the *command issuer* (a unit model) walk the step's chunks (head by
+- the *read issuer* and the *command issuer* (unit models) walk the step's chunks (head by
   head), asking the cache for each chunk's K, then V (a read per column tile of ``P V`` when
   the value is wider than the array: a window of ``v_lines`` of each token's lines), and the
   array for each chunk's ``Q K^T`` (M = the tile's rows, K = head_dim, N = n), then ``P V``
@@ -54,7 +55,7 @@ from . import kvcache as kvcache_timed
 from .attention_feeder import AppendFeeder
 from .attention_query import QueryBuffer
 from .attention_transpose import LinesToBeats
-from .attention_walk import ChunkWalk, CommandIssuer
+from .attention_walk import ChunkWalk, CommandIssuer, ReadIssuer
 from .stream import ALWAYS, Producer, Schedule, Source, Timing
 from .unit import Wire
 
@@ -119,17 +120,18 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         return gemm_timed.programs(cfg.array, [(m, k, n)])[0]
 
     issuer = CommandIssuer(program, D, VD, g_cmd)
+    r_req = Wire()
+    reader = ReadIssuer(VT, r_req)
 
     own = dict.fromkeys(OWN_COUNTERS, 0)
     state = "IDLE"
     res = None
     tok_left = 0
     attending = False
-    rdw = aqw = ocw = ChunkWalk([])
+    aqw = ocw = ChunkWalk([])
     reads = []  # the step's read outcomes
     read_lines: list[int] = []  # lines of each read, for the ends of reads on rd
     rd_at = rd_count = 0
-    rd_vt = 0  # V's column tile of the read issuer
     # The A sequencer.
     aq_k = aq_tb = aq_j = aq_vt = 0
     s1 = a_valid = False
@@ -149,11 +151,11 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         resp_go = state == "RESP" and resp_ready[t]
         o_go = out_valid and o_ready[t]
         req = None
-        from_reader = attending and not rdw.done
         if state == "REQ":
             req = res.cache[res.tokens - tok_left if res.op == Op.STEP else 0]
-        elif from_reader:
-            req = reads[(1 + VT) * rdw.i + rdw.sub + rd_vt]
+        elif reader.req_valid:
+            req = reader.payload
+        r_req.set(reader.req_valid, cache.req_ready)
         feeder.drop = state == "DRAIN"
         feeder.start = query.start = None
         # Lines to beats, beats to the array.
@@ -227,9 +229,10 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                 if res.status == Status.OK:
                     attending = True
                     chunks = res.chunks
-                    rdw, aqw, ocw = (ChunkWalk(chunks) for _ in range(3))
+                    aqw, ocw = (ChunkWalk(chunks) for _ in range(2))
                     issuer.start(chunks)
                     reads = res.cache[res.tokens:]
+                    reader.start(chunks, reads)
                     read_lines, rd_at, rd_count = [len(o.data) for o in reads], 0, 0
                     state = "ATTEND"
                 else:
@@ -246,14 +249,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         feeder.step(t)
         query.step(t)
         # ---- The read issuer and the command issuer.
-        if from_reader and took_req:
-            if not rdw.sub:
-                rdw.sub = 1
-            elif rd_vt == VT - 1:
-                rd_vt = 0
-                rdw.advance()
-            else:
-                rd_vt += 1
+        reader.step(t)
         issuer.step(t)
         # ---- Lines to beats.
         beats.step(t)

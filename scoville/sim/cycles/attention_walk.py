@@ -1,9 +1,9 @@
 """Unit models (:mod:`scoville.sim.cycles.unit`) of :mod:`scoville.rtl.attention_walk`: a walking
-unit's place in a step's chunks, and the command issuer, from its docstring."""
+unit's place in a step's chunks, and the read and command issuers, from their docstrings."""
 
 from __future__ import annotations
 
-__all__ = ["ChunkWalk", "CommandIssuer"]
+__all__ = ["ChunkWalk", "CommandIssuer", "ReadIssuer"]
 
 
 class ChunkWalk:
@@ -89,3 +89,55 @@ class CommandIssuer:
                 w.sub = 1
         if self._next is not None:
             self.walk, self._next = ChunkWalk(self._next), None
+
+
+class ReadIssuer:
+    """The read issuer: from the cycle after :meth:`start`, each chunk's K read, then its
+    ``v_tiles`` V reads, each offered until taken, the next from the cycle after.
+
+    Parameters
+    ----------
+    v_tiles : int
+    req : output port
+        The reads; a beat's payload is the cache's outcome of it (what the cache's unit model
+        takes).
+    """
+
+    __slots__ = ("_next", "_reads", "_tiles", "_vt", "req", "walk")
+
+    def __init__(self, v_tiles: int, req):
+        self._tiles, self.req = v_tiles, req
+        self.walk = ChunkWalk([])
+        self._reads: list = []
+        self._vt = 0
+        self._next = None
+
+    def start(self, chunks, reads) -> None:
+        """In the cycle about to be stepped: walk ``chunks`` from the next cycle, whose reads
+        are ``reads`` (per chunk, K's then each V tile's)."""
+        self._next = (chunks, reads)
+
+    @property
+    def req_valid(self) -> bool:
+        return not self.walk.done
+
+    @property
+    def payload(self):
+        """The read offered (None when none is)."""
+        w = self.walk
+        return None if w.done else self._reads[(1 + self._tiles) * w.i + w.sub + self._vt]
+
+    def step(self, t: int) -> None:
+        w = self.walk
+        if not w.done and self.req.accepts(t):
+            self.req.take(t)
+            if not w.sub:
+                w.sub = 1
+            elif self._vt == self._tiles - 1:
+                self._vt = 0
+                w.advance()
+            else:
+                self._vt += 1
+        if self._next is not None:
+            chunks, self._reads = self._next
+            self.walk, self._next = ChunkWalk(chunks), None
