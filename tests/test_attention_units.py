@@ -173,6 +173,42 @@ def _chunks(cfg, length: int, tokens: int) -> list:
             for h in range(cfg.kv.kv_heads) for a0, n in cfg.chunk_plan(lo, hi)]
 
 
+def _steps(cfg, rng) -> list[tuple[int, int]]:
+    """Two steps at random lengths: ``(length after the step, tokens)`` each."""
+    steps = []
+    for _ in range(2):
+        tokens = int(rng.integers(1, cfg.max_step_tokens + 1))
+        steps.append((int(rng.integers(tokens, 120)), tokens))
+    return steps
+
+
+def _run_walker(dut, cfg, steps, port: str, fields, beats: int, ready):
+    """A walking unit in Amaranth's simulator, each step started as the controller starts it
+    (``lo``, ``base``, ``tokens``) once the previous one's last beat has gone: the start
+    cycles, the handshake cycles on ``port`` and each beat's ``fields``."""
+    starts, seen = [], []
+    out = getattr(dut, port)
+
+    async def control(ctx, t):
+        if ctx.get(out.valid) and ctx.get(out.ready):
+            p = ctx.get(out.payload)
+            seen.append(tuple(getattr(p, f) for f in fields))
+        go = len(starts) < len(steps) and not ctx.get(out.valid) and (
+            not starts or t >= starts[-1] + 3)
+        ctx.set(dut.start, go)
+        if go:
+            length, tokens = steps[len(starts)]
+            base = length - tokens
+            ctx.set(dut.lo, base - (cfg.window - 1) if cfg.window and base >= cfg.window
+                    else 0)
+            ctx.set(dut.base, base)
+            ctx.set(dut.tokens, tokens)
+            starts.append(t)
+
+    got = handshakes(dut, {}, {port: (beats, ready)}, each_cycle=control)
+    return starts, got[port], seen
+
+
 @pytest.mark.parametrize("gap", [0.0, 0.3, 0.8])
 @pytest.mark.parametrize("look", BLOCKS["attention"].first_look, ids=lambda lk: lk.label)
 def test_command_issuer_unit_model_is_its_rtl(look, gap):
@@ -180,29 +216,12 @@ def test_command_issuer_unit_model_is_its_rtl(look, gap):
     taken: the commands' cycles and their (M, K, N) as the unit model gives them."""
     cfg, _ = parse_params(BLOCKS["attention"], dict(look.params))
     seed = hash((look.label, gap)) % 2**32
-    rng = np.random.default_rng(seed)
-    steps = []
-    for _ in range(2):
-        tokens = int(rng.integers(1, cfg.max_step_tokens + 1))
-        steps.append((int(rng.integers(tokens, 120)), tokens))
+    steps = _steps(cfg, np.random.default_rng(seed))
     plans = [_chunks(cfg, length, tokens) for length, tokens in steps]
     commands = sum(2 * len(p) for p in plans)
-    dut = CommandIssuerRtl(cfg)
     ready = Schedule([seed, 1], gap)
-    starts, seen = [], []
-
-    async def control(ctx, t):
-        if ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready):
-            p = ctx.get(dut.cmd.payload)
-            seen.append((p.m, p.k, p.n))
-        go = len(starts) < len(steps) and not ctx.get(dut.cmd.valid) and (
-            not starts or t >= starts[-1] + 3)
-        ctx.set(dut.start, go)
-        if go:
-            _start_step(ctx, dut, cfg, *steps[len(starts)])
-            starts.append(t)
-
-    got = handshakes(dut, {}, {"cmd": (commands, ready)}, each_cycle=control)
+    starts, got, seen = _run_walker(CommandIssuerRtl(cfg), cfg, steps, "cmd", "mkn", commands,
+                                    ready)
     cmd = Consumer(ready)
     unit = CommandIssuer(lambda m, k, n: (m, k, n), cfg.kv.head_dim, cfg.v_dim, cmd)
     plan = dict(zip(starts, plans, strict=True))
@@ -217,17 +236,8 @@ def test_command_issuer_unit_model_is_its_rtl(look, gap):
         return t + 1
 
     run("command_issuer", cycle, lambda: len(cmd.cycles) == commands, 100_000)
-    assert cmd.cycles == got["cmd"]
+    assert cmd.cycles == got
     assert want == seen
-
-
-def _start_step(ctx, dut, cfg, length: int, tokens: int) -> None:
-    """The controller's side of starting a walking unit on a step."""
-    base = length - tokens
-    lo = base - (cfg.window - 1) if cfg.window and base >= cfg.window else 0
-    ctx.set(dut.lo, lo)
-    ctx.set(dut.base, base)
-    ctx.set(dut.tokens, tokens)
 
 
 @pytest.mark.parametrize("gap", [0.0, 0.3, 0.8])
@@ -237,32 +247,16 @@ def test_read_issuer_unit_model_is_its_rtl(look, gap):
     window) as the golden model lists them."""
     cfg, _ = parse_params(BLOCKS["attention"], dict(look.params))
     seed = hash(("rd", look.label, gap)) % 2**32
-    rng = np.random.default_rng(seed)
-    steps = []
-    for _ in range(2):
-        tokens = int(rng.integers(1, cfg.max_step_tokens + 1))
-        steps.append((int(rng.integers(tokens, 120)), tokens))
+    steps = _steps(cfg, np.random.default_rng(seed))
     plans = [_chunks(cfg, length, tokens) for length, tokens in steps]
     windows = [(0, (0, 0))] + [(1, w) for w in cfg.v_reads()]
     reads = [[(half, c[0] % cfg.kv.kv_heads, c[1], c[2], line0, nlines)
               for c in plan for half, (line0, nlines) in windows] for plan in plans]
     total = sum(map(len, reads))
-    dut = ReadIssuerRtl(cfg)
     ready = Schedule([seed, 1], gap)
-    starts, seen = [], []
-
-    async def control(ctx, t):
-        if ctx.get(dut.req.valid) and ctx.get(dut.req.ready):
-            p = ctx.get(dut.req.payload)
-            seen.append((p.kv, p.head, p.start, p.count, p.line0, p.nlines))
-        go = len(starts) < len(steps) and not ctx.get(dut.req.valid) and (
-            not starts or t >= starts[-1] + 3)
-        ctx.set(dut.start, go)
-        if go:
-            _start_step(ctx, dut, cfg, *steps[len(starts)])
-            starts.append(t)
-
-    got = handshakes(dut, {}, {"req": (total, ready)}, each_cycle=control)
+    starts, got, seen = _run_walker(ReadIssuerRtl(cfg), cfg, steps, "req",
+                                    ("kv", "head", "start", "count", "line0", "nlines"),
+                                    total, ready)
     req = Consumer(ready)
     unit = ReadIssuer(cfg.v_tiles, req)
     plan = dict(zip(starts, zip(plans, reads, strict=True), strict=True))
@@ -277,5 +271,5 @@ def test_read_issuer_unit_model_is_its_rtl(look, gap):
         return t + 1
 
     run("read_issuer", cycle, lambda: len(req.cycles) == total, 100_000)
-    assert req.cycles == got["req"]
+    assert req.cycles == got
     assert want == seen
