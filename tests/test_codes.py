@@ -2,7 +2,6 @@
 block's ports has an enum's shape (so waveforms and the Verilog name its values), its docstring
 says so, and the name tables are the enums'."""
 
-import importlib
 import re
 
 import pytest
@@ -63,16 +62,6 @@ def test_the_docstring_gives_the_status_port_its_enum(block):
     assert said and said[1] == shape.__name__, (
         f"{block.name}'s docstring says status is {said and said[0].strip()!r}, the port is "
         f"Out({shape.__name__})")
-
-
-@pytest.mark.parametrize("block", _WITH_CODES, ids=lambda b: b.name)
-def test_the_name_tables_are_the_enums(block):
-    module = importlib.import_module(type(block.component(block.config())).__module__)
-    for table, cls in (("STATUS", "Status"), ("OPS", "Op")):
-        if hasattr(module, table):
-            codes = getattr(module, cls)
-            assert getattr(module, table) == names(codes)
-            assert all(getattr(module, table)[m.name.lower()] is m for m in codes)
 
 
 def test_names_are_lower_case_members():

@@ -328,14 +328,16 @@ class Attention(wiring.Component):
     array.
 
     Components: ``cache`` (:class:`~scoville.rtl.kvcache.KvCache`), ``array``
-    (:class:`~scoville.rtl.gemm.Gemm`), ``join`` and ``vjoin``
-    (:class:`~scoville.rtl.attention_transpose.TokenJoin`: a K token's lines, and a V token's column
-    tile's, decoded to BF16), ``ktr`` (:class:`~scoville.rtl.attention_transpose.KTranspose`: K's
-    tokens into ``Q K^T``'s B beats), ``vq`` (:class:`~scoville.rtl.attention_transpose.TokenQueue`:
-    V's tokens, ``P V``'s B beats), and the block's own units: the command controller, the append
-    feeder (``k``, ``v`` into cache lines), the read issuer, the command issuer, the A sequencer
-    (Q's columns, then P's: the softmax's exponentials), the score unit (the array's rows: S, the
-    running max, ``alpha``, O) and the normalizer (``O / l`` onto ``o``).
+    (:class:`~scoville.rtl.gemm.Gemm`), ``feeder``
+    (:class:`~scoville.rtl.attention_feeder.AppendFeeder`: ``k``, ``v`` into cache lines),
+    ``query`` (:class:`~scoville.rtl.attention_query.QueryBuffer`: Q in BF16 per row),
+    ``read_issuer`` and ``cmd_issuer`` (:class:`~scoville.rtl.attention_walk.ReadIssuer`,
+    :class:`~scoville.rtl.attention_walk.CommandIssuer`: the cache's reads and the array's
+    commands, chunk by chunk), ``beats`` (:class:`~scoville.rtl.attention_transpose.LinesToBeats`:
+    the reads' lines into the array's B beats, through K's joiner and transposer and V's joiner
+    and token queue), and units still written here: the command controller, the A sequencer
+    (Q's columns, then P's: the softmax's exponentials), the score unit (the array's rows: S,
+    the running max, ``alpha``, O) and the normalizer (``O / l`` onto ``o``).
 
     Attributes
     ----------

@@ -46,7 +46,9 @@ class AppendFeeder(wiring.Component):
 
     A cycle with ``start`` high loads a command's count: the ``sections * kv_heads`` vectors of
     a token and ``tokens`` more tokens. ``idle`` is high when none is left to take. With
-    ``drop`` high the vectors are taken and dropped (a step refused for its length).
+    ``drop`` high the vectors are taken and dropped (a step refused for its length). The
+    controller raises ``start`` only while ``idle``, and changes ``drop`` only while no line
+    is offered (a vector taken while dropping would replace the lines still being offered).
 
     Timing: a vector is taken when one is left to take and the line register is empty, or its
     last line is taken in that cycle (at once while dropping); its lines are offered from the

@@ -151,10 +151,10 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         resp_go = state == "RESP" and resp_ready[t]
         o_go = out_valid and o_ready[t]
         req = None
-        if state == "REQ":
-            req = res.cache[res.tokens - tok_left if res.op == Op.STEP else 0]
-        elif reader.req_valid:
+        if reader.req_valid:  # the block gives the cache the reader's request first
             req = reader.payload
+        elif state == "REQ":
+            req = res.cache[res.tokens - tok_left if res.op == Op.STEP else 0]
         r_req.set(reader.req_valid, cache.req_ready)
         feeder.drop = state == "DRAIN"
         feeder.start = query.start = None
@@ -162,7 +162,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         rd_ready = beats.i_ready(t)
         rd_last = cache.rd_valid and rd_count + 1 == read_lines[rd_at]
         b_wire.set(beats.o_valid, array.b_ready)
-        a_wire.set(a_valid)
+        a_wire.set(a_valid, array.a_ready)
         en_a = not a_valid or array.a_ready
         o_ready_g = not ocw.sub or (n_left == 0 and not n1)
         take_row = array.o_valid and o_ready_g and attending

@@ -14,7 +14,9 @@ class AppendFeeder:
     cycle.
 
     The composed model sets two inputs for the cycle about to be stepped: :attr:`start` (the
-    tokens after the current one, loaded in this cycle; None: no load) and :attr:`drop`.
+    tokens after the current one, loaded in this cycle; None: no load) and :attr:`drop`. Both
+    change only while no line is offered (as the block's controller does; the RTL unit's
+    docstring says so).
 
     Parameters
     ----------
@@ -52,6 +54,7 @@ class AppendFeeder:
         take = (self._left != 0 and (self.drop or not self._valid
                                      or (wd_take and self._line == self._tl - 1))
                 and src.offers(t))
+        left, tokens = self._left, self._tokens
         if wd_take:
             self.wd.take(t)
             self._line += 1
@@ -59,9 +62,11 @@ class AppendFeeder:
                 self._line, self._valid = 0, False
         if self.start is not None:
             self._left, self._tokens = self._per_token, self.start
-        if take:
+        if take:  # from the state at the cycle's start; over a start in the same cycle
             src.take(t)
-            self._valid, self._line = not self.drop, 0
-            self._left -= 1
-            if self._left == 0 and self._tokens:
-                self._left, self._tokens = self._per_token, self._tokens - 1
+            self._line = 0
+            if not self.drop:
+                self._valid = True
+            self._left = left - 1
+            if left == 1 and tokens:
+                self._left, self._tokens = self._per_token, tokens - 1

@@ -155,11 +155,17 @@ class LinesToBeats:
     def o_valid(self) -> bool:
         return self.vq.o_valid if self._bphase else self.ktr.o_valid
 
-    def _wires(self, t: int) -> None:
-        """This cycle's wires between the parts, from their state at the cycle's start."""
+    def _joined(self) -> None:
+        """The wires from the joiners to the transposer and the queue, for the cycle about to
+        be stepped (the joiners' ``ready`` passes theirs through)."""
         w = self._inner
         w["kt"].set(self.join.o_valid, self.ktr.i_ready, self.join.o_last)
         w["vt"].set(self.vjoin.o_valid, self.vq.i_ready, self.vjoin.o_last)
+
+    def _wires(self, t: int) -> None:
+        """This cycle's wires between the parts, from their state at the cycle's start."""
+        w = self._inner
+        self._joined()
         o_ready = self.o.accepts(t)
         w["kout"].set(self.ktr.o_valid, o_ready and not self._bphase)
         w["vout"].set(self.vq.o_valid, o_ready and self._bphase)
@@ -170,9 +176,7 @@ class LinesToBeats:
 
     def i_ready(self, t: int) -> bool:
         """``i.ready`` in cycle ``t`` (the joiner's, which passes its consumer's through)."""
-        w = self._inner
-        w["kt"].set(self.join.o_valid, self.ktr.i_ready, self.join.o_last)
-        w["vt"].set(self.vjoin.o_valid, self.vq.i_ready, self.vjoin.o_last)
+        self._joined()
         return self.vjoin.i_ready(t) if self._rphase else self.join.i_ready(t)
 
     def step(self, t: int) -> None:

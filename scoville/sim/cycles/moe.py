@@ -186,8 +186,8 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
         take = loading and words_left != 0 and f2 + P <= WBUF
         pop = fetch.o_valid and take
         # Feeders and the array.
-        b_wire.set(feeding)
-        a_wire.set(s_busy)
+        b_wire.set(feeding, array.b_ready)
+        a_wire.set(s_busy, array.a_ready)
         tcmd_ready = not feeding and full[rs]
         in_tile = state == "TILE"
         g_cmd = in_tile and not sent_g
@@ -261,7 +261,7 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
                     req_list.pop(0)
                     if not req_list:
                         issuing = False
-        f_cmd_w.set(f_cmd is not None, payload=f_cmd)
+        f_cmd_w.set(f_cmd is not None, fetch.ready, f_cmd)
         f_req.set(fetch.req_valid, mem.req_ready(t), fetch.req_size)
         f_rdata.set(mem.offers(t), fetch.rdata_ready)
         f_o.set(fetch.o_valid, take)
@@ -297,7 +297,7 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
                 full[ws], slot_k[ws] = True, l_k
                 ws ^= 1
         # The feeder and the A store (their beats taken by the array's model below).
-        g_wire.set(g_cmd, payload=program(n, H if gu else I_) if g_cmd else None)
+        g_wire.set(g_cmd, array.ready, payload=program(n, H if gu else I_) if g_cmd else None)
         o_wire.set(array.o_valid)          # array.o.ready is always high
         array.step(t)
         if b_wire.taken:

@@ -17,8 +17,9 @@ each cycle from the two units' properties before it steps them (both units see t
 handshake; either may call ``take``). So a unit model is the same object alone (checked
 against its RTL unit) and inside a block.
 
-:func:`run` is the loop of every timed model: cycle after cycle until the run is done, with
-one check that the model makes progress.
+:func:`run` is the loop of the timed models: cycle after cycle until the run is done, with
+one check that the model makes progress (attention's and MoE's models keep their own loops
+until all their units are unit models, issue #33).
 """
 
 from __future__ import annotations
