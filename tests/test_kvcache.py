@@ -11,11 +11,14 @@ from scoville.rtl.kvcache import STATUS, KvCacheConfig, Op, Status
 from scoville.rtl.lib.params import ParamError
 from scoville.sim.cycles.kvcache import (
     engine_cycles,
+    engine_timing,
     read_cycles,
     read_utilization,
     request_cycles,
     run_cycles,
+    timing,
 )
+from scoville.sim.cycles.stream import Schedule, Source
 from scoville.sim.golden.kvcache import KvCacheModel, Request, decode_heads, encode_heads
 from scoville.sim.golden.mx import dequantize_mxfp4, quantize_mxfp4
 from scoville.testbenches.kvcache import Script, random_lines, random_script
@@ -151,6 +154,26 @@ def test_random_scripts_leak_no_page_and_reads_return_what_was_appended(seed, pa
             want = [x for t in history[req.seq][req.start: req.start + req.count]
                     for x in t[first: first + width]]
             assert out.data == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_engine_unit_model_is_the_fast_loop(seed):
+    """The cache's unit model (what the attention model steps) and :func:`timing`'s one loop
+    are one rule: the same handshakes and counters on random scripts (forks, copies on write,
+    windowed reads), gaps and back-pressure."""
+    rng = np.random.default_rng(seed)
+    cfg = KvCacheConfig(page_tokens=int(rng.choice([1, 2, 4])), max_seqs=3, bank_words=256)
+    sc = random_script(cfg, rng, 300)
+    gap = [0.0, 0.3, 0.8][seed % 3]
+
+    def streams():
+        return ({name: Source(Schedule([seed, k], gap)) for k, name in enumerate(("req", "wd"))},
+                {name: Schedule([seed, 5 + k], gap) for k, name in enumerate(("rd", "resp"))})
+
+    fast, stepped = timing(cfg, sc.outcomes, *streams()), engine_timing(cfg, sc.outcomes,
+                                                                         *streams())
+    assert stepped.handshakes == fast.handshakes
+    assert stepped.counters == fast.counters
 
 
 def test_every_bad_request_answers_its_status():

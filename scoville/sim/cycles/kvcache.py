@@ -53,8 +53,8 @@ from scoville.rtl.kvcache import COUNTERS, Op, Status
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 from .unit import run
 
-__all__ = ["COUNTERS", "READ_LATENCY", "Engine", "engine_cycles", "read_cycles", "read_utilization",
-           "request_cycles", "run_cycles", "timing"]
+__all__ = ["COUNTERS", "READ_LATENCY", "Engine", "engine_cycles", "engine_timing", "read_cycles",
+           "read_utilization", "request_cycles", "run_cycles", "timing"]
 
 
 
@@ -153,9 +153,10 @@ def _steps(config, out) -> list[tuple[str, int]]:
 
 
 class Engine:
-    """The cache's two engines as a unit model (:mod:`scoville.sim.cycles.unit`): :func:`timing`
-    steps it between the streams' schedules; a composed block steps it with wires where its
-    own units drive the cache's streams.
+    """The cache's two engines as a unit model (:mod:`scoville.sim.cycles.unit`), for a composed
+    block that drives the cache's streams with wires from its own units (:func:`engine_timing`
+    steps it between the streams' schedules; :func:`timing` is the same rule written as one
+    loop for speed, and a test checks that the two agree).
 
     A request's path is :func:`_steps` of its outcome, given when the request is taken. The
     stream signals of the cycle about to be stepped are :attr:`req_ready`, :attr:`wd_ready`,
@@ -289,6 +290,142 @@ def timing(config, outcomes, sources: dict[str, Source] | None = None,
     read engine in its fourth cycle. A read's decode starts the read engine, which moves one
     line per cycle into its output register while the register is empty or taken.
     """
+    sources, ready = sources or {}, ready or {}
+    outcomes = list(outcomes)
+    req = Producer(sources.get("req", Source()), len(outcomes))
+    beats = sum(config.append_beats for o in outcomes if o.op == Op.APPEND)
+    wd = Producer(sources.get("wd", Source()), beats)
+    rd, resp = Consumer(ready.get("rd", ALWAYS)), Consumer(ready.get("resp", ALWAYS))
+    rd_lines = sum(len(o.data) for o in outcomes)
+    plans = [_steps(config, o) for o in outcomes]
+    # The loop is the model's whole cost: per-cycle state in locals, the ready schedules read
+    # from their drawn bits (drawn ahead in chunks), counters as plain integers.
+    idle = busy = stalls = read_waits = copies = writes = read_busy = read_stalls = 0
+    plan: list[tuple[str, int]] = []  # the current request's steps; plan[at:] to go
+    at = 0
+    left = 0  # cycles or beats left in the current step
+    remaining = 0  # lines the read engine has yet to issue
+    out_valid = False  # the read engine's output register holds a line
+    rd_bits, resp_bits = rd.ready.drawn, resp.ready.drawn
+    horizon = 0
+    rd_taken, resp_taken = rd.cycles, resp.cycles
+    n_out = len(outcomes)
+    t = 0
+    limit = 1_000_000 + 100 * (len(outcomes) + beats + rd_lines)
+    while len(resp_taken) < n_out or len(rd_taken) < rd_lines:
+        if t > limit:
+            raise RuntimeError(f"kvcache timed model: no progress after {t} cycles")
+        engine_busy = remaining > 0 or out_valid
+        if not engine_busy:
+            # With the read engine idle, the request engine's waits and fixed steps have no
+            # other effect: jump over all but their last cycle.
+            if at == len(plan):
+                nxt = req.next_offer
+                if nxt is not None and nxt > t:
+                    idle += nxt - t
+                    t = nxt
+                    continue
+            else:
+                step, n = plan[at]
+                if (step == "work" or step == "copy") and left > 1:
+                    k = left - 1
+                    busy += k
+                    if step == "copy":
+                        copies += k if left <= n - 1 else max(0, n - 2)
+                    left = 1
+                    t += k
+                    continue
+                if (step == "write" or step == "drain") and left > 1:
+                    while left > 1:
+                        # The next beat: offered already (held), or from its first offer.
+                        nxt = max(wd.next_offer, t)
+                        stalls += nxt - t
+                        wd.take(nxt)
+                        busy += 1
+                        writes += step == "write"
+                        left -= 1
+                        t = nxt + 1
+                    continue
+        if t >= horizon:
+            horizon = t + 4096
+            rd.ready[horizon]
+            resp.ready[horizon]
+        rd_ready = rd_bits[t]
+        start = 0
+        if at == len(plan):
+            if req.offers(t):
+                req.take(t)
+                plan, at = plans[req.sent - 1], 0
+                left = plan[0][1]
+                busy += 1
+            else:
+                idle += 1
+        else:
+            step, n = plan[at]
+            done = False
+            if step == "work" or step == "copy":
+                if step == "copy" and left <= n - 1:
+                    copies += 1
+                left -= 1
+                done = left <= 0
+                busy += 1
+            elif step == "write" or step == "drain":
+                if wd.offers(t):
+                    wd.take(t)
+                    if step == "write":
+                        writes += 1
+                    left -= 1
+                    done = left == 0
+                    busy += 1
+                else:
+                    stalls += 1
+            elif step == "resp":
+                if resp_bits[t]:
+                    resp_taken.append(t)
+                    done = True
+                    busy += 1
+                else:
+                    stalls += 1
+            elif engine_busy and (step == "start" or n):  # decode, decide, start
+                read_waits += 1
+            else:
+                start = n if step == "start" else 0
+                done = True
+                busy += 1
+            while done and at < len(plan):
+                at += 1
+                left = plan[at][1] if at < len(plan) else 0
+                # A step of no cycles (a failing request's work) is passed at once.
+                done = at < len(plan) and plan[at][0] == "work" and left == 0
+        # The read engine.
+        if engine_busy:
+            read_busy += 1
+        if out_valid:
+            if rd_ready:
+                rd_taken.append(t)
+            else:
+                read_stalls += 1
+        if not out_valid or rd_ready:
+            out_valid = remaining > 0
+            if out_valid:
+                remaining -= 1
+        remaining += start
+        t += 1
+    count = {"idle": idle, "busy": busy, "stalls": stalls, "read_waits": read_waits,
+             "copies": copies, "writes": writes, "read_cycles": read_busy,
+             "read_stalls": read_stalls}
+    assert set(count) | {"reads"} == set(COUNTERS), "a counter the model does not count"
+    count["reads"] = len(rd.cycles)
+    return Timing({"req": req.cycles, "wd": wd.cycles, "rd": rd.cycles, "resp": resp.cycles},
+                  count)
+
+
+
+def engine_timing(config, outcomes, sources: dict[str, Source] | None = None,
+                  ready: dict[str, Schedule] | None = None) -> Timing:
+    """:func:`timing` by stepping the :class:`Engine` (the unit model a composed block steps),
+    through :func:`~scoville.sim.cycles.unit.run`: slower than :func:`timing`'s one loop; a
+    test checks that the two agree, handshake for handshake and counter for counter."""
     sources, ready = sources or {}, ready or {}
     outcomes = list(outcomes)
     beats = sum(config.append_beats for o in outcomes if o.op == Op.APPEND)
