@@ -52,14 +52,16 @@ async def receive(ctx, port, edges: Edges, *, rng=None, backpressure=0.0):
 
 
 def handshakes(dut, sources: dict, sinks: dict, *, limit: int = 100_000,
-               each_cycle=None) -> dict:
+               each_cycle=None, extra: int = 16) -> dict:
     """Run ``dut`` in Amaranth's simulator with its streams driven as the timed models assume
     (:mod:`scoville.sim.cycles.stream`): ``sources`` maps an ``In`` stream's name to
     ``(payloads, valid schedule)`` (beat ``k`` offered from the first cycle its schedule
     allows, held until taken), ``sinks`` an ``Out`` stream's name to ``(beats, ready
     schedule)``; ``each_cycle(ctx, t)``, if given, drives the unit's other inputs in each cycle
-    before the handshakes are sampled. Returns each stream's handshake cycles, for a unit model
-    run on the same schedules to be compared with, handshake for handshake."""
+    before the handshakes are sampled. After the expected beats it runs ``extra`` cycles more,
+    failing on any further handshake (a unit that emits a beat too many). Returns each
+    stream's handshake cycles, for a unit model run on the same schedules to be compared with,
+    handshake for handshake."""
     from amaranth.sim import Simulator
 
     from scoville.sim.cycles.stream import Consumer, Producer, Source
@@ -73,7 +75,10 @@ def handshakes(dut, sources: dict, sinks: dict, *, limit: int = 100_000,
 
     async def bench(ctx):
         t = 0
-        while not done():
+        after = None  # the cycle the run was done: it goes on a few cycles to see no more
+        while after is None or t < after + extra:
+            if after is None and done():
+                after = t
             assert t < limit, f"no progress after {t} cycles"
             fired = []
             for name, p in prods.items():
@@ -93,6 +98,7 @@ def handshakes(dut, sources: dict, sinks: dict, *, limit: int = 100_000,
             await ctx.tick()
             for port, fire in fired:
                 if fire:
+                    assert after is None, f"a handshake after the expected beats, cycle {t}"
                     port.take(t)
             t += 1
 
