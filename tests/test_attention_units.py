@@ -243,7 +243,7 @@ def test_command_issuer_unit_model_is_its_rtl(look, gap):
     def cycle(t):
         if t in plan:
             unit.start(plan[t])
-        if unit.cmd_valid and cmd.accepts(t):
+        if unit.valid and cmd.accepts(t):
             want.append(unit.payload)
         unit.step(t)
         return t + 1
@@ -278,7 +278,7 @@ def test_read_issuer_unit_model_is_its_rtl(look, gap):
     def cycle(t):
         if t in plan:
             unit.start(*plan[t])
-        if unit.req_valid and req.accepts(t):
+        if unit.valid and req.accepts(t):
             want.append(unit.payload)
         unit.step(t)
         return t + 1

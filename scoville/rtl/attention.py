@@ -414,8 +414,7 @@ class Attention(wiring.Component):
         m.d.comb += [self.resp.payload.status.eq(status), self.resp.payload.seq.eq(out_seq),
                      self.resp.payload.length.eq(length)]
 
-        walks = {name: ChunkWalk(m, name, cfg, base, ntok) for name in ("aqw", "ocw")}
-        aqw, ocw = walks["aqw"], walks["ocw"]
+        aqw, ocw = (ChunkWalk(m, name, cfg, base, ntok) for name in ("aqw", "ocw"))
         m.submodules.read_issuer = reader = ReadIssuer(cfg)
         m.submodules.cmd_issuer = issuer = CommandIssuer(cfg)
         wiring.connect(m, issuer.cmd, array.cmd)
@@ -499,11 +498,12 @@ class Attention(wiring.Component):
                 with m.If(query.idle):
                     with m.If(status == Status.OK):
                         first = wire(m, "first_pos", length - ntok, unsigned(TOKEN_BITS))
+                        lo = wire(m, "first_lo", window_start(cfg, first), unsigned(TOKEN_BITS))
                         m.d.sync += [base.eq(first), attending.eq(1)]
-                        for walk in walks.values():
-                            walk.start(m, window_start(cfg, first))
-                        m.d.comb += [issuer.start.eq(1), issuer.lo.eq(window_start(cfg, first)),
-                                     reader.start.eq(1), reader.lo.eq(window_start(cfg, first))]
+                        for walk in (aqw, ocw):
+                            walk.start(m, lo)
+                        m.d.comb += [issuer.start.eq(1), issuer.lo.eq(lo),
+                                     reader.start.eq(1), reader.lo.eq(lo)]
                         m.next = "ATTEND"
                     with m.Else():
                         m.next = "RESP"

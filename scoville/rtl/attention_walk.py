@@ -85,7 +85,24 @@ class ChunkWalk:
             m.d.sync += [self.c0.eq(self.c0 + chunk), self.first.eq(0)]
 
 
-class CommandIssuer(wiring.Component):
+class _Walker(wiring.Component):
+    """A unit that walks the step's chunks: the ports that start its walk (``start``, ``lo``,
+    ``base``, ``tokens``, as :class:`CommandIssuer` says) beside its own ``members``."""
+
+    def __init__(self, config, members: dict):
+        self._config = config
+        super().__init__({"start": In(1), "lo": In(TOKEN_BITS), "base": In(TOKEN_BITS),
+                          "tokens": In(9), **members})
+
+    def _walk(self, m, name: str) -> ChunkWalk:
+        """The unit's walk, started in a cycle with ``start`` high."""
+        walk = ChunkWalk(m, name, self._config, self.base, self.tokens)
+        with m.If(self.start):
+            walk.start(m, self.lo)
+        return walk
+
+
+class CommandIssuer(_Walker):
     """Walks the step's chunks and asks the array for each: ``Q K^T`` (M = the row tile's rows,
     K = ``head_dim``, N = the chunk's positions n), then ``P V`` (M = the rows, K = n, N =
     ``v_dim``). ``config`` is the :class:`~scoville.rtl.attention.AttentionConfig`.
@@ -106,18 +123,12 @@ class CommandIssuer(wiring.Component):
     """
 
     def __init__(self, config):
-        self._config = config
-        super().__init__({
-            "start": In(1), "lo": In(TOKEN_BITS), "base": In(TOKEN_BITS), "tokens": In(9),
-            "cmd": Out(stream.Signature(command_layout(config.array))),
-        })
+        super().__init__(config, {"cmd": Out(stream.Signature(command_layout(config.array)))})
 
     def elaborate(self, platform):
         m = Module()
         cfg = self._config
-        walk = ChunkWalk(m, "cmw", cfg, self.base, self.tokens)
-        with m.If(self.start):
-            walk.start(m, self.lo)
+        walk = self._walk(m, "cmw")
         with m.If(~walk.done):
             m.d.comb += [self.cmd.valid.eq(1), self.cmd.payload.m.eq(walk.rows),
                          self.cmd.payload.k.eq(Mux(walk.sub, walk.n, cfg.kv.head_dim)),
@@ -129,7 +140,7 @@ class CommandIssuer(wiring.Component):
         return m
 
 
-class ReadIssuer(wiring.Component):
+class ReadIssuer(_Walker):
     """Walks the step's chunks and asks the cache for each: its K lines (``kv`` 0, the whole
     token), then its V lines, one read per column tile of ``P V`` (``kv`` 1, lines ``tile *
     v_lines`` on, ``v_lines`` of each token; the whole token when there is one tile), of KV
@@ -150,21 +161,16 @@ class ReadIssuer(wiring.Component):
     """
 
     def __init__(self, config):
-        self._config = config
-        super().__init__({
-            "start": In(1), "lo": In(TOKEN_BITS), "base": In(TOKEN_BITS), "tokens": In(9),
-            "seq": In(SEQ_BITS), "req": Out(stream.Signature(request_layout())),
-        })
+        super().__init__(config, {"seq": In(SEQ_BITS),
+                                  "req": Out(stream.Signature(request_layout()))})
 
     def elaborate(self, platform):
         m = Module()
         cfg = self._config
         VT, VL = cfg.v_tiles, cfg.v_lines
-        walk = ChunkWalk(m, "rdw", cfg, self.base, self.tokens)
+        walk = self._walk(m, "rdw")
         vt = Signal(range(max(VT, 2)))  # V's column tile
         req = self.req.payload
-        with m.If(self.start):
-            walk.start(m, self.lo)
         with m.If(~walk.done):
             m.d.comb += [self.req.valid.eq(1), req.op.eq(CacheOp.READ), req.seq.eq(self.seq),
                          req.kv.eq(walk.sub), req.head.eq(walk.h), req.start.eq(walk.a0),

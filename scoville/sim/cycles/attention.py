@@ -151,11 +151,11 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         resp_go = state == "RESP" and resp_ready[t]
         o_go = out_valid and o_ready[t]
         req = None
-        if reader.req_valid:  # the block gives the cache the reader's request first
+        if reader.valid:  # the block gives the cache the reader's request first
             req = reader.payload
         elif state == "REQ":
             req = res.cache[res.tokens - tok_left if res.op == Op.STEP else 0]
-        r_req.set(reader.req_valid, cache.req_ready)
+        r_req.set(reader.valid, cache.req_ready)
         feeder.drop = state == "DRAIN"
         feeder.start = query.start = None
         # Lines to beats, beats to the array.
@@ -179,7 +179,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
         c_resp.set(cache.resp_valid, state in ("WAIT", "ATTEND"))
         cache.step(t)
         took_req, took_resp = c_req.taken, c_resp.taken
-        g_cmd.set(issuer.cmd_valid, array.ready, issuer.payload)
+        g_cmd.set(issuer.valid, array.ready, issuer.payload)
         g_o.set(array.o_valid, o_ready_g)
         array.step(t)
 

@@ -28,10 +28,6 @@ class ChunkWalk:
         return self.chunks[self.i][3]
 
     @property
-    def first(self) -> bool:
-        return self.i == 0 or self.chunks[self.i - 1][0] != self.chunks[self.i][0]
-
-    @property
     def last_of_head(self) -> bool:
         nxt = self.i + 1
         return nxt == len(self.chunks) or self.chunks[nxt][0] != self.chunks[self.i][0]
@@ -41,7 +37,48 @@ class ChunkWalk:
         self.sub = 0
 
 
-class CommandIssuer:
+class _Walker:
+    """A unit that walks the step's chunks, one beat per half (or tile) of a chunk on its
+    output port: :meth:`start` in a cycle begins the walk from the next; :attr:`valid` while
+    the walk is not done; :meth:`step` hands the beat over when the port accepts it and
+    moves on (:meth:`_moved`)."""
+
+    __slots__ = ("_next", "port", "walk")
+
+    def __init__(self, port):
+        self.port = port
+        self.walk = ChunkWalk([])
+        self._next = None
+
+    def start(self, chunks, *more) -> None:
+        """In the cycle about to be stepped: walk ``chunks`` (``(row tile and head, a0, n,
+        rows)`` each) from the next cycle (``more``: what the unit's :meth:`_begin` takes)."""
+        self._next = (chunks, *more)
+
+    def _begin(self, chunks) -> None:
+        self.walk = ChunkWalk(chunks)
+
+    @property
+    def valid(self) -> bool:
+        return not self.walk.done
+
+    def _moved(self, walk: ChunkWalk) -> None:
+        """After a beat: to the chunk's second half, else to the next chunk."""
+        if walk.sub:
+            walk.advance()
+        else:
+            walk.sub = 1
+
+    def step(self, t: int) -> None:
+        if not self.walk.done and self.port.accepts(t):
+            self.port.take(t)
+            self._moved(self.walk)
+        if self._next is not None:
+            self._begin(*self._next)
+            self._next = None
+
+
+class CommandIssuer(_Walker):
     """The command issuer: from the cycle after :meth:`start`, each chunk's ``Q K^T`` (M = its
     rows, K = ``head_dim``, N = n), then its ``P V`` (M = its rows, K = n, N = ``v_dim``), each
     offered until taken, the next from the cycle after.
@@ -54,21 +91,11 @@ class CommandIssuer:
     cmd : output port
     """
 
-    __slots__ = ("_d", "_next", "_program", "_vd", "cmd", "walk")
+    __slots__ = ("_d", "_program", "_vd")
 
     def __init__(self, program, head_dim: int, v_dim: int, cmd):
-        self._program, self._d, self._vd, self.cmd = program, head_dim, v_dim, cmd
-        self.walk = ChunkWalk([])
-        self._next = None
-
-    def start(self, chunks) -> None:
-        """In the cycle about to be stepped: walk ``chunks`` (``(row tile and head, a0, n,
-        rows)`` each) from the next cycle."""
-        self._next = chunks
-
-    @property
-    def cmd_valid(self) -> bool:
-        return not self.walk.done
+        super().__init__(cmd)
+        self._program, self._d, self._vd = program, head_dim, v_dim
 
     @property
     def payload(self):
@@ -79,47 +106,31 @@ class CommandIssuer:
         return self._program(w.rows, w.n, self._vd) if w.sub else \
             self._program(w.rows, self._d, w.n)
 
-    def step(self, t: int) -> None:
-        w = self.walk
-        if not w.done and self.cmd.accepts(t):
-            self.cmd.take(t)
-            if w.sub:
-                w.advance()
-            else:
-                w.sub = 1
-        if self._next is not None:
-            self.walk, self._next = ChunkWalk(self._next), None
 
-
-class ReadIssuer:
-    """The read issuer: from the cycle after :meth:`start`, each chunk's K read, then its
-    ``v_tiles`` V reads, each offered until taken, the next from the cycle after.
+class ReadIssuer(_Walker):
+    """The read issuer: from the cycle after :meth:`start` ``(chunks, reads)``, each chunk's K
+    read, then its ``v_tiles`` V reads, each offered until taken, the next from the cycle
+    after.
 
     Parameters
     ----------
     v_tiles : int
     req : output port
         The reads; a beat's payload is the cache's outcome of it (what the cache's unit model
-        takes).
+        takes); ``reads`` lists them, per chunk K's then each V tile's.
     """
 
-    __slots__ = ("_next", "_reads", "_tiles", "_vt", "req", "walk")
+    __slots__ = ("_reads", "_tiles", "_vt")
 
     def __init__(self, v_tiles: int, req):
-        self._tiles, self.req = v_tiles, req
-        self.walk = ChunkWalk([])
+        super().__init__(req)
+        self._tiles = v_tiles
         self._reads: list = []
         self._vt = 0
-        self._next = None
 
-    def start(self, chunks, reads) -> None:
-        """In the cycle about to be stepped: walk ``chunks`` from the next cycle, whose reads
-        are ``reads`` (per chunk, K's then each V tile's)."""
-        self._next = (chunks, reads)
-
-    @property
-    def req_valid(self) -> bool:
-        return not self.walk.done
+    def _begin(self, chunks, reads) -> None:
+        super()._begin(chunks)
+        self._reads = reads
 
     @property
     def payload(self):
@@ -127,17 +138,12 @@ class ReadIssuer:
         w = self.walk
         return None if w.done else self._reads[(1 + self._tiles) * w.i + w.sub + self._vt]
 
-    def step(self, t: int) -> None:
-        w = self.walk
-        if not w.done and self.req.accepts(t):
-            self.req.take(t)
-            if not w.sub:
-                w.sub = 1
-            elif self._vt == self._tiles - 1:
-                self._vt = 0
-                w.advance()
-            else:
-                self._vt += 1
-        if self._next is not None:
-            chunks, self._reads = self._next
-            self.walk, self._next = ChunkWalk(chunks), None
+    def _moved(self, walk: ChunkWalk) -> None:
+        """After K's read the first V tile's; after V's last tile the next chunk."""
+        if not walk.sub:
+            walk.sub = 1
+        elif self._vt == self._tiles - 1:
+            self._vt = 0
+            walk.advance()
+        else:
+            self._vt += 1
