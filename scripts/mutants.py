@@ -571,8 +571,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="attention-sum-not-rescaled",
         models="attention: the running sum l is not multiplied by alpha when the max rises",
-        file="scoville/rtl/attention.py",
-        edits=(Edit("l_sum[r]), alpha[r],", "l_sum[r]), ONE,"),),
+        file="scoville/rtl/attention_sequencer.py",
+        edits=(Edit('self.alpha[r], name=f"lmul{r}")', 'ONE, name=f"lmul{r}")'),),
         block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
         timing=False,
         why="41 tokens are two chunks; a row whose max rises in the second chunk has alpha < 1",
@@ -589,7 +589,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="attention-p-unmasked-before-window",
         models="attention: P is not zeroed for the positions read before the window's start",
-        file="scoville/rtl/attention.py",
+        file="scoville/rtl/attention_sequencer.py",
         edits=(Edit("masks.append(in_window & (aq_pos <= p_r))", "masks.append(aq_pos <= p_r)"),),
         block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
         timing=False,
@@ -599,7 +599,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="attention-prefill-p-sees-later-tokens",
         models="attention prefill: P is not zeroed for a row tile's positions after the row's "
                "own token (the causal mask)",
-        file="scoville/rtl/attention.py",
+        file="scoville/rtl/attention_sequencer.py",
         edits=(Edit("masks.append(in_window & (aq_pos <= p_r))", "masks.append(in_window)"),),
         block="attention", params=ATTENTION_PREFILL, tests=("test_edges", "test_workload"),
         timing=False,
@@ -609,7 +609,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="attention-prefill-max-over-the-tile",
         models="attention prefill: a row's running max also takes the scores of the tile's "
                "later tokens",
-        file="scoville/rtl/attention.py",
+        file="scoville/rtl/attention_score.py",
         edits=(Edit('j_hi = wire(m, "oc_jhi", oc_p - base_pos', 'j_hi = wire(m, "oc_jhi", '
                     'ocw.hi - base_pos'),),
         block="attention", params=ATTENTION_PREFILL, tests=("test_edges", "test_workload"),
@@ -621,8 +621,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="attention-tiles-sum-every-pass",
         models="attention, P V in column tiles: P's exponentials join the running sum on every "
                "replay of P, not the first only",
-        file="scoville/rtl/attention.py",
-        edits=(Edit("with m.If(en_a & s1 & s1_p & s1_sum):", "with m.If(en_a & s1 & s1_p):"),),
+        file="scoville/rtl/attention_sequencer.py",
+        edits=(Edit("with m.If(en & s1 & s1_p & s1_sum):", "with m.If(en & s1 & s1_p):"),),
         block="attention", params=ATTENTION_TILES, tests=("test_edges", "test_workload"),
         timing=False,
         why=("two column tiles: the second pass adds the chunk's sum again; on a head's "

@@ -55,18 +55,19 @@ def handshakes(dut, sources: dict, sinks: dict, *, limit: int = 100_000,
                each_cycle=None, extra: int = 16) -> dict:
     """Run ``dut`` in Amaranth's simulator with its streams driven as the timed models assume
     (:mod:`scoville.sim.cycles.stream`): ``sources`` maps an ``In`` stream's name to
-    ``(payloads, valid schedule)`` (beat ``k`` offered from the first cycle its schedule
-    allows, held until taken), ``sinks`` an ``Out`` stream's name to ``(beats, ready
-    schedule)``; ``each_cycle(ctx, t)``, if given, drives the unit's other inputs in each cycle
-    before the handshakes are sampled. After the expected beats it runs ``extra`` cycles more,
-    failing on any further handshake (a unit that emits a beat too many). Returns each
-    stream's handshake cycles, for a unit model run on the same schedules to be compared with,
-    handshake for handshake."""
+    ``(payloads, valid)`` (a schedule, or a ``Source`` with arrivals: beat ``k`` offered from
+    the first cycle it allows, held until taken), ``sinks`` an ``Out`` stream's name to
+    ``(beats, ready schedule)``; ``each_cycle(ctx, t)``, if given, drives the unit's other
+    inputs in each cycle before the handshakes are sampled. After the expected beats it runs
+    ``extra`` cycles more, failing on any further handshake (a unit that emits a beat too
+    many). Returns each stream's handshake cycles, for a unit model run on the same schedules
+    to be compared with, handshake for handshake."""
     from amaranth.sim import Simulator
 
     from scoville.sim.cycles.stream import Consumer, Producer, Source
 
-    prods = {n: Producer(Source(s), len(p), p) for n, (p, s) in sources.items()}
+    prods = {n: Producer(s if isinstance(s, Source) else Source(s), len(p), p)
+             for n, (p, s) in sources.items()}
     cons = {n: (Consumer(s), beats) for n, (beats, s) in sinks.items()}
 
     def done():

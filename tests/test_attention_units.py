@@ -1,7 +1,8 @@
 """Attention's units alone: each RTL unit in Amaranth's simulator against its unit model
 (``scoville.sim.cycles.attention_*``: lines to beats, the append feeder, the query buffer,
-the read and command issuers), handshake for handshake, on random schedules (gaps on the
-inputs, back-pressure on the outputs, light and heavy), each case seeded from its name."""
+the read and command issuers, the A sequencer, the score unit, the normalizer), handshake for
+handshake, on random schedules (gaps on the inputs, back-pressure on the outputs, light and
+heavy), each case seeded from its name."""
 
 import zlib
 
@@ -10,12 +11,19 @@ import pytest
 
 from scoville.blocks import BLOCKS, parse_params
 from scoville.rtl.attention_feeder import AppendFeeder as AppendFeederRtl
+from scoville.rtl.attention_normalizer import Normalizer as NormalizerRtl
 from scoville.rtl.attention_query import QueryBuffer as QueryBufferRtl
+from scoville.rtl.attention_score import ScoreUnit as ScoreUnitRtl
+from scoville.rtl.attention_score import score_rows
+from scoville.rtl.attention_sequencer import ASequencer as ASequencerRtl
 from scoville.rtl.attention_transpose import LinesToBeats as LinesToBeatsRtl
 from scoville.rtl.attention_walk import CommandIssuer as CommandIssuerRtl
 from scoville.rtl.attention_walk import ReadIssuer as ReadIssuerRtl
 from scoville.sim.cycles.attention_feeder import AppendFeeder
+from scoville.sim.cycles.attention_normalizer import Normalizer
 from scoville.sim.cycles.attention_query import QueryBuffer
+from scoville.sim.cycles.attention_score import ScoreUnit
+from scoville.sim.cycles.attention_sequencer import ASequencer
 from scoville.sim.cycles.attention_transpose import LinesToBeats
 from scoville.sim.cycles.attention_walk import CommandIssuer, ReadIssuer
 from scoville.sim.cycles.stream import Consumer, Producer, Schedule, Source
@@ -286,3 +294,149 @@ def test_read_issuer_unit_model_is_its_rtl(look, gap):
     run("read_issuer", cycle, lambda: len(req.cycles) == total, 100_000)
     assert req.cycles == got
     assert want == seen
+
+
+def _one_step(cfg, rng) -> tuple[int, int, int, list]:
+    """A step at a random length: its ``lo``, ``base``, ``tokens`` and chunks."""
+    (length, tokens), = _steps(cfg, rng)[:1]
+    base = length - tokens
+    lo = base - (cfg.window - 1) if cfg.window and base >= cfg.window else 0
+    return lo, base, tokens, _chunks(cfg, length, tokens)
+
+
+def _start_once(dut, lo, base, tokens, at: int = 1):
+    """Drive a walking unit's start in cycle ``at`` and ``attending`` from the cycle after."""
+    async def start(ctx, t):
+        ctx.set(dut.start, t == at)
+        ctx.set(dut.lo, lo)
+        ctx.set(dut.base, base)
+        ctx.set(dut.tokens, tokens)
+        ctx.set(dut.attending, t > at)
+    return start
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.3, 0.8])
+@pytest.mark.parametrize("look", BLOCKS["attention"].first_look, ids=lambda lk: lk.label)
+def test_score_unit_unit_model_is_its_rtl(look, gap):
+    """A step's rows (``Q K^T``'s tiles, then ``P V``'s column tiles, chunk by chunk) under
+    gaps, ``pv`` under back-pressure, the A sequencer's ``max_done`` at random once the max
+    is ready: every handshake and the cycles ``max_ready`` rises."""
+    cfg, _ = parse_params(BLOCKS["attention"], dict(look.params))
+    seed = _seed("score", look.label, gap)
+    rng = np.random.default_rng(seed)
+    lo, base, tokens, chunks = _one_step(cfg, rng)
+    C, VT = cfg.array.cols, cfg.v_tiles
+    rows = sum((-(-n // C) + VT) * r for _, _, n, r in chunks)
+    pvs = sum(VT * r for *_, r in chunks)
+    dut = ScoreUnitRtl(cfg)
+    data = [[int(x) for x in rng.integers(0, 2**32, C)] for _ in range(rows)]
+    valid, ready = Schedule([seed, 1], gap), Schedule([seed, 2], gap)
+    done_at = Schedule([seed, 3], 0.5)
+    start = _start_once(dut, lo, base, tokens)
+    rises = []
+
+    async def control(ctx, t):
+        await start(ctx, t)
+        ready_now = ctx.get(dut.max_ready)
+        if ready_now and (not rises or rises[-1][1] is not None):
+            rises.append([t, None])
+        ctx.set(dut.max_done, ready_now and done_at[t])
+        if ready_now and done_at[t]:
+            rises[-1][1] = t
+
+    arrive = Source(valid, [3] * rows)
+    got = handshakes(dut, {"rows": (data, arrive)}, {"pv": (pvs, ready)},
+                     each_cycle=control)
+    i, pv = Producer(arrive, rows), Consumer(ready)
+    unit = ScoreUnit(C, VT, i, pv)
+    seen = []
+
+    def cycle(t):
+        unit.attending = t > 1
+        if unit.max_ready and (not seen or seen[-1][1] is not None):
+            seen.append([t, None])
+        unit.max_done = unit.max_ready and done_at[t]
+        if unit.max_done:
+            seen[-1][1] = t
+        if t == 1:
+            unit.start(chunks)
+        unit.step(t)
+        return t + 1
+
+    run("score_unit", cycle, lambda: i.sent == rows and len(pv.cycles) == pvs, 100_000)
+    assert {"rows": i.cycles, "pv": pv.cycles} == got
+    assert seen == rises and len(rises) == len(chunks)
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.3, 0.8])
+@pytest.mark.parametrize("look", BLOCKS["attention"].first_look, ids=lambda lk: lk.label)
+def test_a_sequencer_unit_model_is_its_rtl(look, gap):
+    """A step's A beats under back-pressure, the chunk's max made ready at random and held
+    until the sequencer's ``max_done``."""
+    cfg, _ = parse_params(BLOCKS["attention"], dict(look.params))
+    seed = _seed("aseq", look.label, gap)
+    rng = np.random.default_rng(seed)
+    lo, base, tokens, chunks = _one_step(cfg, rng)
+    D, C, VT = cfg.kv.head_dim, cfg.array.cols, cfg.v_tiles
+    beats = sum(-(-n // C) * D + VT * n for _, _, n, _ in chunks)
+    dut = ASequencerRtl(cfg)
+    ready, rise = Schedule([seed, 1], gap), Schedule([seed, 2], 0.7)
+    start = _start_once(dut, lo, base, tokens)
+    mr = [False]
+
+    async def control(ctx, t):
+        await start(ctx, t)
+        ctx.set(dut.max_ready, mr[0])
+        mr[0] = (mr[0] and not ctx.get(dut.max_done)) or (not mr[0] and rise[t])
+
+    got = handshakes(dut, {}, {"a": (beats, ready)}, each_cycle=control)
+    a = Consumer(ready)
+    unit = ASequencer(D, C, VT, a)
+    ready_now = False
+
+    def cycle(t):
+        nonlocal ready_now
+        unit.attending, unit.max_ready = t > 1, ready_now
+        done = unit.max_done(t)
+        if t == 1:
+            unit.start(chunks)
+        unit.step(t)
+        ready_now = (ready_now and not done) or (not ready_now and rise[t])
+        return t + 1
+
+    run("a_sequencer", cycle, lambda: len(a.cycles) == beats, 100_000)
+    assert a.cycles == got["a"]
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.3, 0.8])
+@pytest.mark.parametrize("look", BLOCKS["attention"].first_look, ids=lambda lk: lk.label)
+def test_normalizer_unit_model_is_its_rtl(look, gap):
+    """Three heads of one to three chunks, each a row tile of a random height: ``P V``'s rows
+    under gaps, the outputs under back-pressure."""
+    cfg, _ = parse_params(BLOCKS["attention"], dict(look.params))
+    seed = _seed("norm", look.label, gap)
+    rng = np.random.default_rng(seed)
+    VT, C = cfg.v_tiles, cfg.array.cols
+    payloads, lasts, outs = [], [], 0
+    for _ in range(3):
+        rows, chunks = int(rng.integers(1, score_rows(cfg) + 1)), int(rng.integers(1, 4))
+        outs += rows
+        for c in range(chunks):
+            for vt in range(VT):
+                for r in range(rows):
+                    last = c == chunks - 1 and vt == VT - 1 and r == rows - 1
+                    payloads.append({"data": [int(x) for x in rng.integers(0, 2**32, C)],
+                                     "row": r, "tile": vt, "first": c == 0, "last": last,
+                                     "alpha": 0x3F80_0000})
+                    lasts.append(rows if last else 0)
+    valid, ready = Schedule([seed, 1], gap), Schedule([seed, 2], gap)
+    got = handshakes(NormalizerRtl(cfg), {"pv": (payloads, valid)}, {"o": (outs, ready)})
+    pv, o = Producer(Source(valid), len(lasts), lasts), Consumer(ready)
+    unit = Normalizer(VT, pv, o)
+
+    def cycle(t):
+        unit.step(t)
+        return t + 1
+
+    run("normalizer", cycle, lambda: len(o.cycles) == outs, 100_000)
+    assert {"pv": pv.cycles, "o": o.cycles} == got

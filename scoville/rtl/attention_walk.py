@@ -13,7 +13,7 @@ from .kvcache import Op as CacheOp
 from .lib.comb import wire
 from .lib.formats import MX_BLOCK
 
-__all__ = ["ChunkWalk", "CommandIssuer", "ReadIssuer", "window_start"]
+__all__ = ["ChunkWalk", "CommandIssuer", "ReadIssuer", "Walker", "window_start"]
 
 
 def window_start(cfg, pos):
@@ -85,7 +85,7 @@ class ChunkWalk:
             m.d.sync += [self.c0.eq(self.c0 + chunk), self.first.eq(0)]
 
 
-class _Walker(wiring.Component):
+class Walker(wiring.Component):
     """A unit that walks the step's chunks: the ports that start its walk (``start``, ``lo``,
     ``base``, ``tokens``, as :class:`CommandIssuer` says) beside its own ``members``."""
 
@@ -102,7 +102,7 @@ class _Walker(wiring.Component):
         return walk
 
 
-class CommandIssuer(_Walker):
+class CommandIssuer(Walker):
     """Walks the step's chunks and asks the array for each: ``Q K^T`` (M = the row tile's rows,
     K = ``head_dim``, N = the chunk's positions n), then ``P V`` (M = the rows, K = n, N =
     ``v_dim``). ``config`` is the :class:`~scoville.rtl.attention.AttentionConfig`.
@@ -140,7 +140,7 @@ class CommandIssuer(_Walker):
         return m
 
 
-class ReadIssuer(_Walker):
+class ReadIssuer(Walker):
     """Walks the step's chunks and asks the cache for each: its K lines (``kv`` 0, the whole
     token), then its V lines, one read per column tile of ``P V`` (``kv`` 1, lines ``tile *
     v_lines`` on, ``v_lines`` of each token; the whole token when there is one tile), of KV

@@ -1,39 +1,27 @@
-"""Timed model of :class:`scoville.rtl.attention.Attention`, built from its parts' models: the
-cache's :class:`~scoville.sim.cycles.kvcache.Engine`, the array's
-:class:`~scoville.sim.cycles.gemm.Engine` and the unit models of the block's components
-(:class:`~scoville.sim.cycles.attention_feeder.AppendFeeder`,
-:class:`~scoville.sim.cycles.attention_query.QueryBuffer`,
-:class:`~scoville.sim.cycles.attention_transpose.LinesToBeats`,
-:class:`~scoville.sim.cycles.attention_walk.ReadIssuer`,
-:class:`~scoville.sim.cycles.attention_walk.CommandIssuer`), joined by wires
-(:mod:`scoville.sim.cycles.unit`) and stepped together with the block's other units, cycle by
-cycle, as the RTL connects them.
+"""Timed model of :class:`scoville.rtl.attention.Attention`: the block's picture in unit models
+(:mod:`scoville.sim.cycles.unit`), one per RTL unit, joined by wires as the RTL connects them and
+stepped together cycle by cycle: the cache's :class:`~scoville.sim.cycles.kvcache.Engine`, the
+array's :class:`~scoville.sim.cycles.gemm.Engine`, and the block's own units, each written from
+its RTL unit's docstring (``docs/attention.md`` draws them):
 
-The block's units (``docs/attention.md`` draws them); those not yet components are a few
-registers here:
-
-- the *controller* takes a command, hands an alloc, free or append (a step's append) to the
-  cache, waits for its answer and (a step) for all ``q_heads`` Q vectors, then attends until
-  the last output has left, and answers;
-- the *feeder* (a unit model) turns each K and V vector into ``token_lines`` cache lines (a
-  vector is taken when the previous one's last line goes);
-- the *read issuer* and the *command issuer* (unit models) walk the step's chunks (head by
-  head), asking the cache for each chunk's K, then V (a read per column tile of ``P V`` when
-  the value is wider than the array: a window of ``v_lines`` of each token's lines), and the
-  array for each chunk's ``Q K^T`` (M = the tile's rows, K = head_dim, N = n), then ``P V``
-  (M = the rows, K = n, N = v_dim), as soon as each takes one;
-- the cache's lines go, read by read, through *lines to beats* (a unit model): to the *K
-  joiner* and the *transposer* (two buffers of ``cols`` tokens, each emptied as ``head_dim``
-  beats) or to the *V joiner* and the *token queue* (a beat per token's column tile); their
-  beats go to the array's B stream in the same order;
-- the *A sequencer* feeds the array's A stream through a two-stage pipeline: Q's columns for
-  each tile of ``Q K^T``, then, once the score unit has the chunk's max, one column of P per
-  token, once per column tile of ``P V``;
-- the *score unit* takes the array's rows: ``Q K^T``'s (always ready), two cycles later the
-  chunk's max is ready for the A sequencer; ``P V``'s (ready unless the normalizer is still
-  busy with the previous head);
-- the *normalizer* puts a head's outputs on ``o`` through a two-stage pipeline, a column tile
-  of a row a cycle (a row leaves with its last tile).
+- the :class:`~scoville.sim.cycles.attention_control.Controller` takes a command, hands an
+  alloc, free or append (a step's appends) to the cache, waits for its answer and (a step) for
+  all ``q_heads`` Q vectors, starts the walking units, and answers once the last output has
+  left;
+- the :class:`~scoville.sim.cycles.attention_feeder.AppendFeeder` turns each K and V vector
+  into ``token_lines`` cache lines, the :class:`~scoville.sim.cycles.attention_query
+  .QueryBuffer` takes the Q vectors;
+- the :class:`~scoville.sim.cycles.attention_walk.ReadIssuer` and the
+  :class:`~scoville.sim.cycles.attention_walk.CommandIssuer` walk the step's chunks, asking the
+  cache for each chunk's K, then V, and the array for its ``Q K^T``, then ``P V``;
+- :class:`~scoville.sim.cycles.attention_transpose.LinesToBeats` turns the cache's lines into
+  the array's B beats (K through the transposer, V through the token queue);
+- the :class:`~scoville.sim.cycles.attention_sequencer.ASequencer` feeds the array's A stream:
+  Q's columns, then, once the chunk's max is ready, P's;
+- the :class:`~scoville.sim.cycles.attention_score.ScoreUnit` takes the array's rows: ``Q
+  K^T``'s give the chunk's max, ``P V``'s pass on to the
+  :class:`~scoville.sim.cycles.attention_normalizer.Normalizer`, which puts a head's outputs on
+  ``o``.
 
 :func:`timing` predicts every handshake on ``cmd``, ``q``, ``k``, ``v``, ``o`` and ``resp``
 and every counter (the cache's as ``kv.*``, the array's as ``array.*``, the block's own).
@@ -52,12 +40,16 @@ from scoville.rtl.kvcache import Op as CacheOp
 
 from . import gemm as gemm_timed
 from . import kvcache as kvcache_timed
+from .attention_control import Controller
 from .attention_feeder import AppendFeeder
+from .attention_normalizer import Normalizer
 from .attention_query import QueryBuffer
+from .attention_score import ScoreUnit
+from .attention_sequencer import ASequencer
 from .attention_transpose import LinesToBeats
-from .attention_walk import ChunkWalk, CommandIssuer, ReadIssuer
-from .stream import ALWAYS, Producer, Schedule, Source, Timing
-from .unit import Wire
+from .attention_walk import CommandIssuer, ReadIssuer
+from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
+from .unit import Wire, run
 
 __all__ = ["COUNTERS", "decode_step", "macs", "timing"]
 
@@ -79,244 +71,117 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     chunks); ``sources`` the :class:`Source` of ``cmd``, ``q``, ``k`` and ``v``; ``ready`` the
     schedules of ``o`` and ``resp``. Returns the handshake cycles of the six streams and every
     counter (:data:`COUNTERS`)."""
-    sources, ready = sources or {}, ready or {}
     cfg = config
-    kv = cfg.kv
     if cfg.mode == "decode" and cfg.group > cfg.array.rows:
         # The RTL refuses it (rtl_error): a decode group is the array's M.
         raise ValueError(f"parameter 'q_heads' = {cfg.q_heads} is not allowed with "
                          f"array.rows = {cfg.array.rows} in the timed model; allowed: at most "
-                         f"array.rows * kv.kv_heads = {cfg.array.rows * kv.kv_heads}")
-    H, D, C, TL = kv.kv_heads, kv.head_dim, cfg.array.cols, kv.token_lines
-    QH = cfg.q_heads
-    VD, VT, VL, SEC = cfg.v_dim, cfg.v_tiles, cfg.v_lines, kv.sections
-    results = list(results)
-    vec = {"q": 0, "k": 0, "v": 0}
-    for r in results:
-        if r.op == Op.STEP:
-            vec["q"] += QH * r.tokens
-        if r.op in (Op.STEP, Op.APPEND):
-            vec["k"] += H * r.tokens
-            vec["v"] += H * r.tokens * (SEC - 1)
-    cmd = Producer(sources.get("cmd", Source()), len(results))
-    ins = {name: Producer(sources.get(name, Source()), vec[name]) for name in vec}
-    o_ready, resp_ready = ready.get("o", ALWAYS), ready.get("resp", ALWAYS)
-    n_out = sum(len(r.out) for r in results if r.out is not None)
-    o_cycles: list[int] = []
-    resp_cycles: list[int] = []
+                         f"array.rows * kv.kv_heads = {cfg.array.rows * cfg.kv.kv_heads}")
+    block = _Block(cfg, list(results), sources or {}, ready or {})
+    run("attention", block.cycle, block.done, 10_000_000)
+    return block.timing()
 
-    c_req, c_wd, c_rd, c_resp = Wire(), Wire(), Wire(), Wire()
-    cache = kvcache_timed.Engine(kv, c_req, c_wd, c_rd, c_resp)
-    a_wire, b_wire, g_cmd, g_o = Wire(), Wire(), Wire(), Wire()
-    array = gemm_timed.Engine(cfg.array, g_cmd, a_wire, b_wire, g_o)
-    feeder = AppendFeeder(kv_heads=H, sections=SEC, token_lines=TL, k=ins["k"], v=ins["v"],
-                          wd=c_wd)
-    query = QueryBuffer(ins["q"])
-    beats = LinesToBeats(dim=D, cols=C, token_lines=TL, v_lines=VL, v_tiles=VT,
-                         v_queue=cfg.v_queue, i=c_rd, o=b_wire)
 
-    @functools.cache
-    def program(m, k, n):
-        return gemm_timed.programs(cfg.array, [(m, k, n)])[0]
+class _Block:
+    """The block's unit models and the wires between them, as the RTL connects them."""
 
-    issuer = CommandIssuer(program, D, VD, g_cmd)
-    r_req = Wire()
-    reader = ReadIssuer(VT, r_req)
+    def __init__(self, cfg, results, sources, ready):
+        kv = cfg.kv
+        H, D, C, TL, SEC = kv.kv_heads, kv.head_dim, cfg.array.cols, kv.token_lines, kv.sections
+        vec = {"q": 0, "k": 0, "v": 0}
+        for r in results:
+            if r.op == Op.STEP:
+                vec["q"] += cfg.q_heads * r.tokens
+            if r.op in (Op.STEP, Op.APPEND):
+                vec["k"] += H * r.tokens
+                vec["v"] += H * r.tokens * (SEC - 1)
+        self.results = results
+        self.n_out = sum(len(r.out) for r in results if r.out is not None)
+        self.ins = {name: Producer(sources.get(name, Source()), vec[name]) for name in vec}
+        self.cmd = Producer(sources.get("cmd", Source()), len(results), results)
+        self.o, self.resp = Consumer(ready.get("o", ALWAYS)), Consumer(ready.get("resp", ALWAYS))
+        self.c_req, self.c_wd, self.c_rd, self.c_resp = Wire(), Wire(), Wire(), Wire()
+        self.cache = kvcache_timed.Engine(kv, self.c_req, self.c_wd, self.c_rd, self.c_resp)
+        self.g_cmd, self.g_a, self.g_b, self.g_o = Wire(), Wire(), Wire(), Wire()
+        self.array = gemm_timed.Engine(cfg.array, self.g_cmd, self.g_a, self.g_b, self.g_o)
+        self.ctrl_req, self.read_req, self.pv = Wire(), Wire(), Wire()
+        self.ctrl = Controller(cfg.max_step_tokens, cfg.q_heads, self.cmd, self.resp,
+                               self.ctrl_req, self.c_resp)
+        self.feeder = AppendFeeder(kv_heads=H, sections=SEC, token_lines=TL, k=self.ins["k"],
+                                   v=self.ins["v"], wd=self.c_wd)
+        self.query = QueryBuffer(self.ins["q"])
+        self.beats = LinesToBeats(dim=D, cols=C, token_lines=TL, v_lines=cfg.v_lines,
+                                  v_tiles=cfg.v_tiles, v_queue=cfg.v_queue, i=self.c_rd,
+                                  o=self.g_b)
 
-    own = dict.fromkeys(OWN_COUNTERS, 0)
-    state = "IDLE"
-    res = None
-    tok_left = 0
-    attending = False
-    aqw = ocw = ChunkWalk([])
-    reads = []  # the step's read outcomes
-    read_lines: list[int] = []  # lines of each read, for the ends of reads on rd
-    rd_at = rd_count = 0
-    # The A sequencer.
-    aq_k = aq_tb = aq_j = aq_vt = 0
-    s1 = a_valid = False
-    max_ready = alpha_pending = False
-    # The score unit and the normalizer.
-    oc_r = oc_tb = oc_vt = 0
-    n_left = n_vt = n1_vt = 0
-    n1 = out_valid = False
+        @functools.cache
+        def program(m, k, n):
+            return gemm_timed.programs(cfg.array, [(m, k, n)])[0]
 
-    t = 0
-    limit = 10_000_000
-    while len(resp_cycles) < len(results) or len(o_cycles) < n_out:
-        if t > limit:
-            raise RuntimeError(f"attention timed model: no progress after {t} cycles")
-        # ---- This cycle's signals, from the state at its start.
-        cmd_offer = state == "IDLE" and cmd.offers(t)
-        resp_go = state == "RESP" and resp_ready[t]
-        o_go = out_valid and o_ready[t]
-        req = None
-        if reader.valid:  # the block gives the cache the reader's request first
-            req = reader.payload
-        elif state == "REQ":
-            req = res.cache[res.tokens - tok_left if res.op == Op.STEP else 0]
-        r_req.set(reader.valid, cache.req_ready)
-        feeder.drop = state == "DRAIN"
-        feeder.start = query.start = None
-        # Lines to beats, beats to the array.
-        rd_ready = beats.i_ready(t)
-        rd_last = cache.rd_valid and rd_count + 1 == read_lines[rd_at]
-        b_wire.set(beats.o_valid, array.b_ready)
-        a_wire.set(a_valid, array.a_ready)
-        en_a = not a_valid or array.a_ready
-        o_ready_g = not ocw.sub or (n_left == 0 and not n1)
-        take_row = array.o_valid and o_ready_g and attending
-        norm_idle = n_left == 0 and not n1
-        finished = ocw.done and norm_idle and not out_valid
-        issue_q = attending and not aqw.done and not aqw.sub
-        issue_p = attending and not aqw.done and aqw.sub and max_ready
-        waits = attending and not aqw.done and aqw.sub and not max_ready
+        self.issuer = CommandIssuer(program, D, cfg.v_dim, self.g_cmd)
+        self.reader = ReadIssuer(cfg.v_tiles, self.read_req)
+        self.aseq = ASequencer(D, C, cfg.v_tiles, self.g_a)
+        self.score = ScoreUnit(C, cfg.v_tiles, self.g_o, self.pv)
+        self.norm = Normalizer(cfg.v_tiles, self.pv, self.o)
+        self.own = dict.fromkeys(OWN_COUNTERS, 0)
 
-        # ---- The parts.
-        c_req.set(req is not None, cache.req_ready, req)
-        c_wd.set(feeder.wd_valid, cache.wd_ready)
-        c_rd.set(cache.rd_valid, rd_ready, rd_last)
-        c_resp.set(cache.resp_valid, state in ("WAIT", "ATTEND"))
-        cache.step(t)
-        took_req, took_resp = c_req.taken, c_resp.taken
-        g_cmd.set(issuer.valid, array.ready, issuer.payload)
-        g_o.set(array.o_valid, o_ready_g)
-        array.step(t)
+    def done(self) -> bool:
+        return len(self.resp.cycles) == len(self.results) and len(self.o.cycles) == self.n_out
 
-        # ---- Counters of this cycle.
-        if state in ("REQ", "WAIT", "QWAIT") and res.op == Op.STEP:
-            own["append_cycles"] += 1
-        own["attend_cycles"] += attending
-        own["out_stalls"] += out_valid and not o_ready[t]
+    def cycle(self, t: int) -> int:
+        """Cycle ``t``: every wire and input from the units' state at its start, then every
+        unit steps."""
+        ctrl, cache, array, reader, score, aseq, norm = (
+            self.ctrl, self.cache, self.array, self.reader, self.score, self.aseq, self.norm)
+        # The controller's outputs to the units.
+        ctrl.feed_idle, ctrl.q_idle = self.feeder.idle, self.query.idle
+        ctrl.finished = score.done and norm.idle and not norm.o_valid
+        if ctrl.start:
+            res = ctrl.res
+            for unit in (self.issuer, aseq, score):
+                unit.start(res.chunks)
+            reader.start(res.chunks, res.cache[res.tokens:])
+        self.feeder.start, self.query.start = ctrl.feed_start, ctrl.q_start
+        self.feeder.drop = ctrl.drop
+        aseq.attending = score.attending = ctrl.attending
+        # The cache: the read issuer's requests while the step attends, else the controller's.
+        self.read_req.set(reader.valid, cache.req_ready)
+        self.ctrl_req.set(ctrl.req_valid, cache.req_ready)
+        payload = reader.payload if reader.valid else ctrl.req_payload if ctrl.req_valid \
+            else None
+        self.c_req.set(payload is not None, cache.req_ready, payload)
+        self.c_wd.set(self.feeder.wd_valid, cache.wd_ready)
+        self.c_rd.set(cache.rd_valid, self.beats.i_ready(t), cache.rd_last)
+        self.c_resp.set(cache.resp_valid, ctrl.cache_resp_ready)
+        # The array: commands, A, B; its rows to the score unit and on to the normalizer.
+        self.g_cmd.set(self.issuer.valid, array.ready, self.issuer.payload)
+        self.g_a.set(aseq.a_valid, array.a_ready)
+        self.g_b.set(self.beats.o_valid, array.b_ready)
+        self.pv.set(False, norm.idle)
+        self.g_o.set(array.o_valid, score.rows_ready(t))
+        self.pv.set(score.pv_valid(t), norm.idle, score.pv_payload)
+        aseq.max_ready = score.max_ready
+        score.max_done = aseq.max_done(t)
+        # Counters of this cycle.
+        own = self.own
+        own["steps"] += ctrl.stepped
+        own["append_cycles"] += ctrl.appending
+        own["attend_cycles"] += ctrl.attending
+        own["softmax_waits"] += aseq.waiting
+        own["out_stalls"] += norm.o_valid and not self.o.accepts(t)
+        for unit in (cache, array, ctrl, self.feeder, self.query, reader, self.issuer,
+                     self.beats, aseq, norm, score):
+            unit.step(t)
+        return t + 1
 
-        # ---- The controller.
-        if state == "IDLE":
-            if cmd_offer:
-                cmd.take(t)
-                res = results[cmd.sent - 1]
-                state = "DISPATCH"
-        elif state == "DISPATCH":
-            op = res.op
-            if op in (Op.ALLOC, Op.FREE):
-                state = "REQ"
-            elif op == Op.APPEND:
-                feeder.start, tok_left, state = 0, 1, "REQ"
-            elif op == Op.STEP:
-                feeder.start = res.tokens - 1
-                query.start, tok_left = QH * res.tokens, res.tokens
-                if res.tokens > cfg.max_step_tokens:
-                    state = "DRAIN"
-                else:
-                    state = "REQ"
-                    own["steps"] += 1
-            else:
-                state = "RESP"
-        elif state == "DRAIN":
-            if feeder.idle and query.idle:
-                state = "RESP"
-        elif state == "REQ":
-            if took_req:
-                state = "WAIT"
-        elif state == "WAIT":
-            if took_resp:
-                tok_left -= 1
-                if res.op != Op.STEP:
-                    state = "RESP"
-                else:
-                    state = "REQ" if tok_left else "QWAIT"
-        elif state == "QWAIT":
-            if query.idle:
-                if res.status == Status.OK:
-                    attending = True
-                    chunks = res.chunks
-                    aqw, ocw = (ChunkWalk(chunks) for _ in range(2))
-                    issuer.start(chunks)
-                    reads = res.cache[res.tokens:]
-                    reader.start(chunks, reads)
-                    read_lines, rd_at, rd_count = [len(o.data) for o in reads], 0, 0
-                    state = "ATTEND"
-                else:
-                    state = "RESP"
-        elif state == "ATTEND":
-            if finished:
-                attending = False
-                state = "RESP"
-        elif state == "RESP":
-            if resp_go:
-                resp_cycles.append(t)
-                state = "IDLE"
-        # ---- The feeder and Q.
-        feeder.step(t)
-        query.step(t)
-        # ---- The read issuer and the command issuer.
-        reader.step(t)
-        issuer.step(t)
-        # ---- Lines to beats.
-        beats.step(t)
-        if c_rd.taken:
-            rd_count += 1
-            if rd_last:
-                rd_at, rd_count = rd_at + 1, 0
-        # ---- The A sequencer.
-        own["softmax_waits"] += waits
-        if en_a:
-            a_valid, s1 = s1, issue_q or issue_p
-            if issue_q:
-                if aq_k == D - 1:
-                    aq_k = 0
-                    if aq_tb + C >= aqw.n:
-                        aq_tb, aqw.sub, aq_j = 0, 1, 0
-                    else:
-                        aq_tb += C
-                else:
-                    aq_k += 1
-            if issue_p:
-                if aq_j != aqw.n - 1:
-                    aq_j += 1
-                elif aq_vt != VT - 1:  # P again, for V's next column tile
-                    aq_j, aq_vt = 0, aq_vt + 1
-                else:
-                    max_ready, aq_j, aq_vt = False, 0, 0
-                    aqw.advance()
-        # ---- The normalizer (from its state at the cycle's start).
-        if o_go:
-            o_cycles.append(t)
-        if not out_valid or o_ready[t]:
-            # A row leaves after its VT column tiles.
-            out_valid, n1, n1_vt = n1 and n1_vt == VT - 1, n_left != 0, n_vt
-            if n_left:
-                if n_vt == VT - 1:
-                    n_vt, n_left = 0, n_left - 1
-                else:
-                    n_vt += 1
-        # ---- The score unit.
-        if alpha_pending:
-            alpha_pending, max_ready = False, True
-        if take_row and not ocw.sub:
-            if oc_r == ocw.rows - 1:
-                oc_r = 0
-                if oc_tb + C >= ocw.n:
-                    oc_tb, ocw.sub, alpha_pending = 0, 1, True
-                else:
-                    oc_tb += C
-            else:
-                oc_r += 1
-        elif take_row:
-            if oc_r != ocw.rows - 1:
-                oc_r += 1
-            elif oc_vt != VT - 1:  # the next column tile of P V's rows
-                oc_r, oc_vt = 0, oc_vt + 1
-            else:
-                oc_r = oc_vt = 0
-                if ocw.last_of_head:
-                    n_left, n_vt = ocw.rows, 0
-                ocw.advance()
-        t += 1
-    counters = {f"kv.{k}": v for k, v in cache.counters.items()}
-    counters.update({f"array.{k}": v for k, v in array.counters.items()})
-    counters.update(own)
-    return Timing({"cmd": cmd.cycles, "q": ins["q"].cycles, "k": ins["k"].cycles,
-                   "v": ins["v"].cycles, "o": o_cycles, "resp": resp_cycles}, counters)
+    def timing(self) -> Timing:
+        counters = {f"kv.{k}": v for k, v in self.cache.counters.items()}
+        counters.update({f"array.{k}": v for k, v in self.array.counters.items()})
+        counters.update(self.own)
+        ins = self.ins
+        return Timing({"cmd": self.cmd.cycles, "q": ins["q"].cycles, "k": ins["k"].cycles,
+                       "v": ins["v"].cycles, "o": self.o.cycles, "resp": self.resp.cycles},
+                      counters)
 
 
 def _synthetic_step(config, length: int, plan: list[int]):

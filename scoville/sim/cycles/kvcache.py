@@ -160,7 +160,7 @@ class Engine:
 
     A request's path is :func:`_steps` of its outcome, given when the request is taken. The
     stream signals of the cycle about to be stepped are :attr:`req_ready`, :attr:`wd_ready`,
-    :attr:`resp_valid` and :attr:`rd_valid`.
+    :attr:`resp_valid`, :attr:`rd_valid` and :attr:`rd_last`.
 
     Parameters
     ----------
@@ -210,6 +210,12 @@ class Engine:
     @property
     def rd_valid(self) -> bool:
         return self._out_valid
+
+    @property
+    def rd_last(self) -> bool:
+        """The line on ``rd`` is its read's last (``rd``'s ``last``): no line of the read is
+        left to put out (a read starts only once the previous one's lines have all gone)."""
+        return self._out_valid and self._remaining == 0
 
     def step(self, t: int) -> None:
         """Cycle ``t``, by the rule :func:`timing` states."""

@@ -18,8 +18,8 @@ handshake; either may call ``take``). So a unit model is the same object alone (
 against its RTL unit) and inside a block.
 
 :func:`run` is the loop of the timed models: cycle after cycle until the run is done, with
-one check that the model makes progress (attention's and MoE's models keep their own loops
-until all their units are unit models, issue #33).
+one check that the model makes progress (MoE's model keeps its own loop until its units are
+unit models, issue #33).
 """
 
 from __future__ import annotations
