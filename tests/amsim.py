@@ -85,8 +85,11 @@ def handshakes(dut, sources: dict, sinks: dict, *, limit: int = 100_000,
             for name, p in prods.items():
                 port, offer = getattr(dut, name), p.offers(t)
                 ctx.set(port.valid, offer)
-                if offer:
-                    ctx.set(port.payload, p.payload)
+                if offer:  # a payload as bits (an int) or as the layout's fields
+                    payload = port.payload
+                    if isinstance(p.payload, int) and hasattr(payload, "as_value"):
+                        payload = payload.as_value()
+                    ctx.set(payload, p.payload)
                 fired.append((p, offer))
             for name, (c, _) in cons.items():
                 ctx.set(getattr(dut, name).ready, c.accepts(t))

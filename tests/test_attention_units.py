@@ -5,11 +5,14 @@ handshake, on random schedules (gaps on the inputs, back-pressure on the outputs
 heavy), each case seeded from its name."""
 
 import zlib
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from scoville.blocks import BLOCKS, parse_params
+from scoville.rtl.attention_control import Controller as ControllerRtl
+from scoville.rtl.attention_control import Op, command_layout
 from scoville.rtl.attention_feeder import AppendFeeder as AppendFeederRtl
 from scoville.rtl.attention_normalizer import Normalizer as NormalizerRtl
 from scoville.rtl.attention_query import QueryBuffer as QueryBufferRtl
@@ -19,6 +22,8 @@ from scoville.rtl.attention_sequencer import ASequencer as ASequencerRtl
 from scoville.rtl.attention_transpose import LinesToBeats as LinesToBeatsRtl
 from scoville.rtl.attention_walk import CommandIssuer as CommandIssuerRtl
 from scoville.rtl.attention_walk import ReadIssuer as ReadIssuerRtl
+from scoville.rtl.kvcache import Status
+from scoville.sim.cycles.attention_control import Controller
 from scoville.sim.cycles.attention_feeder import AppendFeeder
 from scoville.sim.cycles.attention_normalizer import Normalizer
 from scoville.sim.cycles.attention_query import QueryBuffer
@@ -27,7 +32,7 @@ from scoville.sim.cycles.attention_sequencer import ASequencer
 from scoville.sim.cycles.attention_transpose import LinesToBeats
 from scoville.sim.cycles.attention_walk import CommandIssuer, ReadIssuer
 from scoville.sim.cycles.stream import Consumer, Producer, Schedule, Source
-from scoville.sim.cycles.unit import run
+from scoville.sim.cycles.unit import Wire, run
 
 from .amsim import handshakes
 
@@ -440,3 +445,122 @@ def test_normalizer_unit_model_is_its_rtl(look, gap):
 
     run("normalizer", cycle, lambda: len(o.cycles) == outs, 100_000)
     assert {"pv": pv.cycles, "o": o.cycles} == got
+
+
+
+class _ControllerEnv:
+    """The controller's neighbours, one rule for the RTL run and the model's: the cache answers
+    each request (``statuses`` in order) some cycles after taking it, held until taken; the
+    feeder and the query buffer are idle some cycles after their start; the step's units
+    finish some cycles after its start. Each delay is drawn in turn from ``seed``."""
+
+    def __init__(self, seed, statuses):
+        self._rng = np.random.default_rng(seed)
+        self._statuses = statuses
+        self.resp_at = self.finished_at = None
+        self.feed_at = self.q_at = 0
+        self.answered = 0
+        self.seen = []  # (cycle, what, value): the unit starts
+
+    def signals(self, t):
+        return {"resp_valid": self.resp_at is not None and t >= self.resp_at,
+                "status": self._statuses[min(self.answered, len(self._statuses) - 1)],
+                "feed_idle": t >= self.feed_at, "q_idle": t >= self.q_at,
+                "finished": self.finished_at is not None and t >= self.finished_at}
+
+    def _delay(self) -> int:
+        return int(self._rng.integers(1, 6))
+
+    def after(self, t, *, req, resp, feed, q, start):
+        if req:
+            self.resp_at = t + self._delay()
+        if resp:
+            self.resp_at = None
+            self.answered += 1
+        for what, value in (("feed", feed), ("q", q)):
+            if value is not None:
+                setattr(self, f"{what}_at", t + self._delay())
+                self.seen.append((t, what, value))
+        if start:
+            self.finished_at = t + self._delay()
+            self.seen.append((t, "start", 0))
+
+
+def _control_script(cfg, rng):
+    """Random commands: the model's (op, tokens, status, cache requests), the RTL's payloads
+    and the statuses the cache answers in turn."""
+    commands, payloads, statuses = [], [], []
+    layout = command_layout()
+    for _ in range(14):
+        op = Op(int(rng.choice([0, 1, 2, 3, 3, 3, 4]))) if rng.random() < 0.9 else 6
+        tokens = int(rng.integers(1, cfg.max_step_tokens + 2)) if op == Op.STEP else 1
+        failing = op == Op.STEP and rng.random() < 0.25
+        status = Status.FULL if failing else Status.OK
+        if op in (Op.ALLOC, Op.FREE, Op.APPEND):
+            statuses.append(Status.OK)
+        elif op == Op.STEP and tokens <= cfg.max_step_tokens:
+            statuses += [status] * tokens
+        commands.append(SimpleNamespace(op=op, tokens=tokens, status=status,
+                                        cache=[None] * tokens, chunks=[]))
+        fields = {"op": int(op), "seq": 1, "tokens": tokens - 1,
+                  "head": int(rng.integers(0, cfg.q_heads + 2)), "value": 0}
+        # As bits: an unknown code is no member of the enum.
+        payloads.append(sum(v << layout[k].offset for k, v in fields.items()))
+    return commands, payloads, statuses
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.3, 0.8])
+@pytest.mark.parametrize("look", BLOCKS["attention"].first_look, ids=lambda lk: lk.label)
+def test_controller_unit_model_is_its_rtl(look, gap):
+    """Random commands (alloc, free, append, steps of 1 to one more than the most tokens,
+    steps whose appends fail, sinks of good and bad heads, an unknown code) against a cache,
+    feeder, query buffer and walking units that answer after random delays: every handshake,
+    and the cycle and value of every unit start."""
+    cfg, _ = parse_params(BLOCKS["attention"], dict(look.params))
+    seed = _seed("control", look.label, gap)
+    commands, payloads, statuses = _control_script(cfg, np.random.default_rng(seed))
+    valid, ready = Schedule([seed, 1], gap), Schedule([seed, 2], gap)
+    req_ready = Schedule([seed, 3], gap)
+    dut = ControllerRtl(cfg)
+    env, req_cycles, answer_cycles = _ControllerEnv(seed, statuses), [], []
+
+    async def control(ctx, t):
+        s = env.signals(t)
+        ctx.set(dut.cache_resp.valid, s["resp_valid"])
+        ctx.set(dut.cache_resp.payload.status, s["status"])
+        ctx.set(dut.feed_idle, s["feed_idle"])
+        ctx.set(dut.q_idle, s["q_idle"])
+        ctx.set(dut.finished, s["finished"])
+        ctx.set(dut.cache_req.ready, req_ready[t])
+        req = ctx.get(dut.cache_req.valid) and req_ready[t]
+        answer = s["resp_valid"] and ctx.get(dut.cache_resp.ready)
+        req_cycles.extend([t] * req)
+        answer_cycles.extend([t] * answer)
+        env.after(t, req=req, resp=answer,
+                  feed=ctx.get(dut.feed_tokens) if ctx.get(dut.feed_start) else None,
+                  q=ctx.get(dut.q_count) if ctx.get(dut.q_start) else None,
+                  start=ctx.get(dut.start))
+
+    got = handshakes(dut, {"cmd": (payloads, valid)}, {"resp": (len(commands), ready)},
+                     each_cycle=control)
+    rtl_seen = env.seen
+
+    cmd, resp = Producer(Source(valid), len(commands), commands), Consumer(ready)
+    req, answers = Wire(), Wire()
+    unit = Controller(cfg.max_step_tokens, cfg.q_heads, cmd, resp, req, answers)
+    env = _ControllerEnv(seed, statuses)
+
+    def cycle(t):
+        s = env.signals(t)
+        unit.feed_idle, unit.q_idle, unit.finished = s["feed_idle"], s["q_idle"], s["finished"]
+        req.set(unit.req_valid, req_ready[t])
+        answers.set(s["resp_valid"], unit.cache_resp_ready)
+        feed, q, start = unit.feed_start, unit.q_start, unit.start
+        unit.step(t)
+        env.after(t, req=req.taken, resp=answers.taken, feed=feed, q=q, start=start)
+        return t + 1
+
+    run("controller", cycle, lambda: len(resp.cycles) == len(commands), 100_000)
+    assert {"cmd": cmd.cycles, "resp": resp.cycles} == got
+    assert (req.cycles, answers.cycles) == (req_cycles, answer_cycles)
+    assert env.seen == rtl_seen
