@@ -651,7 +651,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="moe-full-batch-refused",
         models="MoE: a batch of exactly `tokens` tokens is refused as too many",
-        file="scoville/rtl/moe.py",
+        file="scoville/rtl/moe_sequencer.py",
         edits=(Edit("bad = (t_ == 0) | (t_ > T)", "bad = (t_ == 0) | (t_ >= T)"),),
         block="moe", params=MOE, tests=("test_edges",), timing=False,
         why="the directed edges end with a full batch, and the testbench expects its output",
@@ -660,9 +660,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="moe-last-long-unchecked",
         models="MoE: a weight response that runs long (no `last` on its last word) passes; "
                "only early ends are caught",
-        file="scoville/rtl/moe.py",
-        edits=(Edit("with m.If(self.rdata.payload.last != burst_end):",
-                    "with m.If(self.rdata.payload.last & ~burst_end):"),),
+        file="scoville/rtl/moe_requests.py",
+        edits=(Edit("with m.If(self.last != burst_end):",
+                    "with m.If(self.last & ~burst_end):"),),
         block="moe", params=MOE, tests=("test_bad_weights",), timing=False,
         why="test_bad_weights flips `last` off a tile's final word: the batch must emit "
             "nothing",
@@ -670,7 +670,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="moe-burst-end-off-by-one",
         models="MoE: the `last` check expects a burst one word longer than the fetch engine's",
-        file="scoville/rtl/moe.py",
+        file="scoville/rtl/moe_requests.py",
         edits=(Edit("burst_end = tile_end | (w_beat == cfg.fetch.burst - 1)",
                     "burst_end = tile_end | (w_beat == cfg.fetch.burst)"),),
         block="moe", params=MOE, tests=("test_edges",), timing=False,
@@ -681,7 +681,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="moe-output-not-cleared",
         models="MoE: the output memory is not cleared while a batch comes in, so a batch adds "
                "onto the one before",
-        file="scoville/rtl/moe.py",
+        file="scoville/rtl/moe_combine.py",
         edits=(Edit("        with m.If(clearing):\n",
                     "        with m.If(clearing & 0):\n"),),
         block="moe", params=MOE, tests=("test_edges",), timing=False,
@@ -691,8 +691,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="moe-shared-weight-two",
         models="MoE, DeepSeek: the shared expert's output is added twice over (weight 2.0)",
-        file="scoville/rtl/moe.py",
-        edits=(Edit("lst_w[i].eq(fp32_bits(1.0))", "lst_w[i].eq(fp32_bits(2.0))"),),
+        file="scoville/rtl/moe_sequencer.py",
+        edits=(Edit("w[i].eq(fp32_bits(1.0))", "w[i].eq(fp32_bits(2.0))"),),
         block="moe", params=MOE_DEEPSEEK, tests=("test_edges",), timing=False,
         why="every token passes through the shared expert",
     ),
@@ -710,11 +710,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="moe-combine-drain-one-late",
         models="MoE: after an expert's last down row the sequencer waits one cycle more for "
                "the combine's write than it needs",
-        file="scoville/rtl/moe.py",
-        edits=(Edit("        acc_v = Signal()\n",
-                    "        acc_v = Signal()\n        acc_v_d = Signal()\n"
-                    "        m.d.sync += acc_v_d.eq(acc_v)\n"),
-               Edit("with m.Elif(~acc_v):", "with m.Elif(~acc_v & ~acc_v_d):")),
+        file="scoville/rtl/moe_sequencer.py",
+        edits=(Edit("        entry = self.entry.payload\n",
+                    "        entry = self.entry.payload\n        busy_d = Signal()\n"
+                    "        m.d.sync += busy_d.eq(self.busy)\n"),
+               Edit("with m.Elif(~self.busy):", "with m.Elif(~self.busy & ~busy_d):")),
         block="moe", params=MOE, tests=("test_edges",), timing=True,
         why="every expert ends in DRAIN with its last write pending: the next expert, the "
             "output and every handshake after them move a cycle",

@@ -19,7 +19,7 @@ from .gemm import operand_layouts
 from .lib.formats import MX_BLOCK
 from .mx_quant import MxQuantConfig, out_layout
 
-__all__ = ["ActStore", "write_layout"]
+__all__ = ["ActStore", "LinePacker", "StoreWriter", "nested_step", "write_layout"]
 
 
 def write_layout(lanes: int, dim: int, act_fmt: str) -> data.StructLayout:
@@ -100,3 +100,111 @@ class ActStore(wiring.Component):
                 with m.If(tile0 + R >= n):
                     m.d.sync += busy.eq(0)
         return m
+
+
+class StoreWriter(wiring.Component):
+    """A quantizer's blocks (``i``) into an :class:`ActStore`'s writes (``w``), each at the
+    next ``(lane, block)``: lane-major (``by_lane``: every block of lane 0, then lane 1, ...;
+    the token order of ``x``) or block-major (block 0 of lanes ``0 .. n - 1``, then block 1,
+    ...; the order in which an expert's rows leave the SwiGLU). ``count`` is the blocks
+    written since ``clear`` (which also starts the order over).
+
+    Timing: a pass-through (``w`` is ``i``, with the place added), no register.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(mx_quant out_layout(act_fmt)))
+    w : Out(stream.Signature(write_layout(lanes, dim, act_fmt)))
+    n : In(range(lanes + 1))
+        Block-major: the lanes of a block.
+    clear : In(1)
+    count : Out(range(lanes * dim / 32 + 1))
+    """
+
+    def __init__(self, lanes: int, dim: int, act_fmt: str, *, by_lane: bool):
+        self._lanes, self._blocks, self._by_lane = lanes, dim // MX_BLOCK, by_lane
+        super().__init__({
+            "i": In(stream.Signature(out_layout(MxQuantConfig(out_fmt=act_fmt)))),
+            "w": Out(stream.Signature(write_layout(lanes, dim, act_fmt))),
+            "n": In(range(lanes + 1)), "clear": In(1),
+            "count": Out(range(lanes * self._blocks + 1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        lane = Signal(range(self._lanes + 1))
+        block = Signal(range(self._blocks + 1))
+        m.d.comb += [self.w.valid.eq(self.i.valid), self.i.ready.eq(self.w.ready),
+                     self.w.payload.block.eq(block), self.w.payload.lane.eq(lane),
+                     self.w.payload.mx.eq(self.i.payload)]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += self.count.eq(self.count + 1)
+            if self._by_lane:
+                nested_step(m, block, self._blocks, lane)
+            else:
+                nested_step(m, lane, self.n, block)
+        with m.If(self.clear):
+            m.d.sync += [lane.eq(0), block.eq(0), self.count.eq(0)]
+        return m
+
+
+class LinePacker(wiring.Component):
+    """The SwiGLU's outputs (``lanes`` activations of a row of a gate-up column tile) packed
+    into lines of 32 for the quantizer: an expert's rows ``0 .. n - 1`` of a column tile, then
+    of the next, each row's line filled by ``32 / lanes`` tiles in turn; the tile that fills
+    it sends the line on ``o``. ``clear`` starts an expert (row 0 of tile 0).
+
+    Timing: a beat that does not fill its line is taken at once; the one that fills it when
+    ``o`` is ready, passed through in the same cycle.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(ArrayLayout(32, lanes)))
+    o : Out(stream.Signature(ArrayLayout(32, 32)))
+    n : In(range(rows + 1))
+    clear : In(1)
+    """
+
+    def __init__(self, rows: int, lanes: int, tiles: int):
+        self._rows, self._lanes, self._tiles = rows, lanes, tiles
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(32, lanes))),
+            "o": Out(stream.Signature(data.ArrayLayout(32, MX_BLOCK))),
+            "n": In(range(rows + 1)), "clear": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        T, HB = self._rows, self._lanes
+        hl = Array(Signal(data.ArrayLayout(32, MX_BLOCK), name=f"hline{i}") for i in range(T))
+        g_row = Signal(range(T + 1))       # list place of the next SwiGLU output
+        g_tile = Signal(range(self._tiles + 1))
+        seg = Signal(range(MX_BLOCK // HB))
+        m.d.comb += seg.eq(g_tile % (MX_BLOCK // HB))
+        fills = seg == MX_BLOCK // HB - 1
+        merged = Signal(data.ArrayLayout(32, MX_BLOCK))
+        cur = hl[g_row]
+        for s_ in range(MX_BLOCK // HB):
+            for q in range(HB):
+                m.d.comb += merged[s_ * HB + q].eq(Mux(seg == s_, self.i.payload[q],
+                                                       cur[s_ * HB + q]))
+        m.d.comb += [self.i.ready.eq(~fills | self.o.ready),
+                     self.o.valid.eq(self.i.valid & fills),
+                     self.o.payload.as_value().eq(merged.as_value())]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += hl[g_row].eq(merged)
+            nested_step(m, g_row, self.n, g_tile, self._tiles)
+        with m.If(self.clear):
+            m.d.sync += [g_row.eq(0), g_tile.eq(0)]
+        return m
+
+
+def nested_step(m, inner, inner_end, outer, outer_end=None):
+    """Step two nested counters (under the caller's condition): ``inner`` counts to
+    ``inner_end - 1`` and wraps to 0, stepping ``outer`` (which wraps after ``outer_end - 1``
+    when given)."""
+    wraps = inner == inner_end - 1
+    m.d.sync += inner.eq(Mux(wraps, 0, inner + 1))
+    with m.If(wraps):
+        step = outer + 1 if outer_end is None else Mux(outer == outer_end - 1, 0, outer + 1)
+        m.d.sync += outer.eq(step)
