@@ -1,0 +1,56 @@
+"""Unit model (:mod:`scoville.sim.cycles.unit`) of :class:`scoville.rtl.moe_input.XSplit`,
+from its docstring. Checked against the RTL alone (``tests/test_moe_units.py``);
+the block's model (:func:`scoville.sim.cycles.moe.timing`) still steps these registers in its
+own loop until it is composed of unit models (issue #33)."""
+
+from __future__ import annotations
+
+from scoville.rtl.lib.formats import MX_BLOCK
+
+__all__ = ["XSplit"]
+
+
+class XSplit:
+    """The input split: an element of the batch is taken in any cycle the router is ready and,
+    for a line's 32nd, the quantizer too; it goes to both in that cycle. The composed model
+    sets :attr:`start` for the cycle about to be stepped (the batch's tokens; None: no start).
+
+    Parameters
+    ----------
+    hidden : int
+    x : input port
+    router, line : output port
+    """
+
+    __slots__ = ("_count", "_hidden", "_pos", "_tokens", "line", "router", "start", "taking",
+                 "x")
+
+    def __init__(self, hidden: int, x, router, line):
+        self._hidden, self.x, self.router, self.line = hidden, x, router, line
+        self.taking = False
+        self._pos = self._count = self._tokens = 0
+        self.start: int | None = None
+
+    def _completes(self) -> bool:
+        return self._pos == MX_BLOCK - 1
+
+    def router_valid(self, t: int) -> bool:
+        return self.taking and self.x.offers(t) and (not self._completes()
+                                                     or self.line.accepts(t))
+
+    def line_valid(self, t: int) -> bool:
+        return self.taking and self.x.offers(t) and self.router.accepts(t) \
+            and self._completes()
+
+    def step(self, t: int) -> None:
+        if self.router_valid(t) and self.router.accepts(t):
+            self.x.take(t)
+            self.router.take(t)
+            if self._completes():
+                self.line.take(t)
+            self._pos = (self._pos + 1) % MX_BLOCK
+            self._count += 1
+            if self._count == self._tokens * self._hidden:
+                self.taking = False
+        if self.start is not None:
+            self.taking, self._pos, self._count, self._tokens = True, 0, 0, self.start

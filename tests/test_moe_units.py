@@ -1,0 +1,167 @@
+"""MoE's units alone: each RTL unit in Amaranth's simulator against its unit model
+(``scoville.sim.cycles.moe_*``), handshake for handshake, on random schedules (gaps on the
+inputs, back-pressure on the outputs, light and heavy), each case seeded from its name."""
+
+import zlib
+
+import numpy as np
+import pytest
+
+from scoville.rtl.lib.params import build_config
+from scoville.rtl.moe import MoeConfig
+from scoville.rtl.moe_acts import LinePacker as LinePackerRtl
+from scoville.rtl.moe_acts import StoreWriter as StoreWriterRtl
+from scoville.rtl.moe_input import XSplit as XSplitRtl
+from scoville.sim.cycles.moe_acts import LinePacker, StoreWriter
+from scoville.sim.cycles.moe_input import XSplit
+from scoville.sim.cycles.stream import Consumer, Producer, Schedule, Source
+from scoville.sim.cycles.unit import run
+
+from .amsim import handshakes
+
+#: Small configurations: GPT-OSS in FP32 x (64 elements a token, two lines), DeepSeek in
+#: BF16 x with 16 columns (8 lanes of SwiGLU: four tiles fill a line).
+CONFIGS = {
+    "gpt-oss-fp32": {"experts": 4, "top_k": 2, "hidden": 64, "intermediate": 32, "tokens": 3,
+                     "array.rows": 2, "array.cols": 8, "weight_port_bits": 64},
+    "deepseek-bf16": {"router": "deepseek", "experts": 4, "top_k": 2, "hidden": 32,
+                      "intermediate": 64, "tokens": 4, "array.rows": 2, "array.cols": 16,
+                      "weight_port_bits": 64, "x_fmt": "bf16", "act_fmt": "mxfp4"},
+}
+GAPS = [0.0, 0.3, 0.8]
+
+
+def _seed(*case) -> int:
+    """A case's seed, the same in every run (``hash`` of a string is not)."""
+    return zlib.crc32(repr(case).encode())
+
+
+def _config(name):
+    return build_config(MoeConfig, CONFIGS[name])
+
+
+@pytest.mark.parametrize("gap", GAPS)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_x_split_unit_model_is_its_rtl(name, gap):
+    """Two batches of random sizes, each started once the last one's elements are in: x under
+    gaps, the router and the quantizer's lines under back-pressure."""
+    cfg = _config(name)
+    seed = _seed("split", name, gap)
+    rng = np.random.default_rng(seed)
+    batches = [int(rng.integers(1, cfg.tokens + 1)) for _ in range(2)]
+    n = sum(batches) * cfg.hidden
+    xs = [int(v) for v in rng.integers(0, 2**16, n)]
+    valid, r_ready, l_ready = (Schedule([seed, k], gap) for k in (1, 2, 3))
+    dut = XSplitRtl(cfg)
+    starts = []
+
+    async def control(ctx, t):
+        done = sum(batches[:len(starts)]) * cfg.hidden
+        go = len(starts) < len(batches) and control.taken >= done and (
+            not starts or t >= starts[-1] + 3)
+        ctx.set(dut.start, go)
+        if go:
+            ctx.set(dut.tokens, batches[len(starts)])
+            starts.append(t)
+        control.taken += ctx.get(dut.x.valid) and ctx.get(dut.x.ready)
+
+    control.taken = 0
+    got = handshakes(dut, {"x": (xs, valid)},
+                     {"router": (n, r_ready), "line": (n // 32, l_ready)}, each_cycle=control)
+    x, router, line = Producer(Source(valid), n), Consumer(r_ready), Consumer(l_ready)
+    unit = XSplit(cfg.hidden, x, router, line)
+    plan = dict(zip(starts, batches, strict=True))
+
+    def cycle(t):
+        unit.start = plan.get(t)
+        unit.step(t)
+        return t + 1
+
+    run("x_split", cycle, lambda: x.sent == n, 100_000)
+    assert {"x": x.cycles, "router": router.cycles, "line": line.cycles} == got
+
+
+@pytest.mark.parametrize("gap", GAPS)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_line_packer_unit_model_is_its_rtl(name, gap):
+    """Two experts of random sizes, each the SwiGLU's rows of every gate-up tile: the rows
+    under gaps, the quantizer under back-pressure."""
+    cfg = _config(name)
+    seed = _seed("pack", name, gap)
+    rng = np.random.default_rng(seed)
+    lanes, tiles = cfg.array.cols // 2, cfg.gate_up_tiles
+    experts = [int(rng.integers(1, cfg.tokens + 1)) for _ in range(2)]
+    beats = sum(experts) * tiles
+    lines = beats * lanes // 32
+    rows = [[int(v) for v in rng.integers(0, 2**32, lanes)] for _ in range(beats)]
+    valid, ready = Schedule([seed, 1], gap), Schedule([seed, 2], gap)
+    dut = LinePackerRtl(cfg.tokens, lanes, tiles)
+    starts = []
+
+    # The second expert's rows come long after the first's (as an expert's rows come only
+    # after its tiles start): its start never meets a row.
+    first = experts[0] * tiles
+    arrivals = [1] * first + [5_000] * (beats - first)
+
+    async def control(ctx, t):
+        done = sum(experts[:len(starts)]) * tiles
+        go = len(starts) < len(experts) and control.taken >= done
+        ctx.set(dut.clear, go)
+        if go:
+            starts.append(t)
+        if starts:
+            ctx.set(dut.n, experts[len(starts) - 1])
+        control.taken += ctx.get(dut.i.valid) and ctx.get(dut.i.ready)
+
+    control.taken = 0
+    got = handshakes(dut, {"i": (rows, Source(valid, arrivals))}, {"o": (lines, ready)},
+                     each_cycle=control)
+    i, o = Producer(Source(valid, arrivals), beats), Consumer(ready)
+    unit = LinePacker(lanes, tiles, i, o)
+    plan = dict(zip(starts, experts, strict=True))
+
+    def cycle(t):
+        if t in plan:
+            unit.clear()
+            unit.n = plan[t]
+        unit.step(t)
+        return t + 1
+
+    run("line_packer", cycle, lambda: i.sent == beats, 100_000)
+    assert {"i": i.cycles, "o": o.cycles} == got
+
+
+@pytest.mark.parametrize("gap", GAPS)
+def test_store_writer_unit_model_is_its_rtl(gap):
+    """A quantizer's blocks under gaps into a store under back-pressure, the count cleared in
+    a random cycle."""
+    cfg = _config("gpt-oss-fp32")
+    seed = _seed("writer", gap)
+    rng = np.random.default_rng(seed)
+    blocks = cfg.tokens * cfg.hidden // 32
+    dut = StoreWriterRtl(cfg.tokens, cfg.hidden, cfg.act_fmt, by_lane=True)
+    payloads = [{"codes": [int(c) for c in rng.integers(0, 16, 32)],
+                 "scale": int(rng.integers(0, 256))} for _ in range(blocks)]
+    valid, ready = Schedule([seed, 1], gap), Schedule([seed, 2], gap)
+    clear_at = int(rng.integers(0, 3 * blocks))
+    counts = []
+
+    async def control(ctx, t):
+        ctx.set(dut.clear, t == clear_at)
+        counts.append(ctx.get(dut.count))
+
+    got = handshakes(dut, {"i": (payloads, valid)}, {"w": (blocks, ready)}, each_cycle=control)
+    i, w = Producer(Source(valid), blocks), Consumer(ready)
+    unit = StoreWriter(i, w)
+    seen = []
+
+    def cycle(t):
+        seen.append(unit.count)
+        if t == clear_at:
+            unit.clear()
+        unit.step(t)
+        return t + 1
+
+    run("store_writer", cycle, lambda: len(seen) == len(counts), 100_000)
+    assert {"i": i.cycles, "w": w.cycles} == got
+    assert seen == counts
