@@ -12,8 +12,10 @@ from scoville.rtl.moe import MoeConfig
 from scoville.rtl.moe_acts import LinePacker as LinePackerRtl
 from scoville.rtl.moe_acts import StoreWriter as StoreWriterRtl
 from scoville.rtl.moe_input import XSplit as XSplitRtl
+from scoville.rtl.moe_requests import WeightRequests as WeightRequestsRtl
 from scoville.sim.cycles.moe_acts import LinePacker, StoreWriter
 from scoville.sim.cycles.moe_input import XSplit
+from scoville.sim.cycles.moe_requests import WeightRequests
 from scoville.sim.cycles.stream import Consumer, Producer, Schedule, Source
 from scoville.sim.cycles.unit import run
 
@@ -165,3 +167,67 @@ def test_store_writer_unit_model_is_its_rtl(gap):
     run("store_writer", cycle, lambda: len(seen) == len(counts), 100_000)
     assert {"i": i.cycles, "w": w.cycles} == got
     assert seen == counts
+
+
+@pytest.mark.parametrize("gap", GAPS)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_weight_requests_unit_model_is_its_rtl(name, gap):
+    """Two batches, each armed, then sorting from a random cycle on with a random set of
+    experts chosen (and the shared one with DeepSeek's): the fetch commands and the loader's
+    descriptors, their cycles and fields, under back-pressure on each."""
+    cfg = build_config(MoeConfig, {**CONFIGS[name], "shared": int(name.startswith("deep"))})
+    seed = _seed("requests", name, gap)
+    rng = np.random.default_rng(seed)
+    batches = []
+    for _ in range(2):
+        chosen = sorted(int(e) for e in rng.choice(cfg.experts, int(rng.integers(1, 4)),
+                                                   replace=False))
+        batches.append(chosen + ([cfg.experts] if cfg.shared else []))
+    tiles = cfg.gate_up_tiles + cfg.down_tiles
+    beats = sum(len(b) for b in batches) * tiles
+    f_ready, t_ready = Schedule([seed, 1], gap), Schedule([seed, 2], gap)
+    dut = WeightRequestsRtl(cfg)
+    plan, seen = [], []  # (arm cycle, sorting from) per batch; the RTL's payloads
+
+    async def control(ctx, t):
+        done = sum(len(b) for b in batches[:len(plan)]) * tiles
+        if len(plan) < len(batches) and control.beats >= done:
+            plan.append((t, t + 1 + int(rng.integers(0, 6))))
+        at = plan[-1] if plan else (None, None)
+        ctx.set(dut.arm, at[0] == t)
+        ctx.set(dut.sorting, at[1] is not None and t >= at[1])
+        chosen = batches[len(plan) - 1][:cfg.experts] if plan else []
+        ctx.set(dut.experts, sum(1 << e for e in chosen if e < cfg.experts))
+        if ctx.get(dut.fetch.valid) and ctx.get(dut.fetch.ready):
+            p = ctx.get(dut.fetch.payload)
+            seen.append(("f", p.addr, p.len))
+        if ctx.get(dut.tile.valid) and ctx.get(dut.tile.ready):
+            seen.append(("t", ctx.get(dut.tile.payload).k))
+            control.beats += 1
+
+    control.beats = 0
+    got = handshakes(dut, {}, {"fetch": (beats, f_ready), "tile": (beats, t_ready)},
+                     each_cycle=control)
+    fetch, tile = Consumer(f_ready), Consumer(t_ready)
+    unit = WeightRequests(cfg, fetch, tile)
+    arms = {a: (s, b) for (a, s), b in zip(plan, batches, strict=True)}
+    sorting_from = None
+    want = []
+
+    def cycle(t):
+        nonlocal sorting_from
+        if t in arms:
+            sorting_from, experts = arms[t]
+            unit.arm(experts)
+        unit.sorting = sorting_from is not None and t >= sorting_from
+        if unit.fetch_valid and fetch.accepts(t):
+            want.append(("f", *unit.fetch_payload))
+        if unit.tile_valid and tile.accepts(t):
+            want.append(("t", unit.tile_payload))
+        unit.step(t)
+        return t + 1
+
+    run("weight_requests", cycle, lambda: len(tile.cycles) == beats
+        and len(fetch.cycles) == beats, 100_000)
+    assert {"fetch": fetch.cycles, "tile": tile.cycles} == got
+    assert want == seen

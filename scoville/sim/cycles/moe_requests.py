@@ -1,0 +1,85 @@
+"""Unit model (:mod:`scoville.sim.cycles.unit`) of
+:class:`scoville.rtl.moe_requests.WeightRequests`, from its docstring. Checked against the RTL
+alone (``tests/test_moe_units.py``); the block's model (:func:`scoville.sim.cycles.moe.timing`)
+still steps these registers in its own loop until it is composed of unit models (issue #33)."""
+
+from __future__ import annotations
+
+__all__ = ["WeightRequests"]
+
+
+class WeightRequests:
+    """The weight requests: once armed (:meth:`arm`) and the dispatch is sorting
+    (:attr:`sorting`, set by the composed model each cycle), each chosen expert's column tiles
+    in turn (:meth:`start` gives them: ascending index, the shared one last), gate-up then
+    down; a tile's fetch command and loader descriptor are offered from the cycle after the
+    previous tile's are both taken, each held until taken.
+
+    Parameters
+    ----------
+    config : MoeConfig
+    fetch, tile : output port
+        Payloads: ``(address, words)`` and the tile's ``k``.
+    """
+
+    __slots__ = ("_armed", "_cfg", "_experts", "_next", "_pending", "_sent_f", "_sent_t", "_t",
+                 "fetch", "issuing", "sorting", "tile")
+
+    def __init__(self, config, fetch, tile):
+        self._cfg, self.fetch, self.tile = config, fetch, tile
+        self._armed = self.issuing = self.sorting = False
+        self._sent_f = self._sent_t = False
+        self._t = 0
+        self._experts: list[int] = []
+        self._next: list[int] | None = None
+        self._pending: list[int] = []
+
+    def arm(self, experts: list[int]) -> None:
+        """In the cycle about to be stepped: the next batch's experts (taken when sorting)."""
+        self._next = experts
+
+    @property
+    def fetch_valid(self) -> bool:
+        return self.issuing and not self._sent_f
+
+    @property
+    def tile_valid(self) -> bool:
+        return self.issuing and not self._sent_t
+
+    def _gate_up(self) -> bool:
+        return self._t < self._cfg.gate_up_tiles
+
+    @property
+    def fetch_payload(self) -> tuple[int, int]:
+        cfg, gt = self._cfg, self._cfg.gate_up_tiles
+        tw_gu, tw_dn = cfg.tile_words(cfg.hidden), cfg.tile_words(cfg.intermediate)
+        base = self._experts[0] * cfg.expert_words
+        if self._gate_up():
+            return base + self._t * tw_gu, tw_gu
+        return base + gt * tw_gu + (self._t - gt) * tw_dn, tw_dn
+
+    @property
+    def tile_payload(self) -> int:
+        return self._cfg.hidden if self._gate_up() else self._cfg.intermediate
+
+    def step(self, t: int) -> None:
+        if self.issuing:
+            f_done = self._sent_f or self.fetch.accepts(t)
+            t_done = self._sent_t or self.tile.accepts(t)
+            if not self._sent_f and f_done:
+                self.fetch.take(t)
+            if not self._sent_t and t_done:
+                self.tile.take(t)
+            self._sent_f, self._sent_t = f_done, t_done
+            if f_done and t_done:
+                self._sent_f = self._sent_t = False
+                self._t += 1
+                if self._t == self._cfg.gate_up_tiles + self._cfg.down_tiles:
+                    self._t = 0
+                    self._experts.pop(0)
+                    self.issuing = bool(self._experts)
+        if self._armed and self.sorting:
+            self._armed, self.issuing, self._t = False, True, 0
+            self._experts = list(self._pending)
+        if self._next is not None:
+            self._armed, self._pending, self._next = True, self._next, None
