@@ -11,9 +11,11 @@ from scoville.rtl.lib.params import build_config
 from scoville.rtl.moe import MoeConfig
 from scoville.rtl.moe_acts import LinePacker as LinePackerRtl
 from scoville.rtl.moe_acts import StoreWriter as StoreWriterRtl
+from scoville.rtl.moe_combine import Combine as CombineRtl
 from scoville.rtl.moe_input import XSplit as XSplitRtl
 from scoville.rtl.moe_requests import WeightRequests as WeightRequestsRtl
 from scoville.sim.cycles.moe_acts import LinePacker, StoreWriter
+from scoville.sim.cycles.moe_combine import Combine
 from scoville.sim.cycles.moe_input import XSplit
 from scoville.sim.cycles.moe_requests import WeightRequests
 from scoville.sim.cycles.stream import Consumer, Producer, Schedule, Source
@@ -231,3 +233,68 @@ def test_weight_requests_unit_model_is_its_rtl(name, gap):
         and len(fetch.cycles) == beats, 100_000)
     assert {"fetch": fetch.cycles, "tile": tile.cycles} == got
     assert want == seen
+
+
+@pytest.mark.parametrize("gap", GAPS)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_combine_unit_model_is_its_rtl(name, gap):
+    """A batch of random size: an expert's down rows under gaps, then the output (``first``,
+    then ``out`` until its last word) under back-pressure: every handshake, ``busy`` in every
+    cycle and the cycle of ``o_last``."""
+    cfg = _config(name)
+    seed = _seed("combine", name, gap)
+    rng = np.random.default_rng(seed)
+    tokens = int(rng.integers(1, cfg.tokens + 1))
+    DT, C = cfg.down_tiles, cfg.array.cols
+    n_rows, words = tokens * DT, tokens * DT
+    rows = [[int(v) for v in rng.integers(0, 2**32, C)] for _ in range(n_rows)]
+    valid, ready = Schedule([seed, 1], gap), Schedule([seed, 2], gap)
+    dut = CombineRtl(cfg)
+    seen = {"busy": [], "last": [], "out_from": None}
+
+    async def control(ctx, t):
+        ctx.set(dut.clear, t == 0)
+        ctx.set(dut.restart, t == 0)
+        ctx.set(dut.tokens, tokens)
+        ctx.set(dut.n, tokens)
+        for i in range(cfg.tokens):
+            ctx.set(dut.tok[i], min(i, tokens - 1))
+            ctx.set(dut.w[i], 0x3F80_0000)
+        busy = ctx.get(dut.busy)
+        seen["busy"].append(busy)
+        first = seen["out_from"] is None and control.rows == n_rows and not busy
+        if first:
+            seen["out_from"] = t + 1
+        out = seen["out_from"] is not None and t >= seen["out_from"] and not control.ended
+        ctx.set(dut.first, first)
+        ctx.set(dut.out, out)
+        if ctx.get(dut.o_last):
+            seen["last"].append(t)
+            control.ended = True
+        control.rows += ctx.get(dut.rows.valid) and ctx.get(dut.rows.ready)
+
+    control.rows, control.ended = 0, False
+    got = handshakes(dut, {"rows": (rows, Source(valid, [1] * n_rows))},
+                     {"o": (words, ready)}, each_cycle=control)
+    i, o = Producer(Source(valid, [1] * n_rows), n_rows), Consumer(ready)
+    unit = Combine(DT, i, o)
+    unit.tokens = tokens
+    busy, last = [], []
+    out_from, ended = None, False
+
+    def cycle(t):
+        nonlocal out_from, ended
+        busy.append(unit.busy)
+        unit.first = out_from is None and i.sent == n_rows and not unit.busy
+        if unit.first:
+            out_from = t + 1
+        unit.out = out_from is not None and t >= out_from and not ended
+        if unit.o_last(t):
+            last.append(t)
+            ended = True
+        unit.step(t)
+        return t + 1
+
+    run("combine", cycle, lambda: len(busy) == len(seen["busy"]), 100_000)
+    assert {"rows": i.cycles, "o": o.cycles} == got
+    assert (busy, last) == (seen["busy"], seen["last"])
