@@ -14,8 +14,6 @@ LIMIT = 150
 EXCEPTIONS = {
     ("scoville/rtl/kvcache.py", "KvCache.elaborate"): (
         259, "#33 step 2 asks KvCache.elaborate to get the same treatment"),
-    ("scoville/sim/cycles/moe.py", "timing"): (
-        315, "#33 step 3: the RTL's units are components; the model is still one loop"),
 }
 
 

@@ -2,6 +2,7 @@
 (``scoville.sim.cycles.moe_*``), handshake for handshake, on random schedules (gaps on the
 inputs, back-pressure on the outputs, light and heavy), each case seeded from its name."""
 
+import functools
 import zlib
 
 import numpy as np
@@ -9,15 +10,22 @@ import pytest
 
 from scoville.rtl.lib.params import build_config
 from scoville.rtl.moe import MoeConfig
+from scoville.rtl.moe_acts import ActStore as ActStoreRtl
 from scoville.rtl.moe_acts import LinePacker as LinePackerRtl
 from scoville.rtl.moe_acts import StoreWriter as StoreWriterRtl
 from scoville.rtl.moe_combine import Combine as CombineRtl
+from scoville.rtl.moe_dispatch import Dispatch as DispatchRtl
 from scoville.rtl.moe_input import XSplit as XSplitRtl
 from scoville.rtl.moe_requests import WeightRequests as WeightRequestsRtl
-from scoville.sim.cycles.moe_acts import LinePacker, StoreWriter
+from scoville.rtl.moe_router import Router as RouterRtl
+from scoville.rtl.moe_weights import WeightTiles as WeightTilesRtl
+from scoville.sim.cycles.moe import dispatch_latency, route_latency
+from scoville.sim.cycles.moe_acts import LinePacker, StoreFeeder, StoreWriter
 from scoville.sim.cycles.moe_combine import Combine
 from scoville.sim.cycles.moe_input import XSplit
 from scoville.sim.cycles.moe_requests import WeightRequests
+from scoville.sim.cycles.moe_router import Dispatch, Router
+from scoville.sim.cycles.moe_weights import WeightTiles
 from scoville.sim.cycles.stream import Consumer, Producer, Schedule, Source
 from scoville.sim.cycles.unit import run
 
@@ -298,3 +306,130 @@ def test_combine_unit_model_is_its_rtl(name, gap):
     run("combine", cycle, lambda: len(busy) == len(seen["busy"]), 100_000)
     assert {"rows": i.cycles, "o": o.cycles} == got
     assert (busy, last) == (seen["busy"], seen["last"])
+
+
+@pytest.mark.parametrize("gap", GAPS)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_router_unit_model_is_its_rtl(name, gap):
+    """Three tokens' elements under gaps, the answers under back-pressure (the weights left
+    at their reset values: the timing does not depend on them)."""
+    cfg = _config(name)
+    seed = _seed("router", name, gap)
+    rng = np.random.default_rng(seed)
+    tokens = 3
+    xs = [int(v) for v in rng.integers(0, 2**32, tokens * cfg.hidden)]
+    valid, ready = Schedule([seed, 1], gap), Schedule([seed, 2], gap)
+    got = handshakes(RouterRtl(cfg), {"x": (xs, valid)}, {"o": (tokens, ready)})
+    x, o = Producer(Source(valid), len(xs)), Consumer(ready)
+    unit = Router(cfg.hidden, route_latency(cfg), x, o)
+
+    def cycle(t):
+        unit.step(t)
+        return t + 1
+
+    run("router", cycle, lambda: len(o.cycles) == tokens, 100_000)
+    assert {"x": x.cycles, "o": o.cycles} == got
+
+
+@pytest.mark.parametrize("gap", GAPS)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_dispatch_unit_model_is_its_rtl(name, gap):
+    """Two batches of random choices under gaps, the sorted entries under back-pressure:
+    every handshake and every entry's expert, count and group ends."""
+    cfg = _config(name)
+    seed = _seed("dispatch", name, gap)
+    rng = np.random.default_rng(seed)
+    K, beats, model_beats, entries = cfg.top_k, [], [], 0
+    for _ in range(2):
+        tokens = int(rng.integers(1, cfg.tokens + 1))
+        choices = [sorted(int(e) for e in rng.choice(cfg.experts, K, replace=False))
+                   for _ in range(tokens)]
+        counts = {}
+        for row in choices:
+            for e in row:
+                counts[e] = counts.get(e, 0) + 1
+        groups = tuple(sorted(counts.items()))
+        for i, row in enumerate(choices):
+            beats.append({"index": row, "weight": [0] * K, "last": i == tokens - 1})
+            model_beats.append(groups if i == tokens - 1 else None)
+        entries += tokens * K
+    valid, ready = Schedule([seed, 1], gap), Schedule([seed, 2], gap)
+    dut = DispatchRtl(cfg)
+    seen = []
+
+    async def watch(ctx, t):
+        if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
+            p = ctx.get(dut.o.payload)
+            seen.append((p.expert, p.count, p.last, p.end))
+
+    got = handshakes(dut, {"c": (beats, valid)}, {"o": (entries, ready)}, each_cycle=watch)
+    c, o = Producer(Source(valid), len(beats), model_beats), Consumer(ready)
+    unit = Dispatch(functools.partial(dispatch_latency, cfg), c, o)
+    want = []
+
+    def cycle(t):
+        if unit.o_valid(t) and o.accepts(t):
+            want.append(unit.o_payload)
+        unit.step(t)
+        return t + 1
+
+    run("dispatch", cycle, lambda: len(o.cycles) == entries, 100_000)
+    assert {"c": c.cycles, "o": o.cycles} == got
+    assert want == seen
+
+
+@pytest.mark.parametrize("gap", GAPS)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_store_feeder_unit_model_is_its_rtl(name, gap):
+    """Commands of 1 to ``tokens`` rows under gaps, the A beats under back-pressure."""
+    cfg = _config(name)
+    seed = _seed("feeder", name, gap)
+    rng = np.random.default_rng(seed)
+    ns = [int(rng.integers(1, cfg.tokens + 1)) for _ in range(3)]
+    R, D = cfg.array.rows, cfg.hidden
+    beats = sum(-(-n // R) * D for n in ns)
+    valid, ready = Schedule([seed, 1], gap), Schedule([seed, 2], gap)
+    dut = ActStoreRtl(cfg.tokens, D, cfg.act_fmt, cfg.array)
+    got = handshakes(dut, {"cmd": (ns, valid)}, {"a": (beats, ready)})
+    cmd, a = Producer(Source(valid), len(ns), ns), Consumer(ready)
+    unit = StoreFeeder(D, R, cmd, a)
+
+    def cycle(t):
+        unit.step(t)
+        return t + 1
+
+    run("store_feeder", cycle, lambda: len(a.cycles) == beats, 100_000)
+    assert {"cmd": cmd.cycles, "a": a.cycles} == got
+
+
+@pytest.mark.parametrize("gap", GAPS)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_weight_tiles_unit_model_is_its_rtl(name, gap):
+    """Four column tiles (gate-up and down sizes at random), their words under gaps, a feed
+    command of 1 to 3 row tiles each, the B beats under back-pressure."""
+    cfg = _config(name)
+    seed = _seed("tiles", name, gap)
+    rng = np.random.default_rng(seed)
+    ks = [int(rng.choice((cfg.hidden, cfg.intermediate))) for _ in range(4)]
+    m_tiles = [int(rng.integers(1, 4)) for _ in ks]
+    P = cfg.weight_port_bits
+    n_words = sum(-(-cfg.tile_bits(k) // P) for k in ks)
+    words = [int(v) for v in rng.integers(0, 2**62, n_words)]
+    beats = sum(k * m for k, m in zip(ks, m_tiles, strict=True))
+    valid = {s: Schedule([seed, i], gap) for i, s in enumerate(("tile", "words", "cmd"))}
+    ready = Schedule([seed, 9], gap)
+    got = handshakes(WeightTilesRtl(cfg), {
+        "tile": ([{"k": k, "bias": int(cfg.biases)} for k in ks], valid["tile"]),
+        "words": (words, valid["words"]),
+        "cmd": ([{"m_tiles": m} for m in m_tiles], valid["cmd"])}, {"b": (beats, ready)})
+    tile, wd = Producer(Source(valid["tile"]), len(ks), ks), Producer(Source(valid["words"]),
+                                                                       n_words)
+    cmd, b = Producer(Source(valid["cmd"]), len(m_tiles), m_tiles), Consumer(ready)
+    unit = WeightTiles(cfg, tile, wd, cmd, b)
+
+    def cycle(t):
+        unit.step(t)
+        return t + 1
+
+    run("weight_tiles", cycle, lambda: len(b.cycles) == beats, 100_000)
+    assert {"tile": tile.cycles, "words": wd.cycles, "cmd": cmd.cycles, "b": b.cycles} == got

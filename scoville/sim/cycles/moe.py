@@ -1,4 +1,16 @@
-"""Cycle model of the MoE block (:class:`scoville.rtl.moe.Moe`) and its parts.
+"""Cycle model of the MoE block (:class:`scoville.rtl.moe.Moe`) and its fast path.
+
+:func:`timing` is the block's picture in unit models (:mod:`scoville.sim.cycles.unit`), one per
+RTL unit, joined by wires as the RTL connects them and stepped together cycle by cycle: the
+sequencer (:mod:`~scoville.sim.cycles.moe_sequencer`), the input split
+(:mod:`~scoville.sim.cycles.moe_input`), the router and the dispatch
+(:mod:`~scoville.sim.cycles.moe_router`), the quantizers and SwiGLU
+(each a :class:`~scoville.sim.cycles.stream.StallPipeline` of its config's latency), the
+stores' writers and A feeders and the line packer (:mod:`~scoville.sim.cycles.moe_acts`), the
+weight requests (:mod:`~scoville.sim.cycles.moe_requests`), the fetch engine and the memory
+(:mod:`~scoville.sim.cycles.fetch`, :mod:`~scoville.sim.cycles.memory`), the weight tiles
+(:mod:`~scoville.sim.cycles.moe_weights`), the array (:mod:`~scoville.sim.cycles.gemm`) and
+the combine (:mod:`~scoville.sim.cycles.moe_combine`). :func:`layer` is the fast path.
 
 The router takes a token's ``hidden`` elements of ``x`` one a cycle (as the stream gives
 them), then works alone for :func:`route_latency` cycles before its answer is valid on ``o``;
@@ -14,8 +26,8 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from collections import deque
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from scoville.rtl.gemm import COUNTERS as GEMM_COUNTER_LAYOUT
 from scoville.rtl.lib.formats import MX_BLOCK
@@ -26,8 +38,15 @@ from scoville.rtl.mx_quant import MxQuantConfig
 from . import fetch as fetch_timed
 from . import gemm as gemm_timed
 from .memory import MemoryAgent
-from .stream import ALWAYS, Producer, Schedule, Source, Timing
-from .unit import Wire
+from .moe_acts import LinePacker, StoreFeeder, StoreWriter
+from .moe_combine import Combine
+from .moe_input import XSplit
+from .moe_requests import WeightRequests
+from .moe_router import Dispatch, Router
+from .moe_sequencer import Sequencer
+from .moe_weights import WeightTiles
+from .stream import ALWAYS, Consumer, Producer, Schedule, Source, StallPipeline, Timing
+from .unit import Wire, run
 
 __all__ = ["COUNTERS", "Batch", "dispatch_latency", "layer", "route_latency", "timing"]
 
@@ -35,7 +54,6 @@ __all__ = ["COUNTERS", "Batch", "dispatch_latency", "layer", "route_latency", "t
 #: With ``expert_counters`` the models also give :data:`EXPERT_COUNTERS`, a list each (one
 #: entry per expert, the shared one last).
 COUNTERS = (*(f"array.{c}" for c, _ in GEMM_COUNTER_LAYOUT), *OWN_COUNTERS)
-_EXPERT_STATES = ("WAIT_X", "TILE", "ROWS", "DRAIN")
 
 #: The quantizers' register stages and the SwiGLU unit's: their configs' defaults, as the
 #: block builds them.
@@ -79,316 +97,180 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
     """The cycle of every handshake on ``cmd``, ``x``, ``req``, ``rdata`` and ``o`` for
     ``batches`` (:class:`Batch`), the router's weights already loaded; ``sources`` of ``cmd``
     and ``x``, ``ready`` of ``o`` and ``req``, the memory answering as ``memory`` does (a
-    fresh :class:`~scoville.sim.cycles.memory.MemoryAgent`; the model steps it).
+    fresh :class:`~scoville.sim.cycles.memory.MemoryAgent`; the model steps it). ``trace``,
+    if given, gets ``(cycle, state)`` at each of the sequencer's state changes.
 
-    The model steps every part's registers as the RTL does, cycle by cycle (the module
-    ``scoville.rtl.moe`` and its parts' docstrings say how each part moves)."""
-    sources, ready = sources or {}, ready or {}
-    cfg = config
-    H, I_, C, R, P = (cfg.hidden, cfg.intermediate, cfg.array.cols, cfg.array.rows,
-                      cfg.weight_port_bits)
-    GT, DT, HB = cfg.gate_up_tiles, cfg.down_tiles, C // 2
-    ROW, SCALE, BIAS = 4 * C, 8 * C, 32
-    WBUF = P + max(ROW, SCALE, BIAS)
-    need_of = (ROW, SCALE, BIAS)
+    The block's unit models, one per RTL unit, stepped together cycle by cycle as the RTL
+    connects them (:class:`_Block`)."""
     batches = list(batches)
     if batches and batches[-1].fault:
         raise ValueError("a batch with a weight fault ends the run without output: follow it "
                          "with another batch")
-    good = [b for b in batches if b.groups is not None]
-    cmd = Producer(sources.get("cmd", Source()), len(batches))
-    x_src = Producer(sources.get("x", Source()), sum(b.tokens * H for b in good))
-    o_ready, req_ready = ready.get("o", ALWAYS), ready.get("req", ALWAYS)
-    n_out = sum(b.tokens * DT for b in good if not b.fault)
-    mem = memory or MemoryAgent(1, P // 8, P)
-    f_cmd_w, f_req, f_rdata, f_o = Wire(), Wire(), Wire(), Wire()
-    mem.attach(f_req, f_rdata, req_ready)
-    fetch = fetch_timed.Engine(cfg.fetch, f_cmd_w, f_req, f_rdata, f_o)
-    o_cycles: list[int] = []
+    block = _Block(config, batches, sources or {}, ready or {}, memory, trace)
+    run("moe", block.cycle, block.done, 50_000_000)
+    return block.timing()
 
-    a_wire, b_wire, g_wire, o_wire = Wire(), Wire(), Wire(), Wire()
-    array = gemm_timed.Engine(cfg.array, g_wire, a_wire, b_wire, o_wire)
 
-    @functools.cache
-    def program(m, k):
-        return gemm_timed.programs(cfg.array, [(m, k, C)])[0]
+class _Block:
+    """The MoE block's unit models and the wires between them, as the RTL connects them."""
 
-    # ---- State, named as the RTL's registers.
-    state, batch = "IDLE", None
-    n_tok = taking = x_count = pos = 0
-    xq = deque()            # cycles the x quantizer's blocks become valid
-    x_blocks = 0
-    # Router: "ACC", or busy until r_out (its answer valid from then), answers taken.
-    r_acc, r_h, r_out = True, 0, 0
-    routed = 0
-    # Dispatch.
-    d_fill, d_emit_at, entries = True, 0, deque()
-    sorting = False
-    # Request issuer.
-    req_armed = issuing = False
-    req_list: list[int] = []
-    t_req = sent_f = sent_t = 0
-    # Weight tiles: loader, feeder, slots.
-    loading, ws, fill, words_left, phase = False, 0, 0, 0, 0
-    l_k = l_bias = row = blk_row = bias_i = 0
-    full, slot_k = [False, False], [0, 0]
-    rs, feeding, f_beats = 0, False, 0
-    # Activation stores' feeders (one runs at a time).
-    s_busy, s_beats = False, 0
-    # Sequencer.
-    n = last_group = shared_run = 0
-    gu, tile, sent_g, sent_b, sent_a, rows_out = True, 0, False, False, False, 0
-    glu = deque()           # cycles SwiGLU outputs become valid
-    hq = deque()            # cycles the h quantizer's blocks become valid
-    g_row = g_tile = h_blocks = 0
-    acc_v = False
-    o_at = 0
-    own = dict.fromkeys(OWN_COUNTERS, 0)
-    tokens_of, cycles_of = [0] * cfg.all_experts, [0] * cfg.all_experts
-    cur_e = 0
+    def __init__(self, cfg, batches, sources, ready, memory, trace):
+        H, I_, C, R, P = (cfg.hidden, cfg.intermediate, cfg.array.cols, cfg.array.rows,
+                          cfg.weight_port_bits)
+        self.cfg, self.batches, self.trace = cfg, batches, trace
+        good = [b for b in batches if b.groups is not None]
+        self.n_out = sum(b.tokens * cfg.down_tiles for b in good if not b.fault)
+        self.cmd = Producer(sources.get("cmd", Source()), len(batches), batches)
+        self.x = Producer(sources.get("x", Source()), sum(b.tokens * H for b in good))
+        self.o = Consumer(ready.get("o", ALWAYS))
+        self.w = w = SimpleNamespace(**{name: Wire() for name in (
+            "router", "line", "xq", "xst", "c", "entry", "fcmd", "tile", "req", "rdata",
+            "words", "g_cmd", "g_a", "g_b", "g_o", "feed", "xcmd", "hcmd", "a_x", "a_h", "glu",
+            "pack", "hq", "hw", "hst", "rows")})
+        self._k, self._rows = (I_, H), R  # the array's K in the down and gate-up phases
+        self.mem = memory or MemoryAgent(1, P // 8, P)
+        self.mem.attach(w.req, w.rdata, ready.get("req", ALWAYS))
+        self.fetch = fetch_timed.Engine(cfg.fetch, w.fcmd, w.req, w.rdata, w.words)
+        self.array = gemm_timed.Engine(cfg.array, w.g_cmd, w.g_a, w.g_b, w.g_o)
+        self.seq = Sequencer(cfg, self.cmd, w.entry, w.g_cmd, w.feed, w.xcmd,
+                             w.hcmd)
+        self.split = XSplit(H, self.x, w.router, w.line)
+        self.router = Router(H, route_latency(cfg), w.router, w.c)
+        self.dispatch = Dispatch(functools.partial(dispatch_latency, cfg), w.c, w.entry)
+        self.xq = StallPipeline(_MXQ_LATENCY, w.line, w.xq)
+        self.xw = StoreWriter(w.xq, w.xst)
+        self.requests = WeightRequests(cfg, w.fcmd, w.tile)
+        self.tiles = WeightTiles(cfg, w.tile, w.words, w.feed, w.g_b)
+        self.xfeed = StoreFeeder(H, R, w.xcmd, w.a_x)
+        self.hfeed = StoreFeeder(I_, R, w.hcmd, w.a_h)
+        self.glu = StallPipeline(_GLU_LATENCY, w.glu, w.pack)
+        self.pack = LinePacker(C // 2, cfg.gate_up_tiles, w.pack, w.hq)
+        self.hq = StallPipeline(_MXQ_LATENCY, w.hq, w.hw)
+        self.hw = StoreWriter(w.hw, w.hst)
+        self.combine = Combine(cfg.down_tiles, w.rows, self.o)
+        self.n = self.routed = self.cur_e = 0
+        self.own = dict.fromkeys(OWN_COUNTERS, 0)
+        self.tokens_of, self.cycles_of = [0] * cfg.all_experts, [0] * cfg.all_experts
 
-    def start(tokens, expert):
-        nonlocal cur_e
+        @functools.cache
+        def program(m, k):
+            return gemm_timed.programs(cfg.array, [(m, k, C)])[0]
+
+        self.program = program
+
+    def done(self) -> bool:
+        return len(self.o.cycles) == self.n_out and self.cmd.sent == len(self.batches)
+
+    def _wires(self, t: int) -> None:
+        """Every wire of cycle ``t`` from the units' state at its start (a pass-through's
+        ``ready`` set before its producer's ``valid`` is asked)."""
+        w, seq, array, split, xq, hq = self.w, self.seq, self.array, self.split, self.xq, self.hq
+        fetch, tiles, req, mem = self.fetch, self.tiles, self.requests, self.mem
+        # x: split to the router and the quantizer, into the x store (always ready).
+        xq_valid = xq.o_valid
+        w.xq.set(xq_valid, True)
+        w.xst.set(xq_valid, True)
+        taking, xq_ready = self.router.taking, xq.i_ready(t)
+        w.router.ready, w.line.ready = taking, xq_ready
+        w.router.set(split.router_valid(t), taking)
+        w.line.set(split.line_valid(t), xq_ready)
+        batch = seq.batch
+        last = batch is not None and self.routed == batch.tokens - 1
+        w.c.set(self.router.o_valid(t), not self.dispatch.sorting,
+                batch.groups if last else None)
+        w.entry.set(self.dispatch.o_valid(t), seq.entry_ready, self.dispatch.o_payload)
+        # The weights: requests, fetch and the memory, the tiles.
+        f_valid, t_valid = req.fetch_valid, req.tile_valid
+        w.fcmd.set(f_valid, fetch.ready, req.fetch_payload if f_valid else None)
+        w.tile.set(t_valid, tiles.tile_ready, req.tile_payload if t_valid else None)
+        w.req.set(fetch.req_valid, mem.req_ready(t), fetch.req_size)
+        w.rdata.set(mem.offers(t), fetch.rdata_ready)
+        w.words.set(fetch.o_valid, tiles.words_ready)
+        # A column tile's commands; A, B; the array's rows to SwiGLU (gate-up) or the
+        # combine (down); SwiGLU's lines quantized into the h store (always ready).
+        g, b, xa, ha = seq.tile_valid()
+        n, gu, a_ready = self.n, seq.gu, array.a_ready
+        if g:
+            w.g_cmd.set(True, array.ready, self.program(n, self._k[gu]))
+        else:
+            w.g_cmd.set(False)
+        w.feed.set(b, tiles.cmd_ready, -(-n // self._rows))
+        x_busy, h_busy = self.xfeed.busy, self.hfeed.busy
+        w.xcmd.set(xa, not x_busy, n)
+        w.hcmd.set(ha, not h_busy, n)
+        w.a_x.set(x_busy, a_ready)
+        w.a_h.set(h_busy, a_ready)
+        w.g_a.set(x_busy or h_busy, a_ready)
+        w.g_b.set(tiles.b_valid, array.b_ready)
+        hq_valid, hq_ready = hq.o_valid, hq.i_ready(t)
+        w.hw.set(hq_valid, True)
+        w.hst.set(hq_valid, True)
+        w.hq.ready = hq_ready
+        w.pack.set(self.glu.o_valid, self.pack.i_ready(t))
+        w.hq.set(self.pack.o_valid(t), hq_ready)
+        o_valid, glu_ready = array.o_valid, self.glu.i_ready(t)
+        w.glu.set(o_valid and gu, glu_ready)
+        w.rows.set(o_valid and not gu, True)
+        w.g_o.set(o_valid, glu_ready if gu else True)
+
+    def cycle(self, t: int) -> int:
+        """Cycle ``t``: every wire and input from the units' state at its start, then every
+        unit steps."""
+        self._wires(t)
+        seq, comb, own = self.seq, self.combine, self.own
+        seq.sorting, seq.n = self.dispatch.sorting, self.n
+        seq.x_blocks, seq.h_blocks = self.xw.count, self.hw.count
+        seq.row = self.w.g_o.valid and self.w.g_o.ready
+        comb.first, comb.out = seq.first, seq.out
+        seq.busy, seq.o_last = comb.busy, comb.o_last(t)
+        self.requests.sorting = self.dispatch.sorting
+        self.pack.n = self.n
+        own["expert_cycles"] += seq.in_expert
+        self.cycles_of[self.cur_e] += seq.in_expert
+        own["bad_weights"] += seq.bad_batch
+        entry, state = self.w.entry.payload, seq.state
+        event = seq.step(t)
+        if self.trace is not None and seq.state != state:
+            self.trace.append((t + 1, seq.state))
+        self.split.start = None
+        n = self.n
+        if event == "batch":
+            batch = seq.batch
+            self.split.start, comb.tokens = batch.tokens, batch.tokens
+            self.xw.clear()
+            self.requests.arm([e for e, _ in batch.groups]
+                              + ([self.cfg.experts] if self.cfg.shared else []))
+        elif event in ("expert", "shared"):
+            tokens, expert = (entry[1], entry[0]) if event == "expert" \
+                else (seq.batch.tokens, self.cfg.experts)
+            self._start(tokens, expert)
+            n = tokens
+            self.hw.clear()
+            self.pack.clear()
+        for unit in (self.split, self.router, self.dispatch, self.xq, self.xw, self.requests,
+                     self.fetch, self.mem, self.tiles, self.array, self.xfeed, self.hfeed,
+                     self.glu, self.pack, self.hq, self.hw, comb):
+            unit.step(t)
+        self.routed = 0 if event == "batch" else self.routed + self.w.c.taken
+        self.n = n
+        return t + 1
+
+    def _start(self, tokens: int, expert: int) -> None:
+        """An expert starts with ``tokens`` tokens: the counters of its start."""
+        R, own = self.cfg.array.rows, self.own
         own["experts_run"] += 1
         own["rows"] += tokens
         own["pad_rows"] += -(-tokens // R) * R - tokens
-        tokens_of[expert] += tokens
-        cur_e = expert
+        self.tokens_of[expert] += tokens
+        self.cur_e = expert
 
-    t = 0
-    limit = 50_000_000
-    while len(o_cycles) < n_out or cmd.sent < len(batches):
-        if t > limit:
-            raise RuntimeError(f"moe timed model: no progress after {t} cycles")
-        # ---- Offers and readies of this cycle, from the registers at its start.
-        e_now = cur_e
-        cmd_go = state == "IDLE" and cmd.offers(t)
-        x_go = bool(taking) and r_acc and x_src.offers(t)
-        r_valid = not r_acc and t >= r_out
-        c_go = r_valid and d_fill
-        e_valid = not d_fill and t >= d_emit_at and bool(entries)
-        e_go = e_valid and state == "GROUP"
-        # Issuer to fetch and to the loader.
-        f_cmd = None            # the command the issuer offers the fetch engine
-        if issuing and not sent_f:
-            gu_req = t_req < GT
-            tw = cfg.tile_words(H if gu_req else I_)
-            f_cmd = (req_list[0] * cfg.expert_words
-                     + (t_req * tw if gu_req else GT * cfg.tile_words(H) + (t_req - GT) * tw),
-                     tw)
-        fcmd_go = f_cmd is not None and fetch.ready
-        tile_go = issuing and not sent_t and not loading
-        tile_k = H if t_req < GT else I_    # the descriptor the issuer offers the loader
-        # Loader.
-        need = need_of[phase]
-        can_out = loading and not full[ws] and fill >= need
-        f2 = fill - (need if can_out else 0)
-        take = loading and words_left != 0 and f2 + P <= WBUF
-        pop = fetch.o_valid and take
-        # Feeders and the array.
-        b_wire.set(feeding, array.b_ready)
-        a_wire.set(s_busy, array.a_ready)
-        tcmd_ready = not feeding and full[rs]
-        in_tile = state == "TILE"
-        g_cmd = in_tile and not sent_g
-        g_go = g_cmd and array.ready
-        b_go = in_tile and not sent_b and tcmd_ready
-        a_go = in_tile and not sent_a and not s_busy
-        o_row = array.o_valid              # array.o.ready is always high
-        glu_out = bool(glu) and glu[0] <= t
-        hq_out = bool(hq) and hq[0] <= t
-        out_go = state == "OUT" and o_ready[t]
-        x_in = x_blocks == n_tok * (H // MX_BLOCK)
-        h_in = h_blocks == n * (I_ // MX_BLOCK)
-
-        # ---- The registers at the end of the cycle.
-        nxt = state
-        if cmd_go:
-            batch = batches[cmd.sent]
-            cmd.take(t)
-            if batch.groups is not None:
-                n_tok, taking, x_count, pos, x_blocks, routed = batch.tokens, 1, 0, 0, 0, 0
-                shared_run, req_armed = 0, True
-                nxt = "INPUT"
-        if x_go:
-            x_src.take(t)
-            r_h += 1
-            if r_h == H:
-                r_h, r_acc, r_out = 0, False, t + 1 + route_latency(cfg)
-            if pos == MX_BLOCK - 1:
-                xq.append(t + _MXQ_LATENCY)
-            pos = 0 if pos == MX_BLOCK - 1 else pos + 1
-            x_count += 1
-            if x_count == n_tok * H:
-                taking = 0
-        if xq and xq[0] <= t:                    # xs.w is always ready
-            xq.popleft()
-            x_blocks += 1
-        if c_go:
-            r_acc = True
-            routed += 1
-            if routed == n_tok or routed == cfg.tokens:
-                d_fill = False
-                groups = batch.groups
-                d_emit_at = t + 1 + dispatch_latency(cfg, n_tok, len(groups))
-                for g, (e, cnt) in enumerate(groups):
-                    for j in range(cnt):
-                        entries.append((e, cnt, j == cnt - 1,
-                                        g == len(groups) - 1 and j == cnt - 1))
-        if e_go:
-            e, cnt, last, end = entries.popleft()
-            if end:
-                d_fill = True
-            if last:
-                start(cnt, e)
-                n, last_group = cnt, int(end)
-                gu, tile, g_row, g_tile, h_blocks = True, 0, 0, 0, 0
-                nxt = "WAIT_X"
-        if state == "INPUT" and sorting:
-            nxt = "GROUP"
-        # The issuer.
-        if req_armed and sorting:
-            req_armed, issuing, t_req, sent_f, sent_t = False, True, 0, False, False
-            req_list = [e for e, _ in batch.groups] + ([cfg.experts] if cfg.shared else [])
-        elif issuing:
-            f_done, t_done = sent_f or fcmd_go, sent_t or tile_go
-            sent_f, sent_t = f_done, t_done
-            if f_done and t_done:
-                sent_f = sent_t = False
-                t_req += 1
-                if t_req == GT + DT:
-                    t_req = 0
-                    req_list.pop(0)
-                    if not req_list:
-                        issuing = False
-        f_cmd_w.set(f_cmd is not None, fetch.ready, f_cmd)
-        f_req.set(fetch.req_valid, mem.req_ready(t), fetch.req_size)
-        f_rdata.set(mem.offers(t), fetch.rdata_ready)
-        f_o.set(fetch.o_valid, take)
-        fetch.step(t)
-        mem.step(t)
-        # The loader.
-        if tile_go:
-            l_k, l_bias = tile_k, int(cfg.biases)
-            loading, fill, phase, row, blk_row, bias_i = True, 0, 0, 0, 0, 0
-            words_left = -(-cfg.tile_bits(l_k) // P)
-        elif loading:
-            fill = f2 + (P if pop else 0)
-            words_left -= pop
-            last_field = False
-            if can_out:
-                if phase == 0:
-                    row += 1
-                    blk_row += 1
-                    if blk_row == MX_BLOCK:
-                        phase = 1
-                elif phase == 1:
-                    blk_row = 0
-                    if row == l_k:
-                        phase = 2 if l_bias else 0
-                        last_field = not l_bias
-                    else:
-                        phase = 0
-                else:
-                    bias_i += 1
-                    last_field = bias_i == C
-            if last_field:
-                loading, fill = False, 0
-                full[ws], slot_k[ws] = True, l_k
-                ws ^= 1
-        # The feeder and the A store (their beats taken by the array's model below).
-        g_wire.set(g_cmd, array.ready, payload=program(n, H if gu else I_) if g_cmd else None)
-        o_wire.set(array.o_valid)          # array.o.ready is always high
-        array.step(t)
-        if b_wire.taken:
-            f_beats -= 1
-            if f_beats == 0:
-                feeding = False
-                full[rs] = False
-                rs ^= 1
-        if b_go:
-            feeding, f_beats = True, slot_k[rs] * -(-n // R)
-        if a_wire.taken:
-            s_beats -= 1
-            if s_beats == 0:
-                s_busy = False
-        if a_go:
-            s_busy, s_beats = True, -(-n // R) * (H if gu else I_)
-        # SwiGLU, the h quantizer and the combine.
-        if glu_out:
-            glu.popleft()
-            fills = g_tile % (MX_BLOCK // HB) == MX_BLOCK // HB - 1
-            if fills:
-                hq.append(t + _MXQ_LATENCY)
-            if g_row == n - 1:
-                g_row = 0
-                g_tile = 0 if g_tile == GT - 1 else g_tile + 1
-            else:
-                g_row += 1
-        if hq_out:
-            hq.popleft()
-            h_blocks += 1
-        acc_v_next = o_row and not gu
-        if o_row and gu:
-            glu.append(t + _GLU_LATENCY)
-        # The sequencer.
-        if state == "WAIT_X" and x_in:
-            nxt = "TILE"
-        elif in_tile:
-            ok_g, ok_b, ok_a = sent_g or g_go, sent_b or b_go, sent_a or a_go
-            sent_g, sent_b, sent_a = ok_g, ok_b, ok_a
-            if ok_g and ok_b and ok_a:
-                sent_g = sent_b = sent_a = False
-                rows_out = 0
-                nxt = "ROWS"
-        elif state == "ROWS" and o_row:
-            rows_out += 1
-            if rows_out == n:
-                tile += 1
-                nxt = "DRAIN" if tile == (GT if gu else DT) else "TILE"
-        elif state == "DRAIN":
-            if gu:
-                if h_in:
-                    gu, tile = False, 0
-                    nxt = "TILE"
-            elif not acc_v:
-                if shared_run or (last_group and not cfg.shared):
-                    nxt = "OUT_FIRST"
-                elif last_group:
-                    start(n_tok, cfg.experts)
-                    n, last_group, shared_run = n_tok, 0, 1
-                    gu, tile, g_row, g_tile, h_blocks = True, 0, 0, 0, 0
-                    nxt = "WAIT_X"
-                else:
-                    nxt = "GROUP"
-        elif state == "OUT_FIRST":
-            o_at = 0
-            if batch.fault:
-                own["bad_weights"] += 1
-                nxt = "IDLE"
-            else:
-                nxt = "OUT"
-        elif out_go:
-            o_cycles.append(t)
-            o_at += 1
-            if o_at == n_tok * DT:
-                nxt = "IDLE"
-        if state in _EXPERT_STATES:
-            own["expert_cycles"] += 1
-            cycles_of[e_now] += 1
-        acc_v = acc_v_next
-        sorting = not d_fill
-        if trace is not None and nxt != state:
-            trace.append((t + 1, nxt))
-        state = nxt
-        t += 1
-    own["weight_words"] = len(mem.cycles)
-    counters = {**{f"array.{c}": v for c, v in array.counters.items()}, **own}
-    if cfg.expert_counters:
-        counters.update(tokens_of=tokens_of, cycles_of=cycles_of)
-    return Timing({"cmd": cmd.cycles, "x": x_src.cycles, "req": f_req.cycles,
-                   "rdata": mem.cycles, "o": o_cycles}, counters)
-
+    def timing(self) -> Timing:
+        own = dict(self.own, weight_words=len(self.mem.cycles))
+        counters = {**{f"array.{c}": v for c, v in self.array.counters.items()}, **own}
+        if self.cfg.expert_counters:
+            counters.update(tokens_of=self.tokens_of, cycles_of=self.cycles_of)
+        return Timing({"cmd": self.cmd.cycles, "x": self.x.cycles, "req": self.w.req.cycles,
+                       "rdata": self.mem.cycles, "o": self.o.cycles}, counters)
 
 
 def _tile_fields(config, k: int) -> int:

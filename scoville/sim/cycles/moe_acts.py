@@ -1,13 +1,12 @@
-"""Unit models (:mod:`scoville.sim.cycles.unit`) of :mod:`scoville.rtl.moe_acts`' writers, from
-their docstrings. Checked against the RTL alone (``tests/test_moe_units.py``);
-the block's model (:func:`scoville.sim.cycles.moe.timing`) still steps these registers in its
-own loop until it is composed of unit models (issue #33)."""
+"""Unit models (:mod:`scoville.sim.cycles.unit`) of :mod:`scoville.rtl.moe_acts`: the stores'
+writers and A feeders and the line packer, from their docstrings, each checked against its RTL
+unit alone (``tests/test_moe_units.py``)."""
 
 from __future__ import annotations
 
 from scoville.rtl.lib.formats import MX_BLOCK
 
-__all__ = ["LinePacker", "StoreWriter"]
+__all__ = ["LinePacker", "StoreFeeder", "StoreWriter"]
 
 
 class StoreWriter:
@@ -86,3 +85,36 @@ class LinePacker:
         if self._clear:
             self._row = self._tile = 0
             self._clear = False
+
+
+class StoreFeeder:
+    """An activation store's A side (:class:`~scoville.rtl.moe_acts.ActStore`): a command of
+    ``n`` rows (the port's payload) is taken while idle; then ``dim`` beats per row tile of
+    ``rows``, one as the array takes each, offered from the next cycle.
+
+    Parameters
+    ----------
+    dim, rows : int
+    cmd : input port
+    a : output port
+    """
+
+    __slots__ = ("_beats", "_dim", "_rows", "a", "cmd")
+
+    def __init__(self, dim: int, rows: int, cmd, a):
+        self._dim, self._rows, self.cmd, self.a = dim, rows, cmd, a
+        self._beats = 0
+
+    @property
+    def busy(self) -> bool:
+        return self._beats != 0
+
+    def step(self, t: int) -> None:
+        idle = not self.busy
+        if self.busy and self.a.accepts(t):
+            self.a.take(t)
+            self._beats -= 1
+        if idle and self.cmd.offers(t):
+            n = self.cmd.payload
+            self.cmd.take(t)
+            self._beats = -(-n // self._rows) * self._dim

@@ -1,7 +1,6 @@
 """Unit model (:mod:`scoville.sim.cycles.unit`) of :class:`scoville.rtl.moe_combine.Combine`,
-from its docstring. Checked against the RTL alone (``tests/test_moe_units.py``); the block's
-model (:func:`scoville.sim.cycles.moe.timing`) still steps these registers in its own loop
-until it is composed of unit models (issue #33)."""
+from its docstring. Checked against the RTL unit alone
+(``tests/test_moe_units.py``)."""
 
 from __future__ import annotations
 

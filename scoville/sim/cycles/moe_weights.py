@@ -1,0 +1,128 @@
+"""Unit model (:mod:`scoville.sim.cycles.unit`) of :class:`scoville.rtl.moe_weights.WeightTiles`,
+from its module's docstring: the loader and the feeder of two column-tile slots."""
+
+from __future__ import annotations
+
+from scoville.rtl.lib.formats import MX_BLOCK
+
+__all__ = ["WeightTiles"]
+
+
+class WeightTiles:
+    """The weight tiles. The *loader* takes a descriptor on ``tile`` (payload ``k``) while not
+    loading, then the tile's words on ``words``: a word is taken when it fits the bit buffer
+    (one word and one field) after this cycle's field is written; a field (a row of ``cols``
+    codes, a row of scales after every 32 rows, the ``cols`` biases a cycle each with
+    ``biases``) is written a cycle into the next slot once that slot is free and the buffer
+    holds it. After the tile's last field the slot is full. The *feeder* takes a command on
+    ``cmd`` (payload ``m_tiles``) while idle and the next slot is full, then offers the slot's
+    ``k`` B beats ``m_tiles`` times, one as the array takes each, from the next cycle; the
+    last frees the slot.
+
+    Parameters
+    ----------
+    config : MoeConfig
+    tile, words, cmd : input port
+    b : output port
+    """
+
+    __slots__ = ("_bias", "_bias_i", "_blk_row", "_buf", "_cfg", "_fill", "_full", "_k",
+                 "_left", "_need", "_phase", "_row", "_rs", "_slot_k", "_ws", "b", "cmd",
+                 "f_beats", "loading", "tile", "words")
+
+    def __init__(self, config, tile, words, cmd, b):
+        self._cfg, self.tile, self.words, self.cmd, self.b = config, tile, words, cmd, b
+        C, P = config.array.cols, config.weight_port_bits
+        self._need = (4 * C, 8 * C, 32)     # bits of a row, a scale row, a bias
+        self._buf = P + max(self._need)
+        self.loading = False
+        self._ws = self._rs = self._fill = self._left = self._phase = 0
+        self._k = self._row = self._blk_row = self._bias_i = 0
+        self._bias = False
+        self._full, self._slot_k = [False, False], [0, 0]
+        self.f_beats = 0
+
+    # ---- The loader.
+    def _writes(self) -> bool:
+        return self.loading and not self._full[self._ws] \
+            and self._fill >= self._need[self._phase]
+
+    @property
+    def words_ready(self) -> bool:
+        left = self._fill - (self._need[self._phase] if self._writes() else 0)
+        P = self._cfg.weight_port_bits
+        return self.loading and self._left != 0 and left + P <= self._buf
+
+    @property
+    def tile_ready(self) -> bool:
+        return not self.loading
+
+    # ---- The feeder.
+    @property
+    def cmd_ready(self) -> bool:
+        return self.f_beats == 0 and self._full[self._rs]
+
+    @property
+    def b_valid(self) -> bool:
+        return self.f_beats != 0
+
+    def step(self, t: int) -> None:
+        cmd_ready = self.cmd_ready
+        # The loader's moves, from the state at the cycle's start (before the feeder frees).
+        writes = self._writes()
+        pop = self.words_ready and self.words.offers(t)
+        self._load(t, writes, pop)
+        if self.b_valid and self.b.accepts(t):
+            self.b.take(t)
+            self.f_beats -= 1
+            if self.f_beats == 0:
+                self._free()
+        if cmd_ready and self.cmd.offers(t):
+            m_tiles = self.cmd.payload
+            self.cmd.take(t)
+            self.f_beats = self._slot_k[self._rs] * m_tiles
+            if m_tiles == 0:
+                self._free()
+
+    def _free(self) -> None:
+        self._full[self._rs] = False
+        self._rs ^= 1
+
+    def _load(self, t: int, writes: bool, pop: bool) -> None:
+        cfg = self._cfg
+        if not self.loading:
+            if self.tile.offers(t):
+                self._k = self.tile.payload
+                self.tile.take(t)
+                self._bias = cfg.biases
+                self.loading, self._fill, self._phase = True, 0, 0
+                self._row = self._blk_row = self._bias_i = 0
+                self._left = -(-cfg.tile_bits(self._k) // cfg.weight_port_bits)
+            return
+        self._fill -= self._need[self._phase] if writes else 0
+        if pop:
+            self.words.take(t)
+            self._fill += cfg.weight_port_bits
+            self._left -= 1
+        if writes and self._field_done():
+            self.loading, self._fill = False, 0
+            self._full[self._ws], self._slot_k[self._ws] = True, self._k
+            self._ws ^= 1
+
+    def _field_done(self) -> bool:
+        """After a field written: on to the next; true after the tile's last."""
+        if self._phase == 0:
+            self._row += 1
+            self._blk_row += 1
+            if self._blk_row == MX_BLOCK:
+                self._phase = 1
+            return False
+        if self._phase == 1:
+            self._blk_row = 0
+            if self._row == self._k:
+                self._phase = 2 if self._bias else 0
+                return not self._bias
+            self._phase = 0
+            return False
+        self._bias_i += 1
+        return self._bias_i == self._cfg.array.cols
