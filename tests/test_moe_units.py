@@ -18,16 +18,18 @@ from scoville.rtl.moe_dispatch import Dispatch as DispatchRtl
 from scoville.rtl.moe_input import XSplit as XSplitRtl
 from scoville.rtl.moe_requests import WeightRequests as WeightRequestsRtl
 from scoville.rtl.moe_router import Router as RouterRtl
+from scoville.rtl.moe_sequencer import Sequencer as SequencerRtl
 from scoville.rtl.moe_weights import WeightTiles as WeightTilesRtl
-from scoville.sim.cycles.moe import dispatch_latency, route_latency
+from scoville.sim.cycles.moe import Batch, dispatch_latency, route_latency
 from scoville.sim.cycles.moe_acts import LinePacker, StoreFeeder, StoreWriter
 from scoville.sim.cycles.moe_combine import Combine
 from scoville.sim.cycles.moe_input import XSplit
 from scoville.sim.cycles.moe_requests import WeightRequests
 from scoville.sim.cycles.moe_router import Dispatch, Router
+from scoville.sim.cycles.moe_sequencer import Sequencer
 from scoville.sim.cycles.moe_weights import WeightTiles
 from scoville.sim.cycles.stream import Consumer, Producer, Schedule, Source
-from scoville.sim.cycles.unit import run
+from scoville.sim.cycles.unit import Wire, run
 
 from .amsim import handshakes
 
@@ -433,3 +435,169 @@ def test_weight_tiles_unit_model_is_its_rtl(name, gap):
 
     run("weight_tiles", cycle, lambda: len(b.cycles) == beats, 100_000)
     assert {"tile": tile.cycles, "words": wd.cycles, "cmd": cmd.cycles, "b": b.cycles} == got
+
+
+
+class _SequencerEnv:
+    """The sequencer's neighbours, one rule for the RTL run and the model's, driven by what
+    the sequencer shows (its batch and expert starts, the tile commands taken, ``gu``, the
+    output asked): the dispatch sorts a while after a batch starts and offers the batch's
+    entries until the last is taken; x is stored a while after the start; a tile's rows come,
+    one in each cycle a schedule allows, from the cycle after its three commands are taken;
+    the expert's activations are stored a while after its gate-up phase's last row; the
+    combine is busy the cycle after each down row; the output's words are taken by a
+    schedule."""
+
+    def __init__(self, cfg, batches, seed):
+        self.cfg, self.batches = cfg, [b for b in batches if b.groups is not None]
+        self._rng = np.random.default_rng(seed)
+        self._rows_ok, self._o_ready = Schedule([seed, 7], 0.3), Schedule([seed, 8], 0.3)
+        self.at = -1                 # the batch running (index into the good ones)
+        self.sort_at = self.x_at = self.h_at = None
+        self.entries: list = []
+        self.taken = [0, 0, 0]       # this tile's commands taken: array, feed, store
+        self.tiles = self.rows_owed = self.n = self.words = 0
+        self.busy = False
+
+    def _delay(self) -> int:
+        return int(self._rng.integers(1, 6))
+
+    def inputs(self, t, out: bool) -> dict:
+        cfg = self.cfg
+        batch = self.batches[self.at] if self.at >= 0 else None
+        sorting = self.sort_at is not None and t >= self.sort_at and bool(self.entries)
+        total = batch.tokens * cfg.down_tiles if batch else 0
+        return {
+            "sorting": sorting, "entry_valid": sorting,
+            "entry": self.entries[0] if self.entries else (0, 1, False, False),
+            "x_blocks": batch.tokens * (cfg.hidden // 32)
+            if self.x_at is not None and t >= self.x_at else 0,
+            "h_blocks": self.n * (cfg.intermediate // 32)
+            if self.h_at is not None and t >= self.h_at else 0,
+            "row": self.rows_owed > 0 and self._rows_ok[t],
+            "busy": self.busy,
+            "o_take": out and self._o_ready[t],
+            "o_last": out and self._o_ready[t] and self.words == total - 1,
+        }
+
+    def after(self, t, s, *, gu, start, expert, entry_taken, taken, first):
+        """Cycle ``t``'s events: ``s`` its inputs; ``expert`` the tokens of an expert that
+        starts (None: none); ``taken`` the tile commands taken."""
+        self.busy = s["row"] and not gu
+        if s["row"]:
+            self.rows_owed -= 1
+            if self.rows_owed == 0 and gu and self.tiles == self.cfg.gate_up_tiles:
+                self.h_at = t + self._delay()
+        if start:
+            self.at += 1
+            groups = self.batches[self.at].groups
+            self.sort_at, self.x_at = t + self._delay(), t + self._delay()
+            self.entries = [(e, cnt, j == cnt - 1, g == len(groups) - 1 and j == cnt - 1)
+                            for g, (e, cnt) in enumerate(groups) for j in range(cnt)]
+        if entry_taken:
+            self.entries.pop(0)
+        if expert is not None:
+            self.n, self.tiles, self.h_at = expert, 0, None
+        self.taken = [k + got for k, got in zip(self.taken, taken, strict=True)]
+        if min(self.taken) == 1:
+            self.taken, self.tiles, self.rows_owed = [0, 0, 0], self.tiles + 1, self.n
+        self.words = 0 if first else self.words + s["o_take"]
+
+
+@pytest.mark.parametrize("gap", GAPS)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_sequencer_unit_model_is_its_rtl(name, gap):
+    """Three batches (one refused, one whose weights are bad) against neighbours that answer
+    after random delays, the commands under back-pressure: every cmd handshake, every tile
+    command's, and the cycle of every batch start, expert start and output word."""
+    cfg = build_config(MoeConfig, {**CONFIGS[name], "shared": int(name.startswith("deep"))})
+    seed = _seed("sequencer", name, gap)
+    rng = np.random.default_rng(seed)
+    batches = []
+    for fault in (False, None, True, False):
+        if fault is None:
+            batches.append(Batch(cfg.tokens + 1, None))
+            continue
+        tokens = int(rng.integers(1, cfg.tokens + 1))
+        experts = sorted(int(e) for e in rng.choice(cfg.experts, int(rng.integers(1, 4)),
+                                                    replace=False))
+        batches.append(Batch(tokens, tuple((e, int(rng.integers(1, tokens + 1)))
+                                           for e in experts), fault))
+    valid = Schedule([seed, 1], gap)
+    readies = [Schedule([seed, 2 + k], gap) for k in range(4)]
+    ports = ("array_cmd", "feed", "x_cmd", "h_cmd")
+    dut = SequencerRtl(cfg)
+    env, events = _SequencerEnv(cfg, batches, seed), []
+
+    async def control(ctx, t):
+        s = env.inputs(t, ctx.get(dut.out))
+        for port, value in (("sorting", s["sorting"]), ("x_blocks", s["x_blocks"]),
+                            ("h_blocks", s["h_blocks"]), ("row", s["row"]),
+                            ("busy", s["busy"]), ("o_last", s["o_last"]), ("n", env.n),
+                            ("weights_bad", env.at >= 0 and env.batches[env.at].fault)):
+            ctx.set(getattr(dut, port), value)
+        ctx.set(dut.entry.valid, s["entry_valid"])
+        e, cnt, last, end = s["entry"]
+        ctx.set(dut.entry.payload, {"expert": e, "count": cnt, "last": last, "end": end})
+        control.end = t
+        taken = [ctx.get(getattr(dut, p).valid) and readies[k][t] for k, p in enumerate(ports)]
+        taken = [taken[0], taken[1], taken[2] or taken[3]]
+        start, expert = ctx.get(dut.start), None
+        if ctx.get(dut.expert_start):
+            expert = ctx.get(dut.run_n)
+        entry_taken = s["entry_valid"] and ctx.get(dut.entry.ready)
+        for what, happened in (("batch", start), ("expert", expert is not None),
+                               ("word", s["o_take"])):
+            if happened:
+                events.append((t, what))
+        env.after(t, s, gu=ctx.get(dut.gu), start=start, expert=expert,
+                  entry_taken=entry_taken, taken=taken, first=ctx.get(dut.first))
+
+    experts = sum(len(b.groups) + cfg.shared for b in batches if b.groups is not None)
+    tiles = experts * (cfg.gate_up_tiles + cfg.down_tiles)
+    beats = (tiles, tiles, experts * cfg.gate_up_tiles, experts * cfg.down_tiles)
+    # After the last tile command the run goes on for the last expert's rows and the output.
+    got = handshakes(dut, {"cmd": ([{"tokens": b.tokens} for b in batches], valid)},
+                     {p: (n, r) for p, n, r in zip(ports, beats, readies, strict=True)},
+                     each_cycle=control, extra=3_000)
+    end = control.end
+    rtl_events = events
+    cmd = Producer(Source(valid), len(batches), batches)
+    wires = [Wire() for _ in ports]
+    entry = Wire()
+    unit = Sequencer(cfg, cmd, entry, *wires)
+    env, events = _SequencerEnv(cfg, batches, seed), []
+
+    clock = [0]  # the next cycle to model
+
+    def cycle(t):
+        clock[0] = t + 1
+        s = env.inputs(t, unit.out)
+        unit.sorting, unit.x_blocks, unit.h_blocks = s["sorting"], s["x_blocks"], s["h_blocks"]
+        unit.row, unit.busy, unit.o_last, unit.n = s["row"], s["busy"], s["o_last"], env.n
+        entry.set(s["entry_valid"], unit.entry_ready, s["entry"])
+        for w, valid_now, ready in zip(wires, unit.tile_valid(), readies, strict=True):
+            w.set(valid_now, ready[t])
+        gu, first = unit.gu, unit.first
+        event = unit.step(t)
+        taken = [w.taken for w in wires]
+        taken = [taken[0], taken[1], taken[2] or taken[3]]
+        expert = None
+        if event == "expert":
+            expert = s["entry"][1]
+        elif event == "shared":
+            expert = unit.batch.tokens
+        for what, happened in (("batch", event == "batch"), ("expert", expert is not None),
+                               ("word", s["o_take"])):
+            if happened:
+                events.append((t, what))
+        env.after(t, s, gu=gu, start=event == "batch", expert=expert,
+                  entry_taken=entry.taken, taken=taken, first=first)
+        return t + 1
+
+    run("sequencer", cycle, lambda: len(events) > 0 and clock[0] > end, end + 2)
+    assert {"cmd": cmd.cycles, **{p: w.cycles for p, w in zip(ports, wires, strict=True)}} \
+        == got
+    assert events == rtl_events and unit.state == "IDLE"
+    words = sum(b.tokens * cfg.down_tiles for b in batches if b.groups and not b.fault)
+    assert sum(what == "word" for _, what in events) == words
