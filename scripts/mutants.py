@@ -379,35 +379,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="kvcache-wd-bubble-after-gap",
         models="after a cycle without `wd` data while writing an append's lines, `wd.ready` "
                "stays low one more cycle (a restart bubble; counted as a stall)",
-        file="scoville/rtl/kvcache.py",
+        file="scoville/rtl/kvcache_append.py",
         edits=(
-            Edit(_KV_DECL, _KV_DECL + "        wd_gap = Signal()\n"),
+            Edit("        j = Signal(_index(TL))\n",
+                 "        j = Signal(_index(TL))\n        wd_gap = Signal()\n"),
             Edit(
                 '            with m.State("WRITE"):\n'
-                "                m.d.comb += self.wd.ready.eq(1)\n"
-                "                row = page_w * PL + kvh * head_lines + slot * TL + j\n"
-                "                m.d.comb += [bank_w.addr.eq(row), "
-                "bank_w.data.eq(self.wd.payload),\n"
-                "                             bank_w.en.eq(self.wd.valid)]\n"
-                "                with m.If(self.wd.valid):\n",
+                "                m.d.comb += self.wd.ready.eq(1)\n",
                 '            with m.State("WRITE"):\n'
                 "                m.d.comb += self.wd.ready.eq(~wd_gap)\n"
-                "                m.d.sync += wd_gap.eq(~self.wd.valid)\n"
-                "                row = page_w * PL + kvh * head_lines + slot * TL + j\n"
-                "                m.d.comb += [bank_w.addr.eq(row), "
-                "bank_w.data.eq(self.wd.payload),\n"
-                "                             bank_w.en.eq(self.wd.valid & ~wd_gap)]\n"
-                "                with m.If(self.wd.valid & ~wd_gap):\n",
+                "                m.d.sync += wd_gap.eq(~self.wd.valid)\n",
             ),
-            Edit(
-                '            ((fsm.ongoing("WRITE") | fsm.ongoing("DRAIN")) & ~self.wd.valid)\n',
-                '            ((fsm.ongoing("WRITE") | fsm.ongoing("DRAIN"))\n'
-                "             & ~(self.wd.valid & self.wd.ready))\n",
-            ),
-            Edit(
-                '            "writes": fsm.ongoing("WRITE") & self.wd.valid,\n',
-                '            "writes": fsm.ongoing("WRITE") & self.wd.valid & self.wd.ready,\n',
-            ),
+            Edit("                             self.bank_w.en.eq(self.wd.valid)]\n"
+                 "                with m.If(self.wd.valid):\n",
+                 "                             self.bank_w.en.eq(self.wd.valid & ~wd_gap)]\n"
+                 "                with m.If(self.wd.valid & ~wd_gap):\n"),
+            Edit("self.wd_stall.eq(lines & ~self.wd.valid)",
+                 "self.wd_stall.eq(lines & ~(self.wd.valid & self.wd.ready))"),
+            Edit('self.writes.eq(fsm.ongoing("WRITE") & self.wd.valid)',
+                 'self.writes.eq(fsm.ongoing("WRITE") & self.wd.valid & self.wd.ready)'),
         ),
         block="kvcache", params=KVCACHE, tests=("test_workload",), timing=True,
         why="gap 0.3 on `wd` leaves holes inside most appends; the bubble is counted as a "
@@ -420,10 +410,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/kvcache.py",
         edits=(
             Edit(_KV_DECL, _KV_DECL + "        was_busy = Signal()\n"
-                                      "        m.d.sync += was_busy.eq(engine_busy)\n"),
+                                      "        m.d.sync += was_busy.eq(reader.busy)\n"),
             Edit(
-                '                with m.If(engine_busy & (r.op != Op.APPEND)):\n',
-                '                with m.If((engine_busy | was_busy) & (r.op != Op.APPEND)):\n',
+                '                with m.If(reader.busy & (r.op != Op.APPEND)):\n',
+                '                with m.If((reader.busy | was_busy) & (r.op != Op.APPEND)):\n',
             ),
         ),
         block="kvcache", params=KVCACHE, tests=("test_keep_up", "test_workload"), timing=True,
@@ -491,7 +481,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="kvcache-cow-one-line-short",
         models="copy-on-write stops one line early: the page's last line is not copied",
-        file="scoville/rtl/kvcache.py",
+        file="scoville/rtl/kvcache_append.py",
         edits=(Edit(
             "                with m.If(copy == PL):\n",
             "                with m.If(copy == PL - 1):\n",
@@ -505,7 +495,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="kvcache-cow-skips-first-line",
         models="copy-on-write leaves the new page's first line (K, head 0, first token) "
                "uncopied",
-        file="scoville/rtl/kvcache.py",
+        file="scoville/rtl/kvcache_append.py",
         edits=(Edit("bank_w.en.eq(copy != 0)]", "bank_w.en.eq(copy > 1)]"),),
         block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
         why="test_edges reads K head 0 of both sides of a fork from token 0 after copies; the "
@@ -514,10 +504,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="kvcache-cow-refcount-kept",
         models="copy-on-write does not decrement the shared page's reference count",
-        file="scoville/rtl/kvcache.py",
+        file="scoville/rtl/kvcache_append.py",
         edits=(Edit(
-            "ref_w.data.eq(ref_old - 1),",
-            "ref_w.data.eq(ref_old),",
+            "ref_set.data.eq(ref_old - 1),",
+            "ref_set.data.eq(ref_old),",
         ),),
         block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
         why="the shared page is never freed once both sequences are: `free` in the answers "

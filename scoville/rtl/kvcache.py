@@ -35,13 +35,16 @@ The exact cost of each request in cycles is :mod:`scoville.sim.cycles.kvcache`.
 import functools
 from dataclasses import dataclass
 
-from amaranth.hdl import Array, Module, Mux, Signal, unsigned
+from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .kvcache_append import Appender
 from .kvcache_banks import Banks
 from .kvcache_linereader import LineReader
-from .kvcache_pages import PageAllocator, table_address
+from .kvcache_pages import PageAllocator
+from .kvcache_refs import RefWalk
+from .kvcache_seqs import SequenceTable
 from .lib.codes import names
 from .lib.counters import count, counter_layout
 from .lib.formats import ELEMENT_BITS, MX_BLOCK
@@ -226,11 +229,6 @@ class KvCacheConfig:
         return self.token_bits / (self.token_lines * self.line_bits)
 
 
-def _index(n: int) -> range:
-    """The shape of an index below ``n``, at least one bit wide."""
-    return range(max(n, 2))
-
-
 #: The counters: the fields (``COUNTER_BITS`` each) of the ``counters`` port, in order.
 COUNTERS = ("busy", "stalls", "idle", "read_waits", "read_cycles", "read_stalls", "reads",
             "writes", "copies")
@@ -279,75 +277,57 @@ class KvCache(wiring.Component):
     def elaborate(self, platform):
         cfg = self._config
         m = Module()
-        H, PT, TL, PL = cfg.kv_heads, cfg.page_tokens, cfg.token_lines, cfg.page_lines
-        P, S, B = cfg.pages, cfg.max_seqs, cfg.append_beats
+        PT, P, S = cfg.page_tokens, cfg.pages, cfg.max_seqs
         log_pt = PT.bit_length() - 1
-        head_lines = PT * TL
-
         m.submodules.banks = banks = Banks(cfg.banks, cfg.word_bits, cfg.bank_words)
         m.submodules.pages = pages = PageAllocator(S, P)
         page = pages.page.shape()
-        r = Signal(request_layout())
+        m.submodules.seqs = seqs = SequenceTable(S, SEQ_BITS, TOKEN_BITS)
         m.submodules.reader = reader = LineReader(cfg, request_layout(),
                                                   pages.walk.addr.shape(), page)
-        # The request engine's ports on the page allocator and the banks.
-        tab_c, tab_w, ref_r, ref_w = pages.entry, pages.set, pages.ref, pages.ref_set
-        bank_r, bank_w = banks.read, banks.write
+        m.submodules.walk = walk = RefWalk(pages=P, seqs=S, seq_bits=SEQ_BITS, page=page,
+                                           ref_shape=pages.ref_shape)
+        m.submodules.append = app = Appender(cfg, seq_bits=SEQ_BITS, token_bits=TOKEN_BITS,
+                                             page=page, ref_shape=pages.ref_shape)
+        r = Signal(request_layout())
         wiring.connect(m, reader.walk, pages.walk)
         wiring.connect(m, reader.rd, wiring.flipped(self.rd))
-        # The read engine owns the banks' read port except while a page is copied.
-        m.d.comb += [bank_r.addr.eq(reader.banks.addr), bank_r.en.eq(reader.banks.en),
-                     reader.banks.data.eq(bank_r.data), reader.req.eq(r)]
-
-        # Per-sequence state.
-        active = Signal(S)
-        length = Array(Signal(TOKEN_BITS, name=f"length{s}") for s in range(S))
-        free = pages.free
-        m.d.comb += self.free_pages.eq(free)
+        wiring.connect(m, wiring.flipped(self.wd), app.wd)
+        # The page table and the reference counts: the walk's and the append's ports, each
+        # driving them only in its own states (OR-ed), the read engine its own table port.
+        for port in ("entry", "set", "ref", "ref_set"):
+            theirs, a, b = getattr(pages, port), getattr(walk, port), getattr(app, port)
+            for name, member in theirs.signature.members.items():
+                if member.flow == In:  # the allocator's input: driven by either unit
+                    m.d.comb += getattr(theirs, name).eq(getattr(a, name) | getattr(b, name))
+                else:
+                    m.d.comb += [getattr(a, name).eq(getattr(theirs, name)),
+                                 getattr(b, name).eq(getattr(theirs, name))]
+        m.d.comb += [pages.take.eq(app.take), app.page.eq(pages.page),
+                     pages.release.eq(walk.release), pages.released.eq(walk.released),
+                     app.free.eq(pages.free), self.free_pages.eq(pages.free)]
+        # The banks: the read engine reads except while a page is copied; the append writes.
+        bank_r = banks.read
+        with m.If(app.bank_read):
+            m.d.comb += [bank_r.addr.eq(app.bank_r.addr), bank_r.en.eq(1)]
+        with m.Else():
+            m.d.comb += [bank_r.addr.eq(reader.banks.addr), bank_r.en.eq(reader.banks.en)]
+        m.d.comb += [reader.banks.data.eq(bank_r.data), app.bank_r.data.eq(bank_r.data),
+                     reader.req.eq(r)]
+        wiring.connect(m, app.bank_w, banks.write)
 
         status = Signal(Status)
         out_seq = Signal(SEQ_BITS)
         out_len = Signal(TOKEN_BITS)
-        seq_ok = Signal()
-        seq_len = Signal(TOKEN_BITS)
-        m.d.comb += [
-            seq_ok.eq((r.seq < S) & active.bit_select(r.seq[: max(1, (S - 1).bit_length())], 1)),
-            seq_len.eq(length[r.seq]),
-        ]
-        # The lowest free sequence slot, registered (off the decode path): ``active`` changes
-        # only in the cycle before an answer, so this is current again by the next decode.
-        slot_free = Signal()
-        new_id = Signal(range(max(S, 2)))
-        m.d.sync += slot_free.eq(0)
-        for s in reversed(range(S)):
-            with m.If(~active[s]):
-                m.d.sync += [slot_free.eq(1), new_id.eq(s)]
-        dst = Signal.like(new_id)
-
-        # Walks over a sequence's pages (free, fork), and appends.
-        pg = Signal(range(P + 1))
-        npages = Signal(range(P + 1))
-        page_old = Signal(page)
-        page_w = Signal(page)
-        ref_old = Signal(pages.ref_shape)
-        cow = Signal()
-        slot = Signal(_index(PT))
-        pidx = Signal(range(P + 1))
-        beat = Signal(range(B))
-        kvh = Signal(range(max(cfg.sections * H, 2)))
-        j = Signal(_index(TL))
-        copy = Signal(range(PL + 1))
-        engine_busy = reader.busy
-        read_wait = Signal()
-
+        dst = Signal.like(seqs.new_id)  # a fork's new sequence
+        m.d.comb += [seqs.seq.eq(r.seq), walk.seq.eq(r.seq), walk.fork.eq(r.op == Op.FORK),
+                     walk.dst.eq(dst),
+                     app.seq.eq(r.seq), app.length.eq(seqs.length),
+                     app.engine_busy.eq(reader.busy),
+                     self.resp.payload.status.eq(status), self.resp.payload.seq.eq(out_seq),
+                     self.resp.payload.length.eq(out_len), self.resp.payload.free.eq(pages.free)]
         ceil_pages = lambda tokens: (tokens + PT - 1) >> log_pt  # noqa: E731
-
-        m.d.comb += [
-            self.resp.payload.status.eq(status),
-            self.resp.payload.seq.eq(out_seq),
-            self.resp.payload.length.eq(out_len),
-            self.resp.payload.free.eq(free),
-        ]
+        read_wait = Signal()
 
         def finish(code):
             m.d.sync += status.eq(code)
@@ -359,158 +339,35 @@ class KvCache(wiring.Component):
                 with m.If(self.req.valid):
                     m.d.sync += r.eq(self.req.payload)
                     m.next = "DECODE"
-
             with m.State("DECODE"):
-                m.d.sync += [out_seq.eq(r.seq), out_len.eq(Mux(seq_ok, seq_len, 0)),
-                             pg.eq(0), beat.eq(0), kvh.eq(0), j.eq(0)]
-                with m.If(engine_busy & (r.op != Op.APPEND)):
+                m.d.sync += [out_seq.eq(r.seq), out_len.eq(Mux(seqs.ok, seqs.length, 0))]
+                with m.If(reader.busy & (r.op != Op.APPEND)):
                     m.d.comb += read_wait.eq(1)
                 with m.Else():
-                    with m.Switch(r.op):
-                        with m.Case(Op.ALLOC):
-                            with m.If(~slot_free):
-                                finish(Status.TOO_MANY)
-                            with m.Else():
-                                m.d.sync += [active.bit_select(new_id, 1).eq(1),
-                                             length[new_id].eq(0), out_seq.eq(new_id),
-                                             out_len.eq(0)]
-                                finish(Status.OK)
-                        with m.Case(Op.FREE):
-                            with m.If(~seq_ok):
-                                finish(Status.NO_SEQ)
-                            with m.Else():
-                                m.d.sync += npages.eq(ceil_pages(seq_len))
-                                m.next = "W_TAB"
-                        with m.Case(Op.FORK):
-                            with m.If(~seq_ok):
-                                finish(Status.NO_SEQ)
-                            with m.Elif(r.count > seq_len):
-                                finish(Status.BAD_RANGE)
-                            with m.Elif(~slot_free):
-                                finish(Status.TOO_MANY)
-                            with m.Else():
-                                m.d.sync += [npages.eq(ceil_pages(r.count)), dst.eq(new_id)]
-                                m.next = "W_TAB"
-                        with m.Case(Op.APPEND):
-                            m.d.sync += [slot.eq(seq_len[:log_pt] if log_pt else 0),
-                                         pidx.eq(seq_len >> log_pt)]
-                            m.d.comb += tab_c.addr.eq(table_address(P, r.seq, seq_len >> log_pt))
-                            with m.If(~seq_ok):
-                                m.d.sync += status.eq(Status.NO_SEQ)
-                                m.next = "DRAIN"
-                            with m.Else():
-                                m.next = "A_REF"
-                        with m.Case(Op.READ):
-                            with m.If(~seq_ok):
-                                finish(Status.NO_SEQ)
-                            with m.Elif(r.head >= H):
-                                finish(Status.BAD_HEAD)
-                            with m.Elif((r.count == 0) | (r.start + r.count > seq_len)
-                                        | (r.line0 >= TL) | (r.line0 + r.nlines > TL)):
-                                finish(Status.BAD_RANGE)
-                            with m.Else():
-                                m.d.comb += reader.start.eq(1)
-                                finish(Status.OK)
-                        with m.Default():
-                            finish(Status.BAD_OP)
-
-            # Free and fork: for each page, read its table entry, then its reference count,
-            # then write the count back (a freed page that drops to 0 goes on the free list).
-            with m.State("W_TAB"):
-                m.d.comb += tab_c.addr.eq(table_address(P, r.seq, pg))
-                with m.If(pg == npages):
+                    self._decode(m, r, seqs, walk, app, reader, status, out_seq, out_len, dst,
+                                 ceil_pages, finish)
+            with m.State("WALK"):
+                # Free and fork: the walk over the sequence's pages, then the table.
+                with m.If(walk.done):
+                    m.d.comb += seqs.set_active.eq(1)
                     with m.If(r.op == Op.FREE):
-                        m.d.sync += [active.bit_select(r.seq[: len(new_id)], 1).eq(0),
-                                     length[r.seq].eq(0), out_len.eq(0)]
+                        m.d.comb += [seqs.wseq.eq(r.seq), seqs.wactive.eq(0),
+                                     seqs.set_length.eq(1), seqs.wlength.eq(0)]
+                        m.d.sync += out_len.eq(0)
                     with m.Else():
-                        m.d.sync += [active.bit_select(dst, 1).eq(1), length[dst].eq(r.count),
-                                     out_seq.eq(dst), out_len.eq(r.count)]
+                        m.d.comb += [seqs.wseq.eq(dst), seqs.wactive.eq(1),
+                                     seqs.set_length.eq(1), seqs.wlength.eq(r.count)]
+                        m.d.sync += [out_seq.eq(dst), out_len.eq(r.count)]
                     finish(Status.OK)
-                with m.Else():
-                    m.next = "W_REF"
-            with m.State("W_REF"):
-                m.d.comb += ref_r.addr.eq(tab_c.data)
-                m.d.sync += page_old.eq(tab_c.data)
-                with m.If(r.op == Op.FORK):
-                    m.d.comb += [tab_w.addr.eq(dst * P + pg), tab_w.data.eq(tab_c.data),
-                                 tab_w.en.eq(1)]
-                m.next = "W_UPD"
-            with m.State("W_UPD"):
-                m.d.comb += [ref_w.addr.eq(page_old), ref_w.en.eq(1)]
-                with m.If(r.op == Op.FORK):
-                    m.d.comb += ref_w.data.eq(ref_r.data + 1)
-                with m.Else():
-                    m.d.comb += ref_w.data.eq(ref_r.data - 1)
-                    with m.If(ref_r.data == 1):
-                        m.d.comb += [pages.release.eq(1), pages.released.eq(page_old)]
-                m.d.sync += pg.eq(pg + 1)
-                m.next = "W_TAB"
-
-            # Append: the page of the new token, its reference count, then a new page when the
-            # token opens a page or its page is shared (copy-on-write), then the lines.
-            with m.State("A_REF"):
-                m.d.comb += ref_r.addr.eq(tab_c.data)
-                m.d.sync += page_old.eq(tab_c.data)
-                m.next = "A_DEC"
-            with m.State("A_DEC"):
-                # A copy-on-write waits for the read engine: the copy needs the banks' read
-                # port, and the page table must not point a read at the page before it is
-                # copied. The reference count stays addressed while waiting.
-                m.d.comb += ref_r.addr.eq(page_old)
-                shared = (slot != 0) & (ref_r.data > 1)
-                need = (slot == 0) | shared
-                m.d.sync += [ref_old.eq(ref_r.data), cow.eq(shared), page_w.eq(page_old),
-                             copy.eq(0)]
-                with m.If(need & (free == 0)):
+            with m.State("APPEND"):
+                with m.If(app.full):
                     m.d.sync += status.eq(Status.FULL)
-                    m.next = "DRAIN"
-                with m.Elif(shared & engine_busy):
-                    m.d.comb += read_wait.eq(1)
-                with m.Elif(need):
-                    m.next = "A_ALLOC"
-                with m.Else():
-                    m.next = "WRITE"
-            with m.State("A_ALLOC"):
-                new_page = pages.page
-                m.d.comb += [pages.take.eq(1),
-                             ref_w.addr.eq(new_page), ref_w.data.eq(1), ref_w.en.eq(1),
-                             tab_w.addr.eq(r.seq * P + pidx), tab_w.data.eq(new_page),
-                             tab_w.en.eq(1)]
-                m.d.sync += page_w.eq(new_page)
-                with m.If(cow):
-                    m.next = "COPY"
-                with m.Else():
-                    m.next = "WRITE"
-            with m.State("COPY"):
-                with m.If(copy == 0):
-                    m.d.comb += [ref_w.addr.eq(page_old), ref_w.data.eq(ref_old - 1),
-                                 ref_w.en.eq(1)]
-                m.d.comb += [bank_r.addr.eq(page_old * PL + copy), bank_r.en.eq(1),
-                             bank_w.addr.eq(page_w * PL + copy - 1), bank_w.data.eq(bank_r.data),
-                             bank_w.en.eq(copy != 0)]
-                m.d.sync += copy.eq(copy + 1)
-                with m.If(copy == PL):
-                    m.next = "WRITE"
-            with m.State("WRITE"):
-                m.d.comb += self.wd.ready.eq(1)
-                row = page_w * PL + kvh * head_lines + slot * TL + j
-                m.d.comb += [bank_w.addr.eq(row), bank_w.data.eq(self.wd.payload),
-                             bank_w.en.eq(self.wd.valid)]
-                with m.If(self.wd.valid):
-                    m.d.sync += [beat.eq(beat + 1), j.eq(Mux(j == TL - 1, 0, j + 1))]
-                    with m.If(j == TL - 1):
-                        m.d.sync += kvh.eq(kvh + 1)
-                    with m.If(beat == B - 1):
-                        m.d.sync += [length[r.seq].eq(seq_len + 1), out_len.eq(seq_len + 1),
-                                     status.eq(Status.OK)]
-                        m.next = "RESP"
-            with m.State("DRAIN"):
-                m.d.comb += self.wd.ready.eq(1)
-                with m.If(self.wd.valid):
-                    m.d.sync += beat.eq(beat + 1)
-                    with m.If(beat == B - 1):
-                        m.next = "RESP"
-
+                with m.If(app.wrote):
+                    m.d.comb += [seqs.wseq.eq(r.seq), seqs.set_length.eq(1),
+                                 seqs.wlength.eq(seqs.length + 1)]
+                    m.d.sync += [out_len.eq(seqs.length + 1), status.eq(Status.OK)]
+                with m.If(app.done):
+                    m.next = "RESP"
             with m.State("RESP"):
                 m.d.comb += self.resp.valid.eq(1)
                 with m.If(self.resp.valid & self.resp.ready):
@@ -519,19 +376,71 @@ class KvCache(wiring.Component):
         idle = fsm.ongoing("IDLE") & ~self.req.valid
         stall = Signal()
         m.d.comb += stall.eq(
-            ((fsm.ongoing("WRITE") | fsm.ongoing("DRAIN")) & ~self.wd.valid)
+            app.wd_stall
             | (fsm.ongoing("RESP") & ~self.resp.ready)
         )
-        counts = {
-            "busy": ~idle & ~stall & ~read_wait,
+        wait = read_wait | app.read_wait
+        count(m, self.counters, {
+            "busy": ~idle & ~stall & ~wait,
             "stalls": stall,
             "idle": idle,
-            "read_waits": read_wait,
-            "read_cycles": engine_busy,
+            "read_waits": wait,
+            "read_cycles": reader.busy,
             "read_stalls": reader.stall,
             "reads": self.rd.valid & self.rd.ready,
-            "writes": fsm.ongoing("WRITE") & self.wd.valid,
-            "copies": fsm.ongoing("COPY") & (copy != 0),
-        }
-        count(m, self.counters, counts)
+            "writes": app.writes,
+            "copies": app.copying,
+        })
         return m
+
+    def _decode(self, m, r, seqs, walk, app, reader, status, out_seq, out_len, dst, ceil_pages,
+                finish):
+        """The DECODE state once the request may go: its checks, and its work started or
+        answered."""
+        cfg = self._config
+        with m.Switch(r.op):
+            with m.Case(Op.ALLOC):
+                with m.If(~seqs.slot_free):
+                    finish(Status.TOO_MANY)
+                with m.Else():
+                    m.d.comb += [seqs.wseq.eq(seqs.new_id), seqs.set_active.eq(1),
+                                 seqs.wactive.eq(1), seqs.set_length.eq(1),
+                                 seqs.wlength.eq(0)]
+                    m.d.sync += [out_seq.eq(seqs.new_id), out_len.eq(0)]
+                    finish(Status.OK)
+            with m.Case(Op.FREE):
+                with m.If(~seqs.ok):
+                    finish(Status.NO_SEQ)
+                with m.Else():
+                    m.d.comb += [walk.start.eq(1), walk.npages.eq(ceil_pages(seqs.length))]
+                    m.next = "WALK"
+            with m.Case(Op.FORK):
+                with m.If(~seqs.ok):
+                    finish(Status.NO_SEQ)
+                with m.Elif(r.count > seqs.length):
+                    finish(Status.BAD_RANGE)
+                with m.Elif(~seqs.slot_free):
+                    finish(Status.TOO_MANY)
+                with m.Else():
+                    m.d.comb += [walk.start.eq(1), walk.npages.eq(ceil_pages(r.count))]
+                    m.d.sync += dst.eq(seqs.new_id)
+                    m.next = "WALK"
+            with m.Case(Op.APPEND):
+                m.d.comb += [app.start.eq(1), app.drop.eq(~seqs.ok)]
+                with m.If(~seqs.ok):
+                    m.d.sync += status.eq(Status.NO_SEQ)
+                m.next = "APPEND"
+            with m.Case(Op.READ):
+                with m.If(~seqs.ok):
+                    finish(Status.NO_SEQ)
+                with m.Elif(r.head >= cfg.kv_heads):
+                    finish(Status.BAD_HEAD)
+                with m.Elif((r.count == 0) | (r.start + r.count > seqs.length)
+                            | (r.line0 >= cfg.token_lines)
+                            | (r.line0 + r.nlines > cfg.token_lines)):
+                    finish(Status.BAD_RANGE)
+                with m.Else():
+                    m.d.comb += reader.start.eq(1)
+                    finish(Status.OK)
+            with m.Default():
+                finish(Status.BAD_OP)
