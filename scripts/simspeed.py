@@ -286,9 +286,8 @@ def earlier_run(rev: str, block, params: dict, sim: str, scratch: Path) -> tuple
     import mutants  # the copy machinery: a snapshot of a revision, importable on its own
 
     tree = scratch / f"rev-{rev}"
-    if not tree.exists():
+    if not tree.exists():  # a revision since the tree move imports as it is (#33)
         mutants.snapshot(tree, rev)
-        mutants.link_packages(tree)
     code = (
         "import json, sys\n"
         "from scoville.blocks import get_block, parse_params\n"
