@@ -112,3 +112,15 @@ def handshakes(dut, sources: dict, sinks: dict, *, limit: int = 100_000,
     sim.run()
     return {**{n: p.cycles for n, p in prods.items()},
             **{n: c.cycles for n, (c, _) in cons.items()}}
+
+
+def step_alone(name: str, unit, done, limit: int = 100_000) -> int:
+    """Step a unit model alone (no input of its own set between cycles), cycle after cycle
+    from 0, until ``done()``; the unit model side of :func:`handshakes`."""
+    from scoville.sim.cycles.unit import run
+
+    def cycle(t):
+        unit.step(t)
+        return t + 1
+
+    return run(name, cycle, done, limit)

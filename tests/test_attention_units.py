@@ -34,7 +34,7 @@ from scoville.sim.cycles.attention_walk import CommandIssuer, ReadIssuer
 from scoville.sim.cycles.stream import Consumer, Producer, Schedule, Source
 from scoville.sim.cycles.unit import Wire, run
 
-from .amsim import handshakes
+from .amsim import handshakes, step_alone
 
 
 def _seed(*case) -> int:
@@ -79,11 +79,7 @@ def test_lines_to_beats_unit_model_is_its_rtl(shape, gap):
     unit = LinesToBeats(dim=dim, cols=cols, token_lines=tl, v_lines=vl, v_tiles=vt,
                         v_queue=vq, i=i, o=o)
 
-    def cycle(t):
-        unit.step(t)
-        return t + 1
-
-    run("lines_to_beats", cycle, lambda: len(o.cycles) == beats, 100_000)
+    step_alone("lines_to_beats", unit, lambda: len(o.cycles) == beats)
     assert {"i": i.cycles, "o": o.cycles} == got
 
 
@@ -439,11 +435,7 @@ def test_normalizer_unit_model_is_its_rtl(look, gap):
     pv, o = Producer(Source(valid), len(lasts), lasts), Consumer(ready)
     unit = Normalizer(VT, pv, o)
 
-    def cycle(t):
-        unit.step(t)
-        return t + 1
-
-    run("normalizer", cycle, lambda: len(o.cycles) == outs, 100_000)
+    step_alone("normalizer", unit, lambda: len(o.cycles) == outs)
     assert {"pv": pv.cycles, "o": o.cycles} == got
 
 

@@ -31,7 +31,7 @@ from scoville.sim.cycles.moe_weights import WeightTiles
 from scoville.sim.cycles.stream import Consumer, Producer, Schedule, Source
 from scoville.sim.cycles.unit import Wire, run
 
-from .amsim import handshakes
+from .amsim import handshakes, step_alone
 
 #: Small configurations: GPT-OSS in FP32 x (64 elements a token, two lines), DeepSeek in
 #: BF16 x with 16 columns (8 lanes of SwiGLU: four tiles fill a line).
@@ -325,11 +325,7 @@ def test_router_unit_model_is_its_rtl(name, gap):
     x, o = Producer(Source(valid), len(xs)), Consumer(ready)
     unit = Router(cfg.hidden, route_latency(cfg), x, o)
 
-    def cycle(t):
-        unit.step(t)
-        return t + 1
-
-    run("router", cycle, lambda: len(o.cycles) == tokens, 100_000)
+    step_alone("router", unit, lambda: len(o.cycles) == tokens)
     assert {"x": x.cycles, "o": o.cycles} == got
 
 
@@ -396,11 +392,7 @@ def test_store_feeder_unit_model_is_its_rtl(name, gap):
     cmd, a = Producer(Source(valid), len(ns), ns), Consumer(ready)
     unit = StoreFeeder(D, R, cmd, a)
 
-    def cycle(t):
-        unit.step(t)
-        return t + 1
-
-    run("store_feeder", cycle, lambda: len(a.cycles) == beats, 100_000)
+    step_alone("store_feeder", unit, lambda: len(a.cycles) == beats)
     assert {"cmd": cmd.cycles, "a": a.cycles} == got
 
 
@@ -429,11 +421,7 @@ def test_weight_tiles_unit_model_is_its_rtl(name, gap):
     cmd, b = Producer(Source(valid["cmd"]), len(m_tiles), m_tiles), Consumer(ready)
     unit = WeightTiles(cfg, tile, wd, cmd, b)
 
-    def cycle(t):
-        unit.step(t)
-        return t + 1
-
-    run("weight_tiles", cycle, lambda: len(b.cycles) == beats, 100_000)
+    step_alone("weight_tiles", unit, lambda: len(b.cycles) == beats)
     assert {"tile": tile.cycles, "words": wd.cycles, "cmd": cmd.cycles, "b": b.cycles} == got
 
 

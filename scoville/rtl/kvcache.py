@@ -285,10 +285,8 @@ class KvCache(wiring.Component):
         m.submodules.seqs = seqs = SequenceTable(S, SEQ_BITS, TOKEN_BITS)
         m.submodules.reader = reader = LineReader(cfg, request_layout(),
                                                   pages.walk.addr.shape(), page)
-        m.submodules.walk = walk = RefWalk(pages=P, seqs=S, seq_bits=SEQ_BITS, page=page,
-                                           ref_shape=pages.ref_shape)
-        m.submodules.append = app = Appender(cfg, seq_bits=SEQ_BITS, token_bits=TOKEN_BITS,
-                                             page=page, ref_shape=pages.ref_shape)
+        m.submodules.walk = walk = RefWalk(pages=P, seqs=S, seq_bits=SEQ_BITS)
+        m.submodules.append = app = Appender(cfg, seq_bits=SEQ_BITS, token_bits=TOKEN_BITS)
         r = Signal(request_layout())
         wiring.connect(m, reader.walk, pages.walk)
         wiring.connect(m, reader.rd, wiring.flipped(self.rd))

@@ -5,7 +5,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .kvcache_pages import table_address
+from .kvcache_pages import page_shape, table_address, table_ports
 from .lib.ports import read_port, write_port
 
 __all__ = ["Appender"]
@@ -18,8 +18,7 @@ def _index(n: int) -> range:
 
 class Appender(wiring.Component):
     """Appends a token to sequence ``seq`` of ``length`` tokens. ``config`` is the
-    :class:`~scoville.rtl.kvcache.KvCacheConfig`; ``page`` and ``ref_shape`` the page
-    allocator's shapes.
+    :class:`~scoville.rtl.kvcache.KvCacheConfig`.
 
     A cycle with ``start`` high reads the page-table entry of the token's page (``drop``:
     the sequence is unknown, the token's lines are taken and dropped). Then: the page's
@@ -42,8 +41,8 @@ class Appender(wiring.Component):
     seq : In(seq_bits)
     length : In(token_bits)
     free : In(range(pages + 1))
-    entry, ref : Out(read_port(...))
-    set, ref_set : Out(write_port(...))
+    entry, set, ref, ref_set :
+        The page allocator's ports (:func:`~scoville.rtl.kvcache_pages.table_ports`).
     take : Out(1)
     page : In(page)
     bank_r : Out(read_port(..., enable=True))
@@ -52,18 +51,14 @@ class Appender(wiring.Component):
     full, read_wait, bank_read, copying, writes, wd_stall, done, wrote : Out(1)
     """
 
-    def __init__(self, config, *, seq_bits: int, token_bits: int, page, ref_shape):
+    def __init__(self, config, *, seq_bits: int, token_bits: int):
         self._config = config
         P = config.pages
-        entries = range(config.max_seqs * P)
         line = data.ArrayLayout(config.word_bits, config.banks)
         super().__init__({
             "start": In(1), "drop": In(1), "engine_busy": In(1),
             "seq": In(seq_bits), "length": In(token_bits), "free": In(range(P + 1)),
-            "entry": Out(read_port(entries, page)), "set": Out(write_port(entries, page)),
-            "ref": Out(read_port(range(P), ref_shape)),
-            "ref_set": Out(write_port(range(P), ref_shape)),
-            "take": Out(1), "page": In(page),
+            **table_ports(config.max_seqs, P), "take": Out(1), "page": In(page_shape(P)),
             "bank_r": Out(read_port(range(config.bank_words), line, enable=True)),
             "bank_w": Out(write_port(range(config.bank_words), line)),
             "wd": In(stream.Signature(line)),

@@ -7,7 +7,29 @@ from amaranth.lib.wiring import In, Out
 
 from .lib.ports import read_port, write_port
 
-__all__ = ["PageAllocator", "table_address"]
+__all__ = ["PageAllocator", "count_shape", "page_shape", "table_address", "table_ports"]
+
+
+def page_shape(pages: int) -> range:
+    """The shape of a page number (at least one bit)."""
+    return range(max(pages, 2))
+
+
+def count_shape(max_seqs: int) -> range:
+    """The shape of a page's reference count: up to ``max_seqs``, at least 2 bits so that
+    "shared" (> 1) is never a constant."""
+    return range(max(max_seqs + 1, 4))
+
+
+def table_ports(max_seqs: int, pages: int) -> dict:
+    """The page table's and the reference counts' ports as a unit that uses them drives them:
+    ``entry`` (a read port of the table), ``set`` (its write port), ``ref`` and ``ref_set``
+    (the counts'); :class:`PageAllocator` takes them flipped."""
+    page, count = page_shape(pages), count_shape(max_seqs)
+    entries = range(max_seqs * pages)
+    return {"entry": Out(read_port(entries, page)), "set": Out(write_port(entries, page)),
+            "ref": Out(read_port(range(pages), count)),
+            "ref_set": Out(write_port(range(pages), count))}
 
 
 def table_address(pages: int, seq, index):
@@ -52,15 +74,11 @@ class PageAllocator(wiring.Component):
 
     def __init__(self, max_seqs: int, pages: int):
         self._seqs, self._pages = max_seqs, pages
-        page = range(max(pages, 2))
-        self.ref_shape = range(max(max_seqs + 1, 4))
-        entries = range(max_seqs * pages)
+        page = page_shape(pages)
+        self.ref_shape = count_shape(max_seqs)
         super().__init__({
-            "walk": In(read_port(entries, page)),
-            "entry": In(read_port(entries, page)),
-            "set": In(write_port(entries, page)),
-            "ref": In(read_port(range(pages), self.ref_shape)),
-            "ref_set": In(write_port(range(pages), self.ref_shape)),
+            "walk": In(read_port(range(max_seqs * pages), page)),
+            **{name: In(port.signature) for name, port in table_ports(max_seqs, pages).items()},
             "take": In(1),
             "page": Out(page),
             "release": In(1),
@@ -71,7 +89,7 @@ class PageAllocator(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         S, P = self._seqs, self._pages
-        page = range(max(P, 2))
+        page = page_shape(P)
         m.submodules.table = table = Memory(shape=page, depth=S * P, init=[])
         m.submodules.refs = refs = Memory(shape=self.ref_shape, depth=P, init=[])
         m.submodules.stack = stack = Memory(shape=page, depth=P, init=[])

@@ -5,8 +5,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .kvcache_pages import table_address
-from .lib.ports import read_port, write_port
+from .kvcache_pages import page_shape, table_address, table_ports
 
 __all__ = ["RefWalk"]
 
@@ -16,7 +15,7 @@ class RefWalk(wiring.Component):
     page), then the page's reference count, then the count written back, one less (a free; a
     page that drops to 0 is released) or one more (a fork, which also writes the page into
     sequence ``dst``'s table at the same index). ``pages`` is the table's entries a sequence,
-    ``page`` and ``ref_shape`` the page allocator's shapes.
+    ``seqs`` its sequences.
 
     Timing: a cycle with ``start`` high latches ``npages`` (``seq`` and ``dst`` are held while
     the walk runs); from the next cycle,
@@ -27,22 +26,18 @@ class RefWalk(wiring.Component):
     start, fork : In(1)
     seq, dst : In(seq_bits)
     npages : In(range(pages + 1))
-    entry, ref : Out(read_port(...))
-    set, ref_set : Out(write_port(...))
+    entry, set, ref, ref_set :
+        The page allocator's ports (:func:`~scoville.rtl.kvcache_pages.table_ports`).
     release : Out(1), released : Out(page)
     done : Out(1)
     """
 
-    def __init__(self, *, pages: int, seqs: int, seq_bits: int, page, ref_shape):
+    def __init__(self, *, pages: int, seqs: int, seq_bits: int):
         self._pages = pages
-        entries = range(seqs * pages)
         super().__init__({
             "start": In(1), "fork": In(1), "seq": In(seq_bits), "dst": In(seq_bits),
-            "npages": In(range(pages + 1)),
-            "entry": Out(read_port(entries, page)), "set": Out(write_port(entries, page)),
-            "ref": Out(read_port(range(pages), ref_shape)),
-            "ref_set": Out(write_port(range(pages), ref_shape)),
-            "release": Out(1), "released": Out(page), "done": Out(1),
+            "npages": In(range(pages + 1)), **table_ports(seqs, pages),
+            "release": Out(1), "released": Out(page_shape(pages)), "done": Out(1),
         })
 
     def elaborate(self, platform):

@@ -73,11 +73,6 @@ class Sequencer:
     def bad_batch(self) -> bool:
         return self.first and self.batch.fault
 
-    def shared_start(self) -> bool:
-        """The shared expert starts in this cycle (every token, weight 1)."""
-        return (self.state == "DRAIN" and not self.gu and not self.busy
-                and not self._shared_run and self._last_group and self._cfg.shared)
-
     def step(self, t: int) -> str | None:
         """Cycle ``t``; returns what starts in it: ``batch``, ``expert`` (with the entry's
         payload taken, on the group's last), ``shared``, or None."""
