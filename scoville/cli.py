@@ -54,6 +54,10 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sim", required=True, choices=SIMULATORS)
     p.add_argument("--seed", type=int, help="stimulus seed (random and printed when omitted)")
     p.add_argument("--waves", action="store_true", help="record an FST waveform")
+    p.add_argument("--trace", metavar="FROM:TO", type=_window,
+                   help="print, for cycles FROM to TO of each test, a line a cycle: the RTL's "
+                        "handshakes beside the timed model's and each unit model's state "
+                        "(composed blocks)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     tests = p.add_mutually_exclusive_group()
     tests.add_argument("--all-tests", action="store_true",
@@ -102,6 +106,20 @@ def _cmd_list() -> int:
                 print(f"    {indent}{name:<{22 - len(indent)}} {kind:<9} default {default!s:<8} "
                       f"allowed {allowed}")
     return EXIT_OK
+
+
+def _window(text: str) -> tuple[int, int]:
+    """``FROM:TO``, two cycles, ``0 <= FROM <= TO``."""
+    first, sep, last = text.partition(":")
+    try:
+        window = (int(first), int(last))
+    except ValueError:
+        window = None
+    if not sep or window is None or not 0 <= window[0] <= window[1]:
+        raise argparse.ArgumentTypeError(
+            f"parameter 'trace' = {text!r} is not allowed; allowed: FROM:TO, two cycles with "
+            "0 <= FROM <= TO (e.g. 100:140)")
+    return window
 
 
 def _cmd_verilog(args) -> int:
@@ -160,7 +178,7 @@ def _cmd_sim(args) -> int:
     start = time.monotonic()
     try:
         result = flow.run(
-            block, config, workload, args.sim, seed=seed, waves=args.waves,
+            block, config, workload, args.sim, seed=seed, waves=args.waves, trace=args.trace,
             tests=None if args.all_tests else (args.test or [block.workload_test]),
         )
     except (ToolError, flow.FlowError) as err:
@@ -180,9 +198,15 @@ def _cmd_sim(args) -> int:
             say("    " + test.message.splitlines()[0] if test.message else "")
     for err in result.errors:
         say(f"  error: {err.splitlines()[0]}")
+    if args.trace and not result.traces:
+        say(f"  no trace: {block.name}'s testbench writes none (the composed blocks' do: "
+            "gemm, gemm_quant, fetch, kvcache, attention, moe)")
     if args.json:
+        report["traces"] = result.traces
         print(json.dumps(report))
     else:
+        for test, text in result.traces.items():
+            print(f"trace of {test}:\n{text}", end="")
         print(
             f"{'PASSED' if result.passed else 'FAILED'}: mismatches {report['mismatches']}, "
             f"cycles {report['cycles']}, model cycles {report['model_cycles']} "

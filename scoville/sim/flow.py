@@ -37,6 +37,9 @@ ENV_BLOCK = "SCOVILLE_BLOCK"
 ENV_PARAMS = "SCOVILLE_PARAMS"
 ENV_SEED = "SCOVILLE_SEED"
 ENV_METRICS = "SCOVILLE_METRICS_DIR"
+#: ``FROM:TO``: the composed blocks' testbenches write the timed model's line trace of those
+#: cycles beside the RTL's handshakes (:mod:`scoville.testbenches.bench`).
+ENV_TRACE = "SCOVILLE_TRACE"
 #: Set (to anything) to have the testbench keep, in ``rings/`` of its run folder, the rings it
 #: loaded before releasing the design (``scripts/simspeed.py`` replays them without cocotb).
 ENV_KEEP_RINGS = "SCOVILLE_KEEP_RINGS"
@@ -139,6 +142,8 @@ class RunResult:
     waves: str | None = None
     lint: str = "clean"
     errors: list[str] = field(default_factory=list)
+    #: Per test, its line trace (``trace``), when its testbench writes one.
+    traces: dict[str, str] = field(default_factory=dict)
 
     def total(self, key: str) -> int:
         """Sum of an integer metric over the tests that recorded it."""
@@ -484,6 +489,7 @@ def run(
     tests: list[str] | None = None,
     waves: bool = False,
     netlist: bool = False,
+    trace: tuple[int, int] | None = None,
 ) -> RunResult:
     """Build (or reuse) and simulate ``block`` on ``sim``; return the outcome.
 
@@ -504,6 +510,10 @@ def run(
     netlist : bool
         Simulate the block's gate netlist, with coverage (Verilator only; :func:`build`): the
         run folder holds Verilator's ``coverage.dat``.
+    trace : (int, int), optional
+        Cycles ``FROM`` to ``TO`` of each test's line trace (the timed model's unit states
+        beside the RTL's handshakes), in the result's ``traces`` by test; the composed blocks'
+        testbenches write them.
 
     Raises
     ------
@@ -541,6 +551,8 @@ def run(
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
     }
+    if trace is not None:
+        env[ENV_TRACE] = f"{trace[0]}:{trace[1]}"
     waves_path = None
     plusargs: list[str] = []
     if waves:
@@ -582,6 +594,7 @@ def run(
     metrics = {}
     for path in sorted(metrics_dir.glob("*.json")):
         metrics[path.stem] = json.loads(path.read_text())
+    traces = {path.stem: path.read_text() for path in sorted(metrics_dir.glob("*.trace"))}
     passed = bool(outcomes) and not errors and all(t.passed for t in outcomes)
     return RunResult(
         block=block.name,
@@ -598,5 +611,6 @@ def run(
         waves=str(waves_path) if waves_path else None,
         lint=lint_status,
         errors=errors,
+        traces=traces,
     )
 

@@ -25,7 +25,6 @@ import numpy as np
 
 from scoville.rtl.attention import OPS, STATUS, Op
 from scoville.sim.cycles.attention import COUNTERS, macs, timing
-from scoville.sim.cycles.stream import Source
 from scoville.sim.golden.attention import (
     AttentionModel,
     Command,
@@ -34,10 +33,9 @@ from scoville.sim.golden.attention import (
     reference,
 )
 from scoville.sim.golden.kvcache import stored_values
-from scoville.sim.harness import stream_names
 
-from .freerun import FreeRun
-from .kit import context, record, reset, reset_midway, scoreboard, stream_schedules, timing_errors
+from .bench import BlockBench
+from .kit import context
 
 _NAMES = {v: k for k, v in STATUS.items()}
 SOURCES = ("cmd", "q", "k", "v")
@@ -152,33 +150,22 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
                 where.append((i, b))
     want_resp = [r.word() for r in results]
 
-    await reset(dut, stream_names(ctx.component))
-    valid, ready = stream_schedules(ctx, sources, SINKS, gaps=gaps)
-    model = timing(cfg, results, {name: Source(v) for name, v in valid.items()}, ready)
-    what = f"{ctx.describe()}: {test}"
+    tb = BlockBench(dut, ctx, test, sources=sources, sinks=SINKS, gaps=gaps)
+    tb.source["cmd"].send(feed["cmd"])
+    for name in vectors:
+        tb.source[name].send(rows[name])
 
-    def bench():
-        return FreeRun(
-            dut, ctx.component,
-            sources={"cmd": (feed["cmd"], valid["cmd"]),
-                     **{name: (rows[name], valid[name]) for name in vectors}},
-            sinks={"o": (len(want_o), ready["o"]), "resp": (len(want_resp), ready["resp"])},
-            watch=("counters",),
-        )
+    def where_o(k):
+        i, b = where[k]
+        return f"command {i}: step of sequence {cmds[i].seq}, output {b}"
 
-    if interrupt:
-        await reset_midway(dut, what, bench(), model.cycles // 2, zero=("counters",))
-    seen = await bench().run(timeout=2 * model.cycles + 5000, expect=model.cycles)
-    got_o = codec["o"].unpack(seen.payloads["o"])[""].tolist() if want_o else []
-    bad_o, first, why = scoreboard(f"{what}: outputs", want_o, got_o)
-    if first is not None:
-        i, b = where[first]
-        why += f" (command {i}: step of sequence {cmds[i].seq}, output {b})"
-    bad_r, first_r, why_r = scoreboard(f"{what}: answers", want_resp, seen.payloads["resp"])
-    if first_r is not None:
-        why_r += (f" (command {first_r}: op {cmds[first_r].op}, expected "
-                  f"{_NAMES[results[first_r].status]})")
-    errors = timing_errors(what, model, seen, COUNTERS)
+    def where_resp(k):
+        return f"command {k}: op {cmds[k].op}, expected {_NAMES[results[k].status]}"
+
+    tb.sink["o"].expect(want_o, decode=lambda f: f[""].tolist(), where=where_o, label="outputs")
+    tb.sink["resp"].expect(want_resp, where=where_resp, label="answers")
+    model = tb.predict(timing, cfg, results, tb.valid, tb.ready)
+    seen = await tb.run(model, interrupt=interrupt, slack=5000)
     counters = seen.change
     steps = [r for r in results if r.out is not None]
     err = 0.0
@@ -186,24 +173,15 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
         if r.out is not None:
             ref = _reference(sc, c, sc.history[i])
             err = max(err, float(np.max(np.abs(r.out - ref)) / max(np.max(np.abs(ref)), 1e-30)))
-    metrics = dict(
-        mismatches=bad_o + bad_r, cycles=seen.cycles, model_cycles=model.cycles,
-        timing_errors=len(errors), steps=len(steps), commands=len(cmds),
-        max_rel_err_vs_f64=err,
+    return tb.check(
+        COUNTERS, steps=len(steps), commands=len(cmds), max_rel_err_vs_f64=err,
         kv_bandwidth_utilization=(counters["kv.reads"] / counters["attend_cycles"]
                                   if counters["attend_cycles"] else 0.0),
         array_utilization=(macs(cfg, results) / (cfg.array.rows * cfg.array.cols
                                                   * counters["attend_cycles"])
                            if counters["attend_cycles"] else 0.0),
         statuses={name: sum(r.status == code for r in results) for name, code in STATUS.items()},
-        run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
-        **{f"counter_{c}": counters[c] for c in COUNTERS},
     )
-    record(test, **metrics)
-    assert bad_r == 0, why_r
-    assert bad_o == 0, why
-    assert not errors, "; ".join(errors)
-    return metrics
 
 
 def _reference(sc: Script, cmd: Command, history) -> np.ndarray:

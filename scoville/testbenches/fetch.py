@@ -22,21 +22,12 @@ import numpy as np
 from scoville.rtl.fetch import COUNTERS
 from scoville.sim.cycles.fetch import timing
 from scoville.sim.cycles.memory import MemoryAgent
-from scoville.sim.cycles.stream import Source
 from scoville.sim.golden.fetch import fetch
-from scoville.sim.harness import MEM_DEPTH, MEM_QUEUE, stream_names
+from scoville.sim.harness import MEM_DEPTH, MEM_QUEUE
 
+from .bench import BlockBench
 from .freerun import Memory
-from .kit import (
-    FreeRun,
-    context,
-    record,
-    reset,
-    reset_midway,
-    scoreboard,
-    stream_schedules,
-    timing_errors,
-)
+from .kit import context
 
 WATCH = ("counters",)
 
@@ -67,41 +58,25 @@ async def run_commands(dut, ctx, test: str, commands: list[tuple[int, int]], *, 
     cfg, w = ctx.config, ctx.workload
     latency = w.mem_latency if latency is None else latency
     bpc = w.mem_bytes_per_cycle if bytes_per_cycle is None else bytes_per_cycle
-    component, codec = ctx.component, ctx.codecs
+    codec = ctx.codecs
     rows, values = memory_image(cfg, ctx.rng(7))
     want = fetch(cfg, values, commands)
     cmds = codec["cmd"].pack_bytes(addr=[a for a, _ in commands], len=[n for _, n in commands])
-    await reset(dut, stream_names(component))
-    valid, ready = stream_schedules(ctx, ("cmd", "rdata"), ("req", "o"), gaps=gaps)
-    agent = MemoryAgent(latency, bpc, cfg.data_bits, valid["rdata"])
-    model = timing(cfg, commands, agent, Source(valid["cmd"]), ready["req"], ready["o"])
-    what = f"{ctx.describe()}: {test} (mem_latency={latency}, mem_bytes_per_cycle={bpc})"
-
-    def bench():
-        return FreeRun(
-            dut, component,
-            sources={"cmd": (cmds, valid["cmd"])},
-            sinks={"req": (len(want.requests), ready["req"]), "o": (len(want.words), ready["o"])},
-            memories={"rdata": Memory(rows, len(want.words), latency, bpc, valid["rdata"])},
-            watch=WATCH,
-        )
-
-    if interrupt:
-        await reset_midway(dut, what, bench(), model.cycles // 2, zero=WATCH)
-    seen = await bench().run(timeout=2 * model.cycles + 2000, expect=model.cycles)
-    req = codec["req"].unpack(seen.payloads["req"])
-    got_requests = list(zip(req["addr"].tolist(), req["len"].tolist(), strict=True))
-    bad_requests, _, why_requests = scoreboard(f"{what}: requests", want.requests,
-                                               got_requests)
-    mismatches, first, why = scoreboard(f"{what}: words", want.words, seen.payloads["o"])
-    errors = timing_errors(what, model, seen, [name for name, _ in COUNTERS])
-    record(test, mismatches=mismatches + bad_requests, cycles=seen.cycles,
-           model_cycles=model.cycles, timing_errors=len(errors), commands=len(commands),
-           words=len(want.words), requests=len(want.requests), rejected=want.rejected,
-           run_wall_s=seen.wall_s, service_wall_s=seen.service_s)
-    assert bad_requests == 0, why_requests
-    assert mismatches == 0, why
-    assert not errors, errors[0]
+    tb = BlockBench(dut, ctx, test, sources=("cmd",), memories=("rdata",), sinks=("req", "o"),
+                    gaps=gaps, watch=WATCH,
+                    detail=f" (mem_latency={latency}, mem_bytes_per_cycle={bpc})")
+    tb.source["cmd"].send(cmds)
+    tb.memory["rdata"] = Memory(rows, len(want.words), latency, bpc, tb.memory_valid["rdata"])
+    tb.sink["req"].expect(want.requests, label="requests", decode=lambda req: list(
+        zip(req["addr"].tolist(), req["len"].tolist(), strict=True)))
+    tb.sink["o"].expect(want.words, label="words")
+    agent = MemoryAgent(latency, bpc, cfg.data_bits, tb.memory_valid["rdata"])
+    model = tb.predict(timing, cfg, commands, agent, tb.valid["cmd"], tb.ready["req"],
+                       tb.ready["o"])
+    what = tb.what
+    seen = await tb.run(model, interrupt=interrupt, zero=WATCH)
+    tb.check([name for name, _ in COUNTERS], commands=len(commands), words=len(want.words),
+             requests=len(want.requests), rejected=want.rejected)
     assert seen.change["rejected"] == want.rejected, (
         f"{what}: rejected {seen.change['rejected']}, expected {want.rejected}")
     return model

@@ -28,21 +28,10 @@ from scoville.sim.cycles.gemm import (
     useful_macs,
     utilization,
 )
-from scoville.sim.cycles.stream import Source
 from scoville.sim.golden.gemm import Operands, gemm, operand_beats, result_rows
-from scoville.sim.harness import stream_names
 
-from .kit import (
-    FreeRun,
-    context,
-    read_int,
-    record,
-    reset,
-    reset_midway,
-    scoreboard,
-    stream_schedules,
-    timing_errors,
-)
+from .bench import BlockBench
+from .kit import context, read_int
 
 #: Element codes of the extreme-value draws: the ends of each format's range, its zeros, its
 #: smallest subnormal and normal, and its NaN and Inf.
@@ -125,44 +114,24 @@ def _command_fields(cfg, jobs: list) -> dict:
     return fields
 
 
-async def drive_gemms(dut, ctx, array, jobs: list, outputs: int, timed, *,
-                      gaps: bool, interrupt: bool, what: str):
-    """Reset the block (one with the array's ``cmd``, ``a`` and ``b`` streams and one output
-    stream ``o``), then drive the commands of ``jobs`` (``(m, k, n, Operands or
-    None)``) and the operands of those that run (``array``: the array's config) and take
-    ``outputs`` beats on ``o``, under the workload's schedules (or none). ``interrupt``: first
-    run partway and reset in the middle. Returns what the harness saw and the timed model's
-    prediction, ``timed(shapes, sources, ready)``, fed the same schedules."""
+def gemm_bench(dut, ctx, test: str, array, jobs: list, *, gaps: bool) -> BlockBench:
+    """The bench of a block with the array's ``cmd``, ``a`` and ``b`` streams and one output
+    stream ``o``, its sources loaded with the commands of ``jobs`` (``(m, k, n, Operands or
+    None)``) and the operands of those that run (``array``: the array's config), under the
+    workload's schedules (or none). The caller says what ``o`` carries."""
     fill = ctx.rng(9)
     codec = ctx.codecs
-    cmds = codec["cmd"].pack(**_command_fields(array, jobs))
     a_items, b_items = [], []
     for _, _, _, ops in jobs:
         if ops is not None:
             a_beats, b_beats = operand_beats(array, ops, fill)
             a_items.append(codec["a"].pack_bytes(**a_beats))
             b_items.append(codec["b"].pack_bytes(**b_beats))
-    a_items, b_items = (np.concatenate(rows) if rows else [] for rows in (a_items, b_items))
-    component = ctx.component
-    await reset(dut, stream_names(component))
-    shapes = [(m, k, n) for m, k, n, _ in jobs]
-    valid, ready = stream_schedules(ctx, ("cmd", "a", "b"), ("o",), gaps=gaps)
-    model = timed(shapes, {name: Source(v) for name, v in valid.items()}, ready["o"])
-
-    def bench():
-        return FreeRun(
-            dut,
-            component,
-            sources={"cmd": (cmds, valid["cmd"]), "a": (a_items, valid["a"]),
-                     "b": (b_items, valid["b"])},
-            sinks={"o": (outputs, ready["o"])},
-            watch=("counters",),
-        )
-
-    if interrupt:
-        await reset_midway(dut, what, bench(), model.cycles // 2, zero=("counters", "status"))
-    seen = await bench().run(timeout=2 * model.cycles + 2000, expect=model.cycles)
-    return seen, model
+    tb = BlockBench(dut, ctx, test, sources=("cmd", "a", "b"), sinks=("o",), gaps=gaps)
+    tb.source["cmd"].send(codec["cmd"].pack(**_command_fields(array, jobs)))
+    tb.source["a"].send(np.concatenate(a_items) if a_items else [])
+    tb.source["b"].send(np.concatenate(b_items) if b_items else [])
+    return tb
 
 
 async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: bool = False):
@@ -176,28 +145,22 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
             rows = result_rows(cfg, gemm(cfg, ops))
             want += [r.tolist() for r in rows]
             rows_of += [(g, m, k, n, i) for i in range(len(rows))]
-    what = f"{ctx.describe()}: {test}"
     shapes = [(m, k, n) for m, k, n, _ in jobs]
-    seen, model = await drive_gemms(
-        dut, ctx, cfg, jobs, len(want),
-        lambda *args: timing(cfg, *args), gaps=gaps, interrupt=interrupt, what=what)
-    codec = ctx.codecs
-    got = codec["o"].unpack(seen.payloads["o"])[""].tolist()
-    mismatches, first, why = scoreboard(what, want, got)
-    if first is not None:
-        g, m, k, n, i = rows_of[first]
-        why += f" (GEMM {g}, M x K x N = {m} x {k} x {n}, output row {i})"
-    errors = timing_errors(what, model, seen, COUNTERS)
+
+    def where(row):
+        g, m, k, n, i = rows_of[row]
+        return f"GEMM {g}, M x K x N = {m} x {k} x {n}, output row {i}"
+
+    tb = gemm_bench(dut, ctx, test, cfg, jobs, gaps=gaps)
+    tb.sink["o"].expect(want, decode=lambda f: f[""].tolist(), where=where, label="rows of C")
+    model = tb.predict(timing, cfg, shapes, tb.valid, tb.ready["o"])
+    seen = await tb.run(model, interrupt=interrupt, zero=("counters", "status"))
     good = [s for s in shapes if min(s)]
     macs = sum(useful_macs(*s) for s in good)
-    record(test, mismatches=mismatches, cycles=seen.cycles, model_cycles=model.cycles,
-           timing_errors=len(errors), closed_form_cycles=run_cycles(cfg, shapes),
-           ideal_cycles=sum(ideal_cycles(cfg, *s) for s in good),
-           utilization=utilization(cfg, macs, seen.cycles), macs=macs, gemms=len(good),
-           run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
-           **{f"counter_{c}": seen.change[c] for c in COUNTERS})
-    assert mismatches == 0, why
-    assert not errors, errors[0]
+    tb.check(COUNTERS, closed_form_cycles=run_cycles(cfg, shapes),
+             ideal_cycles=sum(ideal_cycles(cfg, *s) for s in good),
+             utilization=utilization(cfg, macs, seen.cycles), macs=macs, gemms=len(good))
+    what = tb.what
     status = read_int(dut.status, "status")
     last_ok = Status.OK if min(shapes[-1]) else Status.ZERO_DIM
     assert status == last_ok, f"{what}: status {status}, expected {last_ok}"

@@ -21,8 +21,8 @@ from scoville.rtl.lib.formats import MX_BLOCK
 from scoville.sim.cycles.gemm_quant import COUNTERS, timing
 from scoville.sim.golden.gemm_quant import block_order, gemm_quant
 
-from .gemm import drive_gemms, random_operands, workload_jobs
-from .kit import context, read_int, record, scoreboard, timing_errors
+from .gemm import gemm_bench, random_operands, workload_jobs
+from .kit import context, read_int
 
 
 async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: bool = False):
@@ -38,27 +38,23 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
         want += [(c.tolist(), int(s)) for c, s in zip(codes, scales, strict=True)]
         rows, starts = block_order(cfg, m, n)
         block_of += [(g, m, k, n, int(i), int(j)) for i, j in zip(rows, starts, strict=True)]
-    what = f"{ctx.describe()}: {test}"
     shapes = [(m, k, n) for m, k, n, _ in jobs]
-    seen, model = await drive_gemms(
-        dut, ctx, cfg.array, jobs, len(want),
-        lambda *args: timing(cfg, *args), gaps=gaps, interrupt=interrupt, what=what)
-    codec = ctx.codecs
-    out = codec["o"].unpack(seen.payloads["o"])
-    got = [(c.tolist(), int(s)) for c, s in zip(out["codes"], out["scale"], strict=True)]
-    mismatches, first, why = scoreboard(what, want, got)
-    if first is not None:
-        g, m, k, n, i, j = block_of[first]
-        why += (f" (GEMM {g}, M x K x N = {m} x {k} x {n}, row {i} of C, "
-                f"columns {j}..{j + MX_BLOCK - 1})")
-    errors = timing_errors(what, model, seen, COUNTERS)
-    record(test, mismatches=mismatches, cycles=seen.cycles, model_cycles=model.cycles,
-           timing_errors=len(errors), blocks=len(want),
-           gemms=sum(cfg.status(*s) == Status.OK for s in shapes),
-           run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
-           **{f"counter_{c}": seen.change[c] for c in COUNTERS})
-    assert mismatches == 0, why
-    assert not errors, errors[0]
+
+    def where(index):
+        g, m, k, n, i, j = block_of[index]
+        return (f"GEMM {g}, M x K x N = {m} x {k} x {n}, row {i} of C, "
+                f"columns {j}..{j + MX_BLOCK - 1}")
+
+    def blocks(out):
+        return [(c.tolist(), int(s)) for c, s in zip(out["codes"], out["scale"], strict=True)]
+
+    tb = gemm_bench(dut, ctx, test, cfg.array, jobs, gaps=gaps)
+    tb.sink["o"].expect(want, decode=blocks, where=where, label="blocks")
+    model = tb.predict(timing, cfg, shapes, tb.valid, tb.ready["o"])
+    await tb.run(model, interrupt=interrupt, zero=("counters", "status"))
+    tb.check(COUNTERS, blocks=len(want),
+             gemms=sum(cfg.status(*s) == Status.OK for s in shapes))
+    what = tb.what
     status = read_int(dut.status, "status")
     last = cfg.status(*shapes[-1])
     assert status == last, f"{what}: status {status}, expected {last}"

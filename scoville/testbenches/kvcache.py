@@ -29,21 +29,10 @@ from scoville.sim.cycles.kvcache import (
     run_cycles,
     timing,
 )
-from scoville.sim.cycles.stream import Source
 from scoville.sim.golden.kvcache import KvCacheModel, Outcome, Request, encode_heads
-from scoville.sim.harness import stream_names
 
-from .kit import (
-    FreeRun,
-    context,
-    read_int,
-    record,
-    reset,
-    reset_midway,
-    scoreboard,
-    stream_schedules,
-    timing_errors,
-)
+from .bench import BlockBench
+from .kit import context, read_int
 
 WATCH = ("counters", "free_pages")
 _NAMES = {v: k for k, v in STATUS.items()}
@@ -206,7 +195,6 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     reqs, outs = sc.requests, sc.outcomes
     lines = [line for r in reqs if r.op == Op.APPEND for line in r.lines]
     want_resp = [o.word() for o in outs]
-    component = ctx.component
     lines_rd, last_rd, where = [], [], []
     for k, o in enumerate(outs):
         for i, line in enumerate(o.data):
@@ -218,53 +206,39 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     model = sum(request_cycles(cfg, o) for o in outs)
     engine = sum(engine_cycles(o) for o in outs)
 
-    await reset(dut, stream_names(component))
-    valid, ready = stream_schedules(ctx, ("req", "wd"), ("rd", "resp"), gaps=gaps)
-    timed = timing(cfg, outs, {name: Source(v) for name, v in valid.items()}, ready)
-    what = f"{ctx.describe()}: {test}"
+    tb = BlockBench(dut, ctx, test, sources=("req", "wd"), sinks=("rd", "resp"), gaps=gaps,
+                    watch=WATCH)
+    tb.source["req"].send([r.word() for r in reqs])
+    tb.source["wd"].send(lines)
 
-    def bench():
-        return FreeRun(
-            dut,
-            component,
-            sources={"req": ([r.word() for r in reqs], valid["req"]),
-                     "wd": (lines, valid["wd"])},
-            sinks={"rd": (len(want_rd), ready["rd"]), "resp": (len(want_resp), ready["resp"])},
-            watch=WATCH,
-        )
+    def where_resp(k):
+        return (f"request {k}: {_OPS.get(reqs[k].op, reqs[k].op)} {reqs[k]}; expected "
+                f"{_NAMES[outs[k].status]}")
 
-    if interrupt:
-        await reset_midway(dut, what, bench(), timed.cycles // 2, zero=("counters",))
+    def where_rd(j):
+        k, i = where[j]
+        return f"request {k}: {reqs[k]}, line {i}"
+
+    tb.sink["rd"].expect(want_rd, where=where_rd, label="read lines")
+    tb.sink["resp"].expect(want_resp, where=where_resp, label="answers")
+    timed = tb.predict(timing, cfg, outs, tb.valid, tb.ready)
+    what = tb.what
+
+    def all_free():
         free = read_int(dut.free_pages, "free_pages")
         assert free == cfg.pages, f"{what}: free_pages {free} != {cfg.pages} after a reset"
-    seen = await bench().run(timeout=2 * timed.cycles + 2000, expect=timed.cycles)
+
+    seen = await tb.run(timed, interrupt=interrupt, after_reset=all_free)
     counters = seen.change
-    bad_resp, first, why = scoreboard(f"{what}: answers", want_resp, seen.payloads["resp"])
-    if first is not None:
-        req = reqs[first]
-        why += (f" (request {first}: {_OPS.get(req.op, req.op)} {req}; expected "
-                f"{_NAMES[outs[first].status]})")
-    bad_rd, first_rd, why_rd = scoreboard(f"{what}: read lines", want_rd, seen.payloads["rd"])
-    if first_rd is not None:
-        k, i = where[first_rd]
-        why_rd += f" (request {k}: {reqs[k]}, line {i})"
-    errors = timing_errors(what, timed, seen, COUNTERS)
     reads = sum(1 for o in outs if o.op == Op.READ and o.data)
-    metrics = dict(
-        mismatches=bad_resp + bad_rd, cycles=seen.cycles, model_cycles=timed.cycles,
-        timing_errors=len(errors), closed_form_cycles=run_cycles(cfg, outs),
+    metrics = tb.check(
+        COUNTERS, closed_form_cycles=run_cycles(cfg, outs),
         request_model_cycles=model, engine_model_cycles=engine, requests=len(reqs), reads=reads,
         read_lines=len(want_rd), read_bandwidth_utilization=(
             counters["reads"] / counters["read_cycles"] if counters["read_cycles"] else 0.0),
         statuses={name: sum(o.status == code for o in outs) for name, code in STATUS.items()},
-        copies=sum(o.copied for o in outs), run_wall_s=seen.wall_s,
-        service_wall_s=seen.service_s,
-        **{f"counter_{c}": counters[c] for c in (*COUNTERS, "free_pages")},
+        copies=sum(o.copied for o in outs),
     )
-    record(test, **metrics)
-    assert bad_resp == 0, why
-    assert bad_rd == 0, why_rd
-    assert not errors, errors[0]
     # The lines moved, against the reference model.
     line_count = sum(len(r.lines) for r, o in zip(reqs, outs, strict=True)
                      if o.op == Op.APPEND and o.status == Status.OK)

@@ -25,7 +25,7 @@ import numpy as np
 from scoville.rtl.moe import EXPERT_COUNTERS
 from scoville.sim.cycles.memory import MemoryAgent
 from scoville.sim.cycles.moe import COUNTERS, Batch, timing
-from scoville.sim.cycles.stream import ALWAYS, Source
+from scoville.sim.cycles.stream import ALWAYS
 from scoville.sim.golden.fetch import fetch
 from scoville.sim.golden.moe import (
     block_input,
@@ -40,8 +40,9 @@ from scoville.sim.golden.moe import (
 )
 from scoville.sim.harness import stream_names
 
+from .bench import BlockBench
 from .freerun import FreeRun, Memory
-from .kit import context, record, reset, scoreboard, stream_schedules, timing_errors
+from .kit import context, reset
 
 SOURCES = ("cmd", "x")
 SINKS = ("req", "o")
@@ -109,50 +110,33 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
             per_expert[e] += n
         bits = _bits(x).ravel()
         x_beats += (bits >> 16 if cfg.x_fmt == "bf16" else bits).tolist()
-    valid, ready = stream_schedules(ctx, (*SOURCES, "rdata"), SINKS, gaps=gaps)
-    model = timing(cfg, batches, {"cmd": Source(valid["cmd"]), "x": Source(valid["x"])},
-                   {"o": ready["o"], "req": ready["req"]},
-                   MemoryAgent(latency, bpc, cfg.weight_port_bits, valid["rdata"]))
     want_req = fetch(cfg.fetch, image, tiles)
-    requests, words = len(want_req.requests), len(want_req.words)
-    what = f"{ctx.describe()}: {test} (mem_latency={latency}, mem_bytes_per_cycle={bpc})"
-    bench = FreeRun(
-        dut, ctx.component,
-        sources={"cmd": (codec["cmd"].pack(tokens=cmds), valid["cmd"]),
-                 "x": (x_beats, valid["x"]), "wr": ([], ALWAYS)},
-        sinks={"req": (requests, ready["req"]), "o": (len(want_o), ready["o"])},
-        memories={"rdata": Memory(_image_rows(cfg, image), words, latency, bpc,
-                                  valid["rdata"], fault_at)},
-        watch=("counters",),
-    )
-    seen = await bench.run(timeout=2 * model.cycles + 5000, expect=model.cycles)
-    got_o = codec["o"].unpack(seen.payloads["o"])[""].tolist() if want_o else []
-    bad_o, _, why = scoreboard(f"{what}: outputs", want_o, got_o)
-    req = codec["req"].unpack(seen.payloads["req"]) if requests else {"addr": [], "len": []}
-    got_req = list(zip(np.asarray(req["addr"]).tolist(), np.asarray(req["len"]).tolist(),
-                       strict=True))
-    bad_req, _, why_req = scoreboard(f"{what}: read requests", want_req.requests, got_req)
+    words = len(want_req.words)
+    tb = BlockBench(dut, ctx, test, sources=SOURCES, memories=("rdata",), sinks=SINKS,
+                    gaps=gaps, idle=("wr",),
+                    detail=f" (mem_latency={latency}, mem_bytes_per_cycle={bpc})")
+    tb.source["cmd"].send(codec["cmd"].pack(tokens=cmds))
+    tb.source["x"].send(x_beats)
+    tb.memory["rdata"] = Memory(_image_rows(cfg, image), words, latency, bpc,
+                                tb.memory_valid["rdata"], fault_at)
+    tb.sink["req"].expect(want_req.requests, label="read requests", decode=lambda req: list(
+        zip(np.asarray(req["addr"]).tolist(), np.asarray(req["len"]).tolist(), strict=True)))
+    tb.sink["o"].expect(want_o, label="outputs", decode=lambda f: f[""].tolist())
+    model = tb.predict(timing, cfg, batches, tb.valid, tb.ready,
+                   MemoryAgent(latency, bpc, cfg.weight_port_bits, tb.memory_valid["rdata"]))
+    seen = await tb.run(model, slack=5000)
     counters = COUNTERS + (EXPERT_COUNTERS if cfg.expert_counters else ())
-    errors = timing_errors(what, model, seen, counters)
     # The weight port's share of what the memory could deliver; the array's useful MACs
     # (3 H I per token and expert) over what it could do while it ran experts.
     word_bytes = cfg.weight_port_bits // 8
     deliverable = seen.cycles * min(bpc, word_bytes)
     macs = 3 * cfg.hidden * cfg.intermediate * sum(per_expert)
     expert_cycles = seen.change["expert_cycles"]
-    metrics = dict(mismatches=bad_o + bad_req, cycles=seen.cycles, model_cycles=model.cycles,
-                   timing_errors=len(errors), batches=len(xs), requests=requests,
-                   weight_words=words, run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
-                   weight_bandwidth_utilization=words * word_bytes / max(1, deliverable),
-                   array_utilization=macs / max(1, cfg.array.rows * cfg.array.cols
-                                                * expert_cycles),
-                   tokens_per_expert=per_expert, max_rel_err_vs_f64=err,
-                   **{f"counter_{c}": seen.change[c] for c in counters})
-    record(test, **metrics)
-    assert bad_o == 0, why
-    assert bad_req == 0, why_req
-    assert not errors, errors[0]
-    return metrics
+    return tb.check(
+        counters, batches=len(xs), requests=len(want_req.requests), weight_words=words,
+        weight_bandwidth_utilization=words * word_bytes / max(1, deliverable),
+        array_utilization=macs / max(1, cfg.array.rows * cfg.array.cols * expert_cycles),
+        tokens_per_expert=per_expert, max_rel_err_vs_f64=err)
 
 
 def _batch(cfg, rng, tokens: int) -> np.ndarray:

@@ -78,7 +78,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
                          f"array.rows = {cfg.array.rows} in the timed model; allowed: at most "
                          f"array.rows * kv.kv_heads = {cfg.array.rows * cfg.kv.kv_heads}")
     block = _Block(cfg, list(results), sources or {}, ready or {})
-    run("attention", block.cycle, block.done, 10_000_000)
+    run("attention", block.cycle, block.done, 10_000_000, block.parts)
     return block.timing()
 
 
@@ -127,6 +127,15 @@ class _Block:
 
     def done(self) -> bool:
         return len(self.resp.cycles) == len(self.results) and len(self.o.cycles) == self.n_out
+
+    def parts(self) -> dict:
+        """The unit models, then the wires between them, by name (a trace's columns)."""
+        units = ("ctrl", "feeder", "query", "reader", "issuer", "cache", "beats", "array",
+                 "aseq", "score", "norm")
+        wires = {"cache.req": self.c_req, "cache.wd": self.c_wd, "cache.rd": self.c_rd,
+                 "cache.resp": self.c_resp, "array.cmd": self.g_cmd, "array.a": self.g_a,
+                 "array.b": self.g_b, "array.o": self.g_o, "pv": self.pv}
+        return {**{name: getattr(self, name) for name in units}, **wires}
 
     def cycle(self, t: int) -> int:
         """Cycle ``t``: every wire and input from the units' state at its start, then every

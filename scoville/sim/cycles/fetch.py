@@ -134,6 +134,7 @@ def timing(cfg: FetchConfig, commands: Sequence[tuple[int, int]], memory: Memory
         return t + 1
 
     run("fetch", cycle, lambda: len(out.cycles) == words and producer.sent == len(commands),
-        1_000_000 + 1000 * (len(commands) + words))
+        1_000_000 + 1000 * (len(commands) + words),
+        lambda: {"engine": engine, "memory": memory, "req": req, "rdata": rdata})
     return Timing({"cmd": producer.cycles, "req": req.cycles, "rdata": memory.cycles,
                    "o": out.cycles}, {"rejected": engine.rejected})

@@ -270,7 +270,8 @@ def timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[str, So
         return t + 1
 
     run("gemm", cycle, lambda: len(o.cycles) == rows and cmd.sent == len(shapes),
-        64 * (sum(len(p) for p in progs if p) + len(shapes) + 1) + 100_000)
+        64 * (sum(len(p) for p in progs if p) + len(shapes) + 1) + 100_000,
+        lambda: {"engine": engine})
     return Timing({"cmd": cmd.cycles, "a": engine.a.cycles, "b": engine.b.cycles,
                    "o": o.cycles}, engine.counters)
 

@@ -179,7 +179,9 @@ def inner_timing(config, shapes: Iterable[tuple[int, int, int]], sources: dict[s
         return t + 1
 
     run("gemm_quant", cycle, lambda: len(out.cycles) == total and cmd.sent == len(shapes),
-        64 * (sum(len(p) for p in progs) + total + len(shapes) + 1) + 100_000)
+        64 * (sum(len(p) for p in progs) + total + len(shapes) + 1) + 100_000,
+        lambda: {"array": engine, "buffer": buffer, "quant": quant, "array.cmd": to_array,
+                 "buffer.cmd": to_buffer, "rows": rows, "lines": lines})
     counters = {f"array.{name}": value for name, value in engine.counters.items()}
     counters["rejected"] = rejected
     return (Timing({"cmd": cmd.cycles, "a": engine.a.cycles, "b": engine.b.cycles,

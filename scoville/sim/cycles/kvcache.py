@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from scoville.rtl.kvcache import COUNTERS, Op, Status
 
+from . import unit
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 from .unit import run
 
@@ -295,7 +296,12 @@ def timing(config, outcomes, sources: dict[str, Source] | None = None,
     holds its answer until ``resp`` is ready (a stall); an append that copies waits for the
     read engine in its fourth cycle. A read's decode starts the read engine, which moves one
     line per cycle into its output register while the register is empty or taken.
+
+    Traced (:func:`~scoville.sim.cycles.unit.recording`), it steps the :class:`Engine`
+    (:func:`engine_timing`, the same handshakes), which shows its state a cycle at a time.
     """
+    if unit.recording_active():
+        return engine_timing(config, outcomes, sources, ready)
     sources, ready = sources or {}, ready or {}
     outcomes = list(outcomes)
     req = Producer(sources.get("req", Source()), len(outcomes))
@@ -447,6 +453,6 @@ def engine_timing(config, outcomes, sources: dict[str, Source] | None = None,
 
     run("kvcache", cycle,
         lambda: len(resp.cycles) == len(outcomes) and len(rd.cycles) == rd_lines,
-        1_000_000 + 100 * (len(outcomes) + beats + rd_lines))
+        1_000_000 + 100 * (len(outcomes) + beats + rd_lines), lambda: {"engine": engine})
     return Timing({"req": req.cycles, "wd": wd.cycles, "rd": rd.cycles, "resp": resp.cycles},
                   engine.counters)

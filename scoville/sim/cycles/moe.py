@@ -92,13 +92,12 @@ class Batch:
 
 
 def timing(config, batches, sources: dict[str, Source] | None = None,
-           ready: dict[str, Schedule] | None = None, memory: MemoryAgent | None = None,
-           trace: list | None = None) -> Timing:
+           ready: dict[str, Schedule] | None = None,
+           memory: MemoryAgent | None = None) -> Timing:
     """The cycle of every handshake on ``cmd``, ``x``, ``req``, ``rdata`` and ``o`` for
     ``batches`` (:class:`Batch`), the router's weights already loaded; ``sources`` of ``cmd``
     and ``x``, ``ready`` of ``o`` and ``req``, the memory answering as ``memory`` does (a
-    fresh :class:`~scoville.sim.cycles.memory.MemoryAgent`; the model steps it). ``trace``,
-    if given, gets ``(cycle, state)`` at each of the sequencer's state changes.
+    fresh :class:`~scoville.sim.cycles.memory.MemoryAgent`; the model steps it).
 
     The block's unit models, one per RTL unit, stepped together cycle by cycle as the RTL
     connects them (:class:`_Block`)."""
@@ -106,18 +105,18 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
     if batches and batches[-1].fault:
         raise ValueError("a batch with a weight fault ends the run without output: follow it "
                          "with another batch")
-    block = _Block(config, batches, sources or {}, ready or {}, memory, trace)
-    run("moe", block.cycle, block.done, 50_000_000)
+    block = _Block(config, batches, sources or {}, ready or {}, memory)
+    run("moe", block.cycle, block.done, 50_000_000, block.parts)
     return block.timing()
 
 
 class _Block:
     """The MoE block's unit models and the wires between them, as the RTL connects them."""
 
-    def __init__(self, cfg, batches, sources, ready, memory, trace):
+    def __init__(self, cfg, batches, sources, ready, memory):
         H, I_, C, R, P = (cfg.hidden, cfg.intermediate, cfg.array.cols, cfg.array.rows,
                           cfg.weight_port_bits)
-        self.cfg, self.batches, self.trace = cfg, batches, trace
+        self.cfg, self.batches = cfg, batches
         good = [b for b in batches if b.groups is not None]
         self.n_out = sum(b.tokens * cfg.down_tiles for b in good if not b.fault)
         self.cmd = Producer(sources.get("cmd", Source()), len(batches), batches)
@@ -160,6 +159,12 @@ class _Block:
 
     def done(self) -> bool:
         return len(self.o.cycles) == self.n_out and self.cmd.sent == len(self.batches)
+
+    def parts(self) -> dict:
+        """The unit models, then the wires between them, by name (a trace's columns)."""
+        units = ("seq", "split", "router", "dispatch", "xq", "xw", "requests", "fetch", "mem",
+                 "tiles", "array", "xfeed", "hfeed", "glu", "pack", "hq", "hw", "combine")
+        return {**{name: getattr(self, name) for name in units}, **vars(self.w)}
 
     def _wires(self, t: int) -> None:
         """Every wire of cycle ``t`` from the units' state at its start (a pass-through's
@@ -228,10 +233,8 @@ class _Block:
         own["expert_cycles"] += seq.in_expert
         self.cycles_of[self.cur_e] += seq.in_expert
         own["bad_weights"] += seq.bad_batch
-        entry, state = self.w.entry.payload, seq.state
+        entry = self.w.entry.payload
         event = seq.step(t)
-        if self.trace is not None and seq.state != state:
-            self.trace.append((t + 1, seq.state))
         self.split.start = None
         n = self.n
         if event == "batch":

@@ -18,16 +18,22 @@ handshake; either may call ``take``). So a unit model is the same object alone (
 against its RTL unit) and inside a block.
 
 :func:`run` is the loop of the timed models: cycle after cycle until the run is done, with
-one check that the model makes progress (MoE's model keeps its own loop until its units are
-unit models, issue #33).
+one check that the model makes progress. A composed model that names its parts (``parts``)
+can be traced: while :func:`recording` a :class:`Trace`, :func:`run` writes down, for each
+cycle of the trace's window, each unit model's state at the cycle's start (:func:`line`) and
+the wires between units that made a handshake in it, as PyMTL3's line traces do
+(``scoville sim BLOCK --trace FROM:TO`` prints them beside the RTL's handshakes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import enum
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Wire", "run"]
+__all__ = ["Trace", "Wire", "line", "recording", "recording_active", "run"]
 
 
 class Wire:
@@ -61,14 +67,103 @@ class Wire:
             self.cycles.append(t)
 
 
-def run(name: str, cycle: Callable[[int], int], done: Callable[[], bool], limit: int) -> int:
+class Trace:
+    """A timed model's line trace for cycles ``first`` to ``last``: ``states[t]``, each unit
+    model's state at the start of cycle ``t`` (by the unit's name in its block; :func:`line`);
+    ``wires[t]``,
+    the wires between units that made a handshake in cycle ``t``. Cycles the model skipped
+    (nothing could change) repeat the states of the cycle before."""
+
+    def __init__(self, first: int, last: int):
+        if not 0 <= first <= last:
+            raise ValueError(f"trace window {first}:{last}: allowed FROM:TO with 0 <= FROM <= TO")
+        self.first, self.last = first, last
+        self.states: dict[int, dict[str, str | dict[str, str]]] = {}
+        self.wires: dict[int, list[str]] = {}
+        self.model = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.states)
+
+
+_recording: Trace | None = None
+
+
+@contextmanager
+def recording(trace: Trace | None) -> Iterator[Trace | None]:
+    """Within the block, the first :func:`run` of a model that names its parts fills
+    ``trace`` (``None``: nothing is recorded)."""
+    global _recording
+    before, _recording = _recording, trace
+    try:
+        yield trace
+    finally:
+        _recording = before
+
+
+def recording_active() -> bool:
+    """Whether a trace waits for a model's run (a model with a faster untraceable loop then
+    takes its traceable one)."""
+    return _recording is not None
+
+
+def _short(value) -> str | None:
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, (int, str)):
+        return str(value)
+    if isinstance(value, (list, deque)):
+        return f"#{len(value)}"
+    return None
+
+
+def line(unit) -> str | dict[str, str]:
+    """A unit model's state: its ``line()`` if it has one, else each of its attributes that
+    holds a name, a number or a flag, and the length of each list or queue (``#n``), by name
+    in the order the unit set them, ports left out (a trace shows those that change)."""
+    if hasattr(unit, "line"):
+        return unit.line()
+    names = getattr(unit, "__dict__", None)
+    if names is None:
+        names = {slot: getattr(unit, slot, None) for slot in getattr(unit, "__slots__", ())}
+    words = {}
+    for key, value in names.items():
+        text = _short(value)
+        if text is not None:
+            words[key.lstrip("_")] = text
+    return words
+
+
+def run(name: str, cycle: Callable[[int], int], done: Callable[[], bool], limit: int,
+        parts: Callable[[], dict[str, Any]] | None = None) -> int:
     """Step a timed model: ``cycle(t)`` models cycle ``t`` (and may skip cycles where nothing
     can change) and returns the next cycle to model, until ``done()``. Raises one line naming
     the model when it runs past ``limit`` cycles (a model that makes no progress, or a run
-    whose streams never let it finish). Returns the first cycle not modelled."""
+    whose streams never let it finish). Returns the first cycle not modelled.
+
+    ``parts()``: the model's unit models and the wires between them, by name, for a trace
+    (:func:`recording`)."""
+    global _recording
+    trace = _recording if parts is not None else None
+    if trace is not None:
+        _recording = None  # the block's own run only, not its parts' or a later model's
+        trace.model = name
     t = 0
     while not done():
         if t > limit:
             raise RuntimeError(f"{name} timed model: no progress after {t} cycles")
-        t = cycle(t)
+        if trace is None or t > trace.last:
+            t = cycle(t)
+            continue
+        named = parts()
+        states = {key: line(part) for key, part in named.items() if not isinstance(part, Wire)}
+        after = cycle(t)
+        for c in range(max(t, trace.first), min(after, trace.last + 1)):
+            trace.states[c] = states
+        if t >= trace.first:
+            trace.wires[t] = [key for key, part in named.items()
+                              if isinstance(part, Wire) and part.cycles and part.cycles[-1] == t]
+        t = after
     return t

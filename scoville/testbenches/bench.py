@@ -1,0 +1,246 @@
+"""One testbench for every composed block, as cocotbext-axi's ``TB``: an agent per stream
+(a :class:`SourceAgent` for each input, a :class:`SinkAgent` for each output, the memory
+agent's :class:`~scoville.testbenches.freerun.Memory` for each port it serves), one run, one
+check.
+
+A block's testbench builds its stimulus and the golden model's answers, then::
+
+    tb = BlockBench(dut, ctx, "test_workload", sources=("cmd", "x"), sinks=("o",), gaps=True)
+    tb.source["cmd"].send(commands)
+    tb.sink["o"].expect(outputs, decode=lambda f: f[""].tolist(), where=lambda k: ...)
+    model = timing(cfg, work, tb.valid, tb.ready)      # the timed model, same schedules
+    seen = await tb.run(model)
+    metrics = tb.check(model, COUNTERS, commands=len(commands))
+
+:meth:`BlockBench.run` resets the block (first running it partway and resetting it in the
+middle, if asked), drives every stream through the free-running harness and waits for the
+cycle the timed model predicts; :meth:`BlockBench.check` scoreboards every sink that was
+given its expected payloads, compares every handshake's cycle and each named counter with
+the model, records the metrics and asserts, the first failing sink first.
+
+Traces: when the flow asks for one (``scoville sim BLOCK --trace FROM:TO``), the model that
+:meth:`BlockBench.predict` runs records each unit model's state for those cycles
+(:class:`~scoville.sim.cycles.unit.Trace`), and :meth:`BlockBench.check` writes, before it
+asserts, one line a cycle (:func:`trace_lines`): the handshakes the RTL made on the block's
+streams beside the model's, each unit's state and the wires between units that moved a beat.
+
+The schedules are the workload's (:func:`~scoville.testbenches.kit.stream_schedules`), drawn
+in the order the streams are named: the sources, then the memories' data ports, then the
+sinks, so that a seed replays the same gaps and back-pressure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from scoville.sim.cycles.stream import ALWAYS, Schedule, Source
+from scoville.sim.cycles.unit import Trace, recording
+from scoville.sim.flow import ENV_METRICS, ENV_TRACE
+from scoville.sim.harness import stream_names
+
+from .freerun import FreeRun, Memory, Observed
+from .kit import RunContext, record, reset, reset_midway, scoreboard, timing_errors
+from .kit import stream_schedules as _schedules
+
+__all__ = ["BlockBench", "SinkAgent", "SourceAgent", "trace_lines"]
+
+
+class SourceAgent:
+    """An input stream: its valid schedule and the payloads it offers, in order (integers,
+    or rows of :meth:`~scoville.testbenches.codec.Codec.pack_bytes`)."""
+
+    def __init__(self, name: str, valid: Schedule):
+        self.name, self.valid = name, valid
+        self.items: Any = []
+
+    def send(self, items) -> None:
+        """Offer ``items`` (replacing any given before)."""
+        self.items = items
+
+
+class SinkAgent:
+    """An output stream: its ready schedule, the payloads it must carry and how to read
+    them.
+
+    ``expect(want, decode=..., where=..., label=...)``: the run takes ``len(want)`` beats;
+    :meth:`check` compares ``decode(codec.unpack(payloads))`` (or the raw payloads, without
+    ``decode``) with ``want``, and names the first mismatch's origin with ``where(index)``.
+    A sink never given ``expect`` takes no beat and is not scoreboarded.
+    """
+
+    def __init__(self, name: str, ready: Schedule, codec):
+        self.name, self.ready, self.codec = name, ready, codec
+        self.want: list | None = None
+        self.label = name
+        self._decode: Callable | None = None
+        self._where: Callable[[int], str] | None = None
+
+    def expect(self, want: Sequence, *, decode: Callable | None = None,
+               where: Callable[[int], str] | None = None, label: str | None = None) -> None:
+        self.want = list(want)
+        self._decode, self._where = decode, where
+        self.label = label or self.name
+
+    @property
+    def count(self) -> int:
+        return 0 if self.want is None else len(self.want)
+
+    def got(self, payloads: list[int]) -> list:
+        """The payloads as compared: decoded, or raw."""
+        if self._decode is None:
+            return list(payloads)
+        return self._decode(self.codec.unpack(payloads)) if payloads else []
+
+    def check(self, what: str, payloads: list[int]) -> tuple[int, str]:
+        """Mismatches against the expected payloads, and the message naming the first."""
+        bad, first, why = scoreboard(f"{what}: {self.label}", self.want, self.got(payloads))
+        if first is not None and self._where is not None:
+            why += f" ({self._where(first)})"
+        return bad, why
+
+
+class BlockBench:
+    """A composed block's testbench run: ``sources``, ``memories`` (data ports the harness's
+    memory agent serves) and ``sinks`` name its streams; ``gaps`` says whether they carry the
+    workload's gaps and back-pressure; ``watch`` names the outputs whose change over the run
+    is read (counters); ``idle`` names input streams this run leaves idle (no beat offered;
+    the harness drives every stream); ``detail`` is added to the name of the run in
+    messages."""
+
+    def __init__(self, dut, ctx: RunContext, test: str, *, sources: Sequence[str],
+                 sinks: Sequence[str], gaps: bool, memories: Sequence[str] = (),
+                 watch: Sequence[str] = ("counters",), idle: Sequence[str] = (),
+                 detail: str = ""):
+        self.dut, self.ctx, self.test = dut, ctx, test
+        self.what = f"{ctx.describe()}: {test}{detail}"
+        valid, ready = _schedules(ctx, (*sources, *memories), sinks, gaps=gaps)
+        codecs = ctx.codecs
+        self.source = {name: SourceAgent(name, valid[name]) for name in sources}
+        self.sink = {name: SinkAgent(name, ready[name], codecs.get(name)) for name in sinks}
+        #: Each memory port's valid schedule (the memory agent's words), for the model.
+        self.memory_valid = {name: valid[name] for name in memories}
+        #: Each memory port's :class:`Memory`, set by the testbench before :meth:`run`.
+        self.memory: dict[str, Memory] = {}
+        self.watch = tuple(watch)
+        self.idle = tuple(idle)
+        self.seen: Observed | None = None
+        self.model = None
+        window = os.environ.get(ENV_TRACE)
+        self.trace = Trace(*map(int, window.split(":"))) if window else None
+
+    @property
+    def valid(self) -> dict[str, Source]:
+        """Each source's valid schedule, as the timed model takes it."""
+        return {name: Source(agent.valid) for name, agent in self.source.items()}
+
+    @property
+    def ready(self) -> dict[str, Schedule]:
+        """Each sink's ready schedule, as the timed model takes it."""
+        return {name: agent.ready for name, agent in self.sink.items()}
+
+    def predict(self, timing: Callable, *args, **kwargs):
+        """The timed model's prediction, ``timing(*args, **kwargs)``, recording its trace when
+        one is asked for; :meth:`run` waits for it and :meth:`check` compares with it."""
+        with recording(self.trace):
+            self.model = timing(*args, **kwargs)
+        return self.model
+
+    def _freerun(self) -> FreeRun:
+        return FreeRun(
+            self.dut, self.ctx.component,
+            sources={**{name: (a.items, a.valid) for name, a in self.source.items()},
+                     **{name: ([], ALWAYS) for name in self.idle}},
+            sinks={name: (a.count, a.ready) for name, a in self.sink.items()},
+            memories=self.memory, watch=self.watch)
+
+    async def run(self, model=None, *, interrupt: bool = False, zero: Sequence[str] = ("counters",),
+                  after_reset: Callable[[], None] | None = None, slack: int = 2000) -> Observed:
+        """Reset the block and run every stream to its end; wait for the cycle ``model`` (the
+        timed model's prediction) puts the last handshake at, and give up at twice that plus
+        ``slack``. ``interrupt``: first run partway (half the model's cycles) and reset the
+        block in the middle: no output may offer a beat and each output in ``zero`` must read
+        0 in the reset, then ``after_reset()`` may check more."""
+        if model is not None:
+            self.model = model
+        model = self.model
+        await reset(self.dut, stream_names(self.ctx.component))
+        if interrupt:
+            await reset_midway(self.dut, self.what, self._freerun(), model.cycles // 2,
+                               zero=zero)
+            if after_reset is not None:
+                after_reset()
+        self.seen = await self._freerun().run(timeout=2 * model.cycles + slack,
+                                              expect=model.cycles)
+        return self.seen
+
+    def check(self, counters: Sequence[str] = (), **metrics) -> dict:
+        """Scoreboard every sink given its expected payloads, compare every handshake's cycle
+        and each of ``counters`` with the model; record the run's metrics (these, the
+        mismatches, the cycles, the timing errors, every watched output's change as
+        ``counter_<name>``, the wall times) and assert. Returns the metrics."""
+        seen, model = self.seen, self.model
+        boards = [agent.check(self.what, seen.payloads[name])
+                  for name, agent in self.sink.items() if agent.want is not None]
+        errors = timing_errors(self.what, model, seen, counters)
+        metrics = dict(
+            mismatches=sum(bad for bad, _ in boards), cycles=seen.cycles,
+            model_cycles=model.cycles, timing_errors=len(errors), **metrics,
+            run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
+            **{f"counter_{name}": value for name, value in seen.change.items()})
+        record(self.test, **metrics)
+        if self.trace is not None:
+            text = "\n".join(trace_lines(self.trace, seen.handshakes, model.handshakes,
+                                         f"{self.what}:"))
+            (Path(os.environ[ENV_METRICS]) / f"{self.test}.trace").write_text(text + "\n")
+        for bad, why in boards:
+            assert bad == 0, why
+        assert not errors, "; ".join(errors)
+        return metrics
+
+
+def trace_lines(trace: Trace, rtl: dict[str, list[int]], model: dict[str, list[int]],
+                title: str = "") -> list[str]:
+    """A line a cycle of ``trace``'s window: the cycle; the block's streams that made a
+    handshake in it in the RTL (``rtl``, each stream's handshake cycles) and in the timed
+    model (``model``), a ``*`` where they differ; each unit model's state at the cycle's
+    start; the wires between units that moved a beat in it."""
+    names = list(model)
+    hits = {side: {name: set(cycles.get(name, ())) for name in names}
+            for side, cycles in (("rtl", rtl), ("model", model))}
+
+    def marks(side: str, t: int) -> str:
+        return " ".join(name if t in hits[side][name] else "." * len(name) for name in names)
+
+    width = len(marks("rtl", -1))
+    window = range(trace.first, trace.last + 1)
+    # Of a unit's attributes, those that change in the window (and its state, if it has one).
+    moving: dict[str, set[str]] = {}
+    for t in window:
+        for unit, words in trace.states.get(t, {}).items():
+            if isinstance(words, dict):
+                first = trace.states[trace.first][unit] if trace.first in trace.states else {}
+                moving.setdefault(unit, {"state"} & words.keys()).update(
+                    key for key, value in words.items() if first.get(key) != value)
+
+    def show(unit: str, words) -> str:
+        if isinstance(words, str):
+            return words
+        return " ".join(f"{key}={value}" for key, value in words.items()
+                        if key in moving[unit]) or "-"
+
+    lines = [f"# {title} cycles {trace.first} to {trace.last} of the {trace.model} model: "
+             "the block's streams that made a handshake in the RTL and in the model (* where "
+             "they differ), then each unit model's state at the cycle's start and the wires "
+             "between units that moved a beat",
+             f"{'cycle':>7}  {'rtl':<{width}}    {'model':<{width}}  | units | wires"]
+    for t in window:
+        got, want = marks("rtl", t), marks("model", t)
+        flag = "*" if got != want else " "
+        units = "  ".join(f"{name}: {show(name, words)}"
+                          for name, words in trace.states.get(t, {}).items())
+        wires = " ".join(trace.wires.get(t, ()))
+        lines.append(f"{t:>7}  {got}  {flag} {want}  | {units} | {wires}")
+    return lines

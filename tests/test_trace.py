@@ -1,0 +1,115 @@
+"""Line traces of the timed models (``scoville sim BLOCK --trace FROM:TO``): a traced model
+predicts the same handshakes, records each unit's state for the window, and the trace marks
+the cycles where the RTL's handshakes differ from the model's."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from scoville.rtl.attention import AttentionConfig
+from scoville.rtl.kvcache import KvCacheConfig
+from scoville.rtl.lib.params import build_config
+from scoville.sim.cycles import attention, kvcache
+from scoville.sim.cycles.stream import Schedule, Source
+from scoville.sim.cycles.unit import Trace, recording
+from scoville.sim.workload import AttentionWorkload
+from scoville.testbenches.attention import workload_script
+from scoville.testbenches.bench import trace_lines
+from scoville.testbenches.kvcache import random_script
+
+SMALL = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024, "kv.page_tokens": 4,
+         "kv.max_seqs": 2, "kv.kv_heads": 2, "kv.head_dim": 16, "array.rows": 2,
+         "array.cols": 16, "q_heads": 4, "chunk": 32, "sinks": 1, "window": 20}
+
+
+def _attention(trace=None):
+    cfg = build_config(AttentionConfig, SMALL)
+    workload = AttentionWorkload(seqs=2, context=6, steps=2)
+    sc = workload_script(cfg, workload, np.random.default_rng(5))
+    sources = {name: Source(Schedule([5, k], 0.3)) for k, name in enumerate("cmd q k v".split())}
+    ready = {"o": Schedule([6, 0], 0.3), "resp": Schedule([6, 1], 0.3)}
+    with recording(trace):
+        return attention.timing(cfg, sc.results, sources, ready)
+
+
+def test_a_traced_model_predicts_the_same_and_records_every_cycle_of_its_window():
+    plain = _attention()
+    trace = Trace(40, 90)
+    traced = _attention(trace)
+    assert traced.handshakes == plain.handshakes and traced.counters == plain.counters
+    assert trace.model == "attention"
+    assert sorted(trace.states) == list(range(40, 91))
+    units = trace.states[40]
+    assert {"ctrl", "cache", "array", "score", "norm"} <= units.keys()
+    assert {units["ctrl"]["state"] for units in trace.states.values()} > {"IDLE"}
+    # The wires named are the model's internal ones, and some moved a beat in the window.
+    moved = {name for names in trace.wires.values() for name in names}
+    assert moved and moved <= {"cache.req", "cache.wd", "cache.rd", "cache.resp", "array.cmd",
+                               "array.a", "array.b", "array.o", "pv"}
+
+
+def test_only_the_first_run_in_a_recording_is_traced():
+    trace = Trace(0, 10)
+    with recording(trace):
+        attention.timing(build_config(AttentionConfig, SMALL), [])
+        first = dict(trace.states)
+        _attention()
+    assert trace.states == first
+
+
+def test_kvcache_traced_steps_its_engine_and_predicts_the_same():
+    cfg = build_config(KvCacheConfig, {"page_tokens": 4, "kv_heads": 2, "head_dim": 16})
+    outcomes = random_script(cfg, np.random.default_rng(3), 60).outcomes
+    plain = kvcache.timing(cfg, outcomes)
+    trace = Trace(0, 30)
+    with recording(trace):
+        traced = kvcache.timing(cfg, outcomes)
+    assert traced.handshakes == plain.handshakes and traced.counters == plain.counters
+    assert list(trace.states[0]) == ["engine"]
+
+
+def test_the_trace_marks_where_the_rtl_differs_and_shows_what_moves():
+    trace = Trace(3, 5)
+    trace.model = "toy"
+    trace.states = {t: {"fixed": {"width": "8", "n": str(t)}, "ctl": {"state": "RUN"},
+                        "own": "custom line"} for t in range(3, 6)}
+    trace.wires = {4: ["w"]}
+    model = {"cmd": [3, 5], "o": [4]}
+    rtl = {"cmd": [3, 5], "o": [5]}
+    lines = trace_lines(trace, rtl, model, "toy test:")
+    assert len(lines) == 2 + 3
+    body = lines[2:]
+    assert ["*" in line.split("|")[0] for line in body] == [False, True, True]
+    assert "width" not in "".join(body) and "n=4" in body[1]
+    assert "ctl: state=RUN" in body[0] and "own: custom line" in body[0]
+    assert body[1].rstrip().endswith("| w")
+
+
+@pytest.mark.parametrize("window", ["5", "9:3", "a:b", "-1:4"])
+def test_a_bad_window_is_one_line_naming_trace(window):
+    proc = subprocess.run([sys.executable, "-m", "scoville.cli", "sim", "gemm", "--sim",
+                           "icarus", f"--trace={window}"], capture_output=True, text=True,
+                          timeout=120, env=os.environ)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert "'trace'" in lines[-1] and "FROM:TO" in lines[-1]
+
+
+@pytest.mark.sim
+def test_sim_prints_the_trace_beside_the_rtl():
+    proc = subprocess.run(
+        [sys.executable, "-m", "scoville.cli", "sim", "gemm", "--sim", "icarus", "--seed", "4",
+         "--param", "rows=2", "--param", "cols=2", "--param", "count=3", "--trace", "10:30",
+         "--json"], capture_output=True, text=True, timeout=600, env=os.environ)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    lines = report["traces"]["test_workload"].splitlines()
+    assert len(lines) == 2 + 21
+    assert [line.split()[0] for line in lines[2:]] == [str(t) for t in range(10, 31)]
+    # RTL and model agree in every cycle (the run passed), and the array's engine is shown.
+    assert not any("*" in line.split("|")[0] for line in lines[2:])
+    assert all("engine:" in line for line in lines[2:])
