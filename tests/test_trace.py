@@ -15,10 +15,10 @@ from scoville.rtl.kvcache import KvCacheConfig
 from scoville.rtl.lib.params import build_config
 from scoville.sim.cycles import attention, kvcache
 from scoville.sim.cycles.stream import Schedule, Source
-from scoville.sim.cycles.unit import Trace, recording
+from scoville.sim.cycles.unit import Trace, line, recording
 from scoville.sim.workload import AttentionWorkload
 from scoville.testbenches.attention import workload_script
-from scoville.testbenches.bench import trace_lines
+from scoville.testbenches.bench import first_divergence, trace_lines
 from scoville.testbenches.kvcache import random_script
 
 SMALL = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024, "kv.page_tokens": 4,
@@ -81,8 +81,9 @@ def test_the_trace_marks_where_the_rtl_differs_and_shows_what_moves():
     model = {"cmd": [3, 5], "o": [4]}
     rtl = {"cmd": [3, 5], "o": [5]}
     lines = trace_lines(trace, rtl, model, "toy test:")
-    assert len(lines) == 2 + 3
-    body = lines[2:]
+    assert len(lines) == 3 + 3
+    assert lines[2].split() == ["cycle", "cmd", "o", "cmd", "o", "|", "units", "|", "wires"]
+    body = lines[3:]
     assert ["*" in line.split("|")[0] for line in body] == [False, True, True]
     assert "width" not in "".join(body) and "n=4" in body[1]
     assert "ctl: state=RUN" in body[0] and "own: custom line" in body[0]
@@ -108,8 +109,30 @@ def test_sim_prints_the_trace_beside_the_rtl():
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     lines = report["traces"]["test_workload"].splitlines()
-    assert len(lines) == 2 + 21
-    assert [line.split()[0] for line in lines[2:]] == [str(t) for t in range(10, 31)]
+    assert len(lines) == 3 + 21
+    assert [line.split()[0] for line in lines[3:]] == [str(t) for t in range(10, 31)]
     # RTL and model agree in every cycle (the run passed), and the array's engine is shown.
-    assert not any("*" in line.split("|")[0] for line in lines[2:])
-    assert all("engine:" in line for line in lines[2:])
+    assert not any("*" in line.split("|")[0] for line in lines[3:])
+    assert all("engine:" in line for line in lines[3:])
+
+
+def test_a_unit_shows_its_line_trace_or_its_plain_attributes():
+    class Plain:
+        def __init__(self):
+            self.line = object()  # a port named like a method: not called
+            self._left, self.busy, self.queue, self.name = 3, True, [1, 2], "GATE"
+
+    class Own:
+        def line_trace(self):
+            return "custom"
+
+    assert line(Plain()) == {"left": "3", "busy": "1", "queue": "#2", "name": "GATE"}
+    assert line(Own()) == "custom"
+
+
+def test_the_first_divergence_is_the_earliest_cycle_where_rtl_and_model_part():
+    model = {"cmd": [1, 4, 9], "o": [6, 7]}
+    assert first_divergence(model, {"cmd": [1, 4, 9], "o": [6, 7]}) == 0
+    assert first_divergence(model, {"cmd": [1, 5, 9], "o": [6, 8]}) == 4
+    assert first_divergence(model, {"cmd": [1, 4, 9], "o": [6]}) == 7  # one beat missing
+    assert first_divergence(model, {"cmd": [1, 4, 9, 12], "o": [6, 7]}) == 12  # one too many

@@ -45,7 +45,7 @@ from .freerun import FreeRun, Memory, Observed
 from .kit import RunContext, record, reset, reset_midway, scoreboard, timing_errors
 from .kit import stream_schedules as _schedules
 
-__all__ = ["BlockBench", "SinkAgent", "SourceAgent", "trace_lines"]
+__all__ = ["BlockBench", "SinkAgent", "SourceAgent", "first_divergence", "trace_lines"]
 
 
 class SourceAgent:
@@ -197,8 +197,24 @@ class BlockBench:
             (Path(os.environ[ENV_METRICS]) / f"{self.test}.trace").write_text(text + "\n")
         for bad, why in boards:
             assert bad == 0, why
+        if errors and self.trace is None:
+            at = first_divergence(model.handshakes, seen.handshakes)
+            errors.append(f"to read it, replay with --trace {max(at - 20, 0)}:{at + 5}")
         assert not errors, "; ".join(errors)
         return metrics
+
+
+def first_divergence(model: dict[str, list[int]], rtl: dict[str, list[int]]) -> int:
+    """The first cycle at which a stream's handshakes differ between the model and the RTL
+    (a handshake one made and the other did not, or made at another cycle)."""
+    at = []
+    for name, want in model.items():
+        got = rtl.get(name, [])
+        k = next((i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b),
+                 min(len(want), len(got)))
+        if k < len(want) or k < len(got):
+            at.append(min(c[k] for c in (want, got) if k < len(c)))
+    return min(at, default=0)
 
 
 def trace_lines(trace: Trace, rtl: dict[str, list[int]], model: dict[str, list[int]],
@@ -235,7 +251,8 @@ def trace_lines(trace: Trace, rtl: dict[str, list[int]], model: dict[str, list[i
              "the block's streams that made a handshake in the RTL and in the model (* where "
              "they differ), then each unit model's state at the cycle's start and the wires "
              "between units that moved a beat",
-             f"{'cycle':>7}  {'rtl':<{width}}    {'model':<{width}}  | units | wires"]
+             f"{'':>7}  {'rtl':<{width}}    {'model':<{width}}",
+             f"{'cycle':>7}  {' '.join(names)}    {' '.join(names)}  | units | wires"]
     for t in window:
         got, want = marks("rtl", t), marks("model", t)
         flag = "*" if got != want else " "

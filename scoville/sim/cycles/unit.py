@@ -120,11 +120,13 @@ def _short(value) -> str | None:
 
 
 def line(unit) -> str | dict[str, str]:
-    """A unit model's state: its ``line()`` if it has one, else each of its attributes that
-    holds a name, a number or a flag, and the length of each list or queue (``#n``), by name
-    in the order the unit set them, ports left out (a trace shows those that change)."""
-    if hasattr(unit, "line"):
-        return unit.line()
+    """A unit model's state: its ``line_trace()`` if it has one (PyMTL3's name), else each of
+    its attributes that holds a name, a number or a flag, and the length of each list or
+    queue (``#n``), by name in the order the unit set them, ports left out (a trace shows
+    those that change)."""
+    line_trace = getattr(unit, "line_trace", None)
+    if callable(line_trace):
+        return line_trace()
     names = getattr(unit, "__dict__", None)
     if names is None:
         names = {slot: getattr(unit, slot, None) for slot in getattr(unit, "__slots__", ())}
