@@ -11,13 +11,21 @@ Usage: ``python scripts/buildtime.py [--out docs/buildtime.md] [--quick] [--only
 ``--quick`` builds only the three 16x16 Verilator cases, to compare two revisions of the RTL on
 one machine; ``--only`` (repeatable, e.g. ``--only mxfp8/mxfp4:os``) builds the cases named and
 prints them without writing the table.
+
+``--blocks B [B ...] --against REV`` compares, for each first look of those blocks (what
+``scoville regress`` and CI build) on both simulators, elaboration and build (harness cached)
+at revision REV and now, each revision in its own copy (the fastest of ``--repeat`` runs of
+each);
+it writes the section "Before and after" of the doc (the table above it is kept).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -63,6 +71,95 @@ def _build(block, config, sim: str, tool, **env: str) -> float:
         return time.perf_counter() - start
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+#: One revision's elaboration and build of a block's first looks, run in its copy: prints a
+#: JSON list of (look, simulator, Verilog lines, elaborate s, build s) per build.
+_REVISION_BUILDS = """
+import json, sys, tempfile, time
+from scoville.blocks import get_block, parse_params
+from scoville.sim import flow
+from scoville.sim.tools import patched_environ, require
+block = get_block(sys.argv[1])
+out = []
+for look in block.first_look:
+    config, _ = parse_params(block, dict(look.params))
+    elaborate = None
+    for _ in range(int(sys.argv[2])):
+        start = time.perf_counter()
+        text = flow.simulated_verilog(block, config, block.name)
+        took = time.perf_counter() - start
+        elaborate = took if elaborate is None else min(elaborate, took)
+    for sim in ("verilator", "icarus"):
+        best = None
+        for _ in range(int(sys.argv[2])):
+            with tempfile.TemporaryDirectory() as cache, patched_environ(SCOVILLE_BUILD_DIR=cache):
+                start = time.perf_counter()
+                flow.build(block, config, sim, tool=require(sim))
+                took = time.perf_counter() - start - elaborate
+            best = took if best is None else min(best, took)
+        out.append((look.label, sim, len(text.splitlines()), elaborate, best))
+print(json.dumps(out))
+"""
+
+
+def compare_revisions(blocks: list[str], rev: str, repeat: int, out: Path) -> None:
+    """Each first look of ``blocks`` built at ``rev`` and now (the working tree), in copies,
+    the harness's C++ already in a shared ccache; writes the doc's section "Before and
+    after"."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import mutants  # the copy machinery: a snapshot of a revision, importable on its own
+
+    results = {}
+    with tempfile.TemporaryDirectory() as scratch, tempfile.TemporaryDirectory() as ccache:
+        env = {**os.environ, "CCACHE_DIR": ccache}
+        for side, commit in (("before", rev), ("after", None)):
+            tree = Path(scratch) / side
+            mutants.snapshot(tree, commit)
+            for name in blocks:
+                proc = subprocess.run(
+                    [sys.executable, "-c", _REVISION_BUILDS, name, str(repeat)], cwd=tree,
+                    env={**env, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
+                if proc.returncode:
+                    sys.exit(f"buildtime.py: {name} at {commit or 'the working tree'} did not "
+                             f"build:\n{proc.stderr[-2000:]}")
+                for look, sim, n_lines, elaborate, build in json.loads(
+                        proc.stdout.splitlines()[-1]):
+                    results[(name, look, sim, side)] = (n_lines, elaborate, build)
+                    print(f"{side} {name} {look} {sim}: {n_lines} lines, elaborate "
+                          f"{elaborate:.1f} s, build {build:.1f} s", flush=True)
+    lines = [
+        "## Before and after: attention and MoE as pictures of named parts (#33)",
+        "",
+        f"Made by `scripts/buildtime.py --blocks {' '.join(blocks)} --against {rev} --repeat "
+        f"{repeat}` on {platform.machine()}, {os.cpu_count()} cores: each first look (what "
+        "`scoville regress` and CI build) elaborated and built at revision "
+        f"`{rev}` (before the blocks were split into components) and now, each revision in "
+        "its own copy, into an empty build cache, with the harness's C++ already in ccache; "
+        f"the fastest of {repeat} elaborations and of {repeat} builds. *Build* is what follows "
+        "elaboration: on Verilator verilating and compiling, on Icarus Verilator's lint and "
+        "`iverilog`.",
+        "",
+        "| block | look | simulator | Verilog lines before | after | elaborate before (s) | "
+        "after (s) | build before (s) | after (s) | build after / before |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for (name, look, sim, side), (n_lines, elaborate, build) in results.items():
+        if side != "before":
+            continue
+        a_lines, a_elab, a_build = results[(name, look, sim, "after")]
+        lines.append(f"| {name} | {look} | {sim} | {n_lines:,} | {a_lines:,} | {elaborate:.1f} "
+                     f"| {a_elab:.1f} | {build:.1f} | {a_build:.1f} | {a_build / build:.2f} |")
+    text = out.read_text()
+    head, sep, rest = text.partition("\n## Before and after")
+    tail = rest.split("\n## ", 1)[1] if sep and "\n## " in rest else ""
+    body = head.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n"
+    if tail:
+        body += "\n## " + tail
+    out.write_text(body)
+    print(f"wrote {out}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(Path(__file__).parent.parent / "docs" /
@@ -72,7 +169,16 @@ def main(argv=None) -> int:
     parser.add_argument("--only", metavar="FMT:DATAFLOW", action="append", default=[],
                         help="only the cases of this format (A or A/B) and dataflow, printed "
                              "and not written to the table (repeatable)")
+    parser.add_argument("--blocks", nargs="+", metavar="BLOCK",
+                        help="compare these blocks' first looks at --against REV and now")
+    parser.add_argument("--against", metavar="REV", help="the earlier revision (with --blocks)")
+    parser.add_argument("--repeat", type=int, default=1, help="builds of each, the fastest kept")
     args = parser.parse_args(argv)
+    if args.blocks or args.against:
+        if not (args.blocks and args.against):
+            parser.error("--blocks and --against go together")
+        compare_revisions(args.blocks, args.against, args.repeat, Path(args.out))
+        return 0
     block = get_block("gemm")
     rows = []
     with tempfile.TemporaryDirectory() as ccache_dir:

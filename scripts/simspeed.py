@@ -42,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scoville.blocks import BLOCKS
+from scoville.blocks import BLOCKS, parse_params
 from scoville.rtl.gemm import GemmConfig
 from scoville.sim import flow
 from scoville.sim.harness import ports
@@ -52,8 +52,27 @@ from scoville.testbenches.codec import codecs
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMULATORS = ("icarus", "verilator")
-#: Blocks whose speed against an earlier testbench the issue asks for.
-AGAINST = ("gemm", "kvcache", "mx_dot")
+#: Blocks whose speed against an earlier testbench the issues ask for.
+AGAINST = ("gemm", "kvcache", "mx_dot", "attention", "moe")
+
+
+#: Blocks measured on their first look with a longer workload (their defaults are full-size
+#: layers, too slow to simulate here): the workload's parameters.
+LOOKS = {"attention": {"seqs": 2, "context": 120, "steps": 6},
+         "moe": {"batches": 12}}
+
+
+#: Blocks whose test the replay cannot stand for, and why.
+NO_REPLAY = {"moe": "its test runs the harness twice (the router's weights on `wr`, then the "
+                    "batches) and the rings kept are the first run's"}
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
+
+
+def _ratio(a: float, b: float | None) -> str:
+    return "n/a" if b is None else f"{a / b:.2f}"
 
 
 def _case(block, sim: str, args):
@@ -63,6 +82,8 @@ def _case(block, sim: str, args):
         return GemmConfig(rows=16, cols=16), GemmWorkload(m=m, k=512, n=128, count=1)
     if block.name == "fetch":  # commands of up to 255 words: a tenth as many
         return block.config(), block.workload(count=max(args.count // 10, 1))
+    if block.name in LOOKS:
+        return parse_params(block, {**dict(block.first_look[0].params), **LOOKS[block.name]})
     return block.config(), block.workload(count=args.count)
 
 
@@ -279,9 +300,10 @@ def scoville_sim_wall(params: dict) -> tuple[int, float]:
     return json.loads(out.stdout)["cycles"], wall
 
 
-def earlier_run(rev: str, block, params: dict, sim: str, scratch: Path) -> tuple[int, float]:
-    """Cycles and whole-test wall time of the workload test through revision ``rev``'s
-    testbench, in a copy of that revision."""
+def earlier_run(rev: str, block, params: dict, sim: str,
+                scratch: Path) -> tuple[int, float, float]:
+    """Cycles, run wall time (the harness's, as ``run_wall_s``) and whole-test wall time of the
+    workload test through revision ``rev``'s testbench, in a copy of that revision."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import mutants  # the copy machinery: a snapshot of a revision, importable on its own
 
@@ -295,15 +317,16 @@ def earlier_run(rev: str, block, params: dict, sim: str, scratch: Path) -> tuple
         f"b = get_block({block.name!r}); c, w = parse_params(b, {params!r})\n"
         f"r = flow.run(b, c, w, {sim!r}, seed=1, tests=[b.workload_test])\n"
         "t = next(t for t in r.tests if t.name == b.workload_test)\n"
-        "print(json.dumps([r.passed, r.metrics[b.workload_test]['cycles'], t.wall_s]))\n"
+        "m = r.metrics[b.workload_test]\n"
+        "print(json.dumps([r.passed, m['cycles'], m['run_wall_s'], t.wall_s]))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(tree)}
     out = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True,
                          capture_output=True, text=True)
-    passed, cycles, wall = json.loads(out.stdout.splitlines()[-1])
+    passed, cycles, run_wall, wall = json.loads(out.stdout.splitlines()[-1])
     if not passed:
         sys.exit(f"simspeed.py: {block.name} on {sim} at {rev} failed")
-    return cycles, wall
+    return cycles, run_wall, wall
 
 
 def main(argv=None) -> int:
@@ -314,7 +337,8 @@ def main(argv=None) -> int:
     parser.add_argument("--gemm-m-icarus", type=int, default=32,
                         help="rows of A of the GEMM run on Icarus")
     parser.add_argument("--against", metavar="REV",
-                        help="also run gemm, kvcache and mx_dot through revision REV's testbench")
+                        help="also run gemm, kvcache, mx_dot, attention and moe through "
+                             "revision REV's testbench")
     parser.add_argument("--blocks", nargs="*", default=list(BLOCKS), metavar="BLOCK",
                         help="the blocks to measure (all by default)")
     parser.add_argument("--repeat", type=int, default=3,
@@ -334,7 +358,8 @@ def main(argv=None) -> int:
                 test_wall = min(t[2] for t in tries)
                 work = scratch / f"{block.name}-{sim}"
                 work.mkdir()
-                _, alone = replay(run, block.name, sim, work)
+                alone = None if block.name in NO_REPLAY else replay(run, block.name, sim,
+                                                                     work)[1]
                 if sim == "verilator":
                     limit = verilator_limit(block.component(config), cycles, work)
                 else:
@@ -344,13 +369,15 @@ def main(argv=None) -> int:
                              limit, alone))
                 print(f"{block.name:<10} {sim:<10} {cycles:>8} cycles: run "
                       f"{cycles / run_wall:>9,.0f}/s, test {cycles / test_wall:>9,.0f}/s, "
-                      f"limit {limit:>9,.0f}/s, harness alone {alone:>9,.0f}/s", flush=True)
+                      f"limit {_rate(limit)}/s, harness alone {_rate(alone)}/s", flush=True)
                 if args.against and block.name in AGAINST and sim == "verilator":
                     params = {**flow._params_dict(config, workload)}
                     olds = [earlier_run(args.against, block, params, sim, scratch)
                             for _ in range(args.repeat)]
-                    old_cycles, old_wall = olds[0][0], min(w for _, w in olds)
-                    earlier.append((block.name, sim, old_cycles, old_cycles / old_wall,
+                    old_cycles = olds[0][0]
+                    old_run, old_wall = min(o[1] for o in olds), min(o[2] for o in olds)
+                    earlier.append((block.name, sim, old_cycles, old_cycles / old_run,
+                                    cycles / run_wall, old_cycles / old_wall,
                                     cycles / test_wall))
         gemm_limit = next((r[5] for r in rows if r[0] == "gemm" and r[1] == "verilator"), 0)
         if gemm_limit:
@@ -372,7 +399,11 @@ def main(argv=None) -> int:
         f"and back-pressure, 20-30%; {args.count} items, `fetch` {max(args.count // 10, 1)} "
         "commands of up to 255 words) in the free-running harness, except `gemm`: the "
         f"16x16 int8 array on one M x 512 x 128 GEMM (M = {args.gemm_m} on Verilator, "
-        f"{args.gemm_m_icarus} on Icarus) with streams that keep up. Every figure is the "
+        f"{args.gemm_m_icarus} on Icarus) with streams that keep up, and `attention` and "
+        "`moe`: their first look (a full layer is too slow here) with a longer workload ("
+        + "; ".join(f"{name}: " + ", ".join(f"{k}={v}" for k, v in w.items())
+                    for name, w in LOOKS.items())
+        + "). Every figure is the "
         f"fastest of {args.repeat} runs.",
         "",
         "- *harness alone*: the test's own harness Verilog with no cocotb, clocked by the "
@@ -394,8 +425,11 @@ def main(argv=None) -> int:
     ]
     for name, sim, cycles, run_rate, test_rate, limit, alone in rows:
         lines.append(f"| {name} | {sim} | {cycles:,} | {run_rate:,.0f} | {test_rate:,.0f} | "
-                     f"{alone:,.0f} | {limit:,.0f} | {run_rate / alone:.2f} | "
-                     f"{run_rate / limit:.2f} | {test_rate / limit:.2f} |")
+                     f"{_rate(alone)} | {_rate(limit)} | {_ratio(run_rate, alone)} | "
+                     f"{_ratio(run_rate, limit)} | {_ratio(test_rate, limit)} |")
+    for name, why in NO_REPLAY.items():
+        if any(row[0] == name for row in rows):
+            lines += ["", f"No *harness alone* for `{name}`: {why}."]
     if gemm_limit:
         lines += [
             "",
@@ -407,15 +441,18 @@ def main(argv=None) -> int:
     if earlier:
         lines += [
             "",
-            f"Against the testbench of revision `{args.against}` (the same workload, whole "
-            "cocotb test, Verilator):",
+            f"Against revision `{args.against}` (the same workload on Verilator, its RTL and "
+            "testbench): *run*, the RTL in the harness; *test*, the whole cocotb test (golden "
+            "and timed models included):",
             "",
-            "| block | simulator | cycles | earlier test cycles/s | now test cycles/s | speed-up |",
-            "|---|---|---:|---:|---:|---:|",
+            "| block | simulator | cycles | earlier run cycles/s | now run cycles/s | run now / "
+            "earlier | earlier test cycles/s | now test cycles/s | test now / earlier |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
-        for name, sim, cycles, old, new in earlier:
-            lines.append(f"| {name} | {sim} | {cycles:,} | {old:,.0f} | {new:,.0f} | "
-                         f"{new / old:.1f}x |")
+        for name, sim, cycles, old_run, new_run, old, new in earlier:
+            lines.append(f"| {name} | {sim} | {cycles:,} | {old_run:,.0f} | {new_run:,.0f} | "
+                         f"{new_run / old_run:.2f} | {old:,.0f} | {new:,.0f} | "
+                         f"{new / old:.2f} |")
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0
