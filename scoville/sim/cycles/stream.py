@@ -311,10 +311,11 @@ class StallPipeline:
     o : output port
     """
 
-    __slots__ = ("_stages", "i", "o")
+    __slots__ = ("_held", "_stages", "i", "o")
 
     def __init__(self, latency: int, i, o):
         self._stages = [False] * latency
+        self._held = 0  # beats in the stages
         self.i, self.o = i, o
 
     @property
@@ -326,13 +327,17 @@ class StallPipeline:
         return not self._stages[-1] or self.o.accepts(t)
 
     def step(self, t: int) -> None:
+        if not self._held and not self.i.offers(t):
+            return  # empty and nothing offered: the stages stay empty
         stages = self._stages
         o_ready = self.o.accepts(t)
-        if stages[-1] and o_ready:
+        out = stages[-1]
+        if out and o_ready:
             self.o.take(t)
-        if not stages[-1] or o_ready:
+        if not out or o_ready:
             i_valid = self.i.offers(t)
             if i_valid:
                 self.i.take(t)
             stages.pop()
             stages.insert(0, i_valid)
+            self._held += i_valid - out
