@@ -1,0 +1,322 @@
+"""The KV cache's request-engine units alone, in Amaranth's simulator, against what their
+docstrings state: the reference walk (:class:`~scoville.rtl.kvcache_refs.RefWalk`) and the
+append (:class:`~scoville.rtl.kvcache_append.Appender`), behind them real memories for the
+page table, the reference counts and the banks, as the page allocator's and the banks'; and
+the sequence table (:class:`~scoville.rtl.kvcache_seqs.SequenceTable`); on seeded random
+cases."""
+
+import zlib
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Value
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
+from amaranth.sim import Simulator
+
+from scoville.rtl.kvcache import KvCacheConfig
+from scoville.rtl.kvcache_append import Appender
+from scoville.rtl.kvcache_pages import count_shape, page_shape
+from scoville.rtl.kvcache_refs import RefWalk
+from scoville.rtl.kvcache_seqs import SequenceTable
+from scoville.rtl.lib.params import build_config
+
+PAGES, SEQS, SEQ_BITS, TOKEN_BITS = 5, 3, 8, 16
+
+
+class _Walked(wiring.Component):
+    """A RefWalk with the page table and the counts behind its ports (synchronous reads, as
+    the page allocator's memories)."""
+
+    def __init__(self, table, refs):
+        self.walk = RefWalk(pages=PAGES, seqs=SEQS, seq_bits=SEQ_BITS)
+        self._table, self._refs = table, refs
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.walk = walk = self.walk
+        m.submodules.table = table = Memory(shape=page_shape(PAGES), depth=SEQS * PAGES,
+                                            init=self._table)
+        m.submodules.refs = refs = Memory(shape=count_shape(SEQS), depth=PAGES,
+                                          init=self._refs)
+        for port, mem in ((walk.entry, table), (walk.ref, refs)):
+            r = mem.read_port()
+            m.d.comb += [r.addr.eq(port.addr), port.data.eq(r.data)]
+        for port, mem in ((walk.set, table), (walk.ref_set, refs)):
+            w = mem.write_port()
+            m.d.comb += [w.addr.eq(port.addr), w.data.eq(port.data), w.en.eq(port.en)]
+        self.table, self.refs = table, refs
+        return m
+
+
+def _case(seed: int):
+    """A page table where each sequence holds distinct pages (sequences share some), the
+    counts that go with it, and a walk as the engine asks for one: a free of some of the
+    source's first pages, or a fork of them into a sequence that holds none."""
+    rng = np.random.default_rng(seed)
+    seq, dst = (int(x) for x in rng.choice(SEQS, 2, replace=False))
+    fork = bool(rng.integers(2))
+    table = [int(p) for p in rng.integers(0, PAGES, SEQS * PAGES)]  # past the end: any page
+    refs = [0] * PAGES
+    held = {}
+    for s in range(SEQS):
+        n = 0 if fork and s == dst else int(rng.integers(1 if s == seq else 0, PAGES + 1))
+        held[s] = [int(p) for p in rng.permutation(PAGES)[:n]]
+        for i, page in enumerate(held[s]):
+            table[s * PAGES + i] = page
+            refs[page] += 1
+    npages = int(rng.integers(0, len(held[seq]) + 1))
+    return table, refs, seq, dst, npages, fork
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_the_reference_walk_frees_or_forks_three_cycles_a_page(seed):
+    table, refs, seq, dst, npages, fork = _case(zlib.crc32(f"refwalk{seed}".encode()))
+    pages = [table[seq * PAGES + i] for i in range(npages)]
+    dut = _Walked(table, refs)
+    walk = dut.walk
+    seen = {}
+
+    async def bench(ctx):
+        ctx.set(walk.seq, seq)
+        ctx.set(walk.dst, dst)
+        ctx.set(walk.fork, fork)
+        ctx.set(walk.npages, npages)
+        ctx.set(walk.start, 1)
+        await ctx.tick()
+        ctx.set(walk.start, 0)
+        ctx.set(walk.npages, 0)  # latched at start: changing it now must not matter
+        released, t = [], 1
+        while not ctx.get(walk.done):
+            assert t < 10 * PAGES + 10, "the walk never ends"
+            if ctx.get(walk.release):
+                released.append(ctx.get(walk.released))
+            await ctx.tick()
+            t += 1
+        seen.update(done=t, released=released,
+                    table=[ctx.get(dut.table.data[a]) for a in range(SEQS * PAGES)],
+                    refs=[ctx.get(dut.refs.data[p]) for p in range(PAGES)])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    # The contract: done one cycle after three cycles a page, from the cycle after start.
+    assert seen["done"] == 1 + 3 * npages
+    want_refs, want_table = list(refs), list(table)
+    for i, page in enumerate(pages):
+        want_refs[page] += 1 if fork else -1
+        if fork:
+            want_table[dst * PAGES + i] = page
+    assert seen["refs"] == want_refs
+    assert seen["table"] == want_table
+    assert seen["released"] == ([] if fork else [p for p in pages if refs[p] == 1])
+
+
+def test_the_sequence_table_answers_at_once_and_shows_a_free_slot_two_cycles_after():
+    rng = np.random.default_rng(zlib.crc32(b"seqtable"))
+    S = SEQS
+    dut = SequenceTable(S, SEQ_BITS, TOKEN_BITS)
+    cycles = 400
+    ops = [(int(rng.integers(0, S + 2)), bool(rng.random() < 0.4), bool(rng.integers(2)),
+            bool(rng.random() < 0.4), int(rng.integers(0, 1 << TOKEN_BITS)),
+            int(rng.integers(0, S + 3))) for _ in range(cycles)]
+    errors = []
+
+    async def bench(ctx):
+        active, length = [False] * S, [0] * S
+        history = []  # the active bits at the start of each cycle
+        for t, (wseq, set_active, wactive, set_length, wlength, seq) in enumerate(ops):
+            wseq = min(wseq, S - 1)  # the engine writes only slots it checked
+            history.append(list(active))
+            ctx.set(dut.seq, seq)
+            ctx.set(dut.wseq, wseq)
+            ctx.set(dut.set_active, set_active)
+            ctx.set(dut.wactive, wactive)
+            ctx.set(dut.set_length, set_length)
+            ctx.set(dut.wlength, wlength)
+            ok = seq < S and active[seq]
+            if ctx.get(dut.ok) != ok:
+                errors.append(f"cycle {t}: ok {ctx.get(dut.ok)} for seq {seq}, expected {ok}")
+            if seq < S and ctx.get(dut.length) != length[seq]:
+                errors.append(f"cycle {t}: length of {seq} {ctx.get(dut.length)}, "
+                              f"expected {length[seq]}")
+            if t >= 1:  # registered from the active bits of the cycle before
+                free = [s for s in range(S) if not history[t - 1][s]]
+                if ctx.get(dut.slot_free) != bool(free) or (
+                        free and ctx.get(dut.new_id) != free[0]):
+                    errors.append(f"cycle {t}: slot_free {ctx.get(dut.slot_free)} new_id "
+                                  f"{ctx.get(dut.new_id)}, expected the lowest of {free}")
+            await ctx.tick()
+            if set_active:
+                active[wseq] = wactive
+            if set_length:
+                length[wseq] = wlength
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert not errors, errors[:3]
+
+
+APPEND = {"page_tokens": 2, "kv_heads": 1, "head_dim": 16, "banks": 2, "word_bits": 32,
+          "bank_words": 64, "max_seqs": 3}
+
+
+class _Appending(wiring.Component):
+    """An Appender with the page table, the counts and the banks behind its ports (the banks
+    as one memory of lines), the allocator's next free page held on ``page``."""
+
+    def __init__(self, cfg, table, refs, lines):
+        self.app = Appender(cfg, seq_bits=SEQ_BITS, token_bits=TOKEN_BITS)
+        self._cfg, self._init = cfg, (table, refs, lines)
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, (table, refs, lines) = self._cfg, self._init
+        m.submodules.app = app = self.app
+        line = data.ArrayLayout(cfg.word_bits, cfg.banks)
+        mems = {"table": Memory(shape=page_shape(cfg.pages), depth=cfg.max_seqs * cfg.pages,
+                                init=table),
+                "refs": Memory(shape=count_shape(cfg.max_seqs), depth=cfg.pages, init=refs),
+                "banks": Memory(shape=line.size, depth=cfg.bank_words, init=lines)}
+        for name, mem in mems.items():
+            m.submodules[name] = mem
+            setattr(self, name, mem)
+        for port, mem in ((app.entry, mems["table"]), (app.ref, mems["refs"]),
+                          (app.bank_r, mems["banks"])):
+            r = mem.read_port()
+            m.d.comb += [r.addr.eq(port.addr), Value.cast(port.data).eq(r.data)]
+            if hasattr(port, "en"):
+                m.d.comb += r.en.eq(port.en)
+        for port, mem in ((app.set, mems["table"]), (app.ref_set, mems["refs"]),
+                          (app.bank_w, mems["banks"])):
+            w = mem.write_port()
+            m.d.comb += [w.addr.eq(port.addr), w.data.eq(Value.cast(port.data)),
+                         w.en.eq(port.en)]
+        return m
+
+
+def _append_case(cfg, seed: int):
+    """Sequence 0 of ``length`` tokens on its pages (page ``k`` of it held by one or, shared,
+    two sequences), random lines everywhere, the allocator's next free page, ``free`` pages
+    left, maybe a drop; the read engine busy in random cycles and ``wd`` with gaps."""
+    rng = np.random.default_rng(seed)
+    P, PT = cfg.pages, cfg.page_tokens
+    length = int(rng.integers(0, cfg.max_tokens))
+    held = -(-length // PT)  # pages holding tokens
+    table = [0] * (cfg.max_seqs * P)
+    refs = [0] * P
+    order = [int(p) for p in rng.permutation(P)]
+    for i in range(held):
+        table[i] = order[i]
+        refs[order[i]] = 2 if rng.random() < 0.5 else 1
+    spare = order[held] if held < P else order[0]
+    lines = [int(x) for x in rng.integers(0, 1 << 62, cfg.bank_words)]
+    lines = [x & ((1 << cfg.line_bits) - 1) for x in lines]
+    return dict(length=length, table=table, refs=refs, lines=lines, page=spare,
+                free=int(rng.choice([0, 1, 2])), drop=bool(rng.random() < 0.15),
+                busy=[bool(b) for b in rng.random(60) < 0.6],
+                wd=[int(x) & ((1 << cfg.line_bits) - 1)
+                    for x in rng.integers(0, 1 << 62, cfg.append_beats)],
+                gaps=[bool(g) for g in rng.random(400) < 0.3])
+
+
+def _append_contract(cfg, c):
+    """From Appender's docstring: the cycle the lines start (from the start cycle 0), what
+    the append does (``drop``, ``full``, ``write``; ``take``: it takes a new page), the
+    cycles it waits for the read engine, and the memories after it."""
+    PT, PL, TL = cfg.page_tokens, cfg.page_lines, cfg.token_lines
+    pidx, slot = divmod(c["length"], PT)
+    table, refs, lines = list(c["table"]), list(c["refs"]), list(c["lines"])
+    if c["drop"]:
+        return 1, "drop", 0, table, refs, lines, False
+    old = table[pidx]
+    shared = slot != 0 and refs[old] > 1
+    need = slot == 0 or shared
+    decide, waits = 2, 0
+    while shared and c["busy"][decide] and not (need and c["free"] == 0):
+        decide += 1
+        waits += 1
+    if need and c["free"] == 0:
+        return decide + 1, "full", waits, table, refs, lines, False
+    page = old
+    start = decide + 1
+    if need:
+        page = c["page"]
+        table[pidx] = page
+        refs[page] = 1
+        start += 1
+        if shared:
+            refs[old] -= 1
+            for k in range(PL):
+                lines[page * PL + k] = lines[old * PL + k]
+            start += PL + 1
+    for b, word in enumerate(c["wd"]):
+        kvh, j = divmod(b, TL)
+        lines[page * PL + kvh * (PT * TL) + slot * TL + j] = word
+    return start, "write", waits, table, refs, lines, need
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_the_append_writes_its_lines_copying_a_shared_page_first(seed):
+    cfg = build_config(KvCacheConfig, APPEND)
+    c = _append_case(cfg, zlib.crc32(f"append{seed}".encode()))
+    lines_at, kind, waits, table, refs, lines, take = _append_contract(cfg, c)
+    dut = _Appending(cfg, c["table"], c["refs"], c["lines"])
+    app = dut.app
+    seen = {"taken": [], "full": [], "wait": 0, "take": 0, "stalls": 0}
+
+    async def bench(ctx):
+        ctx.set(app.seq, 0)
+        ctx.set(app.length, c["length"])
+        ctx.set(app.drop, c["drop"])
+        ctx.set(app.free, c["free"])
+        ctx.set(app.page, c["page"])
+        ctx.set(app.start, 1)
+        beat, t = 0, 0
+        while True:
+            assert t < 300, "the append never ends"
+            ctx.set(app.engine_busy, c["busy"][t] if t < len(c["busy"]) else 0)
+            offer = beat < len(c["wd"]) and not c["gaps"][t]
+            ctx.set(app.wd.valid, offer)
+            if offer:
+                ctx.set(app.wd.payload.as_value(), c["wd"][beat])
+            if ctx.get(app.full):
+                seen["full"].append(t)
+            seen["wait"] += ctx.get(app.read_wait)
+            seen["take"] += ctx.get(app.take)
+            seen["stalls"] += ctx.get(app.wd_stall)
+            taken = offer and ctx.get(app.wd.ready)
+            done, wrote = ctx.get(app.done), ctx.get(app.wrote)
+            await ctx.tick()
+            ctx.set(app.start, 0)
+            if taken:
+                seen["taken"].append(t)
+                beat += 1
+            if done:
+                seen.update(done=t, wrote=wrote)
+                break
+            t += 1
+        seen.update(table=[ctx.get(dut.table.data[a]) for a in range(len(table))],
+                    refs=[ctx.get(dut.refs.data[a]) for a in range(len(refs))],
+                    lines=[ctx.get(dut.banks.data[a]) for a in range(len(lines))])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    # The lines: ready in every cycle from the cycle the contract puts them at, a beat taken
+    # in each cycle one is offered; done with the last.
+    offered = [t for t in range(lines_at, 400) if not c["gaps"][t]][:cfg.append_beats]
+    assert seen["taken"] == offered
+    assert seen["done"] == offered[-1]
+    assert seen["stalls"] == offered[-1] + 1 - lines_at - len(offered)
+    assert seen["wrote"] == (kind == "write")
+    assert seen["full"] == ([lines_at - 1] if kind == "full" else [])
+    assert seen["wait"] == waits
+    assert seen["take"] == take
+    assert (seen["table"], seen["refs"], seen["lines"]) == (table, refs, lines)
