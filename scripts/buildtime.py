@@ -129,12 +129,12 @@ def compare_revisions(blocks: list[str], rev: str, repeat: int, out: Path) -> No
                     print(f"{side} {name} {look} {sim}: {n_lines} lines, elaborate "
                           f"{elaborate:.1f} s, build {build:.1f} s", flush=True)
     lines = [
-        "## Before and after: attention and MoE as pictures of named parts (#33)",
+        f"## Before and after: {', '.join(blocks)} at `{rev}` and now",
         "",
         f"Made by `scripts/buildtime.py --blocks {' '.join(blocks)} --against {rev} --repeat "
         f"{repeat}` on {platform.machine()}, {os.cpu_count()} cores: each first look (what "
         "`scoville regress` and CI build) elaborated and built at revision "
-        f"`{rev}` (before the blocks were split into components) and now, each revision in "
+        f"`{rev}` and now, each revision in "
         "its own copy, into an empty build cache, with the harness's C++ already in ccache; "
         f"the fastest of {repeat} elaborations and of {repeat} builds. *Build* is what follows "
         "elaboration: on Verilator verilating and compiling, on Icarus Verilator's lint and "

@@ -67,6 +67,17 @@ NO_REPLAY = {"moe": "its test runs the harness twice (the router's weights on `w
                     "batches) and the rings kept are the first run's"}
 
 
+def _given(args, parser) -> str:
+    """The options of this run that differ from their defaults, as typed."""
+    words = []
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if action.option_strings and action.dest != "help" and value != action.default:
+            value = " ".join(value) if isinstance(value, list) else value
+            words.append(f" {action.option_strings[0]} {value}")
+    return "".join(words)
+
+
 def _rate(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.0f}"
 
@@ -391,8 +402,7 @@ def main(argv=None) -> int:
     lines = [
         "# Simulation speed",
         "",
-        f"Made by `python scripts/simspeed.py"
-        f"{' --against ' + args.against if args.against else ''}` on {platform.machine()}, "
+        f"Made by `python scripts/simspeed.py{_given(args, parser)}` on {platform.machine()}, "
         f"{os.cpu_count()} cores, one simulation at a time; do not edit by hand.",
         "",
         "Every block runs its random workload (default parameters: the block's own valid gaps "

@@ -214,15 +214,17 @@ def _append_case(cfg, seed: int):
     for i in range(held):
         table[i] = order[i]
         refs[order[i]] = 2 if rng.random() < 0.5 else 1
-    spare = order[held] if held < P else order[0]
-    lines = [int(x) for x in rng.integers(0, 1 << 62, cfg.bank_words)]
-    lines = [x & ((1 << cfg.line_bits) - 1) for x in lines]
-    return dict(length=length, table=table, refs=refs, lines=lines, page=spare,
-                free=int(rng.choice([0, 1, 2])), drop=bool(rng.random() < 0.15),
-                busy=[bool(b) for b in rng.random(60) < 0.6],
-                wd=[int(x) & ((1 << cfg.line_bits) - 1)
-                    for x in rng.integers(0, 1 << 62, cfg.append_beats)],
-                gaps=[bool(g) for g in rng.random(400) < 0.3])
+    spare = order[held] if held < P else 0  # every page held: none is free
+    size = -(-cfg.line_bits // 8)
+
+    def line_words(n):  # every bit of a line random
+        return [int.from_bytes(rng.bytes(size), "little") & ((1 << cfg.line_bits) - 1)
+                for _ in range(n)]
+
+    return dict(length=length, table=table, refs=refs, lines=line_words(cfg.bank_words),
+                page=spare, free=int(rng.choice([0, 1, 2])) if held < P else 0,
+                drop=bool(rng.random() < 0.15), busy=[bool(b) for b in rng.random(60) < 0.5],
+                wd=line_words(cfg.append_beats), gaps=[bool(g) for g in rng.random(400) < 0.3])
 
 
 def _append_contract(cfg, c):

@@ -13,12 +13,13 @@ import pytest
 from scoville.rtl.attention import AttentionConfig
 from scoville.rtl.kvcache import KvCacheConfig
 from scoville.rtl.lib.params import build_config
-from scoville.sim.cycles import attention, kvcache
-from scoville.sim.cycles.stream import Schedule, Source
-from scoville.sim.cycles.unit import Trace, line, recording
+from scoville.rtl.moe import MoeConfig
+from scoville.sim.cycles import attention, kvcache, moe
+from scoville.sim.cycles.stream import Schedule, Source, divergence
+from scoville.sim.cycles.unit import Trace, line, recording, run
 from scoville.sim.workload import AttentionWorkload
 from scoville.testbenches.attention import workload_script
-from scoville.testbenches.bench import first_divergence, trace_lines
+from scoville.testbenches.bench import trace_lines
 from scoville.testbenches.kvcache import random_script
 
 SMALL = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024, "kv.page_tokens": 4,
@@ -26,14 +27,22 @@ SMALL = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024, "kv.page_toke
          "array.cols": 16, "q_heads": 4, "chunk": 32, "sinks": 1, "window": 20}
 
 
-def _attention(trace=None):
+MOE = {"experts": 4, "top_k": 2, "hidden": 32, "intermediate": 32, "tokens": 2,
+       "array.rows": 2, "array.cols": 8, "weight_port_bits": 64}
+
+
+def _attention_case():
     cfg = build_config(AttentionConfig, SMALL)
     workload = AttentionWorkload(seqs=2, context=6, steps=2)
     sc = workload_script(cfg, workload, np.random.default_rng(5))
     sources = {name: Source(Schedule([5, k], 0.3)) for k, name in enumerate("cmd q k v".split())}
     ready = {"o": Schedule([6, 0], 0.3), "resp": Schedule([6, 1], 0.3)}
+    return cfg, sc.results, sources, ready
+
+
+def _attention(trace=None):
     with recording(trace):
-        return attention.timing(cfg, sc.results, sources, ready)
+        return attention.timing(*_attention_case())
 
 
 def test_a_traced_model_predicts_the_same_and_records_every_cycle_of_its_window():
@@ -49,16 +58,53 @@ def test_a_traced_model_predicts_the_same_and_records_every_cycle_of_its_window(
     # The wires named are the model's internal ones, and some moved a beat in the window.
     moved = {name for names in trace.wires.values() for name in names}
     assert moved and moved <= {"cache.req", "cache.wd", "cache.rd", "cache.resp", "array.cmd",
-                               "array.a", "array.b", "array.o", "pv"}
+                               "array.a", "array.b", "array.o", "pv", "ctrl.req", "reader.req"}
 
 
 def test_only_the_first_run_in_a_recording_is_traced():
     trace = Trace(0, 10)
     with recording(trace):
-        attention.timing(build_config(AttentionConfig, SMALL), [])
+        attention.timing(build_config(AttentionConfig, SMALL), [])  # a run of no cycles
+    assert not trace.states
+    trace = Trace(0, 10)
+    with recording(trace):
+        attention.timing(*_attention_case())
         first = dict(trace.states)
-        _attention()
-    assert trace.states == first
+        moe.timing(build_config(MoeConfig, MOE), [moe.Batch(1, ((0, 1),))])
+    assert sorted(first) == list(range(11)) and trace.states == first
+    assert trace.model == "attention"
+
+
+def test_a_moe_trace_shows_every_unit_and_its_wires_apart():
+    trace = Trace(0, 400)
+    with recording(trace):
+        moe.timing(build_config(MoeConfig, MOE), [moe.Batch(2, ((1, 2), (3, 1)))])
+    units = trace.states[0].keys()
+    assert set(units) == {"seq", "split", "router", "dispatch", "xq", "xw", "requests",
+                          "fetch", "mem", "tiles", "array", "xfeed", "hfeed", "glu", "pack",
+                          "hq", "hw", "combine"}
+    moved = {name for names in trace.wires.values() for name in names}
+    assert moved and all(name.startswith("w.") for name in moved)
+    assert {"w.router", "w.xq", "w.glu"} <= moved
+
+
+def test_skipped_cycles_start_in_the_state_of_the_next_modelled_cycle():
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+    unit = Counter()
+
+    def cycle(t):  # models cycle t, then skips two cycles where nothing changes
+        unit.n += 1
+        return t + 3
+
+    trace = Trace(2, 8)
+    with recording(trace):
+        run("toy", cycle, lambda: unit.n == 4, 100, lambda: {"u": unit})
+    # cycles 0, 3, 6, 9 modelled: n is 1 from cycle 1, 2 from 4, 3 from 7
+    assert {t: trace.states[t]["u"]["n"] for t in range(2, 9)} == {
+        2: "1", 3: "1", 4: "2", 5: "2", 6: "2", 7: "3", 8: "3"}
 
 
 def test_kvcache_traced_steps_its_engine_and_predicts_the_same():
@@ -88,6 +134,16 @@ def test_the_trace_marks_where_the_rtl_differs_and_shows_what_moves():
     assert "width" not in "".join(body) and "n=4" in body[1]
     assert "ctl: state=RUN" in body[0] and "own: custom line" in body[0]
     assert body[1].rstrip().endswith("| w")
+
+
+def test_a_run_that_did_not_end_shows_the_model_alone():
+    trace = Trace(0, 1)
+    trace.model = "toy"
+    trace.states = {0: {"u": "a"}, 1: {"u": "b"}}
+    lines = trace_lines(trace, None, {"cmd": [0], "o": [1]}, "toy:")
+    assert "not known" in lines[0]
+    assert [line.split("|")[0].split() for line in lines[3:]] == [["0", "cmd", "."],
+                                                                   ["1", "...", "o"]]
 
 
 @pytest.mark.parametrize("window", ["5", "9:3", "a:b", "-1:4"])
@@ -130,9 +186,9 @@ def test_a_unit_shows_its_line_trace_or_its_plain_attributes():
     assert line(Own()) == "custom"
 
 
-def test_the_first_divergence_is_the_earliest_cycle_where_rtl_and_model_part():
+def test_the_divergence_is_the_earliest_cycle_where_rtl_and_model_part():
     model = {"cmd": [1, 4, 9], "o": [6, 7]}
-    assert first_divergence(model, {"cmd": [1, 4, 9], "o": [6, 7]}) == 0
-    assert first_divergence(model, {"cmd": [1, 5, 9], "o": [6, 8]}) == 4
-    assert first_divergence(model, {"cmd": [1, 4, 9], "o": [6]}) == 7  # one beat missing
-    assert first_divergence(model, {"cmd": [1, 4, 9, 12], "o": [6, 7]}) == 12  # one too many
+    assert divergence(model, {"cmd": [1, 4, 9], "o": [6, 7]}) is None
+    assert divergence(model, {"cmd": [1, 5, 9], "o": [6, 8]}) == (4, "cmd", 1, 4, 5)
+    assert divergence(model, {"cmd": [1, 4, 9], "o": [6]}) == (7, "o", 1, 7, None)
+    assert divergence(model, {"cmd": [1, 4, 9, 12], "o": [6, 7]}) == (12, "cmd", 3, None, 12)

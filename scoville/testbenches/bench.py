@@ -8,9 +8,9 @@ A block's testbench builds its stimulus and the golden model's answers, then::
     tb = BlockBench(dut, ctx, "test_workload", sources=("cmd", "x"), sinks=("o",), gaps=True)
     tb.source["cmd"].send(commands)
     tb.sink["o"].expect(outputs, decode=lambda f: f[""].tolist(), where=lambda k: ...)
-    model = timing(cfg, work, tb.valid, tb.ready)      # the timed model, same schedules
-    seen = await tb.run(model)
-    metrics = tb.check(model, COUNTERS, commands=len(commands))
+    tb.predict(timing, cfg, work, tb.valid, tb.ready)  # the timed model, same schedules
+    seen = await tb.run()
+    metrics = tb.check(COUNTERS, commands=len(commands))
 
 :meth:`BlockBench.run` resets the block (first running it partway and resetting it in the
 middle, if asked), drives every stream through the free-running harness and waits for the
@@ -22,7 +22,9 @@ Traces: when the flow asks for one (``scoville sim BLOCK --trace FROM:TO``), the
 :meth:`BlockBench.predict` runs records each unit model's state for those cycles
 (:class:`~scoville.sim.cycles.unit.Trace`), and :meth:`BlockBench.check` writes, before it
 asserts, one line a cycle (:func:`trace_lines`): the handshakes the RTL made on the block's
-streams beside the model's, each unit's state and the wires between units that moved a beat.
+streams beside the model's, each unit's state and the wires between units that moved a beat
+(a run the harness stops, a hang or a handshake too many, writes the model's side alone).
+Untraced, a timing failure names the window to replay.
 
 The schedules are the workload's (:func:`~scoville.testbenches.kit.stream_schedules`), drawn
 in the order the streams are named: the sources, then the memories' data ports, then the
@@ -36,7 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from scoville.sim.cycles.stream import ALWAYS, Schedule, Source
+from scoville.sim.cycles.stream import ALWAYS, Schedule, Source, divergence
 from scoville.sim.cycles.unit import Trace, recording
 from scoville.sim.flow import ENV_METRICS, ENV_TRACE
 from scoville.sim.harness import stream_names
@@ -45,7 +47,7 @@ from .freerun import FreeRun, Memory, Observed
 from .kit import RunContext, record, reset, reset_midway, scoreboard, timing_errors
 from .kit import stream_schedules as _schedules
 
-__all__ = ["BlockBench", "SinkAgent", "SourceAgent", "first_divergence", "trace_lines"]
+__all__ = ["BlockBench", "SinkAgent", "SourceAgent", "trace_lines"]
 
 
 class SourceAgent:
@@ -156,25 +158,38 @@ class BlockBench:
             sinks={name: (a.count, a.ready) for name, a in self.sink.items()},
             memories=self.memory, watch=self.watch)
 
-    async def run(self, model=None, *, interrupt: bool = False, zero: Sequence[str] = ("counters",),
+    async def run(self, model=None, *, reset_first: bool = True, interrupt: bool = False,
+                  zero: Sequence[str] = ("counters",),
                   after_reset: Callable[[], None] | None = None, slack: int = 2000) -> Observed:
-        """Reset the block and run every stream to its end; wait for the cycle ``model`` (the
-        timed model's prediction) puts the last handshake at, and give up at twice that plus
-        ``slack``. ``interrupt``: first run partway (half the model's cycles) and reset the
-        block in the middle: no output may offer a beat and each output in ``zero`` must read
-        0 in the reset, then ``after_reset()`` may check more."""
+        """Reset the block (unless ``reset_first`` is false: the run goes on from the state
+        an earlier run left) and run every stream to its end; wait for the cycle the model
+        (``model``, else :meth:`predict`'s) puts the last handshake at, and give up at twice
+        that plus ``slack``. ``interrupt``: first run partway (half the model's cycles) and
+        reset the block in the middle: no output may offer a beat and each output in ``zero``
+        must read 0 in the reset, then ``after_reset()`` may check more."""
         if model is not None:
             self.model = model
         model = self.model
-        await reset(self.dut, stream_names(self.ctx.component))
+        if reset_first or interrupt:
+            await reset(self.dut, stream_names(self.ctx.component))
         if interrupt:
             await reset_midway(self.dut, self.what, self._freerun(), model.cycles // 2,
                                zero=zero)
             if after_reset is not None:
                 after_reset()
-        self.seen = await self._freerun().run(timeout=2 * model.cycles + slack,
-                                              expect=model.cycles)
+        try:
+            self.seen = await self._freerun().run(timeout=2 * model.cycles + slack,
+                                                  expect=model.cycles)
+        except BaseException:
+            self._write_trace(None)  # the model's side: the harness stopped the run
+            raise
         return self.seen
+
+    def _write_trace(self, rtl: dict | None) -> None:
+        if self.trace is not None:
+            text = "\n".join(trace_lines(self.trace, rtl, self.model.handshakes,
+                                         f"{self.what}:"))
+            (Path(os.environ[ENV_METRICS]) / f"{self.test}.trace").write_text(text + "\n")
 
     def check(self, counters: Sequence[str] = (), **metrics) -> dict:
         """Scoreboard every sink given its expected payloads, compare every handshake's cycle
@@ -191,43 +206,31 @@ class BlockBench:
             run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
             **{f"counter_{name}": value for name, value in seen.change.items()})
         record(self.test, **metrics)
-        if self.trace is not None:
-            text = "\n".join(trace_lines(self.trace, seen.handshakes, model.handshakes,
-                                         f"{self.what}:"))
-            (Path(os.environ[ENV_METRICS]) / f"{self.test}.trace").write_text(text + "\n")
+        self._write_trace(seen.handshakes)
         for bad, why in boards:
             assert bad == 0, why
-        if errors and self.trace is None:
-            at = first_divergence(model.handshakes, seen.handshakes)
+        apart = divergence(model.handshakes, seen.handshakes)
+        if apart is not None and self.trace is None:
+            at = apart[0]
             errors.append(f"to read it, replay with --trace {max(at - 20, 0)}:{at + 5}")
         assert not errors, "; ".join(errors)
         return metrics
 
 
-def first_divergence(model: dict[str, list[int]], rtl: dict[str, list[int]]) -> int:
-    """The first cycle at which a stream's handshakes differ between the model and the RTL
-    (a handshake one made and the other did not, or made at another cycle)."""
-    at = []
-    for name, want in model.items():
-        got = rtl.get(name, [])
-        k = next((i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b),
-                 min(len(want), len(got)))
-        if k < len(want) or k < len(got):
-            at.append(min(c[k] for c in (want, got) if k < len(c)))
-    return min(at, default=0)
-
-
-def trace_lines(trace: Trace, rtl: dict[str, list[int]], model: dict[str, list[int]],
+def trace_lines(trace: Trace, rtl: dict[str, list[int]] | None, model: dict[str, list[int]],
                 title: str = "") -> list[str]:
     """A line a cycle of ``trace``'s window: the cycle; the block's streams that made a
-    handshake in it in the RTL (``rtl``, each stream's handshake cycles) and in the timed
-    model (``model``), a ``*`` where they differ; each unit model's state at the cycle's
-    start; the wires between units that moved a beat in it."""
+    handshake in it in the RTL (``rtl``, each stream's handshake cycles; ``None``: the run
+    did not end, its column is blank) and in the timed model (``model``), a ``*`` where they
+    differ; each unit model's state at the cycle's start; the wires between units that moved
+    a beat in it."""
     names = list(model)
     hits = {side: {name: set(cycles.get(name, ())) for name in names}
-            for side, cycles in (("rtl", rtl), ("model", model))}
+            for side, cycles in (("rtl", rtl or {}), ("model", model))}
 
     def marks(side: str, t: int) -> str:
+        if side == "rtl" and rtl is None:
+            return " ".join(" " * len(name) for name in names)
         return " ".join(name if t in hits[side][name] else "." * len(name) for name in names)
 
     width = len(marks("rtl", -1))
@@ -250,12 +253,14 @@ def trace_lines(trace: Trace, rtl: dict[str, list[int]], model: dict[str, list[i
     lines = [f"# {title} cycles {trace.first} to {trace.last} of the {trace.model} model: "
              "the block's streams that made a handshake in the RTL and in the model (* where "
              "they differ), then each unit model's state at the cycle's start and the wires "
-             "between units that moved a beat",
+             "between units that moved a beat"
+             + ("; the run did not end: the RTL's handshakes are not known" if rtl is None
+                else ""),
              f"{'':>7}  {'rtl':<{width}}    {'model':<{width}}",
              f"{'cycle':>7}  {' '.join(names)}    {' '.join(names)}  | units | wires"]
     for t in window:
         got, want = marks("rtl", t), marks("model", t)
-        flag = "*" if got != want else " "
+        flag = "*" if rtl is not None and got != want else " "
         units = "  ".join(f"{name}: {show(name, words)}"
                           for name, words in trace.states.get(t, {}).items())
         wires = " ".join(trace.wires.get(t, ()))

@@ -19,7 +19,6 @@ from cocotb.triggers import FallingEdge, RisingEdge
 from scoville.blocks import get_block, parse_params
 from scoville.sim.cycles.stream import Schedule, Source, first_difference, pipeline_timing
 from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
-from scoville.sim.harness import stream_names
 
 from .codec import codecs
 from .freerun import FreeRun, Observed, idle_inputs, read_int
@@ -194,31 +193,16 @@ async def check_stream(
     may add the inputs of output ``k`` to the mismatch message. ``interrupt``: first run the
     same stimulus halfway and reset the design in the middle of it (:func:`reset_midway`).
     """
-    component, codec = ctx.component, ctx.codecs
-    items = codec["i"].pack_bytes(**inputs)
-    await reset(dut, stream_names(component))
-    valid, ready = stream_schedules(ctx, ("i",), ("o",), gaps=gaps)
-    valid, ready = valid["i"], ready["o"]
-    what = f"{ctx.describe()}: {test}"
+    from .bench import BlockBench  # the bench builds on this kit
 
-    def bench():
-        return FreeRun(dut, component, sources={"i": (items, valid)},
-                       sinks={"o": (len(expected), ready)})
-
-    model = pipeline_timing(len(items), latency, Source(valid), ready, emits)
-    if interrupt:
-        await reset_midway(dut, what, bench(), model.cycles // 2)
-    seen = await bench().run(timeout=2 * model.cycles + 200, expect=model.cycles)
-    got = decode(codec["o"].unpack(seen.payloads["o"]))
-    mismatches, first, why = scoreboard(what, expected, got)
-    if first is not None and describe is not None:
-        why += f" ({describe(first)})"
-    errors = timing_errors(what, model, seen)
-    record(test, mismatches=mismatches, cycles=seen.cycles, model_cycles=model.cycles,
-           timing_errors=len(errors), items=len(items), outputs=len(expected),
-           run_wall_s=seen.wall_s, service_wall_s=seen.service_s, **metrics)
-    assert mismatches == 0, why
-    assert not errors, errors[0]
+    tb = BlockBench(dut, ctx, test, sources=("i",), sinks=("o",), gaps=gaps, watch=())
+    items = ctx.codecs["i"].pack_bytes(**inputs)
+    tb.source["i"].send(items)
+    tb.sink["o"].expect(expected, decode=decode, where=describe, label="outputs")
+    tb.predict(pipeline_timing, len(items), latency, Source(tb.source["i"].valid),
+               tb.sink["o"].ready, emits)
+    await tb.run(interrupt=interrupt, zero=(), slack=200)
+    tb.check(items=len(items), outputs=len(expected), **metrics)
 
 
 def _ints(values) -> list[int]:

@@ -124,7 +124,8 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
     tb.sink["o"].expect(want_o, label="outputs", decode=lambda f: f[""].tolist())
     model = tb.predict(timing, cfg, batches, tb.valid, tb.ready,
                    MemoryAgent(latency, bpc, cfg.weight_port_bits, tb.memory_valid["rdata"]))
-    seen = await tb.run(model, slack=5000)
+    # Straight on from the router's load (load_router reset the block), as a chip would.
+    seen = await tb.run(model, reset_first=False, slack=5000)
     counters = COUNTERS + (EXPERT_COUNTERS if cfg.expert_counters else ())
     # The weight port's share of what the memory could deliver; the array's useful MACs
     # (3 H I per token and expert) over what it could do while it ran experts.

@@ -134,7 +134,8 @@ class _Block:
                  "aseq", "score", "norm")
         wires = {"cache.req": self.c_req, "cache.wd": self.c_wd, "cache.rd": self.c_rd,
                  "cache.resp": self.c_resp, "array.cmd": self.g_cmd, "array.a": self.g_a,
-                 "array.b": self.g_b, "array.o": self.g_o, "pv": self.pv}
+                 "array.b": self.g_b, "array.o": self.g_o, "pv": self.pv,
+                 "ctrl.req": self.ctrl_req, "reader.req": self.read_req}
         return {**{name: getattr(self, name) for name in units}, **wires}
 
     def cycle(self, t: int) -> int:

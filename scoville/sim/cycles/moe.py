@@ -164,7 +164,8 @@ class _Block:
         """The unit models, then the wires between them, by name (a trace's columns)."""
         units = ("seq", "split", "router", "dispatch", "xq", "xw", "requests", "fetch", "mem",
                  "tiles", "array", "xfeed", "hfeed", "glu", "pack", "hq", "hw", "combine")
-        return {**{name: getattr(self, name) for name in units}, **vars(self.w)}
+        return {**{name: getattr(self, name) for name in units},
+                **{f"w.{name}": wire for name, wire in vars(self.w).items()}}
 
     def _wires(self, t: int) -> None:
         """Every wire of cycle ``t`` from the units' state at its start (a pass-through's

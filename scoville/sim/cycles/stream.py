@@ -219,10 +219,10 @@ class Timing:
         return max((h[-1] + 1 for h in self.handshakes.values() if h), default=0)
 
 
-def first_difference(predicted: dict[str, Sequence[int]],
-                     observed: dict[str, Sequence[int]]) -> str:
-    """The earliest handshake where ``observed`` differs from ``predicted``, as one line
-    naming the stream, the beat, and both cycles; ``""`` when they agree."""
+def divergence(predicted: dict[str, Sequence[int]], observed: dict[str, Sequence[int]]):
+    """The earliest handshake where ``observed`` differs from ``predicted``: ``(cycle,
+    stream, beat, predicted cycle, observed cycle)`` (``None`` for a handshake one side did
+    not make), the cycle the earlier of the two; ``None`` when they agree."""
     worst = None
     for name, want in predicted.items():
         got = list(observed.get(name, ()))
@@ -237,6 +237,14 @@ def first_difference(predicted: dict[str, Sequence[int]],
                 if worst is None or when < worst[0]:
                     worst = (when, name, k, p, o)
                 break
+    return worst
+
+
+def first_difference(predicted: dict[str, Sequence[int]],
+                     observed: dict[str, Sequence[int]]) -> str:
+    """The earliest handshake where ``observed`` differs from ``predicted``, as one line
+    naming the stream, the beat, and both cycles; ``""`` when they agree."""
+    worst = divergence(predicted, observed)
     if worst is None:
         return ""
     _, name, k, p, o = worst

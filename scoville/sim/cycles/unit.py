@@ -70,9 +70,9 @@ class Wire:
 class Trace:
     """A timed model's line trace for cycles ``first`` to ``last``: ``states[t]``, each unit
     model's state at the start of cycle ``t`` (by the unit's name in its block; :func:`line`);
-    ``wires[t]``,
-    the wires between units that made a handshake in cycle ``t``. Cycles the model skipped
-    (nothing could change) repeat the states of the cycle before."""
+    ``wires[t]``, the wires between units that made a handshake in cycle ``t``. A cycle the
+    model skipped (nothing changes in it) starts in the state of the next modelled cycle's
+    start and moves no beat. Nothing is read before ``first``."""
 
     def __init__(self, first: int, last: int):
         if not 0 <= first <= last:
@@ -153,19 +153,30 @@ def run(name: str, cycle: Callable[[int], int], done: Callable[[], bool], limit:
         _recording = None  # the block's own run only, not its parts' or a later model's
         trace.model = name
     t = 0
+    backfill = range(0)  # skipped cycles of the window: the state at the next cycle's start
     while not done():
         if t > limit:
             raise RuntimeError(f"{name} timed model: no progress after {t} cycles")
-        if trace is None or t > trace.last:
+        if trace is None or (t > trace.last and not backfill):
             t = cycle(t)
             continue
-        named = parts()
-        states = {key: line(part) for key, part in named.items() if not isinstance(part, Wire)}
+        named = parts() if t >= trace.first or backfill else None
+        if named is not None:
+            states = {key: line(part) for key, part in named.items()
+                      if not isinstance(part, Wire)}
+            for c in backfill:
+                trace.states[c] = states
         after = cycle(t)
-        for c in range(max(t, trace.first), min(after, trace.last + 1)):
-            trace.states[c] = states
-        if t >= trace.first:
+        if trace.first <= t <= trace.last:
+            trace.states[t] = states
             trace.wires[t] = [key for key, part in named.items()
                               if isinstance(part, Wire) and part.cycles and part.cycles[-1] == t]
+        # Cycles the model skipped (nothing changes in them): each starts in the state the
+        # next modelled cycle starts in.
+        backfill = range(max(t + 1, trace.first), min(after, trace.last + 1))
         t = after
+    if trace is not None and backfill:
+        states = {key: line(part) for key, part in parts().items() if not isinstance(part, Wire)}
+        for c in backfill:
+            trace.states[c] = states
     return t
