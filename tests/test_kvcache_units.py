@@ -1,9 +1,11 @@
 """The KV cache's request-engine units alone, in Amaranth's simulator, against what their
-docstrings state: the reference walk (:class:`~scoville.rtl.kvcache_refs.RefWalk`) and the
-append (:class:`~scoville.rtl.kvcache_append.Appender`), behind them real memories for the
-page table, the reference counts and the banks, as the page allocator's and the banks'; and
-the sequence table (:class:`~scoville.rtl.kvcache_seqs.SequenceTable`); on seeded random
-cases."""
+docstrings state: the reference walk (:class:`~scoville.rtl.kvcache_refs.RefWalk`, its
+``done`` where its unit model :class:`scoville.sim.cycles.kvcache_refs.RefWalk` puts it) and the
+append (:class:`~scoville.rtl.kvcache_append.Appender`, handshake for handshake against its
+unit model :class:`scoville.sim.cycles.kvcache_append.Appender`), behind them real memories
+for the page table, the reference counts and the banks, as the page allocator's and the
+banks'; and the sequence table (:class:`~scoville.rtl.kvcache_seqs.SequenceTable`); on
+seeded random cases."""
 
 import zlib
 
@@ -20,6 +22,9 @@ from scoville.rtl.kvcache_pages import count_shape, page_shape
 from scoville.rtl.kvcache_refs import RefWalk
 from scoville.rtl.kvcache_seqs import SequenceTable
 from scoville.rtl.lib.params import build_config
+from scoville.sim.cycles.kvcache_append import Append
+from scoville.sim.cycles.kvcache_append import Appender as AppendModel
+from scoville.sim.cycles.kvcache_refs import RefWalk as RefWalkModel
 
 PAGES, SEQS, SEQ_BITS, TOKEN_BITS = 5, 3, 8, 16
 
@@ -102,8 +107,17 @@ def test_the_reference_walk_frees_or_forks_three_cycles_a_page(seed):
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    # The contract: done one cycle after three cycles a page, from the cycle after start.
-    assert seen["done"] == 1 + 3 * npages
+    # done where the unit model puts it (one cycle after three a page, from the cycle after
+    # start).
+    model = RefWalkModel()
+    t = 0
+    while True:
+        model.start = npages if t == 0 else None
+        model.step(t)
+        if model.done:
+            break
+        t += 1
+    assert seen["done"] == t
     want_refs, want_table = list(refs), list(table)
     for i, page in enumerate(pages):
         want_refs[page] += 1 if fork else -1
@@ -227,47 +241,73 @@ def _append_case(cfg, seed: int):
                 wd=line_words(cfg.append_beats), gaps=[bool(g) for g in rng.random(400) < 0.3])
 
 
-def _append_contract(cfg, c):
-    """From Appender's docstring: the cycle the lines start (from the start cycle 0), what
-    the append does (``drop``, ``full``, ``write``; ``take``: it takes a new page), the
-    cycles it waits for the read engine, and the memories after it."""
+def _append_effect(cfg, c):
+    """From Appender's docstring: what the append does (an :class:`Append`) and the memories
+    after it (the table, the counts, the lines)."""
     PT, PL, TL = cfg.page_tokens, cfg.page_lines, cfg.token_lines
     pidx, slot = divmod(c["length"], PT)
     table, refs, lines = list(c["table"]), list(c["refs"]), list(c["lines"])
     if c["drop"]:
-        return 1, "drop", 0, table, refs, lines, False
+        return Append.DROP, table, refs, lines
     old = table[pidx]
     shared = slot != 0 and refs[old] > 1
-    need = slot == 0 or shared
-    decide, waits = 2, 0
-    while shared and c["busy"][decide] and not (need and c["free"] == 0):
-        decide += 1
-        waits += 1
-    if need and c["free"] == 0:
-        return decide + 1, "full", waits, table, refs, lines, False
-    page = old
-    start = decide + 1
-    if need:
-        page = c["page"]
+    if (slot == 0 or shared) and c["free"] == 0:
+        return Append.FULL, table, refs, lines
+    page, kind = old, Append.WRITE
+    if slot == 0 or shared:
+        page, kind = c["page"], Append.NEW_PAGE
         table[pidx] = page
         refs[page] = 1
-        start += 1
         if shared:
+            kind = Append.COPY
             refs[old] -= 1
             for k in range(PL):
                 lines[page * PL + k] = lines[old * PL + k]
-            start += PL + 1
     for b, word in enumerate(c["wd"]):
         kvh, j = divmod(b, TL)
         lines[page * PL + kvh * (PT * TL) + slot * TL + j] = word
-    return start, "write", waits, table, refs, lines, need
+    return kind, table, refs, lines
+
+
+class _Lines:
+    """The test's ``wd``: beat ``k`` offered in each cycle ``gaps`` leaves open, until taken."""
+
+    def __init__(self, beats: int, gaps):
+        self.beats, self.gaps, self.cycles = beats, gaps, []
+
+    def offers(self, t: int) -> bool:
+        return len(self.cycles) < self.beats and not self.gaps[t]
+
+    def take(self, t: int) -> None:
+        self.cycles.append(t)
+
+
+def _append_model(cfg, c, kind) -> dict:
+    """The unit model (:class:`~scoville.sim.cycles.kvcache_append.Appender`) on the test's
+    schedules: what the RTL test records, as the model predicts it."""
+    wd = _Lines(cfg.append_beats, c["gaps"])
+    unit = AppendModel(page_lines=cfg.page_lines, beats=cfg.append_beats, wd=wd)
+    seen = {"full": [], "wait": 0, "take": 0, "stalls": 0}
+    t = 0
+    while True:
+        unit.start = kind if t == 0 else None
+        unit.engine_busy = c["busy"][t] if t < len(c["busy"]) else False
+        seen["stalls"] += unit.wd_ready and not wd.offers(t)
+        unit.step(t)
+        seen["full"] += [t] * unit.full
+        seen["wait"] += unit.read_wait
+        seen["take"] += unit.take
+        if unit.done:
+            seen.update(done=t, wrote=unit.wrote, taken=wd.cycles)
+            return seen
+        t += 1
 
 
 @pytest.mark.parametrize("seed", range(24))
 def test_the_append_writes_its_lines_copying_a_shared_page_first(seed):
     cfg = build_config(KvCacheConfig, APPEND)
     c = _append_case(cfg, zlib.crc32(f"append{seed}".encode()))
-    lines_at, kind, waits, table, refs, lines, take = _append_contract(cfg, c)
+    kind, table, refs, lines = _append_effect(cfg, c)
     dut = _Appending(cfg, c["table"], c["refs"], c["lines"])
     app = dut.app
     seen = {"taken": [], "full": [], "wait": 0, "take": 0, "stalls": 0}
@@ -311,14 +351,8 @@ def test_the_append_writes_its_lines_copying_a_shared_page_first(seed):
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    # The lines: ready in every cycle from the cycle the contract puts them at, a beat taken
-    # in each cycle one is offered; done with the last.
-    offered = [t for t in range(lines_at, 400) if not c["gaps"][t]][:cfg.append_beats]
-    assert seen["taken"] == offered
-    assert seen["done"] == offered[-1]
-    assert seen["stalls"] == offered[-1] + 1 - lines_at - len(offered)
-    assert seen["wrote"] == (kind == "write")
-    assert seen["full"] == ([lines_at - 1] if kind == "full" else [])
-    assert seen["wait"] == waits
-    assert seen["take"] == take
-    assert (seen["table"], seen["refs"], seen["lines"]) == (table, refs, lines)
+    # Every line's cycle, done, full, the read waits, the page taken and the stalls as the
+    # unit model predicts them; the memories as the docstring says.
+    memories = {key: seen.pop(key) for key in ("table", "refs", "lines")}
+    assert seen == _append_model(cfg, c, kind)
+    assert (memories["table"], memories["refs"], memories["lines"]) == (table, refs, lines)
