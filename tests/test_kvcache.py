@@ -17,6 +17,7 @@ from scoville.sim.cycles.kvcache import (
     request_cycles,
     run_cycles,
     timing,
+    units_timing,
 )
 from scoville.sim.cycles.stream import Schedule, Source
 from scoville.sim.golden.kvcache import KvCacheModel, Request, decode_heads, encode_heads
@@ -156,11 +157,13 @@ def test_random_scripts_leak_no_page_and_reads_return_what_was_appended(seed, pa
             assert out.data == want
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_the_engine_unit_model_is_the_fast_loop(seed):
-    """The cache's unit model (what the attention model steps) and :func:`timing`'s one loop
-    are one rule: the same handshakes and counters on random scripts (forks, copies on write,
-    windowed reads), gaps and back-pressure."""
+@pytest.mark.parametrize("seed", range(8))
+def test_the_unit_models_are_the_fast_loop(seed):
+    """The cache's unit model (what the attention model steps), its unit models composed as
+    the RTL composes its units (the walk, the append, the read engine, each from its RTL
+    unit's docstring) and :func:`timing`'s one loop are one rule: the same handshakes and
+    counters on random scripts (forks, copies on write, windowed reads), gaps and
+    back-pressure."""
     rng = np.random.default_rng(seed)
     cfg = KvCacheConfig(page_tokens=int(rng.choice([1, 2, 4])), max_seqs=3, bank_words=256)
     sc = random_script(cfg, rng, 300)
@@ -170,10 +173,11 @@ def test_the_engine_unit_model_is_the_fast_loop(seed):
         return ({name: Source(Schedule([seed, k], gap)) for k, name in enumerate(("req", "wd"))},
                 {name: Schedule([seed, 5 + k], gap) for k, name in enumerate(("rd", "resp"))})
 
-    fast, stepped = timing(cfg, sc.outcomes, *streams()), engine_timing(cfg, sc.outcomes,
-                                                                         *streams())
-    assert stepped.handshakes == fast.handshakes
-    assert stepped.counters == fast.counters
+    fast = timing(cfg, sc.outcomes, *streams())
+    for model in (engine_timing, units_timing):
+        stepped = model(cfg, sc.outcomes, *streams())
+        assert stepped.handshakes == fast.handshakes, model.__name__
+        assert stepped.counters == fast.counters, model.__name__
 
 
 def test_every_bad_request_answers_its_status():

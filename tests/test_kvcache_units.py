@@ -287,16 +287,18 @@ def _append_model(cfg, c, kind) -> dict:
     schedules: what the RTL test records, as the model predicts it."""
     wd = _Lines(cfg.append_beats, c["gaps"])
     unit = AppendModel(page_lines=cfg.page_lines, beats=cfg.append_beats, wd=wd)
-    seen = {"full": [], "wait": 0, "take": 0, "stalls": 0}
+    seen = {"full": [], "wait": 0, "take": 0, "stalls": 0, "writes": 0, "copying": 0}
     t = 0
     while True:
         unit.start = kind if t == 0 else None
         unit.engine_busy = c["busy"][t] if t < len(c["busy"]) else False
-        seen["stalls"] += unit.wd_ready and not wd.offers(t)
         unit.step(t)
         seen["full"] += [t] * unit.full
         seen["wait"] += unit.read_wait
         seen["take"] += unit.take
+        seen["stalls"] += unit.wd_stall
+        seen["writes"] += unit.writes
+        seen["copying"] += unit.copying
         if unit.done:
             seen.update(done=t, wrote=unit.wrote, taken=wd.cycles)
             return seen
@@ -310,7 +312,8 @@ def test_the_append_writes_its_lines_copying_a_shared_page_first(seed):
     kind, table, refs, lines = _append_effect(cfg, c)
     dut = _Appending(cfg, c["table"], c["refs"], c["lines"])
     app = dut.app
-    seen = {"taken": [], "full": [], "wait": 0, "take": 0, "stalls": 0}
+    seen = {"taken": [], "full": [], "wait": 0, "take": 0, "stalls": 0, "writes": 0,
+            "copying": 0}
 
     async def bench(ctx):
         ctx.set(app.seq, 0)
@@ -332,6 +335,8 @@ def test_the_append_writes_its_lines_copying_a_shared_page_first(seed):
             seen["wait"] += ctx.get(app.read_wait)
             seen["take"] += ctx.get(app.take)
             seen["stalls"] += ctx.get(app.wd_stall)
+            seen["writes"] += ctx.get(app.writes)
+            seen["copying"] += ctx.get(app.copying)
             taken = offer and ctx.get(app.wd.ready)
             done, wrote = ctx.get(app.done), ctx.get(app.wrote)
             await ctx.tick()

@@ -107,7 +107,7 @@ def test_skipped_cycles_start_in_the_state_of_the_next_modelled_cycle():
         2: "1", 3: "1", 4: "2", 5: "2", 6: "2", 7: "3", 8: "3"}
 
 
-def test_kvcache_traced_steps_its_engine_and_predicts_the_same():
+def test_kvcache_traced_steps_its_unit_models_and_predicts_the_same():
     cfg = build_config(KvCacheConfig, {"page_tokens": 4, "kv_heads": 2, "head_dim": 16})
     outcomes = random_script(cfg, np.random.default_rng(3), 60).outcomes
     plain = kvcache.timing(cfg, outcomes)
@@ -115,7 +115,8 @@ def test_kvcache_traced_steps_its_engine_and_predicts_the_same():
     with recording(trace):
         traced = kvcache.timing(cfg, outcomes)
     assert traced.handshakes == plain.handshakes and traced.counters == plain.counters
-    assert list(trace.states[0]) == ["engine"]
+    assert list(trace.states[0]) == ["engine", "walk", "append", "reader"]
+    assert {trace.states[t]["engine"].split()[0] for t in trace.states} > {"idle"}
 
 
 def test_the_trace_marks_where_the_rtl_differs_and_shows_what_moves():

@@ -44,6 +44,9 @@ cycle count of a request sequence, waits included (the fast path). :func:`timing
 cycle-level model for any stream timing: the request engine's state machine and the read
 engine, cycle by cycle, against the schedules of ``req``, ``wd``, ``rd`` and ``resp``; it
 predicts the cycle of every handshake on the four streams and every cycle counter.
+:func:`units_timing` is the same model built as the RTL is, from the unit models of the walk,
+the append and the read engine (each from its RTL unit's docstring); :class:`Engine` is the
+cache as one unit model, for the attention model to step. Tests hold the three to one rule.
 """
 
 from __future__ import annotations
@@ -51,11 +54,14 @@ from __future__ import annotations
 from scoville.rtl.kvcache import COUNTERS, Op, Status
 
 from . import unit
+from .kvcache_append import Append, Appender
+from .kvcache_linereader import LineReader
+from .kvcache_refs import RefWalk
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 from .unit import run
 
 __all__ = ["COUNTERS", "READ_LATENCY", "Engine", "engine_cycles", "engine_timing", "read_cycles",
-           "read_utilization", "request_cycles", "run_cycles", "timing"]
+           "read_utilization", "request_cycles", "run_cycles", "timing", "units_timing"]
 
 
 
@@ -297,11 +303,11 @@ def timing(config, outcomes, sources: dict[str, Source] | None = None,
     read engine in its fourth cycle. A read's decode starts the read engine, which moves one
     line per cycle into its output register while the register is empty or taken.
 
-    Traced (:func:`~scoville.sim.cycles.unit.recording`), it steps the :class:`Engine`
-    (:func:`engine_timing`, the same handshakes), which shows its state a cycle at a time.
+    Traced (:func:`~scoville.sim.cycles.unit.recording`), it steps the cache's unit models
+    (:func:`units_timing`, the same handshakes), which show their states a cycle at a time.
     """
     if unit.recording_active():
-        return engine_timing(config, outcomes, sources, ready)
+        return units_timing(config, outcomes, sources, ready)
     sources, ready = sources or {}, ready or {}
     outcomes = list(outcomes)
     req = Producer(sources.get("req", Source()), len(outcomes))
@@ -433,11 +439,9 @@ def timing(config, outcomes, sources: dict[str, Source] | None = None,
 
 
 
-def engine_timing(config, outcomes, sources: dict[str, Source] | None = None,
-                  ready: dict[str, Schedule] | None = None) -> Timing:
-    """:func:`timing` by stepping the :class:`Engine` (the unit model a composed block steps),
-    through :func:`~scoville.sim.cycles.unit.run`: slower than :func:`timing`'s one loop; a
-    test checks that the two agree, handshake for handshake and counter for counter."""
+def _stepped(config, outcomes, sources, ready, build) -> Timing:
+    """Run a unit-model rendering of the cache, ``build(req, wd, rd, resp)`` (an object with
+    ``cycle(t)``, ``parts()`` and ``counters``), against the streams' schedules."""
     sources, ready = sources or {}, ready or {}
     outcomes = list(outcomes)
     beats = sum(config.append_beats for o in outcomes if o.op == Op.APPEND)
@@ -445,14 +449,129 @@ def engine_timing(config, outcomes, sources: dict[str, Source] | None = None,
     wd = Producer(sources.get("wd", Source()), beats)
     rd, resp = Consumer(ready.get("rd", ALWAYS)), Consumer(ready.get("resp", ALWAYS))
     rd_lines = sum(len(o.data) for o in outcomes)
-    engine = Engine(config, req, wd, rd, resp)
+    block = build(req, wd, rd, resp)
+    run("kvcache", block.cycle,
+        lambda: len(resp.cycles) == len(outcomes) and len(rd.cycles) == rd_lines,
+        1_000_000 + 100 * (len(outcomes) + beats + rd_lines), block.parts)
+    counters = dict(block.counters, reads=len(rd.cycles))
+    return Timing({"req": req.cycles, "wd": wd.cycles, "rd": rd.cycles, "resp": resp.cycles},
+                  counters)
 
-    def cycle(t: int) -> int:
-        engine.step(t)
+
+class _OneEngine:
+    """The :class:`Engine` alone, as :func:`_stepped` runs a rendering."""
+
+    def __init__(self, config, req, wd, rd, resp):
+        self.engine = Engine(config, req, wd, rd, resp)
+        self.counters = self.engine.counters
+
+    def cycle(self, t: int) -> int:
+        self.engine.step(t)
         return t + 1
 
-    run("kvcache", cycle,
-        lambda: len(resp.cycles) == len(outcomes) and len(rd.cycles) == rd_lines,
-        1_000_000 + 100 * (len(outcomes) + beats + rd_lines), lambda: {"engine": engine})
-    return Timing({"req": req.cycles, "wd": wd.cycles, "rd": rd.cycles, "resp": resp.cycles},
-                  engine.counters)
+    def parts(self) -> dict:
+        return {"engine": self.engine}
+
+
+def engine_timing(config, outcomes, sources: dict[str, Source] | None = None,
+                  ready: dict[str, Schedule] | None = None) -> Timing:
+    """:func:`timing` by stepping the :class:`Engine` (the unit model a composed block steps),
+    through :func:`~scoville.sim.cycles.unit.run`: slower than :func:`timing`'s one loop; a
+    test checks that the two agree, handshake for handshake and counter for counter."""
+    return _stepped(config, outcomes, sources, ready,
+                    lambda *ports: _OneEngine(config, *ports))
+
+
+def _append_kind(out) -> Append:
+    """What an append does, from its outcome (:class:`Append`)."""
+    if out.reached == "decode":
+        return Append.DROP
+    if out.reached == "page":
+        return Append.FULL
+    if out.copied:
+        return Append.COPY
+    return Append.NEW_PAGE if out.new_page else Append.WRITE
+
+
+class _Units:
+    """The cache as its RTL is built: the request engine (its states: idle, decode, the walk,
+    the append, the answer) stepping the unit models of the reference walk, the append and the
+    read engine (:mod:`.kvcache_refs`, :mod:`.kvcache_append`, :mod:`.kvcache_linereader`),
+    each from its RTL unit's docstring; the request engine's cycles counted as the RTL counts
+    them (``busy`` is what is neither idle, a stall nor a wait)."""
+
+    def __init__(self, config, req, wd, rd, resp):
+        self.req, self.resp = req, resp
+        self.walk = RefWalk()
+        self.append = Appender(page_lines=config.page_lines, beats=config.append_beats, wd=wd)
+        self.reader = LineReader(rd)
+        self.state, self.out = "idle", None
+        self.counters = dict.fromkeys(COUNTERS, 0)
+
+    def parts(self) -> dict:
+        return {"engine": self, "walk": self.walk, "append": self.append,
+                "reader": self.reader}
+
+    def line_trace(self) -> str:
+        return self.state if self.out is None else f"{self.state} {Op(self.out.op).name}"
+
+    def cycle(self, t: int) -> int:
+        """Cycle ``t``: the request engine's moves from its state and its units' at the
+        cycle's start, then every unit steps."""
+        walk, app, reader, out = self.walk, self.append, self.reader, self.out
+        count, state = self.counters, self.state
+        busy = reader.busy
+        app.engine_busy = busy
+        walk.start = app.start = reader.start = None
+        idle = wait = stall = False
+        nxt = state
+        if state == "idle":
+            if self.req.offers(t):
+                self.out = self.req.payload
+                self.req.take(t)
+                nxt = "decode"
+            else:
+                idle = True
+        elif state == "decode":
+            if busy and out.op != Op.APPEND:
+                wait = True
+            elif out.op == Op.APPEND:
+                app.start, nxt = _append_kind(out), "append"
+            elif out.status == Status.OK and out.op in (Op.FREE, Op.FORK):
+                walk.start, nxt = out.walked, "walk"
+            else:
+                reader.start = len(out.data) if out.data else None
+                nxt = "resp"
+        elif state == "resp":
+            if self.resp.accepts(t):
+                self.resp.take(t)
+                nxt, self.out = "idle", None
+            else:
+                stall = True
+        walk.step(t)
+        app.step(t)
+        reader.step(t)
+        if state == "walk" and walk.done or state == "append" and app.done:
+            nxt = "resp"
+        stall = stall or app.wd_stall
+        wait = wait or app.read_wait
+        count["idle"] += idle
+        count["stalls"] += stall
+        count["read_waits"] += wait
+        count["busy"] += not (idle or stall or wait)
+        count["read_cycles"] += busy
+        count["read_stalls"] += reader.stall
+        count["writes"] += app.writes
+        count["copies"] += app.copying
+        self.state = nxt
+        return t + 1
+
+
+def units_timing(config, outcomes, sources: dict[str, Source] | None = None,
+                 ready: dict[str, Schedule] | None = None) -> Timing:
+    """:func:`timing` by stepping the cache's unit models as the RTL composes its units
+    (:class:`_Units`): a model built from the units' contracts, not from the block's cost
+    table; a test checks that it agrees with :func:`timing` and the :class:`Engine`,
+    handshake for handshake and counter for counter. Traced
+    (:func:`~scoville.sim.cycles.unit.recording`), :func:`timing` runs this one."""
+    return _stepped(config, outcomes, sources, ready, lambda *ports: _Units(config, *ports))

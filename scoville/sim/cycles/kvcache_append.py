@@ -30,8 +30,10 @@ class Appender:
     taken.
 
     The composed model sets :attr:`start` (None: none this cycle) and :attr:`engine_busy` for
-    the cycle about to be stepped; :attr:`full`, :attr:`read_wait`, :attr:`take` and
-    :attr:`done` are the outputs of the cycle just stepped.
+    the cycle about to be stepped; :attr:`full`, :attr:`read_wait`, :attr:`take`,
+    :attr:`done`, :attr:`wrote`, :attr:`writes` (a line written), :attr:`copying` (a line
+    copied: every copy cycle but the first) and :attr:`wd_stall` (a line due and none
+    offered) are the outputs of the cycle just stepped.
 
     Parameters
     ----------
@@ -40,8 +42,9 @@ class Appender:
         The token's lines.
     """
 
-    __slots__ = ("_beats", "_kind", "_left", "_lines", "_page_lines", "_phase", "done",
-                 "engine_busy", "full", "read_wait", "start", "take", "wd", "wrote")
+    __slots__ = ("_beats", "_kind", "_left", "_lines", "_page_lines", "_phase", "copying",
+                 "done", "engine_busy", "full", "read_wait", "start", "take", "wd", "wd_stall",
+                 "writes", "wrote")
 
     def __init__(self, *, page_lines: int, beats: int, wd):
         self._page_lines, self._beats, self.wd = page_lines, beats, wd
@@ -51,6 +54,7 @@ class Appender:
         self.start: Append | None = None
         self.engine_busy = False
         self.done = self.wrote = self.full = self.read_wait = self.take = False
+        self.writes = self.copying = self.wd_stall = False
 
     @property
     def idle(self) -> bool:
@@ -65,6 +69,7 @@ class Appender:
 
     def step(self, t: int) -> None:
         self.done = self.wrote = self.full = self.read_wait = self.take = False
+        self.writes = self.copying = self.wd_stall = False
         phase, kind = self._phase, self._kind
         if phase == "idle":
             if self.start is not None:
@@ -92,12 +97,16 @@ class Appender:
             else:
                 self._to_lines()
         elif phase == "copy":
+            self.copying = self._left <= self._page_lines
             self._left -= 1
             if self._left == 0:
                 self._to_lines()
         elif self.wd.offers(t):  # the lines: ready in every cycle of them
             self.wd.take(t)
+            written = kind in (Append.WRITE, Append.NEW_PAGE, Append.COPY)
+            self.writes = written
             self._lines -= 1
             if self._lines == 0:
-                self._phase, self.done = "idle", True
-                self.wrote = kind in (Append.WRITE, Append.NEW_PAGE, Append.COPY)
+                self._phase, self.done, self.wrote = "idle", True, written
+        else:
+            self.wd_stall = True
