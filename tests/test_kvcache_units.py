@@ -1,5 +1,8 @@
-"""The KV cache's request-engine units alone, in Amaranth's simulator, against what their
-docstrings state: the reference walk (:class:`~scoville.rtl.kvcache_refs.RefWalk`, its
+"""The KV cache's units alone, in Amaranth's simulator, against what their docstrings state:
+the read engine (:class:`~scoville.rtl.kvcache_linereader.LineReader`: the lines of its
+reads by the cache's layout, ``last`` on each read's final one, every ``rd`` handshake,
+``busy`` and ``stall`` as its unit model :class:`scoville.sim.cycles.kvcache_linereader.LineReader`
+says, under back-pressure); the reference walk (:class:`~scoville.rtl.kvcache_refs.RefWalk`, its
 ``done`` where its unit model :class:`scoville.sim.cycles.kvcache_refs.RefWalk` puts it) and the
 append (:class:`~scoville.rtl.kvcache_append.Appender`, handshake for handshake against its
 unit model :class:`scoville.sim.cycles.kvcache_append.Appender`), behind them real memories
@@ -16,15 +19,18 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 
-from scoville.rtl.kvcache import KvCacheConfig
+from scoville.rtl.kvcache import KvCacheConfig, request_layout
 from scoville.rtl.kvcache_append import Appender
+from scoville.rtl.kvcache_linereader import LineReader
 from scoville.rtl.kvcache_pages import count_shape, page_shape
 from scoville.rtl.kvcache_refs import RefWalk
 from scoville.rtl.kvcache_seqs import SequenceTable
 from scoville.rtl.lib.params import build_config
 from scoville.sim.cycles.kvcache_append import Append
 from scoville.sim.cycles.kvcache_append import Appender as AppendModel
+from scoville.sim.cycles.kvcache_linereader import LineReader as LineReaderModel
 from scoville.sim.cycles.kvcache_refs import RefWalk as RefWalkModel
+from scoville.sim.cycles.stream import Consumer, Schedule
 
 PAGES, SEQS, SEQ_BITS, TOKEN_BITS = 5, 3, 8, 16
 
@@ -361,3 +367,117 @@ def test_the_append_writes_its_lines_copying_a_shared_page_first(seed):
     memories = {key: seen.pop(key) for key in ("table", "refs", "lines")}
     assert seen == _append_model(cfg, c, kind)
     assert (memories["table"], memories["refs"], memories["lines"]) == (table, refs, lines)
+
+
+READS = {"page_tokens": 2, "kv_heads": 2, "head_dim": 16, "banks": 2, "word_bits": 32,
+         "bank_words": 128, "max_seqs": 3}
+
+
+class _Reading(wiring.Component):
+    """A LineReader with the page table and the banks behind its ports; each line of the
+    banks holds its own address, so a line read names where it was read from."""
+
+    def __init__(self, cfg, table):
+        self.reader = LineReader(cfg, request_layout(), range(cfg.max_seqs * cfg.pages),
+                                 page_shape(cfg.pages))
+        self._cfg, self._table = cfg, table
+        super().__init__({})
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._cfg
+        m.submodules.reader = reader = self.reader
+        line = data.ArrayLayout(cfg.word_bits, cfg.banks)
+        m.submodules.table = table = Memory(shape=page_shape(cfg.pages),
+                                           depth=cfg.max_seqs * cfg.pages, init=self._table)
+        m.submodules.banks = banks = Memory(shape=line.size, depth=cfg.bank_words,
+                                            init=range(cfg.bank_words))
+        t, b = table.read_port(), banks.read_port()
+        m.d.comb += [t.addr.eq(reader.walk.addr), reader.walk.data.eq(t.data),
+                     b.addr.eq(reader.banks.addr), b.en.eq(reader.banks.en),
+                     Value.cast(reader.banks.data).eq(b.data)]
+        return m
+
+
+def _read_lines(cfg, table, seq, kv, head, start, count, line0, nlines) -> list[int]:
+    """The lines a read returns, by the cache's layout (``docs/kvcache.md``): each token's
+    window of its head's lines, through the page table."""
+    PT, TL, PL = cfg.page_tokens, cfg.token_lines, cfg.page_lines
+    width = nlines or TL - line0
+    out = []
+    for token in range(start, start + count):
+        page = table[seq * cfg.pages + token // PT]
+        for j in range(line0, line0 + width):
+            out.append(page * PL + ((kv * cfg.kv_heads + head) * PT + token % PT) * TL + j)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_read_engine_streams_a_line_a_cycle_as_its_unit_model_says(seed):
+    cfg = build_config(KvCacheConfig, READS)
+    rng = np.random.default_rng(zlib.crc32(f"linereader{seed}".encode()))
+    P, TL = cfg.pages, cfg.token_lines
+    table = [int(p) for p in rng.integers(0, P, cfg.max_seqs * P)]
+    reads = []
+    for _ in range(3):
+        start = int(rng.integers(0, cfg.max_tokens))
+        line0 = int(rng.integers(0, TL))
+        reads.append(dict(seq=int(rng.integers(cfg.max_seqs)), kv=int(rng.integers(2)),
+                          head=int(rng.integers(cfg.kv_heads)), start=start,
+                          count=int(rng.integers(1, cfg.max_tokens - start + 1)), line0=line0,
+                          nlines=int(rng.integers(0, TL - line0 + 1))))
+    # Each read starts the first cycle, past a random delay, the engine is not busy.
+    delays = [int(d) for d in rng.integers(0, 4, len(reads))]
+    ready = Schedule([seed, 1], 0.4)
+    want = [x for r in reads for x in _read_lines(cfg, table, **r)]
+    dut = _Reading(cfg, table)
+    reader = dut.reader
+    seen = {"rd": [], "data": [], "last": [], "starts": [], "stalls": 0, "busy": []}
+
+    async def bench(ctx):
+        t, k, wait = 0, 0, delays[0]
+        while len(seen["rd"]) < len(want):
+            assert t < 2000, "the reads never end"
+            go = k < len(reads) and not ctx.get(reader.busy) and wait == 0
+            if k < len(reads) and not ctx.get(reader.busy) and wait:
+                wait -= 1
+            ctx.set(reader.start, go)
+            if go:
+                for name, value in reads[k].items():
+                    ctx.set(getattr(reader.req, name), value)
+                seen["starts"].append(t)
+            ctx.set(reader.rd.ready, ready[t])
+            seen["busy"].append(ctx.get(reader.busy))
+            seen["stalls"] += ctx.get(reader.stall)
+            fire = ctx.get(reader.rd.valid) and ready[t]
+            if fire:
+                seen["rd"].append(t)
+                seen["data"].append(ctx.get(reader.rd.payload.data.as_value()))
+                seen["last"].append(ctx.get(reader.rd.payload.last))
+            await ctx.tick()
+            if go:
+                k += 1
+                wait = delays[k] if k < len(reads) else 0
+            t += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["data"] == want
+    ends = np.cumsum([len(_read_lines(cfg, table, **r)) for r in reads]) - 1
+    assert [i for i, last in enumerate(seen["last"]) if last] == ends.tolist()
+    # The unit model, started in the same cycles with the same ready schedule.
+    rd = Consumer(ready)
+    model = LineReaderModel(rd)
+    starts = dict(zip(seen["starts"], (len(_read_lines(cfg, table, **r)) for r in reads),
+                      strict=True))
+    busy, stalls, t = [], 0, 0
+    while len(rd.cycles) < len(want):
+        busy.append(model.busy)
+        model.start = starts.get(t)
+        model.step(t)
+        stalls += model.stall
+        t += 1
+    assert rd.cycles == seen["rd"]
+    assert busy == seen["busy"][:len(busy)] and stalls == seen["stalls"]
