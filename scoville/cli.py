@@ -109,17 +109,17 @@ def _cmd_list() -> int:
 
 
 def _window(text: str) -> tuple[int, int]:
-    """``FROM:TO``, two cycles, ``0 <= FROM <= TO``."""
-    first, sep, last = text.partition(":")
+    """``FROM:TO``, two cycles, ``0 <= FROM <= TO`` (:meth:`Trace.parse
+    <scoville.sim.cycles.unit.Trace.parse>`)."""
+    from scoville.sim.cycles.unit import Trace
+
     try:
-        window = (int(first), int(last))
+        trace = Trace.parse(text)
     except ValueError:
-        window = None
-    if not sep or window is None or not 0 <= window[0] <= window[1]:
         raise argparse.ArgumentTypeError(
             f"parameter 'trace' = {text!r} is not allowed; allowed: FROM:TO, two cycles with "
-            "0 <= FROM <= TO (e.g. 100:140)")
-    return window
+            "0 <= FROM <= TO (e.g. 100:140)") from None
+    return trace.first, trace.last
 
 
 def _cmd_verilog(args) -> int:
@@ -199,8 +199,8 @@ def _cmd_sim(args) -> int:
     for err in result.errors:
         say(f"  error: {err.splitlines()[0]}")
     if args.trace and not result.traces:
-        say(f"  no trace: {block.name}'s testbench writes none (the composed blocks' do: "
-            "gemm, gemm_quant, fetch, kvcache, attention, moe)")
+        say(f"  no trace: {block.name}'s testbench writes none (the composed blocks' "
+            "testbenches do, on BlockBench)")
     if args.json:
         report["traces"] = result.traces
         print(json.dumps(report))

@@ -26,6 +26,9 @@ streams beside the model's, each unit's state and the wires between units that m
 (a run the harness stops, a hang or a handshake too many, writes the model's side alone).
 Untraced, a timing failure names the window to replay.
 
+A single-stream unit (``i`` in, ``o`` out, a stalling pipeline's timing) needs no more than
+:func:`check_stream`, and a lane-parallel one :func:`check_lanes`: both run a BlockBench.
+
 The schedules are the workload's (:func:`~scoville.testbenches.kit.stream_schedules`), drawn
 in the order the streams are named: the sources, then the memories' data ports, then the
 sinks, so that a seed replays the same gaps and back-pressure.
@@ -38,7 +41,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from scoville.sim.cycles.stream import ALWAYS, Schedule, Source, divergence
+import numpy as np
+
+from scoville.sim.cycles.stream import ALWAYS, Schedule, Source, divergence, pipeline_timing
 from scoville.sim.cycles.unit import Trace, recording
 from scoville.sim.flow import ENV_METRICS, ENV_TRACE
 from scoville.sim.harness import stream_names
@@ -47,7 +52,7 @@ from .freerun import FreeRun, Memory, Observed
 from .kit import RunContext, record, reset, reset_midway, scoreboard, timing_errors
 from .kit import stream_schedules as _schedules
 
-__all__ = ["BlockBench", "SinkAgent", "SourceAgent", "trace_lines"]
+__all__ = ["BlockBench", "SinkAgent", "SourceAgent", "check_lanes", "check_stream", "trace_lines"]
 
 
 class SourceAgent:
@@ -131,7 +136,7 @@ class BlockBench:
         self.seen: Observed | None = None
         self.model = None
         window = os.environ.get(ENV_TRACE)
-        self.trace = Trace(*map(int, window.split(":"))) if window else None
+        self.trace = Trace.parse(window) if window else None
 
     @property
     def valid(self) -> dict[str, Source]:
@@ -209,7 +214,7 @@ class BlockBench:
         self._write_trace(seen.handshakes)
         for bad, why in boards:
             assert bad == 0, why
-        apart = divergence(model.handshakes, seen.handshakes)
+        apart = divergence(model.handshakes, seen.handshakes) if errors else None
         if apart is not None and self.trace is None:
             at = apart[0]
             errors.append(f"to read it, replay with --trace {max(at - 20, 0)}:{at + 5}")
@@ -237,10 +242,11 @@ def trace_lines(trace: Trace, rtl: dict[str, list[int]] | None, model: dict[str,
     window = range(trace.first, trace.last + 1)
     # Of a unit's attributes, those that change in the window (and its state, if it has one).
     moving: dict[str, set[str]] = {}
+    start = trace.states.get(trace.first, {})
     for t in window:
         for unit, words in trace.states.get(t, {}).items():
             if isinstance(words, dict):
-                first = trace.states[trace.first][unit] if trace.first in trace.states else {}
+                first = start.get(unit, {})
                 moving.setdefault(unit, {"state"} & words.keys()).update(
                     key for key, value in words.items() if first.get(key) != value)
 
@@ -266,3 +272,72 @@ def trace_lines(trace: Trace, rtl: dict[str, list[int]] | None, model: dict[str,
         wires = " ".join(trace.wires.get(t, ()))
         lines.append(f"{t:>7}  {got}  {flag} {want}  | {units} | {wires}")
     return lines
+
+
+async def check_stream(
+    dut,
+    ctx: RunContext,
+    test: str,
+    inputs: dict,
+    expected: list,
+    *,
+    decode,
+    latency: int,
+    gaps: bool = True,
+    emits=None,
+    describe=None,
+    interrupt: bool = False,
+    **metrics,
+) -> None:
+    """Drive ``inputs`` through the block's ``i``/``o`` streams, decode the outputs with
+    ``decode``, compare with ``expected`` and every handshake with the timed model
+    (:func:`~scoville.sim.cycles.stream.pipeline_timing`); record the metrics and assert.
+
+    ``inputs`` holds a column per field of the ``i`` payload (one row per beat), packed by the
+    RTL's layout (:class:`~scoville.testbenches.codec.Codec`); ``decode`` turns the ``o``
+    payloads, unpacked into their fields' columns, into the list compared with ``expected``.
+
+    ``emits[k]`` says whether item ``k`` produces an output (reducing units). ``describe(k)``
+    may add the inputs of output ``k`` to the mismatch message. ``interrupt``: first run the
+    same stimulus halfway and reset the design in the middle of it
+    (:func:`~scoville.testbenches.kit.reset_midway`).
+    """
+    tb = BlockBench(dut, ctx, test, sources=("i",), sinks=("o",), gaps=gaps, watch=())
+    items = ctx.codecs["i"].pack_bytes(**inputs)
+    tb.source["i"].send(items)
+    tb.sink["o"].expect(expected, decode=decode, where=describe, label="outputs")
+    tb.predict(pipeline_timing, len(items), latency, Source(tb.source["i"].valid),
+               tb.sink["o"].ready, emits)
+    await tb.run(interrupt=interrupt, zero=(), slack=200)
+    tb.check(items=len(items), outputs=len(expected), **metrics)
+
+
+def _ints(values) -> list[int]:
+    return [int(v) for v in values]
+
+
+async def check_lanes(
+    dut, ctx: RunContext, test: str, operands: dict, model, *, show=_ints, gaps: bool,
+    count_as: str = "pairs", interrupt: bool = False,
+) -> None:
+    """:func:`check_stream` for a lane-parallel unit (:class:`~scoville.rtl.lib.pipeline.LaneUnit`):
+    the arrays of ``operands`` (by payload field, codes, padded with zeros to whole beats) in,
+    ``model(*operands.values())`` (lane results) expected. ``show`` turns a beat's values into
+    what is compared and printed; the number of operand tuples is recorded as ``count_as``."""
+    lanes = ctx.config.lanes
+    n = len(next(iter(operands.values())))
+    pad = (-n) % lanes
+    operands = {name: np.concatenate([v, np.zeros(pad, v.dtype)]) for name, v in operands.items()}
+    want = [show(beat) for beat in np.asarray(model(*operands.values())).reshape(-1, lanes)]
+
+    def describe(k):
+        lo, hi = k * lanes, (k + 1) * lanes
+        values = " ".join(f"{name}={show(v[lo:hi])}" for name, v in operands.items())
+        return f"{count_as} {lo}..{hi - 1}: {values}"
+
+    await check_stream(
+        dut, ctx, test, {name: v.reshape(-1, lanes) for name, v in operands.items()}, want,
+        decode=lambda out: [show(beat) for beat in out[""]],
+        latency=ctx.config.latency, gaps=gaps,
+        describe=describe, interrupt=interrupt, **{count_as: n + pad},
+    )

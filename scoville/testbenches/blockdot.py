@@ -3,7 +3,8 @@ per-block scales become beats of ``lanes`` element pairs."""
 
 import numpy as np
 
-from .kit import check_stream, context
+from .bench import check_stream
+from .kit import context
 
 
 def beats(rows, *, lanes: int, block: int, tail=None) -> tuple[dict, list[bool]]:

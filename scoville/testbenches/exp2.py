@@ -11,7 +11,8 @@ import numpy as np
 
 from scoville.sim.golden.exp2 import exp2
 
-from .kit import check_lanes, context
+from .bench import check_lanes
+from .kit import context
 
 __all__ = ["DIRECTED", "random_operands", "workload_operands"]
 

@@ -11,7 +11,8 @@ import numpy as np
 
 from scoville.sim.golden.fp32_add import fp32_add
 
-from .kit import check_lanes, context
+from .bench import check_lanes
+from .kit import context
 
 __all__ = ["DIRECTED", "directed_pairs", "random_pairs", "workload_pairs"]
 

@@ -10,7 +10,8 @@ import numpy as np
 
 from scoville.sim.golden import fp4_mul
 
-from .kit import check_lanes, context
+from .bench import check_lanes
+from .kit import context
 
 
 async def _check(dut, test, a, b, *, gaps, interrupt=False):

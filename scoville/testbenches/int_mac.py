@@ -10,7 +10,8 @@ import numpy as np
 
 from scoville.sim.golden.int_mac import int_mac
 
-from .kit import check_stream, context
+from .bench import check_stream
+from .kit import context
 
 
 async def _check(dut, test, rows, *, gaps, interrupt=False):

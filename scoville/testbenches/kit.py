@@ -17,7 +17,7 @@ import numpy as np
 from cocotb.triggers import FallingEdge, RisingEdge
 
 from scoville.blocks import get_block, parse_params
-from scoville.sim.cycles.stream import Schedule, Source, first_difference, pipeline_timing
+from scoville.sim.cycles.stream import Schedule, first_difference
 from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
 
 from .codec import codecs
@@ -164,73 +164,3 @@ def stream_schedules(ctx: RunContext, sources, sinks, *, gaps: bool = True) -> t
     gap, bp = (w.gap, w.backpressure) if gaps else (0.0, 0.0)
     return ({name: Schedule([ctx.seed, 2, k], gap) for k, name in enumerate(sources)},
             {name: Schedule([ctx.seed, 3, k], bp) for k, name in enumerate(sinks)})
-
-
-async def check_stream(
-    dut,
-    ctx: RunContext,
-    test: str,
-    inputs: dict,
-    expected: list,
-    *,
-    decode,
-    latency: int,
-    gaps: bool = True,
-    emits=None,
-    describe=None,
-    interrupt: bool = False,
-    **metrics,
-) -> None:
-    """Drive ``inputs`` through the block's ``i``/``o`` streams, decode the outputs with
-    ``decode``, compare with ``expected`` and every handshake with the timed model
-    (:func:`~scoville.sim.cycles.stream.pipeline_timing`); record the metrics and assert.
-
-    ``inputs`` holds a column per field of the ``i`` payload (one row per beat), packed by the
-    RTL's layout (:class:`~scoville.testbenches.codec.Codec`); ``decode`` turns the ``o``
-    payloads, unpacked into their fields' columns, into the list compared with ``expected``.
-
-    ``emits[k]`` says whether item ``k`` produces an output (reducing units). ``describe(k)``
-    may add the inputs of output ``k`` to the mismatch message. ``interrupt``: first run the
-    same stimulus halfway and reset the design in the middle of it (:func:`reset_midway`).
-    """
-    from .bench import BlockBench  # the bench builds on this kit
-
-    tb = BlockBench(dut, ctx, test, sources=("i",), sinks=("o",), gaps=gaps, watch=())
-    items = ctx.codecs["i"].pack_bytes(**inputs)
-    tb.source["i"].send(items)
-    tb.sink["o"].expect(expected, decode=decode, where=describe, label="outputs")
-    tb.predict(pipeline_timing, len(items), latency, Source(tb.source["i"].valid),
-               tb.sink["o"].ready, emits)
-    await tb.run(interrupt=interrupt, zero=(), slack=200)
-    tb.check(items=len(items), outputs=len(expected), **metrics)
-
-
-def _ints(values) -> list[int]:
-    return [int(v) for v in values]
-
-
-async def check_lanes(
-    dut, ctx: RunContext, test: str, operands: dict, model, *, show=_ints, gaps: bool,
-    count_as: str = "pairs", interrupt: bool = False,
-) -> None:
-    """:func:`check_stream` for a lane-parallel unit (:class:`~scoville.rtl.lib.pipeline.LaneUnit`):
-    the arrays of ``operands`` (by payload field, codes, padded with zeros to whole beats) in,
-    ``model(*operands.values())`` (lane results) expected. ``show`` turns a beat's values into
-    what is compared and printed; the number of operand tuples is recorded as ``count_as``."""
-    lanes = ctx.config.lanes
-    n = len(next(iter(operands.values())))
-    pad = (-n) % lanes
-    operands = {name: np.concatenate([v, np.zeros(pad, v.dtype)]) for name, v in operands.items()}
-    want = [show(beat) for beat in np.asarray(model(*operands.values())).reshape(-1, lanes)]
-
-    def describe(k):
-        lo, hi = k * lanes, (k + 1) * lanes
-        values = " ".join(f"{name}={show(v[lo:hi])}" for name, v in operands.items())
-        return f"{count_as} {lo}..{hi - 1}: {values}"
-
-    await check_stream(
-        dut, ctx, test, {name: v.reshape(-1, lanes) for name, v in operands.items()}, want,
-        decode=lambda out: [show(beat) for beat in out[""]],
-        latency=ctx.config.latency, gaps=gaps,
-        describe=describe, interrupt=interrupt, **{count_as: n + pad},
-    )

@@ -13,7 +13,8 @@ from scoville.rtl.lib.formats import ELEMENT_BITS, MX_BLOCK
 from scoville.sim.golden.mx import E4M3_VALUES
 from scoville.sim.golden.mx_quant import mx_quant
 
-from .kit import check_stream, context
+from .bench import check_stream
+from .kit import context
 
 
 def _to_input(blocks: np.ndarray, in_fmt: str) -> np.ndarray:

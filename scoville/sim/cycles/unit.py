@@ -82,8 +82,14 @@ class Trace:
         self.wires: dict[int, list[str]] = {}
         self.model = ""
 
-    def __bool__(self) -> bool:
-        return bool(self.states)
+    @classmethod
+    def parse(cls, window: str) -> Trace:
+        """A trace of the window ``FROM:TO`` (as ``--trace`` takes it); ``ValueError`` when it
+        is not two cycles with ``0 <= FROM <= TO``."""
+        first, sep, last = window.partition(":")
+        if not sep:
+            raise ValueError(f"trace window {window!r}: allowed FROM:TO")
+        return cls(int(first), int(last))
 
 
 _recording: Trace | None = None
@@ -138,6 +144,11 @@ def line(unit) -> str | dict[str, str]:
     return words
 
 
+def _states(named: dict[str, Any]) -> dict[str, str | dict[str, str]]:
+    """Each unit model's state (:func:`line`) among a model's named parts."""
+    return {key: line(part) for key, part in named.items() if not isinstance(part, Wire)}
+
+
 def run(name: str, cycle: Callable[[int], int], done: Callable[[], bool], limit: int,
         parts: Callable[[], dict[str, Any]] | None = None) -> int:
     """Step a timed model: ``cycle(t)`` models cycle ``t`` (and may skip cycles where nothing
@@ -162,8 +173,7 @@ def run(name: str, cycle: Callable[[int], int], done: Callable[[], bool], limit:
             continue
         named = parts() if t >= trace.first or backfill else None
         if named is not None:
-            states = {key: line(part) for key, part in named.items()
-                      if not isinstance(part, Wire)}
+            states = _states(named)
             for c in backfill:
                 trace.states[c] = states
         after = cycle(t)
@@ -176,7 +186,7 @@ def run(name: str, cycle: Callable[[int], int], done: Callable[[], bool], limit:
         backfill = range(max(t + 1, trace.first), min(after, trace.last + 1))
         t = after
     if trace is not None and backfill:
-        states = {key: line(part) for key, part in parts().items() if not isinstance(part, Wire)}
+        states = _states(parts())
         for c in backfill:
             trace.states[c] = states
     return t
