@@ -12,6 +12,11 @@ the editable install's finder runs after Python's path finder). The
 unmutated copy is simulated first, once per block and parameter set, and must pass, or the
 results mean nothing. A mutation is *caught* on a simulator when a test fails; it *survives*
 when every test passes; a build failure, a missing test result or a timeout is an *error*.
+A mutation names the kind of failure it expects (:class:`~scoville.testbenches.failures.Kind`:
+a wrong value, a status, a handshake's cycle on a named stream, a counter, the stream
+protocol); a run whose earliest failure is of another kind (a test that only timed out
+included) counts as *caught otherwise*, not as caught: the suite then catches the bug by
+chance, not by the check meant for it.
 
 Writes ``docs/verification.md`` (when every mutation is run, or ``--out`` is given) and exits
 non-zero when a baseline fails, a mutation survives or a run goes wrong.
@@ -40,6 +45,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from scoville.testbenches.failures import Kind, kind_of, stream_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMULATORS = ("icarus", "verilator")
@@ -74,10 +81,15 @@ class Mutation:
         Its hardware and workload parameters (``scoville sim --param`` names).
     tests : tuple of str
         The cocotb tests run, the narrowest that should catch it.
-    timing : bool
-        Data and protocol stay correct; only the cycle of some handshakes changes.
+    expect : Kind
+        The kind of the earliest failure the bug must give (the first failing test's):
+        ``TIMING`` for a bug that keeps data and protocol correct and moves only the cycle
+        of some handshakes (or stalls the block: a handshake the model predicts never
+        comes); never ``TIMEOUT``.
     why : str
         Why those parameters and tests reach the bug.
+    stream : str, optional
+        For ``TIMING``: the stream whose handshake must differ first.
     """
 
     name: str
@@ -87,8 +99,26 @@ class Mutation:
     block: str
     params: dict[str, Any] = field(hash=False)
     tests: tuple[str, ...]
-    timing: bool
+    expect: Kind
     why: str
+    stream: str | None = None
+
+    @property
+    def timing(self) -> bool:
+        return self.expect is Kind.TIMING
+
+    def expects(self) -> str:
+        """The expected failure, in words."""
+        return self.expect.value + (f" on `{self.stream}`" if self.stream else "")
+
+    def judge(self, kind: Kind | None, stream: str | None) -> str | None:
+        """None when a failure of ``kind`` (on ``stream``) is the one expected, else why not."""
+        got = "an untyped check" if kind is None else kind.value
+        if kind is not self.expect:
+            return f"failed as {got}, expected {self.expects()}"
+        if self.stream and stream != self.stream:
+            return f"failed as timing on `{stream}`, expected {self.expects()}"
+        return None
 
 
 class MutationError(RuntimeError):
@@ -148,7 +178,7 @@ MUTATIONS: tuple[Mutation, ...] = (
                 "        stall_out = flow.collect & ((self.o.valid & ~self.o.ready) | released)\n",
             ),
         ),
-        block="gemm", params=GEMM, tests=("test_workload",), timing=True,
+        block="gemm", params=GEMM, tests=("test_workload",), expect=Kind.TIMING, stream="o",
         why="back-pressure 0.3 on `o` releases a stall many times per GEMM; the engine counts "
             "the extra cycle as `stall_out`, so only a model of every handshake sees it",
     ),
@@ -180,7 +210,7 @@ MUTATIONS: tuple[Mutation, ...] = (
                 "            m.d.sync += [full.eq(1), self.o.payload.eq(flow.row)]\n",
             ),
         ),
-        block="gemm", params=GEMM, tests=("test_workload",), timing=True,
+        block="gemm", params=GEMM, tests=("test_workload",), expect=Kind.TIMING, stream="o",
         why="the rows of each finished tile leave one per cycle, so a stalled row is often "
             "followed at once by the next; the engine counts the held cycle as a stall",
     ),
@@ -192,7 +222,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "            self.psum_shape = signed(32)\n",
             "            self.psum_shape = signed(24)\n",
         ),),
-        block="gemm", params=GEMM, tests=("test_long_k",), timing=False,
+        block="gemm", params=GEMM, tests=("test_long_k",), expect=Kind.DATA,
         why="int8: a sum leaves 24 bits only past 512 products of the same sign near "
             "-128 x -128, which random operands never give; test_long_k's column of K = "
             "long_k (32773 by default) products of -128 x -128 reaches 2**29",
@@ -205,7 +235,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "        bad = (cmd.m == 0) | (cmd.k == 0) | (cmd.n == 0)\n",
             "        bad = (cmd.m == 0) | (cmd.k == 0)\n",
         ),),
-        block="gemm", params=GEMM, tests=("test_edges",), timing=False,
+        block="gemm", params=GEMM, tests=("test_edges",), expect=Kind.DATA,
         why="only a directed command with N = 0 reaches it (the workload's shapes are never 0)",
     ),
     Mutation(
@@ -218,7 +248,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             '        total = ar.cleared(m, ar.add(m, sums, prod, f"{name}_sum1"), a_in.first, '
             'f"{name}_total")\n',
         ),),
-        block="gemm", params=GEMM, tests=("test_workload",), timing=False,
+        block="gemm", params=GEMM, tests=("test_workload",), expect=Kind.DATA,
         why="every output of every GEMM is wrong unless its first product is 0",
     ),
     Mutation(
@@ -230,7 +260,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             Edit('lambda e: e.a.bend & ~e.a.last, False)', 'lambda e: e.a.bend, None)'),
             Edit('            units.append(("end", ends, lambda e: e.a.last, True))\n', ''),
         ),
-        block="gemm", params={**GEMM, "fmt": "mxfp4"}, tests=("test_edges",), timing=False,
+        block="gemm", params={**GEMM, "fmt": "mxfp4"}, tests=("test_edges",), expect=Kind.DATA,
         why="K = 35 leaves a last block of 3 elements: row 0 ends it in the cycle row 3 ends "
             "its first block, and the unit adds their sums together",
     ),
@@ -240,7 +270,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/gemm_os_dataflow.py",
         edits=(Edit("e.a.valid & e.a.row & event(e)", "e.a.valid & event(e)"),),
         block="gemm", params={**GEMM, "rows": 18, "cols": 1, "fmt": "nvfp4"},
-        tests=("test_edges",), timing=False,
+        tests=("test_edges",), expect=Kind.DATA,
         why="a GEMM with M = 1 ends with 17 rows beyond M in the array; the next command starts "
             "under them and its rows' blocks meet theirs in the units",
     ),
@@ -252,7 +282,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         edits=(Edit("for g in range((R + B - 1) // B)]", "for g in range(1)]"),
                Edit("ends[g * B:(g + 1) * B]", "ends")),
         block="gemm", params={**GEMM, "rows": 18, "cols": 1, "fmt": "nvfp4"},
-        tests=("test_workload",), timing=False,
+        tests=("test_workload",), expect=Kind.DATA,
         why="rows 0 and 16 end blocks 16 steps apart in K and 16 rows apart in space: with "
             "K > 32 both end one in the same cycle",
     ),
@@ -266,7 +296,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "                self.tops[c].eq(rp.data),\n",
         ),),
         block="gemm", params={**GEMM, "fmt": "bf16", "dataflow": "ws", "count": 6},
-        tests=("test_workload",), timing=False,
+        tests=("test_workload",), expect=Kind.DATA,
         why="GEMMs follow each other, so every row but those of the first GEMM finds the "
             "previous GEMM's sums in the SRAM",
     ),
@@ -280,7 +310,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "            rp = mem.read_port()\n",
         ),),
         block="gemm", params={**GEMM, "fmt": "bf16", "dataflow": "ws", "count": 6},
-        tests=("test_edges",), timing=False,
+        tests=("test_edges",), expect=Kind.DATA,
         why="a chunk of at most `rows` rows (M = 1 with K past a tile in the edge shapes) puts "
             "a row's next K tile right behind its write",
     ),
@@ -294,7 +324,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "        m.d.comb += [out.sum.eq(value), out.nan.eq(0)]\n",
         ),),
         block="gemm", params={**GEMM, "fmt": "mxfp8", "count": 6}, tests=("test_edges",),
-        timing=False,
+        expect=Kind.DATA,
         why="the edge test's extreme operands are 70% special codes, NaN among them",
     ),
     Mutation(
@@ -308,7 +338,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "                m.d.sync += scale.eq(cmd.scale_a)\n",
         ),),
         block="gemm", params={**GEMM, "fmt": "nvfp4", "count": 6}, tests=("test_workload",),
-        timing=False,
+        expect=Kind.DATA,
         why="random tensor scales are 2^-20..2^20, never 1 for B",
     ),
     Mutation(
@@ -322,7 +352,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             'ar.psum_shape)\n',
         ),),
         block="gemm", params={**GEMM, "dataflow": "ws"}, tests=("test_workload",),
-        timing=False,
+        expect=Kind.DATA,
         why="the workload's random shapes have K up to several tiles of 4 rows, so most rows "
             "of C take more than one K tile",
     ),
@@ -338,7 +368,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         block="gemm_quant",
         params={"array.rows": 6, "array.cols": 4, "groups": 1, "k": 1, "count": 6, "gap": 0.0,
                 "backpressure": 0.9},
-        tests=("test_workload",), timing=False,
+        tests=("test_workload",), expect=Kind.DATA,
         why="a group of 6 lines is more than the read port, the output register and the "
             "quantizer's 2 stages hold, and with K = 1 the next group's first part comes 6 "
             "steps later, while back-pressure 0.9 lets a block leave every ten cycles or so: "
@@ -356,7 +386,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "        row_last = r == R - 1\n",
         ),),
         block="gemm_quant", params=GEMM_QUANT, tests=("test_edges", "test_workload"),
-        timing=False,
+        expect=Kind.DATA,
         why="test_edges and the random shapes have M off the 3-row grid; the last row tile's "
             "rows then fill the wrong lines and the run never completes its blocks",
     ),
@@ -371,7 +401,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),),
         block="gemm",
         params={**GEMM, "buffer_depth": 3, "backpressure": 0.9},
-        tests=("test_workload",), timing=True,
+        tests=("test_workload",), expect=Kind.TIMING, stream="b",
         why="3-beat buffers and 90% back-pressure on `o`: the engine holds for rows of C while "
             "A and B keep arriving, so the buffers fill and the producers wait one beat early",
     ),
@@ -399,7 +429,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             Edit('self.writes.eq(fsm.ongoing("WRITE") & self.wd.valid)',
                  'self.writes.eq(fsm.ongoing("WRITE") & self.wd.valid & self.wd.ready)'),
         ),
-        block="kvcache", params=KVCACHE, tests=("test_workload",), timing=True,
+        block="kvcache", params=KVCACHE, tests=("test_workload",), expect=Kind.TIMING, stream="wd",
         why="gap 0.3 on `wd` leaves holes inside most appends; the bubble is counted as a "
             "stall and the write counter counts handshakes, so only the handshake cycles move",
     ),
@@ -416,7 +446,8 @@ MUTATIONS: tuple[Mutation, ...] = (
                 '                with m.If((reader.busy | was_busy) & (r.op != Op.APPEND)):\n',
             ),
         ),
-        block="kvcache", params=KVCACHE, tests=("test_keep_up", "test_workload"), timing=True,
+        block="kvcache", params=KVCACHE, tests=("test_keep_up", "test_workload"),
+        expect=Kind.TIMING, stream="resp",
         why="every request but an append that follows a read waits for the engine; with "
             "streams that keep up the model's time line sees the cycle, under gaps only a "
             "model of every handshake does",
@@ -444,7 +475,7 @@ MUTATIONS: tuple[Mutation, ...] = (
                 "            self.stall.eq(out_valid & ~(self.rd.valid & self.rd.ready)),\n",
             ),
         ),
-        block="kvcache", params=KVCACHE, tests=("test_workload",), timing=True,
+        block="kvcache", params=KVCACHE, tests=("test_workload",), expect=Kind.TIMING, stream="rd",
         why="reads stream a line per cycle and back-pressure 0.3 stalls them often; the "
             "bubble is counted as a read stall, so the engine's busy count stays the model's",
     ),
@@ -474,7 +505,8 @@ MUTATIONS: tuple[Mutation, ...] = (
                 '            | (fsm.ongoing("RESP") & ~(self.resp.valid & self.resp.ready))\n',
             ),
         ),
-        block="kvcache", params=KVCACHE, tests=("test_workload",), timing=True,
+        block="kvcache", params=KVCACHE, tests=("test_workload",),
+        expect=Kind.TIMING, stream="resp",
         why="answers come at least 3 cycles apart, so the bubble delays the next answer; "
             "back-pressure 0.3 on `resp` stalls many answers; the late cycle counts as a stall",
     ),
@@ -486,10 +518,13 @@ MUTATIONS: tuple[Mutation, ...] = (
             "                with m.If(copy == PL):\n",
             "                with m.If(copy == PL - 1):\n",
         ),),
-        block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
+        block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"),
+        expect=Kind.TIMING, stream="wd",
         why="page_tokens 4 and max_seqs 4: forks share pages and appends to either side copy "
             "them (test_edges does both sides); the missing line (V, last head, last slot) is "
-            "never read before it is written, so cycles and counters must catch it",
+            "never read before it is written (a page is copied when an append goes into it, so "
+            "its last slot is empty or the one being written): no read can show it, and the "
+            "copy one cycle short moves `wd`'s next handshake a cycle early",
     ),
     Mutation(
         name="kvcache-cow-skips-first-line",
@@ -497,7 +532,7 @@ MUTATIONS: tuple[Mutation, ...] = (
                "uncopied",
         file="scoville/rtl/kvcache_append.py",
         edits=(Edit("bank_w.en.eq(copy != 0)]", "bank_w.en.eq(copy > 1)]"),),
-        block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
+        block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), expect=Kind.DATA,
         why="test_edges reads K head 0 of both sides of a fork from token 0 after copies; the "
             "line is stale, so the read data differ (the copy takes as many cycles as before)",
     ),
@@ -509,7 +544,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "ref_set.data.eq(ref_old - 1),",
             "ref_set.data.eq(ref_old),",
         ),),
-        block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
+        block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), expect=Kind.STATUS,
         why="the shared page is never freed once both sequences are: `free` in the answers "
             "and `free_pages` at the end differ from the model",
     ),
@@ -522,7 +557,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "        return q + guard\n",
         ),),
         block="mx_quant", params={"in_fmt": "bf16"}, tests=("test_directed", "test_workload"),
-        timing=False,
+        expect=Kind.DATA,
         why="test_directed has every tie of the grid; BF16 inputs (8-bit significands) make "
             "ties common in random blocks too",
     ),
@@ -535,7 +570,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "    magnitude = Mux(overflow, 0x7F80_0000, "
             "Mux(rounded[23:31] == 0, 0, rounded))[:31]\n",
         ),),
-        block="fp32_add", params={}, tests=("test_directed", "test_workload"), timing=False,
+        block="fp32_add", params={}, tests=("test_directed", "test_workload"), expect=Kind.DATA,
         why="test_directed has subnormal sums; a sixth of the random pairs are subnormals "
             "or the smallest normals",
     ),
@@ -544,7 +579,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         models="exp2: a negative x is truncated toward zero instead of floored",
         file="scoville/rtl/lib/fp32.py",
         edits=(Edit("Mux(x.sign, -(mag + lost), mag)", "Mux(x.sign, -mag, mag)"),),
-        block="exp2", params={}, tests=("test_directed", "test_workload"), timing=False,
+        block="exp2", params={}, tests=("test_directed", "test_workload"), expect=Kind.DATA,
         why="test_directed has -2^-17 and minus the smallest subnormal; the random operands "
             "hold small negative values whose bits reach below 2^-16",
     ),
@@ -554,7 +589,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/lib/fp32.py",
         edits=(Edit("zip(table, table[1:], strict=False)",
                     "zip(table, table[2:] + [table[-1]], strict=False)"),),
-        block="exp2", params={}, tests=("test_directed", "test_workload"), timing=False,
+        block="exp2", params={}, tests=("test_directed", "test_workload"), expect=Kind.DATA,
         why="every x whose low 10 fraction bits are not zero interpolates, and the directed "
             "2^-16 checks the first step of the chord exactly",
     ),
@@ -564,7 +599,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/attention_sequencer.py",
         edits=(Edit('self.alpha[r], name=f"lmul{r}")', 'ONE, name=f"lmul{r}")'),),
         block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
-        timing=False,
+        expect=Kind.DATA,
         why="41 tokens are two chunks; a row whose max rises in the second chunk has alpha < 1",
     ),
     Mutation(
@@ -573,7 +608,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/attention_walk.py",
         edits=(Edit("pos - (cfg.window - 1), 0)", "pos - (cfg.window - 2), 0)"),),
         block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
-        timing=False,
+        expect=Kind.DATA,
         why="every step after 20 tokens drops its first attended position",
     ),
     Mutation(
@@ -582,7 +617,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/attention_sequencer.py",
         edits=(Edit("masks.append(in_window & (aq_pos <= p_r))", "masks.append(aq_pos <= p_r)"),),
         block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
-        timing=False,
+        expect=Kind.DATA,
         why="the window's start (token 21 of 41) is not a multiple of 32: the read starts at 0",
     ),
     Mutation(
@@ -592,7 +627,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/attention_sequencer.py",
         edits=(Edit("masks.append(in_window & (aq_pos <= p_r))", "masks.append(in_window)"),),
         block="attention", params=ATTENTION_PREFILL, tests=("test_edges", "test_workload"),
-        timing=False,
+        expect=Kind.DATA,
         why="row tiles of two tokens: the first token's rows see the second's position",
     ),
     Mutation(
@@ -603,7 +638,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         edits=(Edit('j_hi = wire(m, "oc_jhi", oc_p - base_pos', 'j_hi = wire(m, "oc_jhi", '
                     'ocw.hi - base_pos'),),
         block="attention", params=ATTENTION_PREFILL, tests=("test_edges", "test_workload"),
-        timing=False,
+        expect=Kind.DATA,
         why="row tiles of two tokens: a larger score at the second token's position raises "
             "the first token's max (p and l change bits, not the answer's value much)",
     ),
@@ -614,7 +649,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/attention_sequencer.py",
         edits=(Edit("with m.If(en & s1 & s1_p & s1_sum):", "with m.If(en & s1 & s1_p):"),),
         block="attention", params=ATTENTION_TILES, tests=("test_edges", "test_workload"),
-        timing=False,
+        expect=Kind.DATA,
         why=("two column tiles: the second pass adds the chunk's sum again; on a head's "
              "first chunk that recomputes the same sum, so only heads of two or more chunks "
              "change (the 41-token step spans two chunks of 32: keep it so)"),
@@ -625,7 +660,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/attention_walk.py",
         edits=(Edit("req.line0.eq(Mux(walk.sub, vt * VL, 0))", "req.line0.eq(0)"),),
         block="attention", params=ATTENTION_TILES, tests=("test_edges", "test_workload"),
-        timing=False,
+        expect=Kind.DATA,
         why="the second column tile of O is computed from V's first 8 elements",
     ),
     Mutation(
@@ -633,7 +668,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         models="kvcache: a windowed read steps to the next token's window a line short",
         file="scoville/rtl/kvcache_linereader.py",
         edits=(Edit("off.eq(off + skip + 1)", "off.eq(off + skip)"),),
-        block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), timing=False,
+        block="kvcache", params=KVCACHE, tests=("test_edges", "test_workload"), expect=Kind.DATA,
         why="half the random reads take a window of a token's 4 lines; with the skip one short "
             "every read of more than one token in a page reads wrong lines from the "
             "second token on, windowed or whole",
@@ -643,7 +678,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         models="MoE: a batch of exactly `tokens` tokens is refused as too many",
         file="scoville/rtl/moe_sequencer.py",
         edits=(Edit("bad = (t_ == 0) | (t_ > T)", "bad = (t_ == 0) | (t_ >= T)"),),
-        block="moe", params=MOE, tests=("test_edges",), timing=False,
+        block="moe", params=MOE, tests=("test_edges",), expect=Kind.TIMING, stream="x",
         why="the directed edges end with a full batch, and the testbench expects its output",
     ),
     Mutation(
@@ -653,7 +688,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/moe_requests.py",
         edits=(Edit("with m.If(self.last != burst_end):",
                     "with m.If(self.last & ~burst_end):"),),
-        block="moe", params=MOE, tests=("test_bad_weights",), timing=False,
+        block="moe", params=MOE, tests=("test_bad_weights",), expect=Kind.DATA,
         why="test_bad_weights flips `last` off a tile's final word: the batch must emit "
             "nothing",
     ),
@@ -663,7 +698,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/moe_requests.py",
         edits=(Edit("burst_end = tile_end | (w_beat == cfg.fetch.burst - 1)",
                     "burst_end = tile_end | (w_beat == cfg.fetch.burst)"),),
-        block="moe", params=MOE, tests=("test_edges",), timing=False,
+        block="moe", params=MOE, tests=("test_edges",), expect=Kind.TIMING,
         why="a tile of 32 rows x 8 columns with its biases is 21 words: a burst of 16, then 5; "
             "every good response looks misplaced and every batch emits nothing",
     ),
@@ -674,7 +709,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/moe_combine.py",
         edits=(Edit("        with m.If(clearing):\n",
                     "        with m.If(clearing & 0):\n"),),
-        block="moe", params=MOE, tests=("test_edges",), timing=False,
+        block="moe", params=MOE, tests=("test_edges",), expect=Kind.DATA,
         why="the directed edges run a one-token batch, then a full one: its first token's "
             "words start from the first batch's sums",
     ),
@@ -683,7 +718,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         models="MoE, DeepSeek: the shared expert's output is added twice over (weight 2.0)",
         file="scoville/rtl/moe_sequencer.py",
         edits=(Edit("w[i].eq(fp32_bits(1.0))", "w[i].eq(fp32_bits(2.0))"),),
-        block="moe", params=MOE_DEEPSEEK, tests=("test_edges",), timing=False,
+        block="moe", params=MOE_DEEPSEEK, tests=("test_edges",), expect=Kind.DATA,
         why="every token passes through the shared expert",
     ),
     Mutation(
@@ -693,7 +728,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/moe.py",
         edits=(Edit('"pad_rows": Mux(starts, (run_n + R - 1) // R * R - run_n, 0),',
                     '"pad_rows": Mux(starts, (run_n + R - 1) // R * R, 0),'),),
-        block="moe", params=MOE, tests=("test_edges",), timing=False,
+        block="moe", params=MOE, tests=("test_edges",), expect=Kind.COUNTER,
         why="the testbench checks every counter against the timed model's",
     ),
     Mutation(
@@ -705,7 +740,7 @@ MUTATIONS: tuple[Mutation, ...] = (
                     "        entry = self.entry.payload\n        busy_d = Signal()\n"
                     "        m.d.sync += busy_d.eq(self.busy)\n"),
                Edit("with m.Elif(~self.busy):", "with m.Elif(~self.busy & ~busy_d):")),
-        block="moe", params=MOE, tests=("test_edges",), timing=True,
+        block="moe", params=MOE, tests=("test_edges",), expect=Kind.TIMING, stream="req",
         why="every expert ends in DRAIN with its last write pending: the next expert, the "
             "output and every handshake after them move a cycle",
     ),
@@ -843,7 +878,9 @@ class Outcome:
     """What one run of one tree on one simulator gave.
 
     ``status`` is ``caught`` (a test failed), ``passed`` (every test passed: a baseline's
-    success, a mutation's survival), ``error`` or ``skipped``."""
+    success, a mutation's survival), ``otherwise`` (a mutation's earliest failure is not the
+    kind it expects), ``error`` or ``skipped``. ``kind`` and ``stream``: the earliest
+    failure's kind and, for a timing failure, its stream."""
 
     status: str
     failed: list[str] = field(default_factory=list)
@@ -855,8 +892,11 @@ class Outcome:
     sim_version: str = ""
     cycles: dict[str, int | None] = field(default_factory=dict)
     reused: bool | None = None
+    kind: Kind | None = None
+    stream: str | None = None
 
 
+_KIND = re.compile(r"^(?:\w+: )?\[\w+\] ")
 _DESCRIBE = re.compile(r"^block \S+ \S+?\(.*?\) \S+?\(.*?\) seed \d+: ")
 
 
@@ -865,7 +905,7 @@ def first_line(message: str, test: str, width: int = 200) -> str:
     description (block, parameters, seed) and the test's name that the testbenches' messages
     start with."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
-    line = lines[0] if lines else ""
+    line = _KIND.sub("", lines[0]) if lines else ""
     line = _DESCRIBE.sub("", line).removeprefix(f"{test}: ")
     return line if len(line) <= width else line[: width - 3] + "..."
 
@@ -927,7 +967,9 @@ def run_job(tree: Path, block: str, params: dict, sim: str, seed: int, tests: li
         outcome.message = res["foreign"][0]
     elif outcome.failed:
         outcome.status = "caught"
-        outcome.message = first_line(ran[outcome.failed[0]]["message"], outcome.failed[0])
+        message = ran[outcome.failed[0]]["message"]
+        outcome.kind, outcome.stream = kind_of(message), stream_of(message)
+        outcome.message = first_line(message, outcome.failed[0])
     elif res["errors"]:
         outcome.message = res["errors"][0]
     elif missing:
@@ -1040,6 +1082,11 @@ def run_all(mutations: list[Mutation], sims: list[str], seed: int, jobs: int, re
                     "same Verilog as the baseline: the mutation changes nothing")
             elif outcome.status == "passed":
                 outcome.message = _against(mu.tests, outcome.cycles, base_outcome.cycles)
+            elif outcome.status == "caught":
+                wrong = mu.judge(outcome.kind, outcome.stream)
+                if wrong is not None:
+                    outcome.status, outcome.message = "otherwise", (
+                        f"{wrong}: {outcome.message}")
             results[mu.name][sim] = outcome
             report(mu.name, sim, outcome)
     except BaseException:
@@ -1055,11 +1102,12 @@ def _cell(outcome: Outcome | None, *, baseline: bool = False) -> str:
     if outcome is None:
         return "not run"
     text = outcome.message.replace("|", "\\|").replace("`", "'")
-    if outcome.status == "caught":
+    if outcome.status in ("caught", "otherwise"):
         tests = ", ".join(f"`{t}`" for t in outcome.failed)
         also = ", ".join(f"`{t}`" for t in outcome.passed)
         also = f" ({also} passed)" if also else ""
-        return f"{'**failed**' if baseline else 'caught'} by {tests}{also}: {text}"
+        verb = {"caught": "caught", "otherwise": "**caught otherwise**"}[outcome.status]
+        return f"{'**failed**' if baseline else verb} by {tests}{also}: {text}"
     if outcome.status == "passed":
         return "passed" if baseline else f"**survived**: {text}"
     return f"**{outcome.status}**: {text}"
@@ -1082,10 +1130,9 @@ def write_report(path: Path, command: str, tree: str, seed: int, sims: list[str]
     everywhere = sum(all(results[mu.name][sim].status == "caught" for sim in sims)
                      for mu in mutations)
     passed = {sim: sum(b[sim].status == "passed" for b in baselines.values()) for sim in sims}
-    timing = [mu for mu in mutations if mu.timing]
-    named = sum(all(results[mu.name][s].status == "caught"
-                    and "handshake" in results[mu.name][s].message for s in sims)
-                for mu in timing)
+    otherwise = {sim: sum(results[mu.name][sim].status == "otherwise" for mu in mutations)
+                 for sim in sims}
+    kinds = {kind: sum(mu.expect is kind for mu in mutations) for kind in Kind}
     versions = ", ".join(f"{sim} {_version(baselines, sim)}" for sim in sims)
     runs = [o for b in baselines.values() for s in sims for o in [b[s]]]
     runs += [results[mu.name][s] for mu in mutations for s in sims]
@@ -1101,27 +1148,37 @@ def write_report(path: Path, command: str, tree: str, seed: int, sims: list[str]
         "Each mutation is a named bug put into a copy of the RTL (`scripts/mutants.py` holds "
         "the exact source text it replaces). The copy is simulated with the block parameters "
         "and on the cocotb tests listed below, the narrowest that should catch it; a mutation "
-        "is *caught* on a simulator when a test fails, and *survives* when every test passes. "
+        "names the kind of failure it expects (*expects*: a wrong value (`data`), a `status`, "
+        "a handshake's cycle (`timing`, on the stream named), a `counter`, the stream "
+        "`protocol`), and is *caught* on a simulator when its earliest failure (the first "
+        "failing test's first failed check, as its message's `[kind]` says) is of that kind; "
+        "*caught otherwise* when a test fails in another way (a test that only timed out among "
+        "them: a timeout is never the kind expected); it *survives* when every test passes. "
         "Timing mutations keep data and the stream protocol correct and count their extra "
         "cycles in the block's own stall counters, so only a model that predicts every "
-        "handshake can catch them. Each block and parameter set is also simulated unmutated "
-        "(the baseline), which must pass.",
+        "handshake can catch them. A run that does not end is explained by its earliest "
+        "evidence before it is called a timeout: the outputs so far against the golden "
+        "model's, then the handshakes so far against the timed model's (one it put long "
+        "before the deadline and the RTL never made). Each block and parameter set is also "
+        "simulated unmutated (the baseline), which must pass.",
         "",
-        f"**{everywhere} of {m} mutations caught on every simulator** ("
+        f"**{everywhere} of {m} mutations caught as expected on every simulator** ("
         + ", ".join(f"{sim}: {caught[sim]} of {m}" for sim in sims)
-        + f"); timing mutations whose first failure names a handshake: {named} of "
-        f"{len(timing)}; baselines passed: "
+        + "; caught otherwise: "
+        + ", ".join(f"{sim} {otherwise[sim]}" for sim in sims)
+        + f"; {len(mutations) * len(sims)} simulator runs); expected kinds: "
+        + ", ".join(f"{kind.value} {n}" for kind, n in kinds.items() if n)
+        + "; baselines passed: "
         + ", ".join(f"{sim} {passed[sim]} of {len(baselines)}" for sim in sims) + ".",
         "",
         "## Mutations",
         "",
-        "| mutation | file | kind | what it models | " + " | ".join(sims) + " |",
+        "| mutation | file | expects | what it models | " + " | ".join(sims) + " |",
         "|---" * (4 + len(sims)) + "|",
     ]
     for mu in mutations:
         cells = [_cell(results[mu.name].get(sim)) for sim in sims]
-        kind = "timing" if mu.timing else "function"
-        lines.append(f"| `{mu.name}` | `{mu.file}` | {kind} | {mu.models} | "
+        lines.append(f"| `{mu.name}` | `{mu.file}` | {mu.expects()} | {mu.models} | "
                      + " | ".join(cells) + " |")
     lines += [
         "",
@@ -1206,7 +1263,7 @@ def main(argv: list[str] | None = None) -> int:
     survivors = [(mu.name, sim) for mu in mutations for sim in sims
                  if results[mu.name][sim].status != "caught"]
     caught = len(mutations) * len(sims) - len(survivors)
-    print(f"{caught} of {len(mutations) * len(sims)} mutation runs caught; "
+    print(f"{caught} of {len(mutations) * len(sims)} mutation runs caught as expected; "
           f"{len(bad_base)} baseline runs failed; {_duration(wall)}", file=sys.stderr)
     return 1 if bad_base or survivors else 0
 

@@ -21,6 +21,9 @@ def pytest_addoption(parser):
     parser.addoption("--seed", type=int, default=20261130, help="stimulus seed for simulations")
     parser.addoption("--both-sims", action="store_true",
                      help="run every case of an alternate_sims matrix on both simulators")
+    parser.addoption("--mutants", type=int, default=0, metavar="N",
+                     help="also draw N mutations of scripts/mutants.py (by --seed, each on a "
+                          "drawn simulator) and fail if one is not caught as it expects")
 
 
 def pytest_configure(config):
@@ -63,8 +66,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_report_header(config):
+    from .test_mutants import drawn_mutations
+
     seed = config.getoption("--seed")
-    return f"stimulus seed: {seed} (replay with --seed {seed})"
+    lines = [f"stimulus seed: {seed} (replay with --seed {seed})"]
+    drawn = drawn_mutations(config)
+    if drawn:
+        lines.append("mutations drawn: " + ", ".join(f"{name} on {sim}" for name, sim in drawn)
+                     + f" (replay with --seed {seed} --mutants {len(drawn)})")
+    return lines
+
 
 
 @pytest.fixture

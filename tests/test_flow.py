@@ -12,6 +12,7 @@ from scoville.blocks import get_block
 from scoville.rtl.fp4_mul import Fp4Mul
 from scoville.sim import flow
 from scoville.sim.lint import WAIVED
+from scoville.testbenches.failures import Kind, kind_of
 
 from .simcheck import explain, simulate
 
@@ -74,6 +75,7 @@ def test_protocol_checkers_name_the_stream_and_cycle(simulator, seed, component,
     assert "test_workload" in failed, explain(result)
     assert re.search(rf"protocol violation on stream o in cycle \d+: {kind}",
                      failed["test_workload"]), failed["test_workload"]
+    assert kind_of(failed["test_workload"]) is Kind.PROTOCOL, failed["test_workload"]
     # Without back-pressure the stream never waits, and the same design passes.
     assert "test_exhaustive" not in failed, explain(result)
 
@@ -209,3 +211,15 @@ def test_design_key_follows_the_component_and_the_parameters():
     assert key == flow.design_key(block, block.config())
     assert key != flow.design_key(block, dataclasses.replace(config, lanes=config.lanes + 1))
     assert key != flow.design_key(dataclasses.replace(block, component=WrongFp4Mul), config)
+
+
+@pytest.mark.sim
+def test_a_testbench_that_falls_behind_is_stopped_by_starved(simulator, seed):
+    """The harness's ``starved`` flag fires when the rings are not refilled in time
+    (``scoville.testbenches.harness_checks``: a FreeRun that loads them once): the run stops
+    with "ran dry" a ring in, instead of running on with stale schedules and payloads."""
+    block = dataclasses.replace(get_block("fp4_mul"),
+                                testbench="scoville.testbenches.harness_checks")
+    result = simulate("fp4_mul", simulator, seed, block=block)
+    assert result.passed, explain(result)
+    assert [t.name for t in result.tests] == ["test_starved"], explain(result)

@@ -3,6 +3,7 @@ mutation list cannot rot silently when the RTL changes."""
 
 import importlib.util
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from scoville.blocks import get_block, parse_params
+from scoville.testbenches.failures import Failure, Kind, kind_of, stream_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "mutants.py"
@@ -83,3 +85,65 @@ def test_a_copy_is_what_python_imports(tmp_path):
     )
     assert Path(proc.stdout.strip()).resolve() == root / "scoville" / "rtl" / "__init__.py"
 
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_mutation_expects_a_kind_that_is_not_a_timeout(name):
+    mu = MUTANTS.by_name()[name]
+    assert isinstance(mu.expect, Kind) and mu.expect is not Kind.TIMEOUT
+    assert mu.stream is None or mu.expect is Kind.TIMING, f"{name}: a stream names a handshake"
+
+
+def test_a_failure_counts_only_as_the_kind_it_expects():
+    """The runner reads the kind (and a timing failure's stream) from the failing test's
+    message: a timeout, a check with no kind, another kind or another stream is not the
+    catch the mutation is there to show."""
+    mu = MUTANTS.by_name()["gemm-o-stall-after-release"]
+    assert (mu.expect, mu.stream) == (Kind.TIMING, "o")
+    timing = str(Failure(Kind.TIMING, "block gemm GemmConfig(rows=4) GemmWorkload(count=2) seed 1: "
+                                      "test_workload: first differing handshake: "
+                                      "stream o beat 3: predicted cycle 23, observed cycle 24"))
+    assert mu.judge(kind_of(timing), stream_of(timing)) is None
+    for message in (str(Failure(Kind.TIMEOUT, "timeout after 900 cycles: o 3/40")),
+                    "AssertionError: assert 3 == 4",
+                    str(Failure(Kind.DATA, "outputs: 2 mismatches; first at index [4] ")),
+                    timing.replace("stream o ", "stream b ")):
+        assert mu.judge(kind_of(message), stream_of(message)) is not None, message
+    # cocotb may put the exception's class before its message; the report shows it without
+    # the kind or the run's description.
+    assert kind_of(f"Failure: {timing}") is Kind.TIMING
+    assert MUTANTS.first_line(timing, "test_workload").startswith(
+        "first differing handshake: stream o beat 3")
+
+
+def drawn_mutations(config) -> list[tuple[str, str]]:
+    """The ``--mutants N`` mutations a run draws, by ``--seed``: ``(name, simulator)``."""
+    n = config.getoption("--mutants")
+    if n <= 0:
+        return []
+    rng = random.Random(config.getoption("--seed"))
+    names = rng.sample(NAMES, min(n, len(NAMES)))
+    return [(name, rng.choice(MUTANTS.SIMULATORS)) for name in names]
+
+
+def pytest_generate_tests(metafunc):
+    if "drawn" in metafunc.fixturenames:
+        drawn = drawn_mutations(metafunc.config)
+        metafunc.parametrize("drawn", drawn, ids=[f"{name}-{sim}" for name, sim in drawn])
+
+
+@pytest.mark.sim
+def test_drawn_mutation_is_caught_as_it_expects(drawn, tmp_path):
+    """``--mutants N``: each drawn mutation, in a copy of the working tree, on its drawn
+    simulator with the report's stimulus seed (1), as ``scripts/mutants.py --only NAME`` runs
+    it: its baseline passes and its earliest failure is the kind it expects."""
+    name, sim = drawn
+    mu = MUTANTS.by_name()[name]
+    baselines, results = MUTANTS.run_all([mu], [sim], seed=1, jobs=1, rev=None, timeout=1800,
+                                         scratch=tmp_path)
+    (base,) = baselines.values()
+    assert base[sim].status == "passed", f"{name}: baseline {base[sim].status}: {base[sim].message}"
+    outcome = results[name][sim]
+    assert outcome.status == "caught", (
+        f"{name} on {sim}: {outcome.status} ({mu.expects()} expected): {outcome.message}; "
+        f"replay: python scripts/mutants.py --only {name} --sim {sim}")

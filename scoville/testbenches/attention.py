@@ -35,6 +35,7 @@ from scoville.sim.golden.attention import (
 from scoville.sim.golden.kvcache import stored_values
 
 from .bench import BlockBench
+from .failures import Kind
 from .kit import context
 
 _NAMES = {v: k for k, v in STATUS.items()}
@@ -163,7 +164,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
         return f"command {k}: op {cmds[k].op}, expected {_NAMES[results[k].status]}"
 
     tb.sink["o"].expect(want_o, decode=lambda f: f[""].tolist(), where=where_o, label="outputs")
-    tb.sink["resp"].expect(want_resp, where=where_resp, label="answers")
+    tb.sink["resp"].expect(want_resp, where=where_resp, label="answers", kind=Kind.STATUS)
     model = tb.predict(timing, cfg, results, tb.valid, tb.ready)
     seen = await tb.run(model, interrupt=interrupt, slack=5000)
     counters = seen.change

@@ -16,7 +16,11 @@ A block's testbench builds its stimulus and the golden model's answers, then::
 middle, if asked), drives every stream through the free-running harness and waits for the
 cycle the timed model predicts; :meth:`BlockBench.check` scoreboards every sink that was
 given its expected payloads, compares every handshake's cycle and each named counter with
-the model, records the metrics and asserts, the first failing sink first.
+the model, records the metrics and raises the first failure, the first failing sink first,
+as a :class:`~scoville.testbenches.failures.Failure` of its kind (a wrong value or answer, a
+handshake's cycle, a counter). A run that does not end is explained by its earliest evidence
+first (:meth:`BlockBench.run`): the sinks' payloads so far, then the handshakes so far against
+the model's; only when both agree is it a timeout.
 
 Traces: when the flow asks for one (``scoville sim BLOCK --trace FROM:TO``), the model that
 :meth:`BlockBench.predict` runs records each unit model's state for those cycles
@@ -43,11 +47,19 @@ from typing import Any
 
 import numpy as np
 
-from scoville.sim.cycles.stream import ALWAYS, Schedule, Source, divergence, pipeline_timing
+from scoville.sim.cycles.stream import (
+    ALWAYS,
+    Schedule,
+    Source,
+    divergence,
+    first_difference,
+    pipeline_timing,
+)
 from scoville.sim.cycles.unit import Trace, recording
 from scoville.sim.flow import ENV_METRICS, ENV_TRACE
 from scoville.sim.harness import stream_names
 
+from .failures import Failure, Kind
 from .freerun import FreeRun, Memory, Observed
 from .kit import RunContext, record, reset, reset_midway, scoreboard, timing_errors
 from .kit import stream_schedules as _schedules
@@ -72,24 +84,29 @@ class SinkAgent:
     """An output stream: its ready schedule, the payloads it must carry and how to read
     them.
 
-    ``expect(want, decode=..., where=..., label=...)``: the run takes ``len(want)`` beats;
-    :meth:`check` compares ``decode(codec.unpack(payloads))`` (or the raw payloads, without
-    ``decode``) with ``want``, and names the first mismatch's origin with ``where(index)``.
-    A sink never given ``expect`` takes no beat and is not scoreboarded.
+    ``expect(want, decode=..., where=..., label=..., kind=...)``: the run takes ``len(want)``
+    beats; :meth:`check` compares ``decode(codec.unpack(payloads))`` (or the raw payloads,
+    without ``decode``) with ``want``, and names the first mismatch's origin with
+    ``where(index)``; a mismatch is a failure of ``kind`` (:class:`Kind.DATA
+    <scoville.testbenches.failures.Kind>`; a stream of answers, :attr:`Kind.STATUS`). A sink
+    never given ``expect`` takes no beat and is not scoreboarded.
     """
 
     def __init__(self, name: str, ready: Schedule, codec):
         self.name, self.ready, self.codec = name, ready, codec
         self.want: list | None = None
         self.label = name
+        self.kind = Kind.DATA
         self._decode: Callable | None = None
         self._where: Callable[[int], str] | None = None
 
     def expect(self, want: Sequence, *, decode: Callable | None = None,
-               where: Callable[[int], str] | None = None, label: str | None = None) -> None:
+               where: Callable[[int], str] | None = None, label: str | None = None,
+               kind: Kind = Kind.DATA) -> None:
         self.want = list(want)
         self._decode, self._where = decode, where
         self.label = label or self.name
+        self.kind = kind
 
     @property
     def count(self) -> int:
@@ -101,9 +118,11 @@ class SinkAgent:
             return list(payloads)
         return self._decode(self.codec.unpack(payloads)) if payloads else []
 
-    def check(self, what: str, payloads: list[int]) -> tuple[int, str]:
-        """Mismatches against the expected payloads, and the message naming the first."""
-        bad, first, why = scoreboard(f"{what}: {self.label}", self.want, self.got(payloads))
+    def check(self, what: str, payloads: list[int], *, so_far: bool = False) -> tuple[int, str]:
+        """Mismatches against the expected payloads, and the message naming the first;
+        ``so_far``: the payloads of a run that did not end, against as many expected."""
+        want = self.want[:len(payloads)] if so_far else self.want
+        bad, first, why = scoreboard(f"{what}: {self.label}", want, self.got(payloads))
         if first is not None and self._where is not None:
             why += f" ({self._where(first)})"
         return bad, why
@@ -182,13 +201,30 @@ class BlockBench:
                                zero=zero)
             if after_reset is not None:
                 after_reset()
+        bench = self._freerun()
         try:
-            self.seen = await self._freerun().run(timeout=2 * model.cycles + slack,
-                                                  expect=model.cycles)
-        except BaseException:
+            self.seen = await bench.run(timeout=2 * model.cycles + slack, expect=model.cycles)
+        except BaseException as err:
             self._write_trace(None)  # the model's side: the harness stopped the run
+            if isinstance(err, Failure) and err.kind is Kind.TIMEOUT:
+                self._why_it_hung(bench, err)
             raise
         return self.seen
+
+    def _why_it_hung(self, bench: FreeRun, err: Failure) -> None:
+        """A run that did not end, explained by its earliest evidence: a sink's payloads so
+        far against as many expected (a wrong value), then the handshakes so far against the
+        model's (one the model put long before the deadline and the RTL never made); only
+        when both agree is it the timeout."""
+        hung = f"the run did not end: {err.args[0].removeprefix('[timeout] ')}"
+        for agent in self.sink.values():
+            if agent.want is not None:
+                bad, why = agent.check(self.what, bench.payloads[agent.name], so_far=True)
+                if bad:
+                    raise Failure(agent.kind, f"{why}; {hung}") from err
+        first = first_difference(self.model.handshakes, bench.handshakes)
+        if first:
+            raise Failure(Kind.TIMING, f"{self.what}: {first}; {hung}") from err
 
     def _write_trace(self, rtl: dict | None) -> None:
         if self.trace is not None:
@@ -200,26 +236,30 @@ class BlockBench:
         """Scoreboard every sink given its expected payloads, compare every handshake's cycle
         and each of ``counters`` with the model; record the run's metrics (these, the
         mismatches, the cycles, the timing errors, every watched output's change as
-        ``counter_<name>``, the wall times) and assert. Returns the metrics."""
+        ``counter_<name>``, the wall times); raise the first failure (:class:`Failure`: a
+        sink's mismatch, then a handshake's cycle, then a counter). Returns the metrics."""
         seen, model = self.seen, self.model
-        boards = [agent.check(self.what, seen.payloads[name])
+        boards = [(agent.kind, *agent.check(self.what, seen.payloads[name]))
                   for name, agent in self.sink.items() if agent.want is not None]
         errors = timing_errors(self.what, model, seen, counters)
         metrics = dict(
-            mismatches=sum(bad for bad, _ in boards), cycles=seen.cycles,
+            mismatches=sum(bad for _, bad, _ in boards), cycles=seen.cycles,
             model_cycles=model.cycles, timing_errors=len(errors), **metrics,
             run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
             **{f"counter_{name}": value for name, value in seen.change.items()})
         record(self.test, **metrics)
         self._write_trace(seen.handshakes)
-        for bad, why in boards:
-            assert bad == 0, why
-        apart = divergence(model.handshakes, seen.handshakes) if errors else None
+        for kind, bad, why in boards:
+            if bad:
+                raise Failure(kind, why)
+        if not errors:
+            return metrics
+        text = [why for _, why in errors]
+        apart = divergence(model.handshakes, seen.handshakes)
         if apart is not None and self.trace is None:
             at = apart[0]
-            errors.append(f"to read it, replay with --trace {max(at - 20, 0)}:{at + 5}")
-        assert not errors, "; ".join(errors)
-        return metrics
+            text.append(f"to read it, replay with --trace {max(at - 20, 0)}:{at + 5}")
+        raise Failure(errors[0][0], "; ".join(text))
 
 
 def trace_lines(trace: Trace, rtl: dict[str, list[int]] | None, model: dict[str, list[int]],

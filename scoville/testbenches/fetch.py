@@ -26,6 +26,7 @@ from scoville.sim.golden.fetch import fetch
 from scoville.sim.harness import MEM_DEPTH, MEM_QUEUE
 
 from .bench import BlockBench
+from .failures import Failure, Kind
 from .freerun import Memory
 from .kit import context
 
@@ -77,8 +78,9 @@ async def run_commands(dut, ctx, test: str, commands: list[tuple[int, int]], *, 
     seen = await tb.run(model, interrupt=interrupt, zero=WATCH)
     tb.check([name for name, _ in COUNTERS], commands=len(commands), words=len(want.words),
              requests=len(want.requests), rejected=want.rejected)
-    assert seen.change["rejected"] == want.rejected, (
-        f"{what}: rejected {seen.change['rejected']}, expected {want.rejected}")
+    if seen.change["rejected"] != want.rejected:
+        raise Failure(Kind.COUNTER, f"{what}: rejected {seen.change['rejected']}, expected "
+                                    f"{want.rejected}")
     return model
 
 

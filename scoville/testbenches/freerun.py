@@ -30,6 +30,7 @@ from scoville.sim.flow import ENV_KEEP_RINGS
 from scoville.sim.harness import DEPTH, MEM_DEPTH, PERIOD_NS, SCHED_WORDS, WAKE, ports
 
 from .codec import Codec
+from .failures import Failure, Kind
 
 __all__ = ["FreeRun", "Memory", "Observed", "idle_inputs", "read_int"]
 
@@ -103,7 +104,7 @@ def read_int(handle, name: str, *, signed: bool = False) -> int:
     try:
         return value.to_signed() if signed else int(value)
     except ValueError:
-        raise AssertionError(f"{name} is not 0/1: {value}") from None
+        raise Failure(Kind.PROTOCOL, f"{name} is not 0/1: {value}") from None
 
 
 def idle_inputs(dut, order: list[str]) -> None:
@@ -151,7 +152,7 @@ def _read_raw(path: Path, n: int) -> tuple[bytes, int]:
     try:
         raw = bytes.fromhex(text)
     except ValueError:
-        raise AssertionError(f"{path.name}: an X or Z in a record") from None
+        raise Failure(Kind.PROTOCOL, f"{path.name}: an X or Z in a record") from None
     return raw, len(raw) // n
 
 
@@ -391,14 +392,14 @@ class FreeRun:
             for name, (count, _) in self.sinks.items():
                 if len(self.handshakes[name]) > count:
                     self._set("run", 0)
-                    raise AssertionError(f"stream {name}: {len(self.handshakes[name])} "
-                                         f"handshakes by cycle {cycle}, {count} expected")
+                    raise Failure(Kind.DATA, f"stream {name}: {len(self.handshakes[name])} "
+                                             f"handshakes by cycle {cycle}, {count} expected")
             if finished or (stop_after is not None and cycle >= stop_after):
                 break
             if cycle >= timeout:
                 self._set("run", 0)
-                raise AssertionError(
-                    f"timeout after {cycle} cycles: "
+                raise Failure(
+                    Kind.TIMEOUT, f"timeout after {cycle} cycles: "
                     + ", ".join(f"{n} {len(self.handshakes[n])}/{self.expected(n)}"
                                 for n in self._all))
         wall = time.perf_counter() - start
@@ -408,8 +409,9 @@ class FreeRun:
         if finished:
             for name in self._all:
                 got = len(self.handshakes[name])
-                assert got == self.expected(name), (
-                    f"stream {name}: {got} handshakes, expected {self.expected(name)}")
+                if got != self.expected(name):
+                    raise Failure(Kind.DATA, f"stream {name}: {got} handshakes, expected "
+                                             f"{self.expected(name)}")
         last = max((h[-1] + 1 for h in self.handshakes.values() if h), default=0)
         return Observed(self.payloads, last, self.handshakes, change, wall, self._service_s)
 
@@ -469,13 +471,14 @@ class FreeRun:
             cycle = self._get("err_cycle")
             kind = self._get("err_kind")
             if kind == 2:
-                raise AssertionError(f"an X or Z on stream {stream} in cycle {cycle}")
+                raise Failure(Kind.PROTOCOL, f"an X or Z on stream {stream} in cycle {cycle}")
             if kind == 3:
-                raise AssertionError(f"bad read request on stream {stream} in cycle {cycle}: "
-                                     f"0 words, or past the memory's {MEM_DEPTH} words")
+                raise Failure(Kind.PROTOCOL, f"bad read request on stream {stream} in cycle "
+                                             f"{cycle}: 0 words, or past the memory's "
+                                             f"{MEM_DEPTH} words")
             what = "payload changed" if kind else "valid dropped"
-            raise AssertionError(f"protocol violation on stream {stream} in cycle {cycle}: "
-                                 f"{what} while a beat waited for ready")
+            raise Failure(Kind.PROTOCOL, f"protocol violation on stream {stream} in cycle "
+                                         f"{cycle}: {what} while a beat waited for ready")
         if self._get("ioerr"):
             raise AssertionError(f"the harness read a short ring file by cycle {cycle} "
                                  f"(in {self._dir})")

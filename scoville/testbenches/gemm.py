@@ -31,6 +31,7 @@ from scoville.sim.cycles.gemm import (
 from scoville.sim.golden.gemm import Operands, gemm, operand_beats, result_rows
 
 from .bench import BlockBench
+from .failures import Failure, Kind
 from .kit import context, read_int
 
 #: Element codes of the extreme-value draws: the ends of each format's range, its zeros, its
@@ -163,10 +164,11 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
     what = tb.what
     status = read_int(dut.status, "status")
     last_ok = Status.OK if min(shapes[-1]) else Status.ZERO_DIM
-    assert status == last_ok, f"{what}: status {status}, expected {last_ok}"
-    if not gaps:
-        assert seen.cycles == run_cycles(cfg, shapes), (
-            f"{what}: cycles {seen.cycles} != closed form {run_cycles(cfg, shapes)}")
+    if status != last_ok:
+        raise Failure(Kind.STATUS, f"{what}: status {status}, expected {last_ok}")
+    if not gaps and seen.cycles != run_cycles(cfg, shapes):
+        raise Failure(Kind.TIMING, f"{what}: cycles {seen.cycles} != closed form "
+                                   f"{run_cycles(cfg, shapes)}")
 
 
 def workload_jobs(ctx, array, shape) -> list:

@@ -21,6 +21,7 @@ from scoville.rtl.lib.formats import MX_BLOCK
 from scoville.sim.cycles.gemm_quant import COUNTERS, timing
 from scoville.sim.golden.gemm_quant import block_order, gemm_quant
 
+from .failures import Failure, Kind
 from .gemm import gemm_bench, random_operands, workload_jobs
 from .kit import context, read_int
 
@@ -57,7 +58,8 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
     what = tb.what
     status = read_int(dut.status, "status")
     last = cfg.status(*shapes[-1])
-    assert status == last, f"{what}: status {status}, expected {last}"
+    if status != last:
+        raise Failure(Kind.STATUS, f"{what}: status {status}, expected {last}")
 
 
 def random_shape(cfg, rng) -> tuple[int, int, int]:

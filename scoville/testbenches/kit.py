@@ -21,6 +21,7 @@ from scoville.sim.cycles.stream import Schedule, first_difference
 from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
 
 from .codec import codecs
+from .failures import Failure, Kind
 from .freerun import FreeRun, Observed, idle_inputs, read_int
 
 __all__ = [
@@ -105,27 +106,30 @@ async def reset_midway(dut, what: str, bench: FreeRun, cycles: int, zero=()) -> 
 
     def check():
         for name in bench.names[1]:
-            valid = read_int(getattr(dut, f"valid_{name}"), f"{name}.valid")
-            assert valid == 0, f"{what}: {name}.valid is high in reset"
+            if read_int(getattr(dut, f"valid_{name}"), f"{name}.valid"):
+                raise Failure(Kind.PROTOCOL, f"{what}: {name}.valid is high in reset")
         for name in zero:
             value = read_int(getattr(dut, name), name)
-            assert value == 0, f"{what}: {name} = {value} in reset"
+            if value:
+                raise Failure(Kind.COUNTER, f"{what}: {name} = {value} in reset")
 
     await reset(dut, bench.order, held=check)
 
 
-def timing_errors(what: str, model, observed: Observed, counters=()) -> list[str]:
+def timing_errors(what: str, model, observed: Observed, counters=()) -> list[tuple[Kind, str]]:
     """The ways ``observed`` disagrees with the timed model's prediction ``model`` (a
-    :class:`~scoville.sim.cycles.stream.Timing`): the first differing handshake, then each
-    watched counter in ``counters`` that differs from the model's count of its kind."""
+    :class:`~scoville.sim.cycles.stream.Timing`), each with its kind: the first differing
+    handshake (:attr:`Kind.TIMING`), then each watched counter in ``counters`` that differs
+    from the model's count of its kind (:attr:`Kind.COUNTER`)."""
     errors = []
     first = first_difference(model.handshakes, observed.handshakes)
     if first:
-        errors.append(f"{what}: {first} (cycles {observed.cycles}, model {model.cycles})")
+        errors.append((Kind.TIMING,
+                       f"{what}: {first} (cycles {observed.cycles}, model {model.cycles})"))
     for name in counters:
         if observed.change[name] != model.counters[name]:
-            errors.append(f"{what}: counter {name} = {observed.change[name]}, "
-                          f"model {model.counters[name]}")
+            errors.append((Kind.COUNTER, f"{what}: counter {name} = {observed.change[name]}, "
+                                         f"model {model.counters[name]}"))
     return errors
 
 

@@ -32,6 +32,7 @@ from scoville.sim.cycles.kvcache import (
 from scoville.sim.golden.kvcache import KvCacheModel, Outcome, Request, encode_heads
 
 from .bench import BlockBench
+from .failures import Failure, Kind
 from .kit import context, read_int
 
 WATCH = ("counters", "free_pages")
@@ -220,13 +221,15 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
         return f"request {k}: {reqs[k]}, line {i}"
 
     tb.sink["rd"].expect(want_rd, where=where_rd, label="read lines")
-    tb.sink["resp"].expect(want_resp, where=where_resp, label="answers")
+    tb.sink["resp"].expect(want_resp, where=where_resp, label="answers", kind=Kind.STATUS)
     timed = tb.predict(timing, cfg, outs, tb.valid, tb.ready)
     what = tb.what
 
     def all_free():
         free = read_int(dut.free_pages, "free_pages")
-        assert free == cfg.pages, f"{what}: free_pages {free} != {cfg.pages} after a reset"
+        if free != cfg.pages:
+            raise Failure(Kind.COUNTER, f"{what}: free_pages {free} != {cfg.pages} after a "
+                                        "reset")
 
     seen = await tb.run(timed, interrupt=interrupt, after_reset=all_free)
     counters = seen.change
@@ -245,12 +248,14 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     expect = {"reads": len(want_rd), "writes": line_count,
               "copies": sum(o.copied for o in outs) * cfg.page_lines}
     for name, value in expect.items():
-        assert counters[name] == value, f"{what}: counter {name} {counters[name]} != {value}"
-    if not gaps:
-        assert seen.cycles == run_cycles(cfg, outs), (
-            f"{what}: cycles {seen.cycles} != closed form {run_cycles(cfg, outs)}")
+        if counters[name] != value:
+            raise Failure(Kind.COUNTER, f"{what}: counter {name} {counters[name]} != {value}")
+    if not gaps and seen.cycles != run_cycles(cfg, outs):
+        raise Failure(Kind.TIMING, f"{what}: cycles {seen.cycles} != closed form "
+                                   f"{run_cycles(cfg, outs)}")
     free = read_int(dut.free_pages, "free_pages")
-    assert free == sc.model.free, f"{what}: free_pages {free} != model {sc.model.free}"
+    if free != sc.model.free:
+        raise Failure(Kind.COUNTER, f"{what}: free_pages {free} != model {sc.model.free}")
     return metrics
 
 
@@ -338,7 +343,8 @@ async def test_keep_up(dut):
     sc = random_script(ctx.config, ctx.rng(3), 300)
     m = await run_script(dut, ctx, "test_keep_up", sc, gaps=False)
     serial = m["request_model_cycles"] + m["engine_model_cycles"]
-    assert m["cycles"] < serial, f"{ctx.describe()}: no append overlapped a read ({m})"
+    if m["cycles"] >= serial:
+        raise Failure(Kind.TIMING, f"{ctx.describe()}: no append overlapped a read ({m})")
 
 
 @cocotb.test()
