@@ -164,6 +164,27 @@ MOE_DEEPSEEK = {**MOE, "router": "deepseek", "n_group": 2, "topk_group": 1, "sha
 #: Declarations the kvcache mutations add next to the request engine's own.
 _KV_DECL = "        read_wait = Signal()\n"
 
+#: The lane and block-dot units: each block the shared stall pipeline's timing bug runs on.
+_LANE_BLOCKS = ("fp4_mul", "int_mac", "mx_dot", "nvfp4_dot", "fp32_add", "exp2", "mx_quant")
+
+#: The stall pipeline's input bubble: after a back-pressure release ``i.ready`` stays low one
+#: cycle more (the stages advance with a bubble: protocol-legal, data unchanged).
+_PIPE_BUBBLE = (
+    Edit('    valid = Signal(latency, name="pipe_valid")\n',
+         '    valid = Signal(latency, name="pipe_valid")\n'
+         '    held = Signal(name="pipe_held")\n'
+         "    m.d.sync += held.eq(o.valid & ~o.ready)\n"),
+    Edit("        i.ready.eq(en),\n", "        i.ready.eq(en & ~held),\n"),
+    Edit("            m.d.sync += valid.eq(i.valid)\n",
+         "            m.d.sync += valid.eq(i.valid & ~held)\n"),
+    Edit("            m.d.sync += valid.eq((valid << 1) | i.valid)\n",
+         "            m.d.sync += valid.eq((valid << 1) | (i.valid & ~held))\n"),
+)
+
+#: Fetch under back-pressure on ``o``, so that the buffer fills and requests wait for room.
+FETCH = {"count": 200, "mem_latency": 20, "gap": 0.2, "backpressure": 0.6}
+
+
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="gemm-o-stall-after-release",
@@ -744,7 +765,159 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="every expert ends in DRAIN with its last write pending: the next expert, the "
             "output and every handshake after them move a cycle",
     ),
+    *(Mutation(
+        name=f"{block}-in-bubble-after-stall",
+        models="the stall pipeline takes no input the cycle after a back-pressure stall ends "
+               "(a bubble in its stages; protocol-legal, data unchanged)",
+        file="scoville/rtl/lib/pipeline.py", edits=_PIPE_BUBBLE, block=block, params={},
+        tests=("test_workload",), expect=Kind.TIMING, stream="i",
+        why="back-pressure 0.3 on `o` stalls the unit often; the input beat offered in the "
+            "cycle after each release is taken a cycle late",
+    ) for block in _LANE_BLOCKS),
+    Mutation(
+        name="fp4_mul-subnormal-implicit-one",
+        models="E2M1 products give subnormal codes (exponent 0) an implicit leading one",
+        file="scoville/rtl/lib/fp4.py",
+        edits=(Edit("    sig_a = Cat(a.man, a.exp != 0)\n", "    sig_a = Cat(a.man, 1)\n"),),
+        block="fp4_mul", params={}, tests=("test_exhaustive",), expect=Kind.DATA,
+        why="the exhaustive test has every pair, zeros and 0.5 among them",
+    ),
+    Mutation(
+        name="int_mac-acc-ignored",
+        models="a dot product starts from 0, not from the ``acc`` its first beat brings",
+        file="scoville/rtl/int_mac.py",
+        edits=(Edit("base.eq(Mux(s1_first, s1_acc, acc))", "base.eq(Mux(s1_first, 0, acc))"),),
+        block="int_mac", params={}, tests=("test_workload",), expect=Kind.DATA,
+        why="the workload's dot products start from random 32-bit values",
+    ),
+    Mutation(
+        name="mx_dot-b-scale-from-a",
+        models="MXFP4 dot products scale each block by A's scale twice, never B's",
+        file="scoville/rtl/mx_dot.py",
+        edits=(Edit("carry=mx_scale_terms(p.sa, p.sb))", "carry=mx_scale_terms(p.sa, p.sa))"),),
+        block="mx_dot", params={}, tests=("test_workload",), expect=Kind.DATA,
+        why="random scales differ between A and B in nearly every block",
+    ),
+    Mutation(
+        name="nvfp4_dot-tensor-scale-dropped",
+        models="NVFP4 dot products leave out the per-tensor FP32 scale",
+        file="scoville/rtl/nvfp4_dot.py",
+        edits=(Edit("result.eq(fp32_mul(m, s3_total, s3_scale))", "result.eq(s3_total)"),),
+        block="nvfp4_dot", params={}, tests=("test_workload",), expect=Kind.DATA,
+        why="the workload's tensor scales are random, not 1",
+    ),
+    Mutation(
+        name="fetch-next-burst-one-word-back",
+        models="each burst after a command's first starts one word before the last one ended "
+               "(a word read twice, the command's last never read)",
+        file="scoville/rtl/fetch.py",
+        edits=(Edit("m.d.sync += [addr.eq(addr + size), left.eq(left - size)]",
+                    "m.d.sync += [addr.eq(addr + size - 1), left.eq(left - size)]"),),
+        block="fetch", params=FETCH, tests=("test_workload",), expect=Kind.DATA,
+        why="commands of up to 255 words take many bursts of 8; the requests are scoreboarded "
+            "before the words",
+    ),
+    Mutation(
+        name="fetch-room-freed-a-cycle-late",
+        models="a word leaving on `o` frees its reserved room a cycle later (requests wait a "
+               "cycle more when the buffer is full; data unchanged)",
+        file="scoville/rtl/fetch.py",
+        edits=(Edit("        m.d.sync += reserved.eq(reserved + Mux(issue, size, 0) - out)\n",
+                    "        out_d = Signal()\n"
+                    "        m.d.sync += [out_d.eq(out), "
+                    "reserved.eq(reserved + Mux(issue, size, 0) - out_d)]\n"),),
+        block="fetch", params=FETCH, tests=("test_workload",), expect=Kind.TIMING,
+        stream="req",
+        why="back-pressure 0.6 on `o` fills the 32-word buffer, so most bursts wait for room "
+            "and go a cycle late",
+    ),
+    Mutation(
+        name="reblock-frees-line-a-cycle-late",
+        models="the reblocking buffer frees a line a cycle after it is read out (the array "
+               "waits a cycle more for a line; data unchanged)",
+        file="scoville/rtl/gemm_quant_reblock.py",
+        edits=(Edit("        freed = Mux(issue, Const(1, lines) << done.r_data, 0)\n",
+                    "        freed = Signal(lines)\n"
+                    "        m.d.sync += freed.eq(\n"
+                    "            Mux(issue, Const(1, lines) << done.r_data, 0))\n"),),
+        block="gemm_quant",
+        params={"array.rows": 6, "array.cols": 4, "groups": 1, "k": 1, "count": 6, "gap": 0.0,
+                "backpressure": 0.9},
+        tests=("test_workload",), expect=Kind.TIMING,
+        why="the configuration of reblock-frees-line-at-write: the array is held for free "
+            "lines, so each line freed late holds it a cycle more",
+    ),
+    Mutation(
+        name="attention-idle-late-after-answer-stall",
+        models="after an answer that waited for `resp.ready`, the controller takes a cycle more "
+               "before it is idle for the next command (protocol-legal, data unchanged)",
+        file="scoville/rtl/attention_control.py",
+        edits=(
+            Edit("        tok_left = Signal(9)  # appends still to request\n",
+                 "        tok_left = Signal(9)  # appends still to request\n"
+                 "        resp_held = Signal()\n"),
+            Edit('            with m.State("RESP"):\n'
+                 "                m.d.comb += self.resp.valid.eq(1)\n"
+                 "                with m.If(self.resp.ready):\n"
+                 '                    m.next = "IDLE"\n',
+                 '            with m.State("RESP"):\n'
+                 "                m.d.comb += self.resp.valid.eq(1)\n"
+                 "                m.d.sync += resp_held.eq(~self.resp.ready)\n"
+                 "                with m.If(self.resp.ready & resp_held):\n"
+                 '                    m.next = "BUBBLE"\n'
+                 "                with m.Elif(self.resp.ready):\n"
+                 '                    m.next = "IDLE"\n'
+                 '            with m.State("BUBBLE"):\n'
+                 '                m.next = "IDLE"\n'),
+        ),
+        block="attention", params=ATTENTION, tests=("test_workload",), expect=Kind.TIMING,
+        stream="cmd",
+        why="back-pressure 0.3 on `resp` holds many answers, and the next command usually "
+            "waits on `cmd`: it is taken a cycle late",
+    ),
+    Mutation(
+        name="attention-o-not-rescaled",
+        models="the partial output O is not rescaled by alpha when a chunk raises the running "
+               "maximum (O * 1 + row)",
+        file="scoville/rtl/attention_normalizer.py",
+        edits=(Edit("Mux(n1, rec, pv.alpha)", "Mux(n1, rec, 0x3F80_0000)"),),
+        block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="41 tokens in chunks of 32: a second chunk whose maximum is higher rescales O",
+    ),
+    Mutation(
+        name="attention-sink-not-in-log2",
+        models="a head's sink logit starts the running maximum as given, not times log2(e) "
+               "like every score",
+        file="scoville/rtl/attention_score.py",
+        edits=(Edit('m0[self.sink_head].eq(fp32_mul(m, self.sink_value, log2e, name="sinkm"))',
+                    "m0[self.sink_head].eq(self.sink_value)"),),
+        block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="sinks=1: every head has a sink logit, part of every step's maximum and sum",
+    ),
+    Mutation(
+        name="attention-fp8-subnormal-decode-doubled",
+        models="FP8 E4M3 K/V: a subnormal stored code decodes to twice its value",
+        file="scoville/rtl/attention_transpose.py",
+        edits=(Edit("math.ldexp(man, -9) if exp == 0", "math.ldexp(man, -8) if exp == 0"),),
+        block="attention", params={**ATTENTION, "kv.kv_fmt": "fp8_e4m3"},
+        tests=("test_edges", "test_workload"), expect=Kind.DATA,
+        why="K and V elements are N(0, 1) times 2^-2..2^2: about one in a hundred is below "
+            "E4M3's smallest normal (2^-6) over the run's thousands",
+    ),
+    Mutation(
+        name="moe-tokens-of-one-short",
+        models="each expert's `tokens_of` counter counts one token fewer per run",
+        file="scoville/rtl/moe.py",
+        edits=(Edit("tokens_of[e].eq(tokens_of[e] + run_n)",
+                    "tokens_of[e].eq(tokens_of[e] + run_n - 1)"),),
+        block="moe", params=MOE, tests=("test_edges",), expect=Kind.COUNTER,
+        why="every expert run adds its tokens; the testbench checks each expert's counter",
+    ),
 )
+
+
 
 
 def by_name() -> dict[str, Mutation]:

@@ -129,6 +129,10 @@ def drawn_mutations(config) -> list[tuple[str, str]]:
 def pytest_generate_tests(metafunc):
     if "drawn" in metafunc.fixturenames:
         drawn = drawn_mutations(metafunc.config)
+        if not drawn:
+            skip = pytest.mark.skip(reason="no mutations drawn (--mutants N draws N)")
+            metafunc.parametrize("drawn", [pytest.param(None, marks=skip)], ids=["none"])
+            return
         metafunc.parametrize("drawn", drawn, ids=[f"{name}-{sim}" for name, sim in drawn])
 
 
