@@ -21,7 +21,7 @@ chance, not by the check meant for it.
 Writes ``docs/verification.md`` (when every mutation is run, or ``--out`` is given) and exits
 non-zero when a baseline fails, a mutation survives or a run goes wrong.
 
-Usage: ``python scripts/mutants.py [--only NAME]... [--sim icarus|verilator|both] [--seed N]
+Usage: ``python scripts/mutants.py [--only NAME]... [--sim icarus|verilator|both] [--seed N...]
 [--jobs N] [--out FILE.md] [--rev REV] [--timeout S] [--keep] [--list]``
 """
 
@@ -1199,53 +1199,70 @@ def baseline_groups(mutations: list[Mutation]) -> dict[tuple[str, str], dict[str
     return groups
 
 
-def run_all(mutations: list[Mutation], sims: list[str], seed: int, jobs: int, rev: str | None,
-            timeout: float, scratch: Path):
-    """Copy, mutate, simulate the baselines and then the mutations; returns
-    ``(baselines, results)``: ``{(block, params): {"params", "tests", sim: Outcome}}`` and
-    ``{name: {sim: Outcome}}``."""
+def _over_seeds(outcomes: dict[int, Outcome], good: str) -> Outcome:
+    """One simulator's outcome over the seeds (in order): the first seed's when every seed
+    gave ``good``, else the first that did not, its message naming its seed."""
+    for seed, outcome in outcomes.items():
+        if outcome.status != good:
+            outcome.message = f"seed {seed}: {outcome.message}"
+            return outcome
+    return next(iter(outcomes.values()))
+
+
+def run_all(mutations: list[Mutation], sims: list[str], seeds: list[int], jobs: int,
+            rev: str | None, timeout: float, scratch: Path):
+    """Copy, mutate, simulate the baselines and then the mutations, each on every simulator
+    and stimulus seed; returns ``(baselines, results)``: ``{(block, params): {"params",
+    "tests", sim: Outcome}}`` and ``{name: {sim: Outcome}}``, each simulator's outcome over
+    all the seeds (:func:`_over_seeds`: a baseline passes, a mutation is caught, only if it
+    does on every seed)."""
     base, trees = prepare(mutations, rev, scratch)
     baselines = baseline_groups(mutations)
-    total = len(baselines) * len(sims) + len(mutations) * len(sims)
+    runs = [(sim, seed) for sim in sims for seed in seeds]
+    total = (len(baselines) + len(mutations)) * len(runs)
     done = 0
 
-    def report(what: str, sim: str, outcome: Outcome) -> None:
+    def report(what: str, sim: str, seed: int, outcome: Outcome) -> None:
         nonlocal done
         done += 1
         detail = f" by {', '.join(outcome.failed)}" if outcome.failed else ""
         note = f": {outcome.message}" if outcome.message else ""
-        print(f"[{done}/{total}] {what} on {sim}: {outcome.status}{detail} "
+        print(f"[{done}/{total}] {what} on {sim}, seed {seed}: {outcome.status}{detail} "
               f"({outcome.seconds:.0f} s){note}", file=sys.stderr, flush=True)
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     try:
         futures = {}
+        base_runs: dict[tuple, dict[int, Outcome]] = {}
         for n, (group, entry) in enumerate(baselines.items()):
-            for sim in sims:
+            for sim, seed in runs:
                 fut = pool.submit(run_job, base, group[0], entry["params"], sim, seed,
-                                  entry["tests"], timeout, f"baseline{n}")
-                futures[fut] = (group, sim)
+                                  entry["tests"], timeout, f"baseline{n}-seed{seed}")
+                futures[fut] = (group, sim, seed)
         for fut in concurrent.futures.as_completed(futures):
-            group, sim = futures[fut]
-            entry = baselines[group]
-            entry[sim] = fut.result()
-            report(f"baseline {group[0]} ({_params_text(entry['params'])})", sim, entry[sim])
+            group, sim, seed = futures[fut]
+            outcome = base_runs.setdefault((group, sim), {})[seed] = fut.result()
+            report(f"baseline {group[0]} ({_params_text(baselines[group]['params'])})", sim,
+                   seed, outcome)
+        for (group, sim), outcomes in base_runs.items():
+            baselines[group][sim] = _over_seeds({s: outcomes[s] for s in seeds}, "passed")
 
-        results: dict[str, dict[str, Outcome]] = {mu.name: {} for mu in mutations}
+        mutant_runs: dict[tuple[str, str], dict[int, Outcome]] = {}
         futures = {}
         for mu in mutations:
-            for sim in sims:
+            for sim, seed in runs:
                 if baselines[_group(mu)][sim].status != "passed":
-                    results[mu.name][sim] = Outcome("skipped", message="its baseline failed")
+                    mutant_runs.setdefault((mu.name, sim), {})[seed] = Outcome(
+                        "skipped", message="its baseline failed")
                     done += 1
                     continue
                 fut = pool.submit(run_job, trees[mu.name], mu.block, mu.params, sim, seed,
-                                  list(mu.tests), timeout, mu.name)
-                futures[fut] = (mu, sim)
+                                  list(mu.tests), timeout, f"{mu.name}-seed{seed}")
+                futures[fut] = (mu, sim, seed)
         for fut in concurrent.futures.as_completed(futures):
-            mu, sim = futures[fut]
+            mu, sim, seed = futures[fut]
             outcome = fut.result()
-            base_outcome = baselines[_group(mu)][sim]
+            base_outcome = base_runs[(_group(mu), sim)][seed]
             if outcome.design_key and outcome.design_key == base_outcome.design_key:
                 outcome.status, outcome.message = "error", (
                     "same design key as the baseline: the build cache would not see the "
@@ -1260,14 +1277,17 @@ def run_all(mutations: list[Mutation], sims: list[str], seed: int, jobs: int, re
                 if wrong is not None:
                     outcome.status, outcome.message = "otherwise", (
                         f"{wrong}: {outcome.message}")
-            results[mu.name][sim] = outcome
-            report(mu.name, sim, outcome)
+            mutant_runs.setdefault((mu.name, sim), {})[seed] = outcome
+            report(mu.name, sim, seed, outcome)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         for proc in list(_RUNNING):
             _end(proc)
         raise
     pool.shutdown()
+    results: dict[str, dict[str, Outcome]] = {mu.name: {} for mu in mutations}
+    for (name, sim), outcomes in mutant_runs.items():
+        results[name][sim] = _over_seeds({s: outcomes[s] for s in seeds}, "caught")
     return baselines, results
 
 
@@ -1295,7 +1315,7 @@ def _version(baselines: dict, sim: str) -> str:
     return found[0] if found else "(version unknown)"
 
 
-def write_report(path: Path, command: str, tree: str, seed: int, sims: list[str],
+def write_report(path: Path, command: str, tree: str, seeds: list[int], sims: list[str],
                  mutations: list[Mutation], baselines: dict, results: dict,
                  wall: float) -> None:
     caught = {sim: sum(results[mu.name][sim].status == "caught" for mu in mutations)
@@ -1314,7 +1334,8 @@ def write_report(path: Path, command: str, tree: str, seed: int, sims: list[str]
     lines = [
         "# Verification: mutation testing",
         "",
-        f"Made by `{command}` on {tree}, seed {seed}, {versions}; do not edit by hand. "
+        f"Made by `{command}` on {tree}, stimulus seeds {', '.join(map(str, seeds))}, "
+        f"{versions}; do not edit by hand. "
         f"The run took {_duration(wall)} ({reused} of {len(runs)} builds found in the build "
         "cache).",
         "",
@@ -1339,7 +1360,9 @@ def write_report(path: Path, command: str, tree: str, seed: int, sims: list[str]
         + ", ".join(f"{sim}: {caught[sim]} of {m}" for sim in sims)
         + "; caught otherwise: "
         + ", ".join(f"{sim} {otherwise[sim]}" for sim in sims)
-        + f"; {len(mutations) * len(sims)} simulator runs); expected kinds: "
+        + f"; {m} mutations x {len(sims)} simulators x {len(seeds)} seeds = "
+        f"{m * len(sims) * len(seeds)} simulations, each caught as expected on every seed); "
+        "expected kinds: "
         + ", ".join(f"{kind.value} {n}" for kind, n in kinds.items() if n)
         + "; baselines passed: "
         + ", ".join(f"{sim} {passed[sim]} of {len(baselines)}" for sim in sims) + ".",
@@ -1385,7 +1408,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", action="append", metavar="NAME",
                    help="run this mutation only (repeatable); --list shows the names")
     p.add_argument("--sim", choices=(*SIMULATORS, "both"), default="both")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, nargs="+", default=[1, 2, 3],
+                   help="stimulus seeds; a mutation is caught only if it is on every one "
+                        "(default 1 2 3)")
     p.add_argument("--jobs", type=int, default=1, help="simulations at once (default 1)")
     p.add_argument("--out", help=f"report file (default {DEFAULT_OUT} when every mutation "
                                  "runs; none with --only)")
@@ -1416,7 +1441,8 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="scoville-mutants-"))
     start = time.monotonic()
     try:
-        baselines, results = run_all(mutations, sims, args.seed, args.jobs, args.rev,
+        baselines, results = run_all(mutations, sims, list(dict.fromkeys(args.seed)),
+                                     args.jobs, args.rev,
                                      args.timeout, scratch)
     except MutationError as err:
         sys.exit(f"mutants: {err}")
@@ -1428,7 +1454,8 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.monotonic() - start
     if out:
         path = Path(args.out) if args.out else ROOT / DEFAULT_OUT
-        write_report(path, command.strip(), tree, args.seed, sims, mutations, baselines,
+        write_report(path, command.strip(), tree, list(dict.fromkeys(args.seed)), sims,
+                     mutations, baselines,
                      results, wall)
         print(f"wrote {out}", file=sys.stderr)
     bad_base = [(block, sim) for (block, _), b in baselines.items() for sim in sims

@@ -139,12 +139,12 @@ def pytest_generate_tests(metafunc):
 @pytest.mark.sim
 def test_drawn_mutation_is_caught_as_it_expects(drawn, tmp_path):
     """``--mutants N``: each drawn mutation, in a copy of the working tree, on its drawn
-    simulator with the report's stimulus seed (1), as ``scripts/mutants.py --only NAME`` runs
-    it: its baseline passes and its earliest failure is the kind it expects."""
+    simulator and the report's stimulus seeds (1, 2, 3), as ``scripts/mutants.py --only NAME``
+    runs it: its baseline passes and its earliest failure is the kind it expects on each."""
     name, sim = drawn
     mu = MUTANTS.by_name()[name]
-    baselines, results = MUTANTS.run_all([mu], [sim], seed=1, jobs=1, rev=None, timeout=1800,
-                                         scratch=tmp_path)
+    baselines, results = MUTANTS.run_all([mu], [sim], seeds=[1, 2, 3], jobs=1, rev=None,
+                                         timeout=1800, scratch=tmp_path)
     (base,) = baselines.values()
     assert base[sim].status == "passed", f"{name}: baseline {base[sim].status}: {base[sim].message}"
     outcome = results[name][sim]
