@@ -86,6 +86,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from scoville import synth_command
 
     synth_command.add_parser(sub)
+    from scoville import formal_command
+
+    formal_command.add_parser(sub)
     sub.add_parser("doctor", help="check the simulators and tools")
     sub.add_parser("list", help="list the blocks and their parameters")
     return parser
@@ -369,6 +372,10 @@ def main(argv: list[str] | None = None) -> int:
             from scoville import synth_command
 
             return synth_command.run(args)
+        if args.command == "formal":
+            from scoville import formal_command
+
+            return formal_command.run(args)
         if args.command == "explore":
             from scoville import explore_command
 
@@ -377,9 +384,10 @@ def main(argv: list[str] | None = None) -> int:
     except ParamError as err:
         return _usage(str(err))
     except RuntimeError as err:
+        from scoville.synth.formal import FormalError
         from scoville.synth.yosys import SynthError
 
-        if isinstance(err, SynthError):
+        if isinstance(err, (SynthError, FormalError)):
             return _usage(str(err))
         raise
     except ValueError as err:

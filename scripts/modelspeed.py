@@ -4,7 +4,7 @@ predicted.
 The timed models run beside every RTL test of a block (``tb.predict``), so their speed is part
 of a test's time: on Verilator a model slower than the RTL doubles the test. This script runs
 each composed block's timed model on seeded random cases (random configurations and
-transactions, valid gaps and ready back-pressure of 0, 20-30 or 60%, memories of every latency
+transactions, valid gaps and ready back-pressure of 0, 25 or 60%, memories of every latency
 and width for ``moe``) and reports modelled cycles per second of wall time, the fastest of
 ``--repeat`` runs, and a digest of every prediction (each handshake's cycle on every stream,
 every counter):

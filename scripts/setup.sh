@@ -47,11 +47,14 @@ if [ ! -x "$VENV/bin/python" ]; then
     echo "setup: creating $VENV" >&2
     python3 -m venv "$VENV"
 fi
+# With the synthesis tools, the formal ones too (`scoville formal`: the `formal` extra).
+extras="test"
+[ "$synth_tools" = 1 ] && extras="test,formal"
 stamp="$VENV/.scoville-installed"
-want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "setup: pip install -e '.[test]'" >&2
-    "$VENV/bin/python" -m pip install -q -e "$ROOT[test]"
-    echo "$want" > "$stamp"
+want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16) $extras"
+if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
+    echo "setup: pip install -e '.[$extras]'" >&2
+    "$VENV/bin/python" -m pip install -q -e "$ROOT[$extras]"
+    echo "$want" >> "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"

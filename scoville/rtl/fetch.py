@@ -9,7 +9,7 @@ slow consumer, and the consumer sees the words in the order it asked for them.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.hdl import Assert, Assume, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -168,4 +168,18 @@ class Fetch(wiring.Component):
         wiring.connect(m, buf.r_stream, wiring.flipped(self.o))
         out = self.o.valid & self.o.ready
         m.d.sync += reserved.eq(reserved + Mux(issue, size, 0) - out)
+
+        if platform == "formal":
+            # The memory answers only what was asked (``asked``: words requested and not yet
+            # answered); the reservation is what it claims to be, the words asked and those
+            # in the buffer, never past the buffer's depth.
+            asked = Signal(range(cfg.buffer + 1))
+            answered = self.rdata.valid & self.rdata.ready
+            m.d.sync += asked.eq(asked + Mux(issue, size, 0) - answered)
+            m.d.comb += [
+                Assume(~self.rdata.valid | (asked != 0)),
+                Assert(reserved <= cfg.buffer, "fetch: reserved past the buffer"),
+                Assert(reserved == asked + buf.level,
+                       "fetch: reserved is not the words asked plus those buffered"),
+            ]
         return m

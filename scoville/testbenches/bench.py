@@ -19,8 +19,9 @@ given its expected payloads, compares every handshake's cycle and each named cou
 the model, records the metrics and raises the first failure, the first failing sink first,
 as a :class:`~scoville.testbenches.failures.Failure` of its kind (a wrong value or answer, a
 handshake's cycle, a counter). A run that does not end is explained by its earliest evidence
-first (:meth:`BlockBench.run`): the sinks' payloads so far, then the handshakes so far against
-the model's; only when both agree is it a timeout.
+first (:meth:`BlockBench.run`): the sinks' payloads so far (a wrong value), then the
+handshakes so far against the model's (one made in another cycle: timing; one never made stays
+a timeout, naming the first beat that never came).
 
 Traces: when the flow asks for one (``scoville sim BLOCK --trace FROM:TO``), the model that
 :meth:`BlockBench.predict` runs records each unit model's state for those cycles
@@ -213,18 +214,21 @@ class BlockBench:
 
     def _why_it_hung(self, bench: FreeRun, err: Failure) -> None:
         """A run that did not end, explained by its earliest evidence: a sink's payloads so
-        far against as many expected (a wrong value), then the handshakes so far against the
-        model's (one the model put long before the deadline and the RTL never made); only
-        when both agree is it the timeout."""
+        far against as many expected (a wrong value: that kind), then the handshakes so far
+        against the model's: a handshake the RTL made in another cycle than the model's is a
+        timing failure; one it never made (``observed none``) stays a timeout, now naming the
+        first beat that never came."""
         hung = f"the run did not end: {err.args[0].removeprefix('[timeout] ')}"
         for agent in self.sink.values():
             if agent.want is not None:
                 bad, why = agent.check(self.what, bench.payloads[agent.name], so_far=True)
                 if bad:
                     raise Failure(agent.kind, f"{why}; {hung}") from err
-        first = first_difference(self.model.handshakes, bench.handshakes)
-        if first:
-            raise Failure(Kind.TIMING, f"{self.what}: {first}; {hung}") from err
+        apart = divergence(self.model.handshakes, bench.handshakes)
+        if apart is not None:
+            first = first_difference(self.model.handshakes, bench.handshakes)
+            kind = Kind.TIMEOUT if apart[4] is None else Kind.TIMING
+            raise Failure(kind, f"{self.what}: {first}; {hung}") from err
 
     def _write_trace(self, rtl: dict | None) -> None:
         if self.trace is not None:
