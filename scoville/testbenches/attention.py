@@ -233,8 +233,10 @@ async def test_edges(dut):
 
 @cocotb.test()
 async def test_keep_up(dut):
-    """The workload's commands with streams that keep up: the cycle count is the closed
-    form."""
+    """The workload's commands with streams that keep up (no gaps, no back-pressure): every
+    output, answer, handshake and counter as the other tests check them. (No closed form of
+    the whole script is checked here: a decode step's is, :func:`~scoville.sim.cycles
+    .attention.decode_step`, against the timed model in ``tests/test_attention.py``.)"""
     ctx = context()
     sc = workload_script(ctx.config, ctx.workload, ctx.rng(3))
     await run_script(dut, ctx, "test_keep_up", sc, gaps=False)
