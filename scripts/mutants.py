@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scoville.testbenches.failures import Kind, kind_of, stream_of
+from scoville.testbenches.failures import Kind, kind_of, stream_of, without_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMULATORS = ("icarus", "verilator")
@@ -1081,7 +1081,6 @@ class Outcome:
     stream: str | None = None
 
 
-_KIND = re.compile(r"^(?:\w+: )?\[\w+\] ")
 _DESCRIBE = re.compile(r"^block \S+ \S+?\(.*?\) \S+?\(.*?\) seed \d+: ")
 
 
@@ -1090,7 +1089,7 @@ def first_line(message: str, test: str, width: int = 200) -> str:
     description (block, parameters, seed) and the test's name that the testbenches' messages
     start with."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
-    line = _KIND.sub("", lines[0]) if lines else ""
+    line = without_kind(lines[0]) if lines else ""
     line = _DESCRIBE.sub("", line).removeprefix(f"{test}: ")
     return line if len(line) <= width else line[: width - 3] + "..."
 

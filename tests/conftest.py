@@ -66,16 +66,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_report_header(config):
-    from .test_mutants import drawn_mutations
-
     seed = config.getoption("--seed")
     lines = [f"stimulus seed: {seed} (replay with --seed {seed})"]
-    drawn = drawn_mutations(config)
-    if drawn:
+    if config.getoption("--mutants") > 0:  # the mutation list loads only for a draw
+        from .test_mutants import drawn_mutations
+
+        drawn = drawn_mutations(config)
         lines.append("mutations drawn: " + ", ".join(f"{name} on {sim}" for name, sim in drawn)
                      + f" (replay with --seed {seed} --mutants {len(drawn)})")
     return lines
-
 
 
 @pytest.fixture

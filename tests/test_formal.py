@@ -7,7 +7,6 @@ import dataclasses
 import io
 import json
 import shutil
-import sys
 import types
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -18,6 +17,7 @@ from scoville.blocks import get_block, parse_params
 from scoville.cli import main
 from scoville.synth.formal import TOOLS, prove
 
+from .script import load
 from .test_flow import StutteringFp4Mul
 
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
@@ -55,11 +55,7 @@ def test_fetch_is_proved_with_its_own_invariants_and_a_late_free_breaks_one(tmp_
     that frees room a cycle late (a timing bug to the testbench) breaks the second."""
     fetch = get_block("fetch")
     assert _prove(fetch, SMALL_FETCH, tmp_path).status == "proved"
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import mutants
-    finally:
-        sys.path.pop(0)
+    mutants = load("mutants")
     mu = mutants.by_name()["fetch-room-freed-a-cycle-late"]
     source = mutants.mutate(mu, (ROOT / mu.file).read_text())
     module = types.ModuleType("scoville.rtl.fetch_late")

@@ -1,24 +1,13 @@
 """scripts/modelspeed.py: the digest of a model's predictions, and the table that compares two
 revisions by it."""
 
-import importlib.util
-import sys
 from argparse import Namespace
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "modelspeed.py"
-
-
-def _modelspeed():
-    spec = importlib.util.spec_from_file_location("modelspeed", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from .script import load
 
 
 def test_the_kvcache_unit_models_give_the_loops_digest_and_a_changed_prediction_does_not():
-    ms = _modelspeed()
+    ms = load("modelspeed")
     loop, units = (ms.measure(name, 3, 1) for name in ("kvcache", "kvcache-units"))
     assert loop["cycles"] == units["cycles"] > 0
     assert loop["digest"] == units["digest"]
@@ -39,7 +28,7 @@ def test_the_kvcache_unit_models_give_the_loops_digest_and_a_changed_prediction_
 
 
 def test_the_table_says_which_predictions_changed():
-    ms = _modelspeed()
+    ms = load("modelspeed")
     args = Namespace(cases=2, repeat=1, against="abc1234", out="x.md")
     now = {"moe": {"digest": "aa", "cycles": 100, "wall_s": 1.0},
            "attention": {"digest": "bb", "cycles": 50, "wall_s": 1.0},

@@ -13,19 +13,12 @@ import pytest
 from scoville.blocks import get_block, parse_params
 from scoville.testbenches.failures import Failure, Kind, kind_of, stream_of
 
+from .script import load
+
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "mutants.py"
 
 
-def _mutants():
-    spec = importlib.util.spec_from_file_location("mutants", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-MUTANTS = _mutants()
+MUTANTS = load("mutants")
 NAMES = [mu.name for mu in MUTANTS.MUTATIONS]
 
 
@@ -84,7 +77,6 @@ def test_a_copy_is_what_python_imports(tmp_path):
         text=True, check=True,
     )
     assert Path(proc.stdout.strip()).resolve() == root / "scoville" / "rtl" / "__init__.py"
-
 
 
 @pytest.mark.parametrize("name", NAMES)

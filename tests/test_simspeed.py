@@ -2,23 +2,13 @@
 (under ``vvp``, or built by Verilator with ``--binary``), from the rings the test first
 loaded."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from scoville.blocks import get_block, parse_params
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "simspeed.py"
-
-
-def _simspeed():
-    spec = importlib.util.spec_from_file_location("simspeed", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from .script import load
 
 
 @pytest.mark.sim
@@ -28,7 +18,7 @@ def test_the_replay_without_cocotb_runs_the_same_cycles(simulator, tmp_path, nam
     """A workload short enough that no ring wraps replays cycle for cycle: the same valid
     gaps, back-pressure and payloads (and, for ``fetch``, the memory agent's memory, latency
     and bandwidth), so the run ends in the cycle the cocotb test saw."""
-    simspeed = _simspeed()
+    simspeed = load("simspeed")
     block = get_block(name)
     config, workload = parse_params(block, params)
     cycles, _, _, run = simspeed.harness_run(block, config, workload, simulator)
@@ -40,7 +30,7 @@ def test_the_replay_without_cocotb_runs_the_same_cycles(simulator, tmp_path, nam
 def test_a_short_ring_file_is_an_error_not_a_run(tmp_path):
     """The harness checks what ``$fread`` read: a truncated schedule file sets ``ioerr``, and
     the replay stops with an error instead of running on a part-loaded ring."""
-    simspeed = _simspeed()
+    simspeed = load("simspeed")
     block = get_block("fp4_mul")
     config, workload = parse_params(block, {"count": 100})
     *_, run = simspeed.harness_run(block, config, workload, "icarus")

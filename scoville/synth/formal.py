@@ -40,7 +40,7 @@ from pathlib import Path
 
 from amaranth.asserts import Initial
 from amaranth.back import rtlil
-from amaranth.hdl import Assert, Assume, Elaboratable, Module, ResetSignal, Signal, Value
+from amaranth.hdl import Assert, Assume, Cat, Elaboratable, Module, ResetSignal, Signal, Value
 from amaranth.lib import stream, wiring
 
 __all__ = ["FormalError", "Properties", "Proof", "prove", "tools"]
@@ -140,17 +140,10 @@ class Properties(Elaboratable):
             and members["status"].is_port else None
         if isinstance(shape, type) and issubclass(shape, enum.Enum):
             value = Value.cast(dut.status)
-            known = [value == member.value for member in shape]
-            self._assert(m, Value.cast(1), _any(known),
+            known = Cat(*(value == member.value for member in shape))
+            self._assert(m, Value.cast(1), known.any(),
                          f"status: a code outside {shape.__name__}")
         return m
-
-
-def _any(tests):
-    out = None
-    for t in tests:
-        out = t if out is None else out | t
-    return out
 
 
 @dataclass

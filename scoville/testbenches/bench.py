@@ -52,8 +52,8 @@ from scoville.sim.cycles.stream import (
     ALWAYS,
     Schedule,
     Source,
+    describe_divergence,
     divergence,
-    first_difference,
     pipeline_timing,
 )
 from scoville.sim.cycles.unit import Trace, recording
@@ -226,9 +226,8 @@ class BlockBench:
                     raise Failure(agent.kind, f"{why}; {hung}") from err
         apart = divergence(self.model.handshakes, bench.handshakes)
         if apart is not None:
-            first = first_difference(self.model.handshakes, bench.handshakes)
             kind = Kind.TIMEOUT if apart[4] is None else Kind.TIMING
-            raise Failure(kind, f"{self.what}: {first}; {hung}") from err
+            raise Failure(kind, f"{self.what}: {describe_divergence(apart)}; {hung}") from err
 
     def _write_trace(self, rtl: dict | None) -> None:
         if self.trace is not None:

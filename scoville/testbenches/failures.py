@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import re
 
-__all__ = ["Failure", "Kind", "kind_of", "stream_of"]
+__all__ = ["Failure", "Kind", "kind_of", "stream_of", "without_kind"]
 
 
 class Kind(enum.Enum):
@@ -57,6 +57,12 @@ def kind_of(message: str) -> Kind | None:
         return Kind(found.group(1))
     except ValueError:
         return None
+
+
+def without_kind(message: str) -> str:
+    """``message`` without its leading kind (and the exception's class name before it)."""
+    found = _TAG.match(message)
+    return message[found.end():] if found else message
 
 
 def stream_of(message: str) -> str | None:

@@ -36,6 +36,8 @@ __all__ = [
     "Source",
     "StallPipeline",
     "Timing",
+    "describe_divergence",
+    "divergence",
     "first_difference",
     "pipeline_cycles_ideal",
     "pipeline_timing",
@@ -245,8 +247,11 @@ def first_difference(predicted: dict[str, Sequence[int]],
     """The earliest handshake where ``observed`` differs from ``predicted``, as one line
     naming the stream, the beat, and both cycles; ``""`` when they agree."""
     worst = divergence(predicted, observed)
-    if worst is None:
-        return ""
+    return "" if worst is None else describe_divergence(worst)
+
+
+def describe_divergence(worst) -> str:
+    """A :func:`divergence` as one line naming the stream, the beat, and both cycles."""
     _, name, k, p, o = worst
     show = lambda c: "none" if c is None else f"cycle {c}"  # noqa: E731
     return f"first differing handshake: stream {name} beat {k}: predicted {show(p)}, " \
