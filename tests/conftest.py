@@ -8,11 +8,16 @@ runs on one simulator, the two alternating along the matrix (0, 1, 1, 0, 0, 1, .
 of neighbouring cases, one format's two dataflows say, runs on both) and flipping with the
 seed, so every run covers both simulators and successive CI runs cover every case on each.
 ``--both-sims`` runs every case on both (a build per case and simulator: the suite's cold time).
+``--block NAME`` runs only the simulation tests of one block on the suite's own configurations
+(each case on the simulator it has in a whole run): ``scripts/mutants.py --suite`` runs a
+mutation so.
 A case marked ``verilator_unless_both`` (one whose Icarus run takes many minutes: Icarus
 interprets every cycle of a wide datapath) runs on Verilator alone unless ``--both-sims``.
 """
 
 import pytest
+
+from . import simcheck
 
 SIMULATORS = ("icarus", "verilator")
 
@@ -21,6 +26,9 @@ def pytest_addoption(parser):
     parser.addoption("--seed", type=int, default=20261130, help="stimulus seed for simulations")
     parser.addoption("--both-sims", action="store_true",
                      help="run every case of an alternate_sims matrix on both simulators")
+    parser.addoption("--block", default=None, metavar="NAME",
+                     help="run only the simulation tests of block NAME (the suite's own "
+                          "configurations of it)")
     parser.addoption("--mutants", type=int, default=0, metavar="N",
                      help="also draw N mutations of scripts/mutants.py (by --seed, each on a "
                           "drawn simulator) and fail if one is not caught as it expects")
@@ -41,6 +49,18 @@ def alternate_simulator(case: int, seed: int) -> str:
 
 
 def pytest_collection_modifyitems(config, items):
+    _alternate(config, items)
+    block = config.getoption("--block")
+    simcheck.ONLY_BLOCK = block
+    if block is not None:
+        kept = [item for item in items if item.get_closest_marker("sim") is not None
+                and getattr(item.module, "simulate", None) is simcheck.simulate]
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+
+
+def _alternate(config, items) -> None:
+    """Keep each case of an ``alternate_sims`` matrix on its one simulator (see above)."""
     if config.getoption("--both-sims"):
         return
     seed = config.getoption("--seed")

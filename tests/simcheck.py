@@ -1,11 +1,19 @@
 """Running a block through the flow from pytest, with the failure made readable."""
 
+import pytest
+
 from scoville.blocks import get_block, parse_params
 from scoville.sim import flow
+
+#: Set by ``--block NAME`` (tests/conftest.py): only the suite's own configurations of this
+#: block are simulated; every other simulation, a test's own variant of a block included, skips.
+ONLY_BLOCK: str | None = None
 
 
 def simulate(block_name: str, sim: str, seed: int, block=None, **params):
     """Run every test of a block's testbench; return the :class:`RunResult`."""
+    if ONLY_BLOCK is not None and (block is not None or block_name != ONLY_BLOCK):
+        pytest.skip(f"--block {ONLY_BLOCK}")
     block = block or get_block(block_name)
     config, workload = parse_params(block, params)
     return flow.run(block, config, workload, sim, seed=seed)

@@ -1,0 +1,391 @@
+#!/usr/bin/env python3
+"""Every mutation of ``scripts/mutants.py`` against the suite's own tests, as CI runs them.
+
+``scripts/mutants.py`` runs each mutation on parameters and cocotb tests chosen for it. This
+script asks the other question: does the suite itself catch it? For each mutation and
+stimulus seed it runs, in a mutated copy of the repository, ``pytest tests -m sim --block
+BLOCK --seed SEED``: every simulation test of the mutation's block on the suite's own
+configurations, each case on the simulator it has in a whole run (``alternate_sims``
+matrices alternate along the matrix and flip with the seed's parity, so seeds 1, 2, 3 put
+every case on both). A mutation is *caught* on a simulator when some test there fails with
+the kind of failure it expects (its first failed check's ``[kind]``, and for a timing one, a
+handshake on a stream it names); the run stops once it is caught so on every simulator. It
+is *caught otherwise* when tests fail there but none as expected, and *survives* when every
+test passes. Each block is also run unmutated on each seed (the baseline), which must pass.
+
+A mutation that ``scripts/mutants.py`` catches and this script does not is a gap of the
+suite: the suite needs the case that catches it.
+
+Writes ``docs/verification-suite.md`` (when every mutation is run, or ``--out`` is given) and
+exits non-zero when a baseline fails or a mutation (not a declared gap) is not caught as
+expected.
+
+Usage: ``python scripts/mutants_suite.py [--only NAME]... [--seed N...] [--jobs N]
+[--out FILE.md] [--rev REV] [--timeout S] [--keep]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import mutants
+from mutants import Mutation, Outcome
+
+from scoville.testbenches.failures import Kind, stream_of
+
+ROOT = mutants.ROOT
+DEFAULT_OUT = "docs/verification-suite.md"
+
+#: A kind tag as a failing check's message starts with it.
+_TAG = re.compile(r"\[(" + "|".join(k.value for k in Kind) + r")\]")
+
+
+def first_failure(text: str) -> tuple[Kind | None, str | None, str]:
+    """A failing pytest report's first kind-tagged check: ``(kind, stream, line)``; the kind is
+    None when no check names one (a plain ``assert`` of a test's own)."""
+    lines = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+    for line in lines:
+        found = _TAG.search(line)
+        if found:
+            text = line[found.end():].split("Traceback (most recent call last")[0]
+            text = mutants._DESCRIBE.sub("", text.strip())
+            return Kind(found.group(1)), stream_of(line), text
+    return None, None, lines[0] if lines else text.strip().splitlines()[-1:][0] if text else ""
+
+
+@dataclass
+class Watch:
+    """A pytest plugin: what each simulation test gave on which simulator; ends the session once
+    ``mutation`` is caught as it expects on every simulator of ``expect_on`` (those on which
+    the unmutated run simulated the block: the selection also holds other blocks' tests, which
+    skip)."""
+
+    mutation: Mutation | None
+    expect_on: set[str] = field(default_factory=set)
+    sims: dict[str, str] = field(default_factory=dict)
+    failures: list[dict] = field(default_factory=list)
+    passed: list[dict] = field(default_factory=list)
+    session: object = None
+
+    def pytest_sessionstart(self, session):
+        self.session = session
+
+    def pytest_collection_finish(self, session):
+        for item in session.items:
+            spec = getattr(item, "callspec", None)
+            self.sims[item.nodeid] = spec.params.get("simulator", "") if spec else ""
+
+    def pytest_runtest_logreport(self, report):
+        sim = self.sims.get(report.nodeid, "")
+        if report.when == "call" and report.passed:
+            self.passed.append({"test": report.nodeid, "sim": sim})
+        if not report.failed:
+            return
+        kind, stream, line = first_failure(report.longreprtext)
+        expected = self.mutation is not None and self.mutation.judge(kind, stream) is None
+        self.failures.append({"test": report.nodeid, "sim": sim, "expected": expected,
+                              "kind": kind.value if kind else None, "stream": stream,
+                              "line": line[:300]})
+        caught = {f["sim"] for f in self.failures if f["expected"]}
+        if expected and caught >= self.expect_on:
+            self.session.shouldstop = "caught as expected on every simulator"
+
+
+def worker(job_file: Path) -> int:
+    """Run one block's simulation tests in the copy the job names (the working folder, first on
+    ``PYTHONPATH``) and write what they gave beside the job."""
+    import pytest
+
+    job = json.loads(job_file.read_text())
+    tree = Path(job["tree"]).resolve()
+    mutation = None
+    if job["mutation"]:  # the judge from the job: the mutation list may change meanwhile
+        mutation = Mutation(job["mutation"], models="", file="", edits=(), block=job["block"],
+                            params={}, tests=(), expect=Kind(job["expect"]), why="",
+                            streams=tuple(job["streams"]))
+    watch = Watch(mutation, set(job["sims"]))
+    code = pytest.main(["tests", "-m", "sim", "--block", job["block"], "--seed",
+                        str(job["seed"]), "-q", "-p", "no:cacheprovider", "-o", "addopts="],
+                       plugins=[watch])
+    errors = [f"{name} was imported from {module.__file__}, not from the copy"
+              for name in ("scoville", "tests") if (module := sys.modules.get(name))
+              and not Path(module.__file__).resolve().is_relative_to(tree)]
+    Path(job["result"]).write_text(json.dumps({
+        "exit": int(code), "sims": sorted(set(watch.sims.values())), "errors": errors,
+        "failures": watch.failures, "passed": watch.passed}))
+    return 0
+
+
+def run_job(tree: Path, mutation: Mutation | None, block: str, seed: int, sims: list[str],
+            timeout: float, tag: str) -> dict:
+    """Run :func:`worker` on ``tree`` in a subprocess; its result, or ``{"error": why}``."""
+    work = tree.parent / "jobs"
+    work.mkdir(exist_ok=True)
+    job_file, result_file, log = (work / f"{tag}.{ext}" for ext in ("json", "out", "log"))
+    job_file.write_text(json.dumps({"tree": str(tree), "block": block, "seed": seed,
+                                    "sims": sims,
+                                    "mutation": mutation.name if mutation else None,
+                                    "expect": mutation.expect.value if mutation else None,
+                                    "streams": list(mutation.streams) if mutation else [],
+                                    "result": str(result_file)}))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
+    start = time.monotonic()
+    with open(log, "w") as handle:
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker",
+                                 str(job_file)], cwd=tree, env=env, stdout=handle,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        mutants._RUNNING.add(proc)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            mutants._end(proc)
+            return {"error": f"timed out after {timeout:g} s", "seconds": timeout}
+        finally:
+            mutants._RUNNING.discard(proc)
+    seconds = time.monotonic() - start
+    if not result_file.is_file():
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        return {"error": f"worker exited {proc.returncode}: {tail[0]}", "seconds": seconds}
+    res = json.loads(result_file.read_text())
+    res["seconds"] = seconds
+    if res["errors"]:
+        res["error"] = res["errors"][0]
+    elif res["exit"] not in (0, 1, 2) or (res["exit"] == 2 and not res["failures"]):
+        res["error"] = f"pytest exited {res['exit']} (see {log.name})"
+    return res
+
+
+def outcomes(res: dict, sims: set[str], baseline: bool) -> dict[str, Outcome]:
+    """One job's result as an :class:`Outcome` per simulator; one not in ``sims`` (on which
+    the unmutated suite ran no test of the block at this seed) or, for a baseline, with no
+    test run on it, is ``skipped``."""
+    out = {}
+    for sim in mutants.SIMULATORS:
+        fails = [f for f in res.get("failures", []) if f["sim"] == sim]
+        good = [f for f in fails if f["expected"]]
+        ran = fails or [p for p in res.get("passed", []) if p["sim"] == sim]
+        if sim not in sims or (baseline and not ran and "error" not in res):
+            out[sim] = Outcome("skipped", message=f"no case of the block on {sim}")
+            continue
+        if "error" in res:
+            out[sim] = Outcome("error", message=res["error"], seconds=res["seconds"])
+            continue
+        if baseline:
+            status = "caught" if fails else "passed"
+        else:
+            status = "caught" if good else "otherwise" if fails else "passed" if ran else "error"
+        shown = (good or fails)[:1]
+        outcome = Outcome(status, failed=[f["test"] for f in shown], seconds=res["seconds"],
+                          message=shown[0]["line"] if shown else
+                          "" if ran else f"no simulation test ran on {sim}")
+        if shown and shown[0]["kind"]:
+            outcome.kind, outcome.stream = Kind(shown[0]["kind"]), shown[0]["stream"]
+        out[sim] = outcome
+    return out
+
+
+def over_seeds(outcomes: dict[int, Outcome], good: str) -> Outcome:
+    """One simulator's outcome over the seeds on which the suite ran the block on it (as
+    ``scripts/mutants.py`` takes it); ``skipped`` when it ran on none."""
+    ran = {seed: o for seed, o in outcomes.items() if o.status != "skipped"}
+    return mutants._over_seeds(ran, good) if ran else next(iter(outcomes.values()))
+
+
+def run_all(mutations: list[Mutation], seeds: list[int], jobs: int, rev: str | None,
+            timeout: float, scratch: Path):
+    """Baselines (one per block and seed) and then the mutations, each on every seed; returns
+    ``(baselines, results)``: ``{block: {sim: Outcome}}`` and ``{name: {sim: Outcome}}``, each
+    over all the seeds."""
+    base, trees = mutants.prepare(mutations, rev, scratch)
+    blocks = list(dict.fromkeys(mu.block for mu in mutations))
+    sims = list(mutants.SIMULATORS)
+    total, done = (len(blocks) + len(mutations)) * len(seeds), 0
+
+    def report(what: str, seed: int, got: dict[str, Outcome]) -> None:
+        nonlocal done
+        done += 1
+        text = "; ".join(f"{sim} {o.status}" + (f" by {o.failed[0]}" if o.failed else "")
+                         + (f": {o.message}" if o.message else "") for sim, o in got.items())
+        seconds = max(o.seconds for o in got.values())
+        print(f"[{done}/{total}] {what}, seed {seed} ({seconds:.0f} s): {text}",
+              file=sys.stderr, flush=True)
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+    try:
+        runs: dict[tuple[str, str], dict[int, Outcome]] = {}
+        futures = {pool.submit(run_job, base, None, block, seed, sims, timeout,
+                               f"baseline-{block}-seed{seed}"): (block, seed)
+                   for block in blocks for seed in seeds}
+        for fut in concurrent.futures.as_completed(futures):
+            block, seed = futures[fut]
+            got = outcomes(fut.result(), set(sims), baseline=True)
+            for sim, outcome in got.items():
+                runs.setdefault((f"baseline {block}", sim), {})[seed] = outcome
+            report(f"baseline {block}", seed, got)
+        baselines = {block: {sim: over_seeds({s: runs[(f"baseline {block}", sim)][s]
+                                              for s in seeds}, "passed") for sim in sims}
+                     for block in blocks}
+        futures = {}
+        for mu in mutations:
+            for seed in seeds:
+                base_got = {sim: runs[(f"baseline {mu.block}", sim)][seed] for sim in sims}
+                on = {sim for sim, o in base_got.items() if o.status == "passed"}
+                if any(o.status not in ("passed", "skipped") for o in base_got.values()):
+                    for sim in sims:
+                        runs.setdefault((mu.name, sim), {})[seed] = Outcome(
+                            "error", message="its baseline failed")
+                    done += 1
+                    continue
+                fut = pool.submit(run_job, trees[mu.name], mu, mu.block, seed, sorted(on),
+                                  timeout, f"{mu.name}-seed{seed}")
+                futures[fut] = (mu, seed, on)
+        for fut in concurrent.futures.as_completed(futures):
+            mu, seed, on = futures[fut]
+            got = outcomes(fut.result(), on, baseline=False)
+            for sim, outcome in got.items():
+                if outcome.status == "otherwise":
+                    outcome.message = (f"{mu.judge(outcome.kind, outcome.stream)}: "
+                                       f"{outcome.message}")
+                runs.setdefault((mu.name, sim), {})[seed] = outcome
+            report(mu.name, seed, got)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list(mutants._RUNNING):
+            mutants._end(proc)
+        raise
+    pool.shutdown()
+    results = {mu.name: {sim: over_seeds({s: runs[(mu.name, sim)][s] for s in seeds},
+                                         "caught") for sim in sims}
+               for mu in mutations}
+    return baselines, results
+
+
+def caught(outcomes: dict[str, Outcome]) -> bool:
+    """Caught as expected on every simulator the suite runs the block on, and on one at
+    least."""
+    statuses = [o.status for o in outcomes.values()]
+    return "caught" in statuses and all(s in ("caught", "skipped") for s in statuses)
+
+
+def write_report(path: Path, command: str, tree: str, seeds: list[int],
+                 mutations: list[Mutation], baselines: dict, results: dict,
+                 wall: float) -> None:
+    sims = list(mutants.SIMULATORS)
+    m = len(mutations)
+    everywhere = [mu for mu in mutations if caught(results[mu.name])]
+    gaps = [mu for mu in mutations if mu not in everywhere]
+    lines = [
+        "# Verification: mutations against the suite's own tests",
+        "",
+        f"Made by `{command}` on {tree}, stimulus seeds {', '.join(map(str, seeds))}; do not "
+        f"edit by hand. The run took {mutants._duration(wall)}.",
+        "",
+        "`docs/verification.md` runs each mutation of `scripts/mutants.py` on parameters and "
+        "tests chosen for it. This report runs each on the suite as CI runs it: `pytest tests "
+        "-m sim --block BLOCK --seed SEED` in a mutated copy of the repository, every "
+        "simulation test of the mutation's block on the suite's own configurations, each case "
+        "on the simulator it has in a whole run (the `alternate_sims` matrices flip with the "
+        "seed's parity, so the seeds put every case on both simulators). A mutation is *caught* "
+        "on a simulator when some test there fails with the kind it expects (the test's first "
+        "failed check), on every seed; *caught otherwise* when tests fail but none so; it "
+        "*survives* when every test passes. A mutation that the tuned run catches and this one "
+        "does not is a gap of the suite.",
+        "",
+        f"**{len(everywhere)} of {m} mutations caught as expected by the suite on both "
+        f"simulators** ({m} mutations x {len(seeds)} seeds = {m * len(seeds)} suite runs, each "
+        "stopping once the mutation is caught as expected on both simulators; baselines: "
+        + ", ".join(f"{block} " + "/".join(b[sim].status for sim in sims)
+                    for block, b in baselines.items()) + ").",
+        "",
+    ]
+    if gaps:
+        lines += ["Not caught as expected by the suite: "
+                  + ", ".join(f"`{mu.name}`" for mu in gaps) + ".", ""]
+    lines += [
+        "| mutation | block | expects | " + " | ".join(sims) + " |",
+        "|---" * (3 + len(sims)) + "|",
+    ]
+    for mu in mutations:
+        cells = [mutants._cell(results[mu.name][sim]) for sim in sims]
+        if mu.gap:
+            cells = [c if c.startswith("caught by") else f"**known gap** ({mu.gap}): {c}"
+                     for c in cells]
+        lines.append(f"| `{mu.name}` | `{mu.block}` | {mu.expects()} | " + " | ".join(cells)
+                     + " |")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", action="append", metavar="NAME",
+                   help="run this mutation only (repeatable); scripts/mutants.py --list "
+                        "shows the names")
+    p.add_argument("--seed", type=int, nargs="+", default=[1, 2, 3],
+                   help="stimulus seeds; a mutation is caught only if it is on every one "
+                        "(default 1 2 3)")
+    p.add_argument("--jobs", type=int, default=1, help="suite runs at once (default 1)")
+    p.add_argument("--out", help=f"report file (default {DEFAULT_OUT} when every mutation "
+                                 "runs; none with --only)")
+    p.add_argument("--rev", help="run this commit's tree instead of the working tree")
+    p.add_argument("--timeout", type=float, default=3600, help="seconds per suite run")
+    p.add_argument("--keep", action="store_true", help="keep the copies and logs; print where")
+    p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        return worker(args.worker)
+    names = mutants.by_name()
+    unknown = [n for n in args.only or [] if n not in names]
+    if unknown:
+        p.error(f"unknown mutation {', '.join(unknown)}; allowed: {', '.join(names)}")
+    if args.jobs < 1:
+        p.error("--jobs must be at least 1")
+    chosen = [names[n] for n in dict.fromkeys(args.only)] if args.only else list(
+        mutants.MUTATIONS)
+    seeds = list(dict.fromkeys(args.seed))
+    command = "python scripts/mutants_suite.py " + shlex.join(
+        argv if argv is not None else sys.argv[1:])
+    tree = mutants.describe_tree(args.rev)
+    scratch = Path(tempfile.mkdtemp(prefix="scoville-suite-"))
+    start = time.monotonic()
+    try:
+        baselines, results = run_all(chosen, seeds, args.jobs, args.rev, args.timeout,
+                                     scratch)
+    except mutants.MutationError as err:
+        sys.exit(f"mutants_suite: {err}")
+    finally:
+        if args.keep:
+            print(f"copies and logs kept in {scratch}", file=sys.stderr)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+    wall = time.monotonic() - start
+    out = args.out or (None if args.only else DEFAULT_OUT)
+    if out:
+        write_report(Path(args.out) if args.out else ROOT / DEFAULT_OUT, command.strip(), tree,
+                     seeds, chosen, baselines, results, wall)
+        print(f"wrote {out}", file=sys.stderr)
+    sims = list(mutants.SIMULATORS)
+    bad_base = [b for b, o in baselines.items()
+                if any(o[s].status not in ("passed", "skipped") for s in sims)]
+    missed = [mu.name for mu in chosen if not mu.gap and not caught(results[mu.name])]
+    print(f"{len(chosen) - len(missed)} of {len(chosen)} mutations caught as expected by the "
+          f"suite; baselines failed: {', '.join(bad_base) or 'none'}; not caught: "
+          f"{', '.join(missed) or 'none'}; {mutants._duration(wall)}", file=sys.stderr)
+    return 1 if bad_base or missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
