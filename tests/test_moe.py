@@ -3,6 +3,7 @@ re-derivations of Hugging Face's routers, and against its own steps recomputed f
 matmul, bit for bit; the config's one-line errors."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from scoville.rtl.lib.params import ParamError, build_config
 from scoville.rtl.moe import MoeConfig
 from scoville.sim.golden.gemm import matmul
 from scoville.sim.golden.moe import (
+    MoeWeights,
     block_input,
     deepseek_moe,
     deepseek_route,
@@ -19,6 +21,7 @@ from scoville.sim.golden.moe import (
     gpt_oss_route,
     random_weights,
     reference,
+    reference_routing,
     router_logits,
     routing,
     sigmoid_unit,
@@ -142,12 +145,88 @@ def test_ties_go_to_the_lower_index():
     assert idx.tolist() == [[0, 1]]
 
 
+GPT_OSS = SimpleNamespace(router="gpt_oss", top_k=2)
+DEEPSEEK = SimpleNamespace(router="deepseek", top_k=2, n_group=4, topk_group=2,
+                           norm_topk_prob=1, routed_scaling_factor=2.5)
+
+
+def _route64(p, config):
+    """Float64 routing of the test's layer, ties within FP32's rounding to the golden's."""
+    bias = p.get("router_bias", p.get("e_score_correction_bias"))
+    weights = MoeWeights(p["router_weight"], bias, p["gate_up_proj"], p["down_proj"])
+    if config.router == "gpt_oss":
+        _, near = gpt_oss_route(p["x"], p["router_weight"], bias, top_k=config.top_k)
+    else:
+        _, near = deepseek_route(p["x"], p["router_weight"], bias, top_k=config.top_k,
+                                 n_group=config.n_group, topk_group=config.topk_group,
+                                 routed_scaling_factor=config.routed_scaling_factor)
+    w, idx, _ = reference_routing(config, weights, p["x"], near=near)
+    return w, idx
+
+
+@pytest.mark.parametrize(("n_group", "topk_group", "norm", "scale"),
+                         [(1, 1, True, 1.0), (4, 2, True, 2.5), (2, 1, False, 1.0)])
+@pytest.mark.parametrize("seed", range(3))
+def test_reference_routing_is_hugging_faces_in_float64(seed, n_group, topk_group, norm, scale):
+    p = _gpt_oss(seed)
+    weights = MoeWeights(p["router_weight"], p["router_bias"], p["gate_up_proj"],
+                         p["down_proj"])
+    w, idx, _ = reference_routing(GPT_OSS, weights, p["x"])
+    ref_w, ref_idx = _hf_gpt_oss_route(p["x"], p["router_weight"], p["router_bias"], 2)
+    assert (idx == ref_idx).all() and np.allclose(w, ref_w, rtol=1e-12, atol=0)
+    p = _deepseek(seed)
+    config = SimpleNamespace(router="deepseek", top_k=2, n_group=n_group, topk_group=topk_group,
+                             norm_topk_prob=norm, routed_scaling_factor=scale)
+    weights = MoeWeights(p["router_weight"], p["e_score_correction_bias"], p["gate_up_proj"],
+                         p["down_proj"])
+    w, idx, _ = reference_routing(config, weights, p["x"])
+    ref_w, ref_idx = _hf_deepseek_route(p["x"], p["router_weight"], p["e_score_correction_bias"],
+                                        2, n_group, topk_group, norm, scale)
+    assert (idx == ref_idx).all() and np.allclose(w, ref_w, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("router", ["gpt_oss", "deepseek"])
+def test_fp32_routing_chooses_as_float64_but_on_ties_within_its_rounding(seed, router):
+    """The block's FP32 router (golden) against float64 routing over many tokens: the same
+    experts for every token whose float64 scores are not within FP32's rounding at a cut.
+    The block's input is BF16 (its default), which makes exact ties in the logits likely."""
+    config = MoeConfig(experts=16, top_k=4, hidden=64, router=router,
+                       **({"n_group": 4, "topk_group": 2} if router == "deepseek" else {}))
+    rng = np.random.default_rng(seed)
+    weights = random_weights(config, rng)
+    x = block_input(config, rng.standard_normal((2000, 64)).astype(np.float32))
+    _, idx = routing(config, weights, x)
+    w64, idx64, margin = reference_routing(config, weights, x)
+    differ = np.any(np.sort(idx, axis=1) != np.sort(idx64, axis=1), axis=1)
+    assert margin[differ].max(initial=0) < 1e-5, margin[differ]
+    _, tied, _ = reference_routing(config, weights, x, near=idx)
+    assert (np.sort(tied, axis=1) == np.sort(idx, axis=1)).all()
+
+
+def test_reference_routing_keeps_its_choice_where_another_is_not_a_tie():
+    """``near`` replaces a token's choice only on a tie within FP32's rounding: a router that
+    picks the wrong expert by a clear margin still differs (and its output will too)."""
+    x = np.ones((1, 32), np.float32)
+    weight = np.zeros((4, 32), np.float32)
+    weight[:, 0] = [0.5, 0.2, 0.2 + 2.0 ** -22, 0.1]  # expert 2 beats 1 by one FP32 ulp
+    weights = MoeWeights(weight, np.zeros(4, np.float32), None, None)
+    config = SimpleNamespace(router="gpt_oss", top_k=2)
+    _, idx, margin = reference_routing(config, weights, x)
+    assert idx.tolist() == [[0, 2]] and margin[0] == pytest.approx(2.0 ** -22)
+    _, idx, _ = reference_routing(config, weights, x, near=np.array([[0, 1]]))
+    assert idx.tolist() == [[0, 1]]  # a tie: the other router's choice is as right
+    _, idx, _ = reference_routing(config, weights, x, near=np.array([[0, 3]]))
+    assert idx.tolist() == [[0, 2]]  # expert 3 is 0.1 below: not a tie
+
+
 @pytest.mark.parametrize("act_fmt", ["mxfp8", "mxfp4", None])
 @pytest.mark.parametrize("seed", range(5))
 def test_gpt_oss_moe_meets_its_bound_against_float64(seed, act_fmt):
+    """Against float64 routed in float64 (Hugging Face's router) and computed in float64 on
+    the same quantized values."""
     p = _gpt_oss(seed)
     out = gpt_oss_moe(**p, top_k=2, act_fmt=act_fmt)
-    w, idx = gpt_oss_route(p["x"], p["router_weight"], p["router_bias"], top_k=2)
+    w, idx = _route64(p, GPT_OSS)
     experts = [(p["gate_up_proj"][e], p["gate_up_proj_bias"][e], p["down_proj"][e],
                 p["down_proj_bias"][e]) for e in range(E)]
     ref = reference(p["x"], w, idx, experts, act_fmt=act_fmt)
@@ -161,7 +240,7 @@ def test_deepseek_moe_meets_its_bound_against_float64(seed, act_fmt):
     p = _deepseek(seed)
     kw = dict(top_k=2, n_group=4, topk_group=2, routed_scaling_factor=2.5)
     out = deepseek_moe(**p, **kw, act_fmt=act_fmt)
-    w, idx = deepseek_route(p["x"], p["router_weight"], p["e_score_correction_bias"], **kw)
+    w, idx = _route64(p, DEEPSEEK)
     experts = [(p["gate_up_proj"][e].T, None, p["down_proj"][e].T, None) for e in range(E)]
     shared = (np.concatenate([p["shared_gate"], p["shared_up"]]).T, None, p["shared_down"].T,
               None)

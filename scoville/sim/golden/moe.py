@@ -67,8 +67,8 @@ from .mx import (
 __all__ = ["MoeWeights", "block_input", "deepseek_moe", "deepseek_route",
            "deepseek_weight_image", "dispatch", "exp_unit", "gpt_oss_glu", "gpt_oss_moe",
            "gpt_oss_route", "gpt_oss_weight_image", "memory_image", "moe", "random_weights",
-           "reference", "router_logits", "routing", "sigmoid_unit", "silu_glu", "tile_commands",
-           "tile_words", "weight_image"]
+           "reference", "reference_routing", "router_logits", "routing", "sigmoid_unit",
+           "silu_glu", "tile_commands", "tile_words", "weight_image"]
 
 _F32 = np.float32
 _NEG_LOG2E = _F32(-LOG2E)
@@ -484,9 +484,72 @@ def moe(config, weights: MoeWeights, x) -> np.ndarray:
                         act_fmt=config.act_fmt, config=config)
 
 
+def reference_routing(config, weights: MoeWeights, x, near=None):
+    """Routing in float64, as Hugging Face's ``GptOssTopKRouter`` and ``DeepseekV3TopkRouter``
+    define it (exact exp and sigmoid; DeepSeek's group mask filling 0.0 and its 1e-20):
+    ``(weights (T, top_k) float64, indices (T, top_k), margin (T,))``, the largest score
+    first, ties to the lower index. ``margin`` is each token's smallest gap at a cut (between
+    the k-th chosen score and the best one left out; for DeepSeek also between the groups kept
+    and the best one masked): below FP32's rounding of the logits two choices are equally
+    right.
+
+    ``near``: indices (T, top_k) of another router (the block's). A token where it chooses
+    other experts, each within the FP32 logits' rounding bound (``(H + 1) 2^-24 max_e sum_h
+    |x_h W_eh|`` plus 1e-6 for the exp2-based units) of the k-th chosen score (its group
+    within the bound of the groups' cut), takes ``near``'s choice, weighed in float64:
+    either is right within FP32's rounding. Anywhere else a difference stays (and shows as a
+    wrong output)."""
+    x = np.asarray(x, np.float64)
+    w_r = np.asarray(weights.router_weight, np.float64)
+    b = np.asarray(weights.router_bias, np.float64)
+    logits = x @ w_r.T
+    k, t, e = config.top_k, *logits.shape
+    bound = (x.shape[1] + 1) * 2.0 ** -24 * (np.abs(x) @ np.abs(w_r).T).max(axis=1) + 1e-6
+    if config.router == "gpt_oss":
+        logits = logits + b
+        score = loose = logits
+        margins = []
+    else:
+        s = 1.0 / (1.0 + np.exp(-logits))
+        c = s + b
+        size = e // config.n_group
+        grouped = np.sort(c.reshape(t, config.n_group, size), axis=-1)[..., ::-1]
+        gscore = grouped[..., :min(2, size)].sum(-1)
+        order = np.argsort(-gscore, axis=-1, kind="stable")
+        kept = np.zeros((t, config.n_group), bool)
+        np.put_along_axis(kept, order[:, :config.topk_group], True, axis=-1)
+        score = np.where(np.repeat(kept, size, axis=-1), c, 0.0)
+        ranked = np.take_along_axis(gscore, order, axis=-1)
+        margins = [ranked[:, config.topk_group - 1] - ranked[:, config.topk_group]] \
+            if config.topk_group < config.n_group else []
+        # The groups within the bound of the cut, kept too: where another router may choose.
+        near_kept = gscore >= ranked[:, config.topk_group - 1:config.topk_group] - bound[:, None]
+        loose = np.where(np.repeat(near_kept, size, axis=-1), c, 0.0)
+    idx = np.argsort(-score, axis=-1, kind="stable")
+    ranked = np.take_along_axis(score, idx, axis=-1)
+    margins.append(ranked[:, k - 1] - ranked[:, k] if k < e else np.full(t, np.inf))
+    margin = np.min(margins, axis=0)
+    idx = idx[:, :k]
+    if near is not None:
+        near = np.asarray(near, idx.dtype)
+        differ = np.any(np.sort(idx, axis=1) != np.sort(near, axis=1), axis=1)
+        cut = ranked[:, k - 1] - bound
+        tie = differ & np.all(np.take_along_axis(loose, near, axis=-1) >= cut[:, None], axis=1)
+        idx = np.where(tie[:, None], near, idx)
+    if config.router == "gpt_oss":
+        top = np.take_along_axis(logits, idx, axis=-1)
+        ex = np.exp(top - top.max(axis=-1, keepdims=True))
+        return ex / ex.sum(axis=-1, keepdims=True), idx, margin
+    wts = np.take_along_axis(s, idx, axis=-1)
+    if config.norm_topk_prob:
+        wts = wts / (wts.sum(axis=-1, keepdims=True) + 1e-20)
+    return wts * config.routed_scaling_factor, idx, margin
+
+
 def float64_reference(config, weights: MoeWeights, x) -> np.ndarray:
-    """:func:`reference` of the block's layer for ``x`` (T, H): the router's choices as the
-    block makes them, the rest in float64 on the same quantized values."""
+    """:func:`reference` of the block's layer for ``x`` (T, H), routed in float64
+    (:func:`reference_routing`; a token on a tie within FP32's rounding takes the block's
+    choice), the rest in float64 on the same quantized values."""
     w, x = weights, block_input(config, x)
     if config.router == "gpt_oss":
         experts = [(w.gate_up[e], w.gate_up_bias[e], w.down[e], w.down_bias[e])
@@ -496,7 +559,9 @@ def float64_reference(config, weights: MoeWeights, x) -> np.ndarray:
         experts = [(w.gate_up[e].T, None, w.down[e].T, None) for e in range(config.experts)]
         shared = None if w.shared_gate is None else (
             np.concatenate([w.shared_gate, w.shared_up]).T, None, w.shared_down.T, None)
-    return reference(x, *routing(config, weights, x), experts, shared, router=config.router,
+    route_w, route_idx, _ = reference_routing(config, weights, x,
+                                              near=routing(config, weights, x)[1])
+    return reference(x, route_w, route_idx, experts, shared, router=config.router,
                      act_fmt=config.act_fmt)
 
 
