@@ -157,6 +157,7 @@ def _report(result, block, elapsed: float) -> dict:
         tests={t.name: t.passed for t in result.tests},
         failures={t.name: t.message.splitlines()[0] for t in result.tests
                   if not t.passed and t.message},
+        coverage=result.coverage,
         build_reused=result.build_reused,
         build_dir=result.build_dir,
         lint=result.lint,

@@ -927,6 +927,103 @@ MUTATIONS: tuple[Mutation, ...] = (
         block="moe", params=MOE, tests=("test_edges",), expect=Kind.COUNTER,
         why="every expert run adds its tokens; the testbench checks each expert's counter",
     ),
+    Mutation(
+        name="moe-router-ties-to-higher",
+        models="the router's argmax breaks ties to the higher expert (and group) index",
+        file="scoville/rtl/moe_router.py",
+        edits=(Edit('right = wire(m, f"{name}_{depth}_{j}_r", kb > ka)',
+                    'right = wire(m, f"{name}_{depth}_{j}_r", kb >= ka)'),),
+        block="moe", params=MOE_DEEPSEEK, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="DeepSeek's masked experts all score 0.0: a choice among them is a tie",
+    ),
+    Mutation(
+        name="moe-deepseek-group-mask-ignored",
+        models="DeepSeek's group choice is ignored: every expert is a candidate",
+        file="scoville/rtl/moe_router.py",
+        edits=(Edit("            cand = [Mux(kept[e // GS], c[e], 0) for e in range(E)]\n",
+                    "            cand = [c[e] for e in range(E)]\n"),),
+        block="moe", params=MOE_DEEPSEEK, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="two groups, one kept: half the tokens' best experts are in the other group",
+    ),
+    Mutation(
+        name="moe-norm-eps-dropped",
+        models="DeepSeek's norm_topk_prob denominator lacks its + 1e-20",
+        file="scoville/rtl/moe_router.py",
+        edits=(Edit('                    total = fp32_add(m, total, _EPS, name="sum_eps")\n',
+                    "                    total = total\n"),),
+        block="moe", params=MOE_DEEPSEEK, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="only a sum of sigmoids near 1e-20 shows it: chosen experts' logits below -40",
+    ),
+    Mutation(
+        name="moe-dispatch-first-choice-weight",
+        models="dispatch pairs each of a token's choices with the weight of its first choice",
+        file="scoville/rtl/moe_dispatch.py",
+        edits=(Edit("sw.data.weight.eq(cr.data.weight[q])",
+                    "sw.data.weight.eq(cr.data.weight[0])"),),
+        block="moe", params=MOE, tests=("test_edges", "test_workload"), expect=Kind.DATA,
+        why="top-2: every token's second expert is weighed by its first's weight",
+    ),
+    Mutation(
+        name="moe-requant-e4m3-ties-away",
+        models="the SwiGLU output's MXFP8 requantizer breaks E4M3 ties away from zero",
+        file="scoville/rtl/mx_quant.py",
+        edits=(Edit("    up = guard & (rest | q[0])\n", "    up = guard\n"),),
+        block="moe", params=MOE, tests=("test_edges", "test_workload"), expect=Kind.DATA,
+        why="FP32 activations quantized to E4M3 in blocks of 32: ties are rare but the runs "
+            "quantize thousands of values",
+    ),
+    Mutation(
+        name="moe-weight-slot-freed-early",
+        models="the weight loader's slot is freed at the first beat of its last replay, not "
+               "its last beat: the next tile may overwrite weights still being fed",
+        file="scoville/rtl/moe_weights.py",
+        edits=(Edit("        with m.If(fire & wrap & (m_left == 1)):\n"
+                    "            m.d.comb += clr_full.bit_select(rs, 1).eq(1)\n",
+                    "        with m.If(fire & (beat == 0) & (m_left == 1)):\n"
+                    "            m.d.comb += clr_full.bit_select(rs, 1).eq(1)\n"),),
+        block="moe", params=MOE, tests=("test_edges", "test_workload"), expect=Kind.DATA,
+        why="test_edges' memory keeps up: the next tile arrives while the last is replayed",
+    ),
+    Mutation(
+        name="attention-mxfp4-half-decoded-as-one",
+        models="MXFP4 K/V: the E2M1 magnitude 0.5 decodes as 1.0",
+        file="scoville/rtl/attention_transpose.py",
+        edits=(Edit("e_of = Array(Const(v, signed(3)) for v in (0, -1, 0, 0, 1, 1, 2, 2))",
+                    "e_of = Array(Const(v, signed(3)) for v in (0, 0, 0, 0, 1, 1, 2, 2))"),),
+        block="attention", params={**ATTENTION, "kv.kv_fmt": "mxfp4", "kv.kv_heads": 1,
+                                   "kv.head_dim": 32, "q_heads": 2, "array.cols": 32,
+                                   "chunk": 64},
+        tests=("test_edges", "test_workload"), expect=Kind.DATA,
+        why="MXFP4 storage: about one element in eight is +-0.5 times its scale",
+    ),
+    Mutation(
+        name="attention-transposer-freed-late",
+        models="the K transposer frees a buffer a cycle after its last beat left (protocol-"
+               "legal, data unchanged)",
+        file="scoville/rtl/attention_transpose.py",
+        edits=(Edit("            with m.If(issue & advance & beat_end & (rbuf == b)):\n"
+                    "                m.d.sync += full[b].eq(0)\n",
+                    '            freed = Signal(name=f"freed{b}")\n'
+                    "            m.d.sync += freed.eq(issue & advance & beat_end & (rbuf == b))\n"
+                    "            with m.If(freed):\n"
+                    "                m.d.sync += full[b].eq(0)\n"),),
+        block="attention", params=ATTENTION, tests=("test_keep_up", "test_workload"),
+        expect=Kind.TIMING, streams=("o", "resp", "q", "cmd"),
+        why="41 tokens of context: K tiles follow each other and the filling side waits",
+    ),
+    Mutation(
+        name="attention-v-queue-one-short",
+        models="V's token queue holds one token fewer than the config says",
+        file="scoville/rtl/attention_transpose.py",
+        edits=(Edit("SyncFIFO(width=layout.size, depth=self._depth)",
+                    "SyncFIFO(width=layout.size, depth=max(self._depth - 1, 1))"),),
+        block="attention", params=ATTENTION, tests=("test_keep_up", "test_workload"),
+        expect=Kind.TIMING, streams=("o", "resp", "q", "cmd"),
+        why="the queue fills while the transposer empties K's last tile",
+    ),
 )
 
 

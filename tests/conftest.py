@@ -15,6 +15,12 @@ A case marked ``verilator_unless_both`` (one whose Icarus run takes many minutes
 interprets every cycle of a wide datapath) runs on Verilator alone unless ``--both-sims``.
 """
 
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from . import simcheck
@@ -26,6 +32,10 @@ def pytest_addoption(parser):
     parser.addoption("--seed", type=int, default=20261130, help="stimulus seed for simulations")
     parser.addoption("--both-sims", action="store_true",
                      help="run every case of an alternate_sims matrix on both simulators")
+    parser.addoption("--coverage", action="store_true",
+                     help="fail when a declared coverage bin of a block the run simulated "
+                          "stays empty over all its runs (./scripts/test passes it; a run "
+                          "that chooses tests is not checked)")
     parser.addoption("--block", default=None, metavar="NAME",
                      help="run only the simulation tests of block NAME (the suite's own "
                           "configurations of it)")
@@ -35,6 +45,9 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    if config.getoption("--coverage") and not hasattr(config, "workerinput"):
+        config._coverage_dir = tempfile.mkdtemp(prefix="scoville-coverage-")
+        os.environ[simcheck.COVERAGE_DIR] = config._coverage_dir
     config.addinivalue_line("markers", "alternate_sims: a matrix whose cases each run on one "
                             "simulator, alternating (all on both with --both-sims)")
     config.addinivalue_line("markers", "verilator_unless_both: a case of an alternate_sims "
@@ -105,3 +118,34 @@ def seed(request) -> int:
 @pytest.fixture(params=SIMULATORS)
 def simulator(request) -> str:
     return request.param
+
+
+def empty_bins(folder: Path) -> dict[str, list[str]]:
+    """Each simulated block's declared coverage bins that no run hit, from the runs' files."""
+    totals: dict[str, dict[str, int]] = {}
+    for path in sorted(folder.glob("*.json")):
+        run = json.loads(path.read_text())
+        block = totals.setdefault(run["block"], {})
+        for name, count in run["coverage"].items():
+            block[name] = block.get(name, 0) + count
+    return {block: [name for name, n in bins.items() if n == 0]
+            for block, bins in sorted(totals.items()) if any(n == 0 for n in bins.values())}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    folder = getattr(session.config, "_coverage_dir", None)
+    if folder is None:
+        return
+    empty = empty_bins(Path(folder))
+    shutil.rmtree(folder, ignore_errors=True)
+    config = session.config
+    whole = Path(config.rootpath, "tests").resolve()
+    narrowed = (config.option.keyword or config.option.markexpr or config.getoption("--block")
+                or any(Path(a.split("::")[0]).resolve() != whole for a in config.args))
+    if narrowed:
+        print("\ncoverage: not checked (the run chose some tests: -k, -m, --block or paths)")
+    elif empty:
+        lines = [f"{block}: {', '.join(names)}" for block, names in empty.items()]
+        print("\ncoverage: declared bins no run hit (docs/coverage.md lists them):\n  "
+              + "\n  ".join(lines))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,9 +1,18 @@
 """Running a block through the flow from pytest, with the failure made readable."""
 
+import json
+import os
+import uuid
+from pathlib import Path
+
 import pytest
 
 from scoville.blocks import get_block, parse_params
 from scoville.sim import flow
+
+#: Where each simulation writes its coverage when ``--coverage`` collects it (an environment
+#: variable: the xdist workers inherit it from the controller that sums them).
+COVERAGE_DIR = "SCOVILLE_COVERAGE_DIR"
 
 #: Set by ``--block NAME`` (tests/conftest.py): only the suite's own configurations of this
 #: block are simulated; every other simulation, a test's own variant of a block included, skips.
@@ -11,12 +20,18 @@ ONLY_BLOCK: str | None = None
 
 
 def simulate(block_name: str, sim: str, seed: int, block=None, **params):
-    """Run every test of a block's testbench; return the :class:`RunResult`."""
+    """Run every test of a block's testbench; return the :class:`RunResult` (its coverage
+    written for ``--coverage`` when the block is the registry's own)."""
     if ONLY_BLOCK is not None and (block is not None or block_name != ONLY_BLOCK):
         pytest.skip(f"--block {ONLY_BLOCK}")
     block = block or get_block(block_name)
     config, workload = parse_params(block, params)
-    return flow.run(block, config, workload, sim, seed=seed)
+    result = flow.run(block, config, workload, sim, seed=seed)
+    folder = os.environ.get(COVERAGE_DIR)
+    if folder and result.coverage and block is get_block(block_name):
+        (Path(folder) / f"{uuid.uuid4().hex}.json").write_text(json.dumps(
+            {"block": block_name, "coverage": result.coverage}))
+    return result
 
 
 def explain(result) -> str:

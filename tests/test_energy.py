@@ -1,6 +1,7 @@
 """Energy from switching activity (``scoville synth --energy``): the coverage reader, the
 memories' access counts, the SRAM and node factors, and one measured block."""
 
+import dataclasses
 import io
 import json
 import shutil
@@ -169,8 +170,8 @@ def test_a_block_that_does_not_elaborate_is_one_line(capsys, monkeypatch):
     def broken(config):
         raise ValueError("lanes must fit\nsecond line")
 
-    monkeypatch.setattr(cmd, "get_block", lambda name: type(block)(
-        **{**block.__dict__, "component": broken}))
+    monkeypatch.setattr(cmd, "get_block", lambda name: dataclasses.replace(
+        block, component=broken))
     assert main(["synth", "fp4_mul"]) == 2
     err = capsys.readouterr().err.strip()
     assert "does not elaborate" in err and "lanes must fit" in err and "\n" not in err

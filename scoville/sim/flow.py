@@ -149,6 +149,16 @@ class RunResult:
         """Sum of an integer metric over the tests that recorded it."""
         return sum(int(m.get(key, 0)) for m in self.metrics.values())
 
+    @property
+    def coverage(self) -> dict[str, int]:
+        """Each declared coverage bin's hits summed over the tests
+        (:mod:`scoville.testbenches.coverage`)."""
+        total: dict[str, int] = {}
+        for m in self.metrics.values():
+            for name, count in m.get("coverage", {}).items():
+                total[name] = total.get(name, 0) + count
+        return total
+
 
 def cache_root() -> Path:
     """Where builds are cached: ``$SCOVILLE_BUILD_DIR`` or ``~/.cache/scoville``."""

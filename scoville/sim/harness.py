@@ -269,7 +269,9 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     and ``err_kind`` (0: ``valid`` dropped, 1: payload changed, 2: an X or Z, 3: a read
     request of 0 words or past the memory), ``ioerr`` (a file read came up short; it stays
     set); per stream
-    ``total_NAME``, ``count_NAME`` (handshakes so far), ``valid_NAME``, ``loaded_NAME``
+    ``total_NAME``, ``count_NAME`` (handshakes so far), ``waited_NAME`` (cycles a beat
+    waited, ``valid`` high and ``ready`` low, before the run ended), ``valid_NAME``,
+    ``loaded_NAME``
     (sources: beats loaded so far), and the file strobes: a rising ``load_NAME`` reads
     ``data_NAME.bin`` into payload entries ``lo_NAME..hi_NAME``, ``sload_NAME`` reads
     ``sched_NAME.bin`` into schedule words ``slo_NAME..shi_NAME``, a sink's ``dump_NAME``
@@ -300,7 +302,8 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
     for s in streams:
         n, w = s.name, s.width
         at = f"count_{n}[{ld - 1}:0]"
-        io += [f"input [31:0] total_{n}", f"output reg [31:0] count_{n}", f"output valid_{n}",
+        io += [f"input [31:0] total_{n}", f"output reg [31:0] count_{n}",
+               f"output reg [31:0] waited_{n}", f"output valid_{n}",
                f"input sload_{n}", f"input [31:0] slo_{n}", f"input [31:0] shi_{n}"]
         conns += [f".{n}__valid({n}_valid)", f".{n}__ready({n}_ready)",
                   f".{n}__payload({n}_payload)"]
@@ -369,6 +372,10 @@ def harness_verilog(component: wiring.Component, dut: str, top: str) -> str:
             f"    {n}_was <= run & {n}_valid;",
             f"    {n}_took <= {n}_ready;",
             f"    {n}_last <= {n}_payload;",
+            "  end",
+            "  always @(posedge clk) begin",
+            f"    if (rst | ~run) waited_{n} <= 32'd0;",
+            f"    else if ({n}_valid & ~{n}_ready & ~ended) waited_{n} <= waited_{n} + 32'd1;",
             "  end",
             f"  wire {n}_dropped = run & {n}_was & ~{n}_took & ~{n}_valid;",
             # ``!==``: a payload bit that turns X (Icarus) while it waits is a change too.

@@ -23,7 +23,7 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
-from scoville.rtl.attention import OPS, STATUS, Op
+from scoville.rtl.attention import OPS, STATUS, Op, Status
 from scoville.sim.cycles.attention import COUNTERS, macs, timing
 from scoville.sim.golden.attention import (
     AttentionModel,
@@ -39,7 +39,41 @@ from .failures import Kind
 from .kit import context
 
 _NAMES = {v: k for k, v in STATUS.items()}
+#: test_edges fills a cache of at most this many tokens (the suite's small configs hold 128).
+FILL_TOKENS = 160
+_OPS = {v: k for k, v in OPS.items()}
 SOURCES = ("cmd", "q", "k", "v")
+
+#: Coverage bins (:mod:`scoville.testbenches.coverage`), hit from each command and its result.
+BINS = {
+    **{f"op:{name}": f"a `{name}` command" for name in OPS},
+    "op:undefined": "a command with an opcode of none of the operations (5 to 7)",
+    **{f"status:{name}": f"an answer `{name}`" for name in STATUS},
+    "step:one_token": "a step over a context of one token",
+    "step:prefill": "a step of more than one new token",
+    "step:window_full": "a step whose context is longer than the window (the window slides)",
+    "step:window_not_full": "a step with a window whose context is not longer than it",
+    "step:window_starts_mid_chunk": "a step whose window's first token is not at a chunk's start",
+    "step:several_chunks": "a step that attends more than one chunk of a KV head",
+    "step:sinks": "a step with sink logits",
+}
+
+
+def _cover(cov, cfg, cmds, results) -> None:
+    for c, r in zip(cmds, results, strict=True):
+        cov.hit(f"op:{_OPS.get(c.op, 'undefined')}")
+        cov.hit(f"status:{_NAMES[r.status]}")
+        if r.out is None:
+            continue
+        cov.hit_if("step:one_token", r.length == 1)
+        cov.hit_if("step:prefill", r.tokens > 1)
+        cov.hit_if("step:sinks", cfg.sinks)
+        if cfg.window:
+            cov.hit("step:window_full" if r.length > cfg.window else "step:window_not_full")
+            cov.hit_if("step:window_starts_mid_chunk",
+                       r.length > cfg.window and (r.length - cfg.window) % cfg.chunk)
+        units = [unit for unit, *_ in r.chunks]
+        cov.hit_if("step:several_chunks", len(units) > len(set(units)))
 SINKS = ("o", "resp")
 
 
@@ -167,6 +201,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     tb.sink["resp"].expect(want_resp, where=where_resp, label="answers", kind=Kind.STATUS)
     model = tb.predict(timing, cfg, results, tb.valid, tb.ready)
     seen = await tb.run(model, interrupt=interrupt, slack=5000)
+    _cover(ctx.coverage, cfg, cmds, results)
     counters = seen.change
     steps = [r for r in results if r.out is not None]
     err = 0.0
@@ -203,7 +238,9 @@ async def test_edges(dut):
     boundaries and the window; in prefill, steps of one token and of a few; a step of one
     token more than the block takes (``bad_range``: drained, nothing stored); a step for a
     freed sequence (``no_seq``: Q, K and V drained, nothing stored); sinks for a head beyond
-    ``q_heads`` (``bad_head``); an unknown command (``bad_op``); everything freed."""
+    ``q_heads`` (``bad_head``); an unknown command (``bad_op``); an alloc past ``max_seqs``
+    (``too_many``); on a cache of at most :data:`FILL_TOKENS` tokens, appends until it is full
+    (``full``) and a step then; everything freed."""
     ctx = context()
     cfg = ctx.config
     sc = Script(cfg, ctx.rng(1))
@@ -211,6 +248,10 @@ async def test_edges(dut):
     a = sc("alloc").seq
     sc.step(a)
     b = sc("alloc").seq
+    more = [sc("alloc") for _ in range(cfg.kv.max_seqs - 1)]  # the last past max_seqs
+    for r in more:
+        if r.status == Status.OK:
+            sc("free", seq=r.seq)
     # Past two chunks: with a window, the first chunk starts past 0.
     for _ in range(2 * cfg.chunk + 3):
         sc.append(b)
@@ -227,6 +268,10 @@ async def test_edges(dut):
     sc("sink", head=cfg.q_heads, value=1.0)
     sc(7, seq=b)
     sc.step(b)
+    if cfg.kv.pages * cfg.kv.page_tokens <= FILL_TOKENS:
+        while sc.append(b).status == Status.OK:
+            pass  # until full
+        sc.step(b)
     sc("free", seq=b)
     await run_script(dut, ctx, "test_edges", sc, gaps=True)
 

@@ -245,11 +245,13 @@ class BlockBench:
         boards = [(agent.kind, *agent.check(self.what, seen.payloads[name]))
                   for name, agent in self.sink.items() if agent.want is not None]
         errors = timing_errors(self.what, model, seen, counters)
+        self.ctx.coverage.stalls(seen.waited)
         metrics = dict(
             mismatches=sum(bad for _, bad, _ in boards), cycles=seen.cycles,
             model_cycles=model.cycles, timing_errors=len(errors), **metrics,
             run_wall_s=seen.wall_s, service_wall_s=seen.service_s,
-            **{f"counter_{name}": value for name, value in seen.change.items()})
+            **{f"counter_{name}": value for name, value in seen.change.items()},
+            coverage=self.ctx.coverage.take())
         record(self.test, **metrics)
         self._write_trace(seen.handshakes)
         for kind, bad, why in boards:

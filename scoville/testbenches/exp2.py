@@ -12,6 +12,7 @@ import numpy as np
 from scoville.sim.golden.exp2 import exp2
 
 from .bench import check_lanes
+from .coverage import FP32_CLASSES, fp32_classes
 from .kit import context
 
 __all__ = ["DIRECTED", "random_operands", "workload_operands"]
@@ -47,6 +48,10 @@ DIRECTED = [
     (0xC2FB_FFFF, 0x0080_0000, "-126 + 2^-17 floors to -126"),
 ]
 
+
+#: Coverage bins (:mod:`scoville.testbenches.coverage`): the classes of the results (no
+#: subnormal: the unit flushes results below 2^-126 to +0, its contract).
+BINS = {name: text for name, text in FP32_CLASSES.items() if name != "result:subnormal"}
 
 def directed_operands() -> np.ndarray:
     """The :data:`DIRECTED` operands as uint32."""
@@ -84,7 +89,9 @@ def _hex(values):
 
 
 async def _check(dut, test, x, *, gaps, interrupt=False):
-    await check_lanes(dut, context(), test, {"x": x}, exp2, show=_hex, gaps=gaps,
+    ctx = context()
+    ctx.coverage.hits(fp32_classes(exp2(x)))
+    await check_lanes(dut, ctx, test, {"x": x}, exp2, show=_hex, gaps=gaps,
                       count_as="operands", interrupt=interrupt)
 
 

@@ -32,6 +32,10 @@ from .kit import context
 
 WATCH = ("counters",)
 
+#: Streams whose beats cannot wait (no stall bin; :mod:`scoville.testbenches.coverage`): the
+#: engine reserves buffer room before it asks, so ``rdata.ready`` is always high.
+NEVER_WAITS = {"rdata": "the engine reserves room for a burst before it asks: always ready"}
+
 
 def memory_image(cfg, rng) -> tuple[np.ndarray, list[int]]:
     """Random words for every address the harness's memory holds (the lower of

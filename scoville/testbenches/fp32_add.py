@@ -12,6 +12,7 @@ import numpy as np
 from scoville.sim.golden.fp32_add import fp32_add
 
 from .bench import check_lanes
+from .coverage import FP32_CLASSES, fp32_classes
 from .kit import context
 
 __all__ = ["DIRECTED", "directed_pairs", "random_pairs", "workload_pairs"]
@@ -106,6 +107,9 @@ DIRECTED = [
 ]
 
 
+#: Coverage bins (:mod:`scoville.testbenches.coverage`): the classes of the results.
+BINS = dict(FP32_CLASSES)
+
 def directed_pairs():
     """The :data:`DIRECTED` operands, each pair in both orders, as two uint32 arrays."""
     a = np.array([row[0] for row in DIRECTED], dtype=np.uint32)
@@ -178,7 +182,9 @@ def workload_pairs(ctx):
 
 
 async def _check(dut, test, a, b, *, gaps, interrupt=False):
-    await check_lanes(dut, context(), test, {"a": a, "b": b}, fp32_add, show=_hex, gaps=gaps,
+    ctx = context()
+    ctx.coverage.hits(fp32_classes(fp32_add(a, b)))
+    await check_lanes(dut, ctx, test, {"a": a, "b": b}, fp32_add, show=_hex, gaps=gaps,
                       interrupt=interrupt)
 
 

@@ -12,6 +12,7 @@ payload a sink took. A data stream the harness's memory agent serves is given as
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -57,6 +58,9 @@ class Observed:
         Wall time from releasing the design (``run``) to reading back its last records.
     service_s : float
         Of that, the time spent loading and draining the rings.
+    waited : dict
+        Each stream's cycles with a beat waiting (``valid`` high, ``ready`` low) before the run
+        ended: a source's are the block's back-pressure, a sink's the testbench's.
     """
 
     payloads: dict[str, list[int]]
@@ -65,6 +69,7 @@ class Observed:
     change: dict[str, int]
     wall_s: float = 0.0
     service_s: float = 0.0
+    waited: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -413,7 +418,9 @@ class FreeRun:
                     raise Failure(Kind.DATA, f"stream {name}: {got} handshakes, expected "
                                              f"{self.expected(name)}")
         last = max((h[-1] + 1 for h in self.handshakes.values() if h), default=0)
-        return Observed(self.payloads, last, self.handshakes, change, wall, self._service_s)
+        waited = {name: self._get(f"waited_{name}") for name in self._all}
+        return Observed(self.payloads, last, self.handshakes, change, wall, self._service_s,
+                        waited)
 
     def _keep_rings(self) -> None:
         """Copy the rings as first loaded (each source's payload file, each stream's schedule

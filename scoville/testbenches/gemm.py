@@ -31,6 +31,7 @@ from scoville.sim.cycles.gemm import (
 from scoville.sim.golden.gemm import Operands, gemm, operand_beats, result_rows
 
 from .bench import BlockBench
+from .coverage import FP32_CLASSES, fp32_classes
 from .failures import Failure, Kind
 from .kit import context, read_int
 
@@ -49,6 +50,33 @@ _EXTREME = {
 #: its smallest subnormal, smallest normal, +-448 and both NaNs.
 _EXTREME_SCALES = {"e8m0": [0x00, 0x01, 0x7F, 0xFE, 0xFF],
                    "e4m3": [0x00, 0x80, 0x01, 0x08, 0x7E, 0xFE, 0x7F, 0xFF]}
+
+
+#: Coverage bins (:mod:`scoville.testbenches.coverage`), hit from each command and its result.
+BINS = {
+    "command:rejected": "a command with a zero dimension (rejected)",
+    "command:one_tile": "a GEMM within one tile of the array (M <= rows, N <= cols)",
+    "command:partial_tiles": "a GEMM whose M or N is not a multiple of the array's side",
+    "command:k_one": "a GEMM with K = 1",
+    **{name: f"{text} in C (float formats; a zero in either)"
+       for name, text in FP32_CLASSES.items()},
+    "result:int_extreme": "an integer C beyond 2^20 in magnitude (int formats)",
+}
+
+
+def _cover(cov, cfg, jobs, results) -> None:
+    for (m, k, n, ops), c in zip(jobs, results, strict=True):
+        cov.hit_if("command:rejected", ops is None)
+        if ops is None:
+            continue
+        cov.hit_if("command:one_tile", m <= cfg.rows and n <= cfg.cols)
+        cov.hit_if("command:partial_tiles", m % cfg.rows or n % cfg.cols)
+        cov.hit_if("command:k_one", k == 1)
+        if cfg.arith.kind == "int":
+            cov.hit("result:zero", int(np.sum(c == 0)))
+            cov.hit("result:int_extreme", int(np.sum(np.abs(c.astype(np.int64)) > 1 << 20)))
+            continue
+        cov.hits(fp32_classes(c))
 
 
 def _elements(fmt: str, rng, shape, extreme: bool) -> np.ndarray:
@@ -140,10 +168,11 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
     back to back and check results, handshake cycles and counters. ``interrupt``: first run
     the same jobs halfway and reset the engine in the middle of them."""
     cfg = ctx.config
-    want, rows_of = [], []
+    want, rows_of, results = [], [], []
     for g, (m, k, n, ops) in enumerate(jobs):
+        results.append(None if ops is None else gemm(cfg, ops))
         if ops is not None:
-            rows = result_rows(cfg, gemm(cfg, ops))
+            rows = result_rows(cfg, results[-1])
             want += [r.tolist() for r in rows]
             rows_of += [(g, m, k, n, i) for i in range(len(rows))]
     shapes = [(m, k, n) for m, k, n, _ in jobs]
@@ -156,6 +185,7 @@ async def run_gemms(dut, ctx, test: str, jobs: list, *, gaps: bool, interrupt: b
     tb.sink["o"].expect(want, decode=lambda f: f[""].tolist(), where=where, label="rows of C")
     model = tb.predict(timing, cfg, shapes, tb.valid, tb.ready["o"])
     seen = await tb.run(model, interrupt=interrupt, zero=("counters", "status"))
+    _cover(ctx.coverage, cfg, jobs, results)
     good = [s for s in shapes if min(s)]
     macs = sum(useful_macs(*s) for s in good)
     tb.check(COUNTERS, closed_form_cycles=run_cycles(cfg, shapes),

@@ -19,8 +19,10 @@ from cocotb.triggers import FallingEdge, RisingEdge
 from scoville.blocks import get_block, parse_params
 from scoville.sim.cycles.stream import Schedule, first_difference
 from scoville.sim.flow import ENV_BLOCK, ENV_METRICS, ENV_PARAMS, ENV_SEED
+from scoville.sim.harness import stream_names
 
 from .codec import codecs
+from .coverage import Coverage, bins_of
 from .failures import Failure, Kind
 from .freerun import FreeRun, Observed, idle_inputs, read_int
 
@@ -55,6 +57,13 @@ class RunContext:
         return get_block(self.block).component(self.config)
 
     @functools.cached_property
+    def coverage(self) -> Coverage:
+        """The run's coverage bins (:mod:`~scoville.testbenches.coverage`): its testbench's
+        ``BINS`` and a stall bin for each stream of this config's component."""
+        return Coverage(bins_of(get_block(self.block).testbench,
+                                stream_names(self.component)))
+
+    @functools.cached_property
     def codecs(self) -> dict:
         """A :class:`~scoville.testbenches.codec.Codec` for each stream of the block."""
         return codecs(self.component)
@@ -75,8 +84,13 @@ def context() -> RunContext:
 
 
 def record(test: str, **metrics: Any) -> None:
-    """Write a test's metrics where the flow collects them."""
+    """Write a test's metrics where the flow collects them (a test that records twice keeps
+    the last metrics, and the sum of both's ``coverage``)."""
     path = Path(os.environ[ENV_METRICS]) / f"{test}.json"
+    if "coverage" in metrics and path.is_file():
+        before = json.loads(path.read_text()).get("coverage", {})
+        metrics["coverage"] = {name: n + before.get(name, 0)
+                               for name, n in metrics["coverage"].items()}
     path.write_text(json.dumps(metrics))
 
 

@@ -39,6 +39,29 @@ WATCH = ("counters", "free_pages")
 _NAMES = {v: k for k, v in STATUS.items()}
 _OPS = {v: k for k, v in OPS.items()}
 
+#: Coverage bins (:mod:`scoville.testbenches.coverage`), hit from each request and its answer.
+BINS = {
+    **{f"op:{name}": f"a `{name}` request" for name in OPS},
+    "op:undefined": "a request with an opcode of none of the operations (5 to 7)",
+    **{f"status:{name}": f"an answer `{name}`" for name in STATUS},
+    "append:new_page": "an append that crosses into a new page (takes one from the free list)",
+    "append:copy_on_write": "an append to a page shared by a fork (copied first)",
+    "walk:several_pages": "a free or fork that walks more than one page",
+    "pool:empty": "an answer with no page left free",
+    "read:several_pages": "a read of lines from more than one page",
+}
+
+
+def _cover(cov, cfg, reqs, outs) -> None:
+    for r, o in zip(reqs, outs, strict=True):
+        cov.hit(f"op:{_OPS.get(r.op, 'undefined')}")
+        cov.hit(f"status:{_NAMES[o.status]}")
+        cov.hit_if("append:new_page", o.new_page)
+        cov.hit_if("append:copy_on_write", o.copied)
+        cov.hit_if("walk:several_pages", o.walked > 1)
+        cov.hit_if("pool:empty", o.free == 0)
+        cov.hit_if("read:several_pages", len(o.data) > cfg.page_lines)
+
 
 class LinePool:
     """Appends' lines, drawn ``batch`` appends at a time (the encoding is vectorized): K and V
@@ -232,6 +255,7 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
                                         "reset")
 
     seen = await tb.run(timed, interrupt=interrupt, after_reset=all_free)
+    _cover(ctx.coverage, cfg, reqs, outs)
     counters = seen.change
     reads = sum(1 for o in outs if o.op == Op.READ and o.data)
     metrics = tb.check(

@@ -58,6 +58,38 @@ def _image_rows(cfg, words: list[int]) -> np.ndarray:
     return np.array([list(int(w).to_bytes(size, "big")) for w in words], np.uint8)
 
 
+#: Streams whose beats cannot wait (no stall bin): the weight port is the fetch engine's,
+#: which reserves room before it asks; the router's weights are loaded (``load_router``)
+#: while the block is idle, and the checked runs leave ``wr`` idle.
+NEVER_WAITS = {"rdata": "the fetch engine reserves room for a burst before it asks",
+               "wr": "loaded while the block is idle (always ready); the runs leave it idle"}
+
+#: Coverage bins (:mod:`scoville.testbenches.coverage`), hit from each batch.
+BINS = {
+    "batch:one_token": "a batch of one token",
+    "batch:full": "a batch of the most tokens the block takes",
+    "batch:refused_empty": "a batch of 0 tokens (refused)",
+    "batch:refused_too_many": "a batch of one token too many (refused)",
+    "batch:bad_weights": "a batch whose weights end early or run long (status BAD_WEIGHTS)",
+    "expert:idle": "an expert that no token of a batch chose",
+    "expert:every_token": "an expert that every token of a batch of several chose",
+    "expert:shared": "a batch through a shared expert",
+}
+
+
+def _cover(cov, cfg, x, groups, bad: bool) -> None:
+    if isinstance(x, int):
+        cov.hit("batch:refused_empty" if x == 0 else "batch:refused_too_many")
+        return
+    cov.hit_if("batch:one_token", len(x) == 1)
+    cov.hit_if("batch:full", len(x) == cfg.tokens)
+    cov.hit_if("batch:bad_weights", bad)
+    chosen = dict(groups)
+    cov.hit_if("expert:idle", len(chosen) < cfg.experts)
+    cov.hit_if("expert:every_token", len(x) > 1 and len(x) in chosen.values())
+    cov.hit_if("expert:shared", cfg.shared)
+
+
 async def load_router(dut, ctx, weights) -> None:
     """The router's columns and bias on ``wr``, a beat each, streams keeping up."""
     cfg = ctx.config
@@ -89,6 +121,7 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
     fault_at = None
     for b, x in enumerate(xs):
         if isinstance(x, int):
+            _cover(ctx.coverage, cfg, x, (), False)
             cmds.append(x)
             batches.append(Batch(x, None))
             continue
@@ -96,6 +129,7 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
         x = block_input(cfg, x)
         groups = tuple((e, len(rows)) for e, rows, _ in dispatch(*routing(cfg, weights, x)))
         bad = fault is not None and fault[0] == b
+        _cover(ctx.coverage, cfg, x, groups, bad)
         batches.append(Batch(len(x), groups, bad))
         if bad:
             fault_at = sum(n for _, n in tiles) + fault[1]
