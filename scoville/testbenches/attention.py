@@ -35,6 +35,7 @@ from scoville.sim.golden.attention import (
 from scoville.sim.golden.kvcache import stored_values
 
 from .bench import BlockBench
+from .coverage import command_bins
 from .failures import Kind
 from .kit import context
 
@@ -46,9 +47,7 @@ SOURCES = ("cmd", "q", "k", "v")
 
 #: Coverage bins (:mod:`scoville.testbenches.coverage`), hit from each command and its result.
 BINS = {
-    **{f"op:{name}": f"a `{name}` command" for name in OPS},
-    "op:undefined": "a command with an opcode of none of the operations (5 to 7)",
-    **{f"status:{name}": f"an answer `{name}`" for name in STATUS},
+    **command_bins("command", OPS, STATUS),
     "step:one_token": "a step over a context of one token",
     "step:prefill": "a step of more than one new token",
     "step:window_full": "a step whose context is longer than the window (the window slides)",

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-__all__ = ["FP32_CLASSES", "STALL", "Coverage", "bins_of", "declared", "fp32_classes",
-           "stall_bins"]
+__all__ = ["FP32_CLASSES", "STALL", "Coverage", "bins_of", "command_bins", "declared",
+           "fp32_classes", "stall_bins"]
 
 #: The prefix of a stream's stall bin.
 STALL = "stall:"
@@ -49,6 +49,15 @@ def fp32_classes(bits) -> dict[str, int]:
     return {"result:nan": int(np.isnan(f).sum()), "result:inf": int(np.isinf(f).sum()),
             "result:zero": int((f == 0).sum()),
             "result:subnormal": int(((f != 0) & (np.abs(f) < np.finfo(np.float32).tiny)).sum())}
+
+
+def command_bins(what: str, ops: Iterable[str], statuses: Iterable[str]) -> dict[str, str]:
+    """A bin per operation (``op:NAME``), one for an opcode of none (``op:undefined``) and one
+    per answer status (``status:NAME``) of a block that takes ``what``s (a command, a request)
+    and answers each."""
+    return {**{f"op:{name}": f"a `{name}` {what}" for name in ops},
+            "op:undefined": f"a {what} with an opcode of none of the operations",
+            **{f"status:{name}": f"an answer `{name}`" for name in statuses}}
 
 
 def bins_of(testbench: str, streams: Iterable[str]) -> dict[str, str]:

@@ -32,6 +32,7 @@ from scoville.sim.cycles.kvcache import (
 from scoville.sim.golden.kvcache import KvCacheModel, Outcome, Request, encode_heads
 
 from .bench import BlockBench
+from .coverage import command_bins
 from .failures import Failure, Kind
 from .kit import context, read_int
 
@@ -41,9 +42,7 @@ _OPS = {v: k for k, v in OPS.items()}
 
 #: Coverage bins (:mod:`scoville.testbenches.coverage`), hit from each request and its answer.
 BINS = {
-    **{f"op:{name}": f"a `{name}` request" for name in OPS},
-    "op:undefined": "a request with an opcode of none of the operations (5 to 7)",
-    **{f"status:{name}": f"an answer `{name}`" for name in STATUS},
+    **command_bins("request", OPS, STATUS),
     "append:new_page": "an append that crosses into a new page (takes one from the free list)",
     "append:copy_on_write": "an append to a page shared by a fork (copied first)",
     "walk:several_pages": "a free or fork that walks more than one page",
