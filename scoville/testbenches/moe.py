@@ -12,12 +12,15 @@ schedules and memory.
 
 
 Tests: directed edges (a batch of one token, a full batch, a refused batch between them) on a
-memory that keeps up; weight responses with a misplaced ``last`` (``test_bad_weights``); the
+memory that keeps up; router logits near -48 (``test_tiny_scores``: DeepSeek's 1e-20 in its
+normalization matters); weight responses with a misplaced ``last`` (``test_bad_weights``); the
 workload (``batches`` random batches under gaps and back-pressure on every stream, the
 workload's memory).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import cocotb
 import numpy as np
@@ -190,6 +193,24 @@ async def test_edges(dut):
     await run_batches(dut, ctx, "test_edges", weights,
                       [_batch(cfg, rng, 1), 0, cfg.tokens + 1, _batch(cfg, rng, cfg.tokens)],
                       gaps=False, latency=1, bytes_per_cycle=cfg.weight_port_bits // 8)
+
+
+@cocotb.test()
+async def test_tiny_scores(dut):
+    """A full batch whose router logits are all near -48 (positive activations, negative
+    router weights): DeepSeek's sigmoid scores are near 1e-21, where ``norm_topk_prob``'s
+    + 1e-20 outweighs their sum; GPT-OSS's softmax of large negative logits."""
+    ctx = context()
+    cfg = ctx.config
+    rng = ctx.rng(7)
+    x = (np.abs(rng.standard_normal((cfg.tokens, cfg.hidden))) + 0.5).astype(np.float32)
+    weights = random_weights(cfg, ctx.rng(8))
+    spread = 1 + 0.05 * rng.standard_normal(weights.router_weight.shape)
+    router = (-48.0 / (cfg.hidden * float(x.mean())) * spread).astype(np.float32)
+    weights = dataclasses.replace(weights, router_weight=router)
+    await load_router(dut, ctx, weights)
+    await run_batches(dut, ctx, "test_tiny_scores", weights, [x], gaps=False, latency=1,
+                      bytes_per_cycle=cfg.weight_port_bits // 8)
 
 
 @cocotb.test()
