@@ -1,6 +1,10 @@
 """The suite's own selection: an ``alternate_sims`` matrix covers both simulators in every run,
 each pair of neighbouring cases on different ones, and every case on each over two seeds."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from .conftest import SIMULATORS, alternate_simulator
@@ -23,3 +27,20 @@ def test_neighbouring_pairs_start_on_different_simulators():
 def test_an_odd_seed_flips_every_case():
     for case in range(16):
         assert alternate_simulator(case, 0) != alternate_simulator(case, 1)
+
+
+def _collect(*args: str) -> list[str]:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                           "-p", "no:cacheprovider", *args], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent, check=True)
+    return [line for line in proc.stdout.splitlines() if "::" in line]
+
+
+def test_block_keeps_the_simulation_tests_alone_on_their_simulators():
+    """``--block`` keeps only simulation tests (of modules that simulate through simcheck),
+    each matrix case on the simulator a whole run gives it."""
+    whole = set(_collect("tests", "-m", "sim", "--seed", "1"))
+    chosen = _collect("tests", "--block", "fp4_mul", "--seed", "1")
+    assert chosen and set(chosen) <= whole
+    assert any(n.startswith("tests/test_fp4_mul.py::test_fp4_mul_rtl") for n in chosen)
+    assert not any("test_mutants.py" in n or "test_regress.py" in n for n in chosen)

@@ -151,3 +151,43 @@ def test_drawn_mutation_is_caught_as_it_expects(drawn, tmp_path):
     assert outcome.status == "caught", (
         f"{name} on {sim}: {outcome.status} ({mu.expects()} expected): {outcome.message}; "
         f"replay: python scripts/mutants.py --only {name} --sim {sim}")
+
+
+SUITE = load("mutants_suite")
+
+
+def test_suite_reads_the_first_kind_tagged_check_of_a_failing_report():
+    text = ("def test_x():\n>   assert_passed(result)\n"
+            "E   AssertionError: gemm on icarus, params {}, seed 1\n"
+            "E   test_edges: [timing] block gemm GemmConfig(rows=4) GemmWorkload(m=0) seed 1: "
+            "first differing handshake: stream o beat 6: predicted cycle 61, observed cycle 62"
+            "Traceback (most recent call last): more\n"
+            "E   test_workload: [data] outputs: 1 mismatch\n")
+    kind, stream, line = SUITE.first_failure(text)
+    assert kind is Kind.TIMING and stream == "o"
+    assert line.startswith("first differing handshake: stream o beat 6") and "Traceback" not in line
+    assert SUITE.first_failure("E   assert 1 == 2\n") == (None, None, "assert 1 == 2")
+
+
+def test_suite_outcomes_per_simulator():
+    """A simulator the unmutated suite ran no case of is skipped; one where a test failed as
+    the mutation expects is caught, one with only other failures caught otherwise, one where
+    every test passed survived."""
+    res = {"seconds": 1.0, "failures": [
+        {"test": "t[icarus]", "sim": "icarus", "expected": False, "kind": "timeout",
+         "stream": None, "line": "timeout"},
+        {"test": "u[verilator]", "sim": "verilator", "expected": True, "kind": "data",
+         "stream": None, "line": "mismatch"}],
+        "passed": [{"test": "v[icarus]", "sim": "icarus"}]}
+    got = SUITE.outcomes(res, {"icarus", "verilator"}, baseline=False)
+    assert (got["icarus"].status, got["verilator"].status) == ("otherwise", "caught")
+    assert got["verilator"].failed == ["u[verilator]"] and got["verilator"].kind is Kind.DATA
+    assert SUITE.outcomes(res, {"verilator"}, baseline=False)["icarus"].status == "skipped"
+    passed = {"seconds": 1.0, "failures": [], "passed": [{"test": "v", "sim": "icarus"}]}
+    got = SUITE.outcomes(passed, {"icarus", "verilator"}, baseline=False)
+    assert got["icarus"].status == "passed" and got["verilator"].status == "error"
+    base = SUITE.outcomes(passed, {"icarus", "verilator"}, baseline=True)
+    assert base["icarus"].status == "passed" and base["verilator"].status == "skipped"
+    assert SUITE.caught({"icarus": got["icarus"], "verilator": got["verilator"]}) is False
+    done = SUITE.outcomes(res, {"verilator"}, baseline=False)
+    assert SUITE.caught(done) is True
