@@ -6,12 +6,14 @@ script asks the other question: does the suite itself catch it? For each mutatio
 stimulus seed it runs, in a mutated copy of the repository, ``pytest tests -m sim --block
 BLOCK --seed SEED``: every simulation test of the mutation's block on the suite's own
 configurations, each case on the simulator it has in a whole run (``alternate_sims``
-matrices alternate along the matrix and flip with the seed's parity, so seeds 1, 2, 3 put
-every case on both). A mutation is *caught* on a simulator when some test there fails with
-the kind of failure it expects (its first failed check's ``[kind]``, and for a timing one, a
-handshake on a stream it names); the run stops once it is caught so on every simulator. It
-is *caught otherwise* when tests fail there but none as expected, and *survives* when every
-test passes. Each block is also run unmutated on each seed (the baseline), which must pass.
+matrices alternate along the matrix and flip with the seed's parity, so an odd and an even
+seed put every case on both simulators). The suite *catches* a mutation on a seed when some
+test fails with the kind of failure the mutation expects (its first failed check's
+``[kind]``, and for a timing one, a handshake on a stream it names); that run stops there.
+It *catches it otherwise* when tests fail but none as expected, and the mutation *survives*
+when every test passes. A mutation is caught when it is on every seed (as CI runs the suite:
+one seed a run). Each block is also run unmutated on each seed (the baseline), which must
+pass.
 
 A mutation that ``scripts/mutants.py`` catches and this script does not is a gap of the
 suite: the suite needs the case that catches it.
@@ -62,18 +64,18 @@ def first_failure(text: str) -> tuple[Kind | None, str | None, str]:
             text = line[found.end():].split("Traceback (most recent call last")[0]
             text = mutants._DESCRIBE.sub("", text.strip())
             return Kind(found.group(1)), stream_of(line), text
-    return None, None, lines[0] if lines else text.strip().splitlines()[-1:][0] if text else ""
+    if lines:
+        return None, None, lines[0]
+    rest = text.strip().splitlines()
+    return None, None, rest[-1] if rest else "no message"
 
 
 @dataclass
 class Watch:
-    """A pytest plugin: what each simulation test gave on which simulator; ends the session once
-    ``mutation`` is caught as it expects on every simulator of ``expect_on`` (those on which
-    the unmutated run simulated the block: the selection also holds other blocks' tests, which
-    skip)."""
+    """A pytest plugin: what each simulation test gave on which simulator; ends the session at
+    the first failure that is the one ``mutation`` expects."""
 
     mutation: Mutation | None
-    expect_on: set[str] = field(default_factory=set)
     sims: dict[str, str] = field(default_factory=dict)
     failures: list[dict] = field(default_factory=list)
     passed: list[dict] = field(default_factory=list)
@@ -98,9 +100,8 @@ class Watch:
         self.failures.append({"test": report.nodeid, "sim": sim, "expected": expected,
                               "kind": kind.value if kind else None, "stream": stream,
                               "line": line[:300]})
-        caught = {f["sim"] for f in self.failures if f["expected"]}
-        if expected and caught >= self.expect_on:
-            self.session.shouldstop = "caught as expected on every simulator"
+        if expected:
+            self.session.shouldstop = "caught as expected"
 
 
 def worker(job_file: Path) -> int:
@@ -115,7 +116,7 @@ def worker(job_file: Path) -> int:
         mutation = Mutation(job["mutation"], models="", file="", edits=(), block=job["block"],
                             params={}, tests=(), expect=Kind(job["expect"]), why="",
                             streams=tuple(job["streams"]))
-    watch = Watch(mutation, set(job["sims"]))
+    watch = Watch(mutation)
     code = pytest.main(["tests", "-m", "sim", "--block", job["block"], "--seed",
                         str(job["seed"]), "-q", "-p", "no:cacheprovider", "-o", "addopts="],
                        plugins=[watch])
@@ -128,14 +129,13 @@ def worker(job_file: Path) -> int:
     return 0
 
 
-def run_job(tree: Path, mutation: Mutation | None, block: str, seed: int, sims: list[str],
-            timeout: float, tag: str) -> dict:
+def run_job(tree: Path, mutation: Mutation | None, block: str, seed: int, timeout: float,
+            tag: str) -> dict:
     """Run :func:`worker` on ``tree`` in a subprocess; its result, or ``{"error": why}``."""
     work = tree.parent / "jobs"
     work.mkdir(exist_ok=True)
     job_file, result_file, log = (work / f"{tag}.{ext}" for ext in ("json", "out", "log"))
     job_file.write_text(json.dumps({"tree": str(tree), "block": block, "seed": seed,
-                                    "sims": sims,
                                     "mutation": mutation.name if mutation else None,
                                     "expect": mutation.expect.value if mutation else None,
                                     "streams": list(mutation.streams) if mutation else [],
@@ -168,98 +168,71 @@ def run_job(tree: Path, mutation: Mutation | None, block: str, seed: int, sims: 
     return res
 
 
-def outcomes(res: dict, sims: set[str], baseline: bool) -> dict[str, Outcome]:
-    """One job's result as an :class:`Outcome` per simulator; one not in ``sims`` (on which
-    the unmutated suite ran no test of the block at this seed) or, for a baseline, with no
-    test run on it, is ``skipped``."""
-    out = {}
-    for sim in mutants.SIMULATORS:
-        fails = [f for f in res.get("failures", []) if f["sim"] == sim]
-        good = [f for f in fails if f["expected"]]
-        ran = fails or [p for p in res.get("passed", []) if p["sim"] == sim]
-        if sim not in sims or (baseline and not ran and "error" not in res):
-            out[sim] = Outcome("skipped", message=f"no case of the block on {sim}")
-            continue
-        if "error" in res:
-            out[sim] = Outcome("error", message=res["error"], seconds=res["seconds"])
-            continue
-        if baseline:
-            status = "caught" if fails else "passed"
-        else:
-            status = "caught" if good else "otherwise" if fails else "passed" if ran else "error"
-        shown = (good or fails)[:1]
-        outcome = Outcome(status, failed=[f["test"] for f in shown], seconds=res["seconds"],
-                          message=shown[0]["line"] if shown else
-                          "" if ran else f"no simulation test ran on {sim}")
-        if shown and shown[0]["kind"]:
-            outcome.kind, outcome.stream = Kind(shown[0]["kind"]), shown[0]["stream"]
-        out[sim] = outcome
+def outcome(res: dict, baseline: bool) -> Outcome:
+    """One job's result: a baseline ``passed`` (or ``caught``: a test failed); a mutation
+    ``caught`` (a test failed as it expects), ``otherwise`` (tests failed, none so),
+    ``passed`` (it survived); ``error`` when the run went wrong or ran no test. ``failed``
+    names the test shown; the message starts with its simulator."""
+    if "error" in res:
+        return Outcome("error", message=res["error"], seconds=res["seconds"])
+    fails = res["failures"]
+    good = [f for f in fails if f["expected"]]
+    if not fails and not res["passed"]:
+        return Outcome("error", message="no simulation test ran", seconds=res["seconds"])
+    if baseline:
+        status = "caught" if fails else "passed"
+    else:
+        status = "caught" if good else "otherwise" if fails else "passed"
+    shown = (good or fails)[:1]
+    out = Outcome(status, failed=[f["test"] for f in shown], seconds=res["seconds"],
+                  message=f"on {shown[0]['sim']}: {shown[0]['line']}" if shown else "")
+    if shown and shown[0]["kind"]:
+        out.kind, out.stream = Kind(shown[0]["kind"]), shown[0]["stream"]
     return out
-
-
-def over_seeds(outcomes: dict[int, Outcome], good: str) -> Outcome:
-    """One simulator's outcome over the seeds on which the suite ran the block on it (as
-    ``scripts/mutants.py`` takes it); ``skipped`` when it ran on none."""
-    ran = {seed: o for seed, o in outcomes.items() if o.status != "skipped"}
-    return mutants._over_seeds(ran, good) if ran else next(iter(outcomes.values()))
 
 
 def run_all(mutations: list[Mutation], seeds: list[int], jobs: int, rev: str | None,
             timeout: float, scratch: Path):
     """Baselines (one per block and seed) and then the mutations, each on every seed; returns
-    ``(baselines, results)``: ``{block: {sim: Outcome}}`` and ``{name: {sim: Outcome}}``, each
-    over all the seeds."""
+    ``(baselines, results)``: ``{block: {seed: Outcome}}`` and ``{name: {seed: Outcome}}``."""
     base, trees = mutants.prepare(mutations, rev, scratch)
     blocks = list(dict.fromkeys(mu.block for mu in mutations))
-    sims = list(mutants.SIMULATORS)
     total, done = (len(blocks) + len(mutations)) * len(seeds), 0
 
-    def report(what: str, seed: int, got: dict[str, Outcome]) -> None:
+    def report(what: str, seed: int, got: Outcome) -> None:
         nonlocal done
         done += 1
-        text = "; ".join(f"{sim} {o.status}" + (f" by {o.failed[0]}" if o.failed else "")
-                         + (f": {o.message}" if o.message else "") for sim, o in got.items())
-        seconds = max(o.seconds for o in got.values())
-        print(f"[{done}/{total}] {what}, seed {seed} ({seconds:.0f} s): {text}",
-              file=sys.stderr, flush=True)
+        by = f" by {got.failed[0]}" if got.failed else ""
+        note = f": {got.message}" if got.message else ""
+        print(f"[{done}/{total}] {what}, seed {seed} ({got.seconds:.0f} s): {got.status}{by}"
+              f"{note}", file=sys.stderr, flush=True)
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     try:
-        runs: dict[tuple[str, str], dict[int, Outcome]] = {}
-        futures = {pool.submit(run_job, base, None, block, seed, sims, timeout,
+        baselines: dict[str, dict[int, Outcome]] = {block: {} for block in blocks}
+        futures = {pool.submit(run_job, base, None, block, seed, timeout,
                                f"baseline-{block}-seed{seed}"): (block, seed)
                    for block in blocks for seed in seeds}
         for fut in concurrent.futures.as_completed(futures):
             block, seed = futures[fut]
-            got = outcomes(fut.result(), set(sims), baseline=True)
-            for sim, outcome in got.items():
-                runs.setdefault((f"baseline {block}", sim), {})[seed] = outcome
+            got = baselines[block][seed] = outcome(fut.result(), baseline=True)
             report(f"baseline {block}", seed, got)
-        baselines = {block: {sim: over_seeds({s: runs[(f"baseline {block}", sim)][s]
-                                              for s in seeds}, "passed") for sim in sims}
-                     for block in blocks}
+        results: dict[str, dict[int, Outcome]] = {mu.name: {} for mu in mutations}
         futures = {}
         for mu in mutations:
             for seed in seeds:
-                base_got = {sim: runs[(f"baseline {mu.block}", sim)][seed] for sim in sims}
-                on = {sim for sim, o in base_got.items() if o.status == "passed"}
-                if any(o.status not in ("passed", "skipped") for o in base_got.values()):
-                    for sim in sims:
-                        runs.setdefault((mu.name, sim), {})[seed] = Outcome(
-                            "error", message="its baseline failed")
+                if baselines[mu.block][seed].status != "passed":
+                    results[mu.name][seed] = Outcome("error", message="its baseline failed")
                     done += 1
                     continue
-                fut = pool.submit(run_job, trees[mu.name], mu, mu.block, seed, sorted(on),
-                                  timeout, f"{mu.name}-seed{seed}")
-                futures[fut] = (mu, seed, on)
+                futures[pool.submit(run_job, trees[mu.name], mu, mu.block, seed, timeout,
+                                    f"{mu.name}-seed{seed}")] = (mu, seed)
         for fut in concurrent.futures.as_completed(futures):
-            mu, seed, on = futures[fut]
-            got = outcomes(fut.result(), on, baseline=False)
-            for sim, outcome in got.items():
-                if outcome.status == "otherwise":
-                    outcome.message = (f"{mu.judge(outcome.kind, outcome.stream)}: "
-                                       f"{outcome.message}")
-                runs.setdefault((mu.name, sim), {})[seed] = outcome
+            mu, seed = futures[fut]
+            got = outcome(fut.result(), baseline=False)
+            if got.status == "otherwise":
+                got.message = f"{mu.judge(got.kind, got.stream)}: {got.message}"
+            results[mu.name][seed] = got
             report(mu.name, seed, got)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
@@ -267,26 +240,25 @@ def run_all(mutations: list[Mutation], seeds: list[int], jobs: int, rev: str | N
             mutants._end(proc)
         raise
     pool.shutdown()
-    results = {mu.name: {sim: over_seeds({s: runs[(mu.name, sim)][s] for s in seeds},
-                                         "caught") for sim in sims}
-               for mu in mutations}
     return baselines, results
 
 
-def caught(outcomes: dict[str, Outcome]) -> bool:
-    """Caught as expected on every simulator the suite runs the block on, and on one at
-    least."""
-    statuses = [o.status for o in outcomes.values()]
-    return "caught" in statuses and all(s in ("caught", "skipped") for s in statuses)
+def caught(outcomes: dict[int, Outcome]) -> bool:
+    """Caught as expected on every seed."""
+    return all(o.status == "caught" for o in outcomes.values())
 
 
 def write_report(path: Path, command: str, tree: str, seeds: list[int],
                  mutations: list[Mutation], baselines: dict, results: dict,
                  wall: float) -> None:
-    sims = list(mutants.SIMULATORS)
     m = len(mutations)
     everywhere = [mu for mu in mutations if caught(results[mu.name])]
     gaps = [mu for mu in mutations if mu not in everywhere]
+    by_sim = {sim: sum(o.status == "caught" and o.message.startswith(f"on {sim}:")
+                       for r in results.values() for o in r.values())
+              for sim in mutants.SIMULATORS}
+    base_bad = [f"{block} (seed {seed})" for block, b in baselines.items()
+                for seed, o in b.items() if o.status != "passed"]
     lines = [
         "# Verification: mutations against the suite's own tests",
         "",
@@ -298,28 +270,29 @@ def write_report(path: Path, command: str, tree: str, seeds: list[int],
         "-m sim --block BLOCK --seed SEED` in a mutated copy of the repository, every "
         "simulation test of the mutation's block on the suite's own configurations, each case "
         "on the simulator it has in a whole run (the `alternate_sims` matrices flip with the "
-        "seed's parity, so the seeds put every case on both simulators). A mutation is *caught* "
-        "on a simulator when some test there fails with the kind it expects (the test's first "
-        "failed check), on every seed; *caught otherwise* when tests fail but none so; it "
-        "*survives* when every test passes. A mutation that the tuned run catches and this one "
-        "does not is a gap of the suite.",
+        "seed's parity: an odd and an even seed put every case on both simulators). The suite "
+        "*catches* a mutation on a seed when a test fails with the kind the mutation expects "
+        "(the test's first failed check; the run stops there); *caught otherwise* when tests "
+        "fail but none so; the mutation *survives* when every test passes. A mutation is "
+        "caught when it is on every seed. One that the tuned run catches and this one does "
+        "not is a gap of the suite.",
         "",
-        f"**{len(everywhere)} of {m} mutations caught as expected by the suite on both "
-        f"simulators** ({m} mutations x {len(seeds)} seeds = {m * len(seeds)} suite runs, each "
-        "stopping once the mutation is caught as expected on both simulators; baselines: "
-        + ", ".join(f"{block} " + "/".join(b[sim].status for sim in sims)
-                    for block, b in baselines.items()) + ").",
+        f"**{len(everywhere)} of {m} mutations caught as expected by the suite on every seed** "
+        f"({m} mutations x {len(seeds)} seeds = {m * len(seeds)} suite runs; the catching "
+        "test ran on " + ", ".join(f"{sim} in {n}" for sim, n in by_sim.items())
+        + " of them; baselines: " + (f"failed: {', '.join(base_bad)}" if base_bad else
+                                     f"all {len(baselines) * len(seeds)} passed") + ").",
         "",
     ]
     if gaps:
-        lines += ["Not caught as expected by the suite: "
+        lines += ["Not caught as expected by the suite on every seed: "
                   + ", ".join(f"`{mu.name}`" for mu in gaps) + ".", ""]
     lines += [
-        "| mutation | block | expects | " + " | ".join(sims) + " |",
-        "|---" * (3 + len(sims)) + "|",
+        "| mutation | block | expects | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+        "|---" * (3 + len(seeds)) + "|",
     ]
     for mu in mutations:
-        cells = [mutants._cell(results[mu.name][sim]) for sim in sims]
+        cells = [mutants._cell(results[mu.name].get(seed)) for seed in seeds]
         if mu.gap:
             cells = [c if c.startswith("caught by") else f"**known gap** ({mu.gap}): {c}"
                      for c in cells]
@@ -377,9 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         write_report(Path(args.out) if args.out else ROOT / DEFAULT_OUT, command.strip(), tree,
                      seeds, chosen, baselines, results, wall)
         print(f"wrote {out}", file=sys.stderr)
-    sims = list(mutants.SIMULATORS)
-    bad_base = [b for b, o in baselines.items()
-                if any(o[s].status not in ("passed", "skipped") for s in sims)]
+    bad_base = [b for b, o in baselines.items() if any(x.status != "passed" for x in o.values())]
     missed = [mu.name for mu in chosen if not mu.gap and not caught(results[mu.name])]
     print(f"{len(chosen) - len(missed)} of {len(chosen)} mutations caught as expected by the "
           f"suite; baselines failed: {', '.join(bad_base) or 'none'}; not caught: "

@@ -9,7 +9,7 @@ of neighbouring cases, one format's two dataflows say, runs on both) and flippin
 seed, so every run covers both simulators and successive CI runs cover every case on each.
 ``--both-sims`` runs every case on both (a build per case and simulator: the suite's cold time).
 ``--block NAME`` runs only the simulation tests of one block on the suite's own configurations
-(each case on the simulator it has in a whole run): ``scripts/mutants.py --suite`` runs a
+(each case on the simulator it has in a whole run): ``scripts/mutants_suite.py`` runs a
 mutation so.
 A case marked ``verilator_unless_both`` (one whose Icarus run takes many minutes: Icarus
 interprets every cycle of a wide datapath) runs on Verilator alone unless ``--both-sims``.
@@ -66,6 +66,11 @@ def pytest_collection_modifyitems(config, items):
     block = config.getoption("--block")
     simcheck.ONLY_BLOCK = block
     if block is not None:
+        from scoville.blocks import BLOCKS
+
+        if block not in BLOCKS:
+            raise pytest.UsageError(f"parameter 'block' = {block!r} is not allowed; allowed: "
+                                    + ", ".join(BLOCKS))
         kept = [item for item in items if item.get_closest_marker("sim") is not None
                 and getattr(item.module, "simulate", None) is simcheck.simulate]
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
@@ -137,13 +142,23 @@ def pytest_sessionfinish(session, exitstatus):
     if folder is None:
         return
     empty = empty_bins(Path(folder))
+    runs = len(list(Path(folder).glob("*.json")))
     shutil.rmtree(folder, ignore_errors=True)
+    os.environ.pop(simcheck.COVERAGE_DIR, None)
     config = session.config
     whole = Path(config.rootpath, "tests").resolve()
-    narrowed = (config.option.keyword or config.option.markexpr or config.getoption("--block")
+    opt = config.option
+    narrowed = (opt.keyword or opt.markexpr or config.getoption("--block") or opt.lf
+                or getattr(opt, "stepwise", False) or opt.deselect or opt.ignore
+                or opt.ignore_glob or opt.maxfail
                 or any(Path(a.split("::")[0]).resolve() != whole for a in config.args))
+    if exitstatus != pytest.ExitCode.OK:
+        return  # a failing or interrupted run: its bins say nothing
     if narrowed:
-        print("\ncoverage: not checked (the run chose some tests: -k, -m, --block or paths)")
+        print("\ncoverage: not checked (the run chose some tests: -k, -m, --block, --lf, "
+              "--deselect, --ignore, -x or paths)")
+    elif not runs:
+        print("\ncoverage: no simulation wrote its bins (no simulator, or none ran)")
     elif empty:
         lines = [f"{block}: {', '.join(names)}" for block, names in empty.items()]
         print("\ncoverage: declared bins no run hit (docs/coverage.md lists them):\n  "

@@ -217,6 +217,25 @@ def test_reference_routing_keeps_its_choice_where_another_is_not_a_tie():
     assert idx.tolist() == [[0, 1]]  # a tie: the other router's choice is as right
     _, idx, _ = reference_routing(config, weights, x, near=np.array([[0, 3]]))
     assert idx.tolist() == [[0, 2]]  # expert 3 is 0.1 below: not a tie
+    _, idx, _ = reference_routing(config, weights, x, near=np.array([[1, 2]]))
+    assert idx.tolist() == [[0, 2]]  # both at the cut, but expert 0, 0.3 clear, dropped
+
+
+def test_reference_routing_takes_a_deepseek_group_tie_either_way():
+    """Two groups scoring alike within FP32's rounding (c = 0.9 + 0.1 against 2 x
+    0.50000025): float64 keeps the second; a router that keeps the first, and chooses within
+    it, is as right. One that chooses across both groups is not."""
+    x = np.ones((1, 32), np.float32)
+    bias = np.array([0.4, -0.4, 2.5e-7, 2.5e-7])
+    weights = MoeWeights(np.zeros((4, 32), np.float32), bias, None, None)
+    config = SimpleNamespace(router="deepseek", top_k=2, n_group=2, topk_group=1,
+                             norm_topk_prob=1, routed_scaling_factor=1.0)
+    _, idx, margin = reference_routing(config, weights, x)
+    assert idx.tolist() == [[2, 3]] and margin[0] == pytest.approx(5e-7, rel=1e-3)
+    _, idx, _ = reference_routing(config, weights, x, near=np.array([[0, 1]]))
+    assert idx.tolist() == [[0, 1]]
+    _, idx, _ = reference_routing(config, weights, x, near=np.array([[0, 2]]))
+    assert idx.tolist() == [[2, 3]]
 
 
 @pytest.mark.parametrize("act_fmt", ["mxfp8", "mxfp4", None])

@@ -169,25 +169,26 @@ def test_suite_reads_the_first_kind_tagged_check_of_a_failing_report():
     assert SUITE.first_failure("E   assert 1 == 2\n") == (None, None, "assert 1 == 2")
 
 
-def test_suite_outcomes_per_simulator():
-    """A simulator the unmutated suite ran no case of is skipped; one where a test failed as
-    the mutation expects is caught, one with only other failures caught otherwise, one where
-    every test passed survived."""
-    res = {"seconds": 1.0, "failures": [
-        {"test": "t[icarus]", "sim": "icarus", "expected": False, "kind": "timeout",
-         "stream": None, "line": "timeout"},
-        {"test": "u[verilator]", "sim": "verilator", "expected": True, "kind": "data",
-         "stream": None, "line": "mismatch"}],
-        "passed": [{"test": "v[icarus]", "sim": "icarus"}]}
-    got = SUITE.outcomes(res, {"icarus", "verilator"}, baseline=False)
-    assert (got["icarus"].status, got["verilator"].status) == ("otherwise", "caught")
-    assert got["verilator"].failed == ["u[verilator]"] and got["verilator"].kind is Kind.DATA
-    assert SUITE.outcomes(res, {"verilator"}, baseline=False)["icarus"].status == "skipped"
-    passed = {"seconds": 1.0, "failures": [], "passed": [{"test": "v", "sim": "icarus"}]}
-    got = SUITE.outcomes(passed, {"icarus", "verilator"}, baseline=False)
-    assert got["icarus"].status == "passed" and got["verilator"].status == "error"
-    base = SUITE.outcomes(passed, {"icarus", "verilator"}, baseline=True)
-    assert base["icarus"].status == "passed" and base["verilator"].status == "skipped"
-    assert SUITE.caught({"icarus": got["icarus"], "verilator": got["verilator"]}) is False
-    done = SUITE.outcomes(res, {"verilator"}, baseline=False)
-    assert SUITE.caught(done) is True
+def test_suite_outcome_of_a_run():
+    """A run where a test failed as the mutation expects is caught (naming its simulator), one
+    with only other failures caught otherwise, one where every test passed survived, one that
+    ran no test an error; a baseline with a failure fails."""
+    expected = {"test": "u[verilator]", "sim": "verilator", "expected": True, "kind": "data",
+                "stream": None, "line": "mismatch"}
+    other = {"test": "t[icarus]", "sim": "icarus", "expected": False, "kind": "timeout",
+             "stream": None, "line": "timeout"}
+    passed = [{"test": "v[icarus]", "sim": "icarus"}]
+    got = SUITE.outcome({"seconds": 1, "failures": [other, expected], "passed": passed},
+                        baseline=False)
+    assert got.status == "caught" and got.failed == ["u[verilator]"] and got.kind is Kind.DATA
+    assert got.message == "on verilator: mismatch"
+    got = SUITE.outcome({"seconds": 1, "failures": [other], "passed": passed}, baseline=False)
+    assert got.status == "otherwise" and got.kind is Kind.TIMEOUT
+    assert SUITE.outcome({"seconds": 1, "failures": [], "passed": passed},
+                         baseline=False).status == "passed"
+    assert SUITE.outcome({"seconds": 1, "failures": [], "passed": []},
+                         baseline=False).status == "error"
+    assert SUITE.outcome({"seconds": 1, "failures": [other], "passed": passed},
+                         baseline=True).status == "caught"
+    assert SUITE.caught({1: got, 2: got}) is False
+    assert SUITE.first_failure("   \n") == (None, None, "no message")

@@ -54,7 +54,7 @@ BINS = {
     "step:window_not_full": "a step with a window whose context is not longer than it",
     "step:window_starts_mid_chunk": "a step whose window's first token is not at a chunk's start",
     "step:several_chunks": "a step that attends more than one chunk of a KV head",
-    "step:sinks": "a step with sink logits",
+    "step:sinks": "a step of a config with sink logits (`sinks`)",
 }
 
 

@@ -47,7 +47,7 @@ BINS = {
     "append:copy_on_write": "an append to a page shared by a fork (copied first)",
     "walk:several_pages": "a free or fork that walks more than one page",
     "pool:empty": "an answer with no page left free",
-    "read:several_pages": "a read of lines from more than one page",
+    "read:several_pages": "a read of more lines than a page holds",
 }
 
 

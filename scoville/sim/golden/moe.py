@@ -484,30 +484,39 @@ def moe(config, weights: MoeWeights, x) -> np.ndarray:
                         act_fmt=config.act_fmt, config=config)
 
 
+#: The exp2-based sigmoid's error carried into a score (0.25 x its 1.5e-5 relative, twice for
+#: a group's two), with room: part of :func:`reference_routing`'s tie bound.
+_UNIT_ERROR = 2e-5
+
+
 def reference_routing(config, weights: MoeWeights, x, near=None):
     """Routing in float64, as Hugging Face's ``GptOssTopKRouter`` and ``DeepseekV3TopkRouter``
     define it (exact exp and sigmoid; DeepSeek's group mask filling 0.0 and its 1e-20):
     ``(weights (T, top_k) float64, indices (T, top_k), margin (T,))``, the largest score
     first, ties to the lower index. ``margin`` is each token's smallest gap at a cut (between
     the k-th chosen score and the best one left out; for DeepSeek also between the groups kept
-    and the best one masked): below FP32's rounding of the logits two choices are equally
-    right.
+    and the best one masked).
 
-    ``near``: indices (T, top_k) of another router (the block's). A token where it chooses
-    other experts, each within the FP32 logits' rounding bound (``(H + 1) 2^-24 max_e sum_h
-    |x_h W_eh|`` plus 1e-6 for the exp2-based units) of the k-th chosen score (its group
-    within the bound of the groups' cut), takes ``near``'s choice, weighed in float64:
-    either is right within FP32's rounding. Anywhere else a difference stays (and shows as a
-    wrong output)."""
+    ``near``: indices (T, top_k) of another router (the block's, in FP32). Where it chooses
+    other experts, its choice is taken (weighed in float64) if it is a tie within FP32's
+    rounding: each score may be off by ``bound = (H + 1) 2^-24 max_e sum_h |x_h W_eh|`` (the
+    logits' FP32 sums) plus :data:`_UNIT_ERROR` (the sigmoid), so two scores within
+    ``2 bound`` are a tie. For GPT-OSS, the two choices' logits, sorted, must agree within
+    that; for DeepSeek, the groups ``near``'s experts lie in must be keepable (each within
+    ``2 bound`` of the groups' cut, and every group float64 keeps that they displace at the
+    cut too), and then, with those groups kept, the two choices' scores, sorted, must agree
+    within ``2 bound``. Anywhere else the difference stays, and shows as a wrong output."""
     x = np.asarray(x, np.float64)
     w_r = np.asarray(weights.router_weight, np.float64)
     b = np.asarray(weights.router_bias, np.float64)
     logits = x @ w_r.T
     k, t, e = config.top_k, *logits.shape
-    bound = (x.shape[1] + 1) * 2.0 ** -24 * (np.abs(x) @ np.abs(w_r).T).max(axis=1) + 1e-6
+    bound = (x.shape[1] + 1) * 2.0 ** -24 * (np.abs(x) @ np.abs(w_r).T).max(axis=1) \
+        + _UNIT_ERROR
+    groups = None
     if config.router == "gpt_oss":
         logits = logits + b
-        score = loose = logits
+        score = logits
         margins = []
     else:
         s = 1.0 / (1.0 + np.exp(-logits))
@@ -516,15 +525,12 @@ def reference_routing(config, weights: MoeWeights, x, near=None):
         grouped = np.sort(c.reshape(t, config.n_group, size), axis=-1)[..., ::-1]
         gscore = grouped[..., :min(2, size)].sum(-1)
         order = np.argsort(-gscore, axis=-1, kind="stable")
-        kept = np.zeros((t, config.n_group), bool)
-        np.put_along_axis(kept, order[:, :config.topk_group], True, axis=-1)
-        score = np.where(np.repeat(kept, size, axis=-1), c, 0.0)
+        groups = (c, gscore, order, size)
+        score = np.stack([_masked(c[i], order[i, :config.topk_group], size)
+                          for i in range(t)]) if t else c
         ranked = np.take_along_axis(gscore, order, axis=-1)
         margins = [ranked[:, config.topk_group - 1] - ranked[:, config.topk_group]] \
             if config.topk_group < config.n_group else []
-        # The groups within the bound of the cut, kept too: where another router may choose.
-        near_kept = gscore >= ranked[:, config.topk_group - 1:config.topk_group] - bound[:, None]
-        loose = np.where(np.repeat(near_kept, size, axis=-1), c, 0.0)
     idx = np.argsort(-score, axis=-1, kind="stable")
     ranked = np.take_along_axis(score, idx, axis=-1)
     margins.append(ranked[:, k - 1] - ranked[:, k] if k < e else np.full(t, np.inf))
@@ -532,10 +538,10 @@ def reference_routing(config, weights: MoeWeights, x, near=None):
     idx = idx[:, :k]
     if near is not None:
         near = np.asarray(near, idx.dtype)
-        differ = np.any(np.sort(idx, axis=1) != np.sort(near, axis=1), axis=1)
-        cut = ranked[:, k - 1] - bound
-        tie = differ & np.all(np.take_along_axis(loose, near, axis=-1) >= cut[:, None], axis=1)
-        idx = np.where(tie[:, None], near, idx)
+        for i in np.flatnonzero(np.any(np.sort(idx, 1) != np.sort(near, 1), axis=1)):
+            if _tie(config, score[i], idx[i], near[i], 2 * bound[i],
+                    None if groups is None else (g[i] for g in groups[:3])):
+                idx[i] = near[i]
     if config.router == "gpt_oss":
         top = np.take_along_axis(logits, idx, axis=-1)
         ex = np.exp(top - top.max(axis=-1, keepdims=True))
@@ -544,6 +550,36 @@ def reference_routing(config, weights: MoeWeights, x, near=None):
     if config.norm_topk_prob:
         wts = wts / (wts.sum(axis=-1, keepdims=True) + 1e-20)
     return wts * config.routed_scaling_factor, idx, margin
+
+
+def _masked(c, kept_groups, size) -> np.ndarray:
+    """DeepSeek's candidates' scores: ``c`` in the kept groups, 0.0 elsewhere."""
+    keep = np.zeros(len(c) // size, bool)
+    keep[list(kept_groups)] = True
+    return np.where(np.repeat(keep, size), c, 0.0)
+
+
+def _tie(config, score, idx, near, tol: float, groups) -> bool:
+    """Whether one token's ``near`` choice ties float64's ``idx`` within ``tol`` (see
+    :func:`reference_routing`); ``groups``: DeepSeek's ``(c, gscore, order)`` or None."""
+    if groups is not None:
+        c, gscore, order = groups
+        size = len(c) // config.n_group
+        chosen = list(order[:config.topk_group])
+        theirs = list(dict.fromkeys(int(g) for g in near // size))
+        extra = [g for g in theirs if g not in chosen]
+        if extra:  # near kept other groups: each must be at the groups' cut
+            kept = (theirs + [g for g in chosen if g not in theirs])[:config.topk_group]
+            if len(theirs) > config.topk_group:
+                return False
+            cut = gscore[chosen[-1]]
+            dropped = [g for g in chosen if g not in kept]
+            if any(gscore[g] < cut - tol for g in extra) or \
+                    any(gscore[g] > gscore[kept].min() + tol for g in dropped):
+                return False
+            score = _masked(c, kept, size)
+            idx = np.argsort(-score, kind="stable")[:config.top_k]
+    return bool(np.all(np.abs(np.sort(score[idx]) - np.sort(score[near])) <= tol))
 
 
 def float64_reference(config, weights: MoeWeights, x) -> np.ndarray:
