@@ -218,8 +218,14 @@ def test_a_slower_quantizer_changes_the_prediction_under_back_pressure():
         # MoE's W4A8 path: MXFP8 activations against MXFP4 weights, quantized to MXFP8.
         {"array.rows": 2, "array.cols": 4, "array.fmt": "mxfp8", "array.b_fmt": "mxfp4",
          "quant.out_fmt": "mxfp8", "count": 3},
+        # A group of 6 lines, more than the read port, the output register and the
+        # quantizer's stages hold; K = 1 and heavy back-pressure: the array fills lines while
+        # earlier ones wait to leave (a line freed before it is read is overwritten: the
+        # mutation reblock-frees-line-at-write, which the other cases catch only as timing).
+        {"array.rows": 6, "array.cols": 4, "groups": 1, "k": 1, "count": 6, "gap": 0.0,
+         "backpressure": 0.9},
     ],
-    ids=["2x4", "3x8-g1-lat4-heavy", "1x32-g3", "2x4-mxfp8-mxfp4-to-mxfp8"],
+    ids=["2x4", "3x8-g1-lat4-heavy", "1x32-g3", "2x4-mxfp8-mxfp4-to-mxfp8", "6x4-g1-k1-heavy"],
 )
 def test_gemm_quant_rtl(simulator, seed, params):
     assert_passed(simulate("gemm_quant", simulator, seed, **params))
