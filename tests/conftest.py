@@ -148,9 +148,9 @@ def pytest_sessionfinish(session, exitstatus):
     config = session.config
     whole = Path(config.rootpath, "tests").resolve()
     opt = config.option
-    narrowed = (opt.keyword or opt.markexpr or config.getoption("--block") or opt.lf
-                or getattr(opt, "stepwise", False) or opt.deselect or opt.ignore
-                or opt.ignore_glob or opt.maxfail
+    chose = ("keyword", "markexpr", "lf", "stepwise", "deselect", "ignore", "ignore_glob",
+             "maxfail")  # (-p no:cacheprovider removes lf and stepwise)
+    narrowed = (any(getattr(opt, name, None) for name in chose) or config.getoption("--block")
                 or any(Path(a.split("::")[0]).resolve() != whole for a in config.args))
     if exitstatus != pytest.ExitCode.OK:
         return  # a failing or interrupted run: its bins say nothing

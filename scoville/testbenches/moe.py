@@ -199,7 +199,9 @@ async def test_edges(dut):
 async def test_tiny_scores(dut):
     """A full batch whose router logits are all near -48 (positive activations, negative
     router weights): DeepSeek's sigmoid scores are near 1e-21, where ``norm_topk_prob``'s
-    + 1e-20 outweighs their sum; GPT-OSS's softmax of large negative logits."""
+    + 1e-20 outweighs their sum, and its biased scores are its correction biases, set so that
+    a kept expert scores below the masked ones' 0.0 and they tie (the lower index wins);
+    GPT-OSS's softmax of large negative logits."""
     ctx = context()
     cfg = ctx.config
     rng = ctx.rng(7)
@@ -208,6 +210,12 @@ async def test_tiny_scores(dut):
     spread = 1 + 0.05 * rng.standard_normal(weights.router_weight.shape)
     router = (-48.0 / (cfg.hidden * float(x.mean())) * spread).astype(np.float32)
     weights = dataclasses.replace(weights, router_weight=router)
+    if cfg.router == "deepseek":
+        # The scores are about the correction biases: expert 1's group kept (its bias the
+        # only positive one), expert 0 below the masked experts' 0.0, which tie.
+        bias = -0.01 * (1 + np.arange(cfg.experts, dtype=np.float32))
+        bias[1] = 0.05
+        weights = dataclasses.replace(weights, router_bias=bias)
     await load_router(dut, ctx, weights)
     await run_batches(dut, ctx, "test_tiny_scores", weights, [x], gaps=False, latency=1,
                       bytes_per_cycle=cfg.weight_port_bits // 8)
