@@ -223,12 +223,25 @@ def random_shape(cfg, rng) -> tuple[int, int, int]:
             int(rng.integers(1, 2 * C + 3)))
 
 
+def _subnormal_job(cfg, rng) -> list:
+    """For a float format, a 1 x 1 x 1 GEMM of extreme operands whose C is subnormal (the
+    first of up to 2,000 draws; the golden model says which): the array's subnormal results,
+    every run. None for the integer formats."""
+    if cfg.arith.kind == "int":
+        return []
+    for _ in range(2000):
+        ops = random_operands(cfg, rng, 1, 1, 1, extreme=True)
+        if fp32_classes(gemm(cfg, ops))["result:subnormal"]:
+            return [(1, 1, 1, ops)]
+    raise AssertionError(f"no subnormal C in 2,000 draws for {cfg.fmt} x {cfg.b_format}")
+
+
 @cocotb.test()
 async def test_edges(dut):
     """Edge shapes (M = 1, K = 1, K < rows, N < cols, every dimension off the array grid),
-    extreme values and scales, and every combination of zero dimensions, each a command that
-    must be rejected without disturbing its neighbours; under the workload's gaps and
-    back-pressure."""
+    extreme values and scales, a subnormal C (float formats), and every combination of zero
+    dimensions, each a command that must be rejected without disturbing its neighbours; under
+    the workload's gaps and back-pressure."""
     ctx = context()
     cfg = ctx.config
     R, C = cfg.rows, cfg.cols
@@ -244,6 +257,7 @@ async def test_edges(dut):
     jobs = [(m, k, n, random_operands(cfg, rng, m, k, n)) for m, k, n in shapes]
     for m, k, n in [(R + 1, k_long, C + 1), (1, 2 * k_long, C)]:
         jobs.append((m, k, n, random_operands(cfg, rng, m, k, n, extreme=True)))
+    jobs += _subnormal_job(cfg, ctx.rng(11))
     # Every combination of zero dimensions, each between two good commands, and one last, so
     # that the final status must say it was rejected.
     zeros = [(0, 3, 2), (3, 0, 2), (3, 2, 0), (0, 0, 2), (0, 2, 0), (2, 0, 0), (0, 0, 0)]
