@@ -1213,40 +1213,49 @@ def _end(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_job(tree: Path, block: str, params: dict, sim: str, seed: int, tests: list[str],
-            timeout: float, tag: str) -> Outcome:
-    """Simulate ``tree`` in a subprocess that imports it (``PYTHONPATH`` and working folder
-    the copy); a timeout ends the subprocess's whole process group."""
+def run_worker(script: Path, tree: Path, job: dict, tag: str,
+               timeout: float) -> tuple[dict | None, str, float, str]:
+    """Run ``script --worker JOB`` on ``job`` (written with its ``result`` file) in a
+    subprocess that imports ``tree`` (``PYTHONPATH`` and working folder the copy); a timeout
+    ends the subprocess's whole process group. Returns ``(result, error, seconds, log)``: the
+    worker's result (None when it wrote none: ``error`` says why) and its log's name."""
     work = tree.parent / "jobs"
     work.mkdir(exist_ok=True)
-    job_file, result_file, log = (work / f"{tag}-{sim}.{ext}" for ext in ("json", "out",
-                                                                          "log"))
-    job_file.write_text(json.dumps({
-        "tree": str(tree), "block": block, "params": params, "sim": sim, "seed": seed,
-        "tests": tests, "packages": list(PACKAGES), "result": str(result_file),
-    }))
+    job_file, result_file, log = (work / f"{tag}.{ext}" for ext in ("json", "out", "log"))
+    job_file.write_text(json.dumps({**job, "tree": str(tree), "result": str(result_file)}))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     start = time.monotonic()
     with open(log, "w") as handle:
-        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker",
-                                 str(job_file)], cwd=tree, env=env, stdout=handle,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen([sys.executable, str(script), "--worker", str(job_file)],
+                                cwd=tree, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         _RUNNING.add(proc)
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _end(proc)
-            return Outcome("error", message=f"timed out after {timeout:g} s",
-                           seconds=time.monotonic() - start)
+            return None, f"timed out after {timeout:g} s", time.monotonic() - start, log.name
         finally:
             _RUNNING.discard(proc)
+    seconds = time.monotonic() - start
     if not result_file.is_file():
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        return Outcome("error", message=f"worker exited {proc.returncode}: {tail[0]}",
-                       seconds=time.monotonic() - start)
-    res = json.loads(result_file.read_text())
-    outcome = Outcome("error", seconds=time.monotonic() - start,
+        return None, f"worker exited {proc.returncode}: {tail[0]}", seconds, log.name
+    return json.loads(result_file.read_text()), "", seconds, log.name
+
+
+def run_job(tree: Path, block: str, params: dict, sim: str, seed: int, tests: list[str],
+            timeout: float, tag: str) -> Outcome:
+    """Simulate ``tree`` in a subprocess that imports it (:func:`run_worker`)."""
+    res, error, seconds, _ = run_worker(
+        Path(__file__).resolve(), tree, {"block": block, "params": params, "sim": sim,
+                                         "seed": seed, "tests": tests,
+                                         "packages": list(PACKAGES)},
+        f"{tag}-{sim}", timeout)
+    if res is None:
+        return Outcome("error", message=error, seconds=seconds)
+    outcome = Outcome("error", seconds=seconds,
                       design_key=res.get("design_key", ""), build=res.get("build", ""),
                       sim_version=res.get("sim_version", ""), reused=res.get("build_reused"))
     ran = {t["name"]: t for t in res["tests"]}

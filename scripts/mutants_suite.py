@@ -31,11 +31,9 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
-import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -131,40 +129,20 @@ def worker(job_file: Path) -> int:
 
 def run_job(tree: Path, mutation: Mutation | None, block: str, seed: int, timeout: float,
             tag: str) -> dict:
-    """Run :func:`worker` on ``tree`` in a subprocess; its result, or ``{"error": why}``."""
-    work = tree.parent / "jobs"
-    work.mkdir(exist_ok=True)
-    job_file, result_file, log = (work / f"{tag}.{ext}" for ext in ("json", "out", "log"))
-    job_file.write_text(json.dumps({"tree": str(tree), "block": block, "seed": seed,
-                                    "mutation": mutation.name if mutation else None,
-                                    "expect": mutation.expect.value if mutation else None,
-                                    "streams": list(mutation.streams) if mutation else [],
-                                    "result": str(result_file)}))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
-    start = time.monotonic()
-    with open(log, "w") as handle:
-        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker",
-                                 str(job_file)], cwd=tree, env=env, stdout=handle,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        mutants._RUNNING.add(proc)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            mutants._end(proc)
-            return {"error": f"timed out after {timeout:g} s", "seconds": timeout}
-        finally:
-            mutants._RUNNING.discard(proc)
-    seconds = time.monotonic() - start
-    if not result_file.is_file():
-        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        return {"error": f"worker exited {proc.returncode}: {tail[0]}", "seconds": seconds}
-    res = json.loads(result_file.read_text())
+    """Run :func:`worker` on ``tree`` in a subprocess (:func:`mutants.run_worker`); its
+    result, or ``{"error": why}``."""
+    res, error, seconds, log = mutants.run_worker(
+        Path(__file__).resolve(), tree,
+        {"block": block, "seed": seed, "mutation": mutation.name if mutation else None,
+         "expect": mutation.expect.value if mutation else None,
+         "streams": list(mutation.streams) if mutation else []}, tag, timeout)
+    if res is None:
+        return {"error": error, "seconds": seconds}
     res["seconds"] = seconds
     if res["errors"]:
         res["error"] = res["errors"][0]
     elif res["exit"] not in (0, 1, 2) or (res["exit"] == 2 and not res["failures"]):
-        res["error"] = f"pytest exited {res['exit']} (see {log.name})"
+        res["error"] = f"pytest exited {res['exit']} (see {log})"
     return res
 
 
