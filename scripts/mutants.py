@@ -91,6 +91,9 @@ class Mutation:
     streams : tuple of str, optional
         For ``TIMING``: the streams one of whose handshakes must differ first (the bug moves
         each of them; which comes first depends on the stimulus).
+    also : Kind, optional
+        A second kind the earliest failure may be, for a data bug whose first sign can be a
+        handshake it moves (its ``why`` says how); ``streams`` then name that handshake's.
     gap : str, optional
         A known gap of the suite: why it does not catch this bug as expected (reported, not
         counted as a failure of the run; ``--mutants`` never draws it).
@@ -106,6 +109,7 @@ class Mutation:
     expect: Kind
     why: str
     streams: tuple[str, ...] = ()
+    also: Kind | None = None
     gap: str = ""
 
     @property
@@ -115,14 +119,17 @@ class Mutation:
     def expects(self) -> str:
         """The expected failure, in words."""
         on = " or ".join(f"`{s}`" for s in self.streams)
-        return self.expect.value + (f" on {on}" if on else "")
+        on = f" on {on}" if on else ""
+        if self.also is None:
+            return self.expect.value + on
+        return f"{self.expect.value} or {self.also.value}{on}"
 
     def judge(self, kind: Kind | None, stream: str | None) -> str | None:
         """None when a failure of ``kind`` (on ``stream``) is the one expected, else why not."""
         got = "an untyped check" if kind is None else kind.value
-        if kind is not self.expect:
+        if kind is not self.expect and (kind is None or kind is not self.also):
             return f"failed as {got}, expected {self.expects()}"
-        if self.streams and stream not in self.streams:
+        if self.streams and kind is Kind.TIMING and stream not in self.streams:
             return f"failed as timing on `{stream}`, expected {self.expects()}"
         return None
 
@@ -396,13 +403,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         block="gemm_quant",
         params={"array.rows": 6, "array.cols": 4, "groups": 1, "k": 1, "count": 6, "gap": 0.0,
                 "backpressure": 0.9},
-        tests=("test_workload",), expect=Kind.DATA,
+        tests=("test_workload",), expect=Kind.DATA, also=Kind.TIMING,
         why="a group of 6 lines is more than the read port, the output register and the "
             "quantizer's 2 stages hold, and with K = 1 the next group's first part comes 6 "
             "steps later, while back-pressure 0.9 lets a block leave every ten cycles or so: "
             "the array is let into lines not yet read. With fewer lines than that (3 x 4, "
             "random K, back-pressure 0.9) every line is read before it is needed and the "
-            "mutation survives",
+            "mutation survives. Its first sign may be timing: the array, let in early, takes "
+            "a handshake a cycle before the model says, before the overwritten rows leave "
+            "(the suite's test_edges on 6 x 4 shows it so on some seeds)",
     ),
     Mutation(
         name="reblock-ignores-short-row-tile",

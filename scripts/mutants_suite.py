@@ -113,7 +113,8 @@ def worker(job_file: Path) -> int:
     if job["mutation"]:  # the judge from the job: the mutation list may change meanwhile
         mutation = Mutation(job["mutation"], models="", file="", edits=(), block=job["block"],
                             params={}, tests=(), expect=Kind(job["expect"]), why="",
-                            streams=tuple(job["streams"]))
+                            streams=tuple(job["streams"]),
+                            also=Kind(job["also"]) if job["also"] else None)
     watch = Watch(mutation)
     code = pytest.main(["tests", "-m", "sim", "--block", job["block"], "--seed",
                         str(job["seed"]), "-q", "-p", "no:cacheprovider", "-o", "addopts="],
@@ -135,7 +136,8 @@ def run_job(tree: Path, mutation: Mutation | None, block: str, seed: int, timeou
         Path(__file__).resolve(), tree,
         {"block": block, "seed": seed, "mutation": mutation.name if mutation else None,
          "expect": mutation.expect.value if mutation else None,
-         "streams": list(mutation.streams) if mutation else []}, tag, timeout)
+         "streams": list(mutation.streams) if mutation else [],
+         "also": mutation.also.value if mutation and mutation.also else None}, tag, timeout)
     if res is None:
         return {"error": error, "seconds": seconds}
     res["seconds"] = seconds
