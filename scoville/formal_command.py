@@ -63,5 +63,6 @@ def run(args) -> int:
                            "induction did not close: bounded, not proved)",
                 "failed": f"FAILED: {proof.failure}; counterexample: {proof.trace}"}
         print(f"{block.name}: {what[proof.status]} ({len(proof.checks)} assertions on its "
-              f"streams, counters and status, beside its RTL's own; {proof.seconds:.1f} s)")
+              f"streams, counters and status, {proof.own} of its RTL's own; "
+              f"{proof.seconds:.1f} s)")
     return 1 if proof.status == "failed" else 0

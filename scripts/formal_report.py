@@ -56,12 +56,11 @@ def main(argv=None) -> int:
                 proof = prove(block, config, depth=args.depth, workdir=Path(scratch) / label,
                               timeout=args.timeout)
             except FormalError as err:
-                rows.append(f"| `{name}` | {shown} | no verdict | | | {err} |")
+                rows.append(f"| `{name}` | {shown} | no verdict | | | | {err} |")
                 print(rows[-1], file=sys.stderr, flush=True)
                 continue
             rows.append(f"| `{name}` | {shown} | {proof.status} | {len(proof.checks)} | "
-                        f"{proof.seconds:.1f} |" + (f" {proof.failure} |" if proof.failure
-                                                     else " |"))
+                        f"{proof.own} | {proof.seconds:.1f} | {proof.failure} |")
             print(rows[-1], file=sys.stderr, flush=True)
     lines = [
         "# Formal checks", "",
@@ -75,16 +74,22 @@ def main(argv=None) -> int:
         "no beat offered in the cycle after a reset or at power-up; every field of `counters` "
         "only counting up between resets; an enum-shaped `status` holding one of its codes. "
         "The block's RTL adds its own under `if platform == \"formal\":` (as Amaranth's FIFOs "
-        "do; simulation and synthesis see none of it): the fetch engine's memory answers only "
-        "what was asked, and its reservation is the words asked plus those buffered, within "
-        "the buffer. SymbiYosys proves them with smtbmc and Boolector (the `formal` extra: "
+        "do; simulation and synthesis see none of it; `scoville/rtl/lib/formal.py`'s "
+        "`invariant`): the fetch engine's memory answers only what was asked, and its "
+        "reservation is the words asked plus those buffered, within the buffer; the GEMM "
+        "operand buffers' level stays within their depth, matches their pointers, and nothing "
+        "is taken from an empty one; the attention normalizer's column tile stays within the "
+        "row's tiles; and the Amaranth FIFOs' own (the fetch buffer, the reblocking queues, "
+        "the K transposer's). SymbiYosys proves them with smtbmc and Boolector (the `formal` "
+        "extra: "
         "PyPI's WebAssembly builds): *proved* is a k-induction that closed at the depth (every "
         "reachable state); *bounded* is the base case alone, no counterexample within the "
         "depth's cycles of reset (the induction did not close, or not within the time); "
         "*failed* names the assertion and writes its waveform.", "",
         f"Depth {args.depth}; at most {args.timeout:g} s each.", "",
-        "| block | parameters | result | assertions on its ports | seconds | failure |",
-        "|---|---|---|---:|---:|---|",
+        "| block | parameters | result | assertions on its ports | its RTL's own | seconds "
+        "| failure |",
+        "|---|---|---|---:|---:|---:|---|",
         *rows,
     ]
     Path(args.out).write_text("\n".join(lines) + "\n")

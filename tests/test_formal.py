@@ -36,6 +36,7 @@ def _prove(block, params, tmp_path, depth=6):
 def test_a_lane_unit_is_proved_and_its_inputs_are_assumed_not_asserted(tmp_path):
     proof = _prove(get_block("fp4_mul"), {"lanes": 2, "latency": 2}, tmp_path)
     assert proof.status == "proved", proof
+    assert proof.own == 0
     assert proof.checks == ["o: valid dropped while a beat waited",
                             "o: payload changed while a beat waited",
                             "o: a beat offered the cycle after a reset"]
@@ -66,6 +67,30 @@ def test_fetch_is_proved_with_its_own_invariants_and_a_late_free_breaks_one(tmp_
     assert proof.status == "failed"
     assert proof.failure.startswith("scoville/rtl/fetch.py:"), proof.failure
     assert "reserved is not the words asked plus those buffered" in proof.failure
+
+
+def test_an_operand_buffer_that_takes_beats_when_full_breaks_its_invariant(tmp_path,
+                                                                          monkeypatch):
+    """The GEMM operand buffers' invariants (``scoville/rtl/lib/formal.py``'s ``invariant``):
+    proved with the array; a buffer that is always ready overfills, and the counterexample
+    names the invariant's line in the buffer's RTL and its text."""
+    import scoville.rtl.gemm as gemm_rtl
+
+    gemm = get_block("gemm")
+    proof = _prove(gemm, {"buffer_depth": 2}, tmp_path)
+    assert proof.status == "proved" and proof.own >= 6, proof
+    path = "scoville/rtl/gemm_opbuffer.py"
+    source = (ROOT / path).read_text()
+    assert source.count("self.i.ready.eq(level != depth)") == 1
+    module = types.ModuleType("scoville.rtl.gemm_opbuffer_overfills")
+    module.__package__ = "scoville.rtl"
+    exec(compile(source.replace("self.i.ready.eq(level != depth)", "self.i.ready.eq(1)"),
+                 path, "exec"), module.__dict__)
+    monkeypatch.setattr(gemm_rtl, "OperandBuffer", module.OperandBuffer)
+    proof = _prove(gemm, {"buffer_depth": 2}, tmp_path)
+    assert proof.status == "failed"
+    assert proof.failure.startswith(f"{path}:"), proof.failure
+    assert "operand buffer: level past its depth" in proof.failure
 
 
 def _cli(*argv) -> tuple[int, str]:

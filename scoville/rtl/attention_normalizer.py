@@ -6,6 +6,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .attention_score import pv_layout, score_rows
+from .lib.formal import invariant
 from .lib.fp32 import fp32_add, fp32_mul, fp32_recip
 
 __all__ = ["Normalizer"]
@@ -97,4 +98,6 @@ class Normalizer(wiring.Component):
                              rec.eq(fp32_recip(m, Array(l_fin)[n_r], name="recip"))]
                 with m.If(n_vt == VT - 1):
                     m.d.sync += [n_vt.eq(0), n_left.eq(n_left - 1), n_r.eq(n_r + 1)]
+        invariant(m, platform, n_vt < VT, "normalizer: column tile past the last")
+        invariant(m, platform, ~n1 | (n1_vt < VT), "normalizer: output tile past the last")
         return m

@@ -12,6 +12,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .lib.formal import invariant
+
 __all__ = ["OperandBuffer"]
 
 
@@ -73,4 +75,9 @@ class OperandBuffer(wiring.Component):
         with m.If(pop):
             m.d.sync += rd.eq(Mux(rd == depth - 1, 0, rd + 1))
         m.d.sync += level.eq(level + push - pop)
+        invariant(m, platform, level <= depth, "operand buffer: level past its depth")
+        invariant(m, platform, ~pop | (level != 0), "operand buffer: took from empty")
+        apart = Mux(wr >= rd, wr - rd, wr + depth - rd)
+        invariant(m, platform, (apart == level) | ((apart == 0) & (level == depth)),
+                  "operand buffer: pointers apart by other than its level")
         return m

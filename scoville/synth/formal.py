@@ -151,13 +151,15 @@ class Proof:
     """A proof's outcome: ``status`` ``proved`` (k-induction closed: every reachable state),
     ``bounded`` (no counterexample within ``depth`` cycles of reset; the induction did not
     close), or ``failed`` (``failure``: the assertion broken, ``trace``: its waveform).
-    ``checks``: the assertions, ``seconds``: the solver's wall time."""
+    ``checks``: the assertions on its ports, ``own``: how many its RTL adds (its units' and
+    the Amaranth FIFOs' it uses), ``seconds``: the solver's wall time."""
 
     block: str
     status: str
     depth: int
     checks: list[str]
     seconds: float
+    own: int = 0
     failure: str = ""
     trace: str = ""
     log: str = ""
@@ -217,7 +219,9 @@ def prove(block, config, *, depth: int, workdir: Path, timeout: float = 1800) ->
     seconds = time.perf_counter() - start
     log = run.stdout + run.stderr
     (workdir / "sby.log").write_text(log)
-    proof = Proof(block.name, "", depth, list(top.checks), seconds, log=str(workdir / "sby.log"))
+    own = len(re.findall(r'parameter \\FLAVOR "assert"', text)) - len(top.checks)
+    proof = Proof(block.name, "", depth, list(top.checks), seconds, own=own,
+                  log=str(workdir / "sby.log"))
     if "successful proof by k-induction" in log:
         proof.status = "proved"
     elif "returned pass for basecase" in log:
@@ -236,18 +240,23 @@ def prove(block, config, *, depth: int, workdir: Path, timeout: float = 1800) ->
 
 
 def _located(log: str) -> str:
-    """Where the block's own assertion that failed stands in its RTL, from smtbmc's log."""
-    found = re.search(r"Assert failed in top[\w.]*: (\S+?):(\d+)", log)
-    if found is None:
+    """Where the block's own assertions that failed stand in its RTL (each once, with the text
+    quoted on its line or the next), from smtbmc's log."""
+    found = dict.fromkeys(re.findall(r"Assert failed in top[\w.]*: (\S+?):(\d+)", log))
+    if not found:
         return "an assertion (see the log)"
     root = Path(__file__).resolve().parents[2]  # the repository, where the package is
-    path, line = Path(found.group(1)), int(found.group(2))
-    if not path.is_absolute():  # a module compiled from text names its file as given
-        path = root / path
-    where = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
-    text = " ".join(path.read_text().splitlines()[line - 1:line + 1]) if path.is_file() else ""
-    quoted = re.search(r'"([^"]+)"', text)
-    return f"{where}:{line}" + (f" ({quoted.group(1)})" if quoted else "")
+    places = []
+    for name, number in found:
+        path, line = Path(name), int(number)
+        if not path.is_absolute():  # a module compiled from text names its file as given
+            path = root / path
+        where = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+        text = " ".join(path.read_text().splitlines()[line - 1:line + 1]) if path.is_file() \
+            else ""
+        quoted = re.search(r'"([^"]+)"', text)
+        places.append(f"{where}:{line}" + (f" ({quoted.group(1)})" if quoted else ""))
+    return "; ".join(places)
 
 
 def _violated(vcd: Path) -> list[int]:
