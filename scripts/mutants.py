@@ -158,6 +158,11 @@ ATTENTION = {"kv.banks": 2, "kv.word_bits": 64, "kv.bank_words": 1024, "kv.page_
              "kv.max_seqs": 2, "kv.kv_heads": 2, "kv.head_dim": 16, "array.rows": 2,
              "array.cols": 16, "q_heads": 4, "chunk": 32, "sinks": 1, "window": 20,
              "seqs": 2, "context": 40, "steps": 1, "gap": 0.3, "backpressure": 0.3}
+#: MLA as the suite runs it: one latent KV head of 96 (32 of value, 64 rotary), six lines a
+#: token; P V in two column tiles of 16.
+ATTENTION_MLA = {**{k: v for k, v in ATTENTION.items() if k not in ("sinks", "window")},
+                 "mla": 1, "kv.kv_heads": 1, "kv.head_dim": 96, "kv.banks": 4,
+                 "kv.bank_words": 4096, "q_heads": 2, "scale": 0.1}
 #: Prefill: row tiles of two tokens (4 rows, groups of 2), steps of 5 tokens.
 ATTENTION_PREFILL = {**ATTENTION, "mode": "prefill", "q_tokens": 8, "array.rows": 4,
                      "tokens": 5}
@@ -1011,6 +1016,39 @@ MUTATIONS: tuple[Mutation, ...] = (
                                    "chunk": 64},
         tests=("test_edges", "test_workload"), expect=Kind.DATA,
         why="MXFP4 storage: about one element in eight is +-0.5 times its scale",
+    ),
+    Mutation(
+        name="attention-mla-v-reads-v-region",
+        models="MLA (the cache stores the latent vector alone): V reads take the lines a V "
+               "region would have, not the latent's",
+        file="scoville/rtl/kvcache_linereader.py",
+        edits=(Edit("            kv = 0 if cfg.k_only else r.kv\n",
+                    "            kv = r.kv\n"),),
+        block="attention", params=ATTENTION_MLA, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="MLA's P V reads V as the latent's first v_dim elements: every V read of the run "
+            "goes to other lines",
+    ),
+    Mutation(
+        name="attention-normalizer-bubble",
+        models="the normalizer puts out a row's column tiles every other cycle (a bubble after "
+               "each; data unchanged)",
+        file="scoville/rtl/attention_normalizer.py",
+        edits=(
+            Edit("        en_o = ~self.o.valid | self.o.ready\n",
+                 "        en_o = ~self.o.valid | self.o.ready\n"
+                 "        skip = Signal()\n"
+                 "        with m.If(en_o):\n"
+                 "            m.d.sync += skip.eq(~skip & (n_left != 0))\n"),
+            Edit("            m.d.sync += [n1.eq(n_left != 0), n1_vt.eq(n_vt),\n",
+                 "            m.d.sync += [n1.eq((n_left != 0) & ~skip), n1_vt.eq(n_vt),\n"),
+            Edit("            with m.If(n_left != 0):\n",
+                 "            with m.If((n_left != 0) & ~skip):\n"),
+        ),
+        block="attention", params={**ATTENTION, "array.cols": 8},
+        tests=("test_keep_up", "test_workload"), expect=Kind.TIMING, streams=("o", "resp"),
+        why="the outputs leave at the end of each step: every row and column tile (two of "
+            "each row with 8 columns) a cycle later",
     ),
     Mutation(
         name="attention-transposer-freed-late",
