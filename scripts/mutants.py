@@ -92,8 +92,9 @@ class Mutation:
         For ``TIMING``: the streams one of whose handshakes must differ first (the bug moves
         each of them; which comes first depends on the stimulus).
     also : Kind, optional
-        A second kind the earliest failure may be, for a data bug whose first sign can be a
-        handshake it moves (its ``why`` says how); ``streams`` then name that handshake's.
+        A second kind the earliest failure may be (its ``why`` says how): a data bug whose
+        first sign can be a handshake it moves, a timing bug whose first sign can be a
+        counter of waiting cycles; ``streams`` still name the handshakes of a timing one.
     gap : str, optional
         A known gap of the suite: why it does not catch this bug as expected (reported, not
         counted as a failure of the run; ``--mutants`` never draws it).
@@ -1061,13 +1062,16 @@ MUTATIONS: tuple[Mutation, ...] = (
                     "            m.d.sync += freed.eq(issue & advance & beat_end & (rbuf == b))\n"
                     "            with m.If(freed):\n"
                     "                m.d.sync += full[b].eq(0)\n"),),
-        block="attention", params=ATTENTION, tests=("test_keep_up", "test_workload"),
-        expect=Kind.TIMING, streams=("o", "resp", "q", "cmd"),
-        why="41 tokens of context: K tiles follow each other and the filling side waits",
-        gap="the cache's reads (a line a cycle, several lines a token) are slower than the "
-            "transposer empties a tile: a buffer freed a cycle late holds no token back in "
-            "these configurations (cycle counts unchanged); one where the transposer is the "
-            "bottleneck (a token a line, a narrow array) is still to find",
+        block="attention",
+        params={**ATTENTION_PREFILL, "kv.kv_fmt": "fp8_e4m3", "sinks": 0, "window": 0,
+                "q_tokens": 4},
+        tests=("test_edges", "test_workload"), expect=Kind.TIMING, also=Kind.COUNTER,
+        streams=("o", "resp", "q", "cmd"),
+        why="FP8 prefill (the suite's prefill-fp8-whole): the transposer's tiles are a "
+            "token's few lines, so a buffer freed late makes the cache wait a cycle: its "
+            "first sign is the cache's idle counter (kv.idle), a cycle off the model's, "
+            "before any handshake moves. In BF16 decode the cache's reads are the bottleneck "
+            "and cycle counts stay unchanged",
     ),
     Mutation(
         name="attention-v-queue-one-short",
@@ -1075,12 +1079,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="scoville/rtl/attention_transpose.py",
         edits=(Edit("SyncFIFO(width=layout.size, depth=self._depth)",
                     "SyncFIFO(width=layout.size, depth=max(self._depth - 1, 1))"),),
-        block="attention", params=ATTENTION, tests=("test_keep_up", "test_workload"),
-        expect=Kind.TIMING, streams=("o", "resp", "q", "cmd"),
-        why="the queue fills while the transposer empties K's last tile",
-        gap="the queue's depth has slack in these configurations: one token fewer never "
-            "holds V back (cycle counts unchanged); the depth may be one more than needed, "
-            "or the case that fills it is still to find",
+        block="attention", params={**ATTENTION, "array.cols": 8, "window": 0},
+        tests=("test_edges", "test_workload"), expect=Kind.TIMING, also=Kind.COUNTER,
+        streams=("o", "resp", "q", "cmd"),
+        why="P V in two column tiles (8 columns; the suite's bf16-gqa-column-tiles): V's "
+            "queue fills while the array works through K, and one token fewer makes the "
+            "cache wait: its first sign is the cache's idle counter (kv.idle), before any "
+            "handshake moves. With one column tile the queue's depth has slack",
     ),
 )
 
