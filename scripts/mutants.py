@@ -14,9 +14,10 @@ results mean nothing. A mutation is *caught* on a simulator when a test fails; i
 when every test passes; a build failure, a missing test result or a timeout is an *error*.
 A mutation names the kind of failure it expects (:class:`~scoville.testbenches.failures.Kind`:
 a wrong value, a status, a handshake's cycle on a named stream, a counter, the stream
-protocol); a run whose earliest failure is of another kind (a test that only timed out
-included) counts as *caught otherwise*, not as caught: the suite then catches the bug by
-chance, not by the check meant for it.
+protocol; a few name a second kind their first sign may be, with why); a run whose earliest
+failure is of another kind (a test that only timed out included) counts as *caught
+otherwise*, not as caught: the suite then catches the bug by chance, not by the check meant
+for it.
 
 Writes ``docs/verification.md`` (when every mutation is run, or ``--out`` is given) and exits
 non-zero when a baseline fails, a mutation survives or a run goes wrong.
@@ -85,7 +86,7 @@ class Mutation:
         The kind of the earliest failure the bug must give (the first failing test's):
         ``TIMING`` for a bug that keeps data and protocol correct and moves only the cycle
         of some handshakes (or stalls the block: a handshake the model predicts never
-        comes); never ``TIMEOUT``.
+        comes); never ``TIMEOUT``. ``also`` may name a second.
     why : str
         Why those parameters and tests reach the bug.
     streams : tuple of str, optional
@@ -120,10 +121,9 @@ class Mutation:
     def expects(self) -> str:
         """The expected failure, in words."""
         on = " or ".join(f"`{s}`" for s in self.streams)
-        on = f" on {on}" if on else ""
-        if self.also is None:
-            return self.expect.value + on
-        return f"{self.expect.value} or {self.also.value}{on}"
+        kinds = [self.expect] + ([self.also] if self.also is not None else [])
+        return " or ".join(kind.value + (f" on {on}" if on and kind is Kind.TIMING else "")
+                           for kind in kinds)
 
     def judge(self, kind: Kind | None, stream: str | None) -> str | None:
         """None when a failure of ``kind`` (on ``stream``) is the one expected, else why not."""
@@ -1064,7 +1064,7 @@ MUTATIONS: tuple[Mutation, ...] = (
                     "                m.d.sync += full[b].eq(0)\n"),),
         block="attention",
         params={**ATTENTION_PREFILL, "kv.kv_fmt": "fp8_e4m3", "sinks": 0, "window": 0,
-                "q_tokens": 4},
+                "q_tokens": 4, "tokens": 3},
         tests=("test_edges", "test_workload"), expect=Kind.TIMING, also=Kind.COUNTER,
         streams=("o", "resp", "q", "cmd"),
         why="FP8 prefill (the suite's prefill-fp8-whole): the transposer's tiles are a "
@@ -1533,7 +1533,8 @@ def write_report(path: Path, command: str, tree: str, seeds: list[int], sims: li
         "names the kind of failure it expects (*expects*: a wrong value (`data`), a `status`, "
         "a handshake's cycle (`timing`, on the stream named), a `counter`, the stream "
         "`protocol`), and is *caught* on a simulator when its earliest failure (the first "
-        "failing test's first failed check, as its message's `[kind]` says) is of that kind; "
+        "failing test's first failed check, as its message's `[kind]` says) is of that kind "
+        "(or of the second kind a few name, each saying why); "
         "*caught otherwise* when a test fails in another way (a test that only timed out among "
         "them: a timeout is never the kind expected); it *survives* when every test passes. "
         "Timing mutations keep data and the stream protocol correct and count their extra "

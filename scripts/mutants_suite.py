@@ -252,7 +252,8 @@ def write_report(path: Path, command: str, tree: str, seeds: list[int],
         "on the simulator it has in a whole run (the `alternate_sims` matrices flip with the "
         "seed's parity: an odd and an even seed put every case on both simulators). The suite "
         "*catches* a mutation on a seed when a test fails with the kind the mutation expects "
-        "(the test's first failed check; the run stops there); *caught otherwise* when tests "
+        "(the test's first failed check; a few name a second kind, with why; the run stops "
+        "there); *caught otherwise* when tests "
         "fail but none so; the mutation *survives* when every test passes. A mutation is "
         "caught when it is on every seed. One that the tuned run catches and this one does "
         "not is a gap of the suite.",

@@ -108,6 +108,7 @@ def test_a_failure_counts_only_as_the_kind_it_expects():
     both = dataclasses.replace(mu, expect=Kind.DATA, also=Kind.TIMING)
     assert both.judge(Kind.DATA, None) is None and both.judge(kind_of(timing), "o") is None
     assert both.judge(Kind.TIMING, "b") is not None and both.judge(Kind.STATUS, None)
+    assert both.expects() == "data or timing on `o` or `cmd`"
     # cocotb may put the exception's class before its message; the report shows it without
     # the kind or the run's description.
     assert kind_of(f"Failure: {timing}") is Kind.TIMING

@@ -241,8 +241,10 @@ def prove(block, config, *, depth: int, workdir: Path, timeout: float = 1800) ->
 
 def _located(log: str) -> str:
     """Where the block's own assertions that failed stand in its RTL (each once, with the text
-    quoted on its line or the next), from smtbmc's log."""
-    found = dict.fromkeys(re.findall(r"Assert failed in top[\w.]*: (\S+?):(\d+)", log))
+    quoted on its line or the next), from smtbmc's log: the base case's failures alone (a
+    failed induction step names assertions broken in a state that may be unreachable)."""
+    base = "\n".join(line for line in log.splitlines() if "basecase" in line)
+    found = dict.fromkeys(re.findall(r"Assert failed in top[\w.]*: (\S+?):(\d+)", base))
     if not found:
         return "an assertion (see the log)"
     root = Path(__file__).resolve().parents[2]  # the repository, where the package is

@@ -239,7 +239,7 @@ def _subnormal_job(cfg, rng) -> list:
 @cocotb.test()
 async def test_edges(dut):
     """Edge shapes (M = 1, K = 1, K < rows, N < cols, every dimension off the array grid; in
-    a block format with more rows than a block, two blocks of K on every row),
+    a block format with more rows than a block, K past two blocks on every row),
     extreme values and scales, a subnormal C (float formats), and every combination of zero
     dimensions, each a command that must be rejected without disturbing its neighbours; under
     the workload's gaps and back-pressure."""
@@ -256,8 +256,8 @@ async def test_edges(dut):
         (R, k_long, C),
     ]
     if cfg.mx and R > cfg.arith.block:
-        # Two blocks of K with more rows than a block: rows a block apart end a block in the
-        # same cycle (row 0 its second, row ``block`` its first).
+        # K past two blocks with more rows than a block: rows a block apart end a block in
+        # the same cycle (row 0 its second, row ``block`` its first).
         shapes.append((R, 2 * cfg.arith.block + 1, C))
     jobs = [(m, k, n, random_operands(cfg, rng, m, k, n)) for m, k, n in shapes]
     for m, k, n in [(R + 1, k_long, C + 1), (1, 2 * k_long, C)]:
