@@ -118,17 +118,21 @@ class Mutation:
     def timing(self) -> bool:
         return self.expect is Kind.TIMING
 
+    @property
+    def kinds(self) -> tuple[Kind, ...]:
+        """The kinds its earliest failure may be: ``expect``, then ``also`` if set."""
+        return (self.expect,) if self.also is None else (self.expect, self.also)
+
     def expects(self) -> str:
         """The expected failure, in words."""
         on = " or ".join(f"`{s}`" for s in self.streams)
-        kinds = [self.expect] + ([self.also] if self.also is not None else [])
         return " or ".join(kind.value + (f" on {on}" if on and kind is Kind.TIMING else "")
-                           for kind in kinds)
+                           for kind in self.kinds)
 
     def judge(self, kind: Kind | None, stream: str | None) -> str | None:
         """None when a failure of ``kind`` (on ``stream``) is the one expected, else why not."""
         got = "an untyped check" if kind is None else kind.value
-        if kind is not self.expect and (kind is None or kind is not self.also):
+        if kind not in self.kinds:
             return f"failed as {got}, expected {self.expects()}"
         if self.streams and kind is Kind.TIMING and stream not in self.streams:
             return f"failed as timing on `{stream}`, expected {self.expects()}"
