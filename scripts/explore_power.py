@@ -12,8 +12,8 @@ FP8 on LM-Arena chat prompts, batch 16 to 1,024: GPU power from NVML), then test
 nothing of them in the fit, on ML.ENERGY's B200 serving DeepSeek-R1 (another GPU, another
 model) and on InferenceX's H100 serving GPT-OSS-120B (another engine setting, another model;
 from an issue marked experimental). Each point runs at its own layout, batch and lengths with
-the built-in GPU factors (``GPU_FACTORS``), concurrency equal to the batch (the engine kept
-full).
+the GPU's measured operations and the built-in serving numbers (``GPU_FACTORS``),
+concurrency equal to the batch (the engine kept full).
 
 Writes ``docs/explore-power.md``.
 
@@ -33,7 +33,6 @@ from scoville.explore import perf
 from scoville.explore.parallel import Parallelism
 from scoville.explore.specs import (
     CHIPS,
-    GPU_FACTORS,
     GPU_POWER,
     MODELS,
     Attention,
@@ -180,11 +179,11 @@ experimental power lane):
 Left out, their batch does not fit the model's memory (vLLM ran them by preempting
 requests): {", ".join(f"{p[1].name} on {p[2]} {p[0]} at batch {p[4]}" for p in left) or "none"}.
 
-A known limit: past the batch where the roofline's GEMMs turn compute-bound (at its fitted
-{GPU_FACTORS["compute_eff"]:.0%} of peak), the model's power falls as the batch grows (its
-memory idles more of the step), while the measured power keeps rising to the limit: the
-shares are one pair for every operation and batch, and the limit is applied over a whole
-phase, not per operation.
+A known limit: past the batch where an operation turns compute-bound (at its measured
+fraction of peak, `scoville.explore.kernels`), the model's power falls as the batch grows
+(its memory idles more of the step), while the measured power keeps rising to the limit:
+the shares are one pair for every operation and batch, and the limit is applied over a
+whole phase, not per operation.
 
 Before this model (30% of the limit static, the rest spent at the peak's rate per operation)
 every GPU drew 30-46% of its limit whatever it served; the measurements run from 23%

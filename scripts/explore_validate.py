@@ -5,10 +5,14 @@ describe, predicted at its own hardware, model, precision, scenario, concurrency
 (attention tensor- or data-parallel, experts sliced or spread, any width), serving
 (aggregated, or disaggregated prefill and decode pools with their workers) and MTP.
 
-The four GPU factors (:data:`FACTORS`) are fitted by least squares on the log of total
-tokens/s per GPU, on all points (the built-in ``GPU_FACTORS``), then cross-validated: refitted
-on all but one hardware (or model) and tested on it. Error = model / measured - 1 on total
-tokens/s per GPU (input + output), median interactivity (tokens/s per user) and median TTFT.
+Each GPU's operations are timed by its own measured kernels (``scoville.explore.kernels``,
+fitted per operation class by ``scripts/explore_kernels.py``); what is fitted here is how
+engines serve (:data:`FACTORS`): by least squares on the log of total tokens/s per GPU and of
+TTFT, on all points (the built-in values), then cross-validated: refitted on all but one
+hardware (or model) and tested on it, a held-out GPU's operations taken from the other GPUs
+of its architecture (``kernels.transfer``), none of its own. Error = model / measured - 1 on
+total tokens/s per GPU (input + output), median interactivity (tokens/s per user) and median
+TTFT.
 
 Writes ``docs/explore-validation.md`` and its plot (``.png`` beside it).
 
@@ -29,7 +33,7 @@ from pathlib import Path
 import explore_claims as claims
 import explore_power
 
-from scoville.explore import attribute, perf
+from scoville.explore import attribute, kernels, perf
 from scoville.explore.parallel import Parallelism
 from scoville.explore.specs import GPU_FACTORS, Scenario, load_chip, load_model
 
@@ -39,17 +43,22 @@ BANDS = ROOT / "scoville" / "explore" / "bands.json"
 METRICS = (("tok_s_chip_total", "tok_s_gpu_total", "tokens/s per GPU (total)"),
            ("tok_s_user", "tok_s_user_median", "interactivity (tokens/s per user)"),
            ("ttft_s", "ttft_s_median", "TTFT"))
-#: The factors fitted and their bounds: achieved fraction of HBM bandwidth, of peak compute
-#: (GEMMs), fixed microseconds a kernel, attention's fraction of peak compute (the GPUs'), and
-#: the chance a draft token is accepted given the one before on InferenceX's prompts (the
-#: benchmark's, not the sweep's: its prompts are random tokens).
-FACTORS = (("bw_eff", 0.05, 1.0), ("compute_eff", 0.02, 1.0), ("kernel_us", 0.0, 20.0),
-           ("attention_eff", 0.02, 1.0), ("accept", 0.2, 0.95))
-#: Where every fit starts (not the built-in factors, so a fit does not depend on them).
-START = (0.5, 0.2, 3.0, 0.5, 0.7)
-#: The acceptance fitted on all points (the last of :data:`FACTORS`; the doc checks it
-#: against a fresh fit). The sweep keeps DeepSeek-V3's published 85% (``perf.Serving``).
-BENCH_ACCEPT = 0.54
+#: The serving numbers fitted, their bounds and where every fit starts (not the built-in
+#: values, so a fit does not depend on them). The GPUs' operations are not fitted here: each
+#: GPU's time per operation comes from its measured kernels (``scoville.explore.kernels``,
+#: ``scripts/explore_kernels.py``). Fitted: the share of the kernels' measured latency floors
+#: a decode step or prefill pass pays (``floor_share``: a step's kernels, launched from one
+#: CUDA graph, overlap their prologues; measured alone each pays its own), the chance a draft
+#: token is accepted given the one before on InferenceX's prompts (``accept``: its prompts are
+#: random tokens; the sweep keeps DeepSeek-V3's published 85%), a request's fixed seconds
+#: (``request_s``) and a disaggregated hand-off's (``handoff_s``; ``perf.Serving``).
+FACTORS = (("floor_share", 0.05, 2.0, 0.5), ("accept", 0.2, 0.95, 0.7),
+           ("request_s", 0.0, 5.0, 0.1), ("handoff_s", 0.0, 10.0, 0.5))
+#: The chip's fields among :data:`FACTORS` (the rest are ``perf.Serving``'s).
+CHIP_FIELDS = ("floor_share",)
+#: The acceptance fitted on all points (the doc shows it beside a fresh fit). The sweep keeps
+#: DeepSeek-V3's published 85% (``perf.Serving``).
+BENCH_ACCEPT = 0.51
 #: InferenceX draws each request's input and output lengths uniformly between 0.8 and 1 times
 #: the scenario's (its benchmark client's ``--random-range-ratio 0.8``, with vLLM's
 #: ``benchmark_serving.py`` sampling ``randint(int(len * ratio), len + 1)``; InferenceMAX's
@@ -96,17 +105,28 @@ def kind(row: dict) -> str:
     return base + (" + MTP" if row["spec_method"] == "mtp" else "")
 
 
-def predict(row: dict, factors: dict | None = None) -> dict | None:
-    """The model's point for ``row``; ``factors`` replace the GPU's efficiency factors."""
+def builtin() -> dict:
+    """The built-in serving numbers: the GPUs' (``GPU_FACTORS``), the requests' and hand-offs'
+    (``perf.REQUEST_S``, ``perf.HANDOFF_S``) and :data:`BENCH_ACCEPT`."""
+    return {**GPU_FACTORS, "accept": BENCH_ACCEPT, "request_s": perf.REQUEST_S,
+            "handoff_s": perf.HANDOFF_S}
+
+
+def predict(row: dict, factors: dict | None = None, held: str = "") -> dict | None:
+    """The model's point for ``row`` at the serving numbers ``factors`` (default: the built-in
+    ones); a point of hardware ``held`` takes its operations' numbers from the other GPUs of
+    its architecture (``kernels.transfer``), as when that hardware is held out."""
     chip = load_chip(row["hardware"])
     model = at_precision(load_model(row["model"]), row["precision"])
-    factors = dict(factors or {})
-    accept = factors.pop("accept", BENCH_ACCEPT)
-    if factors:
-        chip = dataclasses.replace(chip, **factors)
+    factors = builtin() | dict(factors or {})
+    chip = dataclasses.replace(chip, **{k: factors[k] for k in CHIP_FIELDS})
+    if row["hardware"] == held:
+        chip = dataclasses.replace(chip, kernels=kernels.transfer(held))
     scenario = Scenario(round(MEAN_LENGTH * int(row["isl"])), round(MEAN_LENGTH * int(row["osl"])))
-    serving = (perf.Serving(mtp=MTP_DRAFTS[row["id"]], accept=accept)
-               if row["spec_method"] == "mtp" else perf.AGGREGATED)
+    mtp = MTP_DRAFTS[row["id"]] if row["spec_method"] == "mtp" else 0
+    serving = perf.Serving(mtp=mtp, accept=factors["accept"] if mtp else 0.85,
+                           request_s=factors["request_s"],
+                           handoff_s=factors["handoff_s"])
     c = int(row["concurrency"])
     if row["disagg"] != "true":
         return perf.evaluate(chip, model, scenario, c,
@@ -121,22 +141,29 @@ def predict(row: dict, factors: dict | None = None) -> dict | None:
 
 
 def _residuals(x, rows):
-    factors = {name: float(v) for (name, _, _), v in zip(FACTORS, x, strict=True)}
-    return [math.log(predict(r, factors)["tok_s_chip_total"] / float(r["tok_s_gpu_total"]))
-            for r in rows]
+    """Log errors of total tokens/s per GPU and of TTFT (where measured), each point's."""
+    factors = {f[0]: float(v) for f, v in zip(FACTORS, x, strict=True)}
+    out = []
+    for r in rows:
+        got = predict(r, factors)
+        out.append(math.log(got["tok_s_chip_total"] / float(r["tok_s_gpu_total"])))
+        out.append(math.log(got["tok_s_user"] / float(r["tok_s_user_median"])))
+        if r["ttft_s_median"]:
+            out.append(math.log(got["ttft_s"] / float(r["ttft_s_median"])))
+    return out
 
 
 def fit(rows: list[dict]) -> dict:
-    """The global factors (:data:`FACTORS`) that minimize the squared log error of total
-    tokens/s per GPU on ``rows`` (``scipy.optimize.least_squares`` within their bounds, from
-    :data:`START`)."""
+    """The serving numbers (:data:`FACTORS`) that minimize the squared log errors of total
+    tokens/s per GPU and of TTFT on ``rows`` (``scipy.optimize.least_squares`` within their
+    bounds, from their starts)."""
     from scipy.optimize import least_squares
 
-    start = list(START)
+    start = [f[3] for f in FACTORS]
     lo, hi = [f[1] for f in FACTORS], [f[2] for f in FACTORS]
-    got = least_squares(_residuals, start, bounds=(lo, hi), args=(rows,), x_scale=start,
-                        diff_step=1e-3)
-    return {name: float(v) for (name, _, _), v in zip(FACTORS, got.x, strict=True)}
+    got = least_squares(_residuals, start, bounds=(lo, hi), args=(rows,),
+                        x_scale=[max(v, 0.1) for v in start], diff_step=1e-3)
+    return {f[0]: float(v) for f, v in zip(FACTORS, got.x, strict=True)}
 
 
 def held_out(rows: list[dict], key: str) -> list[tuple[str, dict, list[dict]]]:
@@ -148,7 +175,8 @@ def held_out(rows: list[dict], key: str) -> list[tuple[str, dict, list[dict]]]:
         if not rest:
             continue
         factors = fit(rest)
-        out.append((group, factors, [(r, predict(r, factors)) for r in rows
+        held = group if key == "hardware" else ""
+        out.append((group, factors, [(r, predict(r, factors, held)) for r in rows
                                      if r[key] == group]))
     return out
 
@@ -200,9 +228,13 @@ def _pooled(folds) -> list[tuple[dict, dict]]:
     return [pair for _, _, pairs in folds for pair in pairs]
 
 
+#: How the doc names the fitted numbers, in :data:`FACTORS`' order.
+FACTOR_NAMES = "floor share, acceptance, s a request, s a hand-off"
+
+
 def _factors(f: dict) -> str:
-    return (f"{f['bw_eff']:.2f}, {f['compute_eff']:.2f}, {f['kernel_us']:.1f}, "
-            f"{f['attention_eff']:.2f}, {f.get('accept', BENCH_ACCEPT):.2f}")
+    return (f"{f['floor_share']:.2f}, {f['accept']:.2f}, {f['request_s']:.3f}, "
+            f"{f['handoff_s']:.2f}")
 
 
 def plot(pairs, path: Path) -> None:
@@ -278,7 +310,7 @@ def main() -> None:
                 for ours, theirs, label in METRICS]
 
     def folds(groups):
-        return ["| held out | fitted (bandwidth, compute, us a kernel, attention, acceptance) "
+        return [f"| held out | fitted ({FACTOR_NAMES}) "
                 "| points | median abs. error | 90th pct. abs. error | within 0.67-1.5x |",
                 "|---|---|---:|---:|---:|---:|",
                 *(f"| {group} | {_factors(f)} "
@@ -295,22 +327,24 @@ def main() -> None:
         "concurrency, layout (attention tensor- or data-parallel, experts sliced or spread,",
         "any width), serving (aggregated or disaggregated pools with their workers) and",
         "speculation (MTP: the draft tokens its run's recipe set, 1-3,",
-        "`scoville/explore/data/inferencex-mtp.csv`, each accepted at DeepSeek-V3's published 85%;",
-        "not fitted). The model's four GPU factors (achieved fraction of HBM bandwidth, of peak",
-        "compute in GEMMs, fixed microseconds a kernel, attention's fraction of peak",
-        "compute; `scoville.explore.specs`) are fitted by least squares on the log of",
-        "total tokens/s per GPU, then tested on points",
-        "left out of the fit: leave one hardware out (nothing of it in the fit) and leave one",
-        "model out. Error = model / measured - 1.",
+        "`scoville/explore/data/inferencex-mtp.csv`, each accepted at a fitted rate, below).",
+        "Each GPU's operations are timed by its own measured kernels",
+        "([explore-kernels.md](explore-kernels.md): a latency floor, a fraction of peak",
+        "compute and one of HBM bandwidth per operation class and format, fitted to NVIDIA",
+        "AIConfigurator's TensorRT-LLM kernel tables); what is fitted here is how engines",
+        f"serve ({FACTOR_NAMES}; `scripts/explore_validate.py`'s `FACTORS`), by least",
+        "squares on the log of total tokens/s per GPU and of TTFT, then tested on points",
+        "left out of the fit: leave one hardware out (nothing of it in the fit: its",
+        "operations' numbers from the other GPUs of its architecture, not its own kernel",
+        "tables) and leave one model out. Error = model / measured - 1.",
         "",
         f"{len(rows)} points; described {len(described)}; not described:",
         "",
         *(f"- {reason}: {count}" for reason, count in skipped.most_common()),
         "",
-        f"Factors fitted on all {len(described)} points (bandwidth, compute, us a kernel, "
-        "attention, acceptance): "
-        f"{_factors(overall)}; built in (`GPU_FACTORS`, `BENCH_ACCEPT`): "
-        f"{_factors(GPU_FACTORS | {'accept': BENCH_ACCEPT})}.",
+        f"Fitted on all {len(described)} points ({FACTOR_NAMES}): {_factors(overall)}; "
+        "built in (`GPU_FACTORS`, `BENCH_ACCEPT`, `perf.REQUEST_S`, `perf.HANDOFF_S`): "
+        f"{_factors(builtin())}.",
         "",
         "## Leave one hardware out",
         "",
@@ -359,14 +393,15 @@ def main() -> None:
         "",
         *claims.table(),
         "",
-        "What leaves the gaps: the fixed time a kernel, fitted to DeepSeek-R1 and Kimi K2 "
-        "(no GPT-OSS-120B point is in the dataset) and charged for every kernel a step "
-        "launches, counted from each model's layers (`shapes.kernels`: 13 a GPT-OSS layer, 21 "
-        "a DeepSeek-V3 MoE layer), sets every chip's shortest inter-token latency at batch 1, "
-        "so the model cannot tell GB200 from the ASIC there (both run the same kernels at the "
-        "same fitted cost); the rest of GB200's measured GPT-OSS-120B latency gap may be "
-        "speculative decoding, which the record does not say and the sweep models only for "
-        "DeepSeek-R1's MTP module (GPT-OSS-120B ships none). "
+        "What leaves the gaps: at batch 1 a chip's shortest inter-token latency is set by "
+        "its kernels' measured latency floors (`scoville.explore.kernels`, at the fitted "
+        "floor share) for every kernel a step launches, counted from each model's layers "
+        "(`shapes.kernels`: 13 a GPT-OSS layer, 21 a DeepSeek-V3 MoE layer); the ASIC is "
+        "given GB200's measured kernels, so the model cannot tell the two apart there (no "
+        "GPT-OSS-120B point is in the dataset to check those floors on that model); the rest "
+        "of GB200's measured GPT-OSS-120B latency gap may be speculative decoding, which the "
+        "record does not say and the sweep models only for DeepSeek-R1's MTP module "
+        "(GPT-OSS-120B ships none). "
         "DeepSeek-R1 reaches 169 tokens/s per user only with its MTP module "
         "(one draft token at 85% acceptance, assumed, not fitted), as the sweep serves it; its "
         "tokens per all-in kW "

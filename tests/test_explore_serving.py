@@ -16,6 +16,13 @@ DS = MODELS["deepseek-r1"]
 DS_FP4 = dataclasses.replace(DS, expert_fmt="nvfp4", expert_act_fmt="fp4")
 
 
+def _factored(name: str):
+    """A GPU timed by global factors instead of its measured kernels (a chip of a TOML file
+    without ``kernels``), at round factors."""
+    return dataclasses.replace(CHIPS[name], kernels="", bw_eff=0.5, compute_eff=0.2,
+                               kernel_us=4.0, attention_eff=0.7)
+
+
 def test_layouts_are_labelled_as_inferencex_labels_them():
     assert Parallelism("tp", 8).label == "tp8"
     assert Parallelism("tpep", 8).label == "tp8ep8"
@@ -74,16 +81,25 @@ def test_mtp_gains_the_accepted_tokens_per_step():
 
 def test_mtp_at_batch_one_nearly_doubles_a_users_tokens():
     """At batch 1 a step reads the weights (memory-bound): verifying two tokens costs about
-    what one does, plus the draft layer (1/layers of a step), so with every draft accepted a
-    user gets nearly 2x the tokens a second; the weights are read once, not twice (only the
-    experts the second token adds)."""
+    what one does, plus a draft pass (the MTP module, one layer, and the head: a step of its
+    own, its fixed costs included), so with every draft accepted a user gets well over 1.5x
+    the tokens a second, short of 2x by the draft pass; the weights are read once, not twice
+    (only the experts the second token adds)."""
     chip, sc, par = CHIPS["b200"], Scenario(1024, 1024), Parallelism("tp", 8)
     plain = perf.evaluate(chip, DS, sc, 1, par)
     sure = perf.evaluate(chip, DS, sc, 1, par, perf.Serving(mtp=1, accept=1.0))
-    assert 1.8 < sure["tok_s_user"] / plain["tok_s_user"] < 2 / (1 + 1 / DS.layers) + 1e-9
     one = perf.step(chip, DS, par, 1, 1536)
     two = perf.step(chip, DS, par, 1, 1536, serving=perf.Serving(mtp=1))
-    assert one.hbm_bytes < two.hbm_bytes < 2 * one.hbm_bytes
+    draft = perf.step(chip, perf._mtp_module(DS), par, 1, 1536)
+    verify = two.seconds - draft.seconds
+    assert one.seconds < verify < 1.1 * one.seconds
+    assert draft.seconds < 0.15 * one.seconds
+    ratio = sure["tok_s_user"] / plain["tok_s_user"]
+    assert 1.5 < ratio < 2 * one.seconds / (one.seconds + draft.seconds)
+    assert one.hbm_bytes < two.hbm_bytes - draft.hbm_bytes < 2 * one.hbm_bytes
+    # The draft pass reads the head's weights as a whole step does.
+    head = shapes.model_bytes(DS)["head"] / par.width
+    assert draft.hbm_bytes > head
 
 
 def _disagg(prefill_workers):
@@ -119,9 +135,11 @@ def test_a_saturated_prefill_pool_sets_the_rate_and_the_wait():
     assert rate_one == pytest.approx(full / t_full)
     assert one["ttft_s"] == pytest.approx(1024 / rate_one - sc.osl * one["tpot_s"])
     assert two["ttft_s"] == pytest.approx(1024 / rate_two - sc.osl * two["tpot_s"])
-    # Below saturation the wait is gone: TTFT is a prefill, well under a second.
+    # Below saturation the wait is gone: TTFT is a prefill, well under a second, with the
+    # request's and the hand-off's fixed seconds.
     light = perf.evaluate_disaggregated(chip, DS, sc, 128, _disagg(2))
-    assert light["ttft_s"] < 1 < two["ttft_s"] < one["ttft_s"]
+    fixed = perf.REQUEST_S + perf.HANDOFF_S
+    assert fixed < light["ttft_s"] < fixed + 1 < two["ttft_s"] < one["ttft_s"]
 
 
 def test_a_paged_cache_holds_the_mean_context():
@@ -151,7 +169,7 @@ def test_fp4_experts_use_gb300s_fp4_peak():
     compute-bound prefill is as fast on both with FP8 experts and faster on GB300 with FP4
     experts."""
     par = Parallelism("tp", 4)
-    t = {(chip, m.expert_compute_fmt): perf.prefill(CHIPS[chip], m, par, 16, 8192).seconds
+    t = {(chip, m.expert_compute_fmt): perf.prefill(_factored(chip), m, par, 16, 8192).seconds
          for chip in ("gb200", "gb300") for m in (DS, DS_FP4)}
     assert t["gb300", "fp8"] == pytest.approx(t["gb200", "fp8"])
     assert t["gb300", "fp4"] < 0.95 * t["gb200", "fp4"]
@@ -205,7 +223,7 @@ def test_a_chip_against_itself_has_nothing_to_attribute():
 def test_attention_runs_at_its_own_fraction_of_the_peak():
     """0 means the chip's GEMM fraction; a higher one speeds up only the attention of a
     compute-bound long-context step (a prefill), not a GEMM-only batch-1 decode."""
-    chip, par = CHIPS["b200"], Parallelism("tp", 8)
+    chip, par = _factored("b200"), Parallelism("tp", 8)
     same = dataclasses.replace(chip, attention_eff=0.0)
     as_gemm = dataclasses.replace(chip, attention_eff=chip.compute_eff)
     fast = dataclasses.replace(chip, attention_eff=1.0)
@@ -251,7 +269,7 @@ def test_a_step_launches_the_kernels_its_layers_are_made_of():
     assert shapes.kernels(MODELS["gpt-oss-120b"]) == 36 * 13
     assert shapes.kernels(DS) == 61 * 11 + 58 * 10 + 3 * 3
     # Each kernel costs the chip's kernel_us, a stage's share of them.
-    chip = CHIPS["b200"]
+    chip = _factored("b200")
     slower = dataclasses.replace(chip, kernel_us=chip.kernel_us + 1.0)
     par = Parallelism("tp", 8, 2)
     dt = (perf._roofline(slower, DS, par, 16, 1024, 64, 16).seconds
@@ -325,7 +343,7 @@ def test_the_roofline_counts_the_seconds_its_units_are_busy():
     """Compute and memory busy times are each operation's time at the achievable rate:
     halving compute_eff (and attention_eff) doubles the compute seconds and leaves the
     memory's; doubling bw_eff halves the memory seconds. Neither is longer than the phase."""
-    chip = CHIPS["b200"]
+    chip = _factored("b200")
     par = Parallelism("tp", 8)
     base = perf._roofline(chip, DS, par, 256, 2048, 200, 256)
     assert 0 < base.compute_s <= base.seconds and 0 < base.memory_s <= base.seconds
@@ -338,11 +356,12 @@ def test_the_roofline_counts_the_seconds_its_units_are_busy():
                           DS, par, 256, 2048, 200, 256)
     assert wide.memory_s == pytest.approx(base.memory_s * chip.bw_eff
                                           / min(1.0, 2 * chip.bw_eff))
-    # MTP's draft layer adds its share of a step's busy times as it does its seconds.
-    one = perf.step(chip, DS, par, 16, 2048)
+    # MTP's draft pass adds its busy times as it does its seconds.
+    draft = perf.step(chip, perf._mtp_module(DS), par, 16, 2048)
     mtp = perf.step(chip, DS, par, 16, 2048, serving=perf.Serving(mtp=1))
     main = perf._roofline(chip, DS, par, 32, 2048, shapes.touched(DS, 32), 16)
-    assert mtp.compute_s == pytest.approx(main.compute_s + one.compute_s / DS.layers)
+    assert mtp.compute_s == pytest.approx(main.compute_s + draft.compute_s)
+    assert mtp.seconds == pytest.approx(main.seconds + draft.seconds)
 
 
 def test_the_power_doc_is_what_its_script_writes_today(tmp_path):
@@ -394,14 +413,14 @@ def test_a_ttft_limit_drops_the_points_past_it():
     got = sweep.run_task(chip, m, Scenario(8192, 1024, max_ttft_s=limit))
     assert got["points"] == [p for p in every if p["ttft_s"] <= limit]
     assert 0 < len(got["points"]) < len(every) and got["past_ttft"] > 0
-    # DeepSeek-R1 8k/1k on H100 within 1 s: a decode layout far too slow to first token
+    # DeepSeek-R1 8k/1k on H100 within 2 s: a decode layout far too slow to first token
     # when it also prefills is kept, split from its prefill.
     every = sweep.run_task(CHIPS["h100"], DS, Scenario(8192, 1024))["points"]
-    kept = sweep.run_task(CHIPS["h100"], DS, Scenario(8192, 1024, max_ttft_s=1.0))["points"]
+    kept = sweep.run_task(CHIPS["h100"], DS, Scenario(8192, 1024, max_ttft_s=2.0))["points"]
     grown = {(p["concurrency"], p["mtp"], p["parallelism"].split("-d1x")[-1]) for p in kept
              if p["disaggregated"]}
     slow = {(p["concurrency"], p["mtp"], p["parallelism"]) for p in every
-            if not p["disaggregated"] and p["ttft_s"] > 1.0}
+            if not p["disaggregated"] and p["ttft_s"] > 2.0}
     assert grown & slow
     with pytest.raises(SpecError, match="past the TTFT limit"):
         sweep.check_fits([sweep.run_task(chip, m, Scenario(8192, 1024, max_ttft_s=1e-6))])

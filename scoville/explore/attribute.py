@@ -32,7 +32,7 @@ GROUPS = {
     "SRAM": ("sram_mib", "sram_tb_s", "kv_sram_frac"),
     "cores and clock": ("clock_ghz", "cores", "array_rows", "array_cols"),
     "efficiency and fixed overheads": ("compute_eff", "bw_eff", "attention_eff", "kernel_us",
-                                       "layer_us"),
+                                       "layer_us", "kernels", "floor_share"),
     "power": ("power_w", "energy", "allin_kw"),
 }
 #: Interactivities (tokens/s per user) the split is taken at.

@@ -58,11 +58,12 @@ at the limit.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
 
-from . import shapes
+from . import kernels, shapes
 from .bands import band
 from .blocks import blocks_phase
 from .parallel import Parallelism, Phase, comm, hop, kv_split, link, parallelisms
@@ -154,6 +155,9 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
         expert_flops *= _imbalance(tokens * m.top_k, par.width)
         expert_bytes *= min(_imbalance(experts_read, par.width), m.experts / experts_read)
     kv = kv_reads * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
+    if chip.kernels:
+        return _measured(chip, m, par, tokens, (dense_flops, dense_bytes),
+                         (expert_flops, expert_bytes), (attention_flops, kv), absorbed)
     ops = ((dense_flops, m.act_fmt, dense_bytes, None),
            (expert_flops, m.expert_compute_fmt, expert_bytes, None),
            (attention_flops, ATTENTION_FMT, kv, chip.attention_eff))
@@ -165,6 +169,74 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
     pj = sum(f * chip.pj_per_flop(fmt) for f, fmt, _, _ in ops)
     return Phase(t, dense_flops + expert_flops + attention_flops, dense_bytes + expert_bytes + kv,
                  0.0, link, pj, sum(c for c, _ in busy), sum(b for _, b in busy))
+
+
+def _gemm_kernels(m: Model) -> float:
+    """GEMM kernels a step launches over all layers (of :func:`shapes.kernels`' count): a GQA
+    layer's QKV and O projections, an MLA layer's fused q_a and kv_a, q_b, the absorption
+    of W_UK and W_UV, and O; a MoE layer's router and its shared expert's gate-up and
+    down; a dense FFN's gate-up and down; the head."""
+    attention = 2 if m.attention.kind == "gqa" else 5
+    moe_layers = m.layers - m.dense_layers
+    return (m.layers * attention + moe_layers * (1 + 2 * m.shared) + 2 * m.dense_layers
+            + 1)
+
+
+#: Of :func:`shapes.kernels`' count of a MoE layer's kernels, those a measured MoE
+#: operation (``kernels`` class ``moe``: TensorRT-LLM's fused MoE) holds: the top-k, the
+#: permutation, the grouped GEMMs, SwiGLU and the unpermutation.
+MOE_OP_KERNELS = 6
+
+
+def _moe_format(chip: Chip, m: Model) -> str:
+    """The measured MoE kernel a model's routed experts run as: NVFP4 as ``fp4``; 4-bit
+    weights (MXFP4, INT4) under FP8 activations as ``w4a8`` where the chip has an FP4 array
+    (Blackwell's MXFP4 x MXFP8 kernels), else as ``w4a16`` (Hopper: weights widened to BF16,
+    as GPT-OSS's and Kimi's INT4 kernels run there); else their compute format."""
+    if m.expert_compute_fmt == "fp8" and shapes.bytes_per_param(m.expert_fmt) < 0.6:
+        return "w4a8" if "fp4" in chip.tflops else "w4a16"
+    return m.expert_compute_fmt
+
+
+def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expert,
+              attention, absorbed: bool) -> Phase:
+    """:func:`_roofline`'s stage with each operation class timed by the chip's measured
+    numbers (:mod:`scoville.explore.kernels`): the GEMMs outside the routed experts (class
+    ``gemm`` in ``act_fmt``, a floor for each of :func:`_gemm_kernels`), the routed experts
+    (class ``moe`` in :func:`_moe_format`, a floor a MoE layer), attention (``decode_`` or
+    ``prefill_`` of the model's kind, a floor a layer), every other kernel the step
+    launches (norms, RoPE, activations: at the floor of the smallest GEMM, class ``gemm``
+    in BF16); each floor at the chip's ``floor_share``; communication as
+    :func:`_roofline`'s. Each (operations, bytes) pair is the stage's per chip."""
+    moe_layers = m.layers - m.dense_layers
+    gemms = _gemm_kernels(m)
+    small = (shapes.kernels(m) + shapes.STEP_KERNELS - gemms - m.layers
+             - MOE_OP_KERNELS * moe_layers)
+    phase = "decode" if absorbed else "prefill"
+    ops = (("gemm", m.act_fmt, *dense, gemms),
+           ("moe", _moe_format(chip, m), *expert, moe_layers),
+           (f"{phase}_{m.attention.kind}", ATTENTION_FMT, *attention, m.layers))
+    t = compute_s = memory_s = 0.0
+    for op, fmt, flops, bytes_, n in ops:
+        if op == "moe" and not moe_layers:
+            continue
+        p = kernels.params(chip.kernels, op, fmt)
+        c, b = kernels.busy(chip, op, fmt, p, flops, bytes_)
+        t += n / par.pp * p.floor_us * 1e-6 * chip.floor_share + max(c, b)
+        compute_s, memory_s = compute_s + c, memory_s + b
+    t += (small / par.pp * kernels.params(chip.kernels, "gemm", "bf16").floor_us * 1e-6
+          * chip.floor_share)
+    t_comm, link_bytes = comm(chip, m, par, tokens)
+    pj = sum(f * chip.pj_per_flop(kernels.COMPUTE.get(fmt, fmt)) for _, fmt, f, _, _ in ops)
+    return Phase(t + t_comm, sum(o[2] for o in ops), sum(o[3] for o in ops), 0.0,
+                 link_bytes, pj, compute_s, memory_s)
+
+
+#: :class:`Serving`'s defaults for a request's fixed seconds and a disaggregated hand-off's:
+#: fitted with the GPUs' other serving numbers by ``scripts/explore_validate.py`` on
+#: InferenceX's measured TTFT and throughput (docs/explore-validation.md).
+REQUEST_S = 0.268
+HANDOFF_S = 0.73
 
 
 @dataclass(frozen=True)
@@ -180,15 +252,28 @@ class Serving:
     accept : float
         The chance a draft token is accepted given the one before it was: DeepSeek-V3's
         report (arXiv 2412.19437, section 5.4.3) measures 85-90% for its second token.
+    request_s : float
+        Seconds a request spends in the engine besides its prefill and decode steps
+        (tokenizing, scheduling, its prefill run without the decode step's CUDA graph,
+        streaming its first token back): added to its TTFT and to its life.
+    handoff_s : float
+        Disaggregated serving: seconds a request's hand-off from the prefill pool to the
+        decode pool takes besides moving its KV cache's bytes (the transfer's set-up, the
+        decode worker's admission).
     """
 
     mtp: int = 0
     accept: float = 0.85
+    request_s: float = REQUEST_S
+    handoff_s: float = HANDOFF_S
 
     def __post_init__(self):
         if self.mtp < 0 or not 0 <= self.accept <= 1:
             raise ValueError(f"serving: mtp {self.mtp} (>= 0) and accept {self.accept} "
                              "(0..1)")
+        if not (self.request_s >= 0 and self.handoff_s >= 0):
+            raise ValueError(f"serving: request_s {self.request_s} and handoff_s "
+                             f"{self.handoff_s} must be >= 0")
 
     @property
     def tokens_per_step(self) -> float:
@@ -232,7 +317,8 @@ def step(chip: Chip, m: Model, par: Parallelism, batch: int, context: float,
     """One decode step of one pipeline stage for ``batch`` sequences at ``context`` tokens
     (each of the ``pp`` micro-batches holding up to ``held`` tokens a sequence). With MTP the
     step verifies ``1 + mtp`` tokens a sequence (one read of the weights and the KV cache)
-    after ``mtp`` passes of the draft layer."""
+    after ``mtp`` draft passes, each a step of its own through the MTP module and the head
+    (:func:`_mtp_module`: a whole step's fixed costs, the head's weights read again)."""
     tokens = batch * (1 + serving.mtp)
     experts = shapes.touched(m, tokens)
     if chip.kind == "blocks":
@@ -242,8 +328,17 @@ def step(chip: Chip, m: Model, par: Parallelism, batch: int, context: float,
         main = _roofline(chip, m, par, tokens, context, experts, batch)
     if not serving.mtp:
         return main
-    one = step(chip, m, par, batch, context, held)
-    return main.plus(one, serving.mtp / m.layers)   # the draft layer: one layer of a step
+    # The draft passes: each runs the MTP module (one MoE layer) and the shared head over one
+    # token a sequence, on one stage; spread here over the pp stages' times.
+    draft = step(chip, _mtp_module(m), Parallelism(par.mode, par.width), batch, context, held)
+    return main.plus(draft, serving.mtp / par.pp)
+
+
+@functools.cache
+def _mtp_module(m: Model) -> Model:
+    """The model a draft pass runs: DeepSeek-V3's MTP module is one MoE layer (its own
+    projections and norms, not counted) under the main model's embedding and head."""
+    return dataclasses.replace(m, layers=1, dense_layers=0)
 
 
 def prefill(chip: Chip, m: Model, par: Parallelism, requests: int, isl: int,
@@ -359,14 +454,15 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
     t_prefill, w_pre = _pipelined(chip, m, par, prefill(chip, m, par, micro, sc.isl, sc.cached),
                                   micro * (sc.isl - sc.cached))
     steps = sc.osl / serving.tokens_per_step
-    life = t_prefill + steps * t_step
+    life = serving.request_s + t_prefill + steps * t_step
     # A request's first token: the prefill of the requests that arrived during the last
     # decode step and prefill, batched, after the running step and prefill (half of them, on
     # average, as busy as they keep the replica).
     rate = concurrency / life
     timing = _prefill_timing(chip, m, par, sc)
-    ttft = _batched_ttft(lambda r: timing(r)[0], rate, t_step, micro)[0]
-    power = (w_pre * t_prefill + w_dec * steps * t_step) / life
+    ttft = serving.request_s + _batched_ttft(lambda r: timing(r)[0], rate, t_step, micro)[0]
+    power = (w_pre * t_prefill + w_dec * steps * t_step
+             + chip.energy.static_w * serving.request_s) / life
     return _point(chip, m, sc, concurrency, par.label, par.chips, ttft, life / sc.osl,
                   concurrency / life, power, t_step, serving)
 
@@ -413,7 +509,8 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
     pw = layout.prefill_workers
     unit = pre.chips * max(1.0, pw) + dec.chips * layout.decode_workers * max(1.0, 1 / pw)
     bw, lat = link(chip, unit <= chip.domain)
-    move = lat + shapes.kv_bytes(m, sc.isl) / (bw * min(pre.chips, dec.chips)) + t_step / 2
+    move = (lat + shapes.kv_bytes(m, sc.isl) / (bw * min(pre.chips, dec.chips)) + t_step / 2
+            + serving.request_s + serving.handoff_s)
     ttft, r = latency(1) + move, 1
     for _ in range(8):                  # the closed loop's rate and TTFT, to a fixed point
         rate = concurrency / (ttft + sc.osl * tpot)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from scoville.synth.yosys import sram_pj_per_bit
 
+from .kernels import TABLE
+
 __all__ = ["CHIPS", "MODELS", "Chip", "Model", "Scenario", "SpecError", "bytes_per_param",
            "load_chip", "load_model"]
 
@@ -118,6 +120,15 @@ class Chip:
         score and value products reach (0: ``compute_eff``). ``kernel_us``: fixed time per
         kernel a step launches (launch, fill and drain; ``shapes.kernels`` counts them per
         model); ``layer_us``: fixed time per layer and step besides (synchronization).
+        These are the model of a ``roofline`` chip without ``kernels``.
+    kernels : str
+        The GPUs whose measured numbers per operation (:mod:`scoville.explore.kernels`) time
+        this chip's operations, comma-separated (their geometric mean): a GPU names itself,
+        another chip the GPUs it is taken to resemble; empty: the factors above.
+    floor_share : float
+        With ``kernels``: the share of its kernels' measured latency floors a step pays (a
+        step's kernels, launched from one graph, overlap their prologues; measured alone
+        each pays its own).
     cores, array_rows, array_cols : int
         A ``blocks`` chip's cores, each with one array of rows x cols processing elements.
     area_mm2 : float
@@ -148,6 +159,8 @@ class Chip:
     layer_us: float = 0.0
     kernel_us: float = 0.0
     attention_eff: float = 0.0
+    kernels: str = ""
+    floor_share: float = 1.0
     cores: int = 0
     array_rows: int = 0
     array_cols: int = 0
@@ -183,11 +196,17 @@ class Chip:
         for name in ("compute_eff", "bw_eff"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"chip {self.name}: field '{name}' must be in (0, 1]")
+        if not 0 < self.floor_share <= 2:
+            raise SpecError(f"chip {self.name}: field 'floor_share' must be in (0, 2]")
         if not 0 <= self.attention_eff <= 1:
             raise SpecError(f"chip {self.name}: field 'attention_eff' must be in [0, 1] (0: "
                             "compute_eff)")
         if self.domain < 1:
             raise SpecError(f"chip {self.name}: field 'domain' must be at least 1")
+        bad = [g for g in self.kernels.split(",") if self.kernels and g.strip() not in TABLE]
+        if bad:
+            raise SpecError(f"chip {self.name}: field 'kernels' names {', '.join(bad)}; "
+                            f"allowed: GPUs with measured kernels, {', '.join(sorted(TABLE))}")
         if self.kind == "blocks" and min(self.cores, self.array_rows, self.array_cols) < 1:
             raise SpecError(f"chip {self.name}: a blocks chip needs 'cores', 'array_rows' and "
                             "'array_cols' of at least 1")
@@ -486,7 +505,7 @@ _HBM_PJ_B, _LINK_PJ_B, _SRAM_PJ_B = 3.9 * 8, 1.3 * 8, 0.3
 #: ML.ENERGY's measured H100 power serving Llama 3.1 and tested on its B200 DeepSeek-R1
 #: points and InferenceX's H100 GPT-OSS-120B ones by ``scripts/explore_power.py``
 #: (docs/explore-power.md).
-GPU_POWER = {"compute": 0.78, "memory": 0.55}
+GPU_POWER = {"compute": 0.75, "memory": 0.77}
 
 
 def gpu_energy(name: str, tflops: dict, power_w: float, power: dict | None = None) -> Energy:
@@ -519,16 +538,17 @@ def _gpu(name, tflops, hbm_gb, hbm_tb_s, power_w, allin_kw, link_gb_s, domain, d
                 hbm_tb_s=hbm_tb_s, link_gb_s=link_gb_s, link_latency_us=_COLLECTIVE_US[name][0],
                 a2a_latency_us=_COLLECTIVE_US[name][1], domain=domain,
                 power_w=power_w, allin_kw=allin_kw, energy=energy, description=description,
-                **kw)
+                **({"kernels": name} if name in TABLE else {}) | kw)
 
 
-#: The achieved fractions of HBM bandwidth and of compute (GEMMs; attention's products), and
-#: the fixed time per kernel a step launches, shared by every GPU: fitted (least squares on log
-#: tokens/s per GPU) to the 270 InferenceX points of scoville/explore/data that the model
-#: describes, by scripts/explore_validate.py, which reports them rounded and the errors with each
-#: hardware and model held out (docs/explore-validation.md); ../shared/MODELS.md's points
-#: are not in the fit (docs/explore-calibration.md).
-GPU_FACTORS = {"bw_eff": 0.56, "compute_eff": 0.16, "kernel_us": 4.5, "attention_eff": 0.78}
+#: The GPUs' serving number besides their measured operations (``Chip.kernels``): the share
+#: of their kernels' measured latency floors a step pays; fitted, with ``perf.Serving``'s
+#: request and hand-off seconds, to the InferenceX points of scoville/explore/data that the
+#: model describes by scripts/explore_validate.py, which
+#: reports them rounded and the errors with each hardware and model held out
+#: (docs/explore-validation.md); ../shared/MODELS.md's points are not in the fit
+#: (docs/explore-calibration.md).
+GPU_FACTORS = {"floor_share": 0.77}
 
 CHIPS: dict[str, Chip] = {
     # FP8 1,979 dense TFLOPS, BF16 989, 80 GB at 3.35 TB/s, 700 W (InferenceX-app
@@ -554,11 +574,12 @@ CHIPS: dict[str, Chip] = {
     # The reported 2026 inference ASIC (MODELS.md: press reports of a Hot Chips 2026 talk):
     # MXFP4 13,400 TFLOPS, 216 GiB HBM4 at 15.4 TB/s, 700 W rated (<= 550 W measured), 128
     # chips a rack. Not reported, assumed: FP8 at half the FP4 rate, BF16 a quarter; links as
-    # NVLink 5; all-in power per chip at GB200's facility ratio (2.1 / 1.2) x 700 W; the same
-    # efficiency factors as the GPUs.
+    # NVLink 5; all-in power per chip at GB200's facility ratio (2.1 / 1.2) x 700 W; its
+    # operations as efficient as GB200's measured kernels (``kernels``), the GPUs' serving
+    # numbers.
     "asic-2026": _gpu("asic-2026", {"fp4": 13400, "fp8": 6700, "bf16": 3350},
                       216 * 2**30 / 1e9, 15.4, 700, 2.1 / 1.2 * 0.7, 900, 128,
-                      "reported custom inference ASIC, 2026", **GPU_FACTORS),
+                      "reported custom inference ASIC, 2026", kernels="gb200", **GPU_FACTORS),
 }
 
 

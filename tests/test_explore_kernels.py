@@ -1,0 +1,135 @@
+"""The exploration's time per operation from measured kernels (scoville.explore.kernels):
+each operation's cost worked by hand, the table's lookup and transfer, the table as the fit of
+its committed sample, and a decode step built from the operations."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scoville.explore import kernels, perf, shapes
+from scoville.explore.parallel import Parallelism
+from scoville.explore.specs import CHIPS, MODELS, SpecError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_gemms_cost_is_its_multiply_adds_and_its_operands():
+    flops, bytes_, n = kernels.cost({"op": "gemm", "fmt": "fp8", "m": "4", "n": "256",
+                                     "k": "512"})
+    assert (flops, n) == (2 * 4 * 256 * 512, 1)
+    assert bytes_ == 4 * 512 + 512 * 256 + 2 * 4 * 256          # A, B in FP8; C in BF16
+    _, fp4, _ = kernels.cost({"op": "gemm", "fmt": "fp4", "m": "4", "n": "256", "k": "512"})
+    assert fp4 == (4 * 512 + 512 * 256) * 4.5 / 8 + 2 * 4 * 256
+
+
+def test_a_moe_ranks_cost_is_its_share_of_the_choices_and_the_experts_they_touch():
+    """256 experts over 8 ranks, 4 tokens x 8 choices: a rank computes 4 of them and reads
+    the 4 experts they land on (balanced); at 1,000 tokens every one of its 32 experts."""
+    row = {"op": "moe", "fmt": "fp8", "tokens": "4", "hidden": "7168", "inter": "2048",
+           "topk": "8", "experts": "256", "tp": "1", "ep": "8"}
+    flops, bytes_, _ = kernels.cost(row)
+    assert flops == 6 * 7168 * 2048 * 4
+    assert bytes_ == 4 * 3 * 7168 * 2048 + 4 * 7168 * 3
+    _, many, _ = kernels.cost(row | {"tokens": "1000"})
+    assert many == 32 * 3 * 7168 * 2048 + 1000 * 7168 * 3
+
+
+def test_mla_decode_reads_the_latent_and_multiplies_it_absorbed():
+    row = {"op": "decode_mla", "fmt": "bf16", "kv_fmt": "fp8", "batch": "2",
+           "context": "1000", "heads": "16"}
+    flops, bytes_, _ = kernels.cost(row)
+    assert bytes_ == 2 * 1000 * 576
+    assert flops == 2 * 2 * 1000 * 16 * (576 + 512)
+    with pytest.raises(ValueError, match="op 'conv'; allowed: gemm, moe"):
+        kernels.cost({"op": "conv", "fmt": "bf16"})
+
+
+def test_an_operation_takes_its_floors_and_the_longer_of_compute_and_memory():
+    chip = CHIPS["b200"]
+    p = kernels.OpParams(compute=0.5, bandwidth=0.8, floor_us=10.0)
+    flops, bytes_ = 1e12, 4e9
+    c, m = flops / (4500e12 * 0.5), bytes_ / (8e12 * 0.8)
+    assert kernels.busy(chip, "gemm", "fp8", p, flops, bytes_) == pytest.approx((c, m))
+    assert kernels.seconds(chip, "gemm", "fp8", p, flops, bytes_, 3) == pytest.approx(
+        30e-6 + max(c, m))
+    # Attention's products run in BF16 whatever the model's format.
+    assert kernels.busy(chip, "decode_mla", "fp8", p, flops, 0)[0] == pytest.approx(
+        flops / (2250e12 * 0.5))
+
+
+def test_a_chip_takes_the_geometric_mean_of_the_gpus_it_names():
+    a, b = kernels.params("h100", "gemm", "fp8"), kernels.params("h200", "gemm", "fp8")
+    both = kernels.params("h100,h200", "gemm", "fp8")
+    assert both.compute == pytest.approx((a.compute * b.compute) ** 0.5)
+    assert both.floor_us == pytest.approx((a.floor_us * b.floor_us) ** 0.5)
+    # Held out, a GPU takes the other GPUs of its architecture's numbers, none of its own.
+    assert kernels.transfer("h100") == "h200"
+    assert kernels.transfer("gb300") == "b200,gb200"
+    assert kernels.params("h100", "gemm", "fp8", exclude="h100") == b
+    # Hopper has no FP4: its FP4 operations take its FP8 numbers.
+    assert kernels.params("h100", "gemm", "fp4") == a
+    with pytest.raises(ValueError, match="unknown: mi300x; known: b200, gb200"):
+        kernels.params("mi300x", "gemm", "fp8")
+    with pytest.raises(ValueError, match="'asic' is in no family"):
+        kernels.transfer("asic")
+
+
+def test_a_chip_may_name_only_gpus_with_measured_kernels():
+    with pytest.raises(SpecError, match="field 'kernels' names mi300x; allowed: GPUs with "
+                                        "measured kernels, b200, gb200, gb300, h100, h200"):
+        dataclasses.replace(CHIPS["b200"], kernels="mi300x")
+    assert CHIPS["h200"].kernels == "h200" and CHIPS["asic-2026"].kernels == "gb200"
+
+
+def test_the_table_is_the_fit_of_its_committed_sample(tmp_path):
+    """scripts/explore_kernels.py refits every (GPU, operation, format) from
+    scoville/explore/data/kernels.csv.gz: the numbers the exploration reads and the doc are
+    what it writes today."""
+    table, doc = tmp_path / "kernels.json", tmp_path / "explore-kernels.md"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "explore_kernels.py"), "--table",
+                    str(table), "--out", str(doc)], check=True, capture_output=True)
+    assert json.loads(table.read_text()) == json.loads(kernels.TABLE_FILE.read_text())
+    assert doc.read_text() == (ROOT / "docs" / "explore-kernels.md").read_text()
+
+
+def test_a_decode_step_is_the_sum_of_its_operations():
+    """GPT-OSS-120B on one H200, batch 4: the GEMMs outside the experts (2 a layer and the
+    router, the head), the routed experts (one MoE operation a layer: MXFP4 weights under
+    FP8 activations run on Hopper as W4A16), attention (one a layer) and the small kernels,
+    each floor at the chip's share; no communication."""
+    chip, m, par = CHIPS["h200"], MODELS["gpt-oss-120b"], Parallelism("tp", 1)
+    tokens, context = 4, 1536
+    b = shapes.model_bytes(m)
+    touched = shapes.touched(m, tokens)
+    moe_layers = m.layers - m.dense_layers
+    dense_params = (b["attention"] + b["shared"] + b["dense"] + b["head"]) / \
+        shapes.bytes_per_param(m.weight_fmt)
+    expert_bytes = b["expert"] * moe_layers * touched
+    ops = [("gemm", "fp8", 2 * dense_params * tokens,
+            b["attention"] + b["shared"] + b["dense"] + b["head"], 3 * m.layers + 1),
+           ("moe", "w4a16", 2 * moe_layers * m.top_k * b["expert"]
+            / shapes.bytes_per_param(m.expert_fmt) * tokens, expert_bytes, moe_layers),
+           ("decode_gqa", "bf16", shapes.attention_flops(m, context) * tokens,
+            tokens * shapes.kv_bytes(m, context), m.layers)]
+    want = 0.0
+    for op, fmt, flops, bytes_, n in ops:
+        p = kernels.params("h200", op, fmt)
+        want += n * p.floor_us * 1e-6 * chip.floor_share + max(
+            kernels.busy(chip, op, fmt, p, flops, bytes_))
+    small = shapes.kernels(m) + shapes.STEP_KERNELS - (3 * m.layers + 1) - m.layers \
+        - perf.MOE_OP_KERNELS * moe_layers
+    assert small == 3 * m.layers + shapes.STEP_KERNELS - 1     # 2 norms and RoPE a layer
+    want += small * kernels.params("h200", "gemm", "bf16").floor_us * 1e-6 * chip.floor_share
+    got = perf._roofline(chip, m, par, tokens, context, touched, tokens)
+    assert got.seconds == pytest.approx(want)
+    assert perf._moe_format(chip, m) == "w4a16"
+    assert perf._moe_format(CHIPS["b200"], m) == "w4a8"
+    assert perf._moe_format(chip, MODELS["deepseek-r1"]) == "fp8"
+    # A held-out H200 (H100's numbers) is timed otherwise.
+    other = dataclasses.replace(chip, kernels=kernels.transfer("h200"))
+    assert perf._roofline(other, m, par, tokens, context, touched, tokens).seconds != \
+        pytest.approx(want)
