@@ -5,6 +5,8 @@ The measurements are NVIDIA AIConfigurator 0.12's kernel tables (TensorRT-LLM 1.
 each GPU, timed by AIConfigurator's collectors; ``aiconfigurator_core/systems/data/<system>/``,
 Apache 2.0): dense GEMMs (``gemm_perf``), grouped MoE GEMMs (``moe_perf``, balanced routing; MXFP4
 weights with BF16 or MXFP8 activations as ``w4a16`` and ``w4a8``),
+collectives (TensorRT-LLM's custom all-reduce, ``custom_allreduce_perf``; DeepEP's
+low-latency dispatch and combine inside one node, SGLang 0.5.12's ``wideep_deepep_ll_perf``),
 attention in decode and prefill (``generation_attention_perf``, ``context_attention_perf``
 for GQA, heads of 64 and groups of 8 query heads a KV head as GPT-OSS's, no window;
 ``generation_mla_perf``, ``context_mla_perf`` for MLA). ``--aic-python PATH`` reads them in
@@ -43,6 +45,8 @@ DATA = ROOT / "scoville" / "explore" / "data" / "kernels.csv.gz"
 SYSTEMS = {"h100": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "gb200": "gb200",
            "gb300": "gb300"}
 VERSION = "1.3.0rc20"
+#: The SGLang version whose DeepEP low-latency all-to-all tables are taken (every GPU has one).
+DEEPEP = "0.5.12"
 #: Rows kept of each (GPU, operation, format), evenly spaced over the table sorted by shape.
 SAMPLE = 400
 COLUMNS = ("chip", "op", "fmt", "kv_fmt", "m", "n", "k", "tokens", "hidden", "inter", "topk",
@@ -120,12 +124,27 @@ for chip, system in args["systems"].items():
              f"{system}/mla/trtllm/{v}/{table}_mla_perf",
              kv_fmt=lambda r: kv[r.kv_cache_dtype], batch=lambda r: int(r.batch_size),
              context=lambda r: int(r.isl + r.step), heads=lambda r: int(r.num_heads))
+    ar = pd.read_parquet(base / "comm" / "trtllm" / v / "custom_allreduce_perf.parquet")
+    ar = ar[ar.allreduce_dtype == "bfloat16"]
+    emit(sample(ar, ["num_gpus", "message_size"]), chip, "allreduce", "bf16",
+         f"{system}/comm/trtllm/{v}/custom_allreduce_perf",
+         m=lambda r: int(r.message_size), n=lambda r: int(r.num_gpus))
+    ll = pd.read_parquet(base / "comm" / "sglang" / args["deepep"] /
+                         "wideep_deepep_ll_perf.parquet")
+    ll = ll[(ll.node_num == 1) & (ll.hidden_size == 7168) & (ll.num_experts == 256)]
+    for phase, fmt in (("dispatch", "fp8"), ("combine", "bf16")):
+        d = ll.assign(latency=ll[f"{phase}_avg_t_us"] / 1e3)
+        emit(sample(d, ["num_token", "num_topk"]), chip, "a2a", fmt,
+             f"{system}/comm/sglang/{args['deepep']}/wideep_deepep_ll_perf ({phase}, one node)",
+             tokens=lambda r: int(r.num_token), hidden=lambda r: int(r.hidden_size),
+             topk=lambda r: int(r.num_topk), experts=lambda r: int(r.num_experts))
 """
 
 
 def extract(aic_python: str) -> None:
     """Samples AIConfigurator's tables into :data:`DATA`."""
-    args = {"systems": SYSTEMS, "version": VERSION, "sample": SAMPLE, "columns": COLUMNS}
+    args = {"systems": SYSTEMS, "version": VERSION, "sample": SAMPLE, "columns": COLUMNS,
+            "deepep": DEEPEP}
     got = subprocess.run([aic_python, "-c", CHILD, json.dumps(args)], check=True,
                          capture_output=True, text=True)
     with gzip.open(DATA, "wt", newline="") as f:
@@ -196,7 +215,8 @@ def main() -> None:
         f"at most {SAMPLE} rows of each GPU, operation and format. The model of an operation "
         "(`scoville.explore.kernels`): a latency floor plus the longer of its compute at a "
         "fraction of the GPU's peak in its format and its bytes at a fraction of HBM "
-        "bandwidth; each (GPU, operation, format) fitted by least squares on log latency. "
+        "bandwidth (the collectives': of its links' bandwidth, and no compute); each (GPU, "
+        "operation, format) fitted by least squares on log latency. "
         "Error = model / measured - 1. *Held out*: the GPU's numbers taken from the other GPUs "
         "of its architecture (`kernels.params` with the GPU excluded: the geometric mean of "
         "theirs), as the exploration's leave-one-hardware-out validation does.", "",
@@ -208,7 +228,8 @@ def main() -> None:
         p = kernels.params(name, op, fmt)
         own = _errors(chip, group, p)
         held = _errors(chip, group, kernels.params(name, op, fmt, exclude=name))
-        lines.append(f"| {name} | {op} | {fmt} | {len(group)} | {p.compute:.2f} | "
+        compute = "–" if op in kernels.LINK_OPS else f"{p.compute:.2f}"
+        lines.append(f"| {name} | {op} | {fmt} | {len(group)} | {compute} | "
                      f"{p.bandwidth:.2f} | {p.floor_us:.1f} | "
                      f"{statistics.median(map(abs, own)):.0%} | {_pct(own, 0.9):.0%} | "
                      f"{statistics.median(map(abs, held)):.0%} | {_pct(held, 0.9):.0%} |")

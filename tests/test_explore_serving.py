@@ -295,9 +295,12 @@ def test_an_all_reduce_across_domains_takes_nccls_latency():
 def test_an_all_to_all_across_domains_sends_to_its_own_domain_over_the_links():
     """ep16 over two 8-GPU domains: 7 of a chip's 15 peers are in its domain (NVLink), 8 are
     not (the NIC); both at once, so the NIC's share sets the time. Each of the two phases
-    pays the chip's in-domain all-to-all latency and one network step (two domains)."""
+    pays the chip's in-domain all-to-all latency and one network step (two domains). With
+    its measured kernels the domain's share goes at DeepEP's measured rates (dispatch in FP8,
+    combine in BF16), each phase after its measured floor."""
+    from scoville.explore import kernels
     from scoville.explore.parallel import a2a_latency, comm
-    h100 = CHIPS["h100"]
+    h100 = dataclasses.replace(CHIPS["h100"], kernels="")
     assert a2a_latency(h100, 8) == pytest.approx(h100.a2a_latency_us * 1e-6)
     assert a2a_latency(h100, 16) == pytest.approx((h100.a2a_latency_us + 5.0) * 1e-6)
     assert a2a_latency(h100, 64) == pytest.approx((h100.a2a_latency_us + 15.0) * 1e-6)
@@ -314,6 +317,19 @@ def test_an_all_to_all_across_domains_sends_to_its_own_domain_over_the_links():
     per8 = 7 / 8 * tokens / 8 * DS.top_k * DS.hidden * 3
     assert t8 == pytest.approx(moe * (per8 / (h100.link_gb_s * 1e9)
                                       + 2 * h100.a2a_latency_us * 1e-6))
+    # Measured: inside one domain, dispatch's and combine's floors and rates.
+    measured = CHIPS["h100"]
+    d, c = kernels.params("h100", "a2a", "fp8"), kernels.params("h100", "a2a", "bf16")
+    share = 7 / 8 * tokens / 8 * DS.top_k * DS.hidden
+    bw = measured.link_gb_s * 1e9
+    want = share / (bw * d.bandwidth) + 2 * share / (bw * c.bandwidth) \
+        + (d.floor_us + c.floor_us) * 1e-6
+    assert comm(measured, DS, Parallelism("ep", 8), tokens)[0] == pytest.approx(moe * want)
+    # Tensor-parallel: two of TensorRT-LLM's measured all-reduces a layer.
+    ar = kernels.params("h100", "allreduce", "bf16")
+    ring = 2 * 7 / 8 * 64 * DS.hidden * 2
+    assert comm(measured, DS, Parallelism("tp", 8), 64)[0] == pytest.approx(
+        DS.layers * 2 * (ar.floor_us * 1e-6 + ring / (bw * ar.bandwidth)))
 
 
 def test_a_gpu_draws_idle_power_plus_its_busy_units_shares():

@@ -27,6 +27,12 @@ The operation classes and how a shape gives its operations and bytes (:func:`cos
 - ``prefill_gqa``, ``prefill_mla``: ``context`` tokens of each sequence attending causally
   (half the square); MLA expanded (192-wide query-key and 128-wide value products a head).
 
+- ``allreduce`` (``bf16``): TensorRT-LLM's all-reduce inside a node of ``n`` GPUs, a ring's
+  ``2 (n - 1) / n`` of the message a GPU, over the chip's links (``bandwidth`` a fraction of
+  ``link_gb_s``);
+- ``a2a`` (``fp8`` dispatch, ``bf16`` combine): DeepEP's low-latency all-to-all of a MoE
+  layer inside a node, ``tokens x topk`` hidden vectors a rank, over the links.
+
 Attention's products run in BF16 (FlashAttention-3, FlashMLA, TensorRT-LLM's FMHA).
 """
 
@@ -54,7 +60,10 @@ COMPUTE = {"w4a16": "bf16", "w4a8": "fp8"}
 #: GPUs of one architecture: a GPU left out of a fit takes the others' numbers.
 FAMILIES = {"hopper": ("h100", "h200"), "blackwell": ("b200", "gb200", "gb300")}
 #: The operation classes.
-OPS = ("gemm", "moe", "decode_gqa", "decode_mla", "prefill_gqa", "prefill_mla")
+OPS = ("gemm", "moe", "decode_gqa", "decode_mla", "prefill_gqa", "prefill_mla", "allreduce",
+       "a2a")
+#: The classes that move bytes over the chip's links, not its HBM.
+LINK_OPS = ("allreduce", "a2a")
 #: MLA's latent (512) and rotary (64) widths; its expanded query-key and value head widths.
 _MLA_LATENT, _MLA_ROPE, _MLA_QK, _MLA_V = 512, 64, 192, 128
 
@@ -124,6 +133,8 @@ def seconds(chip, op: str, fmt: str, p: OpParams, flops: float, bytes_: float,
 def busy(chip, op: str, fmt: str, p: OpParams, flops: float, bytes_: float
          ) -> tuple[float, float]:
     """Seconds the compute units and the memory are busy with an operation."""
+    if op in LINK_OPS:
+        return 0.0, bytes_ / (chip.link_gb_s * 1e9 * p.bandwidth)
     peak = chip.peak_flops("bf16" if op.startswith(("decode", "prefill"))
                            else COMPUTE.get(fmt, fmt))
     return flops / (peak * p.compute), bytes_ / (chip.hbm_tb_s * 1e12 * p.bandwidth)
@@ -140,6 +151,11 @@ def cost(row: dict) -> tuple[float, float, float]:
     if op not in OPS:
         raise ValueError(f"kernels: op {op!r}; allowed: {', '.join(OPS)}")
     g = functools.partial(_int, row)
+    if op == "allreduce":
+        n = g("n")
+        return 0.0, 2 * (n - 1) / n * g("m"), 1
+    if op == "a2a":
+        return 0.0, g("tokens") * g("topk") * g("hidden") * ACT_BYTES[fmt], 1
     if op == "gemm":
         m, n, k = g("m"), g("n"), g("k")
         return 2 * m * n * k, (m * k + k * n) * ACT_BYTES[fmt] + 2 * m * n, 1

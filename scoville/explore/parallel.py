@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from . import kernels
 from .specs import Chip, Model
 
 __all__ = ["MODES", "NCCL_LL", "Parallelism", "Phase", "a2a_latency", "allreduce_latency",
@@ -179,7 +180,11 @@ def comm(chip: Chip, m: Model, par: Parallelism, tokens: float) -> tuple[float, 
     every chip holds for every token), each after :func:`allreduce_latency`; ``ep`` a
     dispatch (FP8) and a combine (BF16) all-to-all a MoE layer, each chip sending its share's
     tokens to the others, to those of its own domain over the links and to the rest over the
-    scale-out network at once, each phase after :func:`a2a_latency`."""
+    scale-out network at once, each phase after :func:`a2a_latency`. A chip with measured
+    kernels (``Chip.kernels``) takes, inside its domain, TensorRT-LLM's measured all-reduce
+    and DeepEP's measured dispatch and combine (:mod:`scoville.explore.kernels`: a floor and
+    a fraction of the links' bandwidth each) instead of the latencies and the links' whole
+    bandwidth."""
     w = par.width
     if w == 1:
         return 0.0, 0.0
@@ -187,10 +192,24 @@ def comm(chip: Chip, m: Model, par: Parallelism, tokens: float) -> tuple[float, 
     bw, out_bw = chip.link_gb_s * 1e9, chip.scaleout_gb_s * 1e9
     if par.attention_dp == 1:
         per = 2 * (w - 1) / w * tokens * m.hidden * 2
-        t = per / (bw if w <= chip.domain else out_bw) + allreduce_latency(chip, w)
+        if w <= chip.domain and chip.kernels:
+            p = kernels.params(chip.kernels, "allreduce", "bf16")
+            t = p.floor_us * 1e-6 + per / (bw * p.bandwidth)
+        else:
+            t = per / (bw if w <= chip.domain else out_bw) + allreduce_latency(chip, w)
         return layers * 2 * t, layers * 2 * per
     moe_layers = (m.layers - m.dense_layers) / par.pp
-    per = (w - 1) / w * tokens / w * m.top_k * m.hidden * (1 + 2)
+    share = (w - 1) / w * tokens / w * m.top_k * m.hidden     # a rank's vectors to its peers
+    per = share * (1 + 2)                                   # dispatched in FP8, combined in BF16
     inside = (min(w, chip.domain) - 1) / (w - 1)    # of the peers, those in the domain
-    t = max(per * inside / bw, per * (1 - inside) / out_bw)
-    return moe_layers * (t + 2 * a2a_latency(chip, w)), moe_layers * per
+    if chip.kernels:
+        # DeepEP's measured phases inside the domain: each its floor and its bytes at its
+        # fraction of the links; beyond the domain the network, and NCCL's steps.
+        d, c = (kernels.params(chip.kernels, "a2a", f) for f in ("fp8", "bf16"))
+        t_in = share * inside * (1 / (bw * d.bandwidth) + 2 / (bw * c.bandwidth))
+        latency = ((d.floor_us + c.floor_us) * 1e-6
+                   + 2 * math.log2(_domains(chip, w)) * NCCL_LL["tree_net"] * 1e-6)
+    else:
+        t_in, latency = per * inside / bw, 2 * a2a_latency(chip, w)
+    t = max(t_in, per * (1 - inside) / out_bw)
+    return moe_layers * (t + latency), moe_layers * per

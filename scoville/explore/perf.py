@@ -235,8 +235,8 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
 #: :class:`Serving`'s defaults for a request's fixed seconds and a disaggregated hand-off's:
 #: fitted with the GPUs' other serving numbers by ``scripts/explore_validate.py`` on
 #: InferenceX's measured TTFT and throughput (docs/explore-validation.md).
-REQUEST_S = 0.268
-HANDOFF_S = 0.73
+REQUEST_S = 0.247
+HANDOFF_S = 0.74
 
 
 @dataclass(frozen=True)
