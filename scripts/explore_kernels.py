@@ -3,8 +3,9 @@
 
 The measurements are NVIDIA AIConfigurator 0.12's kernel tables (TensorRT-LLM 1.3.0rc20 on
 each GPU, timed by AIConfigurator's collectors; ``aiconfigurator_core/systems/data/<system>/``,
-Apache 2.0): dense GEMMs (``gemm_perf``), grouped MoE GEMMs (``moe_perf``, balanced routing; MXFP4
-weights with BF16 or MXFP8 activations as ``w4a16`` and ``w4a8``),
+Apache 2.0): dense GEMMs (``gemm_perf``), grouped MoE GEMMs (``moe_perf``, balanced routing,
+gated (SwiGLU) kernels only; MXFP4 weights with BF16 or MXFP8 activations as ``w4a16`` and
+``w4a8``),
 collectives (TensorRT-LLM's custom all-reduce, ``custom_allreduce_perf``; DeepEP's
 low-latency dispatch and combine inside one node, SGLang 0.5.12's ``wideep_deepep_ll_perf``),
 attention in decode and prefill (``generation_attention_perf``, ``context_attention_perf``
@@ -47,7 +48,8 @@ SYSTEMS = {"h100": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "gb200": 
 VERSION = "1.3.0rc20"
 #: The SGLang version whose DeepEP low-latency all-to-all tables are taken (every GPU has one).
 DEEPEP = "0.5.12"
-#: Rows kept of each (GPU, operation, format), evenly spaced over the table sorted by shape.
+#: Rows kept of each (GPU, operation, format) at most, evenly spaced over the table sorted by
+#: shape.
 SAMPLE = 400
 COLUMNS = ("chip", "op", "fmt", "kv_fmt", "m", "n", "k", "tokens", "hidden", "inter", "topk",
            "experts", "tp", "ep", "batch", "context", "heads", "kv_heads", "head_dim", "us",
@@ -66,8 +68,8 @@ out.writeheader()
 
 def sample(d, keys):
     d = d.sort_values(keys).reset_index(drop=True)
-    step = max(1, len(d) // args["sample"])
-    return d.iloc[::step]
+    n = min(len(d), args["sample"])
+    return d.iloc[sorted({round(i * (len(d) - 1) / max(1, n - 1)) for i in range(n)})]
 
 def emit(d, chip, op, fmt, source, **cols):
     for _, r in d.iterrows():
@@ -89,7 +91,8 @@ for chip, system in args["systems"].items():
                  f"{system}/gemm/trtllm/{v}/gemm_perf ({dtype})",
                  m=lambda r: int(r.m), n=lambda r: int(r.n), k=lambda r: int(r.k))
     m = pd.read_parquet(base / "moe" / "trtllm" / v / "moe_perf.parquet")
-    m = m[(m.distribution == "balanced") & (m.hidden_size >= 2048)]
+    m = m[(m.distribution == "balanced") & (m.hidden_size >= 2048)
+          & ~m.kernel_source.str.contains("nongated")]
     keys = ["num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
             "moe_ep_size"]
     for dtype, fmt in (("bfloat16", "bf16"), ("fp8_block", "fp8"), ("nvfp4", "fp4"),
@@ -156,32 +159,41 @@ def rows() -> list[dict]:
         return list(csv.DictReader(io.StringIO(f.read())))
 
 
+def _model(chip, row: dict, p: kernels.OpParams) -> float:
+    """The model's seconds for a table's row."""
+    if row["op"] == "allreduce":
+        return kernels.allreduce_seconds(chip, p, int(row["n"]),
+                                         float(row["m"]) * kernels.ACT_BYTES[row["fmt"]])
+    f, b, n = kernels.cost(row)
+    return kernels.seconds(chip, row["op"], row["fmt"], p, f, b, n)
+
+
 def _fit(chip, group: list[dict]) -> dict:
-    """The three numbers of one (GPU, operation, format) on its rows."""
+    """The numbers of one (GPU, operation, format) on its rows: compute, bandwidth and floor
+    (the all-reduce: bandwidth, floor and its two-shot's fixed time)."""
     from scipy.optimize import least_squares
 
-    op, fmt = group[0]["op"], group[0]["fmt"]
-    costs = [kernels.cost(r) for r in group]
     measured = [float(r["us"]) * 1e-6 for r in group]
+    allreduce = group[0]["op"] == "allreduce"
+
+    def numbers(x):
+        return kernels.OpParams(0.5, x[0], x[1], x[2]) if allreduce else \
+            kernels.OpParams(x[0], x[1], x[2])
 
     def residuals(x):
-        p = kernels.OpParams(x[0], x[1], x[2])
-        return [math.log(kernels.seconds(chip, op, fmt, p, f, b, n) / t)
-                for (f, b, n), t in zip(costs, measured, strict=True)]
+        p = numbers(x)
+        return [math.log(_model(chip, r, p) / t) for r, t in zip(group, measured, strict=True)]
 
-    got = least_squares(residuals, [0.5, 0.7, 5.0], bounds=([0.01, 0.01, 0.0],
-                                                             [1.0, 1.0, 1000.0]))
-    return {"compute": round(got.x[0], 4), "bandwidth": round(got.x[1], 4),
-            "floor_us": round(got.x[2], 3), "rows": len(group)}
+    start, lo, hi = (([0.7, 5.0, 10.0], [0.01, 0.0, 0.0], [1.0, 1000.0, 1000.0]) if allreduce
+                     else ([0.5, 0.7, 5.0], [0.01, 0.01, 0.0], [1.0, 1.0, 1000.0]))
+    p = numbers(least_squares(residuals, start, bounds=(lo, hi)).x)
+    out = {"compute": round(p.compute, 4), "bandwidth": round(p.bandwidth, 4),
+           "floor_us": round(p.floor_us, 3), "rows": len(group)}
+    return out | ({"switch_us": round(p.switch_us, 3)} if allreduce else {})
 
 
 def _errors(chip, group, p: kernels.OpParams) -> list[float]:
-    op, fmt = group[0]["op"], group[0]["fmt"]
-    out = []
-    for r in group:
-        f, b, n = kernels.cost(r)
-        out.append(kernels.seconds(chip, op, fmt, p, f, b, n) / (float(r["us"]) * 1e-6) - 1)
-    return out
+    return [_model(chip, r, p) / (float(r["us"]) * 1e-6) - 1 for r in group]
 
 
 def _pct(errors, q):
@@ -210,7 +222,8 @@ def main() -> None:
         "# Each GPU's efficiency per operation", "",
         "Made by `python scripts/explore_kernels.py` from "
         "`scoville/explore/data/kernels.csv.gz`: a sample of NVIDIA AIConfigurator 0.12's "
-        f"measured kernel tables (TensorRT-LLM {VERSION}; "
+        f"measured kernel tables (TensorRT-LLM {VERSION}; DeepEP's all-to-all from SGLang "
+        f"{DEEPEP}'s; "
         "`aiconfigurator_core/systems/data/<system>/`, each row naming its table), "
         f"at most {SAMPLE} rows of each GPU, operation and format. The model of an operation "
         "(`scoville.explore.kernels`): a latency floor plus the longer of its compute at a "

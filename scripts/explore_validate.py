@@ -7,10 +7,11 @@ describe, predicted at its own hardware, model, precision, scenario, concurrency
 
 Each GPU's operations are timed by its own measured kernels (``scoville.explore.kernels``,
 fitted per operation class by ``scripts/explore_kernels.py``); what is fitted here is how
-engines serve (:data:`FACTORS`): by least squares on the log of total tokens/s per GPU and of
-TTFT, on all points (the built-in values), then cross-validated: refitted on all but one
-hardware (or model) and tested on it, a held-out GPU's operations taken from the other GPUs
-of its architecture (``kernels.transfer``), none of its own. Error = model / measured - 1 on
+engines serve (:data:`FACTORS`): by least squares on the log of total tokens/s per GPU, of
+interactivity and of TTFT, on all points (the built-in values), then cross-validated:
+refitted on all but one hardware (or model) and tested on it, a held-out GPU with nothing
+measured on it (its operations' numbers and its collectives' latencies from the other GPUs
+of its architecture, :func:`held_out_chip`). Error = model / measured - 1 on
 total tokens/s per GPU (input + output), median interactivity (tokens/s per user) and median
 TTFT.
 
@@ -58,7 +59,7 @@ FACTORS = (("floor_share", 0.05, 2.0, 0.5), ("accept", 0.2, 0.95, 0.7),
 CHIP_FIELDS = ("floor_share",)
 #: The acceptance fitted on all points (the doc shows it beside a fresh fit). The sweep keeps
 #: DeepSeek-V3's published 85% (``perf.Serving``).
-BENCH_ACCEPT = 0.50
+BENCH_ACCEPT = 0.59
 #: InferenceX draws each request's input and output lengths uniformly between 0.8 and 1 times
 #: the scenario's (its benchmark client's ``--random-range-ratio 0.8``, with vLLM's
 #: ``benchmark_serving.py`` sampling ``randint(int(len * ratio), len + 1)``; InferenceMAX's
@@ -66,7 +67,7 @@ BENCH_ACCEPT = 0.50
 MEAN_LENGTH = (1 + 0.8) / 2
 #: The draft tokens each MTP point's run proposed a step, from the recipe or script that ran it
 #: (``scoville/explore/data/inferencex-mtp.csv``, each row citing its source), each accepted at
-#: DeepSeek-V3's measured rate given the one before (``perf.Serving``'s default; not fitted).
+#: the fitted rate (``accept`` of :data:`FACTORS`).
 MTP_DRAFTS = {r["id"]: int(r["draft_tokens"])
               for r in csv.DictReader((DATA.parent / "inferencex-mtp.csv").open())}
 
@@ -112,16 +113,27 @@ def builtin() -> dict:
             "handoff_s": perf.HANDOFF_S}
 
 
+def held_out_chip(chip):
+    """``chip`` with nothing measured on it: its operations' numbers and its collectives'
+    latencies (AIConfigurator's, ``specs._COLLECTIVE_US``) those of the other GPUs of its
+    architecture (``kernels.transfer``; latencies their mean)."""
+    others = [load_chip(g) for g in kernels.transfer(chip.name).split(",")]
+    return dataclasses.replace(
+        chip, kernels=kernels.transfer(chip.name),
+        link_latency_us=statistics.mean(c.link_latency_us for c in others),
+        a2a_latency_us=statistics.mean(c.a2a_latency_us for c in others))
+
+
 def predict(row: dict, factors: dict | None = None, held: str = "") -> dict | None:
     """The model's point for ``row`` at the serving numbers ``factors`` (default: the built-in
-    ones); a point of hardware ``held`` takes its operations' numbers from the other GPUs of
-    its architecture (``kernels.transfer``), as when that hardware is held out."""
+    ones); a point of hardware ``held`` is predicted with nothing measured on it
+    (:func:`held_out_chip`), as when that hardware is held out."""
     chip = load_chip(row["hardware"])
     model = at_precision(load_model(row["model"]), row["precision"])
     factors = builtin() | dict(factors or {})
     chip = dataclasses.replace(chip, **{k: factors[k] for k in CHIP_FIELDS})
     if row["hardware"] == held:
-        chip = dataclasses.replace(chip, kernels=kernels.transfer(held))
+        chip = held_out_chip(chip)
     scenario = Scenario(round(MEAN_LENGTH * int(row["isl"])), round(MEAN_LENGTH * int(row["osl"])))
     mtp = MTP_DRAFTS[row["id"]] if row["spec_method"] == "mtp" else 0
     serving = perf.Serving(mtp=mtp, accept=factors["accept"] if mtp else 0.85,
@@ -141,7 +153,8 @@ def predict(row: dict, factors: dict | None = None, held: str = "") -> dict | No
 
 
 def _residuals(x, rows):
-    """Log errors of total tokens/s per GPU and of TTFT (where measured), each point's."""
+    """Log errors of total tokens/s per GPU, of interactivity and of TTFT (where measured),
+    each point's."""
     factors = {f[0]: float(v) for f, v in zip(FACTORS, x, strict=True)}
     out = []
     for r in rows:
@@ -155,8 +168,8 @@ def _residuals(x, rows):
 
 def fit(rows: list[dict]) -> dict:
     """The serving numbers (:data:`FACTORS`) that minimize the squared log errors of total
-    tokens/s per GPU and of TTFT on ``rows`` (``scipy.optimize.least_squares`` within their
-    bounds, from their starts)."""
+    tokens/s per GPU, of interactivity and of TTFT on ``rows``
+    (``scipy.optimize.least_squares`` within their bounds, from their starts)."""
     from scipy.optimize import least_squares
 
     start = [f[3] for f in FACTORS]
@@ -347,10 +360,11 @@ def main() -> None:
         "compute and one of HBM bandwidth per operation class and format, fitted to NVIDIA",
         "AIConfigurator's TensorRT-LLM kernel tables); what is fitted here is how engines",
         f"serve ({FACTOR_NAMES}; `scripts/explore_validate.py`'s `FACTORS`), by least",
-        "squares on the log of total tokens/s per GPU and of TTFT, then tested on points",
-        "left out of the fit: leave one hardware out (nothing of it in the fit: its",
-        "operations' numbers from the other GPUs of its architecture, not its own kernel",
-        "tables) and leave one model out. Error = model / measured - 1.",
+        "squares on the log of total tokens/s per GPU, of interactivity and of TTFT, then",
+        "tested on points",
+        "left out of the fit: leave one hardware out (nothing measured on it in the model:",
+        "its operations' numbers and its collectives' latencies from the other GPUs of its",
+        "architecture) and leave one model out. Error = model / measured - 1.",
         "",
         f"{len(rows)} points; described {len(described)}; not described:",
         "",
@@ -430,7 +444,8 @@ def main() -> None:
         "DeepSeek-R1 reaches 169 tokens/s per user only with its MTP module "
         "(one draft token at 85% acceptance, assumed, not fitted), as the sweep serves it; its "
         "tokens per all-in kW "
-        "there are within reach of GB300's measured 118 but far from the ASIC's claimed "
+        "there are of the order of GB300's measured 118 (the table) but far from the ASIC's "
+        "claimed "
         "12,258, a figure no per-chip reading of the model approaches (the claim's unit is "
         "not published; read here as tokens/s per all-in kW). Work "
         "per watt rests on the power model ([explore-power.md](explore-power.md): idle power "

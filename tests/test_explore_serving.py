@@ -327,9 +327,10 @@ def test_an_all_to_all_across_domains_sends_to_its_own_domain_over_the_links():
     assert comm(measured, DS, Parallelism("ep", 8), tokens)[0] == pytest.approx(moe * want)
     # Tensor-parallel: two of TensorRT-LLM's measured all-reduces a layer.
     ar = kernels.params("h100", "allreduce", "bf16")
-    ring = 2 * 7 / 8 * 64 * DS.hidden * 2
+    message = 64 * DS.hidden * 2
+    one_shot = 7 * message / (bw * ar.bandwidth)
     assert comm(measured, DS, Parallelism("tp", 8), 64)[0] == pytest.approx(
-        DS.layers * 2 * (ar.floor_us * 1e-6 + ring / (bw * ar.bandwidth)))
+        DS.layers * 2 * (ar.floor_us * 1e-6 + one_shot))
 
 
 def test_a_gpu_draws_idle_power_plus_its_busy_units_shares():

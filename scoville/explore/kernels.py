@@ -27,8 +27,9 @@ The operation classes and how a shape gives its operations and bytes (:func:`cos
 - ``prefill_gqa``, ``prefill_mla``: ``context`` tokens of each sequence attending causally
   (half the square); MLA expanded (192-wide query-key and 128-wide value products a head).
 
-- ``allreduce`` (``bf16``): TensorRT-LLM's all-reduce inside a node of ``n`` GPUs, a ring's
-  ``2 (n - 1) / n`` of the message a GPU, over the chip's links (``bandwidth`` a fraction of
+- ``allreduce`` (``bf16``): TensorRT-LLM's all-reduce inside a node of ``n`` GPUs of a
+  message of ``m`` elements (AIConfigurator's ``message_size`` counts elements): its own
+  form, :func:`allreduce_seconds` (one shot or two, ``bandwidth`` a fraction of the links'
   ``link_gb_s``);
 - ``a2a`` (``fp8`` dispatch, ``bf16`` combine): DeepEP's low-latency all-to-all of a MoE
   layer inside a node, ``tokens x topk`` hidden vectors a rank, over the links.
@@ -44,8 +45,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ACT_BYTES", "FAMILIES", "OPS", "OpParams", "TABLE", "TABLE_FILE", "cost", "params",
-           "busy", "reload", "seconds", "transfer"]
+__all__ = ["ACT_BYTES", "FAMILIES", "LINK_OPS", "OPS", "TABLE", "TABLE_FILE", "OpParams",
+           "allreduce_seconds", "busy", "cost", "params", "reload", "seconds", "transfer"]
 
 TABLE_FILE = Path(__file__).parent / "kernels.json"
 TABLE: dict = {}
@@ -71,20 +72,24 @@ _MLA_LATENT, _MLA_ROPE, _MLA_QK, _MLA_V = 512, 64, 192, 128
 def reload(path: Path = TABLE_FILE) -> None:
     """Reads :data:`TABLE` from ``path`` (default ``kernels.json``, which
     ``scripts/explore_kernels.py`` writes)."""
+    if not path.exists():
+        raise FileNotFoundError(f"kernels: {path} is missing (python scripts/explore_kernels.py "
+                                "writes it)")
     TABLE.clear()
-    if path.exists():
-        TABLE.update(json.loads(path.read_text()))
+    TABLE.update(json.loads(path.read_text()))
     params.cache_clear()
 
 
 @dataclass(frozen=True)
 class OpParams:
     """One operation class's numbers on one chip: the fractions of peak compute and of HBM
-    bandwidth it reaches, and its latency floor a kernel."""
+    bandwidth it reaches, and its latency floor a kernel; the all-reduce's also the fixed
+    time its two-shot algorithm adds (:func:`allreduce_seconds`)."""
 
     compute: float
     bandwidth: float
     floor_us: float
+    switch_us: float = 0.0
 
 
 def transfer(name: str) -> str:
@@ -111,8 +116,8 @@ def params(names: str, op: str, fmt: str, exclude: str = "") -> OpParams:
     for f in chain[chain.index(fmt):]:
         got = [TABLE[g][op][f] for g in gpus if f in TABLE.get(g, {}).get(op, {})]
         if got:
-            return OpParams(*(_geomean([g[key] for g in got])
-                              for key in ("compute", "bandwidth", "floor_us")))
+            return OpParams(*(_geomean([g.get(key, 0.0) for g in got])
+                              for key in ("compute", "bandwidth", "floor_us", "switch_us")))
     unknown = [g for g in gpus if g not in TABLE]
     raise ValueError(f"kernels: no measured {op} for {names!r}"
                      + (f" (unknown: {', '.join(unknown)}; known: {', '.join(sorted(TABLE))})"
@@ -120,7 +125,23 @@ def params(names: str, op: str, fmt: str, exclude: str = "") -> OpParams:
 
 
 def _geomean(values: list[float]) -> float:
+    if not any(values):
+        return 0.0
     return math.exp(sum(math.log(max(v, 1e-9)) for v in values) / len(values))
+
+
+def allreduce_seconds(chip, p: OpParams, n: int, message_bytes: float) -> float:
+    """Seconds of an all-reduce of ``message_bytes`` over ``n`` GPUs of a node, as
+    TensorRT-LLM's custom all-reduce runs it: the faster of one shot (each GPU reads every
+    peer's whole message, ``(n - 1) x message``) and two shots (a reduce-scatter and an
+    all-gather, a ring's ``2 (n - 1) / n x message``, after ``switch_us`` more), each at the
+    fraction ``bandwidth`` of the links, after the floor."""
+    if n <= 1:
+        return 0.0
+    link = chip.link_gb_s * 1e9 * p.bandwidth
+    one = (n - 1) * message_bytes / link
+    two = 2 * (n - 1) / n * message_bytes / link + p.switch_us * 1e-6
+    return p.floor_us * 1e-6 + min(one, two)
 
 
 def seconds(chip, op: str, fmt: str, p: OpParams, flops: float, bytes_: float,
@@ -153,7 +174,7 @@ def cost(row: dict) -> tuple[float, float, float]:
     g = functools.partial(_int, row)
     if op == "allreduce":
         n = g("n")
-        return 0.0, 2 * (n - 1) / n * g("m"), 1
+        return 0.0, 2 * (n - 1) / n * g("m") * ACT_BYTES[fmt], 1
     if op == "a2a":
         return 0.0, g("tokens") * g("topk") * g("hidden") * ACT_BYTES[fmt], 1
     if op == "gemm":

@@ -168,7 +168,8 @@ def a2a_latency(chip: Chip, width: int) -> float:
     inside a domain, plus a network step (NCCL's tree, :data:`NCCL_LL`) for every doubling
     of the domains it spans: 19 us a phase at EP16 and 24 at EP32 on H100, where DeepEP's
     low-latency kernels measure about 23-26 and 27-28 (AIConfigurator 0.12's legacy table,
-    against 14 at EP8): the model is short by 4-7 us a phase across nodes."""
+    against 14 at EP8): the model is short by 4-7 us a phase across nodes. (A chip with
+    measured kernels takes DeepEP's measured floors inside the domain instead, :func:`comm`.)"""
     inside = chip.a2a_latency_us or chip.link_latency_us
     return (inside + math.log2(_domains(chip, width)) * NCCL_LL["tree_net"]) * 1e-6
 
@@ -193,8 +194,9 @@ def comm(chip: Chip, m: Model, par: Parallelism, tokens: float) -> tuple[float, 
     if par.attention_dp == 1:
         per = 2 * (w - 1) / w * tokens * m.hidden * 2
         if w <= chip.domain and chip.kernels:
-            p = kernels.params(chip.kernels, "allreduce", "bf16")
-            t = p.floor_us * 1e-6 + per / (bw * p.bandwidth)
+            t = kernels.allreduce_seconds(chip, kernels.params(chip.kernels, "allreduce",
+                                                               "bf16"),
+                                          w, tokens * m.hidden * 2)
         else:
             t = per / (bw if w <= chip.domain else out_bw) + allreduce_latency(chip, w)
         return layers * 2 * t, layers * 2 * per

@@ -21,14 +21,16 @@ while the others work on the rest: a decode step takes ``pp`` stage times of a m
 plus the hops between stages.
 
 **Time of a layer** (one stage, one step): on a ``roofline`` chip the operations run one
-after another, as a GPU's kernels do, each a roofline of its own (its compute and its memory
-traffic overlap, at the chip's achieved fractions ``compute_eff`` and ``bw_eff`` of the peaks):
-the GEMMs outside the routed experts in ``act_fmt``; the routed experts in
-``expert_act_fmt``, on the busiest chip when they are spread; attention's score and value
+after another, as a GPU's kernels do: the GEMMs outside the routed experts in ``act_fmt``;
+the routed experts, on the busiest chip when they are spread; attention's score and value
 products in BF16 against the KV cache's bytes (MLA absorbed in decode, expanded in prefill);
-then communication (not overlapped) and the fixed ``kernel_us`` for every kernel the step
-launches (:func:`scoville.explore.shapes.kernels`: 13 a GPT-OSS layer, 21 a DeepSeek-V3
-MoE layer) and ``layer_us`` a layer. On a ``blocks`` chip the layer's
+then communication (not overlapped). A chip with measured kernels (``Chip.kernels``, a GPU)
+times each operation by its class's measured numbers (:func:`_measured`,
+:mod:`scoville.explore.kernels`: a floor for each kernel it launches, then the longer of its
+compute and its traffic at measured fractions of the peaks); another by global factors
+(:func:`_roofline`: ``compute_eff`` and ``bw_eff`` of the peaks, ``kernel_us`` for every
+kernel the step launches, :func:`scoville.explore.shapes.kernels`: 13 a GPT-OSS layer, 21 a
+DeepSeek-V3 MoE layer, and ``layer_us`` a layer). On a ``blocks`` chip the layer's
 blocks run one after another on the cores: the GEMMs of the attention projections, shared
 experts, dense FFNs and head (:func:`scoville.sim.cycles.gemm.command_cycles` on one core's
 array, the columns spread over the cores, never faster than their weights stream from HBM),
@@ -47,7 +49,9 @@ mtp`` tokens a sequence and keeps ``1 + a + ... + a^mtp`` of them. TTFT: the req
 arrived during the previous decode step and prefill are prefilled together after the running
 step (:func:`_batched_ttft`). Disaggregated (:class:`Disaggregated`,
 :func:`evaluate_disaggregated`): prefill and decode workers of their own layouts, the KV
-cache moved between them, requests in a closed loop limited by the prefill pool's rate.
+cache moved between them, requests in a closed loop limited by the prefill pool's rate. A
+request also spends ``Serving.request_s`` in the engine, and a disaggregated one
+``Serving.handoff_s`` between the pools (both fitted, ``REQUEST_S``, ``HANDOFF_S``).
 The KV cache is paged: a sequence holds ``isl + osl / 2`` tokens on average. Power: static
 power plus the phase's dynamic energy over its time: on a ``roofline`` chip the watts of its
 compute units and memory while busy (``Energy.compute_w``, ``memory_w``, for the seconds the
@@ -235,8 +239,8 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
 #: :class:`Serving`'s defaults for a request's fixed seconds and a disaggregated hand-off's:
 #: fitted with the GPUs' other serving numbers by ``scripts/explore_validate.py`` on
 #: InferenceX's measured TTFT and throughput (docs/explore-validation.md).
-REQUEST_S = 0.247
-HANDOFF_S = 0.74
+REQUEST_S = 0.260
+HANDOFF_S = 0.78
 
 
 @dataclass(frozen=True)
@@ -329,9 +333,10 @@ def step(chip: Chip, m: Model, par: Parallelism, batch: int, context: float,
     if not serving.mtp:
         return main
     # The draft passes: each runs the MTP module (one MoE layer) and the shared head over one
-    # token a sequence, on one stage; spread here over the pp stages' times.
+    # token a sequence of the micro-batch, on one stage. Each of the pp micro-batches needs its
+    # own mtp passes a step: pp x mtp passes, spread here over the pp stages' times.
     draft = step(chip, _mtp_module(m), Parallelism(par.mode, par.width), batch, context, held)
-    return main.plus(draft, serving.mtp / par.pp)
+    return main.plus(draft, serving.mtp)
 
 
 @functools.cache

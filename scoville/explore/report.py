@@ -136,8 +136,8 @@ def _claim(results: list[dict]) -> list[str]:
         cells = [_fmt(at_peak(rs[ASIC]) / at_peak(rs[c])) if c in rs and rs[c]["points"]
                  else "–" for c in REFERENCES]
         lines.append(f"| {key[0]}, {key[1]} | " + " | ".join(cells) + " |")
-    lines += ["", "Why the two can differ: the model gives the ASIC the GPUs' achieved "
-              "fractions of compute and bandwidth (it has no published measurements of its "
+    lines += ["", "Why the two can differ: the model gives the ASIC GB200's measured "
+              "kernels and the GPUs' serving numbers (it has no published measurements of its "
               "own), its rated 700 W as the power limit (measured: at most 550 W), and "
               "assumed links and FP8 rate (the comments of scoville.explore.specs); the "
               "claim's workload, precision and software are not published.", ""]

@@ -88,7 +88,8 @@ class Chip:
     ----------
     name : str
     kind : str
-        ``roofline``: a chip we have no RTL for, timed by its peaks and the efficiency factors;
+        ``roofline``: a chip we have no RTL for, timed by its peaks and its measured kernels
+        (``kernels``) or the efficiency factors;
         ``blocks``: a chip assembled from Scoville's blocks, timed by their closed-form models.
     clock_ghz : float
     tflops : dict
@@ -505,7 +506,7 @@ _HBM_PJ_B, _LINK_PJ_B, _SRAM_PJ_B = 3.9 * 8, 1.3 * 8, 0.3
 #: ML.ENERGY's measured H100 power serving Llama 3.1 and tested on its B200 DeepSeek-R1
 #: points and InferenceX's H100 GPT-OSS-120B ones by ``scripts/explore_power.py``
 #: (docs/explore-power.md).
-GPU_POWER = {"compute": 1.17, "memory": 0.72}
+GPU_POWER = {"compute": 0.95, "memory": 0.75}
 
 
 def gpu_energy(name: str, tflops: dict, power_w: float, power: dict | None = None) -> Energy:
@@ -548,7 +549,7 @@ def _gpu(name, tflops, hbm_gb, hbm_tb_s, power_w, allin_kw, link_gb_s, domain, d
 #: reports them rounded and the errors with each hardware and model held out
 #: (docs/explore-validation.md); ../shared/MODELS.md's points are not in the fit
 #: (docs/explore-calibration.md).
-GPU_FACTORS = {"floor_share": 0.74}
+GPU_FACTORS = {"floor_share": 0.71}
 
 CHIPS: dict[str, Chip] = {
     # FP8 1,979 dense TFLOPS, BF16 989, 80 GB at 3.35 TB/s, 700 W (InferenceX-app
