@@ -37,6 +37,18 @@ def test_the_sweep_tries_attention_tp_with_experts_spread():
     assert "tp1ep1" not in labels and "ep1" not in labels
 
 
+def test_the_sweep_tries_the_widths_of_an_nvl72():
+    """Widths of 3 x 2^k and the whole domain besides powers of two: InferenceX's GB200 runs
+    spread DeepSeek-R1's experts over 48 GPUs; tensor-parallel attention only where the width
+    divides the 128 query heads."""
+    from scoville.explore.parallel import widths
+    assert widths(CHIPS["gb200"]) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 72]
+    assert widths(CHIPS["b200"]) == [1, 2, 3, 4, 6, 8]
+    labels = {p.label for p in parallelisms(CHIPS["gb200"], DS)}
+    assert {"ep48", "ep72", "tp64", "tp32ep32"} <= labels
+    assert not {"tp48", "tp3", "tp72ep72"} & labels
+
+
 def test_only_data_parallel_attention_holds_a_full_copy_of_the_dense_weights():
     b = shapes.model_bytes(DS)
     dense = b["attention"] + b["shared"] + b["dense"] + b["head"]

@@ -10,7 +10,7 @@ from . import kernels
 from .specs import Chip, Model
 
 __all__ = ["MODES", "NCCL_LL", "Parallelism", "Phase", "a2a_latency", "allreduce_latency",
-           "comm", "hop", "kv_split", "link", "parallelisms"]
+           "comm", "hop", "kv_split", "link", "parallelisms", "widths"]
 
 
 #: The layouts of a stage: attention (and the dense layers, shared experts and head) tensor-
@@ -58,25 +58,36 @@ class Parallelism:
 
 
 def parallelisms(chip: Chip, model: Model) -> list[Parallelism]:
-    """Every parallelism the sweep tries: each of :data:`MODES` over 1, 2, 4, ... chips of one
-    scale-up domain, times 1, 2 or 4 pipeline stages (stages beyond the domain talk over the
-    scale-out network); expert parallelism needs at least two chips and no more than the
-    experts, tensor-parallel attention no more chips than query heads."""
+    """Every parallelism the sweep tries: each of :data:`MODES` over :func:`widths` chips of
+    one scale-up domain, times 1, 2 or 4 pipeline stages (stages beyond the domain talk over
+    the scale-out network); expert parallelism needs at least two chips and no more than the
+    experts, tensor-parallel attention a width that divides the query heads."""
     out = []
-    width = 1
-    while width <= chip.domain:
+    for width in widths(chip):
         for mode in MODES:
             if mode != "tp" and not 2 <= width <= model.experts:
                 continue
-            if mode != "ep" and width > model.attention.q_heads:
+            if mode != "ep" and model.attention.q_heads % width:
                 continue
             if mode == "tpep" and chip.kind == "blocks":
                 continue                # a blocks chip spreads whole experts in tp already
             for pp in (1, 2, 4):
                 if pp <= model.layers:
                     out.append(Parallelism(mode, width, pp))
-        width *= 2
     return out
+
+
+def widths(chip: Chip) -> list[int]:
+    """The stage widths the sweep tries on a chip: 1, 2, 4, ... and 3, 6, 12, ... chips up to
+    its scale-up domain, and the whole domain (72 on an NVL72: InferenceX's GB200 runs use
+    widths such as 48 and 72, data-parallel attention over them)."""
+    out = {chip.domain}
+    for base in (1, 3):
+        w = base
+        while w <= chip.domain:
+            out.add(w)
+            w *= 2
+    return sorted(out)
 
 
 def hop(chip: Chip, par: Parallelism, tokens: float, hidden: int) -> float:
