@@ -5,9 +5,9 @@ The measurements are NVIDIA AIConfigurator 0.12's kernel tables (TensorRT-LLM 1.
 each GPU, timed by AIConfigurator's collectors; ``aiconfigurator_core/systems/data/<system>/``,
 Apache 2.0): dense GEMMs (``gemm_perf``), grouped MoE GEMMs (``moe_perf``, balanced routing,
 gated (SwiGLU) kernels only; MXFP4 weights with BF16 or MXFP8 activations as ``w4a16`` and
-``w4a8``),
-collectives (TensorRT-LLM's custom all-reduce, ``custom_allreduce_perf``; DeepEP's
-low-latency dispatch and combine inside one node, SGLang 0.5.12's ``wideep_deepep_ll_perf``),
+``w4a8``, on GPT-OSS's shapes), collectives (TensorRT-LLM's custom all-reduce,
+``custom_allreduce_perf``; DeepEP's low-latency dispatch and combine inside one node, SGLang
+0.5.12's ``wideep_deepep_ll_perf``),
 attention in decode and prefill (``generation_attention_perf``, ``context_attention_perf``
 for GQA, heads of 64 and groups of 8 query heads a KV head as GPT-OSS's, no window;
 ``generation_mla_perf``, ``context_mla_perf`` for MLA). ``--aic-python PATH`` reads them in
@@ -97,7 +97,10 @@ for chip, system in args["systems"].items():
             "moe_ep_size"]
     for dtype, fmt in (("bfloat16", "bf16"), ("fp8_block", "fp8"), ("nvfp4", "fp4"),
                        ("w4a16_mxfp4", "w4a16"), ("w4a8_mxfp4_mxfp8", "w4a8")):
-        d = m[m.moe_dtype == dtype].groupby(keys, as_index=False).latency.min()
+        d = m[m.moe_dtype == dtype]
+        if dtype.startswith("w4"):          # MXFP4 experts: GPT-OSS's, the model that runs them
+            d = d[d.hidden_size == 2880]
+        d = d.groupby(keys, as_index=False).latency.min()
         if len(d):
             emit(sample(d, keys), chip, "moe", fmt,
                  f"{system}/moe/trtllm/{v}/moe_perf ({dtype}, balanced)",
@@ -187,8 +190,11 @@ def _fit(chip, group: list[dict]) -> dict:
     start, lo, hi = (([0.7, 5.0, 10.0], [0.01, 0.0, 0.0], [1.0, 1000.0, 1000.0]) if allreduce
                      else ([0.5, 0.7, 5.0], [0.01, 0.01, 0.0], [1.0, 1.0, 1000.0]))
     p = numbers(least_squares(residuals, start, bounds=(lo, hi)).x)
+    binds = not allreduce and any(
+        c > b for c, b in (kernels.busy(chip, r["op"], r["fmt"], p, *kernels.cost(r)[:2])
+                           for r in group))
     out = {"compute": round(p.compute, 4), "bandwidth": round(p.bandwidth, 4),
-           "floor_us": round(p.floor_us, 3), "rows": len(group)}
+           "floor_us": round(p.floor_us, 3), "rows": len(group), "compute_binds": binds}
     return out | ({"switch_us": round(p.switch_us, 3)} if allreduce else {})
 
 
@@ -229,7 +235,9 @@ def main() -> None:
         "(`scoville.explore.kernels`): a latency floor plus the longer of its compute at a "
         "fraction of the GPU's peak in its format and its bytes at a fraction of HBM "
         "bandwidth (the collectives': of its links' bandwidth, and no compute); each (GPU, "
-        "operation, format) fitted by least squares on log latency. "
+        "operation, format) fitted by least squares on log latency (compute –: no row is "
+        "compute-bound, so the fraction is not determined; it stays at the fit's start, "
+        "0.5). "
         "Error = model / measured - 1. *Held out*: the GPU's numbers taken from the other GPUs "
         "of its architecture (`kernels.params` with the GPU excluded: the geometric mean of "
         "theirs), as the exploration's leave-one-hardware-out validation does.", "",
@@ -241,7 +249,8 @@ def main() -> None:
         p = kernels.params(name, op, fmt)
         own = _errors(chip, group, p)
         held = _errors(chip, group, kernels.params(name, op, fmt, exclude=name))
-        compute = "–" if op in kernels.LINK_OPS else f"{p.compute:.2f}"
+        binds = kernels.TABLE[name][op][fmt]["compute_binds"]
+        compute = f"{p.compute:.2f}" if binds else "–"
         lines.append(f"| {name} | {op} | {fmt} | {len(group)} | {compute} | "
                      f"{p.bandwidth:.2f} | {p.floor_us:.1f} | "
                      f"{statistics.median(map(abs, own)):.0%} | {_pct(own, 0.9):.0%} | "

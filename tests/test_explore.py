@@ -267,12 +267,28 @@ def _chip_toml(**over) -> str:
     (lambda t: t.replace("hbm_tb_s = 3.0", "hbm_tb_s = nan"), "field 'hbm_tb_s' must be a pos"),
     (lambda t: t.replace("static_w = 100.0", "static_w = 600.0"), "'energy.static_w' must be"),
     (lambda t: t.replace("fp8 = 1000", "fp8 = -1"), "field 'tflops' must hold"),
+    (lambda t: 'kernels = "b200,mi300x"\n' + t, "field 'kernels' names mi300x; allowed"),
+    (lambda t: 'kernels = "b200,"\n' + t, "field 'kernels' names an empty name; allowed"),
+    (lambda t: "floor_share = 3.0\n" + t, "field 'floor_share' must be in (0, 2]"),
+    (lambda t: 'floor_share = "x"\n' + t, "field 'floor_share' must be a number"),
 ])
 def test_a_bad_chip_file_names_the_field(tmp_path, mutate, text):
     path = tmp_path / "chip.toml"
     path.write_text(mutate(_chip_toml()))
     with pytest.raises(SpecError, match=text.replace("(", r"\(")):
         load_chip(str(path))
+
+
+def test_a_chip_file_may_take_gpus_measured_kernels(tmp_path):
+    """``kernels`` names the GPUs whose measured operations time the chip (spaces allowed);
+    its floor share is the GPUs' fitted one unless the file sets its own."""
+    from scoville.explore.specs import FLOOR_SHARE
+    path = tmp_path / "chip.toml"
+    path.write_text('kernels = "b200, gb200"\n' + _chip_toml())
+    chip = load_chip(str(path))
+    assert chip.kernels == "b200, gb200" and chip.floor_share == FLOOR_SHARE
+    path.write_text('kernels = "b200"\nfloor_share = 0.5\n' + _chip_toml())
+    assert load_chip(str(path)).floor_share == 0.5
 
 
 TOY = """name = "toy"

@@ -65,3 +65,16 @@ def test_the_validation_doc_is_what_its_script_writes_today(tmp_path):
                     str(out), "--bands", str(bands)], check=True, capture_output=True)
     assert out.read_text() == (root / "docs" / "explore-validation.md").read_text()
     assert bands.read_text() == (root / "scoville" / "explore" / "bands.json").read_text()
+
+
+def test_explore_md_quotes_the_fitted_numbers_the_code_uses():
+    """docs/explore.md repeats a few fitted numbers in its prose: a refit that changes them
+    must change the prose too (the generated docs are checked against their scripts)."""
+    from scoville.explore import perf
+    from scoville.explore.specs import GPU_POWER
+    text = (DATA.parent.parent.parent / "docs" / "explore.md").read_text()
+    text = " ".join(text.split())
+    assert f"`request_s` ({perf.REQUEST_S:.3f} s:" in text
+    assert f"`handoff_s` ({perf.HANDOFF_S:.2f} s, fitted)" in text
+    assert (f"compute units ({GPU_POWER['compute']:.2f}) and its memory "
+            f"({GPU_POWER['memory']:.2f})") in text

@@ -92,15 +92,14 @@ def test_a_tensor_parallel_layers_all_reduce_takes_what_it_measured(tokens):
 
 def test_an_expert_parallel_layers_all_to_all_takes_what_it_measured():
     """An ep8 H100 stage's dispatch and combine of 128 tokens a rank against DeepEP's
-    measured phases at 128 tokens (the model counts the 7 of 8 ranks' vectors that leave a
-    rank, the table all 8): within 25%."""
+    measured phases at 128 tokens: within 10% (the fit's error there)."""
     from scoville.explore.parallel import comm
     ds = MODELS["deepseek-r1"]
     measured = sum(float(_rows("h100", "a2a", f, tokens=128)[0]["us"])
                    for f in ("fp8", "bf16")) * 1e-6
     got = comm(CHIPS["h100"], ds, Parallelism("ep", 8), 8 * 128)[0] / (ds.layers
                                                                      - ds.dense_layers)
-    assert got == pytest.approx(measured, rel=0.25)
+    assert got == pytest.approx(measured, rel=0.10)
 
 
 def test_an_operation_takes_its_floors_and_the_longer_of_compute_and_memory():
@@ -135,7 +134,8 @@ def test_a_chip_takes_the_geometric_mean_of_the_gpus_it_names():
 
 def test_a_chip_may_name_only_gpus_with_measured_kernels():
     with pytest.raises(SpecError, match="field 'kernels' names mi300x; allowed: GPUs with "
-                                        "measured kernels, b200, gb200, gb300, h100, h200"):
+                                        "measured kernels, comma-separated, b200, gb200, "
+                                        "gb300, h100, h200"):
         dataclasses.replace(CHIPS["b200"], kernels="mi300x")
     assert CHIPS["h200"].kernels == "h200" and CHIPS["asic-2026"].kernels == "gb200"
 
@@ -153,9 +153,9 @@ def test_the_table_is_the_fit_of_its_committed_sample(tmp_path):
 
 def test_a_decode_step_is_the_sum_of_its_operations():
     """GPT-OSS-120B on one H200, batch 4: the GEMMs outside the experts (2 a layer and the
-    router, the head), the routed experts (one MoE operation a layer: MXFP4 weights under
-    FP8 activations run on Hopper as W4A16), attention (one a layer) and the small kernels,
-    each floor at the chip's share; no communication."""
+    router, the head; BF16 weights, so BF16 GEMMs), the routed experts (one MoE operation a
+    layer: MXFP4 weights under FP8 activations run on Hopper as W4A16), attention (one a
+    layer) and the small kernels, each floor at the chip's share; no communication."""
     chip, m, par = CHIPS["h200"], MODELS["gpt-oss-120b"], Parallelism("tp", 1)
     tokens, context = 4, 1536
     b = shapes.model_bytes(m)
@@ -164,7 +164,7 @@ def test_a_decode_step_is_the_sum_of_its_operations():
     dense_params = (b["attention"] + b["shared"] + b["dense"] + b["head"]) / \
         shapes.bytes_per_param(m.weight_fmt)
     expert_bytes = b["expert"] * moe_layers * touched
-    ops = [("gemm", "fp8", 2 * dense_params * tokens,
+    ops = [("gemm", "bf16", 2 * dense_params * tokens,
             b["attention"] + b["shared"] + b["dense"] + b["head"], 3 * m.layers + 1),
            ("moe", "w4a16", 2 * moe_layers * m.top_k * b["expert"]
             / shapes.bytes_per_param(m.expert_fmt) * tokens, expert_bytes, moe_layers),
@@ -184,10 +184,53 @@ def test_a_decode_step_is_the_sum_of_its_operations():
     assert perf._moe_format(chip, m) == "w4a16"
     assert perf._moe_format(CHIPS["b200"], m) == "w4a8"
     assert perf._moe_format(chip, MODELS["deepseek-r1"]) == "fp8"
+    assert perf._moe_format(CHIPS["b200"], MODELS["kimi-k2"]) == "w4a16"      # INT4
     # A held-out H200 (H100's numbers) is timed otherwise.
     other = dataclasses.replace(chip, kernels=kernels.transfer("h200"))
     held = perf._roofline(other, m, par, tokens, context, touched, tokens).seconds
     assert abs(held / want - 1) > 0.01
+
+
+def test_a_prefill_attention_costs_what_its_measured_class_counts():
+    """A prefill's attention on a GPU is timed as the measured class times a table row of the
+    same shape: DeepSeek-R1's 16 sequences of 1,024 tokens on one B200 stage of tp8 (16 of
+    128 heads a chip), its operations and its Q, K, V and output bytes."""
+    ds, chip, par = MODELS["deepseek-r1"], CHIPS["b200"], Parallelism("tp", 8)
+    row = {"op": "prefill_mla", "fmt": "bf16", "kv_fmt": "fp8", "batch": "16",
+           "context": "1024", "heads": "16"}
+    flops, bytes_, _ = kernels.cost(row)
+    p = kernels.params("b200", "prefill_mla", "bf16")
+    per_layer = max(kernels.busy(chip, "prefill_mla", "bf16", p, flops, bytes_))
+    # The model's per-layer attention, from its operations and bytes per chip: the same.
+    tokens = 16 * 1024
+    model_flops = shapes.attention_flops(ds, 512, absorbed=False) * tokens / par.chips
+    model_bytes = shapes.attention_io_bytes(ds, tokens) / par.width
+    got = max(kernels.busy(chip, "prefill_mla", "bf16", p, model_flops, model_bytes))
+    assert got / ds.layers == pytest.approx(per_layer, rel=0.02)
+
+
+def test_a_width_that_does_not_divide_the_experts_holds_redundant_copies():
+    """Expert parallelism over 48 chips of DeepSeek-R1's 256 experts: each chip holds the
+    busiest's 6 (288 slots, 32 copies), as EPLB's redundant experts fill them."""
+    ds = MODELS["deepseek-r1"]
+    b = shapes.model_bytes(ds)
+    rest = b["attention"] + b["shared"] + b["dense"] + b["head"]
+    moe = ds.layers - ds.dense_layers
+    for width, slots in ((48, 6), (64, 4)):
+        held = perf._weights_per_chip(ds, Parallelism("ep", width), None)
+        assert held == pytest.approx((rest * width + b["expert"] * moe * slots * width)
+                                     / width)
+
+
+def test_an_mtp_module_of_a_windowed_model_is_one_layer():
+    """A windowed model with an MTP module: its draft pass is one layer, windowed or not, and
+    the model still checks (GPT-OSS's 18 sliding layers do not outlive the one)."""
+    gpt = dataclasses.replace(MODELS["gpt-oss-120b"], mtp_modules=1)
+    draft = perf._mtp_module(gpt)
+    assert draft.layers == 1 and draft.attention.window_layers == 1
+    chip, par = CHIPS["b200"], Parallelism("tp", 1)
+    two = perf.step(chip, gpt, par, 4, 1536, serving=perf.Serving(mtp=1))
+    assert two.seconds > perf.step(chip, gpt, par, 4, 1536).seconds
 
 
 def test_each_micro_batch_runs_its_own_draft_passes():

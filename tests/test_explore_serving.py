@@ -332,9 +332,9 @@ def test_an_all_to_all_across_domains_sends_to_its_own_domain_over_the_links():
     # Measured: inside one domain, dispatch's and combine's floors and rates.
     measured = CHIPS["h100"]
     d, c = kernels.params("h100", "a2a", "fp8"), kernels.params("h100", "a2a", "bf16")
-    share = 7 / 8 * tokens / 8 * DS.top_k * DS.hidden
+    mine = tokens / 8 * DS.top_k * DS.hidden        # all of a rank's vectors, as DeepEP's
     bw = measured.link_gb_s * 1e9
-    want = share / (bw * d.bandwidth) + 2 * share / (bw * c.bandwidth) \
+    want = mine / (bw * d.bandwidth) + 2 * mine / (bw * c.bandwidth) \
         + (d.floor_us + c.floor_us) * 1e-6
     assert comm(measured, DS, Parallelism("ep", 8), tokens)[0] == pytest.approx(moe * want)
     # Tensor-parallel: two of TensorRT-LLM's measured all-reduces a layer.

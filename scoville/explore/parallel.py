@@ -218,8 +218,11 @@ def comm(chip: Chip, m: Model, par: Parallelism, tokens: float) -> tuple[float, 
     if chip.kernels:
         # DeepEP's measured phases inside the domain: each its floor and its bytes at its
         # fraction of the links; beyond the domain the network, and NCCL's steps.
+        # (DeepEP's measured phases move all of a rank's vectors, its own included, as the
+        # fit counts them.)
         d, c = (kernels.params(chip.kernels, "a2a", f) for f in ("fp8", "bf16"))
-        t_in = share * inside * (1 / (bw * d.bandwidth) + 2 / (bw * c.bandwidth))
+        mine = tokens / w * m.top_k * m.hidden
+        t_in = mine * inside * (1 / (bw * d.bandwidth) + 2 / (bw * c.bandwidth))
         latency = ((d.floor_us + c.floor_us) * 1e-6
                    + 2 * math.log2(_domains(chip, w)) * NCCL_LL["tree_net"] * 1e-6)
     else:

@@ -84,10 +84,15 @@ HBM_USABLE = 0.9
 
 def _weights_per_chip(m: Model, par: Parallelism, experts_read: float) -> float:
     """Weight bytes a chip of a stage reads in a step that touches ``experts_read`` routed
-    experts per MoE layer (``None``: all of them, the weights a chip holds)."""
+    experts per MoE layer (``None``: all of them, the weights a chip holds; spread over a
+    width that does not divide them, each chip holds as many as the busiest, the slots left
+    filled with copies of the busiest experts, as EPLB's redundant experts do)."""
     b = shapes.model_bytes(m)
     moe_layers = m.layers - m.dense_layers
-    routed = b["expert"] * moe_layers * (m.experts if experts_read is None else experts_read)
+    held = m.experts
+    if par.experts_spread:
+        held = math.ceil(m.experts / par.width) * par.width   # redundant copies fill the slots
+    routed = b["expert"] * moe_layers * (held if experts_read is None else experts_read)
     rest = b["attention"] + b["shared"] + b["dense"] + b["head"]
     return (rest * par.attention_dp + routed) / par.width / par.pp
 
@@ -192,12 +197,21 @@ def _gemm_kernels(m: Model) -> float:
 MOE_OP_KERNELS = 6
 
 
+def _gemm_format(m: Model) -> str:
+    """The measured GEMM class the non-expert matrices run as: BF16 weights (GPT-OSS's,
+    Kimi K2's) as BF16 GEMMs, as the engines run them; else the model's ``act_fmt``."""
+    return "bf16" if m.weight_fmt == "bf16" else m.act_fmt
+
+
 def _moe_format(chip: Chip, m: Model) -> str:
-    """The measured MoE kernel a model's routed experts run as: NVFP4 as ``fp4``; 4-bit
-    weights (MXFP4, INT4) under FP8 activations as ``w4a8`` where the chip has an FP4 array
-    (Blackwell's MXFP4 x MXFP8 kernels), else as ``w4a16`` (Hopper: weights widened to BF16,
-    as GPT-OSS's and Kimi's INT4 kernels run there); else their compute format."""
-    if m.expert_compute_fmt == "fp8" and shapes.bytes_per_param(m.expert_fmt) < 0.6:
+    """The measured MoE kernel a model's routed experts run as: NVFP4 as ``fp4``; MXFP4
+    weights under FP8 activations as ``w4a8`` where the chip has an FP4 array (Blackwell's
+    MXFP4 x MXFP8 kernels, GPT-OSS's in TensorRT-LLM), else as ``w4a16`` (Hopper: weights
+    widened to BF16); INT4 weights (Kimi K2's) as ``w4a16`` everywhere (Marlin-class kernels,
+    as vLLM runs them); else their compute format."""
+    if m.expert_compute_fmt == "fp8" and m.expert_fmt == "int4":
+        return "w4a16"
+    if m.expert_compute_fmt == "fp8" and m.expert_fmt == "mxfp4":
         return "w4a8" if "fp4" in chip.tflops else "w4a16"
     return m.expert_compute_fmt
 
@@ -211,13 +225,17 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
     ``prefill_`` of the model's kind, a floor a layer), every other kernel the step
     launches (norms, RoPE, activations: at the floor of the smallest GEMM, class ``gemm``
     in BF16); each floor at the chip's ``floor_share``; communication as
-    :func:`_roofline`'s. Each (operations, bytes) pair is the stage's per chip."""
+    :func:`_roofline`'s. Each (operations, bytes) pair is the stage's per chip; a prefill's
+    attention adds its tokens' Q, K, V and output bytes (:func:`shapes.attention_io_bytes`)."""
     moe_layers = m.layers - m.dense_layers
     gemms = _gemm_kernels(m)
     small = (shapes.kernels(m) + shapes.STEP_KERNELS - gemms - m.layers
              - MOE_OP_KERNELS * moe_layers)
     phase = "decode" if absorbed else "prefill"
-    ops = (("gemm", m.act_fmt, *dense, gemms),
+    if not absorbed:            # a prefill reads and writes its tokens' Q, K, V and output
+        attention = (attention[0], attention[1]
+                     + shapes.attention_io_bytes(m, tokens) / par.width / par.pp)
+    ops = (("gemm", _gemm_format(m), *dense, gemms),
            ("moe", _moe_format(chip, m), *expert, moe_layers),
            (f"{phase}_{m.attention.kind}", ATTENTION_FMT, *attention, m.layers))
     t = compute_s = memory_s = 0.0
@@ -239,8 +257,8 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
 #: :class:`Serving`'s defaults for a request's fixed seconds and a disaggregated hand-off's:
 #: fitted with the GPUs' other serving numbers by ``scripts/explore_validate.py`` on
 #: InferenceX's measured TTFT and throughput (docs/explore-validation.md).
-REQUEST_S = 0.260
-HANDOFF_S = 0.78
+REQUEST_S = 0.261
+HANDOFF_S = 0.75
 
 
 @dataclass(frozen=True)
@@ -343,7 +361,8 @@ def step(chip: Chip, m: Model, par: Parallelism, batch: int, context: float,
 def _mtp_module(m: Model) -> Model:
     """The model a draft pass runs: DeepSeek-V3's MTP module is one MoE layer (its own
     projections and norms, not counted) under the main model's embedding and head."""
-    return dataclasses.replace(m, layers=1, dense_layers=0)
+    a = dataclasses.replace(m.attention, window_layers=min(m.attention.window_layers, 1))
+    return dataclasses.replace(m, layers=1, dense_layers=0, attention=a)
 
 
 def prefill(chip: Chip, m: Model, par: Parallelism, requests: int, isl: int,

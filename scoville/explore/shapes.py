@@ -7,8 +7,8 @@ import functools
 
 from .specs import Model, bytes_per_param
 
-__all__ = ["STEP_KERNELS", "attention_flops", "attention_params", "ffn_params", "kernels",
-           "kv_bytes", "model_bytes", "touched"]
+__all__ = ["STEP_KERNELS", "attention_flops", "attention_io_bytes", "attention_params",
+           "ffn_params", "kernels", "kv_bytes", "model_bytes", "touched"]
 
 
 def attention_params(m: Model) -> int:
@@ -84,6 +84,19 @@ def attention_flops(m: Model, context: float, absorbed: bool = True) -> float:
     else:
         per = a.q_heads * (2 * (a.qk_nope + a.qk_rope) + 2 * a.v_head_dim)
     return per * _layer_tokens(m, context)
+
+
+def attention_io_bytes(m: Model, tokens: float) -> float:
+    """Bytes a prefill's attention kernels read and write for ``tokens`` tokens, all layers, in
+    BF16: each token's query, key, value and output (GQA: ``(2 q_heads + 2 kv_heads)
+    head_dim``; MLA expanded: ``q_heads (2 (qk_nope + qk_rope) + 2 v_head_dim)``), as
+    :func:`scoville.explore.kernels.cost` counts them in the measured prefill kernels."""
+    a = m.attention
+    if a.kind == "gqa":
+        per = (2 * a.q_heads + 2 * a.kv_heads) * a.head_dim
+    else:
+        per = a.q_heads * (2 * (a.qk_nope + a.qk_rope) + 2 * a.v_head_dim)
+    return 2 * per * tokens * m.layers
 
 
 def touched(m: Model, tokens: float) -> float:

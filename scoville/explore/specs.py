@@ -80,6 +80,12 @@ class Energy:
             raise SpecError("energy: every field must be a number >= 0")
 
 
+#: The share of its measured kernels' latency floors a step pays on a chip with ``kernels``
+#: (fitted with the serving numbers by scripts/explore_validate.py; :data:`GPU_FACTORS`): a
+#: chip of a TOML file that names ``kernels`` takes it unless it sets its own.
+FLOOR_SHARE = 0.67
+
+
 @dataclass(frozen=True)
 class Chip:
     """One accelerator chip and the domain it scales up in.
@@ -125,7 +131,8 @@ class Chip:
     kernels : str
         The GPUs whose measured numbers per operation (:mod:`scoville.explore.kernels`) time
         this chip's operations, comma-separated (their geometric mean): a GPU names itself,
-        another chip the GPUs it is taken to resemble; empty: the factors above.
+        another chip the GPUs it is taken to resemble; empty: the factors above (their
+        defaults, the peaks and no fixed time, make an ideal roofline: an upper bound).
     floor_share : float
         With ``kernels``: the share of its kernels' measured latency floors a step pays (a
         step's kernels, launched from one graph, overlap their prologues; measured alone
@@ -161,7 +168,7 @@ class Chip:
     kernel_us: float = 0.0
     attention_eff: float = 0.0
     kernels: str = ""
-    floor_share: float = 1.0
+    floor_share: float = FLOOR_SHARE
     cores: int = 0
     array_rows: int = 0
     array_cols: int = 0
@@ -204,10 +211,12 @@ class Chip:
                             "compute_eff)")
         if self.domain < 1:
             raise SpecError(f"chip {self.name}: field 'domain' must be at least 1")
-        bad = [g for g in self.kernels.split(",") if self.kernels and g.strip() not in TABLE]
+        names = [g.strip() for g in self.kernels.split(",")] if self.kernels else []
+        bad = [g or "an empty name" for g in names if g not in TABLE]
         if bad:
             raise SpecError(f"chip {self.name}: field 'kernels' names {', '.join(bad)}; "
-                            f"allowed: GPUs with measured kernels, {', '.join(sorted(TABLE))}")
+                            "allowed: GPUs with measured kernels, comma-separated, "
+                            f"{', '.join(sorted(TABLE))}")
         if self.kind == "blocks" and min(self.cores, self.array_rows, self.array_cols) < 1:
             raise SpecError(f"chip {self.name}: a blocks chip needs 'cores', 'array_rows' and "
                             "'array_cols' of at least 1")
@@ -506,7 +515,7 @@ _HBM_PJ_B, _LINK_PJ_B, _SRAM_PJ_B = 3.9 * 8, 1.3 * 8, 0.3
 #: ML.ENERGY's measured H100 power serving Llama 3.1 and tested on its B200 DeepSeek-R1
 #: points and InferenceX's H100 GPT-OSS-120B ones by ``scripts/explore_power.py``
 #: (docs/explore-power.md).
-GPU_POWER = {"compute": 0.95, "memory": 0.75}
+GPU_POWER = {"compute": 0.95, "memory": 0.74}
 
 
 def gpu_energy(name: str, tflops: dict, power_w: float, power: dict | None = None) -> Energy:
@@ -549,7 +558,7 @@ def _gpu(name, tflops, hbm_gb, hbm_tb_s, power_w, allin_kw, link_gb_s, domain, d
 #: reports them rounded and the errors with each hardware and model held out
 #: (docs/explore-validation.md); ../shared/MODELS.md's points are not in the fit
 #: (docs/explore-calibration.md).
-GPU_FACTORS = {"floor_share": 0.71}
+GPU_FACTORS = {"floor_share": FLOOR_SHARE}
 
 CHIPS: dict[str, Chip] = {
     # FP8 1,979 dense TFLOPS, BF16 989, 80 GB at 3.35 TB/s, 700 W (InferenceX-app
