@@ -63,8 +63,9 @@ def _list() -> int:
     print("chips:")
     for name, c in CHIPS.items():
         peak = ", ".join(f"{f} {t:,.0f}" for f, t in c.tflops.items())
+        timed = f"; operations timed by {c.kernels}'s measured kernels" if c.kernels else ""
         print(f"  {name:<14} {c.kind:<8} {c.description}: TFLOPS {peak}; HBM {c.hbm_gb:.0f} GB "
-              f"at {c.hbm_tb_s} TB/s; {c.power_w:.0f} W; {c.domain} a domain")
+              f"at {c.hbm_tb_s} TB/s; {c.power_w:.0f} W; {c.domain} a domain{timed}")
     print("models:")
     for name, m in MODELS.items():
         print(f"  {name:<14} {m.description}: {m.layers} layers, hidden {m.hidden}, "

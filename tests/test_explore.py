@@ -353,3 +353,11 @@ def test_dask_gives_the_same_json_as_a_serial_run():
                       dashboard_address=None) as cluster, Client(cluster) as client:
         remote = report.as_json(sweep.explore(*args, client=client, progress=None))
     assert remote == serial
+
+
+def test_the_list_names_each_chip_and_the_kernels_that_time_it(capsys):
+    assert main(["explore", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in CHIPS) and all(name in out for name in MODELS)
+    asic = next(line for line in out.splitlines() if line.strip().startswith("asic-2026"))
+    assert asic.endswith("operations timed by gb200's measured kernels")
