@@ -45,7 +45,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ACT_BYTES", "FAMILIES", "LINK_OPS", "OPS", "TABLE", "TABLE_FILE", "OpParams",
+__all__ = ["ACT_BYTES", "COMPUTE", "FAMILIES", "LINK_OPS", "OPS", "TABLE", "TABLE_FILE",
+           "WEIGHT_BYTES", "OpParams",
            "allreduce_seconds", "busy", "cost", "params", "reload", "seconds", "transfer"]
 
 TABLE_FILE = Path(__file__).parent / "kernels.json"

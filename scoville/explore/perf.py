@@ -21,8 +21,9 @@ while the others work on the rest: a decode step takes ``pp`` stage times of a m
 plus the hops between stages.
 
 **Time of a layer** (one stage, one step): on a ``roofline`` chip the operations run one
-after another, as a GPU's kernels do: the GEMMs outside the routed experts in ``act_fmt``;
-the routed experts, on the busiest chip when they are spread; attention's score and value
+after another, as a GPU's kernels do: the GEMMs outside the routed experts (in ``act_fmt``;
+with measured kernels in BF16 where those weights are BF16, :func:`_gemm_format`); the routed
+experts, on the busiest chip when they are spread; attention's score and value
 products in BF16 against the KV cache's bytes (MLA absorbed in decode, expanded in prefill);
 then communication (not overlapped). A chip with measured kernels (``Chip.kernels``, a GPU)
 times each operation by its class's measured numbers (:func:`_measured`,
@@ -220,7 +221,7 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
               attention, absorbed: bool) -> Phase:
     """:func:`_roofline`'s stage with each operation class timed by the chip's measured
     numbers (:mod:`scoville.explore.kernels`): the GEMMs outside the routed experts (class
-    ``gemm`` in ``act_fmt``, a floor for each of :func:`_gemm_kernels`), the routed experts
+    ``gemm`` in :func:`_gemm_format`, a floor for each of :func:`_gemm_kernels`), the routed experts
     (class ``moe`` in :func:`_moe_format`, a floor a MoE layer), attention (``decode_`` or
     ``prefill_`` of the model's kind, a floor a layer), every other kernel the step
     launches (norms, RoPE, activations: at the floor of the smallest GEMM, class ``gemm``
