@@ -15,6 +15,7 @@ import pytest
 
 from scoville.blocks import get_block, parse_params
 from scoville.cli import main
+from scoville.synth import formal
 from scoville.synth.formal import TOOLS, prove
 
 from .script import load
@@ -40,6 +41,23 @@ def test_a_lane_unit_is_proved_and_its_inputs_are_assumed_not_asserted(tmp_path)
     assert proof.checks == ["o: valid dropped while a beat waited",
                             "o: payload changed while a beat waited",
                             "o: a beat offered the cycle after a reset"]
+
+
+def test_a_proof_runs_on_a_machine_where_the_solver_never_ran(tmp_path, monkeypatch):
+    """On a fresh machine YoWASP compiles Boolector on its first run and says so, which
+    smtbmc took for the solver's answer (no verdict; found by scripts/first_run.py): with a
+    cache that holds every YoWASP tool but the solver, the proof still comes."""
+    import platformdirs
+    cache = tmp_path / "yowasp-cache"
+    home = Path(platformdirs.user_cache_dir("YoWASP", appauthor=False))
+    if home.exists():
+        shutil.copytree(home, cache, ignore=lambda _, names: [n for n in names
+                                                               if "boolector" in n])
+    monkeypatch.setenv("YOWASP_CACHE_DIR", str(cache))
+    formal._compiled.cache_clear()
+    proof = _prove(get_block("fp4_mul"), {"lanes": 2, "latency": 2}, tmp_path)
+    assert proof.status == "proved", proof
+    assert any("boolector" in p.name for p in cache.iterdir())
 
 
 def test_a_design_that_drops_valid_fails_naming_the_rule_with_a_waveform(tmp_path):

