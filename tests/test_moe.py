@@ -360,7 +360,7 @@ MOE_SIM_CONFIGS = {
     # BF16 x quantized to MXFP8: E4M3 ties are common (8 significant bits into 4), so the
     # quantizer's rounding of ties is seen (FP32 x rarely ties: moe-requant-e4m3-ties-away
     # survived the other two).
-    "gpt-oss-mxfp8-bf16-x": {**MOE_SIM, "x_fmt": "bf16"},
+    "gpt-oss-mxfp8-bf16-x": {**MOE_SIM, "x_fmt": "bf16", "backpressure": 0.8},
 }
 
 
