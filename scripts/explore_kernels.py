@@ -239,7 +239,7 @@ def main() -> None:
         "compute-bound, so the fraction is not determined; it stays at the fit's start, "
         "0.5). "
         "Error = model / measured - 1. *Held out*: the GPU's numbers taken from the other GPUs "
-        "of its architecture (`kernels.params` with the GPU excluded: the geometric mean of "
+        "of its architecture (`kernels.params` of `kernels.transfer`'s GPUs: the geometric mean of "
         "theirs), as the exploration's leave-one-hardware-out validation does.", "",
         "| GPU | operation | format | rows | compute | bandwidth | floor (us) "
         "| median abs. error | 90th pct. | held out: median | held out: 90th pct. |",
@@ -248,7 +248,7 @@ def main() -> None:
         chip = load_chip(name)
         p = kernels.params(name, op, fmt)
         own = _errors(chip, group, p)
-        held = _errors(chip, group, kernels.params(name, op, fmt, exclude=name))
+        held = _errors(chip, group, kernels.params(kernels.transfer(name), op, fmt))
         binds = kernels.TABLE[name][op][fmt]["compute_binds"]
         compute = f"{p.compute:.2f}" if binds else "–"
         lines.append(f"| {name} | {op} | {fmt} | {len(group)} | {compute} | "

@@ -104,15 +104,12 @@ def transfer(name: str) -> str:
 
 
 @functools.cache
-def params(names: str, op: str, fmt: str, exclude: str = "") -> OpParams:
+def params(names: str, op: str, fmt: str) -> OpParams:
     """The numbers of operation class ``op`` in ``fmt`` for a chip that takes those of the
-    GPUs ``names`` (comma-separated; ``exclude`` left out, replaced by :func:`transfer`'s):
-    the geometric mean over those that have the class in that format, else in the nearest
+    GPUs ``names`` (comma-separated; a GPU held out takes :func:`transfer`'s): the geometric
+    mean over those that have the class in that format, else in the nearest
     wider format they have (``fp4`` -> ``fp8`` -> ``bf16``; ``w4a8`` -> ``w4a16``)."""
-    gpus = []
-    for name in names.split(","):
-        name = name.strip()
-        gpus += transfer(name).split(",") if name == exclude else [name]
+    gpus = [name.strip() for name in names.split(",")]
     chain = ("w4a8", "w4a16") if fmt.startswith("w4") else ("fp4", "fp8", "bf16")
     for f in chain[chain.index(fmt):]:
         got = [TABLE[g][op][f] for g in gpus if f in TABLE.get(g, {}).get(op, {})]

@@ -173,15 +173,17 @@ def allreduce_latency(chip: Chip, width: int) -> float:
     return min(tree, ring) * 1e-6
 
 
-def a2a_latency(chip: Chip, width: int) -> float:
+def a2a_latency(chip: Chip, width: int, inside_us: float | None = None) -> float:
     """Seconds of latency of one phase (dispatch or combine) of a MoE all-to-all of a few
     tokens over ``width`` chips: the chip's ``a2a_latency_us`` (else ``link_latency_us``)
     inside a domain, plus a network step (NCCL's tree, :data:`NCCL_LL`) for every doubling
     of the domains it spans: 19 us a phase at EP16 and 24 at EP32 on H100, where DeepEP's
     low-latency kernels measure about 23-26 and 27-28 (AIConfigurator 0.12's legacy table,
-    against 14 at EP8): the model is short by 4-7 us a phase across nodes. (A chip with
-    measured kernels takes DeepEP's measured floors inside the domain instead, :func:`comm`.)"""
-    inside = chip.a2a_latency_us or chip.link_latency_us
+    against 14 at EP8): the model is short by 4-7 us a phase across nodes. ``inside_us``
+    replaces the chip's own latency inside a domain (a chip with measured kernels: DeepEP's
+    measured floor of the phase, :func:`comm`)."""
+    inside = inside_us if inside_us is not None else (chip.a2a_latency_us
+                                                      or chip.link_latency_us)
     return (inside + math.log2(_domains(chip, width)) * NCCL_LL["tree_net"]) * 1e-6
 
 
@@ -212,19 +214,18 @@ def comm(chip: Chip, m: Model, par: Parallelism, tokens: float) -> tuple[float, 
             t = per / (bw if w <= chip.domain else out_bw) + allreduce_latency(chip, w)
         return layers * 2 * t, layers * 2 * per
     moe_layers = (m.layers - m.dense_layers) / par.pp
-    share = (w - 1) / w * tokens / w * m.top_k * m.hidden     # a rank's vectors to its peers
-    per = share * (1 + 2)                                   # dispatched in FP8, combined in BF16
+    mine = tokens / w * m.top_k * m.hidden          # a rank's vectors
+    share = (w - 1) / w * mine                      # those to its peers
+    per = share * (1 + 2)                           # dispatched in FP8, combined in BF16
     inside = (min(w, chip.domain) - 1) / (w - 1)    # of the peers, those in the domain
     if chip.kernels:
-        # DeepEP's measured phases inside the domain: each its floor and its bytes at its
-        # fraction of the links; beyond the domain the network, and NCCL's steps.
-        # (DeepEP's measured phases move all of a rank's vectors, its own included, as the
-        # fit counts them.)
-        d, c = (kernels.params(chip.kernels, "a2a", f) for f in ("fp8", "bf16"))
-        mine = tokens / w * m.top_k * m.hidden
-        t_in = mine * inside * (1 / (bw * d.bandwidth) + 2 / (bw * c.bandwidth))
-        latency = ((d.floor_us + c.floor_us) * 1e-6
-                   + 2 * math.log2(_domains(chip, w)) * NCCL_LL["tree_net"] * 1e-6)
+        # DeepEP's measured phases inside the domain, each its floor and its bytes at its
+        # fraction of the links (all of a rank's vectors, its own included, as the fit
+        # counts them); beyond the domain the network, and NCCL's steps.
+        phases = [(f, kernels.params(chip.kernels, "a2a", f)) for f in ("fp8", "bf16")]
+        t_in = sum(kernels.busy(chip, "a2a", f, p, 0.0,
+                                mine * inside * kernels.ACT_BYTES[f])[1] for f, p in phases)
+        latency = sum(a2a_latency(chip, w, p.floor_us) for _, p in phases)
     else:
         t_in, latency = per * inside / bw, 2 * a2a_latency(chip, w)
     t = max(t_in, per * (1 - inside) / out_bw)
