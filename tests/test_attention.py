@@ -381,6 +381,11 @@ def test_config_defaults_match_a_gpt_oss_group():
     assert mla.v_dim == 512
     # Any latent width above the 64 rotary elements: the value is the rest.
     assert build_config(AttentionConfig, {"mla": 1, "kv.head_dim": 96}).v_dim == 32
+    # rope_dim sets the rotary part: a tiny DeepSeek's latent of 32 + 16.
+    assert build_config(AttentionConfig, {"mla": 1, "kv.head_dim": 48,
+                                          "rope_dim": 16}).v_dim == 32
+    with pytest.raises(ParamError, match="rope_dim = 48"):
+        build_config(AttentionConfig, {"mla": 1, "kv.head_dim": 48, "rope_dim": 48})
 
 
 @pytest.mark.parametrize("bad", [{"fmt": "int8"}, {"kv_fmt": "fp16"}])
@@ -406,9 +411,10 @@ PREFILL = {**SMALL, "mode": "prefill", "q_tokens": 8, "array.rows": 4}
 MLA = {"mla": 1, "kv.kv_heads": 1, "kv.head_dim": 576, "kv.banks": 4, "kv.word_bits": 64,
        "kv.bank_words": 4096, "kv.page_tokens": 4, "kv.max_seqs": 2, "q_heads": 2,
        "array.rows": 2, "array.cols": 32, "chunk": 32, "scale": 0.1}
-#: MLA for the simulators: a latent vector of 96 (32 of value, 64 rotary), six lines a token;
-#: P V in two column tiles of 16, each V read one line of each token.
-MLA_SMALL = {**MLA, "kv.head_dim": 96, "array.cols": 16}
+#: MLA for the simulators: a latent vector of 64 (32 of value, 32 rotary: ``rope_dim`` is not
+#: DeepSeek-R1's 64), four lines a token; P V in two column tiles of 16, each V read one line
+#: of each token.
+MLA_SMALL = {**MLA, "kv.head_dim": 64, "rope_dim": 32, "array.cols": 16}
 #: The simulation matrix, in pairs that run on different simulators (``alternate_sims``:
 #: which one flips with the seed; ``--both-sims`` runs all on both): decode BF16 and MXFP4
 #: (GQA, sinks, window), prefill BF16 (GQA, sinks, window; two-token row tiles) and FP8 (MQA

@@ -74,7 +74,9 @@ class AttentionConfig:
         1: a learned logit per query head joins the softmax's denominator (GPT-OSS).
     mla : int
         1: MLA in absorbed form: one latent KV head of ``kv.head_dim`` elements (576 in
-        DeepSeek-R1 and Kimi K2), V its first ``head_dim - 64`` (512).
+        DeepSeek-R1 and Kimi K2), V its first ``head_dim - rope_dim`` (512).
+    rope_dim : int
+        MLA: the latent vector's rotary part, its last elements (64 in DeepSeek-R1).
     scale : float
         Scores are ``q.k * scale``; 0 means ``1 / sqrt(head_dim)``.
     mode : str
@@ -94,7 +96,9 @@ class AttentionConfig:
     window: int = param(0, "0..65535 (0: unlimited)", "sliding window in tokens")
     sinks: int = param(0, "0, 1", "a learned sink logit per query head")
     mla: int = param(0, "0, 1", "MLA in absorbed form (one latent KV head, V all but its "
-                                "last 64 elements)")
+                                "last rope_dim elements)")
+    rope_dim: int = param(MLA_ROPE_DIM, "1..kv.head_dim - 1",
+                          "MLA: the rotary elements at the end of the latent vector")
     scale: float = param(0.0, "0 (1/sqrt(head_dim)) or a positive number", "score scale")
     mode: str = param("decode", "decode, prefill", "one token, or T tokens, per step")
     chunk: int = param(256, "32, 64, ..., 4096", "tokens per online-softmax chunk")
@@ -107,6 +111,7 @@ class AttentionConfig:
         check_int("window", self.window, 0, 65535)
         check_int("sinks", self.sinks, 0, 1)
         check_int("mla", self.mla, 0, 1)
+        check_int("rope_dim", self.rope_dim, 1, 1023)
         check_choice("mode", self.mode, MODES)
         check_int("chunk", self.chunk, 32, 4096, choices=[32 << k for k in range(8)])
         check_int("q_tokens", self.q_tokens, 1, 256, choices=[1 << k for k in range(9)])
@@ -118,10 +123,10 @@ class AttentionConfig:
             raise ParamError(f"parameter 'q_heads' = {self.q_heads} is not allowed with "
                              f"kv.kv_heads = {self.kv.kv_heads}; allowed: a multiple of "
                              f"{self.kv.kv_heads}")
-        if self.mla and (self.kv.kv_heads != 1 or self.kv.head_dim <= MLA_ROPE_DIM):
+        if self.mla and (self.kv.kv_heads != 1 or self.kv.head_dim <= self.rope_dim):
             raise ParamError(f"parameter 'mla' = 1 is not allowed with kv.kv_heads = "
                              f"{self.kv.kv_heads}, kv.head_dim = {self.kv.head_dim}; allowed: "
-                             f"kv.kv_heads = 1, kv.head_dim above {MLA_ROPE_DIM} "
+                             f"kv.kv_heads = 1, kv.head_dim above rope_dim = {self.rope_dim} "
                              f"(DeepSeek-R1: {MLA_K_DIM})")
         # One source: MLA's cache stores the latent vector alone (V reads take K's lines).
         if self.kv.k_only and not self.mla:
@@ -138,7 +143,7 @@ class AttentionConfig:
     @property
     def v_dim(self) -> int:
         """Elements of a value vector."""
-        return self.kv.head_dim - MLA_ROPE_DIM if self.mla else self.kv.head_dim
+        return self.kv.head_dim - self.rope_dim if self.mla else self.kv.head_dim
 
     @property
     def v_tiles(self) -> int:

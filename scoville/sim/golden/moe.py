@@ -68,7 +68,7 @@ __all__ = ["MoeWeights", "block_input", "deepseek_moe", "deepseek_route",
            "deepseek_weight_image", "dispatch", "exp_unit", "gpt_oss_glu", "gpt_oss_moe",
            "gpt_oss_route", "gpt_oss_weight_image", "memory_image", "moe", "random_weights",
            "reference", "reference_routing", "router_logits", "routing", "sigmoid_unit",
-           "silu_glu", "tile_commands", "tile_words", "weight_image"]
+           "silu_glu", "swiglu_mlp", "tile_commands", "tile_words", "weight_image"]
 
 _F32 = np.float32
 _NEG_LOG2E = _F32(-LOG2E)
@@ -364,9 +364,19 @@ def deepseek_moe(x, router_weight, e_score_correction_bias, gate_up_proj, down_p
     out = _combine(x, weights, indices, lambda e, rows: run(rows, gate_up_proj[e],
                                                             down_proj[e]))
     if shared_gate is not None:
-        gate_up = np.concatenate([np.asarray(shared_gate), np.asarray(shared_up)])
-        out = _add(out, run(np.arange(len(x)), gate_up, shared_down))
+        out = _add(out, swiglu_mlp(x, shared_gate, shared_up, shared_down, act_fmt=act_fmt))
     return out
+
+
+def swiglu_mlp(x, gate, up, down, *, act_fmt="mxfp8") -> np.ndarray:
+    """DeepSeek's dense SwiGLU MLP (Hugging Face ``DeepseekV3MLP``: a dense layer's MLP and the
+    shared expert) as the array computes an expert (step 5): ``x`` (T, H) float32; ``gate``,
+    ``up`` (I, H) and ``down`` (H, I) in ``nn.Linear`` layouts, MXFP4 along the reduction.
+    Returns (T, H) float32."""
+    _check_act(act_fmt)
+    gate_up = np.concatenate([np.asarray(gate), np.asarray(up)])
+    h = _matmul(_f32(x), _Weights(gate_up.T), act_fmt)
+    return _matmul(silu_glu(h), _Weights(np.asarray(down).T), act_fmt)
 
 
 def reference(x, weights, indices, experts, shared=None, *, router="gpt_oss",

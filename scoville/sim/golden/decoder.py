@@ -1,0 +1,722 @@
+"""A decoder layer of GPT-OSS or DeepSeek-V3, and a small model generating tokens through such
+layers, with configs and weights as Hugging Face transformers 5.x writes them: ``fmt="hw"``
+as the decoder block computes it, bit for bit, composed of its units' golden models;
+``fmt=None`` in float64 with no quantization anywhere, Hugging Face's
+``GptOssDecoderLayer`` and ``DeepseekV3DecoderLayer`` (``scripts/decoder_vs_hf.py`` runs them
+side by side).
+
+A layer (``docs/decoder.md`` states it too), ``x`` the hidden states (T, H):
+
+- **GPT-OSS**: ``h = rmsnorm(x)``; ``q, k, v`` = ``h`` times ``q_proj``, ``k_proj``,
+  ``v_proj`` plus their biases; RoPE on q and k (halves); attention of the T tokens at
+  ``positions`` over the cache's past K, V and their own (causal; the sliding window on
+  ``sliding_attention`` layers; the sink logits); ``o_proj`` plus bias; ``x1 = x + o``; MoE of
+  ``rmsnorm(x1)`` (router, top-k softmax, experts, combine); ``x1 + moe``.
+- **DeepSeek-V3**: ``h = rmsnorm(x)``; ``q = q_b(rmsnorm_qa(q_a(h)))``, split per head into
+  ``q_nope`` and ``q_rot``; ``kv_a_proj_with_mqa(h)`` split into the latent, normalized by
+  ``kv_a_layernorm``, and ``k_rot``; RoPE on ``q_rot`` and ``k_rot`` (interleaved pairs with
+  ``rope_interleave``, the result in halves); MLA over the cache's latents and rotary keys;
+  ``o_proj``; residual; the MoE with its shared expert (layers from ``first_k_dense_replace``)
+  or the dense SwiGLU MLP; residual.
+
+The cache is what Hugging Face's ``DynamicCache`` holds for the layer, without the batch axis:
+``(keys, values)``, GPT-OSS's K after RoPE and V (kv_heads, L, head_dim), DeepSeek-V3's
+normalized latent (1, L, kv_lora_rank) and rotary key after RoPE (1, L, qk_rope_head_dim).
+
+**The hardware's steps** (``fmt="hw"``, :class:`Formats`): the hidden state stays FP32; every
+norm is :func:`~scoville.sim.golden.rmsnorm.rmsnorm`; every projection is a matmul on the
+array (:func:`~scoville.sim.golden.gemm.matmul`, activations and weights in ``proj``, FP32
+out) plus its bias, ``fp32(y + b)``; RoPE is :func:`~scoville.sim.golden.rope.rotate` with
+the table of :func:`~scoville.sim.golden.rope.table`; attention is the attention block's
+(:func:`~scoville.sim.golden.attention.prefill`, K and V stored in ``kv``, its matmuls in
+``attn``); the MoE is the MoE block's (:mod:`scoville.sim.golden.moe`, activations in
+``moe_act``, weights MXFP4) and the dense MLP the same arithmetic
+(:func:`~scoville.sim.golden.moe.swiglu_mlp`); each residual is ``fp32(x + y)``. MLA runs in
+absorbed form in decode and prefill alike, absorbed at run time: per head, ``q_lat = q_nope
+W_UK`` and, after attention over the latents, ``v = o_lat W_UV^T`` (``kv_b_proj``'s two parts
+per head, each a matmul on the array), so the cache holds the latent alone; prefill pays
+attention's 3.4x more operations than the unabsorbed form for one datapath and no second copy
+of ``kv_b_proj`` in memory.
+
+The head of :func:`generate`: ``model.norm``, then ``lm_head`` on the array, and greedy
+sampling by :func:`argmax` (the lowest index of the largest logit).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from scoville.rtl.attention import AttentionConfig
+from scoville.rtl.gemm import GemmConfig
+from scoville.rtl.kvcache import KvCacheConfig
+from scoville.rtl.moe import ACT_FORMATS, SWIGLU_ALPHA, SWIGLU_LIMIT
+
+from . import attention as attn_golden
+from . import moe as moe_golden
+from . import rmsnorm as norm_golden
+from . import rope as rope_golden
+from .gemm import matmul
+from .mx import dequantize_mxfp4, quantize_bf16, quantize_mxfp4
+
+__all__ = ["ARCHS", "TINY", "Formats", "Shape", "argmax", "forward", "generate", "layer",
+           "random_weights", "shape", "tiny_config"]
+
+ARCHS = ("gpt_oss", "deepseek_v3")
+_FMTS = ("hw", None)
+#: The ``rmsnorm`` eps of DeepSeek-V3's ``q_a_layernorm`` and ``kv_a_layernorm`` (Hugging
+#: Face builds them with the class default, not ``rms_norm_eps``).
+LORA_NORM_EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class Formats:
+    """The hardware's formats and the sizes its bits depend on (``fmt="hw"``).
+
+    Attributes
+    ----------
+    proj : str
+        Array format of the projections and the head (activations and weights): ``bf16`` or
+        ``mxfp8``.
+    attn, kv : str
+        The attention block's ``array.fmt`` and ``kv.kv_fmt``.
+    moe_act : str
+        The MoE block's ``act_fmt`` (and the dense MLP's); weights MXFP4.
+    norm_lanes : int
+        Values a beat of the RMSNorm's sum of squares (its order).
+    chunk, rows : int
+        The attention block's ``chunk`` and ``array.rows`` (its prefill row tiles).
+    """
+
+    proj: str = "bf16"
+    attn: str = "bf16"
+    kv: str = "bf16"
+    moe_act: str = "mxfp8"
+    norm_lanes: int = 1
+    chunk: int = 256
+    rows: int = 8
+
+    def __post_init__(self):
+        for name, allowed in (("proj", ("bf16", "mxfp8")), ("attn", ("bf16", "mxfp8")),
+                              ("kv", ("bf16", "fp8_e4m3", "mxfp4")),
+                              ("moe_act", ACT_FORMATS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"parameter 'formats.{name}' = {getattr(self, name)!r} is "
+                                 f"not allowed; allowed: {', '.join(allowed)}")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a layer needs of a Hugging Face config dict (:func:`shape`)."""
+
+    arch: str
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    eps: float
+    rope: dict
+    max_positions: int
+    layer_types: tuple
+    window: int
+    experts: int
+    top_k: int
+    inter: int
+    moe_inter: int
+    vocab: int
+    layers: int
+    bias: bool
+    q_lora: int = 0
+    kv_lora: int = 0
+    nope: int = 0
+    rope_dim: int = 0
+    v_dim: int = 0
+    n_group: int = 1
+    topk_group: int = 1
+    norm_topk: bool = True
+    scaling_factor: float = 1.0
+    first_dense: int = 0
+    shared: int = 0
+    interleave: bool = False
+
+    @property
+    def scale(self) -> float:
+        """The attention's score scale."""
+        if self.arch == "gpt_oss":
+            return self.head_dim ** -0.5
+        return rope_golden.softmax_scale(self.rope, self.nope + self.rope_dim)
+
+    @property
+    def rotary(self) -> int:
+        """Elements of a head RoPE turns."""
+        return self.head_dim if self.arch == "gpt_oss" else self.rope_dim
+
+    def is_moe(self, layer_idx: int) -> bool:
+        return self.arch == "gpt_oss" or layer_idx >= self.first_dense
+
+    def window_of(self, layer_idx: int) -> int:
+        """The sliding window of layer ``layer_idx`` (0: full attention)."""
+        if self.arch == "gpt_oss" and self.layer_types[layer_idx] == "sliding_attention":
+            return self.window
+        return 0
+
+
+def _field(config: dict, name: str, kind=int, *, default=None, low=1):
+    value = config.get(name, default)
+    if value is None or isinstance(value, bool) != (kind is bool) or not isinstance(
+            value, (int, float) if kind is float else kind):
+        raise ValueError(f"config field '{name}' = {value!r} is not allowed; allowed: "
+                         f"{'a number' if kind is float else kind.__name__}")
+    if kind is int and value < low:
+        raise ValueError(f"config field '{name}' = {value} is not allowed; allowed: {low} or "
+                         "more")
+    return value
+
+
+def shape(config: dict) -> Shape:
+    """The shape of a Hugging Face config dict (``model_type`` ``gpt_oss`` or
+    ``deepseek_v3``), checked: a field missing or out of range is one line naming it."""
+    if not isinstance(config, dict):
+        raise ValueError(f"parameter 'config' is a {type(config).__name__}; allowed: a dict "
+                         "(a Hugging Face config.json)")
+    arch = config.get("model_type")
+    if arch not in ARCHS:
+        raise ValueError(f"config field 'model_type' = {arch!r} is not allowed; allowed: "
+                         f"{', '.join(ARCHS)}")
+    rope = config.get("rope_parameters")
+    if not isinstance(rope, dict):
+        raise ValueError(f"config field 'rope_parameters' = {rope!r} is not allowed; allowed: "
+                         "a dict (transformers 5.x)")
+    rope = dict(rope)
+    if "rope_theta" not in rope and "rope_theta" in config:
+        rope["rope_theta"] = config["rope_theta"]
+    layers = _field(config, "num_hidden_layers")
+    common = dict(
+        arch=arch, hidden=_field(config, "hidden_size"),
+        heads=_field(config, "num_attention_heads"),
+        eps=float(_field(config, "rms_norm_eps", float)), rope=rope,
+        max_positions=_field(config, "max_position_embeddings"),
+        top_k=_field(config, "num_experts_per_tok"), vocab=_field(config, "vocab_size"),
+        layers=layers, bias=bool(config.get("attention_bias", arch == "gpt_oss")))
+    if arch == "gpt_oss":
+        for name, want in (("swiglu_alpha", SWIGLU_ALPHA), ("swiglu_limit", SWIGLU_LIMIT)):
+            if config.get(name, want) != want:
+                raise ValueError(f"config field '{name}' = {config[name]!r} is not allowed; "
+                                 f"allowed: {want} (the MoE block's constant)")
+        types = config.get("layer_types") or [
+            "sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(layers)]
+        if len(types) != layers or set(types) - {"sliding_attention", "full_attention"}:
+            raise ValueError(f"config field 'layer_types' = {types!r} is not allowed; "
+                             f"allowed: {layers} of sliding_attention, full_attention")
+        heads = common["heads"]
+        head_dim = config.get("head_dim") or common["hidden"] // heads
+        s = Shape(**common, kv_heads=_field(config, "num_key_value_heads"), head_dim=head_dim,
+                  layer_types=tuple(types), window=_field(config, "sliding_window"),
+                  experts=_field(config, "num_local_experts"),
+                  inter=_field(config, "intermediate_size"),
+                  moe_inter=_field(config, "intermediate_size"))
+        if heads % s.kv_heads or head_dim % 2:
+            raise ValueError(f"config fields 'num_attention_heads' = {heads}, 'head_dim' = "
+                             f"{head_dim} are not allowed with 'num_key_value_heads' = "
+                             f"{s.kv_heads}; allowed: a multiple of it, an even head_dim")
+        return s
+    if config.get("q_lora_rank") is None:
+        raise ValueError("config field 'q_lora_rank' = None is not allowed; allowed: a "
+                         "positive integer (DeepSeek-V3's q_a_proj)")
+    experts = config.get("n_routed_experts", config.get("num_local_experts"))
+    s = Shape(**common, kv_heads=1, head_dim=_field(config, "qk_rope_head_dim"),
+              layer_types=("full_attention",) * layers, window=0,
+              experts=_field({"n_routed_experts": experts}, "n_routed_experts"),
+              inter=_field(config, "intermediate_size"),
+              moe_inter=_field(config, "moe_intermediate_size"),
+              q_lora=_field(config, "q_lora_rank"), kv_lora=_field(config, "kv_lora_rank"),
+              nope=_field(config, "qk_nope_head_dim"),
+              rope_dim=_field(config, "qk_rope_head_dim"),
+              v_dim=_field(config, "v_head_dim"), n_group=_field(config, "n_group"),
+              topk_group=_field(config, "topk_group"),
+              norm_topk=bool(config.get("norm_topk_prob", True)),
+              scaling_factor=float(_field(config, "routed_scaling_factor", float)),
+              first_dense=_field(config, "first_k_dense_replace", low=0),
+              shared=_field(config, "n_shared_experts", low=0),
+              interleave=bool(config.get("rope_interleave", True)))
+    if s.experts % s.n_group or s.topk_group > s.n_group or s.rope_dim % 2:
+        raise ValueError(f"config fields 'n_routed_experts' = {s.experts}, 'n_group' = "
+                         f"{s.n_group}, 'topk_group' = {s.topk_group}, 'qk_rope_head_dim' = "
+                         f"{s.rope_dim} are not allowed together; allowed: experts a multiple "
+                         "of n_group, topk_group at most n_group, an even rotary width")
+    return s
+
+
+# ---- weights -------------------------------------------------------------------------------
+
+def _layer_shapes(s: Shape, layer_idx: int) -> dict:
+    """The tensors of layer ``layer_idx`` and their shapes, Hugging Face's names."""
+    H, E = s.hidden, s.experts
+    out = {"input_layernorm.weight": (H,), "post_attention_layernorm.weight": (H,)}
+    if s.arch == "gpt_oss":
+        d, nq, nk, I_ = s.head_dim, s.heads, s.kv_heads, s.moe_inter
+        for name, rows in (("q", nq * d), ("k", nk * d), ("v", nk * d)):
+            out[f"self_attn.{name}_proj.weight"] = (rows, H)
+            if s.bias:
+                out[f"self_attn.{name}_proj.bias"] = (rows,)
+        out["self_attn.o_proj.weight"] = (H, nq * d)
+        if s.bias:
+            out["self_attn.o_proj.bias"] = (H,)
+        out["self_attn.sinks"] = (nq,)
+        out.update({"mlp.router.weight": (E, H), "mlp.router.bias": (E,),
+                    "mlp.experts.gate_up_proj": (E, H, 2 * I_),
+                    "mlp.experts.gate_up_proj_bias": (E, 2 * I_),
+                    "mlp.experts.down_proj": (E, I_, H),
+                    "mlp.experts.down_proj_bias": (E, H)})
+        return out
+    nq, qk = s.heads, s.nope + s.rope_dim
+    out.update({"self_attn.q_a_proj.weight": (s.q_lora, H),
+                "self_attn.q_a_layernorm.weight": (s.q_lora,),
+                "self_attn.q_b_proj.weight": (nq * qk, s.q_lora),
+                "self_attn.kv_a_proj_with_mqa.weight": (s.kv_lora + s.rope_dim, H),
+                "self_attn.kv_a_layernorm.weight": (s.kv_lora,),
+                "self_attn.kv_b_proj.weight": (nq * (s.nope + s.v_dim), s.kv_lora),
+                "self_attn.o_proj.weight": (H, nq * s.v_dim)})
+    if s.bias:
+        out["self_attn.q_a_proj.bias"] = (s.q_lora,)
+        out["self_attn.kv_a_proj_with_mqa.bias"] = (s.kv_lora + s.rope_dim,)
+        out["self_attn.o_proj.bias"] = (H,)
+    if not s.is_moe(layer_idx):
+        out.update({"mlp.gate_proj.weight": (s.inter, H), "mlp.up_proj.weight": (s.inter, H),
+                    "mlp.down_proj.weight": (H, s.inter)})
+        return out
+    I_ = s.moe_inter
+    out.update({"mlp.gate.weight": (E, H), "mlp.gate.e_score_correction_bias": (E,),
+                "mlp.experts.gate_up_proj": (E, 2 * I_, H),
+                "mlp.experts.down_proj": (E, H, I_)})
+    if s.shared:
+        i_s = I_ * s.shared
+        out.update({"mlp.shared_experts.gate_proj.weight": (i_s, H),
+                    "mlp.shared_experts.up_proj.weight": (i_s, H),
+                    "mlp.shared_experts.down_proj.weight": (H, i_s)})
+    return out
+
+
+def _model_shapes(s: Shape) -> dict:
+    out = {"model.embed_tokens.weight": (s.vocab, s.hidden), "model.norm.weight": (s.hidden,),
+           "lm_head.weight": (s.vocab, s.hidden)}
+    for i in range(s.layers):
+        out.update({f"model.layers.{i}.{k}": v for k, v in _layer_shapes(s, i).items()})
+    return out
+
+
+def _checked(weights: dict, shapes: dict, where: str = "") -> dict:
+    """The tensors of ``shapes`` from ``weights`` as float64 arrays: a missing one or one of
+    another shape is one line naming it."""
+    out = {}
+    for name, want in shapes.items():
+        if name not in weights:
+            raise ValueError(f"weight '{where}{name}' is missing; allowed: a tensor of shape "
+                             f"{want}")
+        value = np.asarray(weights[name], np.float64)
+        if value.shape != want:
+            raise ValueError(f"weight '{where}{name}' has shape {value.shape}; allowed: {want}")
+        out[name] = value
+    return out
+
+
+#: Tensors the memory holds in MXFP4 (along the reduction, the axis given): drawn on its grid.
+def _mxfp4_axis(name: str, s: Shape) -> int | None:
+    if name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+        return 1 if s.arch == "gpt_oss" else 2
+    if ".mlp." in f".{name}" and name.endswith("_proj.weight"):
+        return 1  # nn.Linear (out, in): the dense MLP and the shared expert
+    return None
+
+
+def _on_grid(value: np.ndarray, axis: int | None) -> np.ndarray:
+    if axis is None:
+        return (quantize_bf16(value).astype(np.uint32) << 16).view(np.float32)
+    codes, scales = quantize_mxfp4(value, axis=axis)
+    return dequantize_mxfp4(codes, scales, axis=axis).astype(np.float32)
+
+
+def random_weights(config: dict, seed: int) -> dict:
+    """A seeded random state dict of ``config``'s model (embedding, layers, final norm, head),
+    float32, each tensor on the grid it is stored in (experts' and MLPs' matrices MXFP4 along
+    the reduction, everything else BF16), so ``fmt="hw"`` and ``fmt=None`` see the same
+    weights: matrices normal with deviation 1/sqrt(fan-in), norm weights about 1, biases,
+    sinks and correction biases small."""
+    s = shape(config)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, dims in _model_shapes(s).items():
+        if name.endswith("norm.weight") or "layernorm" in name:
+            value = 1 + 0.1 * rng.standard_normal(dims)
+        elif name.endswith(("bias", "sinks")):
+            value = 0.1 * rng.standard_normal(dims)
+        elif name.endswith("e_score_correction_bias"):
+            value = 0.02 * rng.random(dims)
+        elif name == "model.embed_tokens.weight":
+            value = rng.standard_normal(dims)
+        else:
+            fan_in = dims[1] if s.arch == "gpt_oss" and ".experts." in name else dims[-1]
+            value = rng.standard_normal(dims) / np.sqrt(fan_in)
+        out[name] = _on_grid(np.asarray(value, np.float64), _mxfp4_axis(name, s))
+    return out
+
+
+# ---- the steps in both arithmetics ---------------------------------------------------------
+
+class _Ops:
+    """One arithmetic: ``hw`` (the units' golden models) or float64."""
+
+    def __init__(self, fmt, formats: Formats):
+        if fmt not in _FMTS:
+            raise ValueError(f"parameter 'fmt' = {fmt!r} is not allowed; allowed: 'hw', None")
+        self.hw = fmt == "hw"
+        self.f = formats
+
+    def cast(self, x):
+        return np.asarray(x, np.float32 if self.hw else np.float64)
+
+    def norm(self, x, w, eps):
+        if self.hw:
+            return norm_golden.rmsnorm(x, w, eps, lanes=self.f.norm_lanes)
+        return norm_golden.reference(x, w, eps)
+
+    def matmul(self, a, b):
+        """``a`` (M, K) times ``b`` (K, N)."""
+        if self.hw:
+            return matmul(np.asarray(a, np.float32), b, self.f.proj)
+        return np.asarray(a, np.float64) @ b
+
+    def linear(self, x, w, b=None):
+        """``nn.Linear``: ``x W^T + b``."""
+        y = self.matmul(x, w.T)
+        return y if b is None else self.add(y, b)
+
+    def add(self, a, b):
+        if self.hw:
+            with np.errstate(over="ignore", invalid="ignore"):
+                return (np.asarray(a, np.float32) + np.asarray(b, np.float32)).astype(np.float32)
+        return np.asarray(a, np.float64) + b
+
+    def rope(self, x, positions, s: Shape, interleaved: bool):
+        if self.hw:
+            cos, sin = rope_golden.table(s.rope, s.rotary, positions, s.max_positions)
+            return rope_golden.rotate(x, cos, sin, interleaved=interleaved)
+        return rope_golden.reference(x, positions, s.rope, interleaved=interleaved,
+                                     max_position_embeddings=s.max_positions)
+
+    def attention_config(self, s: Shape, window: int, *, mla: bool) -> AttentionConfig:
+        d = s.kv_lora + s.rope_dim if mla else s.head_dim
+        return AttentionConfig(
+            kv=KvCacheConfig(kv_heads=s.kv_heads, head_dim=d, kv_fmt=self.f.kv),
+            array=GemmConfig(rows=self.f.rows, cols=max(8, min(64, d)), fmt=self.f.attn),
+            q_heads=s.heads, window=window, sinks=int(s.arch == "gpt_oss"), mla=int(mla),
+            rope_dim=s.rope_dim if mla else 64, mode="prefill", chunk=self.f.chunk,
+            q_tokens=256)
+
+
+def _split_cache(cache, want_heads: int, dims: tuple[int, int]):
+    if cache is None:
+        return (np.zeros((want_heads, 0, dims[0])), np.zeros((want_heads, 0, dims[1])))
+    keys, values = (np.asarray(c, np.float64) for c in cache)
+    if keys.ndim != 3 or keys.shape[0] != want_heads or keys.shape[2] != dims[0] or \
+            values.shape != keys.shape[:2] + (dims[1],):
+        raise ValueError(f"parameter 'cache' holds {keys.shape} and {values.shape}; allowed: "
+                         f"({want_heads}, L, {dims[0]}) and ({want_heads}, L, {dims[1]})")
+    return keys, values
+
+
+def _gpt_oss(ops: _Ops, s: Shape, w: dict, x, positions, cache, layer_idx):
+    T, d, nq, nk = len(x), s.head_dim, s.heads, s.kv_heads
+    past_k, past_v = _split_cache(cache, nk, (d, d))
+    h = ops.norm(x, w["input_layernorm.weight"], s.eps)
+    a = "self_attn."
+    q, k, v = (ops.linear(h, w[f"{a}{p}_proj.weight"], w.get(f"{a}{p}_proj.bias"))
+               for p in "qkv")
+    q = ops.rope(q.reshape(T, nq, d), positions, s, interleaved=False)
+    k = ops.rope(k.reshape(T, nk, d), positions, s, interleaved=False)
+    keys = np.concatenate([past_k, np.transpose(k, (1, 0, 2))], axis=1)
+    values = np.concatenate([past_v, np.transpose(v.reshape(T, nk, d), (1, 0, 2))], axis=1)
+    window, sinks = s.window_of(layer_idx), w[f"{a}sinks"]
+    if ops.hw:
+        att = attn_golden.prefill(q, keys, values, sinks=sinks, window=window, scale=s.scale,
+                                  kv_fmt=ops.f.kv, fmt=ops.f.attn,
+                                  config=ops.attention_config(s, window, mla=False))
+    else:
+        att = attn_golden.reference(q, keys, values, sinks=sinks, window=window,
+                                    scale=s.scale)
+    o = ops.linear(att.reshape(T, nq * d), w[f"{a}o_proj.weight"], w.get(f"{a}o_proj.bias"))
+    x1 = ops.add(x, o)
+    h2 = ops.norm(x1, w["post_attention_layernorm.weight"], s.eps)
+    m = "mlp."
+    if ops.hw:
+        y = moe_golden.gpt_oss_moe(
+            h2, w[f"{m}router.weight"], w[f"{m}router.bias"], w[f"{m}experts.gate_up_proj"],
+            w[f"{m}experts.gate_up_proj_bias"], w[f"{m}experts.down_proj"],
+            w[f"{m}experts.down_proj_bias"], top_k=s.top_k, act_fmt=ops.f.moe_act)
+    else:
+        y = _gpt_oss_moe64(s, w, h2)
+    return ops.add(x1, y), (keys, values)
+
+
+def _sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def _gpt_oss_moe64(s: Shape, w: dict, x):
+    """``GptOssMLP`` in float64."""
+    logits = x @ w["mlp.router.weight"].T + w["mlp.router.bias"]
+    out = np.zeros_like(x)
+    for t in range(len(x)):
+        top = np.argsort(-logits[t], kind="stable")[:s.top_k]
+        e = np.exp(logits[t, top] - logits[t, top].max())
+        for weight, i in zip(e / e.sum(), top, strict=True):
+            h = x[t] @ w["mlp.experts.gate_up_proj"][i] + w["mlp.experts.gate_up_proj_bias"][i]
+            g = np.minimum(h[0::2], SWIGLU_LIMIT)
+            u = np.clip(h[1::2], -SWIGLU_LIMIT, SWIGLU_LIMIT)
+            act = (u + 1) * g * _sigmoid(SWIGLU_ALPHA * g)
+            out[t] += weight * (act @ w["mlp.experts.down_proj"][i]
+                                + w["mlp.experts.down_proj_bias"][i])
+    return out
+
+
+def _swiglu64(x, gate, up, down):
+    g = x @ gate.T
+    return (g * _sigmoid(g) * (x @ up.T)) @ down.T
+
+
+def _deepseek_moe64(s: Shape, w: dict, x):
+    """``DeepseekV3MoE`` in float64 (transformers 5.x: groups left out masked to -inf)."""
+    scores = _sigmoid(x @ w["mlp.gate.weight"].T)
+    choice = scores + w["mlp.gate.e_score_correction_bias"]
+    size = s.experts // s.n_group
+    out = np.zeros_like(x)
+    for t in range(len(x)):
+        groups = np.sort(choice[t].reshape(s.n_group, size), axis=1)[:, -2:].sum(axis=1)
+        kept = np.argsort(-groups, kind="stable")[:s.topk_group]
+        masked = np.full(s.experts, -np.inf)
+        for g in kept:
+            masked[g * size:(g + 1) * size] = choice[t, g * size:(g + 1) * size]
+        top = np.argsort(-masked, kind="stable")[:s.top_k]
+        weights = scores[t, top]
+        if s.norm_topk:
+            weights = weights / (weights.sum() + 1e-20)
+        for weight, i in zip(weights * s.scaling_factor, top, strict=True):
+            gate, up = np.split(w["mlp.experts.gate_up_proj"][i], 2)
+            out[t] += weight * _swiglu64(x[t:t + 1], gate, up, w["mlp.experts.down_proj"][i])[0]
+    if s.shared:
+        p = "mlp.shared_experts."
+        out += _swiglu64(x, w[f"{p}gate_proj.weight"], w[f"{p}up_proj.weight"],
+                         w[f"{p}down_proj.weight"])
+    return out
+
+
+def _deepseek(ops: _Ops, s: Shape, w: dict, x, positions, cache, layer_idx):
+    T, nq, r, lat = len(x), s.heads, s.rope_dim, s.kv_lora
+    past_lat, past_rot = _split_cache(cache, 1, (lat, r))
+    a = "self_attn."
+    h = ops.norm(x, w["input_layernorm.weight"], s.eps)
+    qa = ops.linear(h, w[f"{a}q_a_proj.weight"], w.get(f"{a}q_a_proj.bias"))
+    qa = ops.norm(qa, w[f"{a}q_a_layernorm.weight"], LORA_NORM_EPS)
+    q = ops.linear(qa, w[f"{a}q_b_proj.weight"]).reshape(T, nq, s.nope + r)
+    q_nope, q_rot = q[..., :s.nope], q[..., s.nope:]
+    ckv = ops.linear(h, w[f"{a}kv_a_proj_with_mqa.weight"],
+                     w.get(f"{a}kv_a_proj_with_mqa.bias"))
+    latent = ops.norm(ckv[:, :lat], w[f"{a}kv_a_layernorm.weight"], LORA_NORM_EPS)
+    q_rot = ops.rope(q_rot, positions, s, interleaved=s.interleave)
+    k_rot = ops.rope(ckv[:, None, lat:], positions, s, interleaved=s.interleave)[:, 0]
+    latents = np.concatenate([past_lat, latent[None]], axis=1)
+    rots = np.concatenate([past_rot, k_rot[None]], axis=1)
+    kv_b = w[f"{a}kv_b_proj.weight"].reshape(nq, s.nope + s.v_dim, lat)
+    if ops.hw:
+        # Absorbed at run time: per head q_lat = q_nope W_UK; o_lat W_UV^T after attention.
+        q_lat = np.stack([ops.matmul(q_nope[:, i], kv_b[i, :s.nope]) for i in range(nq)], 1)
+        query = np.concatenate([q_lat, q_rot], axis=-1)
+        keys = np.concatenate([latents, rots], axis=-1)
+        o_lat = attn_golden.prefill(query, keys, None, scale=s.scale, kv_fmt=ops.f.kv,
+                                    fmt=ops.f.attn,
+                                    config=ops.attention_config(s, 0, mla=True))
+        att = np.stack([ops.matmul(o_lat[:, i], kv_b[i, s.nope:].T) for i in range(nq)], 1)
+    else:
+        # Hugging Face's form: kv_b_proj expands every latent into K's nope part and V.
+        kv = np.einsum("ld,hed->hle", latents[0], kv_b)
+        keys = np.concatenate([kv[..., :s.nope], np.broadcast_to(
+            rots, (nq,) + rots.shape[1:])], axis=-1)
+        att = attn_golden.reference(np.concatenate([q_nope, q_rot], axis=-1), keys,
+                                    kv[..., s.nope:], scale=s.scale)
+    o = ops.linear(att.reshape(T, nq * s.v_dim), w[f"{a}o_proj.weight"],
+                   w.get(f"{a}o_proj.bias"))
+    x1 = ops.add(x, o)
+    h2 = ops.norm(x1, w["post_attention_layernorm.weight"], s.eps)
+    m = "mlp."
+    if not s.is_moe(layer_idx):
+        parts = (w[f"{m}gate_proj.weight"], w[f"{m}up_proj.weight"], w[f"{m}down_proj.weight"])
+        y = moe_golden.swiglu_mlp(h2, *parts, act_fmt=ops.f.moe_act) if ops.hw else \
+            _swiglu64(h2, *parts)
+    elif ops.hw:
+        p = f"{m}shared_experts."
+        shared = [w[f"{p}{n}_proj.weight"] for n in ("gate", "up", "down")] if s.shared \
+            else [None] * 3
+        y = moe_golden.deepseek_moe(
+            h2, w[f"{m}gate.weight"], w[f"{m}gate.e_score_correction_bias"],
+            w[f"{m}experts.gate_up_proj"], w[f"{m}experts.down_proj"], *shared, top_k=s.top_k,
+            n_group=s.n_group, topk_group=s.topk_group, norm_topk_prob=s.norm_topk,
+            routed_scaling_factor=s.scaling_factor, act_fmt=ops.f.moe_act)
+    else:
+        y = _deepseek_moe64(s, w, h2)
+    return ops.add(x1, y), (latents, rots)
+
+
+def layer(x, weights: dict, config: dict, *, layer_idx: int, positions, cache=None, fmt="hw",
+          formats: Formats | None = None):
+    """One decoder layer (the module says which steps, in which arithmetic).
+
+    Parameters
+    ----------
+    x : array (T, hidden)
+        The hidden states of T tokens.
+    weights : dict
+        The layer's tensors as the transformers 5.x module's ``state_dict()`` names them,
+        without the ``model.layers.{i}.`` prefix.
+    config : dict
+        A Hugging Face config dict (``model_type`` ``gpt_oss`` or ``deepseek_v3``).
+    layer_idx : int
+        The layer's index (its ``layer_types`` entry; DeepSeek's dense layers come first).
+    positions : array (T,)
+        The tokens' positions: the cache's length and on, one apart.
+    cache : (keys, values) or None
+        The past the layer attends (the module says what it holds).
+    fmt : ``"hw"`` or None
+        The hardware's arithmetic, or float64 with no quantization.
+    formats : Formats or None
+        The hardware's formats (``fmt="hw"``; the defaults when None).
+
+    Returns
+    -------
+    (out, cache)
+        The output hidden states (T, hidden), float32 (``hw``) or float64, and the cache with
+        the T tokens appended.
+    """
+    s = shape(config)
+    ops = _Ops(fmt, formats or Formats())
+    if not (isinstance(layer_idx, int) and 0 <= layer_idx < s.layers):
+        raise ValueError(f"parameter 'layer_idx' = {layer_idx!r} is not allowed; allowed: "
+                         f"0..{s.layers - 1}")
+    x = ops.cast(x)
+    if x.ndim != 2 or x.shape[1] != s.hidden or not len(x):
+        raise ValueError(f"parameter 'x' has shape {x.shape}; allowed: (T, {s.hidden}), T >= 1")
+    w = _checked(weights, _layer_shapes(s, layer_idx))
+    if ops.hw:
+        w = {k: v.astype(np.float32) for k, v in w.items()}
+    past = 0 if cache is None else np.shape(cache[0])[1]
+    positions = np.asarray(positions)
+    if positions.shape != (len(x),) or np.any(positions != past + np.arange(len(x))):
+        raise ValueError(f"parameter 'positions' = {positions.tolist()} is not allowed; "
+                         f"allowed: {past}..{past + len(x) - 1} (after the cache's {past})")
+    run = _gpt_oss if s.arch == "gpt_oss" else _deepseek
+    return run(ops, s, w, x, positions, cache, layer_idx)
+
+
+def argmax(logits) -> np.ndarray:
+    """Greedy sampling: per row of ``logits`` (n, V), the lowest index of its largest value
+    (NaN never chosen; 0 when every value is NaN)."""
+    logits = np.asarray(logits)
+    return np.argmax(np.where(np.isnan(logits), -np.inf, logits), axis=-1)
+
+
+def forward(config: dict, weights: dict, ids, caches: list, fmt="hw",
+            formats: Formats | None = None) -> tuple[list, np.ndarray, list]:
+    """One pass of token ids ``ids`` through the model after the tokens ``caches`` hold (a
+    list of each layer's cache, None for none): ``(outputs, logits, caches)``, each layer's
+    output hidden states (T, hidden), the last token's logits (vocab,) and the caches with the
+    tokens appended. ``weights`` a full Hugging Face state dict (embedding, layers,
+    ``model.norm``, ``lm_head``)."""
+    s = shape(config)
+    ops = _Ops(fmt, formats or Formats())
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or not len(ids) or ids.min() < 0 or ids.max() >= s.vocab:
+        raise ValueError(f"parameter 'ids' = {ids.tolist()} is not allowed; allowed: one or "
+                         f"more token ids in 0..{s.vocab - 1}")
+    if len(caches) != s.layers:
+        raise ValueError(f"parameter 'caches' has {len(caches)} entries; allowed: one a layer "
+                         f"({s.layers})")
+    full = _checked(weights, _model_shapes(s))
+    past = 0 if caches[0] is None else np.shape(caches[0][0])[1]
+    x = ops.cast(full["model.embed_tokens.weight"][ids])
+    positions = past + np.arange(len(ids))
+    outputs, new = [], []
+    for i in range(s.layers):
+        prefix = f"model.layers.{i}."
+        lw = {k[len(prefix):]: v for k, v in full.items() if k.startswith(prefix)}
+        x, cache = layer(x, lw, config, layer_idx=i, positions=positions, cache=caches[i],
+                         fmt=fmt, formats=formats)
+        outputs.append(x)
+        new.append(cache)
+    last = ops.norm(x[-1:], ops.cast(full["model.norm.weight"]), s.eps)
+    return outputs, ops.linear(last, ops.cast(full["lm_head.weight"]))[0], new
+
+
+def generate(config: dict, weights: dict, prompt, steps: int, fmt="hw",
+             formats: Formats | None = None, feed=None) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy generation: the prompt's token ids in one prefill (:func:`forward`), then a
+    decode step per generated token. Returns ``(tokens (steps,), logits (steps, vocab))``, the
+    logits of each step's last token (float32 for ``hw``, float64 for None). ``feed``: the
+    ids to decode instead of the generated ones (``steps - 1`` of them), to compare two
+    arithmetics' logits on the same inputs."""
+    s = shape(config)
+    if not (isinstance(steps, int) and steps >= 1):
+        raise ValueError(f"parameter 'steps' = {steps!r} is not allowed; allowed: 1 or more")
+    if feed is not None and len(feed) != steps - 1:
+        raise ValueError(f"parameter 'feed' has {len(feed)} ids; allowed: steps - 1 = "
+                         f"{steps - 1}")
+    caches: list = [None] * s.layers
+    ids, tokens, logits = np.asarray(prompt), [], []
+    for step in range(steps):
+        _, row, caches = forward(config, weights, ids, caches, fmt, formats)
+        logits.append(row)
+        tokens.append(int(argmax(row)))
+        ids = np.array([tokens[-1] if feed is None or step == steps - 1 else feed[step]])
+    return np.array(tokens), np.stack(logits)
+
+
+# ---- the built-in tiny models --------------------------------------------------------------
+
+#: The built-in tiny models: Hugging Face config dicts (two layers, hidden 64, vocabulary 256).
+TINY = {
+    "tiny-gpt-oss": {
+        "model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "intermediate_size": 32, "num_local_experts": 4, "num_experts_per_tok": 2,
+        "vocab_size": 256, "sliding_window": 8, "rms_norm_eps": 1e-5,
+        "max_position_embeddings": 131072, "attention_bias": True,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "swiglu_alpha": 1.702, "swiglu_limit": 7.0, "tie_word_embeddings": False,
+        "rope_parameters": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+                            "beta_slow": 1.0, "truncate": False,
+                            "original_max_position_embeddings": 4096,
+                            "rope_theta": 150000.0},
+    },
+    "tiny-deepseek": {
+        "model_type": "deepseek_v3", "num_hidden_layers": 2, "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 32,
+        "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 16,
+        "v_head_dim": 16, "intermediate_size": 128, "moe_intermediate_size": 32,
+        "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2,
+        "n_group": 2, "topk_group": 1, "norm_topk_prob": True, "routed_scaling_factor": 2.5,
+        "first_k_dense_replace": 1, "vocab_size": 256, "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 163840, "rope_interleave": True, "attention_bias": False,
+        "hidden_act": "silu", "tie_word_embeddings": False,
+        "rope_parameters": {"rope_type": "yarn", "factor": 40.0, "beta_fast": 32,
+                            "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0,
+                            "original_max_position_embeddings": 4096, "rope_theta": 10000.0},
+    },
+}
+
+
+def tiny_config(name: str) -> dict:
+    """A copy of a built-in tiny model's config dict."""
+    if name not in TINY:
+        raise ValueError(f"parameter 'model' = {name!r} is not allowed; allowed: "
+                         f"{', '.join(TINY)}")
+    return json.loads(json.dumps(TINY[name]))

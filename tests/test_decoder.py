@@ -1,0 +1,303 @@
+"""The decoder's golden models: RMSNorm's correctly rounded rsqrt and its sum order, RoPE's YaRN
+frequencies and table, a layer of GPT-OSS and of DeepSeek-V3 in both arithmetics (float64
+against Hugging Face's outputs saved by ``scripts/decoder_vs_hf.py``; the hardware's against
+float64 within the bound docs/decoder.md states), the cache, and generation."""
+
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scoville.sim.golden import decoder, rmsnorm, rope
+from scoville.sim.golden.fp32_add import sum_in_order
+
+from .script import load
+
+FIXTURE = Path(__file__).parent / "data" / "decoder_hf.npz"
+
+
+# ---- RMSNorm ---------------------------------------------------------------------------------
+
+def _nearest_rsqrt(x: float) -> np.float32:
+    """The float32 nearest 1/sqrt(x), by exact rational comparisons: the neighbours lo < hi
+    with lo^2 x <= 1 < hi^2 x, then the side of their midpoint 1/sqrt(x) lies on."""
+    fx, up = Fraction(x), np.float32(np.inf)
+
+    def above(c):  # c > 1/sqrt(x)
+        return Fraction(float(c)) ** 2 * fx > 1
+
+    lo = np.float32(1 / math.sqrt(x))
+    while above(lo):
+        lo = np.nextafter(lo, np.float32(0))
+    while not above(hi := np.nextafter(lo, up)):
+        lo = hi
+    mid = (Fraction(float(lo)) + Fraction(float(hi))) / 2
+    return hi if mid * mid * fx < 1 else lo
+
+
+def test_rsqrt_is_correctly_rounded():
+    rng = np.random.default_rng(7)
+    v = (np.abs(rng.standard_normal(3000)) * 2.0 ** rng.integers(-149, 127, 3000)).astype(
+        np.float32)
+    v = np.concatenate([v[(v > 0) & np.isfinite(v)], np.float32([
+        1e-45, 1.17549435e-38, 0.25, 1, 2, 4, 3, 3.4028235e38, 1e-5, 1 + 2 ** -23])])
+    got = rmsnorm.rsqrt(v)
+    for x, r in zip(v.tolist(), got.tolist(), strict=True):
+        assert r == _nearest_rsqrt(x), x
+    assert len(v) > 2000
+
+
+def test_rsqrt_special_values():
+    got = rmsnorm.rsqrt(np.float32([0.0, -0.0, np.inf, -1.0, np.nan, 0.25]))
+    assert got[0] == np.inf and got[1] == -np.inf and got[2] == 0
+    assert np.isnan(got[3]) and np.isnan(got[4]) and got[5] == 2
+
+
+def test_sum_of_squares_order():
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((5, 64)) * 2.0 ** rng.integers(-20, 20, (5, 64))).astype(np.float32)
+    # One lane: the plain sum in order.
+    assert np.array_equal(rmsnorm.pairwise_sum(x, 1), sum_in_order(x))
+    # Four lanes: ((a+b)+(c+d)) per beat, beats in order.
+    beats = ((x[:, 0::4] + x[:, 1::4]).astype(np.float32)
+             + (x[:, 2::4] + x[:, 3::4]).astype(np.float32)).astype(np.float32)
+    assert np.array_equal(rmsnorm.pairwise_sum(x, 4), sum_in_order(beats))
+    with pytest.raises(ValueError, match="'lanes' = 3"):
+        rmsnorm.pairwise_sum(x, 3)
+
+
+@pytest.mark.parametrize("lanes", [1, 8])
+def test_rmsnorm_against_float64(lanes):
+    rng = np.random.default_rng(lanes)
+    x = (rng.standard_normal((20, 64)) * 3).astype(np.float32)
+    w = (1 + 0.1 * rng.standard_normal(64)).astype(np.float32)
+    got = rmsnorm.rmsnorm(x, w, 1e-5, lanes=lanes)
+    want = rmsnorm.reference(x, w, 1e-5)
+    # A sum of 64 rounded squares, a rounded mean, rsqrt and two products: under 20 ulps.
+    assert np.max(np.abs(got / want - 1)) < 20 * 2.0 ** -24
+    # The steps, spelled out for one token: fp32(fp32(x r) w) with the sum in order.
+    ss = sum_in_order((x[:1] * x[:1]).astype(np.float32)) if lanes == 1 else None
+    if ss is not None:
+        mean = np.float32(ss[0] * np.float32(1 / 64))
+        r = rmsnorm.rsqrt(np.float32(mean + np.float32(1e-5)))
+        assert np.array_equal(got[0], ((x[0] * r).astype(np.float32) * w).astype(np.float32))
+
+
+# ---- RoPE ------------------------------------------------------------------------------------
+
+GPT_OSS_ROPE = decoder.TINY["tiny-gpt-oss"]["rope_parameters"]
+DEEPSEEK_ROPE = decoder.TINY["tiny-deepseek"]["rope_parameters"]
+
+
+def test_yarn_factors_of_the_two_models():
+    # GPT-OSS: no mscale given, so 0.1 ln(32) + 1 scales cos and sin.
+    _, a = rope.frequencies(GPT_OSS_ROPE, 64)
+    assert a == pytest.approx(0.1 * math.log(32) + 1, rel=1e-15)
+    # DeepSeek-V3: mscale = mscale_all_dim, so cos and sin unscaled; the softmax scale takes
+    # (0.1 ln 40 + 1)^2 over sqrt(192).
+    _, a = rope.frequencies(DEEPSEEK_ROPE, 64)
+    assert a == 1.0
+    assert rope.softmax_scale(DEEPSEEK_ROPE, 192) == pytest.approx(
+        (0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), rel=1e-15)
+    assert rope.softmax_scale(GPT_OSS_ROPE, 64) == 0.125
+
+
+def test_yarn_frequencies_blend_from_extrapolation_to_interpolation():
+    for params, dim in ((GPT_OSS_ROPE, 64), (DEEPSEEK_ROPE, 64)):
+        inv, _ = rope.frequencies(params, dim)
+        base = 1 / params["rope_theta"] ** (np.arange(0, dim, 2) / dim)
+        # The fast dimensions keep their frequency, the slow ones are divided by factor.
+        assert inv[0] == base[0]
+        assert inv[-1] == pytest.approx(base[-1] / params["factor"], rel=1e-15)
+        assert np.all(np.diff(inv) < 0)
+    # truncate (DeepSeek's default) rounds the ramp's ends to whole dimensions: a dimension
+    # just outside the ramp keeps its pure value, unlike GPT-OSS's untruncated ramp.
+    inv_t, _ = rope.frequencies({**GPT_OSS_ROPE, "truncate": True}, 64)
+    inv_f, _ = rope.frequencies(GPT_OSS_ROPE, 64)
+    assert not np.array_equal(inv_t, inv_f)
+
+
+def test_table_is_the_formula_rounded_once_and_rotation_matches_float64():
+    positions = np.array([0, 1, 7, 1000, 131071])
+    cos, sin = rope.table(GPT_OSS_ROPE, 16, positions)
+    inv, a = rope.frequencies(GPT_OSS_ROPE, 16)
+    angles = positions[:, None] * inv
+    assert np.array_equal(cos, (np.cos(angles) * a).astype(np.float32))
+    assert np.max(np.abs(sin - np.sin(angles) * a)) <= 2.0 ** -24 * a
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((5, 3, 16)).astype(np.float32)
+    for inter in (False, True):
+        got = rope.rotate(x, cos, sin, interleaved=inter)
+        want = rope.reference(x, positions, GPT_OSS_ROPE, interleaved=inter)
+        assert np.max(np.abs(got - want)) < 1e-5 * np.max(np.abs(want))
+    # Interleaved pairs (x0, x1) come out in halves: element 0 and element 8.
+    one = np.zeros((1, 1, 16), np.float32)
+    one[0, 0, 1] = 1  # x2 of the first pair
+    c, s = rope.table(GPT_OSS_ROPE, 16, [3])
+    out = rope.rotate(one, c, s, interleaved=True)[0, 0]
+    assert out[0] == -s[0, 0] and out[8] == c[0, 0]
+
+
+def test_rope_rejects_unknown_kinds():
+    with pytest.raises(ValueError, match="rope_type' = 'dynamic'"):
+        rope.frequencies({"rope_type": "dynamic", "rope_theta": 1e4}, 16)
+    with pytest.raises(ValueError, match="'dim' = 15"):
+        rope.frequencies(GPT_OSS_ROPE, 15)
+
+
+# ---- a layer and a model ---------------------------------------------------------------------
+
+MODELS = list(decoder.TINY)
+
+
+def _layer_weights(weights, i):
+    prefix = f"model.layers.{i}."
+    return {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_float64_matches_hugging_face(name):
+    """``fmt=None`` against Hugging Face's model in float64 (saved by
+    ``scripts/decoder_vs_hf.py --fixture``): every layer's prefill output and each step's
+    logits within 1e-6 of the largest (Hugging Face computes RoPE's angles and DeepSeek's
+    router in float32), the same tokens."""
+    data = np.load(FIXTURE)
+    config = decoder.tiny_config(name)
+    weights = decoder.random_weights(config, int(data["seed"]))
+    prompt, hf_tokens = data[f"{name}/prompt"], data[f"{name}/tokens"]
+    layers, _, _ = decoder.forward(config, weights, prompt, [None] * 2, fmt=None)
+    for ours, theirs in zip(layers, data[f"{name}/prefill_layers"], strict=True):
+        assert np.max(np.abs(ours - theirs)) < 1e-6 * np.max(np.abs(theirs))
+    tokens, logits = decoder.generate(config, weights, prompt, len(hf_tokens), fmt=None)
+    theirs = data[f"{name}/logits"]
+    assert np.max(np.abs(logits - theirs)) < 1e-6 * np.max(np.abs(theirs))
+    assert tokens.tolist() == hf_tokens.tolist()
+
+
+@pytest.mark.parametrize("fmt", ["hw", None])
+@pytest.mark.parametrize("name", MODELS)
+def test_prefill_then_decode_equals_one_prefill(name, fmt):
+    """The cache and positions: T tokens in one prefill give the outputs of T - 3 in a prefill
+    and three decode steps after it; bit for bit in the hardware's arithmetic (every step is
+    row by row, and BF16 attention's row is its decode), to rounding in float64."""
+    config = decoder.tiny_config(name)
+    weights = decoder.random_weights(config, 3)
+    ids = np.random.default_rng(3).integers(0, 256, 11)
+    whole, _, caches_whole = decoder.forward(config, weights, ids, [None] * 2, fmt)
+    parts, _, caches = decoder.forward(config, weights, ids[:8], [None] * 2, fmt)
+    rows = [p for p in parts[-1]]
+    for t in ids[8:]:
+        out, _, caches = decoder.forward(config, weights, [t], caches, fmt)
+        rows.append(out[-1][0])
+    got = np.stack(rows)
+    if fmt == "hw":
+        assert np.array_equal(got, whole[-1])
+        for (ka, va), (kb, vb) in zip(caches, caches_whole, strict=True):
+            assert np.array_equal(ka, kb) and np.array_equal(va, vb)
+    else:
+        assert np.max(np.abs(got - whole[-1])) < 1e-12 * np.max(np.abs(whole[-1]))
+
+
+#: The hardware's arithmetic against float64 on the same weights (on their storage grids) and
+#: inputs, largest error over the largest value, the median over seeds 1-5: the bound
+#: docs/decoder.md states (``python scripts/decoder_error.py``: medians of 0.03-0.06 over 20
+#: seeds). The median, because an error's tail is a token the MoE routes otherwise (a score
+#: within the upstream rounding of the k-th): a whole expert's output apart.
+HW_BOUND = 0.1
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_hardware_arithmetic_within_its_bound(name):
+    config = decoder.tiny_config(name)
+    layers, logits = [], []
+    for seed in range(1, 6):
+        weights = decoder.random_weights(config, seed)
+        ids = np.random.default_rng(seed).integers(0, 256, 12)
+        hw, hw_logits, _ = decoder.forward(config, weights, ids, [None] * 2, "hw")
+        f64, f64_logits, _ = decoder.forward(config, weights, ids, [None] * 2, None)
+        layers.append([np.max(np.abs(a - b)) / np.max(np.abs(b))
+                       for a, b in zip(hw, f64, strict=True)])
+        logits.append(np.max(np.abs(hw_logits - f64_logits)) / np.max(np.abs(f64_logits)))
+    medians = np.median(layers, axis=0).tolist() + [float(np.median(logits))]
+    assert all(1e-4 < m < HW_BOUND for m in medians), medians
+
+
+def test_mla_absorbed_equals_expanded_in_float64():
+    """The hardware's MLA (absorbed: q_nope W_UK against the latent, then W_UV) is the same
+    function as Hugging Face's expanded form: run the hardware path with every format's
+    rounding taken out (float64 matmuls through the absorbed branch)."""
+    config = decoder.tiny_config("tiny-deepseek")
+    s = decoder.shape(config)
+    weights = decoder.random_weights(config, 5)
+    w = _layer_weights(weights, 0)
+    rng = np.random.default_rng(5)
+    q_nope = rng.standard_normal((3, s.heads, s.nope))
+    latents = rng.standard_normal((6, s.kv_lora))
+    kv_b = w["self_attn.kv_b_proj.weight"].reshape(s.heads, s.nope + s.v_dim, s.kv_lora)
+    absorbed = np.einsum("thn,hnl,sl->ths", q_nope, kv_b[:, :s.nope], latents)
+    k_nope = np.einsum("sl,hnl->hsn", latents, kv_b[:, :s.nope])
+    expanded = np.einsum("thn,hsn->ths", q_nope, k_nope)
+    assert np.allclose(absorbed, expanded, rtol=1e-12, atol=1e-12)
+
+
+def test_generate_is_argmax_of_its_logits_and_feed_replaces_the_inputs():
+    config = decoder.tiny_config("tiny-gpt-oss")
+    weights = decoder.random_weights(config, 4)
+    tokens, logits = decoder.generate(config, weights, [1, 2, 3], 4)
+    assert logits.shape == (4, 256) and logits.dtype == np.float32
+    assert tokens.tolist() == [int(np.argmax(r)) for r in logits]
+    fed, fed_logits = decoder.generate(config, weights, [1, 2, 3], 4, feed=[9, 9, 9])
+    assert np.array_equal(fed_logits[0], logits[0]) and not np.array_equal(fed_logits[1],
+                                                                            logits[1])
+    assert decoder.argmax(np.array([[1.0, np.nan, 3.0, 3.0]])).tolist() == [2]
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    (lambda c: c.update(model_type="llama"), "'model_type' = 'llama'"),
+    (lambda c: c.pop("hidden_size"), "'hidden_size' = None"),
+    (lambda c: c.update(num_key_value_heads=3), "'num_key_value_heads' = 3"),
+    (lambda c: c.update(swiglu_limit=5.0), "'swiglu_limit' = 5.0"),
+    (lambda c: c.update(layer_types=["full_attention"]), "'layer_types'"),
+    (lambda c: c["rope_parameters"].update(rope_type="longrope"), "rope_type' = 'longrope'"),
+])
+def test_bad_configs_are_one_line(change, match):
+    config = decoder.tiny_config("tiny-gpt-oss")
+    change(config)
+    with pytest.raises(ValueError, match=match):
+        weights = decoder.random_weights(decoder.tiny_config("tiny-gpt-oss"), 1)
+        decoder.layer(np.zeros((1, 64)), _layer_weights(weights, 0), config, layer_idx=0,
+                      positions=[0])
+
+
+def test_bad_weights_inputs_and_formats_are_one_line():
+    config = decoder.tiny_config("tiny-deepseek")
+    weights = decoder.random_weights(config, 1)
+    w = _layer_weights(weights, 1)
+    x = np.zeros((2, 64))
+    with pytest.raises(ValueError, match="weight 'mlp.gate.weight' is missing"):
+        decoder.layer(x, {k: v for k, v in w.items() if k != "mlp.gate.weight"}, config,
+                      layer_idx=1, positions=[0, 1])
+    with pytest.raises(ValueError, match=r"'self_attn.o_proj.weight' has shape \(64, 32\)"):
+        decoder.layer(x, {**w, "self_attn.o_proj.weight": np.zeros((64, 32))}, config,
+                      layer_idx=1, positions=[0, 1])
+    with pytest.raises(ValueError, match="'positions' = \\[1, 2\\]"):
+        decoder.layer(x, w, config, layer_idx=1, positions=[1, 2])
+    with pytest.raises(ValueError, match="'layer_idx' = 2"):
+        decoder.layer(x, w, config, layer_idx=2, positions=[0, 1])
+    with pytest.raises(ValueError, match="'fmt' = 'fp16'"):
+        decoder.layer(x, w, config, layer_idx=1, positions=[0, 1], fmt="fp16")
+    with pytest.raises(ValueError, match="'formats.kv' = 'int8'"):
+        decoder.Formats(kv="int8")
+    with pytest.raises(ValueError, match="'ids' = \\[256\\]"):
+        decoder.generate(config, weights, [256], 2)
+    with pytest.raises(ValueError, match="'model' = 'tiny-llama'"):
+        decoder.tiny_config("tiny-llama")
+
+
+def test_docs_state_what_the_error_script_measures():
+    """docs/decoder.md's table is ``scripts/decoder_error.py``'s output today."""
+    doc = (Path(__file__).parent.parent / "docs" / "decoder.md").read_text()
+    assert load("decoder_error").table(20, 12, 6) in doc, "run python scripts/decoder_error.py " \
+        "--out docs/decoder.md"
