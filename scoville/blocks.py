@@ -25,12 +25,14 @@ from scoville.rtl.moe import Moe, MoeConfig
 from scoville.rtl.mx_dot import MxDot, MxDotConfig
 from scoville.rtl.mx_quant import MxQuant, MxQuantConfig
 from scoville.rtl.nvfp4_dot import Nvfp4Dot, Nvfp4DotConfig
+from scoville.rtl.rmsnorm import RmsNorm, RmsNormConfig
 from scoville.sim.cycles import attention as attention_timed
 from scoville.sim.cycles import fetch as fetch_timed
 from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import gemm_quant as gemm_quant_timed
 from scoville.sim.cycles import kvcache as kvcache_timed
 from scoville.sim.cycles import moe as moe_timed
+from scoville.sim.cycles import rmsnorm as rmsnorm_timed
 from scoville.sim.cycles.stream import pipeline_timing
 from scoville.sim.golden.attention import AttentionModel
 from scoville.sim.golden.exp2 import exp2
@@ -45,6 +47,7 @@ from scoville.sim.golden.moe import moe
 from scoville.sim.golden.mx_dot import mx_dot
 from scoville.sim.golden.mx_quant import mx_quant
 from scoville.sim.golden.nvfp4_dot import nvfp4_dot
+from scoville.sim.golden.rmsnorm import rmsnorm
 from scoville.sim.workload import (
     AttentionWorkload,
     FetchWorkload,
@@ -242,6 +245,19 @@ BLOCKS: dict[str, Block] = {
             golden=mx_quant,
             timed=pipeline_timing,
             testbench="scoville.testbenches.mx_quant",
+        ),
+        Block(
+            name="rmsnorm",
+            summary="RMSNorm of FP32 tokens: sum of squares, correctly rounded rsqrt, weight "
+                    "(GPT-OSS, DeepSeek-V3)",
+            config=RmsNormConfig,
+            workload=StreamWorkload,
+            component=RmsNorm,
+            golden=rmsnorm,
+            timed=rmsnorm_timed.timing,
+            testbench="scoville.testbenches.rmsnorm",
+            # count is tokens here: 200 of 8 beats.
+            first_look=(Look("200-tokens", {"count": 200}),),
         ),
         Block(
             name="gemm",

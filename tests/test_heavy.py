@@ -14,6 +14,7 @@ HEAVY = [
     ("mx_dot", {"lanes": 4}),
     ("nvfp4_dot", {"lanes": 4}),
     ("mx_quant", {"in_fmt": "bf16"}),
+    ("rmsnorm", {}),
 ]
 
 

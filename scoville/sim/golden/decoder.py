@@ -24,7 +24,7 @@ The cache is what Hugging Face's ``DynamicCache`` holds for the layer, without t
 normalized latent (1, L, kv_lora_rank) and rotary key after RoPE (1, L, qk_rope_head_dim).
 
 **The hardware's steps** (``fmt="hw"``, :class:`Formats`): the hidden state stays FP32; every
-norm is :func:`~scoville.sim.golden.rmsnorm.rmsnorm`; every projection is a matmul on the
+norm is :func:`~scoville.sim.golden.rmsnorm.normalize`; every projection is a matmul on the
 array (:func:`~scoville.sim.golden.gemm.matmul`, activations and weights in ``proj``, FP32
 out) plus its bias, ``fp32(y + b)``; RoPE is :func:`~scoville.sim.golden.rope.rotate` with
 the table of :func:`~scoville.sim.golden.rope.table`; attention is the attention block's
@@ -379,7 +379,7 @@ class _Ops:
 
     def norm(self, x, w, eps):
         if self.hw:
-            return norm_golden.rmsnorm(x, w, eps, lanes=self.f.norm_lanes)
+            return norm_golden.normalize(x, w, eps, lanes=self.f.norm_lanes)
         return norm_golden.reference(x, w, eps)
 
     def matmul(self, a, b):

@@ -21,7 +21,9 @@ import math
 
 import numpy as np
 
-__all__ = ["pairwise_sum", "reference", "rmsnorm", "rsqrt"]
+from .fp32_add import canonical_bits
+
+__all__ = ["normalize", "pairwise_sum", "reference", "rmsnorm", "rsqrt"]
 
 _F32 = np.float32
 
@@ -36,7 +38,7 @@ def rsqrt(v) -> np.ndarray:
     flat, res = v.reshape(-1), out.reshape(-1)
     for i, x in enumerate(flat.tolist()):
         res[i] = _rsqrt_one(x)
-    return out
+    return canonical_bits(out).view(np.float32)
 
 
 def _rsqrt_one(x: float) -> float:
@@ -83,19 +85,28 @@ def pairwise_sum(values, lanes: int) -> np.ndarray:
     return acc
 
 
-def rmsnorm(x, weight, eps: float, *, lanes: int = 1) -> np.ndarray:
-    """``x`` (T, H) float32 normalized per token and scaled by ``weight`` (H,), as the module
-    says: (T, H) float32."""
+def rmsnorm(config, x, weight) -> np.ndarray:
+    """The ``rmsnorm`` block's outputs (:class:`~scoville.rtl.rmsnorm.RmsNormConfig`: its
+    ``eps`` and ``lanes``) for tokens ``x`` (T, hidden) and weights (hidden,) or a row a token
+    (T, hidden): (T, hidden) float32."""
+    return normalize(x, weight, config.eps, lanes=config.lanes)
+
+
+def normalize(x, weight, eps: float, *, lanes: int = 1) -> np.ndarray:
+    """``x`` (T, H) float32 normalized per token and scaled by ``weight`` (H,) or (T, H), as
+    the module says: (T, H) float32."""
     x = np.asarray(x, np.float32)
     w = np.asarray(weight, np.float32)
     h = x.shape[-1]
-    if w.shape != (h,):
-        raise ValueError(f"parameter 'weight' has shape {w.shape}; allowed: ({h},)")
+    if w.shape not in ((h,), x.shape):
+        raise ValueError(f"parameter 'weight' has shape {w.shape}; allowed: ({h},) or "
+                         f"{x.shape}")
     with np.errstate(over="ignore", invalid="ignore"):
         ss = pairwise_sum((x * x).astype(np.float32), lanes)
         mean = (ss * _F32(1.0 / h)).astype(np.float32)
         r = rsqrt((mean + _F32(eps)).astype(np.float32))
-        return ((x * r[:, None]).astype(np.float32) * w).astype(np.float32)
+        y = ((x * r[:, None]).astype(np.float32) * w).astype(np.float32)
+    return canonical_bits(y).view(np.float32)
 
 
 def reference(x, weight, eps: float) -> np.ndarray:
