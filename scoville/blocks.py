@@ -26,6 +26,7 @@ from scoville.rtl.mx_dot import MxDot, MxDotConfig
 from scoville.rtl.mx_quant import MxQuant, MxQuantConfig
 from scoville.rtl.nvfp4_dot import Nvfp4Dot, Nvfp4DotConfig
 from scoville.rtl.rmsnorm import RmsNorm, RmsNormConfig
+from scoville.rtl.rope import Rope, RopeConfig
 from scoville.sim.cycles import attention as attention_timed
 from scoville.sim.cycles import fetch as fetch_timed
 from scoville.sim.cycles import gemm as gemm_timed
@@ -48,6 +49,7 @@ from scoville.sim.golden.mx_dot import mx_dot
 from scoville.sim.golden.mx_quant import mx_quant
 from scoville.sim.golden.nvfp4_dot import nvfp4_dot
 from scoville.sim.golden.rmsnorm import rmsnorm
+from scoville.sim.golden.rope import rope
 from scoville.sim.workload import (
     AttentionWorkload,
     FetchWorkload,
@@ -258,6 +260,17 @@ BLOCKS: dict[str, Block] = {
             testbench="scoville.testbenches.rmsnorm",
             # count is tokens here: 200 of 8 beats.
             first_look=(Look("200-tokens", {"count": 200}),),
+        ),
+        Block(
+            name="rope",
+            summary="rotary position embedding of a head in FP32, pairs of halves (GPT-OSS) "
+                    "or neighbours (DeepSeek-V3), YaRN's table rows on the stream",
+            config=RopeConfig,
+            workload=StreamWorkload,
+            component=Rope,
+            golden=rope,
+            timed=pipeline_timing,
+            testbench="scoville.testbenches.rope",
         ),
         Block(
             name="gemm",

@@ -1,81 +1,18 @@
-"""The decoder's golden models (RMSNorm's: tests/test_rmsnorm.py): RoPE's YaRN frequencies and
-table, a layer of GPT-OSS and of DeepSeek-V3 in both arithmetics (float64
+"""The decoder's golden models (its units': tests/test_rmsnorm.py, tests/test_rope.py): a layer of
+GPT-OSS and of DeepSeek-V3 in both arithmetics (float64
 against Hugging Face's outputs saved by ``scripts/decoder_vs_hf.py``; the hardware's against
 float64 within the bound docs/decoder.md states), the cache, and generation."""
 
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from scoville.sim.golden import decoder, rope
+from scoville.sim.golden import decoder
 
 from .script import load
 
 FIXTURE = Path(__file__).parent / "data" / "decoder_hf.npz"
-
-
-# ---- RoPE ------------------------------------------------------------------------------------
-
-GPT_OSS_ROPE = decoder.TINY["tiny-gpt-oss"]["rope_parameters"]
-DEEPSEEK_ROPE = decoder.TINY["tiny-deepseek"]["rope_parameters"]
-
-
-def test_yarn_factors_of_the_two_models():
-    # GPT-OSS: no mscale given, so 0.1 ln(32) + 1 scales cos and sin.
-    _, a = rope.frequencies(GPT_OSS_ROPE, 64)
-    assert a == pytest.approx(0.1 * math.log(32) + 1, rel=1e-15)
-    # DeepSeek-V3: mscale = mscale_all_dim, so cos and sin unscaled; the softmax scale takes
-    # (0.1 ln 40 + 1)^2 over sqrt(192).
-    _, a = rope.frequencies(DEEPSEEK_ROPE, 64)
-    assert a == 1.0
-    assert rope.softmax_scale(DEEPSEEK_ROPE, 192) == pytest.approx(
-        (0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), rel=1e-15)
-    assert rope.softmax_scale(GPT_OSS_ROPE, 64) == 0.125
-
-
-def test_yarn_frequencies_blend_from_extrapolation_to_interpolation():
-    for params, dim in ((GPT_OSS_ROPE, 64), (DEEPSEEK_ROPE, 64)):
-        inv, _ = rope.frequencies(params, dim)
-        base = 1 / params["rope_theta"] ** (np.arange(0, dim, 2) / dim)
-        # The fast dimensions keep their frequency, the slow ones are divided by factor.
-        assert inv[0] == base[0]
-        assert inv[-1] == pytest.approx(base[-1] / params["factor"], rel=1e-15)
-        assert np.all(np.diff(inv) < 0)
-    # truncate (DeepSeek's default) rounds the ramp's ends to whole dimensions: a dimension
-    # just outside the ramp keeps its pure value, unlike GPT-OSS's untruncated ramp.
-    inv_t, _ = rope.frequencies({**GPT_OSS_ROPE, "truncate": True}, 64)
-    inv_f, _ = rope.frequencies(GPT_OSS_ROPE, 64)
-    assert not np.array_equal(inv_t, inv_f)
-
-
-def test_table_is_the_formula_rounded_once_and_rotation_matches_float64():
-    positions = np.array([0, 1, 7, 1000, 131071])
-    cos, sin = rope.table(GPT_OSS_ROPE, 16, positions)
-    inv, a = rope.frequencies(GPT_OSS_ROPE, 16)
-    angles = positions[:, None] * inv
-    assert np.array_equal(cos, (np.cos(angles) * a).astype(np.float32))
-    assert np.max(np.abs(sin - np.sin(angles) * a)) <= 2.0 ** -24 * a
-    rng = np.random.default_rng(2)
-    x = rng.standard_normal((5, 3, 16)).astype(np.float32)
-    for inter in (False, True):
-        got = rope.rotate(x, cos, sin, interleaved=inter)
-        want = rope.reference(x, positions, GPT_OSS_ROPE, interleaved=inter)
-        assert np.max(np.abs(got - want)) < 1e-5 * np.max(np.abs(want))
-    # Interleaved pairs (x0, x1) come out in halves: element 0 and element 8.
-    one = np.zeros((1, 1, 16), np.float32)
-    one[0, 0, 1] = 1  # x2 of the first pair
-    c, s = rope.table(GPT_OSS_ROPE, 16, [3])
-    out = rope.rotate(one, c, s, interleaved=True)[0, 0]
-    assert out[0] == -s[0, 0] and out[8] == c[0, 0]
-
-
-def test_rope_rejects_unknown_kinds():
-    with pytest.raises(ValueError, match="rope_type' = 'dynamic'"):
-        rope.frequencies({"rope_type": "dynamic", "rope_theta": 1e4}, 16)
-    with pytest.raises(ValueError, match="'dim' = 15"):
-        rope.frequencies(GPT_OSS_ROPE, 15)
 
 
 # ---- a layer and a model ---------------------------------------------------------------------

@@ -15,6 +15,7 @@ HEAVY = [
     ("nvfp4_dot", {"lanes": 4}),
     ("mx_quant", {"in_fmt": "bf16"}),
     ("rmsnorm", {}),
+    ("rope", {}),
 ]
 
 

@@ -29,7 +29,9 @@ import math
 
 import numpy as np
 
-__all__ = ["frequencies", "reference", "rotate", "softmax_scale", "table"]
+from .fp32_add import canonical_bits
+
+__all__ = ["frequencies", "reference", "rope", "rotate", "softmax_scale", "table"]
 
 _F32 = np.float32
 _KINDS = ("default", "yarn")
@@ -126,7 +128,14 @@ def rotate(x, cos, sin, *, interleaved: bool = False) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         y1 = ((x1 * c).astype(np.float32) - (x2 * s).astype(np.float32)).astype(np.float32)
         y2 = ((x2 * c).astype(np.float32) + (x1 * s).astype(np.float32)).astype(np.float32)
-    return np.concatenate([y1, y2], axis=-1)
+    return canonical_bits(np.concatenate([y1, y2], axis=-1)).view(np.float32)
+
+
+def rope(config, x, cos, sin) -> np.ndarray:
+    """The ``rope`` block's outputs (:class:`~scoville.rtl.rope.RopeConfig`: its
+    ``interleaved``) for vectors ``x`` (N, dim) and their table rows ``cos``, ``sin`` (N,
+    dim/2): (N, dim) float32, every NaN canonical."""
+    return rotate(x, cos, sin, interleaved=bool(config.interleaved))
 
 
 def reference(x, positions, rope: dict, *, interleaved: bool = False,
