@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from scoville.rtl.argmax import Argmax, ArgmaxConfig
 from scoville.rtl.attention import Attention, AttentionConfig
 from scoville.rtl.exp2 import Exp2, Exp2Config
 from scoville.rtl.fetch import Fetch, FetchConfig
@@ -35,6 +36,7 @@ from scoville.sim.cycles import kvcache as kvcache_timed
 from scoville.sim.cycles import moe as moe_timed
 from scoville.sim.cycles import rmsnorm as rmsnorm_timed
 from scoville.sim.cycles.stream import pipeline_timing
+from scoville.sim.golden.argmax import argmax
 from scoville.sim.golden.attention import AttentionModel
 from scoville.sim.golden.exp2 import exp2
 from scoville.sim.golden.fetch import fetch
@@ -271,6 +273,19 @@ BLOCKS: dict[str, Block] = {
             golden=rope,
             timed=pipeline_timing,
             testbench="scoville.testbenches.rope",
+        ),
+        Block(
+            name="argmax",
+            summary="greedy sampling: the lowest index of a token's largest FP32 logit "
+                    "(NaN never chosen), streaming in beats",
+            config=ArgmaxConfig,
+            workload=StreamWorkload,
+            component=Argmax,
+            golden=argmax,
+            timed=pipeline_timing,
+            testbench="scoville.testbenches.argmax",
+            # count is tokens here: 100 of 32 beats.
+            first_look=(Look("100-tokens", {"count": 100}),),
         ),
         Block(
             name="gemm",

@@ -16,6 +16,7 @@ HEAVY = [
     ("mx_quant", {"in_fmt": "bf16"}),
     ("rmsnorm", {}),
     ("rope", {}),
+    ("argmax", {"vocab": 32, "lanes": 4}),
 ]
 
 

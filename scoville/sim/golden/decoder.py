@@ -58,6 +58,7 @@ from . import attention as attn_golden
 from . import moe as moe_golden
 from . import rmsnorm as norm_golden
 from . import rope as rope_golden
+from .argmax import greedy
 from .gemm import matmul
 from .mx import dequantize_mxfp4, quantize_bf16, quantize_mxfp4
 
@@ -619,10 +620,12 @@ def layer(x, weights: dict, config: dict, *, layer_idx: int, positions, cache=No
 
 
 def argmax(logits) -> np.ndarray:
-    """Greedy sampling: per row of ``logits`` (n, V), the lowest index of its largest value
-    (NaN never chosen; 0 when every value is NaN)."""
+    """Greedy sampling, the ``argmax`` block's rule (:func:`scoville.sim.golden.argmax.greedy`):
+    per row of ``logits`` (n, V), the lowest index of its largest value (-0 equals +0, NaN
+    never chosen; 0 when every value is NaN); a scalar for one row."""
     logits = np.asarray(logits)
-    return np.argmax(np.where(np.isnan(logits), -np.inf, logits), axis=-1)
+    chosen = greedy(logits)
+    return chosen[0] if logits.ndim == 1 else chosen
 
 
 def forward(config: dict, weights: dict, ids, caches: list, fmt="hw",
