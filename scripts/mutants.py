@@ -1091,6 +1091,117 @@ MUTATIONS: tuple[Mutation, ...] = (
             "cache wait: its first sign is the cache's idle counter (kv.idle), before any "
             "handshake moves. With one column tile the queue's depth has slack",
     ),
+    Mutation(
+        name="rmsnorm-rsqrt-truncates",
+        models="rmsnorm: the reciprocal square root is truncated, not rounded to nearest",
+        file="scoville/rtl/rmsnorm_rsqrt.py",
+        edits=(Edit("        up = guard & (rest | keep[0])\n", "        up = guard & 0\n"),),
+        block="rmsnorm", params={"count": 200}, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="half of the random tokens' r round up; every output of such a token moves",
+    ),
+    Mutation(
+        name="rmsnorm-rsqrt-one-step-short",
+        models="rmsnorm: the rsqrt recurrence stops a cycle early (its last bits never set)",
+        file="scoville/rtl/rmsnorm_rsqrt.py",
+        edits=(Edit("            with m.If(j < self._bits):",
+                    "            with m.If(j < 2 * self._bits):"),),
+        block="rmsnorm", params={"count": 200}, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA, also=Kind.TIMING, streams=("o", "i"),
+        why="the last bits of r stay 0 (wrong r) and each result comes a cycle early: the "
+            "outputs are checked before the handshakes, so data first unless a run's first "
+            "token only moves (then timing on o)",
+    ),
+    Mutation(
+        name="rmsnorm-sum-carries-over",
+        models="rmsnorm: a token's sum of squares starts from the previous token's",
+        file="scoville/rtl/rmsnorm.py",
+        edits=(Edit("acc.eq(Mux(sq_first, sq, fp32_add(m, acc, sq, name=\"acc\")))",
+                    "acc.eq(fp32_add(m, acc, sq, name=\"acc\"))"),),
+        block="rmsnorm", params={"count": 200}, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="every token after the first normalizes by the running sum of all before it",
+    ),
+    Mutation(
+        name="rmsnorm-eps-dropped",
+        models="rmsnorm: eps is not added to the mean square",
+        file="scoville/rtl/rmsnorm.py",
+        edits=(Edit("v = fp32_add(m, mean, Const(fp32_bits(cfg.eps), 32), name=\"v\")",
+                    "v = mean"),),
+        block="rmsnorm", params={"count": 200}, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="test_edges' token of zeros gives r = Inf (NaN outputs) instead of rsqrt(eps); "
+            "random tokens scaled down to 2^-40 have mean squares below eps",
+    ),
+    Mutation(
+        name="rmsnorm-bubble-between-tokens",
+        models="rmsnorm: the input refuses a token's first beat in the cycle after the "
+               "previous token's last",
+        file="scoville/rtl/rmsnorm.py",
+        edits=(Edit("        m.d.comb += [self.i.ready.eq((in_beat != 0) | "
+                    "~busy.bit_select(in_slot, 1)),\n",
+                    "        gap = Signal()\n        m.d.sync += gap.eq(self.i.valid & "
+                    "self.i.ready & (in_beat == n - 1))\n        m.d.comb += "
+                    "[self.i.ready.eq((in_beat != 0) | ~busy.bit_select(in_slot, 1) & ~gap),"
+                    "\n"),),
+        block="rmsnorm", params={"count": 200}, tests=("test_edges", "test_workload"),
+        expect=Kind.TIMING, streams=("i", "o"),
+        why="test_edges offers its tokens back to back: the second token's first beat comes a "
+            "cycle later than the model puts it, the values unchanged",
+    ),
+    Mutation(
+        name="rope-second-sum-subtracts",
+        models="rope: y2 = x2 c - x1 s instead of x2 c + x1 s",
+        file="scoville/rtl/rope.py",
+        edits=(Edit("second.append(fp32_add(m, x2c, x1s, name=f\"y2_{k}\"))",
+                    "second.append(fp32_add(m, x2c, x1s ^ (1 << 31), name=f\"y2_{k}\"))"),),
+        block="rope", params={"count": 200}, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="every position but 0 has a nonzero sine: the second half of every such vector "
+            "moves",
+    ),
+    Mutation(
+        name="rope-interleaved-as-halves",
+        models="rope: with interleaved = 1 the pairs are taken as halves",
+        file="scoville/rtl/rope.py",
+        edits=(Edit("(p.x[2 * k], p.x[2 * k + 1]) if cfg.interleaved else",
+                    "(p.x[k], p.x[k + half]) if cfg.interleaved else"),),
+        block="rope", params={"interleaved": 1, "count": 200},
+        tests=("test_edges", "test_workload"), expect=Kind.DATA,
+        why="any vector whose elements differ: the pairs rotate other elements together",
+    ),
+    Mutation(
+        name="argmax-ties-to-higher",
+        models="argmax: a tie within a beat goes to the higher index",
+        file="scoville/rtl/argmax.py",
+        edits=(Edit("b_wins = wire(m, f\"win_{len(level)}_{j}\", kb > ka)",
+                    "b_wins = wire(m, f\"win_{len(level)}_{j}\", kb >= ka)"),),
+        block="argmax", params={"count": 100}, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="test_edges has two equal largest values in one beat, -0 beside +0 and a token "
+            "of equal values",
+    ),
+    Mutation(
+        name="argmax-nan-chosen",
+        models="argmax: a NaN's key is not lowered: it ranks above every number",
+        file="scoville/rtl/argmax.py",
+        edits=(Edit("    return wire(m, name, Mux(nan, 0, ordered), unsigned(32))",
+                    "    return wire(m, name, ordered, unsigned(32))"),),
+        block="argmax", params={"count": 100}, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="test_edges has a NaN beside the largest value and a NaN before -Inf",
+    ),
+    Mutation(
+        name="argmax-later-tie-replaces",
+        models="argmax: a later beat's equal value replaces the token's best",
+        file="scoville/rtl/argmax.py",
+        edits=(Edit("take_new = s1_first | (s1_key > best_key)",
+                    "take_new = s1_first | (s1_key >= best_key)"),),
+        block="argmax", params={"count": 100}, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="test_edges has a tie across beats and a token of equal values; the workload "
+            "plants a tie in an eighth of its tokens",
+    ),
 )
 
 

@@ -169,3 +169,38 @@ def test_docs_state_what_the_error_script_measures():
     doc = (Path(__file__).parent.parent / "docs" / "decoder.md").read_text()
     assert load("decoder_error").table(20, 12, 6) in doc, "run python scripts/decoder_error.py " \
         "--out docs/decoder.md"
+
+
+def test_a_users_model_from_files(tmp_path):
+    """A config.json and a safetensors state dict load into the same model (BF16 tensors
+    widened exactly); a missing tensor, a quantized checkpoint, a bad file are one line."""
+    import json
+
+    import ml_dtypes
+    from safetensors.numpy import save_file
+
+    config = decoder.tiny_config("tiny-deepseek")
+    weights = decoder.random_weights(config, 6)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    decoder.save(weights, tmp_path / "model.safetensors")
+    got_config, got = decoder.load(tmp_path / "config.json", tmp_path / "model.safetensors")
+    assert got_config == config and set(got) == set(weights)
+    assert all(np.array_equal(got[k], weights[k]) for k in weights)
+    # BF16 on disk (weights on the BF16 grid: the same values).
+    name = "model.layers.0.self_attn.q_a_proj.weight"
+    save_file({**{k: v for k, v in weights.items() if k != name},
+               name: weights[name].astype(ml_dtypes.bfloat16)}, str(tmp_path / "bf16.st"))
+    _, bf = decoder.load(tmp_path / "config.json", tmp_path / "bf16.st")
+    assert np.array_equal(bf[name], weights[name])
+    save_file({k: v for k, v in weights.items() if k != name}, str(tmp_path / "short.st"))
+    with pytest.raises(ValueError, match=f"weight '{name}' is missing"):
+        decoder.load(tmp_path / "config.json", tmp_path / "short.st")
+    save_file({**weights, "model.layers.1.mlp.experts.gate_up_proj_blocks":
+               np.zeros((2, 2), np.uint8)}, str(tmp_path / "mxfp4.st"))
+    with pytest.raises(ValueError, match="MXFP4 blocks and scales"):
+        decoder.load(tmp_path / "config.json", tmp_path / "mxfp4.st")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ValueError, match="config file .*bad.json' cannot be read"):
+        decoder.load(tmp_path / "bad.json", tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match="cannot be read as safetensors"):
+        decoder.load(tmp_path / "config.json", tmp_path / "bad.json")

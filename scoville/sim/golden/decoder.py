@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -62,8 +63,8 @@ from .argmax import greedy
 from .gemm import matmul
 from .mx import dequantize_mxfp4, quantize_bf16, quantize_mxfp4
 
-__all__ = ["ARCHS", "TINY", "Formats", "Shape", "argmax", "forward", "generate", "layer",
-           "random_weights", "shape", "tiny_config"]
+__all__ = ["ARCHS", "TINY", "Formats", "Shape", "argmax", "forward", "generate", "layer", "load",
+           "random_weights", "save", "shape", "tiny_config"]
 
 ARCHS = ("gpt_oss", "deepseek_v3")
 _FMTS = ("hw", None)
@@ -723,3 +724,38 @@ def tiny_config(name: str) -> dict:
         raise ValueError(f"parameter 'model' = {name!r} is not allowed; allowed: "
                          f"{', '.join(TINY)}")
     return json.loads(json.dumps(TINY[name]))
+
+
+# ---- a user's model ------------------------------------------------------------------------
+
+def load(config_path, weights_path) -> tuple[dict, dict]:
+    """A model from a Hugging Face ``config.json`` and a ``safetensors`` file of the state
+    dict's layout (the tensors :func:`random_weights` makes, any float dtype): ``(config,
+    weights)``, checked (a field, a tensor or a shape wrong is one line naming it)."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    try:
+        config = json.loads(Path(config_path).read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"config file '{config_path}' cannot be read: {err}") from None
+    s = shape(config)
+    try:
+        raw = load_file(str(weights_path))
+    except (OSError, SafetensorError) as err:
+        raise ValueError(f"weights file '{weights_path}' cannot be read as safetensors: "
+                         f"{err}") from None
+    blocks = sorted(k for k in raw if k.endswith("_blocks"))
+    if blocks:
+        raise ValueError(f"weights file '{weights_path}' holds '{blocks[0]}' (MXFP4 blocks and "
+                         "scales); allowed: the state dict's layout (dequantize it first)")
+    _checked(raw, _model_shapes(s))
+    return config, {k: np.asarray(v, np.float32) for k, v in raw.items()}
+
+
+def save(weights: dict, path) -> None:
+    """Write a state dict (:func:`random_weights`'s) as a ``safetensors`` file."""
+    from safetensors.numpy import save_file
+
+    save_file({k: np.ascontiguousarray(v, np.float32) for k, v in weights.items()}, str(path))
+
