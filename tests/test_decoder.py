@@ -29,8 +29,9 @@ def _layer_weights(weights, i):
 def test_float64_matches_hugging_face(name):
     """``fmt=None`` against Hugging Face's model in float64 (saved by
     ``scripts/decoder_vs_hf.py --fixture``): every layer's prefill output and each step's
-    logits within 1e-6 of the largest (Hugging Face computes RoPE's angles and DeepSeek's
-    router in float32), the same tokens."""
+    logits within 1e-6 of the largest (Hugging Face keeps some steps in float32 inside a
+    float64 model: RoPE's angles, the RMSNorms, DeepSeek's router and its softmax), the same
+    tokens."""
     data = np.load(FIXTURE)
     config = decoder.tiny_config(name)
     weights = decoder.random_weights(config, int(data["seed"]))
@@ -92,22 +93,35 @@ def test_hardware_arithmetic_within_its_bound(name):
     assert all(1e-4 < m < HW_BOUND for m in medians), medians
 
 
-def test_mla_absorbed_equals_expanded_in_float64():
-    """The hardware's MLA (absorbed: q_nope W_UK against the latent, then W_UV) is the same
-    function as Hugging Face's expanded form: run the hardware path with every format's
-    rounding taken out (float64 matmuls through the absorbed branch)."""
+def test_mla_absorbed_at_run_time_is_the_expanded_layer(monkeypatch):
+    """The hardware's MLA path (q_nope W_UK per head, attention over the latents, o_lat W_UV^T)
+    is Hugging Face's expanded layer: run it with every step's arithmetic in float64 (norms,
+    matmuls, adds, RoPE, attention over the latent cache, the dense MLP) and it gives
+    ``fmt=None``'s outputs to rounding."""
     config = decoder.tiny_config("tiny-deepseek")
-    s = decoder.shape(config)
     weights = decoder.random_weights(config, 5)
-    w = _layer_weights(weights, 0)
+    w = _layer_weights(weights, 0)  # a dense layer: its MLP swapped for float64 below
+    f64 = decoder._Ops(None, decoder.Formats())  # hw False: each method's float64 branch
+    for name in ("cast", "norm", "matmul", "add", "rope"):
+        method = getattr(decoder._Ops, name)
+        monkeypatch.setattr(decoder._Ops, name, lambda self, *a, _m=method, **k:
+                            _m(f64, *a, **k))
+
+    def attend(q, k, v, *, scale, config, **_):
+        assert v is None and config.mla  # V is the latents' first v_dim elements
+        return decoder.attn_golden.reference(q, k, k[..., :config.v_dim], scale=scale)
+
+    monkeypatch.setattr(decoder.attn_golden, "prefill", attend)
+    monkeypatch.setattr(decoder.moe_golden, "swiglu_mlp",
+                        lambda x, g, u, d, act_fmt: decoder._swiglu64(x, g, u, d))
     rng = np.random.default_rng(5)
-    q_nope = rng.standard_normal((3, s.heads, s.nope))
-    latents = rng.standard_normal((6, s.kv_lora))
-    kv_b = w["self_attn.kv_b_proj.weight"].reshape(s.heads, s.nope + s.v_dim, s.kv_lora)
-    absorbed = np.einsum("thn,hnl,sl->ths", q_nope, kv_b[:, :s.nope], latents)
-    k_nope = np.einsum("sl,hnl->hsn", latents, kv_b[:, :s.nope])
-    expanded = np.einsum("thn,hsn->ths", q_nope, k_nope)
-    assert np.allclose(absorbed, expanded, rtol=1e-12, atol=1e-12)
+    x = rng.standard_normal((6, 64)).astype(np.float32)
+    past = decoder.layer(x[:4], w, config, layer_idx=0, positions=np.arange(4), fmt=None)[1]
+    hw, _ = decoder.layer(x[4:], w, config, layer_idx=0, positions=[4, 5], cache=past,
+                          fmt="hw")
+    ref, _ = decoder.layer(x[4:], w, config, layer_idx=0, positions=[4, 5], cache=past,
+                           fmt=None)
+    assert np.max(np.abs(hw - ref)) < 1e-12 * np.max(np.abs(ref))
 
 
 def test_generate_is_argmax_of_its_logits_and_feed_replaces_the_inputs():
@@ -158,6 +172,10 @@ def test_bad_weights_inputs_and_formats_are_one_line():
         decoder.layer(x, w, config, layer_idx=1, positions=[0, 1], fmt="fp16")
     with pytest.raises(ValueError, match="'formats.kv' = 'int8'"):
         decoder.Formats(kv="int8")
+    with pytest.raises(ValueError, match="'formats.chunk' = 100"):
+        decoder.Formats(chunk=100)
+    with pytest.raises(ValueError, match="'hidden_act' = 'gelu'"):
+        decoder.layer(x, w, {**config, "hidden_act": "gelu"}, layer_idx=1, positions=[0, 1])
     with pytest.raises(ValueError, match="'ids' = \\[256\\]"):
         decoder.generate(config, weights, [256], 2)
     with pytest.raises(ValueError, match="'model' = 'tiny-llama'"):

@@ -198,7 +198,7 @@ def test_config_errors_are_one_line(params, match):
     {"count": 300},
     # One value a beat, the rsqrt a bit a cycle: the rsqrt bounds throughput.
     {"hidden": 32, "lanes": 1, "rsqrt_bits": 1, "count": 60},
-    # A token a beat: both slots fill while the rsqrt runs.
+    # A token a beat: the slots fill while the rsqrt runs.
     {"hidden": 16, "lanes": 16, "rsqrt_bits": 26, "count": 300, "eps": 1e-6},
 ], ids=["default", "slow-rsqrt", "one-beat-tokens"])
 def test_rmsnorm_rtl(simulator, seed, params):

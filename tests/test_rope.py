@@ -45,6 +45,29 @@ def test_yarn_frequencies_blend_from_extrapolation_to_interpolation():
     assert not np.array_equal(inv_t, inv_f)
 
 
+#: Hugging Face transformers 5.25's ``_compute_yarn_parameters`` for GPT-OSS-120B's and
+#: DeepSeek-V3's rope_parameters (float32 inverse frequencies 0, 5, 10, ..., 31 of a rotary
+#: width of 64, and the attention factor), written down from a run of it.
+HF_YARN = {
+    "gpt-oss": (1.3465735902799727, [1.0, 0.15532298386096954, 0.019334999844431877,
+                                     0.00105260219424963, 1.818833698052913e-05,
+                                     2.8250667583051836e-06, 3.023511396804679e-07]),
+    "deepseek": (1.0, [1.0, 0.23713736236095428, 0.05623412877321243, 0.0083345090970397,
+                       0.0007905694073997438, 1.8747354260995053e-05,
+                       3.3338035336782923e-06]),
+}
+
+
+@pytest.mark.parametrize("name", HF_YARN)
+def test_yarn_matches_hugging_face(name):
+    params = GPT_OSS_ROPE if name == "gpt-oss" else DEEPSEEK_ROPE
+    inv, a = rope.frequencies(params, 64)
+    want_a, want = HF_YARN[name]
+    assert a == pytest.approx(want_a, rel=1e-15)
+    # Hugging Face computes them in float32: agreement to its rounding.
+    assert inv[[0, 5, 10, 15, 20, 25, 31]] == pytest.approx(want, rel=2e-7)
+
+
 def test_table_is_the_formula_rounded_once_and_rotation_matches_float64():
     positions = np.array([0, 1, 7, 1000, 131071])
     cos, sin = rope.table(GPT_OSS_ROPE, 16, positions)
@@ -66,9 +89,16 @@ def test_table_is_the_formula_rounded_once_and_rotation_matches_float64():
     assert out[0] == -s[0, 0] and out[8] == c[0, 0]
 
 
-def test_rope_rejects_unknown_kinds():
+def test_rope_rejects_unknown_kinds_and_missing_fields():
     with pytest.raises(ValueError, match="rope_type' = 'dynamic'"):
         rope.frequencies({"rope_type": "dynamic", "rope_theta": 1e4}, 16)
+    with pytest.raises(ValueError, match="'rope_parameters.original_max_position_embeddings'"):
+        rope.frequencies({k: v for k, v in GPT_OSS_ROPE.items()
+                          if k != "original_max_position_embeddings"}, 16)
+    with pytest.raises(ValueError, match="'rope_parameters.factor'"):
+        rope.softmax_scale({**DEEPSEEK_ROPE, "factor": None}, 64)
+    with pytest.raises(ValueError, match="'rope_parameters.partial_rotary_factor' = 0.5"):
+        rope.frequencies({**GPT_OSS_ROPE, "partial_rotary_factor": 0.5}, 16)
     with pytest.raises(ValueError, match="'dim' = 15"):
         rope.frequencies(GPT_OSS_ROPE, 15)
 

@@ -28,7 +28,7 @@ first such cycle it is ready (:mod:`~scoville.rtl.rmsnorm_rsqrt`), after the pre
 token's, and the result is in the slot's register ``rsqrt latency`` cycles later, its beats
 entering the scaler from the next cycle, after the previous token's. The scaler's stages
 advance together when the output is empty or taken. A token spends about ``2 n + rsqrt
-latency + 6`` cycles in the block (``n`` its beats), so a beat a cycle needs ``slots`` of
+latency + 5`` cycles in the block (``n`` its beats), so a beat a cycle needs ``slots`` of
 about that over ``n`` (the default 4 for 8 beats a token and 4 rsqrt bits a cycle).
 """
 

@@ -5,8 +5,7 @@
 Every test checks each output value bit for bit and the cycle of every handshake on ``i`` and
 ``o``. Tests: directed tokens (all zeros: ``v = eps``; one nonzero value; values whose squares
 overflow to Inf, so ``r = 0``; an Inf, a NaN; subnormals, whose squares underflow; -0; values
-spanning the FP32 range; weights of both signs, zero and Inf; a token whose sum of squares is
-exactly a power of four), back to back; a reset in the middle of a run; and the workload
+spanning the FP32 range; weights of both signs, zero and Inf), back to back; a reset in the middle of a run; and the workload
 (random tokens and weights, a new weight row a token, under gaps and back-pressure).
 """
 
@@ -104,7 +103,7 @@ async def test_edges(dut):
 @cocotb.test()
 async def test_reset(dut):
     """A reset in the middle of the directed tokens under gaps and back-pressure (tokens in
-    both slots, an rsqrt running): the block must come back empty, then run them again."""
+    several slots full, an rsqrt running): the block must come back empty, then run them again."""
     ctx = context()
     x, w = directed(ctx.config, ctx.rng(3))
     await run_tokens(dut, ctx, "test_reset", x, w, gaps=True, interrupt=True)

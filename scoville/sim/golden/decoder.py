@@ -19,9 +19,12 @@ A layer (``docs/decoder.md`` states it too), ``x`` the hidden states (T, H):
   ``o_proj``; residual; the MoE with its shared expert (layers from ``first_k_dense_replace``)
   or the dense SwiGLU MLP; residual.
 
-The cache is what Hugging Face's ``DynamicCache`` holds for the layer, without the batch axis:
-``(keys, values)``, GPT-OSS's K after RoPE and V (kv_heads, L, head_dim), DeepSeek-V3's
-normalized latent (1, L, kv_lora_rank) and rotary key after RoPE (1, L, qk_rope_head_dim).
+The cache holds what Hugging Face's ``DynamicCache`` holds for the layer, without the batch
+axis, for every past token: ``(keys, values)``, GPT-OSS's K after RoPE and V (kv_heads, L,
+head_dim), DeepSeek-V3's normalized latent (1, L, kv_lora_rank) and rotary key after RoPE (1,
+L, qk_rope_head_dim). (Given a config, Hugging Face's cache keeps only the last
+``sliding_window - 1`` tokens of a sliding layer; here every layer keeps all, which attends
+the same: the window is applied in attention.)
 
 **The hardware's steps** (``fmt="hw"``, :class:`Formats`): the hidden state stays FP32; every
 norm is :func:`~scoville.sim.golden.rmsnorm.normalize`; every projection is a matmul on the
@@ -101,6 +104,12 @@ class Formats:
     rows: int = 8
 
     def __post_init__(self):
+        for name, low, high in (("norm_lanes", 1, 32), ("chunk", 32, 4096), ("rows", 1, 256)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high \
+                    or value & (value - 1):
+                raise ValueError(f"parameter 'formats.{name}' = {value!r} is not allowed; "
+                                 f"allowed: a power of two {low}..{high}")
         for name, allowed in (("proj", ("bf16", "mxfp8")), ("attn", ("bf16", "mxfp8")),
                               ("kv", ("bf16", "fp8_e4m3", "mxfp4")),
                               ("moe_act", ACT_FORMATS)):
@@ -213,7 +222,8 @@ def shape(config: dict) -> Shape:
             raise ValueError(f"config field 'layer_types' = {types!r} is not allowed; "
                              f"allowed: {layers} of sliding_attention, full_attention")
         heads = common["heads"]
-        head_dim = config.get("head_dim") or common["hidden"] // heads
+        head_dim = config.get("head_dim", 64)  # GptOssConfig's default
+        head_dim = head_dim or common["hidden"] // heads
         s = Shape(**common, kv_heads=_field(config, "num_key_value_heads"), head_dim=head_dim,
                   layer_types=tuple(types), window=_field(config, "sliding_window"),
                   experts=_field(config, "num_local_experts"),
@@ -224,6 +234,9 @@ def shape(config: dict) -> Shape:
                              f"{head_dim} are not allowed with 'num_key_value_heads' = "
                              f"{s.kv_heads}; allowed: a multiple of it, an even head_dim")
         return s
+    if config.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"config field 'hidden_act' = {config['hidden_act']!r} is not "
+                         "allowed; allowed: silu (the MoE block's SwiGLU)")
     if config.get("q_lora_rank") is None:
         raise ValueError("config field 'q_lora_rank' = None is not allowed; allowed: a "
                          "positive integer (DeepSeek-V3's q_a_proj)")
@@ -742,9 +755,9 @@ def load(config_path, weights_path) -> tuple[dict, dict]:
     s = shape(config)
     try:
         raw = load_file(str(weights_path))
-    except (OSError, SafetensorError) as err:
-        raise ValueError(f"weights file '{weights_path}' cannot be read as safetensors: "
-                         f"{err}") from None
+    except (OSError, SafetensorError, AttributeError, TypeError, ValueError) as err:
+        raise ValueError(f"weights file '{weights_path}' cannot be read as safetensors of "
+                         f"float tensors: {err}") from None
     blocks = sorted(k for k in raw if k.endswith("_blocks"))
     if blocks:
         raise ValueError(f"weights file '{weights_path}' holds '{blocks[0]}' (MXFP4 blocks and "

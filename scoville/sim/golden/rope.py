@@ -49,6 +49,12 @@ def _params(rope: dict) -> dict:
     if "rope_theta" not in rope:
         raise ValueError("parameter 'rope_parameters.rope_theta' is missing; allowed: a "
                          "positive number")
+    if rope.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError(f"parameter 'rope_parameters.partial_rotary_factor' = "
+                         f"{rope['partial_rotary_factor']!r} is not allowed; allowed: 1.0")
+    if kind == "yarn" and not rope.get("original_max_position_embeddings"):
+        raise ValueError("parameter 'rope_parameters.original_max_position_embeddings' is "
+                         "missing; allowed: a positive integer (YaRN's)")
     return rope
 
 
@@ -97,6 +103,9 @@ def softmax_scale(rope: dict, head_dim: int) -> float:
     ``yarn_apply_mscale``)."""
     scale = head_dim ** -0.5
     if rope.get("rope_type", "default") != "default" and rope.get("mscale_all_dim"):
+        if not isinstance(rope.get("factor"), (int, float)):
+            raise ValueError(f"parameter 'rope_parameters.factor' = {rope.get('factor')!r} is "
+                             "not allowed with mscale_all_dim; allowed: a positive number")
         m = _mscale(float(rope["factor"]), rope["mscale_all_dim"])
         scale = scale * m * m
     return scale
