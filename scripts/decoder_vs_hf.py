@@ -11,9 +11,9 @@ Face's model is built from the config dict (eager attention, float64) and loaded
 state dict; both run the prompt in one prefill and then decode, greedily. Compared: every
 layer's output hidden states at every step (a forward hook on each decoder layer; ours through
 ``decoder.layer`` with its cache: a decode step's outputs depend on what the cache holds and on
-the positions, so those are checked through them), the logits of each step, and the tokens. Errors are relative to the largest absolute value of what is
-compared. Prints a Markdown table (``--out`` writes it into that file between the markers
-``<!-- decoder_vs_hf -->``). ``--fixture`` saves Hugging Face's side (the prompt, its tokens,
+the positions, so those are checked through them), the logits of each step, and the tokens.
+Errors are relative to the largest absolute value of what is compared. Prints a Markdown
+table (``--out`` writes it into that file between the markers ``<!-- decoder_vs_hf -->``). ``--fixture`` saves Hugging Face's side (the prompt, its tokens,
 the logits of each step, every layer's output in the prefill) for ``tests/test_decoder.py``,
 which checks ``fmt=None`` against it with no torch installed.
 """

@@ -5,8 +5,9 @@
 Every test checks each output value bit for bit and the cycle of every handshake on ``i`` and
 ``o``. Tests: directed tokens (all zeros: ``v = eps``; one nonzero value; values whose squares
 overflow to Inf, so ``r = 0``; an Inf, a NaN; subnormals, whose squares underflow; -0; values
-spanning the FP32 range; weights of both signs, zero and Inf), back to back; a reset in the middle of a run; and the workload
-(random tokens and weights, a new weight row a token, under gaps and back-pressure).
+spanning the FP32 range; weights of both signs, zero and Inf), back to back; a reset in the
+middle of a run; and the workload (random tokens and weights, a new weight row a token, under
+gaps and back-pressure).
 """
 
 from __future__ import annotations
