@@ -14,8 +14,9 @@ layer's output hidden states at every step (a forward hook on each decoder layer
 the positions, so those are checked through them), the logits of each step, and the tokens.
 Errors are relative to the largest absolute value of what is compared. Prints a Markdown
 table (``--out`` writes it into that file between the markers ``<!-- decoder_vs_hf -->``).
-``--fixture`` saves Hugging Face's side (the prompt, its tokens, the logits of each step, every layer's output in the prefill) for ``tests/test_decoder.py``,
-which checks ``fmt=None`` against it with no torch installed.
+``--fixture`` saves Hugging Face's side (the prompt, its tokens, the logits of each step,
+every layer's output in the prefill) for ``tests/test_decoder.py``, which checks ``fmt=None``
+against it with no torch installed.
 """
 
 from __future__ import annotations
