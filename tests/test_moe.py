@@ -102,6 +102,24 @@ def test_router_logits_are_fp32_sums_in_hidden_order(seed):
     assert np.abs(got - ref).max() < 1e-5 * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("lanes", [2, 8, 32])
+def test_router_logits_in_beats_are_trees_then_sums_in_order(lanes):
+    """``x_lanes``: each beat's products added as a binary tree, the beat sums in order."""
+    p = _gpt_oss(1)
+    x, w, b = p["x"], p["router_weight"], p["router_bias"]
+    got = router_logits(x, w, b, lanes)
+    for t, e in [(0, 0), (3, 5), (7, 7)]:
+        acc = np.float32(0)
+        for h0 in range(0, H, lanes):
+            level = [np.float32(x[t, h] * w[e, h]) for h in range(h0, h0 + lanes)]
+            while len(level) > 1:
+                level = [np.float32(level[q] + level[q + 1]) for q in range(0, len(level), 2)]
+            acc = np.float32(acc + level[0])
+        assert got[t, e] == np.float32(acc + b[e])
+    # Another order: some sums differ in their last bits from the plain sum in order.
+    assert not np.array_equal(got, router_logits(x, w, b))
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_gpt_oss_route_is_hugging_faces_within_the_exp2_units_error(seed):
     p = _gpt_oss(seed)
@@ -361,12 +379,22 @@ MOE_SIM_CONFIGS = {
     # quantizer's rounding of ties is seen (FP32 x rarely ties: moe-requant-e4m3-ties-away
     # survived the other two).
     "gpt-oss-mxfp8-bf16-x": {**MOE_SIM, "x_fmt": "bf16", "backpressure": 0.8},
+    # The router a beat of x a cycle (x_lanes: the beat's products as a tree).
+    "deepseek-x-lanes-4-bf16": {**MOE_SIM, "router": "deepseek", "n_group": 2, "topk_group": 1,
+                                "x_lanes": 4, "x_fmt": "bf16"},
+    "gpt-oss-x-lanes-8": {**MOE_SIM, "hidden": 64, "x_lanes": 8},
 }
+#: A line of x a cycle (32 lanes: 128 FP32 multipliers and their trees for 4 experts), on
+#: Verilator (Icarus takes over ten minutes to compile it) unless --both-sims.
+MOE_SIM_WIDE = {"gpt-oss-x-lanes-32": {**MOE_SIM, "hidden": 64, "x_lanes": 32}}
 
 
 @pytest.mark.sim
 @pytest.mark.alternate_sims
-@pytest.mark.parametrize("params", MOE_SIM_CONFIGS.values(), ids=MOE_SIM_CONFIGS.keys())
+@pytest.mark.parametrize("params", [
+    *MOE_SIM_CONFIGS.values(),
+    *(pytest.param(p, marks=pytest.mark.verilator_unless_both) for p in MOE_SIM_WIDE.values())],
+    ids=[*MOE_SIM_CONFIGS, *MOE_SIM_WIDE])
 def test_moe_rtl(simulator, seed, params):
     """Every output bit for bit against the golden layer, every read request and every
     handshake on cmd, x, req, rdata and o where the timed model puts them: directed edges (one

@@ -12,6 +12,8 @@ from scoville.rtl.moe import MoeConfig
 from scoville.sim.cycles import moe as moe_timed
 from scoville.sim.cycles.memory import MemoryAgent
 
+from .script import SCRIPTS, load
+
 #: The fast path's largest relative error in cycles against the cycle-level model, measured
 #: over this file's grid and a wider one of 280 draws (2% at the worst point).
 TOLERANCE = 0.025
@@ -25,7 +27,7 @@ SHAPES = [{}, {"array.cols": 16}, {"array.cols": 4}, {"weight_port_bits": 128},
           {"hidden": 128, "intermediate": 32},
           {"array.rows": 8, "array.cols": 16, "weight_port_bits": 256},
           {"hidden": 96, "intermediate": 160, "array.cols": 32, "weight_port_bits": 512},
-          {"fetch_buffer": 128}]
+          {"fetch_buffer": 128}, {"x_lanes": 32}, {"x_lanes": 4, "hidden": 128}]
 
 
 def _draw(seed):
@@ -89,3 +91,11 @@ def test_fast_path_runs_a_full_size_layer():
     assert fast["weight_words"] == 32 * cfg.expert_words
     rows = 32 * (cfg.gate_up_tiles + cfg.down_tiles) * (2880 + 2880 // 32)
     assert 1.0 <= fast["cycles"] / rows < 1.05
+
+
+def test_docs_state_what_the_router_script_measures(monkeypatch):
+    """docs/moe.md's router table is ``scripts/moe_router.py``'s output today."""
+    monkeypatch.syspath_prepend(str(SCRIPTS))  # the script imports its neighbours
+    doc = (SCRIPTS.parent / "docs" / "moe.md").read_text()
+    assert load("moe_router").table(1) in doc, "run python scripts/moe_router.py --out " \
+        "docs/moe.md"

@@ -41,6 +41,10 @@ CONFIGS = {
     "deepseek-bf16": {"router": "deepseek", "experts": 4, "top_k": 2, "hidden": 32,
                       "intermediate": 64, "tokens": 4, "array.rows": 2, "array.cols": 16,
                       "weight_port_bits": 64, "x_fmt": "bf16", "act_fmt": "mxfp4"},
+    # x in beats of 8 (BF16): four beats a line, the router a beat a cycle.
+    "gpt-oss-lanes-8": {"experts": 4, "top_k": 2, "hidden": 64, "intermediate": 32,
+                        "tokens": 3, "array.rows": 2, "array.cols": 8, "weight_port_bits": 64,
+                        "x_fmt": "bf16", "x_lanes": 8},
 }
 GAPS = [0.0, 0.3, 0.8]
 
@@ -63,14 +67,14 @@ def test_x_split_unit_model_is_its_rtl(name, gap):
     seed = _seed("split", name, gap)
     rng = np.random.default_rng(seed)
     batches = [int(rng.integers(1, cfg.tokens + 1)) for _ in range(2)]
-    n = sum(batches) * cfg.hidden
+    n = sum(batches) * cfg.hidden // cfg.x_lanes  # beats
     xs = [int(v) for v in rng.integers(0, 2**16, n)]
     valid, r_ready, l_ready = (Schedule([seed, k], gap) for k in (1, 2, 3))
     dut = XSplitRtl(cfg)
     starts = []
 
     async def control(ctx, t):
-        done = sum(batches[:len(starts)]) * cfg.hidden
+        done = sum(batches[:len(starts)]) * cfg.hidden // cfg.x_lanes
         go = len(starts) < len(batches) and control.taken >= done and (
             not starts or t >= starts[-1] + 3)
         ctx.set(dut.start, go)
@@ -81,9 +85,10 @@ def test_x_split_unit_model_is_its_rtl(name, gap):
 
     control.taken = 0
     got = handshakes(dut, {"x": (xs, valid)},
-                     {"router": (n, r_ready), "line": (n // 32, l_ready)}, each_cycle=control)
+                     {"router": (n, r_ready), "line": (n * cfg.x_lanes // 32, l_ready)},
+                     each_cycle=control)
     x, router, line = Producer(Source(valid), n), Consumer(r_ready), Consumer(l_ready)
-    unit = XSplit(cfg.hidden, x, router, line)
+    unit = XSplit(cfg.hidden, x, router, line, cfg.x_lanes)
     plan = dict(zip(starts, batches, strict=True))
 
     def cycle(t):
@@ -319,11 +324,11 @@ def test_router_unit_model_is_its_rtl(name, gap):
     seed = _seed("router", name, gap)
     rng = np.random.default_rng(seed)
     tokens = 3
-    xs = [int(v) for v in rng.integers(0, 2**32, tokens * cfg.hidden)]
+    xs = [int(v) for v in rng.integers(0, 2**32, tokens * cfg.hidden // cfg.x_lanes)]
     valid, ready = Schedule([seed, 1], gap), Schedule([seed, 2], gap)
     got = handshakes(RouterRtl(cfg), {"x": (xs, valid)}, {"o": (tokens, ready)})
     x, o = Producer(Source(valid), len(xs)), Consumer(ready)
-    unit = Router(cfg.hidden, route_latency(cfg), x, o)
+    unit = Router(cfg.hidden // cfg.x_lanes, route_latency(cfg), x, o)
 
     step_alone("router", unit, lambda: len(o.cycles) == tokens)
     assert {"x": x.cycles, "o": o.cycles} == got

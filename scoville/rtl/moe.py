@@ -27,7 +27,7 @@ from .lib.params import ParamError, check_choice, check_int, check_parts, param,
 from .moe_acts import ActStore, LinePacker, StoreWriter
 from .moe_combine import Combine
 from .moe_dispatch import Dispatch
-from .moe_input import XSplit
+from .moe_input import XSplit, x_layout
 from .moe_requests import ResponseCheck, WeightRequests
 from .moe_router import Router
 from .moe_router import write_layout as router_write_layout
@@ -90,6 +90,9 @@ class MoeConfig:
         DeepSeek: 1 adds a shared expert of ``intermediate`` width that every token passes.
     x_fmt : str
         ``fp32`` or ``bf16``: the format of ``x`` on its stream (BF16 widened exactly).
+    x_lanes : int
+        Elements of ``x`` a beat; the router takes a beat a cycle (a token in
+        ``hidden / x_lanes`` cycles), each expert's products of a beat summed as a tree.
     act_fmt : str
         ``mxfp8`` or ``mxfp4``: activations of both matmuls, quantized on chip.
     weight_port_bits : int
@@ -113,6 +116,7 @@ class MoeConfig:
     intermediate: int = param(256, "32..16384, a multiple of 32", "expert width I")
     shared: int = param(0, "0, 1 (deepseek)", "a shared expert of intermediate width")
     x_fmt: str = param("fp32", "fp32, bf16", "the format of x on its stream")
+    x_lanes: int = param(1, "1, 2, 4, ..., 32", "elements of x a beat (the router's a cycle)")
     act_fmt: str = param("mxfp8", "mxfp8, mxfp4", "activations of both matmuls")
     weight_port_bits: int = param(256, "64, 128, 256, 512, 1024", "weight port width")
     tokens: int = param(16, "1..256", "the most tokens a batch holds")
@@ -148,6 +152,7 @@ class MoeConfig:
                                  f"multiple of {MX_BLOCK} from {MX_BLOCK} to 16384")
         check_int("shared", self.shared, 0, 1)
         check_choice("x_fmt", self.x_fmt, X_FORMATS)
+        check_int("x_lanes", self.x_lanes, 1, MX_BLOCK, choices=[1 << k for k in range(6)])
         check_choice("act_fmt", self.act_fmt, ACT_FORMATS)
         check_int("tokens", self.tokens, 1, 256)
         check_int("fetch_buffer", self.fetch_buffer, 32, 4096)
@@ -327,7 +332,7 @@ class Moe(wiring.Component):
         super().__init__({
             "wr": In(stream.Signature(router_write_layout(config))),
             "cmd": In(stream.Signature(command_layout(config))),
-            "x": In(stream.Signature(16 if config.x_fmt == "bf16" else 32)),
+            "x": In(stream.Signature(x_layout(config))),
             "req": Out(stream.Signature(req)),
             "rdata": In(stream.Signature(weight_layout(config))),
             "o": Out(stream.Signature(data.ArrayLayout(32, config.array.cols))),

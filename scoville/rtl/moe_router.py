@@ -3,12 +3,14 @@ out, as :func:`scoville.sim.golden.moe.gpt_oss_route` and
 :func:`~scoville.sim.golden.moe.deepseek_route` compute them, bit for bit.
 
 The router's weights live on chip: ``W`` (``experts`` x ``hidden`` FP32) in a memory of
-``hidden`` words (one synchronous read a cycle, as an SRAM's), word ``h`` the column
-``W[:, h]``, and a bias word (GPT-OSS's bias, or DeepSeek's correction bias), written through
-``wr``. A token then takes:
+``hidden / L`` words (``L`` = ``x_lanes``; one synchronous read a cycle, as an SRAM's), word
+``b`` the columns ``W[:, bL .. bL + L - 1]``, and a bias word (GPT-OSS's bias, or DeepSeek's
+correction bias, in the word's first column), written through ``wr``. A token then takes:
 
-- ``hidden`` cycles, one element of ``x`` a cycle: every expert's lane adds
-  ``fp32(x_h * W_eh)`` to its FP32 sum (the hidden dimension in order, from +0);
+- ``hidden / L`` cycles, a beat of ``L`` elements of ``x`` a cycle: every expert's lane forms
+  the beat's ``L`` products ``fp32(x_h * W_eh)``, adds them as a binary tree (neighbours,
+  then neighbouring sums), and adds that to its FP32 sum (the beats in order, from +0; with
+  ``L = 1`` the hidden dimension in order);
 - GPT-OSS: a cycle adding the bias; DeepSeek: ``experts`` cycles through one sigmoid unit
   (``exp2``, an add and a reciprocal), each expert's biased score ``c`` and its group's two
   largest kept as it passes, then a cycle for the group scores and ``topk_group`` cycles
@@ -30,18 +32,31 @@ from amaranth.lib.wiring import In, Out
 from .lib.comb import wire
 from .lib.fp32 import fp32_add, fp32_bits, fp32_exp2, fp32_key, fp32_mul, fp32_recip, fp32_sigmoid
 
-__all__ = ["Router", "choice_layout", "write_layout"]
+__all__ = ["Router", "choice_layout", "write_layout", "x_lanes_layout"]
 
 _LOG2E = Const(fp32_bits(math.log2(math.e)), 32)
 _EPS = Const(fp32_bits(1e-20), 32)
 
 
+def _word(config):
+    """A word of the router's memory: ``x_lanes`` columns of ``experts`` FP32 (one column its
+    bare layout)."""
+    col = data.ArrayLayout(32, config.experts)
+    return col if config.x_lanes == 1 else data.ArrayLayout(col, config.x_lanes)
+
+
 def write_layout(config) -> data.StructLayout:
-    """A ``wr`` beat: ``addr`` below ``hidden`` writes column ``W[:, addr]``; ``addr`` =
-    ``hidden`` the bias (one FP32 per expert). All are words of the router's memory, kept
-    through a reset."""
-    return data.StructLayout({"addr": range(config.hidden + 1),
-                              "data": data.ArrayLayout(32, config.experts)})
+    """A ``wr`` beat: ``addr`` below ``hidden / x_lanes`` writes the columns ``W[:, addr L ..
+    addr L + L - 1]`` (``data``, the first lowest; one column its bare layout); ``addr`` =
+    ``hidden / x_lanes`` the bias (one FP32 per expert, in the first column). All are words of
+    the router's memory, kept through a reset."""
+    beats = config.hidden // config.x_lanes
+    return data.StructLayout({"addr": range(beats + 1), "data": _word(config)})
+
+
+def x_lanes_layout(config):
+    """A beat of the router's ``x``: ``x_lanes`` FP32 elements (one element its bare shape)."""
+    return 32 if config.x_lanes == 1 else data.ArrayLayout(32, config.x_lanes)
 
 
 def choice_layout(config) -> data.StructLayout:
@@ -80,8 +95,9 @@ class Router(wiring.Component):
     ----------
     wr : In(stream.Signature(write_layout(config)))
         The router's weights and bias, a column a beat (taken only between tokens).
-    x : In(stream.Signature(32))
-        A token's hidden vector, one FP32 element a beat, ``hidden`` beats.
+    x : In(stream.Signature(x_lanes_layout(config)))
+        A token's hidden vector, ``x_lanes`` FP32 elements a beat, ``hidden / x_lanes``
+        beats.
     o : Out(stream.Signature(choice_layout(config)))
         A beat per token: its experts and weights.
     """
@@ -90,25 +106,27 @@ class Router(wiring.Component):
         self._config = config
         super().__init__({
             "wr": In(stream.Signature(write_layout(config))),
-            "x": In(stream.Signature(32)),
+            "x": In(stream.Signature(x_lanes_layout(config))),
             "o": Out(stream.Signature(choice_layout(config))),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self._config
-        E, H, K = cfg.experts, cfg.hidden, cfg.top_k
+        E, K, L = cfg.experts, cfg.top_k, cfg.x_lanes
+        H = cfg.hidden // L  # beats a token, and the bias word's address
         deepseek = cfg.router == "deepseek"
         G, GK = cfg.n_group, cfg.topk_group
         GS = E // G
 
-        m.submodules.w = w_mem = Memory(shape=data.ArrayLayout(32, E), depth=H + 1, init=[])
+        m.submodules.w = w_mem = Memory(shape=_word(cfg), depth=H + 1, init=[])
         wp = w_mem.write_port()
         # A synchronous read (an SRAM's), addressed a cycle ahead: while ``x`` comes, the next
         # element's column; after the last, the bias word (``hidden``), held until the answer
         # is out; then column 0 again.
         rp = w_mem.read_port(transparent_for=(wp,))
-        bias = rp.data
+        cols = [rp.data] if L == 1 else [rp.data[q] for q in range(L)]
+        bias = cols[0]
         acc = Signal(data.ArrayLayout(32, E))
         h = Signal(range(max(H, 2)))
         chosen = Signal(E)
@@ -142,9 +160,15 @@ class Router(wiring.Component):
                              wp.en.eq(self.wr.valid & (h == 0)),
                              rp.addr.eq(Mux(self.x.valid, Mux(h == H - 1, H, h + 1), h))]
                 with m.If(self.x.valid):
+                    xs = [self.x.payload] if L == 1 else [self.x.payload[q] for q in range(L)]
                     for e in range(E):
-                        prod = fp32_mul(m, self.x.payload, rp.data[e], name=f"xw{e}")
-                        m.d.sync += acc[e].eq(fp32_add(m, acc[e], prod, name=f"acc{e}"))
+                        level = [fp32_mul(m, xs[q], cols[q][e], name=f"xw{e}_{q}")
+                                 for q in range(L)]
+                        while len(level) > 1:
+                            level = [fp32_add(m, level[q], level[q + 1],
+                                              name=f"xt{e}_{len(level)}_{q}")
+                                     for q in range(0, len(level), 2)]
+                        m.d.sync += acc[e].eq(fp32_add(m, acc[e], level[0], name=f"acc{e}"))
                     m.d.sync += h.eq(h + 1)
                     with m.If(h == H - 1):
                         m.d.sync += [h.eq(0), j.eq(0), chosen.eq(0), kept.eq(0), has2.eq(0)]

@@ -96,15 +96,42 @@ def _cover(cov, cfg, x, groups, bad: bool) -> None:
 async def load_router(dut, ctx, weights) -> None:
     """The router's columns and bias on ``wr``, a beat each, streams keeping up."""
     cfg = ctx.config
-    cols = np.concatenate([weights.router_weight.T, weights.router_bias[None]])
-    rows = ctx.codecs["wr"].pack(addr=np.arange(cfg.hidden + 1), data=_bits(cols))
+    cols = _bits(np.concatenate([weights.router_weight.T, weights.router_bias[None]]))
+    L, beats = cfg.x_lanes, cfg.hidden // cfg.x_lanes
+    if L == 1:
+        rows = ctx.codecs["wr"].pack(addr=np.arange(beats + 1), data=cols)
+    else:  # a word of L columns (the bias word's first column the bias)
+        zero = np.zeros_like(cols[-1])
+        rows = ctx.codecs["wr"].pack(addr=np.arange(beats + 1), **{
+            f"data[{q}]": [_join(cols[b * L + q], 32) for b in range(beats)]
+            + [_join(cols[-1] if q == 0 else zero, 32)] for q in range(L)})
     await reset(dut, stream_names(ctx.component))
     # Every stream is named (an idle one with no items), so the harness drives them all.
     bench = FreeRun(dut, ctx.component,
                     sources={"wr": (rows, ALWAYS), "cmd": ([], ALWAYS), "x": ([], ALWAYS)},
                     sinks={"req": (0, ALWAYS), "o": (0, ALWAYS)},
                     memories={"rdata": Memory([0], 0, 1, 1)})
-    await bench.run(timeout=10 * cfg.hidden + 1000, expect=cfg.hidden + 1)
+    await bench.run(timeout=10 * beats + 1000, expect=beats + 1)
+
+
+def _join(values, width: int) -> int:
+    """One integer of ``values`` (``width`` bits each), the first lowest."""
+    out = 0
+    for k, v in enumerate(values):
+        out |= int(v) << (width * k)
+    return out
+
+
+def x_beats(cfg, x) -> list[int]:
+    """A batch's ``x`` (T, H) as the block's beats: ``x_lanes`` elements each (BF16: the top
+    halves), the first lowest."""
+    bits = _bits(x).ravel()
+    bits = (bits >> 16 if cfg.x_fmt == "bf16" else bits).tolist()
+    if cfg.x_lanes == 1:
+        return bits
+    width = 16 if cfg.x_fmt == "bf16" else 32
+    L = cfg.x_lanes
+    return [_join(bits[k:k + L], width) for k in range(0, len(bits), L)]
 
 
 async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
@@ -118,7 +145,7 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
     latency = w.mem_latency if latency is None else latency
     bpc = w.mem_bytes_per_cycle if bytes_per_cycle is None else bytes_per_cycle
     image = memory_image(cfg, weights)
-    batches, want_o, x_beats, cmds, tiles = [], [], [], [], []
+    batches, want_o, beats, cmds, tiles = [], [], [], [], []
     per_expert = [0] * cfg.all_experts
     err = 0.0
     fault_at = None
@@ -145,15 +172,14 @@ async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
         err = max(err, float(np.abs(out - ref).max() / max(np.abs(ref).max(), 1e-30)))
         for e, n in groups + ((cfg.experts, len(x)),) * cfg.shared:
             per_expert[e] += n
-        bits = _bits(x).ravel()
-        x_beats += (bits >> 16 if cfg.x_fmt == "bf16" else bits).tolist()
+        beats += x_beats(cfg, x)
     want_req = fetch(cfg.fetch, image, tiles)
     words = len(want_req.words)
     tb = BlockBench(dut, ctx, test, sources=SOURCES, memories=("rdata",), sinks=SINKS,
                     gaps=gaps, idle=("wr",),
                     detail=f" (mem_latency={latency}, mem_bytes_per_cycle={bpc})")
     tb.source["cmd"].send(codec["cmd"].pack(tokens=cmds))
-    tb.source["x"].send(x_beats)
+    tb.source["x"].send(beats)
     tb.memory["rdata"] = Memory(_image_rows(cfg, image), words, latency, bpc,
                                 tb.memory_valid["rdata"], fault_at)
     tb.sink["req"].expect(want_req.requests, label="read requests", decode=lambda req: list(

@@ -12,9 +12,9 @@ weight requests (:mod:`~scoville.sim.cycles.moe_requests`), the fetch engine and
 (:mod:`~scoville.sim.cycles.moe_weights`), the array (:mod:`~scoville.sim.cycles.gemm`) and
 the combine (:mod:`~scoville.sim.cycles.moe_combine`). :func:`layer` is the fast path.
 
-The router takes a token's ``hidden`` elements of ``x`` one a cycle (as the stream gives
-them), then works alone for :func:`route_latency` cycles before its answer is valid on ``o``;
-it takes the next token's ``x`` once the answer has been taken.
+The router takes a token's ``hidden / x_lanes`` beats of ``x`` one a cycle (as the stream
+gives them), then works alone for :func:`route_latency` cycles before its answer is valid on
+``o``; it takes the next token's ``x`` once the answer has been taken.
 
 The dispatch takes a batch's beats one a cycle (as the stream gives them), then sorts for
 :func:`dispatch_latency` cycles; its sorted beats are then valid on ``o`` every cycle until
@@ -48,7 +48,8 @@ from .moe_weights import WeightTiles
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, StallPipeline, Timing
 from .unit import Wire, run
 
-__all__ = ["COUNTERS", "Batch", "dispatch_latency", "layer", "route_latency", "timing"]
+__all__ = ["COUNTERS", "Batch", "dispatch_latency", "layer", "route_cycles", "route_latency",
+           "timing"]
 
 #: Every scalar counter of the block, as the testbench reads them: the array's, then its own.
 #: With ``expert_counters`` the models also give :data:`EXPERT_COUNTERS`, a list each (one
@@ -69,6 +70,13 @@ def route_latency(config) -> int:
     if config.router == "deepseek":
         return config.experts + 1 + config.topk_group + config.top_k + 1
     return 1 + config.top_k + 1
+
+
+def route_cycles(config, tokens: int) -> int:
+    """The front end's routing, streams that keep up: each token's ``hidden / x_lanes`` beats,
+    :func:`route_latency`, and the cycle its answer is taken; the cycle the last token's answer
+    is taken, from the batch's first beat of ``x``."""
+    return tokens * (config.hidden // config.x_lanes + route_latency(config) + 1)
 
 
 def dispatch_latency(config, tokens: int, experts: int) -> int:
@@ -120,7 +128,8 @@ class _Block:
         good = [b for b in batches if b.groups is not None]
         self.n_out = sum(b.tokens * cfg.down_tiles for b in good if not b.fault)
         self.cmd = Producer(sources.get("cmd", Source()), len(batches), batches)
-        self.x = Producer(sources.get("x", Source()), sum(b.tokens * H for b in good))
+        XL = cfg.x_lanes
+        self.x = Producer(sources.get("x", Source()), sum(b.tokens * H // XL for b in good))
         self.o = Consumer(ready.get("o", ALWAYS))
         self.w = w = SimpleNamespace(**{name: Wire() for name in (
             "router", "line", "xq", "xst", "c", "entry", "fcmd", "tile", "req", "rdata",
@@ -133,8 +142,8 @@ class _Block:
         self.array = gemm_timed.Engine(cfg.array, w.g_cmd, w.g_a, w.g_b, w.g_o)
         self.seq = Sequencer(cfg, self.cmd, w.entry, w.g_cmd, w.feed, w.xcmd,
                              w.hcmd)
-        self.split = XSplit(H, self.x, w.router, w.line)
-        self.router = Router(H, route_latency(cfg), w.router, w.c)
+        self.split = XSplit(H, self.x, w.router, w.line, XL)
+        self.router = Router(H // XL, route_latency(cfg), w.router, w.c)
         self.dispatch = Dispatch(functools.partial(dispatch_latency, cfg), w.c, w.entry)
         self.xq = StallPipeline(_MXQ_LATENCY, w.line, w.xq)
         self.xw = StoreWriter(w.xq, w.xst)
@@ -290,8 +299,8 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
     last output beat, and every counter (:data:`COUNTERS`), at any size.
 
     It follows the column tiles, not the cycles. The front end (routing one token every
-    ``hidden + route_latency + 1`` cycles, the dispatch's sort), the sequencer's transitions
-    between tiles, phases and experts, and the array's command cycles
+    ``hidden / x_lanes + route_latency + 1`` cycles, the dispatch's sort), the sequencer's
+    transitions between tiles, phases and experts, and the array's command cycles
     (:func:`~scoville.sim.cycles.gemm.command_cycles`) are exact; the weights are a fluid: the
     memory streams words at ``min(1, bytes_per_cycle / word bytes)`` a word a cycle, at most
     the fetch buffer's words ahead of the loader and a column tile ahead of it (the issuer
@@ -318,7 +327,7 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
     L = mem_latency
     S = max(R, C)
     # The front end, exact: the last token's answer taken at tc, the sort, the first group.
-    tc = tokens * (H + route_latency(cfg) + 1)
+    tc = route_cycles(cfg, tokens)
     routed = len(groups) - int(cfg.shared)
     d_emit = tc + 1 + dispatch_latency(cfg, tokens, routed)
     issue0 = tc + 2                    # the issuer's first descriptor and fetch command

@@ -10,28 +10,32 @@ __all__ = ["XSplit"]
 
 
 class XSplit:
-    """The input split: an element of the batch is taken in any cycle the router is ready and,
-    for a line's 32nd, the quantizer too; it goes to both in that cycle. The composed model
-    sets :attr:`start` for the cycle about to be stepped (the batch's tokens; None: no start).
+    """The input split: a beat of ``lanes`` elements of the batch is taken in any cycle the
+    router is ready and, for the beat that completes a line of 32, the quantizer too; it goes
+    to both in that cycle. The composed model sets :attr:`start` for the cycle about to be
+    stepped (the batch's tokens; None: no start).
 
     Parameters
     ----------
     hidden : int
     x : input port
     router, line : output port
+    lanes : int
+        Elements a beat.
     """
 
-    __slots__ = ("_count", "_hidden", "_pos", "_tokens", "line", "router", "start", "taking",
-                 "x")
+    __slots__ = ("_count", "_hidden", "_per_line", "_pos", "_tokens", "line", "router",
+                 "start", "taking", "x")
 
-    def __init__(self, hidden: int, x, router, line):
-        self._hidden, self.x, self.router, self.line = hidden, x, router, line
+    def __init__(self, hidden: int, x, router, line, lanes: int = 1):
+        self._hidden, self.x, self.router, self.line = hidden // lanes, x, router, line
+        self._per_line = MX_BLOCK // lanes
         self.taking = False
         self._pos = self._count = self._tokens = 0
         self.start: int | None = None
 
     def _completes(self) -> bool:
-        return self._pos == MX_BLOCK - 1
+        return self._pos == self._per_line - 1
 
     def router_valid(self, t: int) -> bool:
         return self.taking and self.x.offers(t) and (not self._completes()
@@ -47,7 +51,7 @@ class XSplit:
             self.router.take(t)
             if self._completes():
                 self.line.take(t)
-            self._pos = (self._pos + 1) % MX_BLOCK
+            self._pos = (self._pos + 1) % self._per_line
             self._count += 1
             if self._count == self._tokens * self._hidden:
                 self.taking = False

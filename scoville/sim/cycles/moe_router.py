@@ -10,7 +10,8 @@ __all__ = ["Dispatch", "Router"]
 
 
 class Router:
-    """The router: takes a token's ``hidden`` elements, one a cycle as they come; works alone
+    """The router: takes a token's ``hidden`` beats (elements, or beats of ``x_lanes``: the
+    caller gives the beats a token), one a cycle as they come; works alone
     for ``latency`` cycles after the edge that takes the last (:func:`~scoville.sim.cycles.moe
     .route_latency`); offers its answer until taken, then takes the next token's.
 

@@ -3,9 +3,11 @@ Face transformers layouts, and :func:`reference`, the same layer in float64.
 
 The steps (``docs/moe.md`` states them too):
 
-1. **Router logits**, FP32: for each token and expert, ``acc = +0``, then for ``h = 0 ..
-   H - 1`` ``acc = fp32(acc + fp32(x_h * W_eh))`` (one multiply-add unit per expert, the
-   hidden dimension in order); ``gpt_oss`` adds the bias: ``fp32(acc + b_e)``.
+1. **Router logits**, FP32: for each token and expert, ``acc = +0``, then for each beat of
+   ``L`` = ``x_lanes`` elements in order, the products ``fp32(x_h * W_eh)`` added as a binary
+   tree (neighbours, then neighbouring sums) and ``acc = fp32(acc + tree)`` (with ``L = 1``,
+   ``acc = fp32(acc + fp32(x_h * W_eh))`` along the hidden dimension in order); ``gpt_oss``
+   adds the bias: ``fp32(acc + b_e)``.
 2. **Exponentials** come from the ``exp2`` unit (:func:`~scoville.sim.golden.exp2.exp2`):
    ``exp(z) = exp2(fp32(z * fp32(log2 e)))``; ``sigmoid(z) = 1 / fp32(1 + exp(-z))`` with a
    correctly rounded reciprocal (``-z`` as ``fp32(z * fp32(-log2 e))``; 0 once the
@@ -102,16 +104,25 @@ def sigmoid_unit(z) -> np.ndarray:
         return _recip((_F32(1) + e).astype(np.float32))
 
 
-def router_logits(x, weight, bias=None) -> np.ndarray:
-    """Step 1: ``x`` (T, H), ``weight`` (E, H), ``bias`` (E,) or None; (T, E) float32."""
+def router_logits(x, weight, bias=None, lanes: int = 1) -> np.ndarray:
+    """Step 1: ``x`` (T, H), ``weight`` (E, H), ``bias`` (E,) or None, ``lanes`` elements a
+    beat; (T, E) float32."""
     x, w = _f32(x), _f32(weight)
     acc = np.zeros((x.shape[0], w.shape[0]), np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
-        for h in range(x.shape[1]):
-            acc = (acc + np.outer(x[:, h], w[:, h]).astype(np.float32)).astype(np.float32)
+        for b in range(0, x.shape[1], lanes):
+            level = [np.outer(x[:, h], w[:, h]).astype(np.float32) for h in range(b, b + lanes)]
+            while len(level) > 1:
+                level = [(level[q] + level[q + 1]).astype(np.float32)
+                         for q in range(0, len(level), 2)]
+            acc = (acc + level[0]).astype(np.float32)
         if bias is not None:
             acc = (acc + _f32(bias)).astype(np.float32)
     return acc
+
+
+def _lanes(config) -> int:
+    return 1 if config is None else config.x_lanes
 
 
 def _top(values, k: int) -> np.ndarray:
@@ -129,7 +140,7 @@ def _sum_in_order(v) -> np.ndarray:
 def gpt_oss_route(x, weight, bias, *, top_k, config=None) -> tuple[np.ndarray, np.ndarray]:
     """GPT-OSS routing (steps 1 to 3): ``(weights (T, top_k) float32, indices (T, top_k)
     int64)``, largest logit first."""
-    logits = router_logits(x, weight, bias)
+    logits = router_logits(x, weight, bias, _lanes(config))
     idx = _top(logits, top_k)
     top = np.take_along_axis(logits, idx, axis=-1)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -143,7 +154,7 @@ def deepseek_route(x, weight, e_score_correction_bias, *, top_k, n_group, topk_g
                    config=None) -> tuple[np.ndarray, np.ndarray]:
     """DeepSeek-V3 routing (steps 1, 2 and 4): ``(weights (T, top_k) float32, indices (T,
     top_k) int64)``, the largest biased score first."""
-    logits = router_logits(x, weight)
+    logits = router_logits(x, weight, lanes=_lanes(config))
     t, e = logits.shape
     if e % n_group:
         raise ValueError(f"parameter 'n_group' = {n_group} is not allowed with {e} experts; "
