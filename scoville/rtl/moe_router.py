@@ -67,6 +67,16 @@ def choice_layout(config) -> data.StructLayout:
                               "weight": data.ArrayLayout(32, k)})
 
 
+def _beat_sum(m, xs, ws, e):
+    """Expert ``e``'s products of a beat, ``fp32(x_q * w_q)``, added as a binary tree."""
+    level = [fp32_mul(m, x, w, name=f"xw{e}_{q}") for q, (x, w) in enumerate(zip(xs, ws,
+                                                                              strict=True))]
+    while len(level) > 1:
+        level = [fp32_add(m, level[q], level[q + 1], name=f"xt{e}_{len(level)}_{q}")
+                 for q in range(0, len(level), 2)]
+    return level[0]
+
+
 def _argmax(m, name, keys, valid):
     """The index of the largest of ``keys`` (unsigned) among those ``valid``, ties to the
     lower index, and whether there was one."""
@@ -162,13 +172,8 @@ class Router(wiring.Component):
                 with m.If(self.x.valid):
                     xs = [self.x.payload] if L == 1 else [self.x.payload[q] for q in range(L)]
                     for e in range(E):
-                        level = [fp32_mul(m, xs[q], cols[q][e], name=f"xw{e}_{q}")
-                                 for q in range(L)]
-                        while len(level) > 1:
-                            level = [fp32_add(m, level[q], level[q + 1],
-                                              name=f"xt{e}_{len(level)}_{q}")
-                                     for q in range(0, len(level), 2)]
-                        m.d.sync += acc[e].eq(fp32_add(m, acc[e], level[0], name=f"acc{e}"))
+                        beat = _beat_sum(m, xs, [c[e] for c in cols], e)
+                        m.d.sync += acc[e].eq(fp32_add(m, acc[e], beat, name=f"acc{e}"))
                     m.d.sync += h.eq(h + 1)
                     with m.If(h == H - 1):
                         m.d.sync += [h.eq(0), j.eq(0), chosen.eq(0), kept.eq(0), has2.eq(0)]
