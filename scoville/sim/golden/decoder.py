@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -91,6 +92,8 @@ class Formats:
         The MoE block's ``act_fmt`` (and the dense MLP's); weights MXFP4.
     norm_lanes : int
         Values a beat of the RMSNorm's sum of squares (its order).
+    router_lanes : int
+        Elements of ``x`` a beat of the MoE router (the MoE block's ``x_lanes``: its order).
     chunk, rows : int
         The attention block's ``chunk`` and ``array.rows`` (its prefill row tiles).
     """
@@ -100,11 +103,13 @@ class Formats:
     kv: str = "bf16"
     moe_act: str = "mxfp8"
     norm_lanes: int = 1
+    router_lanes: int = 32
     chunk: int = 256
     rows: int = 8
 
     def __post_init__(self):
-        for name, low, high in (("norm_lanes", 1, 32), ("chunk", 32, 4096), ("rows", 1, 256)):
+        for name, low, high in (("norm_lanes", 1, 32), ("router_lanes", 1, 32),
+                                ("chunk", 32, 4096), ("rows", 1, 256)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high \
                     or value & (value - 1):
@@ -388,6 +393,8 @@ class _Ops:
             raise ValueError(f"parameter 'fmt' = {fmt!r} is not allowed; allowed: 'hw', None")
         self.hw = fmt == "hw"
         self.f = formats
+        # The MoE block's config as its golden model reads it: only x_lanes changes bits.
+        self.moe = SimpleNamespace(x_lanes=formats.router_lanes)
 
     def cast(self, x):
         return np.asarray(x, np.float32 if self.hw else np.float64)
@@ -469,7 +476,8 @@ def _gpt_oss(ops: _Ops, s: Shape, w: dict, x, positions, cache, layer_idx):
         y = moe_golden.gpt_oss_moe(
             h2, w[f"{m}router.weight"], w[f"{m}router.bias"], w[f"{m}experts.gate_up_proj"],
             w[f"{m}experts.gate_up_proj_bias"], w[f"{m}experts.down_proj"],
-            w[f"{m}experts.down_proj_bias"], top_k=s.top_k, act_fmt=ops.f.moe_act)
+            w[f"{m}experts.down_proj_bias"], top_k=s.top_k, act_fmt=ops.f.moe_act,
+            config=ops.moe)
     else:
         y = _gpt_oss_moe64(s, w, h2)
     return ops.add(x1, y), (keys, values)
@@ -577,7 +585,7 @@ def _deepseek(ops: _Ops, s: Shape, w: dict, x, positions, cache, layer_idx):
             h2, w[f"{m}gate.weight"], w[f"{m}gate.e_score_correction_bias"],
             w[f"{m}experts.gate_up_proj"], w[f"{m}experts.down_proj"], *shared, top_k=s.top_k,
             n_group=s.n_group, topk_group=s.topk_group, norm_topk_prob=s.norm_topk,
-            routed_scaling_factor=s.scaling_factor, act_fmt=ops.f.moe_act)
+            routed_scaling_factor=s.scaling_factor, act_fmt=ops.f.moe_act, config=ops.moe)
     else:
         y = _deepseek_moe64(s, w, h2)
     return ops.add(x1, y), (latents, rots)
@@ -615,6 +623,9 @@ def layer(x, weights: dict, config: dict, *, layer_idx: int, positions, cache=No
     """
     s = shape(config)
     ops = _Ops(fmt, formats or Formats())
+    if s.hidden % ops.f.router_lanes:
+        raise ValueError(f"parameter 'formats.router_lanes' = {ops.f.router_lanes} is not "
+                         f"allowed with hidden_size = {s.hidden}; allowed: a divisor of it")
     if not (isinstance(layer_idx, int) and 0 <= layer_idx < s.layers):
         raise ValueError(f"parameter 'layer_idx' = {layer_idx!r} is not allowed; allowed: "
                          f"0..{s.layers - 1}")

@@ -36,8 +36,9 @@ The steps (``docs/moe.md`` states them too):
    ``out = fp32(out + y_shared)``.
 
 The functions take ``config`` (a :class:`~scoville.rtl.moe.MoeConfig`) as the block's other
-golden models do; none of the bits depend on its sizes (the array's os schedule does not
-change a matmul's bits), so None and any config give the same results.
+golden models do; of its fields only ``x_lanes`` changes bits (the router's order of sums,
+step 1); none of its sizes do (the array's os schedule does not change a matmul's bits), so
+None is any config with ``x_lanes`` 1.
 
 ``act_fmt=None`` runs the same steps with the activations left in FP32 (the weights still
 MXFP4, the matmuls in float64 rounded once to FP32): a float reference for comparing formats,
