@@ -34,8 +34,9 @@ MEMORIES = (FULL_MEMORY, (FULL_MEMORY[0], 128))
 
 
 def table(seed: int) -> str:
-    lines = [f"Fast path, {FULL_ARRAY} (fetch_buffer 1,024 at 128 bytes a cycle), memory "
-             f"{FULL_MEMORY[0]} cycles away, seed {seed}.", "",
+    shape = ", ".join(f"{k} {v}" for k, v in FULL_ARRAY.items() if k != "fetch_buffer")
+    lines = [f"Fast path: {shape}; fetch_buffer 512 words at 32 bytes a cycle, 1,024 at 128; "
+             f"the memory {FULL_MEMORY[0]} cycles away; seed {seed}.", "",
              "| model | memory B/cycle | T | cycles, x_lanes 1 | router | cycles, x_lanes 32 | "
              "router |", "|---|---:|---:|---:|---:|---:|---:|"]
     rng = np.random.default_rng(seed)

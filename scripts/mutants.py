@@ -1092,6 +1092,26 @@ MUTATIONS: tuple[Mutation, ...] = (
             "handshake moves. With one column tile the queue's depth has slack",
     ),
     Mutation(
+        name="moe-router-lanes-left-fold",
+        models="moe: the router adds a beat's products left to right, not as a tree",
+        file="scoville/rtl/moe_router.py",
+        edits=(Edit("""    while len(level) > 1:
+        level = [fp32_add(m, level[q], level[q + 1], name=f"xt{e}_{len(level)}_{q}")
+                 for q in range(0, len(level), 2)]
+    return level[0]""", """    acc = level[0]
+    for q in range(1, len(level)):
+        acc = fp32_add(m, acc, level[q], name=f"xt{e}_{q}")
+    return acc"""),),
+        block="moe", params={**MOE, "hidden": 64, "x_lanes": 8, "batches": 16},
+        tests=("test_edges", "test_workload"), expect=Kind.DATA,
+        why="eight products a beat: the left fold rounds its sums in another order, and the "
+            "logits' last bits move a routing weight or, near a tie, an expert chosen",
+        gap="another order moves a logit by an ulp or so, which the exp2 and sigmoid units "
+            "mostly absorb: 16 random batches catch it on seeds 1 and 3, not on 2. Needs a "
+            "directed batch whose logits sit where the orders round apart and the weight's "
+            "exp2 input crosses a step",
+    ),
+    Mutation(
         name="rmsnorm-rsqrt-truncates",
         models="rmsnorm: the reciprocal square root is truncated, not rounded to nearest",
         file="scoville/rtl/rmsnorm_rsqrt.py",

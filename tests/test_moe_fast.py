@@ -58,6 +58,21 @@ def test_fast_path_agrees_with_the_cycle_model(seed):
         assert abs(fast["array.stall_b"] - cycle["array.stall_b"]) <= TOLERANCE * cycle["cycles"]
 
 
+@pytest.mark.parametrize(("base", "lanes"), [(GPT, 4), (DEEPSEEK, 32)])
+def test_fast_path_agrees_with_the_cycle_model_with_x_lanes(base, lanes):
+    """A beat of x a cycle: the front end's routing shorter by the same cycles in both."""
+    cfg = build_config(MoeConfig, {**base, "hidden": 128, "tokens": 8, "x_lanes": lanes})
+    one = build_config(MoeConfig, {**base, "hidden": 128, "tokens": 8})
+    groups = [(1, 3), (6, 8), (11, 2)]
+    cycle, fast = _both(cfg, 8, groups, 20, 8)
+    assert {k: fast[k] for k in EXACT} == {k: cycle[k] for k in EXACT}
+    assert abs(fast["cycles"] / cycle["cycles"] - 1) <= TOLERANCE
+    cycle_one, fast_one = _both(one, 8, groups, 20, 8)
+    saved = moe_timed.route_cycles(one, 8) - moe_timed.route_cycles(cfg, 8)
+    assert saved == 8 * (128 - 128 // lanes)
+    assert cycle_one["cycles"] - cycle["cycles"] == fast_one["cycles"] - fast["cycles"] == saved
+
+
 def test_a_memory_slower_than_the_array_sets_the_pace_and_latency_without_buffer_is_flagged():
     """At one byte a cycle on a 64-bit port the layer takes about 8 cycles a weight word in
     both models. At 100 cycles of latency the default 32-word buffer does not cover the round

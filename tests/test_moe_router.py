@@ -10,7 +10,7 @@ from scoville.rtl.lib.params import build_config
 from scoville.rtl.moe import MoeConfig
 from scoville.rtl.moe_router import Router
 from scoville.sim.cycles.moe import route_latency
-from scoville.sim.golden.moe import deepseek_route, gpt_oss_route
+from scoville.sim.golden.moe import deepseek_route, gpt_oss_route, router_logits
 
 from .amsim import Edges, receive, send
 
@@ -110,10 +110,22 @@ def test_router_a_beat_of_lanes_a_cycle_is_the_golden_router_bit_for_bit(params,
     """``x_lanes``: a beat's products as a tree, the beats in order; one beat a cycle (the
     answer's latency from the last beat is :func:`route_latency`, checked in run_router)."""
     cfg = build_config(MoeConfig, {"experts": 8, "top_k": 2, "hidden": 32, **params})
-    x, weight, bias = _inputs(cfg, seed)
-    # Magnitudes spread over 2^0..2^12, so the order of the sums matters to their bits.
-    x = x * np.float32(2.0) ** (np.arange(cfg.hidden) % 5 * 3)[None]
-    _check(cfg, x.astype(np.float32), weight, bias, gap_seed=seed)
+    x, weight, bias = _inputs(cfg, seed, tokens=8)
+    # Magnitudes spread over 2^0..2^12 and the weights scaled down by 2^-11: the order of the
+    # sums matters to the logits' bits, and the routed weights are not saturated at 0 or 1.
+    # (A sum in another order moves a logit by an ulp or so, which the exp2 and sigmoid units
+    # mostly absorb: scripts/mutants.py's moe-router-lanes-left-fold is a known gap.)
+    x = (x * np.float32(2.0) ** (np.arange(cfg.hidden) % 5 * 3)[None]).astype(np.float32)
+    weight = (weight * np.float32(2.0 ** -11)).astype(np.float32)
+    logits = router_logits(x, weight, bias, cfg.x_lanes)
+    assert not np.array_equal(logits, router_logits(x, weight, bias))
+    if cfg.router == "gpt_oss":
+        w, _ = gpt_oss_route(x, weight, bias, top_k=cfg.top_k, config=cfg)
+    else:
+        w, _ = deepseek_route(x, weight, bias, top_k=cfg.top_k, n_group=cfg.n_group,
+                              topk_group=cfg.topk_group, config=cfg)
+    assert ((w > 1e-3) & (w < 1 - 1e-3)).all(), w
+    _check(cfg, x, weight, bias, gap_seed=seed)
 
 
 def test_ties_and_the_zero_mask_match_the_golden_router():

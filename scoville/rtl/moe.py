@@ -304,9 +304,9 @@ class Moe(wiring.Component):
         The router's weights and bias (:func:`~scoville.rtl.moe_router.write_layout`).
     cmd : In(stream.Signature(command_layout(config)))
         A batch: its T; then T x ``hidden`` elements on ``x``.
-    x : In(stream.Signature(32 or 16))
-        The tokens' hidden vectors, FP32 (or BF16, ``x_fmt``), one element a beat, token after
-        token.
+    x : In(stream.Signature(x_layout(config)))
+        The tokens' hidden vectors, FP32 (or BF16, ``x_fmt``), ``x_lanes`` elements a beat
+        (:func:`~scoville.rtl.moe_input.x_layout`), token after token.
     req, rdata :
         Read requests for the experts' weights and the memory's words
         (:attr:`memory_ports`; the layout of :meth:`MoeConfig.tile_bits`, expert after expert

@@ -104,7 +104,8 @@ class Router(wiring.Component):
     Attributes
     ----------
     wr : In(stream.Signature(write_layout(config)))
-        The router's weights and bias, a column a beat (taken only between tokens).
+        The router's weights and bias, a word of ``x_lanes`` columns a beat (taken only
+        between tokens).
     x : In(stream.Signature(x_lanes_layout(config)))
         A token's hidden vector, ``x_lanes`` FP32 elements a beat, ``hidden / x_lanes``
         beats.
@@ -132,8 +133,8 @@ class Router(wiring.Component):
         m.submodules.w = w_mem = Memory(shape=_word(cfg), depth=H + 1, init=[])
         wp = w_mem.write_port()
         # A synchronous read (an SRAM's), addressed a cycle ahead: while ``x`` comes, the next
-        # element's column; after the last, the bias word (``hidden``), held until the answer
-        # is out; then column 0 again.
+        # beat's word; after the last, the bias word (``hidden / x_lanes``), held until the
+        # answer is out; then word 0 again.
         rp = w_mem.read_port(transparent_for=(wp,))
         cols = [rp.data] if L == 1 else [rp.data[q] for q in range(L)]
         bias = cols[0]

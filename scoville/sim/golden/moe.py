@@ -109,6 +109,9 @@ def router_logits(x, weight, bias=None, lanes: int = 1) -> np.ndarray:
     """Step 1: ``x`` (T, H), ``weight`` (E, H), ``bias`` (E,) or None, ``lanes`` elements a
     beat; (T, E) float32."""
     x, w = _f32(x), _f32(weight)
+    if lanes not in (1, 2, 4, 8, 16, 32) or x.shape[1] % lanes:
+        raise ValueError(f"parameter 'lanes' = {lanes!r} is not allowed with {x.shape[1]} "
+                         "elements; allowed: 1, 2, 4, 8, 16, 32 dividing them")
     acc = np.zeros((x.shape[0], w.shape[0]), np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         for b in range(0, x.shape[1], lanes):
