@@ -1095,12 +1095,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="moe-router-lanes-left-fold",
         models="moe: the router adds a beat's products left to right, not as a tree",
         file="scoville/rtl/moe_router.py",
-        edits=(Edit("""    while len(level) > 1:
-        level = [fp32_add(m, level[q], level[q + 1], name=f"xt{e}_{len(level)}_{q}")
-                 for q in range(0, len(level), 2)]
-    return level[0]""", """    acc = level[0]
-    for q in range(1, len(level)):
-        acc = fp32_add(m, acc, level[q], name=f"xt{e}_{q}")
+        edits=(Edit("""    return fp32_tree_sum(m, products, name=f"xt{e}")""",
+                    """    acc = products[0]
+    for q in range(1, len(products)):
+        acc = fp32_add(m, acc, products[q], name=f"xt{e}_{q}")
     return acc"""),),
         block="moe", params={**MOE, "hidden": 64, "x_lanes": 8, "batches": 16},
         tests=("test_edges", "test_workload"), expect=Kind.DATA,
@@ -1205,7 +1203,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="argmax-nan-chosen",
         models="argmax: a NaN's key is not lowered: it ranks above every number",
         file="scoville/rtl/argmax.py",
-        edits=(Edit("    return wire(m, name, Mux(nan, 0, ordered), unsigned(32))",
+        edits=(Edit("    return wire(m, name, Mux(fp32_is_nan(x), 0, ordered), unsigned(32))",
                     "    return wire(m, name, ordered, unsigned(32))"),),
         block="argmax", params={"count": 100}, tests=("test_edges", "test_workload"),
         expect=Kind.DATA,

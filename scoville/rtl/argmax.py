@@ -18,6 +18,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .lib.comb import wire
+from .lib.fp32 import fp32_is_nan, fp32_key
 from .lib.params import ParamError, check_int, param
 from .lib.pipeline import stall_chain
 
@@ -60,12 +61,11 @@ def out_layout(config: ArgmaxConfig) -> data.StructLayout:
 
 
 def _key(m, x, name):
-    """An order key of binary32 ``x``: IEEE order with -0 = +0, every NaN 0 (below -Inf)."""
+    """An order key of binary32 ``x``: IEEE order with -0 = +0 (``fp32_key`` of -0 as +0),
+    every NaN 0 (below -Inf)."""
     x = Value.cast(x)
-    nan = (x[23:31] == 0xFF) & (x[:23] != 0)
-    zero = x[:31] == 0
-    ordered = Mux(x[31] & ~zero, ~x, x | 0x8000_0000)
-    return wire(m, name, Mux(nan, 0, ordered), unsigned(32))
+    ordered = fp32_key(m, Mux(x[:31] == 0, 0, x), name=f"{name}_ordered")
+    return wire(m, name, Mux(fp32_is_nan(x), 0, ordered), unsigned(32))
 
 
 class Argmax(wiring.Component):

@@ -30,7 +30,16 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .lib.comb import wire
-from .lib.fp32 import fp32_add, fp32_bits, fp32_exp2, fp32_key, fp32_mul, fp32_recip, fp32_sigmoid
+from .lib.fp32 import (
+    fp32_add,
+    fp32_bits,
+    fp32_exp2,
+    fp32_key,
+    fp32_mul,
+    fp32_recip,
+    fp32_sigmoid,
+    fp32_tree_sum,
+)
 
 __all__ = ["Router", "choice_layout", "write_layout", "x_lanes_layout"]
 
@@ -69,12 +78,9 @@ def choice_layout(config) -> data.StructLayout:
 
 def _beat_sum(m, xs, ws, e):
     """Expert ``e``'s products of a beat, ``fp32(x_q * w_q)``, added as a binary tree."""
-    level = [fp32_mul(m, x, w, name=f"xw{e}_{q}") for q, (x, w) in enumerate(zip(xs, ws,
-                                                                              strict=True))]
-    while len(level) > 1:
-        level = [fp32_add(m, level[q], level[q + 1], name=f"xt{e}_{len(level)}_{q}")
-                 for q in range(0, len(level), 2)]
-    return level[0]
+    products = [fp32_mul(m, x, w, name=f"xw{e}_{q}")
+                for q, (x, w) in enumerate(zip(xs, ws, strict=True))]
+    return fp32_tree_sum(m, products, name=f"xt{e}")
 
 
 def _argmax(m, name, keys, valid):

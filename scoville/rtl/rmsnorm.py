@@ -41,7 +41,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .lib.fp32 import fp32_add, fp32_bits, fp32_mul
+from .lib.fp32 import fp32_add, fp32_bits, fp32_mul, fp32_tree_sum
 from .lib.params import ParamError, check_int, param
 from .lib.pipeline import stall_pipeline
 from .rmsnorm_rsqrt import ROOT_BITS, Rsqrt, rsqrt_latency
@@ -108,15 +108,6 @@ def in_layout(config: RmsNormConfig) -> data.StructLayout:
     lowest)."""
     lanes = data.ArrayLayout(32, config.lanes)
     return data.StructLayout({"x": lanes, "w": lanes})
-
-
-def _tree(m, values, name):
-    """The binary tree of FP32 sums of ``values`` (a power of two of them)."""
-    level = list(values)
-    while len(level) > 1:
-        level = [fp32_add(m, level[k], level[k + 1], name=f"{name}_{len(level)}_{k}")
-                 for k in range(0, len(level), 2)]
-    return level[0]
 
 
 class RmsNorm(wiring.Component):
@@ -221,7 +212,7 @@ class RmsNorm(wiring.Component):
         cfg = self._config
         x = self.i.payload.x
         squares = [fp32_mul(m, x[k], x[k], name=f"sq{k}") for k in range(cfg.lanes)]
-        beat_sum = _tree(m, squares, "tree")
+        beat_sum = fp32_tree_sum(m, squares, name="tree")
         sq, sq_valid, sq_first, sq_last = Signal(32), Signal(), Signal(), Signal()
         sq_slot, acc_slot = Signal.like(in_slot), Signal.like(in_slot)
         m.d.sync += [sq_valid.eq(take), sq_first.eq(first), sq_last.eq(last)]

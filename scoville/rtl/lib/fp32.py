@@ -25,7 +25,7 @@ from .formats import FP32, FP32_QNAN
 
 __all__ = ["EXP2_FRAC_BITS", "EXP2_INDEX_BITS", "FP32_INF", "ONE", "exp2_table", "fp32_add",
            "fp32_bits", "fp32_exp2", "fp32_is_nan", "fp32_key", "fp32_mul", "fp32_recip",
-           "fp32_sigmoid", "fp32_to_bf16", "scaled_int_to_fp32"]
+           "fp32_sigmoid", "fp32_to_bf16", "fp32_tree_sum", "scaled_int_to_fp32"]
 
 
 FP32_INF = 0x7F80_0000
@@ -303,6 +303,16 @@ def fp32_to_bf16(m, x, *, name: str):
     nan = fp32_is_nan(x)
     rounded = wire(m, f"{name}_rnd", x + 0x7FFF + x[16], unsigned(33))
     return wire(m, name, Mux(nan, 0x7FC0, rounded[16:32]), unsigned(16))
+
+
+def fp32_tree_sum(m, values, *, name: str):
+    """The FP32 sum of ``values`` (a power of two of them) as a binary tree: neighbours, then
+    neighbouring sums, each addition rounded once (:func:`fp32_add`)."""
+    level = list(values)
+    while len(level) > 1:
+        level = [fp32_add(m, level[k], level[k + 1], name=f"{name}_{len(level)}_{k}")
+                 for k in range(0, len(level), 2)]
+    return level[0]
 
 
 def fp32_key(m, x, *, name: str):

@@ -9,7 +9,7 @@ import numpy as np
 
 from scoville.rtl.lib import formats
 
-__all__ = ["FP32_QNAN", "canonical_bits", "fp32_add", "sum_in_order"]
+__all__ = ["FP32_QNAN", "canonical_bits", "fp32_add", "sum_in_order", "tree_sum"]
 
 #: The one NaN encoding the RTL produces.
 FP32_QNAN = np.uint32(formats.FP32_QNAN)
@@ -48,6 +48,16 @@ def sum_in_order(columns) -> np.ndarray:
         for j in range(columns.shape[1]):
             acc = (acc + columns[:, j]).astype(np.float32)
     return acc
+
+
+def tree_sum(values) -> np.ndarray:
+    """Sums along the last axis of float32 ``values`` (a power of two of them) as a binary
+    tree: neighbours, then neighbouring sums, each addition rounded once."""
+    level = np.asarray(values, dtype=np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        while level.shape[-1] > 1:
+            level = (level[..., 0::2] + level[..., 1::2]).astype(np.float32)
+    return level[..., 0]
 
 
 def _encodings(name, bits) -> np.ndarray:

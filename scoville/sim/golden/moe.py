@@ -58,6 +58,7 @@ from scoville.rtl.moe import ACT_FORMATS, ARRAY_FORMATS, SWIGLU_ALPHA, SWIGLU_LI
 
 from .attention import LOG2E
 from .exp2 import exp2
+from .fp32_add import tree_sum
 from .gemm import Operands, gemm
 from .mx import (
     dequantize_mxfp4,
@@ -115,11 +116,8 @@ def router_logits(x, weight, bias=None, lanes: int = 1) -> np.ndarray:
     acc = np.zeros((x.shape[0], w.shape[0]), np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         for b in range(0, x.shape[1], lanes):
-            level = [np.outer(x[:, h], w[:, h]).astype(np.float32) for h in range(b, b + lanes)]
-            while len(level) > 1:
-                level = [(level[q] + level[q + 1]).astype(np.float32)
-                         for q in range(0, len(level), 2)]
-            acc = (acc + level[0]).astype(np.float32)
+            beat = (x[:, None, b:b + lanes] * w[None, :, b:b + lanes]).astype(np.float32)
+            acc = (acc + tree_sum(beat)).astype(np.float32)
         if bias is not None:
             acc = (acc + _f32(bias)).astype(np.float32)
     return acc

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from .fp32_add import canonical_bits
+from .fp32_add import canonical_bits, tree_sum
 
 __all__ = ["normalize", "pairwise_sum", "reference", "rmsnorm", "rsqrt"]
 
@@ -78,10 +78,7 @@ def pairwise_sum(values, lanes: int) -> np.ndarray:
     acc = np.zeros(n, np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         for b in range(0, h, lanes):
-            beat = values[:, b:b + lanes]
-            while beat.shape[1] > 1:
-                beat = (beat[:, 0::2] + beat[:, 1::2]).astype(np.float32)
-            acc = (acc + beat[:, 0]).astype(np.float32)
+            acc = (acc + tree_sum(values[:, b:b + lanes])).astype(np.float32)
     return acc
 
 
