@@ -22,6 +22,7 @@ from scoville.rtl.gemm_quant import GemmQuant, GemmQuantConfig
 from scoville.rtl.int_mac import IntMac, IntMacConfig
 from scoville.rtl.kvcache import KvCache, KvCacheConfig
 from scoville.rtl.lib.params import ParamError, build_config, param_tree
+from scoville.rtl.linear import Linear, LinearConfig
 from scoville.rtl.moe import Moe, MoeConfig
 from scoville.rtl.mx_dot import MxDot, MxDotConfig
 from scoville.rtl.mx_quant import MxQuant, MxQuantConfig
@@ -33,6 +34,7 @@ from scoville.sim.cycles import fetch as fetch_timed
 from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import gemm_quant as gemm_quant_timed
 from scoville.sim.cycles import kvcache as kvcache_timed
+from scoville.sim.cycles import linear as linear_timed
 from scoville.sim.cycles import moe as moe_timed
 from scoville.sim.cycles import rmsnorm as rmsnorm_timed
 from scoville.sim.cycles.stream import pipeline_timing
@@ -46,6 +48,7 @@ from scoville.sim.golden.gemm import gemm
 from scoville.sim.golden.gemm_quant import gemm_quant
 from scoville.sim.golden.int_mac import int_mac
 from scoville.sim.golden.kvcache import KvCacheModel
+from scoville.sim.golden.linear import block as linear_block
 from scoville.sim.golden.moe import moe
 from scoville.sim.golden.mx_dot import mx_dot
 from scoville.sim.golden.mx_quant import mx_quant
@@ -58,6 +61,7 @@ from scoville.sim.workload import (
     GemmQuantWorkload,
     GemmWorkload,
     KvCacheWorkload,
+    LinearWorkload,
     MoeWorkload,
     StreamWorkload,
 )
@@ -174,6 +178,13 @@ MOE_LOOK = (
                       "hidden": 32, "intermediate": 32, "tokens": 2, "array.rows": 2,
                       "array.cols": 8, "weight_port_bits": 64, "act_fmt": "mxfp4",
                       "x_fmt": "bf16"}),
+)
+
+#: Linear's first look: a 2 x 8 array, four tokens a command (two row tiles), K up to 64 and
+#: N up to 32 (four column tiles) on a 64-bit weight port.
+LINEAR_LOOK = (
+    Look("2x8", {"array.rows": 2, "array.cols": 8, "tokens": 4, "k_max": 64, "n_max": 32,
+                 "weight_port_bits": 64}),
 )
 
 BLOCKS: dict[str, Block] = {
@@ -368,6 +379,20 @@ BLOCKS: dict[str, Block] = {
             timed=moe_timed.timing,
             testbench="scoville.testbenches.moe",
             first_look=MOE_LOOK,
+            parts={"array": "gemm"},
+        ),
+        Block(
+            name="linear",
+            summary="linear layer x W^T + b on the os array, BF16 weights fetched from memory "
+                    "into double-buffered column tiles, FP32 bias (the decoder's projections "
+                    "and LM head)",
+            config=LinearConfig,
+            workload=LinearWorkload,
+            component=Linear,
+            golden=linear_block,
+            timed=linear_timed.timing,
+            testbench="scoville.testbenches.linear",
+            first_look=LINEAR_LOOK,
             parts={"array": "gemm"},
         ),
     ]

@@ -240,7 +240,7 @@ def test_weight_requests_unit_model_is_its_rtl(name, gap):
         if unit.fetch_valid and fetch.accepts(t):
             want.append(("f", *unit.fetch_payload))
         if unit.tile_valid and tile.accepts(t):
-            want.append(("t", unit.tile_payload))
+            want.append(("t", unit.tile_payload[0]))
         unit.step(t)
         return t + 1
 
@@ -417,14 +417,14 @@ def test_weight_tiles_unit_model_is_its_rtl(name, gap):
     beats = sum(k * m for k, m in zip(ks, m_tiles, strict=True))
     valid = {s: Schedule([seed, i], gap) for i, s in enumerate(("tile", "words", "cmd"))}
     ready = Schedule([seed, 9], gap)
-    got = handshakes(WeightTilesRtl(cfg), {
+    got = handshakes(WeightTilesRtl(cfg.tile_format), {
         "tile": ([{"k": k, "bias": int(cfg.biases)} for k in ks], valid["tile"]),
         "words": (words, valid["words"]),
         "cmd": ([{"m_tiles": m} for m in m_tiles], valid["cmd"])}, {"b": (beats, ready)})
-    tile, wd = Producer(Source(valid["tile"]), len(ks), ks), Producer(Source(valid["words"]),
-                                                                       n_words)
+    tile = Producer(Source(valid["tile"]), len(ks), [(k, cfg.biases) for k in ks])
+    wd = Producer(Source(valid["words"]), n_words)
     cmd, b = Producer(Source(valid["cmd"]), len(m_tiles), m_tiles), Consumer(ready)
-    unit = WeightTiles(cfg, tile, wd, cmd, b)
+    unit = WeightTiles(cfg.tile_format, tile, wd, cmd, b)
 
     step_alone("weight_tiles", unit, lambda: len(b.cycles) == beats)
     assert {"tile": tile.cycles, "words": wd.cycles, "cmd": cmd.cycles, "b": b.cycles} == got

@@ -25,7 +25,7 @@ def _matrix(rng, k, n):
 def run_tiles(cfg, tiles, m_tiles, *, seed, gap=0.3, backpressure=0.3):
     """``tiles``: per tile ``(k, bias or None, words)``; ``m_tiles``: the feeder's command
     per tile. Returns per tile the B beats ``(data lanes, scale lanes)`` and the bias bits."""
-    dut = WeightTiles(cfg)
+    dut = WeightTiles(cfg.tile_format)
     rng = np.random.default_rng(seed)
     got = []
 

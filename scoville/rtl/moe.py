@@ -33,7 +33,7 @@ from .moe_router import Router
 from .moe_router import write_layout as router_write_layout
 from .moe_sequencer import ExpertList, Sequencer, Status, command_layout
 from .moe_swiglu import ALPHA, LIMIT, Swiglu, SwigluConfig
-from .moe_weights import WeightTiles
+from .moe_weights import TileFormat, WeightTiles
 from .mx_quant import MxQuant, MxQuantConfig
 
 __all__ = ["ACT_FORMATS", "ARRAY_FORMATS", "COLS", "COUNTERS", "EXPERT_COUNTERS", "OWN_COUNTERS",
@@ -193,17 +193,23 @@ class MoeConfig:
         """Experts whose weights the memory holds: the routed ones, then the shared one."""
         return self.experts + self.shared
 
+    @property
+    def tile_format(self) -> TileFormat:
+        """How the experts' column tiles lie in memory (MXFP4, :class:`~scoville.rtl
+        .moe_weights.TileFormat`) and what the weight tiles' slots hold."""
+        return TileFormat(array=self.array, port_bits=self.weight_port_bits,
+                          k_max=max(self.hidden, self.intermediate), tokens=self.tokens)
+
     def tile_bits(self, k: int) -> int:
         """Bits of one column tile (``array.cols`` columns) of a matrix of ``k`` rows as the
         memory holds it: per block of 32 rows, the rows' MXFP4 codes (``cols`` x 4 bits a row,
         column 0 lowest) then the block's ``cols`` E8M0 scales; then, with :attr:`biases`,
         the ``cols`` FP32 biases."""
-        c = self.array.cols
-        return k // MX_BLOCK * (MX_BLOCK * 4 * c + 8 * c) + (32 * c if self.biases else 0)
+        return self.tile_format.tile_bits(k, self.biases)
 
     def tile_words(self, k: int) -> int:
         """Words of the weight port one column tile takes (the last one zero-padded)."""
-        return -(-self.tile_bits(k) // self.weight_port_bits)
+        return self.tile_format.tile_words(k, self.biases)
 
     @property
     def gate_up_tiles(self) -> int:
@@ -363,7 +369,7 @@ class Moe(wiring.Component):
         m.submodules.requests = reqs = WeightRequests(cfg)
         m.submodules.check = check = ResponseCheck(cfg)
         m.submodules.fetch = fetch = Fetch(cfg.fetch)
-        m.submodules.tiles = tiles = WeightTiles(cfg)
+        m.submodules.tiles = tiles = WeightTiles(cfg.tile_format)
         m.submodules.array = array = Gemm(cfg.array)
         m.submodules.glu = glu = Swiglu(SwigluConfig(kind=kind, lanes=C // 2))
         m.submodules.pack = pack = LinePacker(T, C // 2, cfg.gate_up_tiles)

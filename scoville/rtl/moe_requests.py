@@ -28,7 +28,7 @@ class WeightRequests(wiring.Component):
     Attributes
     ----------
     fetch : Out(stream.Signature(fetch request_layout))
-    tile : Out(stream.Signature(tile_layout(config)))
+    tile : Out(stream.Signature(tile_layout(config.tile_format)))
     arm, sorting : In(1)
     experts : In(config.experts)
     """
@@ -38,7 +38,7 @@ class WeightRequests(wiring.Component):
         fc = config.fetch
         super().__init__({
             "fetch": Out(stream.Signature(request_layout(fc.addr_bits, fc.len_bits))),
-            "tile": Out(stream.Signature(tile_layout(config))),
+            "tile": Out(stream.Signature(tile_layout(config.tile_format))),
             "arm": In(1), "sorting": In(1), "experts": In(config.experts),
         })
 

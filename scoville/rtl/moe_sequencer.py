@@ -120,7 +120,7 @@ class Sequencer(wiring.Component):
             "x_blocks": In(range(T * H // MX_BLOCK + 1)),
             "h_blocks": In(range(T * I_ // MX_BLOCK + 1)),
             "array_cmd": Out(stream.Signature(gemm_command_layout(config.array))),
-            "feed": Out(stream.Signature(feed_layout(config))),
+            "feed": Out(stream.Signature(feed_layout(config.tile_format))),
             "x_cmd": Out(stream.Signature(range(T + 1))),
             "h_cmd": Out(stream.Signature(range(T + 1))),
             "row": In(1), "busy": In(1), "weights_bad": In(1), "o_last": In(1),

@@ -6,7 +6,7 @@ from scoville.rtl.lib.formats import MX_BLOCK
 from scoville.rtl.lib.params import ParamError, check_int, check_prob, param
 
 __all__ = ["AttentionWorkload", "FetchWorkload", "GemmQuantWorkload", "GemmWorkload",
-           "KvCacheWorkload", "MoeWorkload", "StreamWorkload"]
+           "KvCacheWorkload", "LinearWorkload", "MoeWorkload", "StreamWorkload"]
 
 
 @dataclass(frozen=True)
@@ -243,3 +243,37 @@ class MoeWorkload:
         check_prob("gap", self.gap)
         check_prob("backpressure", self.backpressure)
         check_prob("skew", self.skew, 1.0)
+
+
+@dataclass(frozen=True)
+class LinearWorkload:
+    """Commands driven through the ``linear`` block, its weights served by the harness's
+    memory agent.
+
+    Attributes
+    ----------
+    commands : int
+        Random commands (1 .. the config's ``tokens`` tokens, K and N at random within the
+        config's bounds, with or without a bias; the first has the most tokens).
+    mem_latency : int
+        Cycles from a read request's handshake to its first word.
+    mem_bytes_per_cycle : int
+        The memory's bandwidth.
+    gap : float
+        Probability that a producer (``cmd``, ``x``, the memory's words) leaves a cycle idle.
+    backpressure : float
+        Probability that a consumer (the request port, ``o``) holds ``ready`` low in a cycle.
+    """
+
+    commands: int = param(4, "1..1000", "random commands")
+    mem_latency: int = param(20, "1..100000", "memory latency, cycles")
+    mem_bytes_per_cycle: int = param(8, "1..65536", "memory bandwidth, bytes per cycle")
+    gap: float = param(0.2, "0..0.95", "probability of an idle input cycle")
+    backpressure: float = param(0.2, "0..0.95", "probability of ready low")
+
+    def __post_init__(self):
+        check_int("commands", self.commands, 1, 1000)
+        check_int("mem_latency", self.mem_latency, 1, 100_000)
+        check_int("mem_bytes_per_cycle", self.mem_bytes_per_cycle, 1, 65536)
+        check_prob("gap", self.gap)
+        check_prob("backpressure", self.backpressure)

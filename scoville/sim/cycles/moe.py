@@ -148,7 +148,7 @@ class _Block:
         self.xq = StallPipeline(_MXQ_LATENCY, w.line, w.xq)
         self.xw = StoreWriter(w.xq, w.xst)
         self.requests = WeightRequests(cfg, w.fcmd, w.tile)
-        self.tiles = WeightTiles(cfg, w.tile, w.words, w.feed, w.g_b)
+        self.tiles = WeightTiles(cfg.tile_format, w.tile, w.words, w.feed, w.g_b)
         self.xfeed = StoreFeeder(H, R, w.xcmd, w.a_x)
         self.hfeed = StoreFeeder(I_, R, w.hcmd, w.a_h)
         self.glu = StallPipeline(_GLU_LATENCY, w.glu, w.pack)

@@ -18,7 +18,7 @@ class WeightRequests:
     ----------
     config : MoeConfig
     fetch, tile : output port
-        Payloads: ``(address, words)`` and the tile's ``k``.
+        Payloads: ``(address, words)`` and the tile's ``(k, bias)``.
     """
 
     __slots__ = ("_armed", "_cfg", "_experts", "_next", "_pending", "_sent_f", "_sent_t", "_t",
@@ -58,8 +58,10 @@ class WeightRequests:
         return base + gt * tw_gu + (self._t - gt) * tw_dn, tw_dn
 
     @property
-    def tile_payload(self) -> int:
-        return self._cfg.hidden if self._gate_up() else self._cfg.intermediate
+    def tile_payload(self) -> tuple[int, bool]:
+        """The tile's ``(k, bias)``."""
+        k = self._cfg.hidden if self._gate_up() else self._cfg.intermediate
+        return k, self._cfg.biases
 
     def step(self, t: int) -> None:
         if self.issuing:

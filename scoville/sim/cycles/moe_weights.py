@@ -9,32 +9,32 @@ __all__ = ["WeightTiles"]
 
 
 class WeightTiles:
-    """The weight tiles. The *loader* takes a descriptor on ``tile`` (payload ``k``) while not
-    loading, then the tile's words on ``words``: a word is taken when it fits the bit buffer
-    (one word and one field) after this cycle's field is written; a field (a row of ``cols``
-    codes, a row of scales after every 32 rows, the ``cols`` biases a cycle each with
-    ``biases``) is written a cycle into the next slot once that slot is free and the buffer
-    holds it. After the tile's last field the slot is full. The *feeder* takes a command on
+    """The weight tiles. The *loader* takes a descriptor on ``tile`` (payload ``(k, bias)``)
+    while not loading, then the tile's words on ``words``: a word is taken when it fits the bit
+    buffer (one word and one field) after this cycle's field is written; a field (a row of
+    ``cols`` codes, in MXFP4 a row of scales after every 32 rows, with ``bias`` the ``cols``
+    biases a cycle each) is written a cycle into the next slot once that slot is free and the
+    buffer holds it. After the tile's last field the slot is full. The *feeder* takes a command on
     ``cmd`` (payload ``m_tiles``) while idle and the next slot is full, then offers the slot's
     ``k`` B beats ``m_tiles`` times, one as the array takes each, from the next cycle; the
     last frees the slot.
 
     Parameters
     ----------
-    config : MoeConfig
+    fmt : TileFormat
     tile, words, cmd : input port
     b : output port
     """
 
-    __slots__ = ("_bias", "_bias_i", "_blk_row", "_buf", "_cfg", "_fill", "_full", "_k",
+    __slots__ = ("_bias", "_bias_i", "_blk_row", "_buf", "_fill", "_fmt", "_full", "_k",
                  "_left", "_need", "_phase", "_row", "_rs", "_slot_k", "_ws", "b", "cmd",
                  "f_beats", "loading", "tile", "words")
 
-    def __init__(self, config, tile, words, cmd, b):
-        self._cfg, self.tile, self.words, self.cmd, self.b = config, tile, words, cmd, b
-        C, P = config.array.cols, config.weight_port_bits
-        self._need = (4 * C, 8 * C, 32)     # bits of a row, a scale row, a bias
-        self._buf = P + max(self._need)
+    def __init__(self, fmt, tile, words, cmd, b):
+        self._fmt, self.tile, self.words, self.cmd, self.b = fmt, tile, words, cmd, b
+        C = fmt.array.cols
+        self._need = (fmt.row_bits, 8 * C, 32)     # bits of a row, a scale row, a bias
+        self._buf = fmt.port_bits + max(self._need)
         self.loading = False
         self._ws = self._rs = self._fill = self._left = self._phase = 0
         self._k = self._row = self._blk_row = self._bias_i = 0
@@ -50,7 +50,7 @@ class WeightTiles:
     @property
     def words_ready(self) -> bool:
         left = self._fill - (self._need[self._phase] if self._writes() else 0)
-        P = self._cfg.weight_port_bits
+        P = self._fmt.port_bits
         return self.loading and self._left != 0 and left + P <= self._buf
 
     @property
@@ -89,20 +89,19 @@ class WeightTiles:
         self._rs ^= 1
 
     def _load(self, t: int, writes: bool, pop: bool) -> None:
-        cfg = self._cfg
+        fmt = self._fmt
         if not self.loading:
             if self.tile.offers(t):
-                self._k = self.tile.payload
+                self._k, self._bias = self.tile.payload
                 self.tile.take(t)
-                self._bias = cfg.biases
                 self.loading, self._fill, self._phase = True, 0, 0
                 self._row = self._blk_row = self._bias_i = 0
-                self._left = -(-cfg.tile_bits(self._k) // cfg.weight_port_bits)
+                self._left = fmt.tile_words(self._k, self._bias)
             return
         self._fill -= self._need[self._phase] if writes else 0
         if pop:
             self.words.take(t)
-            self._fill += cfg.weight_port_bits
+            self._fill += fmt.port_bits
             self._left -= 1
         if writes and self._field_done():
             self.loading, self._fill = False, 0
@@ -114,7 +113,11 @@ class WeightTiles:
         if self._phase == 0:
             self._row += 1
             self._blk_row += 1
-            if self._blk_row == MX_BLOCK:
+            if not self._fmt.scales:
+                if self._row == self._k:
+                    self._phase = 2
+                    return not self._bias
+            elif self._blk_row == MX_BLOCK:
                 self._phase = 1
             return False
         if self._phase == 1:
@@ -125,4 +128,4 @@ class WeightTiles:
             self._phase = 0
             return False
         self._bias_i += 1
-        return self._bias_i == self._cfg.array.cols
+        return self._bias_i == self._fmt.array.cols

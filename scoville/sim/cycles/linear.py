@@ -1,0 +1,124 @@
+"""Cycle model of the ``linear`` block (:class:`scoville.rtl.linear.Linear`).
+
+:func:`timing` is the block's picture in unit models (:mod:`scoville.sim.cycles.unit`), one per
+RTL unit, joined by wires as the RTL connects them and stepped together cycle by cycle: the
+sequencer, the x store and the weight requests (:mod:`~scoville.sim.cycles.linear_parts`),
+the fetch engine and the memory (:mod:`~scoville.sim.cycles.fetch`,
+:mod:`~scoville.sim.cycles.memory`), the weight tiles
+(:mod:`~scoville.sim.cycles.moe_weights`) and the array (:mod:`~scoville.sim.cycles.gemm`),
+whose rows pass the bias adders to ``o`` in the cycle they leave.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
+
+from scoville.rtl.gemm import COUNTERS as GEMM_COUNTER_LAYOUT
+from scoville.rtl.linear import OWN_COUNTERS
+
+from . import fetch as fetch_timed
+from . import gemm as gemm_timed
+from .linear_parts import Sequencer, TileRequests, XStore, check
+from .memory import MemoryAgent
+from .moe_weights import WeightTiles
+from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
+from .unit import Wire, run
+
+__all__ = ["COUNTERS", "timing"]
+
+#: Every counter of the block, as the testbench reads them: the array's, then its own.
+COUNTERS = (*(f"array.{c}" for c, _ in GEMM_COUNTER_LAYOUT), *OWN_COUNTERS)
+
+
+def timing(config, commands, sources: dict[str, Source] | None = None,
+           ready: dict[str, Schedule] | None = None,
+           memory: MemoryAgent | None = None) -> Timing:
+    """The cycle of every handshake on ``cmd``, ``x``, ``req``, ``rdata`` and ``o`` for
+    ``commands`` (each the ``cmd`` beat's fields: ``tokens``, ``k``, ``n``, ``addr``,
+    ``bias``; :attr:`scoville.sim.golden.linear.Command.fields`), ``sources`` of ``cmd`` and
+    ``x``, ``ready`` of ``o`` and ``req``, the memory answering as ``memory`` does (a fresh
+    :class:`~scoville.sim.cycles.memory.MemoryAgent`; the model steps it)."""
+    block = _Block(config, list(commands), sources or {}, ready or {}, memory)
+    run("linear", block.cycle, block.done, 50_000_000, block.parts)
+    return block.timing()
+
+
+class _Block:
+    """The block's unit models and the wires between them, as the RTL connects them."""
+
+    def __init__(self, cfg, commands, sources, ready, memory):
+        C, R = cfg.array.cols, cfg.array.rows
+        self.cfg, self.commands = cfg, commands
+        good = [c for c in commands if check(cfg, c) == 0]
+        self.n_out = sum(c["tokens"] * (c["n"] // C) for c in good)
+        self.cmd = Producer(sources.get("cmd", Source()), len(commands), commands)
+        self.x = Producer(sources.get("x", Source()),
+                          sum(c["tokens"] * c["k"] // 32 for c in good))
+        self.o = Consumer(ready.get("o", ALWAYS))
+        self.w = w = SimpleNamespace(**{name: Wire() for name in (
+            "fcmd", "tile", "req", "rdata", "words", "g_cmd", "g_a", "g_b", "feed", "xcmd")})
+        self.mem = memory or MemoryAgent(1, cfg.weight_port_bits // 8, cfg.weight_port_bits)
+        self.mem.attach(w.req, w.rdata, ready.get("req", ALWAYS))
+        self.seq = Sequencer(cfg, self.cmd)
+        self.xs = XStore(R, self.x, w.xcmd, w.g_a)
+        self.requests = TileRequests(cfg, w.fcmd, w.tile)
+        self.fetch = fetch_timed.Engine(cfg.fetch, w.fcmd, w.req, w.rdata, w.words)
+        self.tiles = WeightTiles(cfg.tile_format, w.tile, w.words, w.feed, w.g_b)
+        self.array = gemm_timed.Engine(cfg.array, w.g_cmd, w.g_a, w.g_b, self.o)
+        self.tiles_run = 0
+
+        @functools.cache
+        def program(m, k):
+            return gemm_timed.programs(cfg.array, [(m, k, C)])[0]
+
+        self.program = program
+
+    def done(self) -> bool:
+        return len(self.o.cycles) == self.n_out and self.cmd.sent == len(self.commands)
+
+    def parts(self) -> dict:
+        """The unit models, then the wires between them, by name (a trace's columns)."""
+        units = ("seq", "xs", "requests", "fetch", "mem", "tiles", "array")
+        return {**{name: getattr(self, name) for name in units},
+                **{f"w.{name}": wire for name, wire in vars(self.w).items()}}
+
+    def cycle(self, t: int) -> int:
+        """Cycle ``t``: every wire from the units' state at its start, then every unit
+        steps."""
+        w, seq, xs, req, fetch, mem, tiles, array = (
+            self.w, self.seq, self.xs, self.requests, self.fetch, self.mem, self.tiles,
+            self.array)
+        f_valid, t_valid = req.fetch_valid, req.tile_valid
+        w.fcmd.set(f_valid, fetch.ready, req.fetch_payload if f_valid else None)
+        w.tile.set(t_valid, tiles.tile_ready, req.tile_payload if t_valid else None)
+        w.req.set(fetch.req_valid, mem.req_ready(t), fetch.req_size)
+        w.rdata.set(mem.offers(t), fetch.rdata_ready)
+        w.words.set(fetch.o_valid, tiles.words_ready)
+        g, b, a = seq.tile_valid()
+        r = seq.run
+        if g:
+            w.g_cmd.set(True, array.ready, self.program(r.tokens, r.lines * 32))
+        else:
+            w.g_cmd.set(False)
+        w.feed.set(b, tiles.cmd_ready, -(-r.tokens // self.cfg.array.rows) if b else None)
+        w.xcmd.set(a, not xs.busy, r.tokens if a else None)
+        w.g_a.set(xs.busy, array.a_ready)
+        w.g_b.set(tiles.b_valid, array.b_ready)
+        taken = tuple(p.valid and p.ready for p in (w.g_cmd, w.feed, w.xcmd))
+        row = array.o_valid and self.o.accepts(t)
+        self.tiles_run += taken[0]
+        started = seq.step(t, count=xs.count, want=xs.want, taken=taken, row=row)
+        if started is not None:
+            xs.clear(started.tokens * started.lines, started.lines)
+            req.start(started)
+        for unit in (xs, req, fetch, mem, tiles, array):
+            unit.step(t)
+        return t + 1
+
+    def timing(self) -> Timing:
+        own = {"weight_words": len(self.mem.cycles), "tiles": self.tiles_run,
+               "rejected": self.seq.refused}
+        counters = {**{f"array.{c}": v for c, v in self.array.counters.items()}, **own}
+        return Timing({"cmd": self.cmd.cycles, "x": self.x.cycles, "req": self.w.req.cycles,
+                       "rdata": self.mem.cycles, "o": self.o.cycles}, counters)
