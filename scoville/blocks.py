@@ -48,7 +48,7 @@ from scoville.sim.golden.gemm import gemm
 from scoville.sim.golden.gemm_quant import gemm_quant
 from scoville.sim.golden.int_mac import int_mac
 from scoville.sim.golden.kvcache import KvCacheModel
-from scoville.sim.golden.linear import block as linear_block
+from scoville.sim.golden.linear import linear
 from scoville.sim.golden.moe import moe
 from scoville.sim.golden.mx_dot import mx_dot
 from scoville.sim.golden.mx_quant import mx_quant
@@ -389,7 +389,7 @@ BLOCKS: dict[str, Block] = {
             config=LinearConfig,
             workload=LinearWorkload,
             component=Linear,
-            golden=linear_block,
+            golden=linear,
             timed=linear_timed.timing,
             testbench="scoville.testbenches.linear",
             first_look=LINEAR_LOOK,

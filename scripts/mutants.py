@@ -180,6 +180,10 @@ ATTENTION_TILES = {**ATTENTION, "array.cols": 8}
 MOE = {"experts": 4, "top_k": 2, "hidden": 32, "intermediate": 32, "tokens": 2,
        "array.rows": 2, "array.cols": 8, "weight_port_bits": 64, "batches": 2,
        "mem_latency": 9, "mem_bytes_per_cycle": 4, "gap": 0.3, "backpressure": 0.3}
+#: The linear block's first look, a slow memory and gaps so that tiles queue.
+LINEAR = {"array.rows": 2, "array.cols": 8, "tokens": 4, "k_max": 64, "n_max": 32,
+          "weight_port_bits": 64, "commands": 4, "mem_latency": 9, "mem_bytes_per_cycle": 4,
+          "gap": 0.3, "backpressure": 0.3}
 #: DeepSeek-shaped: grouped routing and a shared expert.
 MOE_DEEPSEEK = {**MOE, "router": "deepseek", "n_group": 2, "topk_group": 1, "shared": 1,
                 "routed_scaling_factor": 2.5}
@@ -1219,6 +1223,69 @@ MUTATIONS: tuple[Mutation, ...] = (
         expect=Kind.DATA,
         why="test_edges has a tie across beats and a token of equal values; the workload "
             "plants a tie in an eighth of its tokens",
+    ),
+    Mutation(
+        name="linear-bias-dropped",
+        models="linear: a command's bias is never added to its outputs",
+        file="scoville/rtl/linear.py",
+        edits=(Edit("self.o.payload[q].eq(Mux(seq.run.bias, total, row[q]))",
+                    "self.o.payload[q].eq(row[q])"),),
+        block="linear", params=LINEAR, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="test_edges' first command has a bias, and half the workload's do",
+    ),
+    Mutation(
+        name="linear-x-truncated",
+        models="linear: x is truncated to BF16, not rounded to nearest",
+        file="scoville/rtl/linear_parts.py",
+        edits=(Edit("rounded[e].eq(fp32_to_bf16(m, self.i.payload[e], name=f\"bf16_{e}\"))",
+                    "rounded[e].eq(self.i.payload[e][16:])"),),
+        block="linear", params=LINEAR, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="half of the random FP32 inputs round up; every output of their token moves",
+    ),
+    Mutation(
+        name="linear-tile-address-one-short",
+        models="linear: each column tile after the first is asked one word too early",
+        file="scoville/rtl/linear_parts.py",
+        edits=(Edit("addr.eq(addr + words),", "addr.eq(addr + words - 1),"),),
+        block="linear", params=LINEAR, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="every command of two or more tiles asks a wrong address (the read requests are "
+            "checked as they come)",
+    ),
+    Mutation(
+        name="linear-bad-n-named-bad-k",
+        models="linear: a command with a bad N is answered BAD_K",
+        file="scoville/rtl/linear_parts.py",
+        edits=(Edit("m.d.comb += status.eq(Status.BAD_N)",
+                    "m.d.comb += status.eq(Status.BAD_K)"),),
+        block="linear", params=LINEAR, tests=("test_edges",),
+        expect=Kind.STATUS,
+        why="test_edges ends two short runs with a command refused for its N",
+    ),
+    Mutation(
+        name="linear-x-command-waits",
+        models="linear: the x store's command of a tile is offered only after another of the "
+               "tile's commands is taken",
+        file="scoville/rtl/linear_parts.py",
+        edits=(Edit("self.x_cmd.valid.eq(~sent_a)]",
+                    "self.x_cmd.valid.eq(~sent_a & (sent_g | sent_b))]"),),
+        block="linear", params=LINEAR, tests=("test_edges", "test_workload"),
+        expect=Kind.TIMING, streams=("o", "x", "req", "rdata", "cmd"),
+        why="every tile's first A beat comes a cycle later, and with it the tile's rows",
+    ),
+    Mutation(
+        name="linear-weight-feed-stale",
+        models="linear: the weight feeder reads each B beat's row a beat late (the current "
+               "row's address, not the next's)",
+        file="scoville/rtl/moe_weights.py",
+        edits=(Edit("            cr.addr.eq(nxt + Mux(rs, KM, 0)),\n",
+                    "            cr.addr.eq(beat + Mux(rs, KM, 0)),\n"),),
+        block="linear", params=LINEAR, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="every beat after a tile's first carries its predecessor's row: every output "
+            "moves",
     ),
 )
 

@@ -102,7 +102,7 @@ def test_mla_absorbed_at_run_time_is_the_expanded_layer(monkeypatch):
     weights = decoder.random_weights(config, 5)
     w = _layer_weights(weights, 0)  # a dense layer: its MLP swapped for float64 below
     f64 = decoder._Ops(None, decoder.Formats())  # hw False: each method's float64 branch
-    for name in ("cast", "norm", "matmul", "add", "rope"):
+    for name in ("cast", "norm", "matmul", "linear", "add", "rope"):
         method = getattr(decoder._Ops, name)
         monkeypatch.setattr(decoder._Ops, name, lambda self, *a, _m=method, **k:
                             _m(f64, *a, **k))

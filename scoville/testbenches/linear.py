@@ -12,7 +12,8 @@ schedules and memory.
 Tests: directed edges (one token with a bias; every kind of refused command between good ones;
 the most tokens with the largest K and no bias; special values: NaN, infinities, values that
 round to infinity in BF16, subnormals) on a memory that keeps up; the workload (random
-commands under gaps and back-pressure on every stream, the workload's memory).
+commands under gaps and back-pressure on every stream, the workload's memory); a reset in the
+middle of a run (``test_reset``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from scoville.sim.cycles.linear import COUNTERS, timing
 from scoville.sim.cycles.linear_parts import check
 from scoville.sim.cycles.memory import MemoryAgent
 from scoville.sim.golden.fetch import fetch
-from scoville.sim.golden.linear import Command, block, memory_image, reference
+from scoville.sim.golden.linear import Command, linear, memory_image, reference
 
 from .bench import BlockBench
 from .failures import Failure, Kind
@@ -103,9 +104,10 @@ def place(cfg, specs) -> list[Command]:
 
 
 async def run_commands(dut, ctx, test: str, commands: list[Command], *, gaps: bool,
-                       latency: int | None = None,
-                       bytes_per_cycle: int | None = None) -> dict:
-    """Run ``commands`` and check outputs, requests, the status and every handshake's cycle."""
+                       latency: int | None = None, bytes_per_cycle: int | None = None,
+                       interrupt: bool = False) -> dict:
+    """Run ``commands`` and check outputs, requests, the status and every handshake's cycle.
+    ``interrupt``: first run the same commands partway and reset the block in the middle."""
     cfg, wl, codec = ctx.config, ctx.workload, ctx.codecs
     latency = wl.mem_latency if latency is None else latency
     bpc = wl.mem_bytes_per_cycle if bytes_per_cycle is None else bytes_per_cycle
@@ -120,10 +122,10 @@ async def run_commands(dut, ctx, test: str, commands: list[Command], *, gaps: bo
         tiles += [(c.addr + j * words, words) for j in range(n // cfg.array.cols)]
         beats += x_beats(c.x)
         macs += t * k * n
-    want_o = block(cfg, commands)
+    want_o = linear(cfg, commands)
     for c in commands:
         if c.x is not None and np.all(np.isfinite(c.x)):
-            got = block(cfg, [c])
+            got = linear(cfg, [c])
             ref = reference(c.x, c.w, c.b)
             y = np.asarray(got, np.uint32).view(np.float32)
             err = max(err, float(np.abs(np.asarray(y).reshape(-1) - _tiles(cfg, ref)).max()
@@ -142,7 +144,7 @@ async def run_commands(dut, ctx, test: str, commands: list[Command], *, gaps: bo
     tb.sink["o"].expect(want_o, label="outputs", decode=lambda f: f[""].tolist())
     model = tb.predict(timing, cfg, fields, tb.valid, tb.ready,
                        MemoryAgent(latency, bpc, cfg.weight_port_bits, tb.memory_valid["rdata"]))
-    seen = await tb.run(model, slack=5000, zero=("counters", "status"))
+    seen = await tb.run(model, slack=5000, zero=("counters", "status"), interrupt=interrupt)
     status, want_status = read_int(dut.status, "status"), int(check(cfg, fields[-1]))
     if status != want_status:
         raise Failure(Kind.STATUS, f"{test}: status {status} after the last command, "
@@ -218,3 +220,17 @@ async def test_workload(dut):
         n = C * int(rng.integers(1, min(cfg.n_max // C, 8) + 1))
         specs.append(_draw(cfg, rng, t, k, n, bool(rng.integers(0, 2))))
     await run_commands(dut, ctx, "test_workload", place(cfg, specs), gaps=True)
+
+
+@cocotb.test()
+async def test_reset(dut):
+    """A reset in the middle of random commands under gaps and back-pressure (weights in
+    flight, x half stored, rows in the array): the block must come back idle with its
+    counters and status at 0, then run the same commands from the start correctly."""
+    ctx = context()
+    cfg = ctx.config
+    rng = ctx.rng(5)
+    C = cfg.array.cols
+    specs = [_draw(cfg, rng, cfg.tokens, cfg.k_max, 2 * C, True),
+             _draw(cfg, rng, 1, LINE, C, False), _refusals(cfg)[0]]
+    await run_commands(dut, ctx, "test_reset", place(cfg, specs), gaps=True, interrupt=True)

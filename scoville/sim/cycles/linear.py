@@ -6,12 +6,14 @@ sequencer, the x store and the weight requests (:mod:`~scoville.sim.cycles.linea
 the fetch engine and the memory (:mod:`~scoville.sim.cycles.fetch`,
 :mod:`~scoville.sim.cycles.memory`), the weight tiles
 (:mod:`~scoville.sim.cycles.moe_weights`) and the array (:mod:`~scoville.sim.cycles.gemm`),
-whose rows pass the bias adders to ``o`` in the cycle they leave.
+whose rows pass the bias adders to ``o`` in the cycle they leave. :func:`fast` is the fast
+path.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from types import SimpleNamespace
 
 from scoville.rtl.gemm import COUNTERS as GEMM_COUNTER_LAYOUT
@@ -21,11 +23,11 @@ from . import fetch as fetch_timed
 from . import gemm as gemm_timed
 from .linear_parts import Sequencer, TileRequests, XStore, check
 from .memory import MemoryAgent
-from .moe_weights import WeightTiles
+from .moe_weights import TileStream, WeightTiles
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 from .unit import Wire, run
 
-__all__ = ["COUNTERS", "timing"]
+__all__ = ["COUNTERS", "fast", "timing"]
 
 #: Every counter of the block, as the testbench reads them: the array's, then its own.
 COUNTERS = (*(f"array.{c}" for c, _ in GEMM_COUNTER_LAYOUT), *OWN_COUNTERS)
@@ -122,3 +124,40 @@ class _Block:
         counters = {**{f"array.{c}": v for c, v in self.array.counters.items()}, **own}
         return Timing({"cmd": self.cmd.cycles, "x": self.x.cycles, "req": self.w.req.cycles,
                        "rdata": self.mem.cycles, "o": self.o.cycles}, counters)
+
+
+def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
+    """The fast path: ``commands`` (``(tokens, k, n, bias)``, each the block can run) back to
+    back with streams that keep up (each command and its x offered as soon as the block takes
+    them), the memory agent at ``mem_latency`` and ``mem_bytes_per_cycle``: ``cycles`` from the
+    first command's handshake to the cycle after the last output, ``weight_words``,
+    ``array_busy`` (the array's command cycles) and ``macs``, at any size.
+
+    It follows the column tiles, not the cycles: the sequencer's states and the array's
+    command cycles (:func:`~scoville.sim.cycles.gemm.command_cycles`) are exact; the weights
+    are the fluid of :class:`~scoville.sim.cycles.moe_weights.TileStream`, a command's stream
+    starting the cycle after its handshake. ``tests/test_linear.py`` holds it to the cycle
+    model."""
+    cfg = config
+    C, R = cfg.array.cols, cfg.array.rows
+    S = max(R, C)
+    t0 = 0                      # the command's handshake
+    words = busy = macs = 0
+    o_last = -1
+    for tokens, k, n, bias in commands:
+        stream = TileStream(cfg.tile_format, cfg.fetch, mem_latency, mem_bytes_per_cycle,
+                            t0 + 1)
+        tau = t0 + tokens * (k // 32) + 2       # TILE, once x is stored
+        cc = gemm_timed.command_cycles(cfg.array, tokens, k, C)
+        rt = -(-tokens // R)
+        for _ in range(n // C):
+            le = math.ceil(stream.load(k, bias) + 1)
+            s = max(tau, le)
+            stream.fed(s + (rt - 1) * max(k, S) + k)
+            o_last = s + cc + 1
+            tau = o_last + 1
+        words += cfg.weight_words(k, n, bias)
+        busy += cc * (n // C)
+        macs += tokens * k * n
+        t0 = o_last + 1
+    return {"cycles": o_last + 1, "weight_words": words, "array_busy": busy, "macs": macs}

@@ -23,14 +23,12 @@ the last is taken, and the next batch's first beat is taken from the cycle after
 
 from __future__ import annotations
 
-import bisect
 import functools
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 from scoville.rtl.gemm import COUNTERS as GEMM_COUNTER_LAYOUT
-from scoville.rtl.lib.formats import MX_BLOCK
 from scoville.rtl.moe import OWN_COUNTERS
 from scoville.rtl.moe_swiglu import SwigluConfig
 from scoville.rtl.mx_quant import MxQuantConfig
@@ -44,7 +42,7 @@ from .moe_input import XSplit
 from .moe_requests import WeightRequests
 from .moe_router import Dispatch, Router
 from .moe_sequencer import Sequencer
-from .moe_weights import WeightTiles
+from .moe_weights import TileStream, WeightTiles, tile_fields
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, StallPipeline, Timing
 from .unit import Wire, run
 
@@ -286,12 +284,6 @@ class _Block:
                        "rdata": self.mem.cycles, "o": self.o.cycles}, counters)
 
 
-def _tile_fields(config, k: int) -> int:
-    """Fields the loader writes for a column tile of ``k`` rows, one a cycle: the rows, a scale
-    row per block of 32, and ``cols`` biases with :attr:`~scoville.rtl.moe.MoeConfig.biases`."""
-    return k + k // MX_BLOCK + (config.array.cols if config.biases else 0)
-
-
 def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
     """The fast path: one batch of ``tokens`` routed to ``groups`` (``(expert, tokens)``, as
     :class:`Batch`), streams that keep up, the memory agent at ``mem_latency`` and
@@ -315,40 +307,18 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
     (``tests/test_moe_fast.py``); where it does not, the stream is latency-bound and the fast
     path errs up to about 15% low."""
     cfg = config
-    H, I_, C, R, P = (cfg.hidden, cfg.intermediate, cfg.array.cols, cfg.array.rows,
-                      cfg.weight_port_bits)
+    H, I_, C, R = cfg.hidden, cfg.intermediate, cfg.array.cols, cfg.array.rows
     groups = [(int(e), int(n)) for e, n in groups]
     if cfg.shared:
         groups.append((cfg.experts, tokens))
     GT, DT = cfg.gate_up_tiles, cfg.down_tiles
-    nbytes = -(-P // 8)
-    rho = min(1.0, mem_bytes_per_cycle / nbytes)
-    depth, burst = cfg.fetch.buffer, cfg.fetch.burst
-    L = mem_latency
     S = max(R, C)
     # The front end, exact: the last token's answer taken at tc, the sort, the first group.
     tc = route_cycles(cfg, tokens)
     routed = len(groups) - int(cfg.shared)
     d_emit = tc + 1 + dispatch_latency(cfg, tokens, routed)
     issue0 = tc + 2                    # the issuer's first descriptor and fetch command
-    # Per word of the batch's stream: its arrival as a fluid, through the tiles in order.
-    arr_last = issue0 + 1 + L + 2 - 1 / rho
-    window = depth - burst / 2          # words in flight, on average, when the buffer binds
-    pops: list[tuple[int, float, float]] = []   # per tile: its first word, first and last pop
-    words_before = 0
-
-    def popped(j: float) -> float:
-        """When the loader took word ``j`` of the batch's stream (-inf before it)."""
-        if j < 0:
-            return float("-inf")
-        i = bisect.bisect_right(pops, (j, float("inf"), 0.0)) - 1
-        w0, p0, p1 = pops[i]
-        end = pops[i + 1][0] if i + 1 < len(pops) else words_before
-        return p0 + (p1 - p0) * (j - w0) / max(1, end - w0 - 1)
-
-    lf_prev = issue0 - 1 - 1           # the loader takes its first descriptor at issue0
-    feed_end: list[float] = []
-    loaded: list[float] = []            # per tile: the loader's last field
+    stream = TileStream(cfg.tile_format, cfg.fetch, mem_latency, mem_bytes_per_cycle, issue0)
     tau = None
     busy = stall_b = stall_a = 0.0
     own = dict.fromkeys(OWN_COUNTERS, 0)
@@ -372,36 +342,16 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
             gaps += n
         first = tau - 1                 # the expert's WAIT_X
         for phase, (tiles, k) in enumerate(((GT, H), (DT, I_))):
-            W, F = cfg.tile_words(k), _tile_fields(cfg, k)
             cc = gemm_timed.command_cycles(cfg.array, n, k, C)
             for _ in range(tiles):
-                i = len(feed_end)
-                # The weights: the tile's first word arrives after the stream's previous word
-                # and once the word ``depth`` before it has left the buffer; the loader then
-                # takes a word every ``sigma`` cycles (a field a cycle), the words beyond the
-                # buffered ones arriving at the stream's rate: the memory's, the latency's
-                # (``depth`` words a round trip) or the loader's.
-                sigma = max(1.0, F / W)
-                a_first = max(arr_last + 1 / rho, popped(words_before - window) + L + 3,
-                              loaded[i - 2] + L + 4 if i >= 2 else 0)
-                slot = feed_end[i - 2] + 1 if i >= 2 else float("-inf")
-                f = max(lf_prev + 3, slot, a_first + 3)
-                ready_words = min(W, window, 1 + (f - 3 - a_first) * rho)
-                tw = max(sigma, (L + 3) / window, 1 / rho)
-                lf = f - 1 + max(F, ready_words * sigma + (W - ready_words) * tw)
-                pops.append((words_before, f - 1, lf - 1))
-                words_before += W
-                arr_last = max(a_first + (W - 1) / rho,
-                               popped(words_before - 1 - window) + L + 3)
-                lf_prev = lf
-                loaded.append(lf)
+                lf = stream.load(k, cfg.biases)
                 le = math.ceil(lf + 1)
                 # The array: accepted on entering TILE, waits for the weights' slot.
                 s = max(tau, le)
                 stall_b += s - tau
                 stall_a += le <= tau
                 busy += cc
-                feed_end.append(s + (rt - 1) * max(k, S) + k)
+                stream.fed(s + (rt - 1) * max(k, S) + k)
                 o_last = s + cc + 1
                 tau = o_last + 1
             if phase == 0:
@@ -431,6 +381,6 @@ def buffer_covers(config, mem_latency: int, mem_bytes_per_cycle: int) -> bool:
     for k in (config.hidden, config.intermediate):
         W = config.tile_words(k)
         window = min(config.fetch.buffer - config.fetch.burst, W)
-        pace.append((mem_latency + 4) / window <= max(1.0, _tile_fields(config, k) / W,
-                                                      1 / rho))
+        fields = tile_fields(config.tile_format, k, config.biases)
+        pace.append((mem_latency + 4) / window <= max(1.0, fields / W, 1 / rho))
     return all(pace)

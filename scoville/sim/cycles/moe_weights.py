@@ -3,9 +3,84 @@ from its module's docstring: the loader and the feeder of two column-tile slots.
 
 from __future__ import annotations
 
+import bisect
+
 from scoville.rtl.lib.formats import MX_BLOCK
 
-__all__ = ["WeightTiles"]
+__all__ = ["TileStream", "WeightTiles", "tile_fields"]
+
+
+def tile_fields(fmt, k: int, bias: bool) -> int:
+    """Fields the loader writes for a column tile of ``k`` rows, one a cycle: the rows, in
+    MXFP4 a scale row per block of 32, and with ``bias`` the ``cols`` biases."""
+    return k + (k // MX_BLOCK if fmt.scales else 0) + (fmt.array.cols if bias else 0)
+
+
+class TileStream:
+    """The fast path of the weights' way in: column tiles' words from the memory through the
+    fetch engine into the weight tiles' slots, as a fluid, tile after tile.
+
+    Each tile's first word arrives after the stream's previous word and once the word
+    ``depth`` before it has left the buffer; the loader then takes a word every ``sigma``
+    cycles (a field a cycle), the words beyond the buffered ones arriving at the stream's
+    rate: the memory's (``min(1, bytes_per_cycle / word bytes)``), the latency's (``depth``
+    words a round trip) or the loader's. A tile loads into a slot once the tile two before it
+    has been fed (:meth:`fed`).
+
+    Parameters
+    ----------
+    fmt : TileFormat
+    fetch : FetchConfig
+    mem_latency, mem_bytes_per_cycle : int
+    issue0 : int
+        The cycle the issuer offers its first descriptor and fetch command.
+    """
+
+    def __init__(self, fmt, fetch, mem_latency: int, mem_bytes_per_cycle: int, issue0: int):
+        self._fmt, self._L = fmt, mem_latency
+        self._rho = min(1.0, mem_bytes_per_cycle / -(-fmt.port_bits // 8))
+        self._window = fetch.buffer - fetch.burst / 2   # words in flight, on average
+        self._arr_last = issue0 + 1 + mem_latency + 2 - 1 / self._rho
+        self._pops: list[tuple[int, float, float]] = []  # per tile: first word, pops
+        self._words = 0
+        self._lf_prev = issue0 - 1 - 1   # the loader takes its first descriptor at issue0
+        self._feed_end: list[float] = []
+        self._loaded: list[float] = []   # per tile: the loader's last field
+
+    def _popped(self, j: float) -> float:
+        """When the loader took word ``j`` of the stream (-inf before it)."""
+        if j < 0:
+            return float("-inf")
+        pops = self._pops
+        i = bisect.bisect_right(pops, (j, float("inf"), 0.0)) - 1
+        w0, p0, p1 = pops[i]
+        end = pops[i + 1][0] if i + 1 < len(pops) else self._words
+        return p0 + (p1 - p0) * (j - w0) / max(1, end - w0 - 1)
+
+    def load(self, k: int, bias: bool) -> float:
+        """The next tile, of ``k`` rows: the loader's last field's cycle."""
+        fmt, L, rho, window = self._fmt, self._L, self._rho, self._window
+        W, F = fmt.tile_words(k, bias), tile_fields(fmt, k, bias)
+        i = len(self._loaded)
+        sigma = max(1.0, F / W)
+        a_first = max(self._arr_last + 1 / rho, self._popped(self._words - window) + L + 3,
+                      self._loaded[i - 2] + L + 4 if i >= 2 else 0)
+        slot = self._feed_end[i - 2] + 1 if i >= 2 else float("-inf")
+        f = max(self._lf_prev + 3, slot, a_first + 3)
+        ready_words = min(W, window, 1 + (f - 3 - a_first) * rho)
+        tw = max(sigma, (L + 3) / window, 1 / rho)
+        lf = f - 1 + max(F, ready_words * sigma + (W - ready_words) * tw)
+        self._pops.append((self._words, f - 1, lf - 1))
+        self._words += W
+        self._arr_last = max(a_first + (W - 1) / rho,
+                             self._popped(self._words - 1 - window) + L + 3)
+        self._lf_prev = lf
+        self._loaded.append(lf)
+        return lf
+
+    def fed(self, end: float) -> None:
+        """The cycle the array took the latest loaded tile's last B beat."""
+        self._feed_end.append(end)
 
 
 class WeightTiles:

@@ -60,6 +60,7 @@ from scoville.rtl.kvcache import KvCacheConfig
 from scoville.rtl.moe import ACT_FORMATS, SWIGLU_ALPHA, SWIGLU_LIMIT
 
 from . import attention as attn_golden
+from . import linear as linear_golden
 from . import moe as moe_golden
 from . import rmsnorm as norm_golden
 from . import rope as rope_golden
@@ -411,7 +412,10 @@ class _Ops:
         return np.asarray(a, np.float64) @ b
 
     def linear(self, x, w, b=None):
-        """``nn.Linear``: ``x W^T + b``."""
+        """``nn.Linear``: ``x W^T + b`` (``hw``: the ``linear`` block's
+        :func:`~scoville.sim.golden.linear.apply`, its weights in ``proj``)."""
+        if self.hw and self.f.proj == "bf16":
+            return linear_golden.apply(x, w, b)
         y = self.matmul(x, w.T)
         return y if b is None else self.add(y, b)
 

@@ -1,10 +1,10 @@
 """Golden model of the ``linear`` block (:mod:`scoville.rtl.linear`): ``y = x W^T + b`` as
 the block computes it, bit for bit, and the memory the block reads its weights from.
 
-The arithmetic (``docs/linear.md``): x (FP32) and W rounded to BF16 (to nearest, ties to
-even); each output the FP32 sum, from +0 in K order, of the products each rounded to FP32
-(:func:`~scoville.sim.golden.gemm.matmul` in ``bf16``); then, with a bias, ``fp32(y + b)``.
-A command without a bias gives the sums as they are (a -0 stays -0).
+The arithmetic (``docs/linear.md``, :func:`apply`): x (FP32) and W rounded to BF16 (to
+nearest, ties to even); each output the FP32 sum, from +0 in K order, of the products each
+rounded to FP32 (:func:`~scoville.sim.golden.gemm.matmul` in ``bf16``); then, with a bias,
+``fp32(y + b)``; without one, the sums as they are.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ import numpy as np
 from .gemm import matmul
 from .mx import quantize_bf16
 
-__all__ = ["Command", "block", "linear", "memory_image", "output_beats", "reference",
+__all__ = ["Command", "apply", "linear", "memory_image", "output_beats", "reference",
            "tile_words"]
 
 
-def linear(x, w, b=None) -> np.ndarray:
+def apply(x, w, b=None) -> np.ndarray:
     """``x W^T + b`` (``x`` (T, K), ``w`` (N, K) as ``nn.Linear`` holds it, ``b`` (N,) or
     None) in the block's arithmetic (the module says which): (T, N) float32."""
     x, w = np.asarray(x, np.float32), np.asarray(w)
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
-        raise ValueError(f"linear: x is {x.shape} and w is {w.shape}; allowed: (T, K) and "
+        raise ValueError(f"apply: x is {x.shape} and w is {w.shape}; allowed: (T, K) and "
                          "(N, K)")
     y = matmul(x, w.T, "bf16")
     if b is None:
@@ -109,7 +109,7 @@ def output_beats(config, y) -> list[list[int]]:
             for t in range(bits.shape[0])]
 
 
-def block(config, commands: Sequence[Command]) -> list[list[int]]:
+def linear(config, commands: Sequence[Command]) -> list[list[int]]:
     """Every ``o`` beat of ``commands`` (refused ones give none)."""
     return [beat for c in commands if c.x is not None
-            for beat in output_beats(config, linear(c.x, c.w, c.b))]
+            for beat in output_beats(config, apply(c.x, c.w, c.b))]
