@@ -25,7 +25,7 @@ from scoville.sim.harness import MEM_QUEUE
 
 from .stream import ALWAYS, Schedule
 
-__all__ = ["MemoryAgent", "check_memory"]
+__all__ = ["MemoryAgent", "MemoryMux", "check_memory"]
 
 
 def check_memory(latency, bytes_per_cycle) -> None:
@@ -109,3 +109,65 @@ class MemoryAgent:
     def idle(self) -> bool:
         """No request is waiting to be answered."""
         return not self._queue
+
+
+class MemoryMux:
+    """The unit model of :class:`scoville.rtl.lib.memmux.MemoryMux`, from its docstring:
+    requests granted round robin (from the client after the last granted) while the tag queue
+    has fewer than ``depth`` entries, passed through to ``req`` in the cycle offered; each of
+    the memory's words passed through to the client at the queue's head, which leaves with
+    its ``len``-th word. Requests' payloads are their words.
+
+    Parameters
+    ----------
+    depth : int
+    creq : list of input ports
+    crdata : list of output ports
+    req : output port
+    rdata : input port
+    """
+
+    __slots__ = ("_depth", "_got", "_ptr", "_queue", "creq", "crdata", "rdata", "req")
+
+    def __init__(self, depth: int, creq, crdata, req, rdata):
+        self._depth, self.creq, self.crdata, self.req, self.rdata = depth, creq, crdata, req, rdata
+        self._ptr = self._got = 0
+        self._queue: deque[list[int]] = deque()   # [client, words] per request taken
+
+    def grant(self, t: int) -> int | None:
+        """The client whose request is offered on ``req`` in cycle ``t`` (None: none)."""
+        if len(self._queue) >= self._depth:
+            return None
+        n = len(self.creq)
+        for off in range(n):
+            i = (self._ptr + off) % n
+            if self.creq[i].offers(t):
+                return i
+        return None
+
+    def crdata_valid(self, i: int, t: int) -> bool:
+        """``crdata[i].valid`` in cycle ``t``."""
+        q = self._queue
+        return bool(q) and q[0][0] == i and self.rdata.offers(t)
+
+    def rdata_ready(self, t: int) -> bool:
+        q = self._queue
+        return bool(q) and self.crdata[q[0][0]].accepts(t)
+
+    def step(self, t: int) -> None:
+        g = self.grant(t)
+        word = self.rdata_ready(t) and self.rdata.offers(t)
+        if g is not None and self.req.accepts(t):
+            words = self.creq[g].payload
+            self.creq[g].take(t)
+            self.req.take(t)
+            self._queue.append([g, words])
+            self._ptr = (g + 1) % len(self.creq)
+        if word:
+            head = self._queue[0]
+            self.rdata.take(t)
+            self.crdata[head[0]].take(t)
+            self._got += 1
+            if self._got == head[1]:
+                self._queue.popleft()
+                self._got = 0
