@@ -9,7 +9,14 @@ from scoville.rtl.gemm import GemmConfig
 from scoville.rtl.lib.params import ParamError, build_config
 from scoville.rtl.linear import LinearConfig, Status
 from scoville.sim.cycles.linear_parts import check
-from scoville.sim.golden.linear import Command, apply, memory_image, reference, tile_words
+from scoville.sim.golden.linear import (
+    Command,
+    apply,
+    memory_image,
+    read_weight,
+    reference,
+    tile_words,
+)
 
 from .simcheck import assert_passed, simulate
 
@@ -185,3 +192,14 @@ def test_fast_path_within_2_percent_of_the_cycle_model(case):
     assert abs(got["cycles"] / want - 1) <= 0.02, (got["cycles"], want)
     assert got["weight_words"] == model.counters["weight_words"]
     assert got["array_busy"] == model.counters["array.busy"]
+
+
+def test_read_weight_inverts_tile_words():
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((16, 64)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    image = [7, 7] + tile_words(CFG, w, b)
+    got_w, got_b = read_weight(CFG, image, 2, 64, 16, True)
+    assert np.array_equal(apply(np.eye(64, dtype=np.float32), got_w), apply(np.eye(64), w))
+    assert np.array_equal(got_b.view(np.uint32), b.view(np.uint32))
+    assert read_weight(CFG, image, 2, 64, 16, False)[1] is None

@@ -17,8 +17,8 @@ import numpy as np
 from .gemm import matmul
 from .mx import quantize_bf16
 
-__all__ = ["Command", "apply", "linear", "memory_image", "output_beats", "reference",
-           "tile_words"]
+__all__ = ["Command", "apply", "linear", "memory_image", "output_beats", "read_weight",
+           "reference", "tile_words"]
 
 
 def apply(x, w, b=None) -> np.ndarray:
@@ -61,6 +61,25 @@ def tile_words(config, w, b=None) -> list[int]:
             pos += width
         words += [(value >> (i * p)) & ((1 << p) - 1) for i in range(-(-pos // p))]
     return words
+
+
+def read_weight(config, memory: Sequence[int], addr: int, k: int, n: int,
+                bias: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """The weight (N, K) float32 (its BF16 values) and bias (N,) or None that ``memory`` holds
+    from word ``addr`` as :func:`tile_words` lays them out."""
+    c, p = config.array.cols, config.weight_port_bits
+    per = config.tile_words(k, bias)
+    w = np.zeros((n, k), np.uint32)
+    b = np.zeros(n, np.uint32) if bias else None
+    for j in range(n // c):
+        words = memory[addr + j * per:addr + (j + 1) * per]
+        value = sum(int(v) << (p * i) for i, v in enumerate(words))
+        codes = [(value >> (16 * f)) & 0xFFFF for f in range(k * c)]
+        w[j * c:(j + 1) * c] = np.array(codes, np.uint32).reshape(k, c).T << 16
+        if bias:
+            b[j * c:(j + 1) * c] = [(value >> (16 * k * c + 32 * q)) & 0xFFFFFFFF
+                                    for q in range(c)]
+    return w.view(np.float32), None if b is None else b.view(np.float32)
 
 
 @dataclass(frozen=True)
