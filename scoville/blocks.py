@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from scoville.rtl.argmax import Argmax, ArgmaxConfig
 from scoville.rtl.attention import Attention, AttentionConfig
+from scoville.rtl.decoder import Decoder, DecoderConfig
 from scoville.rtl.exp2 import Exp2, Exp2Config
 from scoville.rtl.fetch import Fetch, FetchConfig
 from scoville.rtl.fp4_mul import Fp4Mul, Fp4MulConfig
@@ -30,6 +31,7 @@ from scoville.rtl.nvfp4_dot import Nvfp4Dot, Nvfp4DotConfig
 from scoville.rtl.rmsnorm import RmsNorm, RmsNormConfig
 from scoville.rtl.rope import Rope, RopeConfig
 from scoville.sim.cycles import attention as attention_timed
+from scoville.sim.cycles import decoder as decoder_timed
 from scoville.sim.cycles import fetch as fetch_timed
 from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import gemm_quant as gemm_quant_timed
@@ -40,6 +42,7 @@ from scoville.sim.cycles import rmsnorm as rmsnorm_timed
 from scoville.sim.cycles.stream import pipeline_timing
 from scoville.sim.golden.argmax import argmax
 from scoville.sim.golden.attention import AttentionModel
+from scoville.sim.golden.decoder import DecoderModel
 from scoville.sim.golden.exp2 import exp2
 from scoville.sim.golden.fetch import fetch
 from scoville.sim.golden.fp4_mul import fp4_mul
@@ -57,6 +60,7 @@ from scoville.sim.golden.rmsnorm import rmsnorm
 from scoville.sim.golden.rope import rope
 from scoville.sim.workload import (
     AttentionWorkload,
+    DecoderWorkload,
     FetchWorkload,
     GemmQuantWorkload,
     GemmWorkload,
@@ -185,6 +189,14 @@ MOE_LOOK = (
 LINEAR_LOOK = (
     Look("2x8", {"array.rows": 2, "array.cols": 8, "tokens": 4, "k_max": 64, "n_max": 32,
                  "weight_port_bits": 64}),
+)
+
+#: The decoder engine's first look: hidden 64 (two lines a token), 128 lines of activations,
+#: projections on a 2 x 8 array of up to four tokens, K and N up to 64, a 64-bit weight port.
+DECODER_LOOK = (
+    Look("h64", {"hidden": 64, "act_lines": 128, "linear.array.rows": 2,
+                 "linear.array.cols": 8, "linear.tokens": 4, "linear.k_max": 64,
+                 "linear.n_max": 64, "linear.weight_port_bits": 64}),
 )
 
 BLOCKS: dict[str, Block] = {
@@ -394,6 +406,20 @@ BLOCKS: dict[str, Block] = {
             testbench="scoville.testbenches.linear",
             first_look=LINEAR_LOOK,
             parts={"array": "gemm"},
+        ),
+        Block(
+            name="decoder",
+            summary="the decoder layer's engine: commands over an activation memory of FP32 "
+                    "lines (in, out, residual add, RMSNorm, projections), weights fetched "
+                    "through one memory port",
+            config=DecoderConfig,
+            workload=DecoderWorkload,
+            component=Decoder,
+            golden=DecoderModel,
+            timed=decoder_timed.timing,
+            testbench="scoville.testbenches.decoder",
+            first_look=DECODER_LOOK,
+            parts={"linear": "linear"},
         ),
     ]
 }

@@ -36,7 +36,7 @@ _WITH_CODES = [b for b in BLOCKS.values()
 def test_the_blocks_with_codes_are_found():
     """The scan sees every block that has codes (a scan that finds none checks nothing)."""
     assert {b.name for b in _WITH_CODES} == {"gemm", "gemm_quant", "kvcache", "attention",
-                                             "moe", "linear"}
+                                             "moe", "linear", "decoder"}
 
 
 @pytest.mark.parametrize("block", _WITH_CODES, ids=lambda b: b.name)

@@ -1,16 +1,25 @@
 """The decoder's golden models (its units': tests/test_rmsnorm.py, tests/test_rope.py): a layer of
 GPT-OSS and of DeepSeek-V3 in both arithmetics (float64
 against Hugging Face's outputs saved by ``scripts/decoder_vs_hf.py``; the hardware's against
-float64 within the bound docs/decoder.md states), the cache, and generation."""
+float64 within the bound docs/decoder.md states), the cache, and generation; the ``decoder``
+block's engine: its golden model op by op, its refusals, its timed model by hand, and the RTL
+on both simulators."""
 
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from scoville.rtl.decoder import DecoderConfig, Op, Status
+from scoville.rtl.lib.params import ParamError, build_config
+from scoville.sim.cycles.decoder import timing as engine_timing
 from scoville.sim.golden import decoder
+from scoville.sim.golden import linear as linear_golden
+from scoville.sim.golden import rmsnorm as rmsnorm_golden
+from scoville.testbenches.decoder import Program, refusals
 
 from .script import load
+from .simcheck import assert_passed, simulate
 
 FIXTURE = Path(__file__).parent / "data" / "decoder_hf.npz"
 
@@ -222,3 +231,133 @@ def test_a_users_model_from_files(tmp_path):
         decoder.load(tmp_path / "bad.json", tmp_path / "model.safetensors")
     with pytest.raises(ValueError, match="cannot be read as safetensors"):
         decoder.load(tmp_path / "config.json", tmp_path / "bad.json")
+
+
+# ---- the decoder block's engine --------------------------------------------------------------
+
+ENGINE = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array.cols": 8,
+          "linear.tokens": 4, "linear.k_max": 64, "linear.n_max": 64,
+          "linear.weight_port_bits": 64}
+ENGINE_CFG = build_config(DecoderConfig, ENGINE)
+
+
+def _run(prog, cmds=None):
+    model = decoder.DecoderModel(ENGINE_CFG, prog.image)
+    xs = iter(prog.x)
+    outs = []
+    for c in cmds or prog.commands:
+        ok = decoder.check(ENGINE_CFG, c) == Status.OK
+        x = next(xs).view(np.uint32) if c["op"] == Op.IN and ok else None
+        outs.append(model.apply(c, x))
+    return model, outs
+
+
+def test_engine_ops_against_float64():
+    """Each op of the engine's golden model against plain arithmetic: IN then OUT gives the
+    lines back; ADD is NumPy's float32 sum; NORM within 2 ulp-ish of float64 RMSNorm; LINEAR
+    within the BF16 product bound of float64 x W^T + b."""
+    rng = np.random.default_rng(4)
+    prog = Program(ENGINE_CFG)
+    x = rng.standard_normal((3, 64)).astype(np.float32)
+    y = rng.standard_normal((3, 64)).astype(np.float32)
+    wn = (1 + rng.standard_normal(64) / 4).astype(np.float32)
+    w = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    prog.load(0, x)
+    prog.load(6, y)
+    prog.cmd(Op.ADD, a=0, b=6, dst=12, count=6)
+    prog.cmd(Op.NORM, a=0, dst=18, count=3, addr=prog.norm_weight(wn))
+    prog.cmd(Op.LINEAR, a=0, dst=24, count=3, k=64, n=64, bias=1,
+             addr=prog.linear_weight(w, b))
+    prog.cmd(Op.OUT, a=0, count=30)
+    _, outs = _run(prog)
+    assert all(s == Status.OK for s, _ in outs)
+    got = outs[-1][1].view(np.float32)
+    assert np.array_equal(got[0:6].reshape(3, 64), x)
+    assert np.array_equal(got[12:18].reshape(3, 64), x + y)
+    ref = rmsnorm_golden.reference(x, wn, ENGINE_CFG.eps)
+    assert np.allclose(got[18:24].reshape(3, 64), ref, rtol=1e-6, atol=1e-6)
+    lin = linear_golden.reference(x, w, b)
+    assert np.abs(got[24:30].reshape(3, 64) - lin).max() <= 2e-2 * np.abs(lin).max()
+    assert np.array_equal(got[24:30].reshape(3, 64), linear_golden.apply(x, w, b))
+
+
+@pytest.mark.parametrize("bad", range(len(refusals(ENGINE_CFG))))
+def test_a_refused_command_changes_nothing(bad):
+    """Each refusal of the testbench's list is refused with the status its reason names,
+    and the activations are as before."""
+    rng = np.random.default_rng(bad)
+    prog = Program(ENGINE_CFG)
+    prog.load(0, rng.standard_normal((128, 32)))
+    want, fields = refusals(ENGINE_CFG)[bad]
+    fields = {f: 0 for f in decoder.COMMAND_FIELDS} | fields
+    prog.norm_weight(np.ones(64))
+    model, outs = _run(prog)
+    before = model.act.copy()
+    status, _ = model.apply(fields)
+    assert status == want, fields
+    assert np.array_equal(model.act, before)
+
+
+@pytest.mark.parametrize(("fields", "status"), [
+    ({"op": Op.ADD, "a": 0, "b": 2, "dst": 0, "count": 2}, Status.OK),     # over a, in place
+    ({"op": Op.ADD, "a": 2, "b": 0, "dst": 0, "count": 2}, Status.OK),     # over b, in place
+    ({"op": Op.ADD, "a": 0, "b": 2, "dst": 1, "count": 2}, Status.BAD_RANGE),
+    ({"op": Op.ADD, "a": 0, "b": 0, "dst": 2, "count": 2}, Status.OK),     # touching
+    ({"op": Op.NORM, "a": 0, "dst": 2, "count": 1}, Status.OK),
+    ({"op": Op.NORM, "a": 0, "dst": 1, "count": 2}, Status.BAD_RANGE),
+    ({"op": Op.LINEAR, "a": 0, "dst": 1, "count": 2, "k": 64, "n": 64}, Status.OK),
+    ({"op": Op.OUT, "a": 127, "count": 1}, Status.OK),
+    ({"op": Op.IN, "dst": 127, "count": 2}, Status.BAD_RANGE),
+    ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 4, "k": 64, "n": 64}, Status.OK),
+    ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 4, "k": 96, "n": 64}, Status.BAD_SHAPE),
+    ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 1, "k": 64, "n": 40}, Status.BAD_SHAPE),
+    ({"op": 6, "count": 1}, Status.BAD_SHAPE),
+])
+def test_engine_checks(fields, status):
+    """In place is allowed, a write that overtakes a read is not (ADD and NORM; LINEAR holds
+    its x first); the edges of the memory; the projections' shapes."""
+    cmd = {f: 0 for f in decoder.COMMAND_FIELDS} | fields
+    assert decoder.check(ENGINE_CFG, cmd) == status
+
+
+def test_engine_timing_by_hand():
+    """Hand-worked cycles, every stream keeping up: IN of 3 lines taken in cycle 0 runs
+    cycles 1-3 (its lines), counts them at 4, answers at 5; OUT of 2 lines next (taken at 6)
+    gives them at 7 and 8, answers at 10; a refused command is answered the cycle after it
+    is taken."""
+    cmds = [{"op": Op.IN, "dst": 0, "count": 3}, {"op": Op.OUT, "a": 0, "count": 2},
+            {"op": Op.IN, "count": 0}]
+    t = engine_timing(ENGINE_CFG, cmds)
+    assert t.handshakes["x"] == [1, 2, 3]
+    assert t.handshakes["resp"] == [5, 10, 12]
+    assert t.handshakes["cmd"] == [0, 6, 11]
+    assert t.handshakes["o"] == [7, 8]
+    assert t.counters == {"commands": 2, "refused": 1, "weight_words": 0}
+
+
+@pytest.mark.parametrize(("params", "match"), [
+    ({"hidden": 48}, "'hidden' = 48 is not allowed; allowed: a multiple of 32"),
+    ({"linear.array.cols": 64, "linear.n_max": 1024},
+     "'linear.array.cols' = 64 is not allowed"),
+    ({"act_lines": 8}, "act_lines"),
+    ({"eps": 0.0}, "eps"),
+    ({"hidden": 8192, "linear.k_max": 32}, "fewer words than a column tile"),
+])
+def test_engine_config_errors_are_one_line(params, match):
+    with pytest.raises(ParamError, match=match) as err:
+        build_config(DecoderConfig, params)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("params", [
+    ENGINE,
+    # three lines a token, four columns, a wide port, a slow far memory, heavy gaps and
+    # back-pressure
+    {**ENGINE, "hidden": 96, "linear.array.cols": 4, "linear.k_max": 96, "linear.n_max": 96,
+     "linear.weight_port_bits": 128, "mem_latency": 100, "mem_bytes_per_cycle": 4,
+     "gap": 0.8, "backpressure": 0.8, "commands": 6},
+], ids=["h64", "h96-heavy"])
+def test_decoder_rtl(simulator, seed, params):
+    assert_passed(simulate("decoder", simulator, seed, **params))

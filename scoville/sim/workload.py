@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from scoville.rtl.lib.formats import MX_BLOCK
 from scoville.rtl.lib.params import ParamError, check_int, check_prob, param
 
-__all__ = ["AttentionWorkload", "FetchWorkload", "GemmQuantWorkload", "GemmWorkload",
-           "KvCacheWorkload", "LinearWorkload", "MoeWorkload", "StreamWorkload"]
+__all__ = ["AttentionWorkload", "DecoderWorkload", "FetchWorkload", "GemmQuantWorkload",
+           "GemmWorkload", "KvCacheWorkload", "LinearWorkload", "MoeWorkload", "StreamWorkload"]
 
 
 @dataclass(frozen=True)
@@ -273,6 +273,42 @@ class LinearWorkload:
 
     def __post_init__(self):
         check_int("commands", self.commands, 1, 1000)
+        check_int("mem_latency", self.mem_latency, 1, 100_000)
+        check_int("mem_bytes_per_cycle", self.mem_bytes_per_cycle, 1, 65536)
+        check_prob("gap", self.gap)
+        check_prob("backpressure", self.backpressure)
+
+
+@dataclass(frozen=True)
+class DecoderWorkload:
+    """A program driven through the ``decoder`` block: a layer's shape (``IN``, ``NORM``,
+    projections up and down, the residual ``ADD``, ``OUT``) on ``tokens`` tokens, then
+    ``commands`` random commands (each op, in place or not, now and then one the block
+    refuses), its weights served by the harness's memory agent.
+
+    Attributes
+    ----------
+    tokens : int
+        Tokens of the layer-shaped part (at most the projections' ``linear.tokens``).
+    commands : int
+        Random commands after it.
+    mem_latency, mem_bytes_per_cycle : int
+        The memory's latency (cycles) and bandwidth.
+    gap, backpressure : float
+        Probability that a producer (``cmd``, ``x``, the memory's words) leaves a cycle idle,
+        that a consumer (``o``, ``resp``, the request port) holds ``ready`` low.
+    """
+
+    tokens: int = param(2, "1..256", "tokens of the layer-shaped part")
+    commands: int = param(12, "0..1000", "random commands after it")
+    mem_latency: int = param(20, "1..100000", "memory latency, cycles")
+    mem_bytes_per_cycle: int = param(8, "1..65536", "memory bandwidth, bytes per cycle")
+    gap: float = param(0.2, "0..0.95", "probability of an idle input cycle")
+    backpressure: float = param(0.2, "0..0.95", "probability of ready low")
+
+    def __post_init__(self):
+        check_int("tokens", self.tokens, 1, 256)
+        check_int("commands", self.commands, 0, 1000)
         check_int("mem_latency", self.mem_latency, 1, 100_000)
         check_int("mem_bytes_per_cycle", self.mem_bytes_per_cycle, 1, 65536)
         check_prob("gap", self.gap)

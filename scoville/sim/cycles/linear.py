@@ -27,7 +27,7 @@ from .moe_weights import TileStream, WeightTiles
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 from .unit import Wire, run
 
-__all__ = ["COUNTERS", "fast", "timing"]
+__all__ = ["COUNTERS", "Parts", "fast", "timing"]
 
 #: Every counter of the block, as the testbench reads them: the array's, then its own.
 COUNTERS = (*(f"array.{c}" for c, _ in GEMM_COUNTER_LAYOUT), *OWN_COUNTERS)
@@ -41,34 +41,54 @@ def timing(config, commands, sources: dict[str, Source] | None = None,
     ``bias``; :attr:`scoville.sim.golden.linear.Command.fields`), ``sources`` of ``cmd`` and
     ``x``, ``ready`` of ``o`` and ``req``, the memory answering as ``memory`` does (a fresh
     :class:`~scoville.sim.cycles.memory.MemoryAgent`; the model steps it)."""
-    block = _Block(config, list(commands), sources or {}, ready or {}, memory)
-    run("linear", block.cycle, block.done, 50_000_000, block.parts)
-    return block.timing()
+    cfg, commands, sources, ready = config, list(commands), sources or {}, ready or {}
+    good = [c for c in commands if check(cfg, c) == 0]
+    n_out = sum(c["tokens"] * (c["n"] // cfg.array.cols) for c in good)
+    cmd = Producer(sources.get("cmd", Source()), len(commands), commands)
+    x = Producer(sources.get("x", Source()), sum(c["tokens"] * c["k"] // 32 for c in good))
+    o = Consumer(ready.get("o", ALWAYS))
+    req, rdata = Wire(), Wire()
+    mem = memory or MemoryAgent(1, cfg.weight_port_bits // 8, cfg.weight_port_bits)
+    mem.attach(req, rdata, ready.get("req", ALWAYS))
+    block = Parts(cfg, cmd, x, o, req, rdata)
+
+    def cycle(t: int) -> int:
+        req.set(block.fetch.req_valid, mem.req_ready(t), block.fetch.req_size)
+        rdata.set(mem.offers(t), block.fetch.rdata_ready)
+        block.wires(t)
+        block.step(t)
+        mem.step(t)
+        return t + 1
+
+    run("linear", cycle, lambda: len(o.cycles) == n_out and cmd.sent == len(commands),
+        50_000_000, lambda: {**block.parts(), "mem": mem})
+    own = {"weight_words": len(mem.cycles), "tiles": block.tiles_run,
+           "rejected": block.seq.refused}
+    counters = {**{f"array.{c}": v for c, v in block.array.counters.items()}, **own}
+    return Timing({"cmd": cmd.cycles, "x": x.cycles, "req": req.cycles, "rdata": mem.cycles,
+                   "o": o.cycles}, counters)
 
 
-class _Block:
-    """The block's unit models and the wires between them, as the RTL connects them."""
+class Parts:
+    """The block's unit models and the wires between them, as the RTL connects them, between
+    its ports: ``cmd`` and ``x`` (input ports), ``o`` (an output port) and the weight port's
+    ``req`` and ``rdata`` (wires the caller sets from :attr:`fetch` and the memory, or a
+    memory mux, before :meth:`wires`). A composed block steps it beside its other parts: each
+    cycle :meth:`wires`, then :meth:`step`."""
 
-    def __init__(self, cfg, commands, sources, ready, memory):
+    def __init__(self, cfg, cmd, x, o, req, rdata):
         C, R = cfg.array.cols, cfg.array.rows
-        self.cfg, self.commands = cfg, commands
-        good = [c for c in commands if check(cfg, c) == 0]
-        self.n_out = sum(c["tokens"] * (c["n"] // C) for c in good)
-        self.cmd = Producer(sources.get("cmd", Source()), len(commands), commands)
-        self.x = Producer(sources.get("x", Source()),
-                          sum(c["tokens"] * c["k"] // 32 for c in good))
-        self.o = Consumer(ready.get("o", ALWAYS))
+        self.cfg, self.o = cfg, o
         self.w = w = SimpleNamespace(**{name: Wire() for name in (
-            "fcmd", "tile", "req", "rdata", "words", "g_cmd", "g_a", "g_b", "feed", "xcmd")})
-        self.mem = memory or MemoryAgent(1, cfg.weight_port_bits // 8, cfg.weight_port_bits)
-        self.mem.attach(w.req, w.rdata, ready.get("req", ALWAYS))
-        self.seq = Sequencer(cfg, self.cmd)
-        self.xs = XStore(R, self.x, w.xcmd, w.g_a)
+            "fcmd", "tile", "words", "g_cmd", "g_a", "g_b", "feed", "xcmd")})
+        self.seq = Sequencer(cfg, cmd)
+        self.xs = XStore(R, x, w.xcmd, w.g_a)
         self.requests = TileRequests(cfg, w.fcmd, w.tile)
-        self.fetch = fetch_timed.Engine(cfg.fetch, w.fcmd, w.req, w.rdata, w.words)
+        self.fetch = fetch_timed.Engine(cfg.fetch, w.fcmd, req, rdata, w.words)
         self.tiles = WeightTiles(cfg.tile_format, w.tile, w.words, w.feed, w.g_b)
-        self.array = gemm_timed.Engine(cfg.array, w.g_cmd, w.g_a, w.g_b, self.o)
+        self.array = gemm_timed.Engine(cfg.array, w.g_cmd, w.g_a, w.g_b, o)
         self.tiles_run = 0
+        self._taken = (False, False, False)
 
         @functools.cache
         def program(m, k):
@@ -76,26 +96,19 @@ class _Block:
 
         self.program = program
 
-    def done(self) -> bool:
-        return len(self.o.cycles) == self.n_out and self.cmd.sent == len(self.commands)
-
     def parts(self) -> dict:
         """The unit models, then the wires between them, by name (a trace's columns)."""
-        units = ("seq", "xs", "requests", "fetch", "mem", "tiles", "array")
+        units = ("seq", "xs", "requests", "fetch", "tiles", "array")
         return {**{name: getattr(self, name) for name in units},
                 **{f"w.{name}": wire for name, wire in vars(self.w).items()}}
 
-    def cycle(self, t: int) -> int:
-        """Cycle ``t``: every wire from the units' state at its start, then every unit
-        steps."""
-        w, seq, xs, req, fetch, mem, tiles, array = (
-            self.w, self.seq, self.xs, self.requests, self.fetch, self.mem, self.tiles,
-            self.array)
+    def wires(self, t: int) -> None:
+        """Cycle ``t``'s wires between the units, from their state at its start."""
+        w, seq, xs, req, fetch, tiles, array = (
+            self.w, self.seq, self.xs, self.requests, self.fetch, self.tiles, self.array)
         f_valid, t_valid = req.fetch_valid, req.tile_valid
         w.fcmd.set(f_valid, fetch.ready, req.fetch_payload if f_valid else None)
         w.tile.set(t_valid, tiles.tile_ready, req.tile_payload if t_valid else None)
-        w.req.set(fetch.req_valid, mem.req_ready(t), fetch.req_size)
-        w.rdata.set(mem.offers(t), fetch.rdata_ready)
         w.words.set(fetch.o_valid, tiles.words_ready)
         g, b, a = seq.tile_valid()
         r = seq.run
@@ -107,23 +120,29 @@ class _Block:
         w.xcmd.set(a, not xs.busy, r.tokens if a else None)
         w.g_a.set(xs.busy, array.a_ready)
         w.g_b.set(tiles.b_valid, array.b_ready)
+
+    @property
+    def x_ready(self) -> bool:
+        """``x.ready``: the x store takes a line."""
+        return self.xs.i_ready
+
+    @property
+    def o_valid(self) -> bool:
+        """``o.valid``: a row leaves the array (through the bias adders)."""
+        return self.array.o_valid
+
+    def step(self, t: int) -> None:
+        """Cycle ``t``: every unit steps (the memory is the caller's)."""
+        w, seq, xs = self.w, self.seq, self.xs
         taken = tuple(p.valid and p.ready for p in (w.g_cmd, w.feed, w.xcmd))
-        row = array.o_valid and self.o.accepts(t)
+        row = self.array.o_valid and self.o.accepts(t)
         self.tiles_run += taken[0]
         started = seq.step(t, count=xs.count, want=xs.want, taken=taken, row=row)
         if started is not None:
             xs.clear(started.tokens * started.lines, started.lines)
-            req.start(started)
-        for unit in (xs, req, fetch, mem, tiles, array):
+            self.requests.start(started)
+        for unit in (xs, self.requests, self.fetch, self.tiles, self.array):
             unit.step(t)
-        return t + 1
-
-    def timing(self) -> Timing:
-        own = {"weight_words": len(self.mem.cycles), "tiles": self.tiles_run,
-               "rejected": self.seq.refused}
-        counters = {**{f"array.{c}": v for c, v in self.array.counters.items()}, **own}
-        return Timing({"cmd": self.cmd.cycles, "x": self.x.cycles, "req": self.w.req.cycles,
-                       "rdata": self.mem.cycles, "o": self.o.cycles}, counters)
 
 
 def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:

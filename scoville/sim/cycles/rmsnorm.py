@@ -21,7 +21,7 @@ from scoville.rtl.rmsnorm import SCALE_LATENCY, V_DELAY, RmsNormConfig
 
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 
-__all__ = ["ideal_cycles", "timing"]
+__all__ = ["Norm", "ideal_cycles", "timing"]
 
 _NEVER = 1 << 62
 
@@ -30,46 +30,81 @@ def timing(config: RmsNormConfig, tokens: int, source: Source | None = None,
            ready: Schedule = ALWAYS) -> Timing:
     """Every handshake of ``tokens`` tokens on ``i`` (``source``'s valid schedule; always
     valid when None) and ``o`` (``ready``)."""
-    n, lat = config.beats, config.rsqrt_latency
-    beats = tokens * n
+    beats = tokens * config.beats
     src, out = Producer(source or Source(), beats), Consumer(ready)
-    free_at = [0] * config.slots  # the cycle each slot is free from
-    r_at: list[int] = []  # the cycle each token's beats may enter the scaler from
-    rs_free = 0  # the cycle the rsqrt unit may take the next value
-    stages = [None, None]  # the scaler's stages: None, or (token, beat)
-    entered = 0  # beats that entered the scaler
+    unit = Norm(config, src, out)
     t = 0
     while len(out.cycles) < beats:
-        # The input: the next beat of token k when its slot is free (or it has begun).
-        k, b = divmod(src.sent, n)
-        if src.sent < beats and src.offers(t) and (b or t >= free_at[k % config.slots]):
-            src.take(t)
-            if b == 0:
-                free_at[k % config.slots] = _NEVER  # until its last beat enters the scaler
-            if b == n - 1:
-                s = max(t + V_DELAY, rs_free)
-                rs_free = s + lat
-                r_at.append(s + lat + 1)
-        # The scaler: a two-stage stalling pipeline fed from the tokens whose r is ready.
-        last = stages[-1]
-        o_ready = out.accepts(t)
-        if last is not None and o_ready:
-            out.take(t)
-        if last is None or o_ready:
-            kin, bin_ = divmod(entered, n)
-            entering = None
-            if entered < beats and kin < len(r_at) and t >= r_at[kin]:
-                entering = (kin, bin_)
-                entered += 1
-                if bin_ == n - 1:
-                    free_at[kin % config.slots] = t + 1
-            stages = [entering, stages[0]]
+        unit.step(t)
         t += 1
-        if not any(stages) and src.sent < beats and src.next_offer is not None:
+        if unit.idle and src.sent < beats and src.next_offer is not None:
             # Nothing moves before the next beat is offered or a token's r is ready.
-            wake = [src.next_offer] + ([r_at[entered // n]] if entered // n < len(r_at) else [])
-            t = max(t, min(wake))
+            t = max(t, min(src.next_offer, unit.wake))
     return Timing({"i": src.cycles, "o": out.cycles})
+
+
+class Norm:
+    """The block as a unit model (:mod:`scoville.sim.cycles.unit`) between its ports ``i`` (an
+    input port) and ``o`` (an output port), from the rules above; it runs on across calls, as
+    the RTL does (token k takes slot k mod ``slots``)."""
+
+    __slots__ = ("_cfg", "_entered", "_free_at", "_r_at", "_rs_free", "_stages", "_taken",
+                 "i", "o")
+
+    def __init__(self, config: RmsNormConfig, i, o):
+        self._cfg, self.i, self.o = config, i, o
+        self._free_at = [0] * config.slots  # the cycle each slot is free from
+        self._r_at: list[int] = []  # the cycle each token's beats may enter the scaler from
+        self._rs_free = 0  # the cycle the rsqrt unit may take the next value
+        self._stages = [None, None]  # the scaler's stages: None, or (token, beat)
+        self._entered = self._taken = 0  # beats that entered the scaler; beats taken
+
+    def i_ready(self, t: int) -> bool:
+        """``i.ready`` in cycle ``t``: the token is being taken, or its slot is free."""
+        k, b = divmod(self._taken, self._cfg.beats)
+        return bool(b) or t >= self._free_at[k % self._cfg.slots]
+
+    @property
+    def o_valid(self) -> bool:
+        return self._stages[-1] is not None
+
+    @property
+    def idle(self) -> bool:
+        """The scaler is empty (only a beat in, or a token's r, moves it on)."""
+        return not any(self._stages)
+
+    @property
+    def wake(self) -> int:
+        """The cycle the next token's r is ready (a far cycle when none is pending)."""
+        k = self._entered // self._cfg.beats
+        return self._r_at[k] if k < len(self._r_at) else _NEVER
+
+    def step(self, t: int) -> None:
+        cfg = self._cfg
+        n, lat = cfg.beats, cfg.rsqrt_latency
+        if self.i_ready(t) and self.i.offers(t):
+            k, b = divmod(self._taken, n)
+            self.i.take(t)
+            self._taken += 1
+            if b == 0:
+                self._free_at[k % cfg.slots] = _NEVER  # until its last beat enters the scaler
+            if b == n - 1:
+                s = max(t + V_DELAY, self._rs_free)
+                self._rs_free = s + lat
+                self._r_at.append(s + lat + 1)
+        # The scaler: a two-stage stalling pipeline fed from the tokens whose r is ready.
+        o_ready = self.o.accepts(t)
+        if self.o_valid and o_ready:
+            self.o.take(t)
+        if not self.o_valid or o_ready:
+            kin, bin_ = divmod(self._entered, n)
+            entering = None
+            if kin < len(self._r_at) and t >= self._r_at[kin]:
+                entering = (kin, bin_)
+                self._entered += 1
+                if bin_ == n - 1:
+                    self._free_at[kin % cfg.slots] = t + 1
+            self._stages = [entering, self._stages[0]]
 
 
 def ideal_cycles(config: RmsNormConfig, tokens: int) -> int:

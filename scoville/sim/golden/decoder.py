@@ -55,6 +55,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from scoville.rtl.attention import AttentionConfig
+from scoville.rtl.decoder import DecoderConfig, Op, Status
 from scoville.rtl.gemm import GemmConfig
 from scoville.rtl.kvcache import KvCacheConfig
 from scoville.rtl.moe import ACT_FORMATS, SWIGLU_ALPHA, SWIGLU_LIMIT
@@ -65,11 +66,13 @@ from . import moe as moe_golden
 from . import rmsnorm as norm_golden
 from . import rope as rope_golden
 from .argmax import greedy
+from .fp32_add import fp32_add
 from .gemm import matmul
 from .mx import dequantize_mxfp4, quantize_bf16, quantize_mxfp4
 
-__all__ = ["ARCHS", "TINY", "Formats", "Shape", "argmax", "forward", "generate", "layer", "load",
-           "random_weights", "save", "shape", "tiny_config"]
+__all__ = ["ARCHS", "COMMAND_FIELDS", "TINY", "DecoderModel", "Formats", "Shape", "argmax",
+           "check", "forward", "generate", "layer", "load", "random_weights", "save", "shape",
+           "tiny_config"]
 
 ARCHS = ("gpt_oss", "deepseek_v3")
 _FMTS = ("hw", None)
@@ -787,3 +790,124 @@ def save(weights: dict, path) -> None:
 
     save_file({k: np.ascontiguousarray(v, np.float32) for k, v in weights.items()}, str(path))
 
+
+
+# ---- the decoder block's engine ------------------------------------------------------------
+
+#: A command's fields (:func:`scoville.rtl.decoder.command_layout`), a missing one 0.
+COMMAND_FIELDS = ("op", "a", "b", "dst", "count", "k", "n", "addr", "bias")
+
+
+def _ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+    """The line ranges ``(first, lines)`` a command reads, and the one it writes."""
+    op, n = cmd["op"], cmd["count"]
+    hl = config.hidden // 32
+    if op == Op.IN:
+        return [], (cmd["dst"], n)
+    if op == Op.OUT:
+        return [(cmd["a"], n)], None
+    if op == Op.ADD:
+        return [(cmd["a"], n), (cmd["b"], n)], (cmd["dst"], n)
+    if op == Op.NORM:
+        return [(cmd["a"], n * hl)], (cmd["dst"], n * hl)
+    return [(cmd["a"], n * (cmd["k"] // 32))], (cmd["dst"], n * (cmd["n"] // 32))
+
+
+def check(config, cmd: dict):
+    """The :class:`~scoville.rtl.decoder.Status` the block answers ``cmd`` (its fields) with,
+    as ``docs/decoder.md`` states: an unknown op ``BAD_SHAPE``; then ``BAD_RANGE`` for a
+    ``count`` of 0, a range past the activation memory (counted in whole lines: ``k // 32``
+    and ``n // 32`` a token), or (``ADD``, ``NORM``) a written
+    range that overlaps a read range without starting where it starts; then ``BAD_SHAPE`` for
+    a ``LINEAR`` the projections refuse or whose ``k`` or ``n`` is not a multiple of 32, or
+    weights past the memory's addresses."""
+    if cmd["op"] not in set(Op):
+        return Status.BAD_SHAPE
+    op, lin = Op(cmd["op"]), config.linear
+    reads, write = _ranges(config, cmd)
+    spans = reads + ([write] if write else [])
+    if cmd["count"] == 0 or any(s + n > config.act_lines for s, n in spans):
+        return Status.BAD_RANGE
+    if op in (Op.ADD, Op.NORM) and any(
+            s != write[0] and s < write[0] + write[1] and write[0] < s + n for s, n in reads):
+        return Status.BAD_RANGE
+    words = 1 << lin.addr_bits
+    if op == Op.LINEAR:
+        k, n, bias = cmd["k"], cmd["n"], bool(cmd["bias"])
+        if (cmd["count"] > lin.tokens or not 0 < k <= lin.k_max or not 0 < n <= lin.n_max
+                or k % 32 or n % 32 or cmd["addr"] + lin.weight_words(k, n, bias) > words):
+            return Status.BAD_SHAPE
+    if op == Op.NORM and cmd["addr"] + config.norm_words > words:
+        return Status.BAD_SHAPE
+    return Status.OK
+
+
+class DecoderModel:
+    """The ``decoder`` block as a program (:mod:`scoville.rtl.decoder`): its activation memory
+    (``act_lines`` lines of 32 FP32 values, binary32 bits, zero at reset) and the weight
+    ``memory`` (the port's words) it reads. :meth:`apply` carries out one command as
+    ``docs/decoder.md`` states it, bit for bit:
+
+    - ``IN``: ``count`` lines of ``x`` into lines ``dst`` on;
+    - ``OUT``: lines ``a`` on, ``count`` of them, returned (``o``'s beats);
+    - ``ADD``: line ``dst + i`` = FP32 sum of lines ``a + i`` and ``b + i``, lane by lane;
+    - ``NORM``: ``count`` tokens of ``H / 32`` lines each from ``a`` (token-major), normalized
+      (:func:`~scoville.sim.golden.rmsnorm.normalize`, sums in beats of 32) with the weight of
+      ``H`` FP32 values at word ``addr`` (value 0 lowest), into ``dst`` on;
+    - ``LINEAR``: ``count`` tokens of ``k / 32`` lines from ``a``, times the weight (and bias)
+      at word ``addr`` as :func:`~scoville.sim.golden.linear.tile_words` lays it out
+      (:func:`~scoville.sim.golden.linear.apply`), each token's ``n / 32`` lines into ``dst``
+      on.
+
+    A refused command (:func:`check`) changes nothing."""
+
+    def __init__(self, config=None, memory=()):
+        self.config = DecoderConfig() if config is None else config
+        self.memory = list(memory)
+        self.act = np.zeros((self.config.act_lines, 32), np.uint32)
+
+    def _lines(self, first: int, n: int) -> np.ndarray:
+        return self.act[first:first + n].view(np.float32)
+
+    def _words_value(self, addr: int, n: int) -> int:
+        p = self.config.linear.weight_port_bits
+        words = self.memory[addr:addr + n]
+        words += [0] * (n - len(words))
+        return sum(int(v) << (p * i) for i, v in enumerate(words))
+
+    def norm_weight(self, addr: int) -> np.ndarray:
+        """The ``H`` FP32 values of a norm's weight at word ``addr``."""
+        cfg = self.config
+        value = self._words_value(addr, cfg.norm_words)
+        bits = [(value >> (32 * i)) & 0xFFFFFFFF for i in range(cfg.hidden)]
+        return np.array(bits, np.uint32).view(np.float32)
+
+    def apply(self, cmd: dict, x=None):
+        """Carry out ``cmd`` (its fields, :data:`COMMAND_FIELDS`; ``x`` the ``IN`` lines,
+        (count, 32) binary32 bits): ``(status, o)``, ``o`` the ``OUT`` lines (count, 32) bits
+        or None."""
+        cfg = self.config
+        cmd = {f: int(cmd.get(f, 0)) for f in COMMAND_FIELDS}
+        status = check(cfg, cmd)
+        if status != Status.OK:
+            return status, None
+        op, n, hl = Op(cmd["op"]), cmd["count"], cfg.hidden // 32
+        dst, a = cmd["dst"], cmd["a"]
+        if op == Op.IN:
+            self.act[dst:dst + n] = np.asarray(x, np.uint32).reshape(n, 32)
+        elif op == Op.OUT:
+            return status, self.act[a:a + n].copy()
+        elif op == Op.ADD:
+            self.act[dst:dst + n] = fp32_add(self.act[a:a + n], self.act[cmd["b"]:cmd["b"] + n])
+        elif op == Op.NORM:
+            xs = self._lines(a, n * hl).reshape(n, cfg.hidden)
+            y = norm_golden.normalize(xs, self.norm_weight(cmd["addr"]), cfg.eps, lanes=32)
+            self.act[dst:dst + n * hl] = y.view(np.uint32).reshape(n * hl, 32)
+        else:
+            k, m = cmd["k"], cmd["n"]
+            xs = self._lines(a, n * k // 32).reshape(n, k).copy()
+            w, b = linear_golden.read_weight(cfg.linear, self.memory, cmd["addr"], k, m,
+                                             bool(cmd["bias"]))
+            y = linear_golden.apply(xs, w, b)
+            self.act[dst:dst + n * m // 32] = y.view(np.uint32).reshape(n * m // 32, 32)
+        return status, None

@@ -1,0 +1,333 @@
+"""The decoder layer's engine: the parameters of the ``decoder`` block, one frozen config that
+its golden model (:class:`scoville.sim.golden.decoder.DecoderModel`) reads.
+
+The block (``docs/decoder.md``) runs a layer as a program of commands over an activation
+memory of lines (32 FP32 values each), one command at a time: ``IN`` (lines from ``x``),
+``OUT`` (lines to ``o``), ``ADD`` (the residual: two ranges of lines added in FP32), ``NORM``
+(RMSNorm of tokens, the weight vector fetched from memory: the ``rmsnorm`` block) and
+``LINEAR`` (a projection, its weight fetched from memory: the ``linear`` block). The two
+fetching parts share the memory port through :class:`~scoville.rtl.lib.memmux.MemoryMux`.
+This is the engine's first part: rotary embedding, attention and the MoE join as commands of
+their own (issue #34).
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .decoder_parts import (
+    LINE,
+    LineReader,
+    Op,
+    Placer,
+    Sequencer,
+    Status,
+    VecLoader,
+    command_layout,
+    line_layout,
+)
+from .fetch import Fetch, FetchConfig, request_layout
+from .lib.codes import names
+from .lib.counters import count, counter_layout
+from .lib.fp32 import fp32_add
+from .lib.memmux import MemoryMux
+from .lib.params import ParamError, check_int, check_parts, param, part
+from .linear import Linear, LinearConfig
+from .rmsnorm import RmsNorm, RmsNormConfig
+
+__all__ = ["COUNTERS", "LINE", "MUX_DEPTH", "OPS", "STATUS", "Decoder", "DecoderConfig", "Op",
+           "Status", "command_layout", "line_layout"]
+
+#: ``{name: Op member}`` and ``{name: Status member}``, the names in lower case.
+OPS = names(Op)
+STATUS = names(Status)
+
+#: The counters: commands run and refused, words read on the memory port.
+COUNTERS = counter_layout({"commands": 32, "refused": 32, "weight_words": 32})
+
+#: Requests the memory mux keeps in flight: the harness memory's queue.
+MUX_DEPTH = 16
+
+_LINEAR = LinearConfig(tokens=16, k_max=256, n_max=1024)
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """Parameters of the ``decoder`` block.
+
+    Attributes
+    ----------
+    hidden : int
+        The hidden size H: a ``NORM`` token's values.
+    eps : float
+        ``NORM``'s eps.
+    act_lines : int
+        Lines of the activation memory.
+    linear : LinearConfig
+        The projections' part (``linear.*``; ``array.cols`` at most 32): its array, its most
+        tokens, K and N, and the weight port (``linear.weight_port_bits``: the block's).
+    """
+
+    hidden: int = param(256, "32..8192, a multiple of 32", "hidden size H")
+    eps: float = param(1e-5, "a positive number below 1", "NORM's eps")
+    act_lines: int = param(1024, "16..65536", "lines of the activation memory")
+    linear: LinearConfig = part(_LINEAR, "the projections (block linear)")
+
+    def __post_init__(self):
+        check_parts(self)
+        check_int("hidden", self.hidden, LINE, 8192)
+        if self.hidden % LINE:
+            raise ParamError(f"parameter 'hidden' = {self.hidden} is not allowed; allowed: a "
+                             f"multiple of {LINE} from {LINE} to 8192")
+        check_int("act_lines", self.act_lines, 16, 65536)
+        if self.linear.array.cols > LINE:
+            raise ParamError(f"parameter 'linear.array.cols' = {self.linear.array.cols} is not "
+                             f"allowed; allowed: 1, 2, 4, 8, 16, 32 (a column tile within a "
+                             "line)")
+        _ = self.norm  # eps is checked by the norm's config
+        if self.norm_words >= 1 << self.linear.fetch.len_bits:
+            raise ParamError(f"parameter 'hidden' = {self.hidden} is not allowed with "
+                             f"linear.k_max = {self.linear.k_max}: a norm's weights ("
+                             f"{self.norm_words} words) must fit one fetch command; allowed: "
+                             "a hidden size whose weights are fewer words than a column tile")
+
+    @property
+    def line_bits(self) -> int:
+        """Bits of a line address."""
+        return max((self.act_lines - 1).bit_length(), 1)
+
+    @property
+    def norm(self) -> RmsNormConfig:
+        """The norm part: H values a token, a line a beat."""
+        return RmsNormConfig(hidden=self.hidden, lanes=LINE, eps=self.eps)
+
+    @property
+    def norm_words(self) -> int:
+        """Weight-port words of a norm's weight vector (H FP32 values, value 0 lowest)."""
+        return self.hidden * 32 // self.linear.weight_port_bits
+
+    @property
+    def norm_fetch(self) -> FetchConfig:
+        """The norm weights' fetch engine: the projections' (one request layout on the
+        port)."""
+        return self.linear.fetch
+
+
+class Decoder(wiring.Component):
+    """The decoder layer's engine (the module says what it runs). ``config`` is a
+    :class:`DecoderConfig`.
+
+    Parts (``elaborate`` is their wiring; ``docs/decoder.md`` draws them): ``seq``
+    (:class:`~scoville.rtl.decoder_parts.Sequencer`), ``act`` (the activation memory: two
+    read ports, one write port of lane granularity), ``ra`` and ``rb``
+    (:class:`~scoville.rtl.decoder_parts.LineReader`), ``norm``
+    (:class:`~scoville.rtl.rmsnorm.RmsNorm`), ``wfetch`` and ``wvec``
+    (:class:`~scoville.rtl.fetch.Fetch`, :class:`~scoville.rtl.decoder_parts.VecLoader`: the
+    norm's weights), ``proj`` (:class:`~scoville.rtl.linear.Linear`), ``place``
+    (:class:`~scoville.rtl.decoder_parts.Placer`), ``mux``
+    (:class:`~scoville.rtl.lib.memmux.MemoryMux`), and the 32 FP32 adders of ``ADD``.
+
+    Attributes
+    ----------
+    cmd : In(stream.Signature(command_layout(config)))
+        Commands, one at a time.
+    resp : Out(stream.Signature(Status))
+        A command's status once it is done (a refused one's at once).
+    x : In(stream.Signature(line_layout()))
+        ``IN``'s lines.
+    o : Out(stream.Signature(line_layout()))
+        ``OUT``'s lines.
+    req, rdata :
+        Read requests and the memory's words (:attr:`memory_ports`): the norms' weight
+        vectors and the projections' weights.
+    status : Out(Status)
+        Of the latest command.
+    counters : Out(COUNTERS)
+    """
+
+    memory_ports = {"req": "rdata"}
+
+    def __init__(self, config: DecoderConfig):
+        self._config = config
+        lin = config.linear
+        super().__init__({
+            "cmd": In(stream.Signature(command_layout(config))),
+            "resp": Out(stream.Signature(Status)),
+            "x": In(stream.Signature(line_layout())),
+            "o": Out(stream.Signature(line_layout())),
+            "req": Out(stream.Signature(request_layout(lin.addr_bits, lin.fetch.len_bits))),
+            "rdata": In(stream.Signature(lin.weight_port_bits)),
+            "status": Out(Status),
+            "counters": Out(COUNTERS),
+        })
+
+    @property
+    def config(self) -> DecoderConfig:
+        return self._config
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self._config
+        lin, HL = cfg.linear, cfg.hidden // LINE
+        m.submodules.seq = seq = Sequencer(cfg)
+        m.submodules.act = act = Memory(shape=line_layout(), depth=cfg.act_lines, init=[])
+        wp = act.write_port(granularity=1)   # one FP32 lane
+        ports = (act.read_port(), act.read_port())
+        m.submodules.ra = ra = LineReader(cfg.line_bits, period=HL)
+        m.submodules.rb = rb = LineReader(cfg.line_bits)
+        m.submodules.norm = norm = RmsNorm(cfg.norm)
+        m.submodules.wfetch = wfetch = Fetch(cfg.norm_fetch)
+        m.submodules.wvec = wvec = VecLoader(HL, lin.weight_port_bits)
+        m.submodules.proj = proj = Linear(lin)
+        m.submodules.place = place = Placer(cfg)
+        fc = lin.fetch
+        m.submodules.mux = mux = MemoryMux(2, request_layout(fc.addr_bits, fc.len_bits),
+                                           lin.weight_port_bits, MUX_DEPTH)
+
+        c, run = self.cmd.payload, seq.run
+        op = run.op
+        wiring.connect(m, wiring.flipped(self.cmd), seq.cmd)
+        wiring.connect(m, seq.resp, wiring.flipped(self.resp))
+        m.d.comb += [self.status.eq(seq.status), seq.good.eq(self._check(m, c)),
+                     seq.expect.eq(self._expect(c)), seq.loaded.eq(wvec.loaded)]
+
+        # Readers: A (every op that reads) and B (ADD's second range), started on go.
+        for reader, port in ((ra, ports[0]), (rb, ports[1])):
+            m.d.comb += [port.addr.eq(reader.addr), reader.data.eq(port.data)]
+        m.d.comb += [ra.start.eq(seq.go), rb.start.eq(seq.start & (c.op == Op.ADD)),
+                     ra.base.eq(Mux(seq.start, c.a, run.a)), rb.base.eq(c.b)]
+        lines_of = Mux(c.op == Op.NORM, c.count * HL, Mux(c.op == Op.LINEAR,
+                                                           c.count * (c.k // LINE), c.count))
+        m.d.comb += [ra.count.eq(Mux(seq.start, lines_of, run.count * HL)),
+                     rb.count.eq(c.count)]
+
+        # The norm's weights: fetched on start, into the vector loader.
+        m.d.comb += [wfetch.cmd.valid.eq(seq.start & (c.op == Op.NORM)),
+                     wfetch.cmd.payload.addr.eq(c.addr),
+                     wfetch.cmd.payload.len.eq(cfg.norm_words),
+                     wvec.clear.eq(seq.start & (c.op == Op.NORM)),
+                     wvec.raddr.eq(ra.index_next)]
+        wiring.connect(m, wfetch.o, wvec.words)
+
+        # The projection: its command on start, x from reader A, its rows placed.
+        pc = proj.cmd.payload
+        m.d.comb += [proj.cmd.valid.eq(seq.start & (c.op == Op.LINEAR)),
+                     pc.tokens.eq(c.count), pc.k.eq(c.k), pc.n.eq(c.n), pc.addr.eq(c.addr),
+                     pc.bias.eq(c.bias),
+                     place.start.eq(seq.start), place.dst.eq(c.dst), place.tokens.eq(c.count),
+                     place.lines.eq(c.n // LINE)]
+        wiring.connect(m, proj.o, place.i)
+
+        # The memory port: the projection's fetch and the norm weights' fetch.
+        wiring.connect(m, proj.req, mux.creq[0])
+        wiring.connect(m, mux.crdata[0], proj.rdata)
+        wiring.connect(m, wfetch.req, mux.creq[1])
+        wiring.connect(m, mux.crdata[1], wfetch.rdata)
+        wiring.connect(m, mux.req, wiring.flipped(self.req))
+        wiring.connect(m, wiring.flipped(self.rdata), mux.rdata)
+
+        self._datapath(m, seq, op, ra, rb, norm, wvec, proj, place, wp)
+        took = self.cmd.valid & self.cmd.ready
+        count(m, self.counters, {"commands": took & seq.start, "refused": took & ~seq.start,
+                                 "weight_words": self.rdata.valid & self.rdata.ready})
+        return m
+
+    def _datapath(self, m, seq, op, ra, rb, norm, wvec, proj, place, wp):
+        """Reader A's lines to the op's unit, and the unit's results into the write port."""
+        active = seq.active
+        line = Signal(self._config.line_bits)      # the next line written (IN, ADD, NORM)
+        with m.If(seq.start):
+            m.d.sync += line.eq(self.cmd.payload.dst)
+        # ADD: the two readers' lines in step, added lane by lane.
+        both = ra.o.valid & rb.o.valid
+        total = Signal(line_layout())
+        for q in range(LINE):
+            m.d.comb += total[q].eq(fp32_add(m, ra.o.payload[q], rb.o.payload[q],
+                                             name=f"res{q}"))
+        m.d.comb += [norm.i.payload.x.eq(ra.o.payload), norm.i.payload.w.eq(wvec.rdata),
+                     proj.x.payload.eq(ra.o.payload), self.o.payload.eq(ra.o.payload)]
+        is_ = {o: active & (op == o) for o in Op}
+        m.d.comb += [
+            self.x.ready.eq(is_[Op.IN] & ~seq.counted),
+            self.o.valid.eq(is_[Op.OUT] & ra.o.valid),
+            norm.i.valid.eq(is_[Op.NORM] & ra.o.valid),
+            proj.x.valid.eq(is_[Op.LINEAR] & ra.o.valid),
+            ra.o.ready.eq(Mux(op == Op.ADD, both & is_[Op.ADD],
+                              (is_[Op.OUT] & self.o.ready) | (is_[Op.NORM] & norm.i.ready)
+                              | (is_[Op.LINEAR] & proj.x.ready))),
+            rb.o.ready.eq(both & is_[Op.ADD]),
+            norm.o.ready.eq(1), place.w.ready.eq(1),
+        ]
+        # The write port: IN's, ADD's and NORM's lines in order from dst; LINEAR's placed.
+        src = {Op.IN: (self.x.valid & self.x.ready, self.x.payload),
+               Op.ADD: (both & is_[Op.ADD], total),
+               Op.NORM: (norm.o.valid, norm.o.payload)}
+        wen = Signal()
+        with m.Switch(op):
+            for o, (valid, value) in src.items():
+                with m.Case(o):
+                    m.d.comb += [wen.eq(valid), wp.addr.eq(line),
+                                 wp.data.eq(value)]
+                    with m.If(valid):
+                        m.d.comb += wp.en.eq((1 << LINE) - 1)
+                        m.d.sync += line.eq(line + 1)
+            with m.Case(Op.LINEAR):
+                w = place.w.payload
+                m.d.comb += [wen.eq(place.w.valid), wp.addr.eq(w.addr), wp.data.eq(w.data)]
+                with m.If(place.w.valid):
+                    m.d.comb += wp.en.eq(w.mask)
+        m.d.comb += seq.beats.eq(Mux(op == Op.OUT, self.o.valid & self.o.ready, wen & active))
+
+    def _check(self, m, c) -> Signal:
+        """The status of command ``c`` (:func:`scoville.sim.golden.decoder.check` states the
+        rules): every range within the memory and no read range overwritten ahead of its
+        reads, a count, and a shape the projections take."""
+        cfg, lin = self._config, self._config.linear
+        HL, N = cfg.hidden // LINE, cfg.act_lines
+        status = Signal(Status)
+        kl, nl = c.k // LINE, c.n // LINE
+        reads = Signal(32)
+        writes = Signal(32)
+        m.d.comb += [
+            reads.eq(Mux(c.op == Op.NORM, c.count * HL,
+                         Mux(c.op == Op.LINEAR, c.count * kl, c.count))),
+            writes.eq(Mux(c.op == Op.NORM, c.count * HL,
+                          Mux(c.op == Op.LINEAR, c.count * nl, c.count))),
+        ]
+        reads_a = (c.op != Op.IN)
+        writes_dst = (c.op != Op.OUT)
+        over = ((c.count == 0) | (reads_a & (c.a + reads > N)) |
+                ((c.op == Op.ADD) & (c.b + reads > N)) | (writes_dst & (c.dst + writes > N)))
+
+        def clash(first):   # a read range that the written one overlaps, not from its start
+            return (first != c.dst) & (first < c.dst + writes) & (c.dst < first + reads)
+
+        over |= (((c.op == Op.ADD) & (clash(c.a) | clash(c.b))) |
+                 ((c.op == Op.NORM) & clash(c.a)))
+        bits = c.k * lin.tile_format.row_bits + Mux(c.bias, 32 * lin.array.cols, 0)
+        P = lin.weight_port_bits
+        end = Signal(lin.addr_bits + 40)
+        m.d.comb += end.eq(c.addr + (c.n // lin.array.cols) * ((bits + P - 1) // P))
+        bad_linear = ((c.count > lin.tokens) | (c.k == 0) | (c.k > lin.k_max) |
+                      (c.k % LINE != 0) | (c.n == 0) | (c.n > lin.n_max) | (c.n % LINE != 0) |
+                      (end > (1 << lin.addr_bits)))
+        bad_norm = c.addr + cfg.norm_words > (1 << lin.addr_bits)
+        with m.If(c.op > Op.LINEAR):
+            m.d.comb += status.eq(Status.BAD_SHAPE)
+        with m.Elif(over):
+            m.d.comb += status.eq(Status.BAD_RANGE)
+        with m.Elif(((c.op == Op.LINEAR) & bad_linear) | ((c.op == Op.NORM) & bad_norm)):
+            m.d.comb += status.eq(Status.BAD_SHAPE)
+        with m.Else():
+            m.d.comb += status.eq(Status.OK)
+        return status
+
+    def _expect(self, c):
+        """The beats an op counts: lines written (``LINEAR``: column-tile rows placed), or
+        ``OUT``'s lines."""
+        HL, C = self._config.hidden // LINE, self._config.linear.array.cols
+        return Mux(c.op == Op.NORM, c.count * HL,
+                   Mux(c.op == Op.LINEAR, c.count * (c.n // C), c.count))

@@ -1,0 +1,274 @@
+"""The ``decoder`` block's own parts (``docs/decoder.md``): the line reader, the weight-vector
+loader, the placer of the projections' column tiles, and the sequencer. ``config`` is the
+:class:`~scoville.rtl.decoder.DecoderConfig`."""
+
+from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .lib.formats import MX_BLOCK
+
+__all__ = ["LINE", "LineReader", "Op", "Placer", "Sequencer", "Status", "VecLoader",
+           "command_layout", "line_layout", "write_layout"]
+
+#: Values of a line of the activation memory (FP32 each).
+LINE = MX_BLOCK
+
+
+class Op(enum.IntEnum, shape=3):
+    """A command's operation (``docs/decoder.md`` says what each reads and writes)."""
+    IN = 0
+    OUT = 1
+    ADD = 2
+    NORM = 3
+    LINEAR = 4
+
+
+class Status(enum.IntEnum, shape=2):
+    """Status of a command: done, or refused (and nothing changed)."""
+    OK = 0
+    BAD_RANGE = 1
+    BAD_SHAPE = 2
+
+
+def line_layout() -> data.ArrayLayout:
+    """A line: 32 FP32 values, value 0 lowest."""
+    return data.ArrayLayout(32, LINE)
+
+
+def command_layout(config) -> data.StructLayout:
+    """A ``cmd`` beat: ``op``; the activation lines ``a``, ``b`` (read) and ``dst`` (written);
+    ``count`` (lines, or tokens for ``NORM`` and ``LINEAR``); ``LINEAR``'s ``k``, ``n`` and
+    ``bias``; the memory word ``addr`` of ``NORM``'s and ``LINEAR``'s weights."""
+    line = config.line_bits
+    return data.StructLayout({"op": Op, "a": line, "b": line, "dst": line, "count": 16,
+                              "k": 15, "n": 21, "addr": config.linear.addr_bits, "bias": 1})
+
+
+def write_layout(config) -> data.StructLayout:
+    """A write of the activation memory: a line's address, the lanes written, the values."""
+    return data.StructLayout({"addr": config.line_bits, "mask": LINE, "data": line_layout()})
+
+
+class LineReader(wiring.Component):
+    """Reads ``count`` lines from ``base`` of a memory with a synchronous read port and offers
+    them on ``o``, in order. A cycle with ``start`` high takes ``base`` and ``count``; line 0
+    is offered from the next cycle, each next line from the cycle after the previous one is
+    taken. ``addr`` drives the read port (the line to be offered next cycle). With
+    ``period`` P, ``index`` is the line offered (and ``index_next`` the next) modulo P.
+
+    Attributes
+    ----------
+    start : In(1)
+    base, count : In
+    addr : Out(line address)
+    data : In(line_layout())
+    o : Out(stream.Signature(line_layout()))
+    index, index_next : Out(range(period))
+    """
+
+    def __init__(self, line_bits: int, period: int = 1):
+        self._period = period
+        super().__init__({
+            "start": In(1), "base": In(line_bits), "count": In(16),
+            "addr": Out(line_bits), "data": In(line_layout()),
+            "o": Out(stream.Signature(line_layout())),
+            "index": Out(range(max(period, 2))), "index_next": Out(range(max(period, 2))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        P = self._period
+        cur = Signal.like(self.addr)
+        left = Signal(16)
+        fire = self.o.valid & self.o.ready
+        m.d.comb += [self.o.valid.eq(left != 0), self.o.payload.eq(self.data),
+                     self.addr.eq(Mux(self.start, self.base, Mux(fire, cur + 1, cur)))]
+        with m.If(fire):
+            m.d.sync += [cur.eq(cur + 1), left.eq(left - 1)]
+        wraps = self.index == P - 1
+        m.d.comb += self.index_next.eq(Mux(self.start, 0, Mux(fire, Mux(wraps, 0, self.index + 1),
+                                                              self.index)))
+        m.d.sync += self.index.eq(self.index_next)
+        with m.If(self.start):
+            m.d.sync += [cur.eq(self.base), left.eq(self.count)]
+        return m
+
+
+class VecLoader(wiring.Component):
+    """A weight vector of ``lines`` lines (a norm's weights), from the weight port's words into
+    a memory of lines: ``clear`` starts over; each word on ``words`` is taken at once and
+    fills the next ``1 / per_line`` of a line (word 0 the lowest bits); ``loaded`` is high
+    from the cycle after the last line is written. ``raddr`` reads a line onto ``rdata`` the
+    next cycle.
+
+    Attributes
+    ----------
+    words : In(stream.Signature(word_bits))
+    clear : In(1)
+    loaded : Out(1)
+    raddr : In(range(lines))
+    rdata : Out(line_layout())
+    """
+
+    def __init__(self, lines: int, word_bits: int):
+        self._lines, self._word = lines, word_bits
+        super().__init__({
+            "words": In(stream.Signature(word_bits)), "clear": In(1), "loaded": Out(1),
+            "raddr": In(range(max(lines, 2))), "rdata": Out(line_layout()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        L, W = self._lines, self._word
+        per = LINE * 32 // W                 # words a line
+        m.submodules.mem = mem = Memory(shape=line_layout(), depth=max(L, 2), init=[])
+        wp = mem.write_port(granularity=W // 32)   # a word's FP32 values
+        rp = mem.read_port()
+        line = Signal(range(L + 1))
+        part = Signal(range(max(per, 2)))
+        m.d.comb += [self.words.ready.eq(line != L), rp.addr.eq(self.raddr),
+                     self.rdata.eq(rp.data), wp.addr.eq(line),
+                     wp.data.as_value().eq(self.words.payload.replicate(per))]
+        with m.If(self.words.valid & self.words.ready):
+            m.d.comb += wp.en.bit_select(part, 1).eq(1)
+            last = part == per - 1
+            m.d.sync += [part.eq(Mux(last, 0, part + 1)), line.eq(line + last)]
+        m.d.comb += self.loaded.eq(line == L)
+        with m.If(self.clear):
+            m.d.sync += [line.eq(0), part.eq(0)]
+        return m
+
+
+class Placer(wiring.Component):
+    """The projection's outputs (``cols`` values a beat: column tile after column tile, each
+    the T tokens' rows) into writes of the activation memory: beat (tile j, token t) goes to
+    line ``dst + t * n / 32 + j * cols / 32``, lanes ``j * cols mod 32`` on. ``start`` takes
+    ``dst``, ``tokens`` and ``lines`` (``n / 32``). A pass-through: ``w`` is ``i`` placed.
+
+    Attributes
+    ----------
+    i : In(stream.Signature(ArrayLayout(32, cols)))
+    w : Out(stream.Signature(write_layout(config)))
+    start : In(1)
+    dst : In(line address)
+    tokens : In(16)
+    lines : In(16)
+    """
+
+    def __init__(self, config):
+        self._config = config
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(32, config.linear.array.cols))),
+            "w": Out(stream.Signature(write_layout(config))),
+            "start": In(1), "dst": In(config.line_bits), "tokens": In(16), "lines": In(16),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        C = self._config.linear.array.cols
+        groups = LINE // C
+        dst = Signal.like(self.dst)
+        tokens, lines = Signal(16), Signal(16)
+        tok = Signal(16)
+        row = Signal.like(self.dst)        # line of token tok in the current tile's column
+        tile = Signal(range(max(groups, 2)))   # the tile's place in its line
+        col_line = Signal.like(self.dst)   # the current tile's line offset in a token
+        with m.If(self.start):
+            m.d.sync += [dst.eq(self.dst), tokens.eq(self.tokens), lines.eq(self.lines),
+                         tok.eq(0), row.eq(self.dst), tile.eq(0), col_line.eq(0)]
+        m.d.comb += [self.w.valid.eq(self.i.valid), self.i.ready.eq(self.w.ready),
+                     self.w.payload.addr.eq(row),
+                     self.w.payload.data.as_value().eq(self.i.payload.as_value().replicate(
+                         groups)),
+                     self.w.payload.mask.eq(Const((1 << C) - 1, LINE) << (tile * C))]
+        with m.If(self.w.valid & self.w.ready):
+            with m.If(tok == tokens - 1):
+                last_of_line = tile == groups - 1
+                m.d.sync += [tok.eq(0), tile.eq(Mux(last_of_line, 0, tile + 1)),
+                             col_line.eq(col_line + last_of_line),
+                             row.eq(dst + col_line + last_of_line)]
+            with m.Else():
+                m.d.sync += [tok.eq(tok + 1), row.eq(row + lines)]
+        return m
+
+
+class Sequencer(wiring.Component):
+    """Runs the commands one at a time (``docs/decoder.md``).
+
+    A command is taken while idle. One that reads or writes past the activation memory or
+    has a ``count`` of 0 is answered ``BAD_RANGE``, a ``LINEAR`` of a shape the projections
+    refuse (or ``n`` not a multiple of 32) ``BAD_SHAPE``, at once, changing nothing.
+    Otherwise ``start`` is high in the cycle it is taken (with ``go`` for every op but
+    ``NORM``), and the op runs until its ``expect`` beats are counted (``writes`` of the
+    activation memory; ``OUT``: beats of ``o``); ``NORM`` first waits for its weights
+    (``loaded``: ``go`` in the cycle it is seen). Then ``resp`` offers the status until
+    taken, and the next command is taken from the cycle after.
+
+    Attributes
+    ----------
+    cmd : In(stream.Signature(command_layout(config)))
+    resp : Out(stream.Signature(Status))
+    status : Out(Status)
+    start, go : Out(1)
+    run : Out(command_layout(config))
+    good : In(Status)
+        The status of ``cmd``'s payload (the block's checks).
+    expect : In(range)
+        The beats the taken command counts (from ``cmd``'s payload).
+    beats : In(1)
+        A counted beat in this cycle.
+    loaded : In(1)
+    active : Out(1)
+        The op runs (its datapath moves beats): from the cycle after ``go``.
+    counted : Out(1)
+        Every beat the op counts has been seen (``IN`` takes no more).
+    """
+
+    def __init__(self, config):
+        self._config = config
+        super().__init__({
+            "cmd": In(stream.Signature(command_layout(config))),
+            "resp": Out(stream.Signature(Status)), "status": Out(Status),
+            "start": Out(1), "go": Out(1), "run": Out(command_layout(config)),
+            "good": In(Status), "expect": In(32), "beats": In(1), "loaded": In(1),
+            "active": Out(1), "counted": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        want = Signal(32)
+        seen = Signal(32)
+        with m.If(self.beats):
+            m.d.sync += seen.eq(seen + 1)
+        m.d.comb += self.counted.eq(seen == want)
+        m.d.comb += self.resp.payload.eq(self.status)
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += [self.status.eq(self.good), self.run.eq(self.cmd.payload),
+                                 want.eq(self.expect), seen.eq(0)]
+                    with m.If(self.good == Status.OK):
+                        is_norm = self.cmd.payload.op == Op.NORM
+                        m.d.comb += [self.start.eq(1), self.go.eq(~is_norm)]
+                        with m.If(is_norm):
+                            m.next = "WEIGHTS"
+                        with m.Else():
+                            m.next = "RUN"
+                    with m.Else():
+                        m.next = "RESP"
+            with m.State("WEIGHTS"):
+                with m.If(self.loaded):
+                    m.d.comb += self.go.eq(1)
+                    m.next = "RUN"
+            with m.State("RUN"):
+                m.d.comb += self.active.eq(1)
+                with m.If(seen == want):
+                    m.next = "RESP"
+            with m.State("RESP"):
+                m.d.comb += self.resp.valid.eq(1)
+                with m.If(self.resp.ready):
+                    m.next = "IDLE"
+        return m

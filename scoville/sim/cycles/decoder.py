@@ -1,0 +1,310 @@
+"""Cycle model of the ``decoder`` block's engine (:class:`scoville.rtl.decoder.Decoder`).
+
+:func:`timing` is the block's picture in unit models (:mod:`scoville.sim.cycles.unit`), one
+per RTL part, joined by wires as the RTL connects them and stepped together cycle by cycle:
+the sequencer and the two line readers (below, from the docstrings of
+:mod:`scoville.rtl.decoder_parts`), the norm (:class:`~scoville.sim.cycles.rmsnorm.Norm`),
+its weights' fetch engine (:class:`~scoville.sim.cycles.fetch.Engine`) and loader, the
+projections (:class:`~scoville.sim.cycles.linear.Parts`), the memory mux
+(:class:`~scoville.sim.cycles.memory.MemoryMux`) and the memory. The activation memory's
+write port always takes a line, so what a command writes counts in the cycle its unit hands
+it over (the placer passes the projection's rows through).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from scoville.rtl.decoder import LINE, MUX_DEPTH, Op, Status
+from scoville.sim.golden.decoder import COMMAND_FIELDS, check
+
+from . import fetch as fetch_timed
+from .linear import Parts as LinearParts
+from .memory import MemoryAgent, MemoryMux
+from .rmsnorm import Norm
+from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
+from .unit import Wire, run
+
+__all__ = ["LineReader", "Sequencer", "VecLoader", "expect", "timing"]
+
+def expect(config, fields: dict) -> int:
+    """The beats a command counts before it is done: lines written (``LINEAR``: the
+    projection's rows of a column tile), ``OUT``'s lines."""
+    op, n = fields["op"], fields["count"]
+    if op == Op.NORM:
+        return n * (config.hidden // LINE)
+    if op == Op.LINEAR:
+        return n * (fields["n"] // config.linear.array.cols)
+    return n
+
+
+def _lines(config, fields: dict) -> int:
+    """The lines reader A reads for a command (the op's ``a`` range)."""
+    op, n = fields["op"], fields["count"]
+    if op == Op.NORM:
+        return n * (config.hidden // LINE)
+    if op == Op.LINEAR:
+        return n * (fields["k"] // LINE)
+    return n
+
+
+class Sequencer:
+    """The sequencer (:class:`scoville.rtl.decoder_parts.Sequencer`): takes a command while
+    ``IDLE``; a refused one goes to ``RESP``; a good one starts (``go`` too unless a ``NORM``,
+    which waits in ``WEIGHTS`` for its weights), then ``RUN`` until its beats are counted (a
+    cycle's check sees the count at its start), then ``RESP`` offers the status until taken.
+
+    Parameters
+    ----------
+    config : DecoderConfig
+    cmd : input port
+        Payloads: the command's fields.
+    resp : output port
+    """
+
+    __slots__ = ("_cfg", "_seen", "_want", "cmd", "commands", "refused", "resp", "run",
+                 "state", "status", "statuses")
+
+    def __init__(self, config, cmd, resp):
+        self._cfg, self.cmd, self.resp = config, cmd, resp
+        self.state = "IDLE"
+        self.status = Status.OK
+        self.run: dict | None = None
+        self._seen = self._want = self.commands = self.refused = 0
+        self.statuses: list[Status] = []
+
+    def starting(self, t: int) -> dict | None:
+        """The fields of a command the block starts in cycle ``t`` (taken and good)."""
+        if self.state == "IDLE" and self.cmd.offers(t):
+            fields = self.cmd.payload
+            if check(self._cfg, fields) == Status.OK:
+                return fields
+        return None
+
+    def going(self, t: int, loaded: bool) -> dict | None:
+        """The fields of the command whose datapath is started (``go``) in cycle ``t``."""
+        started = self.starting(t)
+        if started is not None:
+            return None if started["op"] == Op.NORM else started
+        return self.run if self.state == "WEIGHTS" and loaded else None
+
+    @property
+    def active(self) -> bool:
+        return self.state == "RUN"
+
+    @property
+    def counted(self) -> bool:
+        return self._seen == self._want
+
+    @property
+    def op(self) -> Op | None:
+        return Op(self.run["op"]) if self.run is not None else None
+
+    def step(self, t: int, *, loaded: bool, beat: bool) -> None:
+        seen = self._seen + beat
+        if self.state == "IDLE":
+            if self.cmd.offers(t):
+                fields = self.cmd.payload
+                self.cmd.take(t)
+                self.status = check(self._cfg, fields)
+                self.statuses.append(self.status)
+                seen = 0
+                if self.status == Status.OK:
+                    self.commands += 1
+                    self.run, self._want = fields, expect(self._cfg, fields)
+                    self.state = "WEIGHTS" if fields["op"] == Op.NORM else "RUN"
+                else:
+                    self.refused += 1
+                    self.state = "RESP"
+        elif self.state == "WEIGHTS":
+            if loaded:
+                self.state = "RUN"
+        elif self.state == "RUN":
+            if self._seen == self._want:
+                self.state = "RESP"
+        elif self.resp.accepts(t):
+            self.resp.take(t)
+            self.state = "IDLE"
+        self._seen = seen
+
+
+class LineReader:
+    """A line reader (:class:`scoville.rtl.decoder_parts.LineReader`): :meth:`start` (in the
+    cycle about to be stepped) with ``count`` lines; line 0 is offered on ``o`` from the next
+    cycle, each next line from the cycle after the previous one is taken."""
+
+    __slots__ = ("_start", "left", "o")
+
+    def __init__(self, o):
+        self.o, self.left, self._start = o, 0, None
+
+    def start(self, count: int) -> None:
+        self._start = count
+
+    @property
+    def valid(self) -> bool:
+        return self.left != 0
+
+    def step(self, t: int) -> None:
+        if self.left and self.o.accepts(t):
+            self.o.take(t)
+            self.left -= 1
+        if self._start is not None:
+            self.left, self._start = self._start, None
+
+
+class VecLoader:
+    """The norm weights' loader (:class:`scoville.rtl.decoder_parts.VecLoader`): takes every
+    word offered on ``words`` until it holds ``words_max``; :meth:`clear` starts over;
+    ``loaded`` from the cycle after its last word."""
+
+    __slots__ = ("_clear", "_max", "held", "words")
+
+    def __init__(self, words_max: int, words):
+        self._max, self.words, self.held, self._clear = words_max, words, 0, False
+
+    def clear(self) -> None:
+        self._clear = True
+
+    @property
+    def ready(self) -> bool:
+        return self.held != self._max
+
+    @property
+    def loaded(self) -> bool:
+        return self.held == self._max
+
+    def step(self, t: int) -> None:
+        if self.ready and self.words.offers(t):
+            self.words.take(t)
+            self.held += 1
+        if self._clear:
+            self.held, self._clear = 0, False
+
+
+def timing(config, commands, sources: dict[str, Source] | None = None,
+           ready: dict[str, Schedule] | None = None,
+           memory: MemoryAgent | None = None) -> Timing:
+    """The cycle of every handshake on ``cmd``, ``x``, ``o``, ``resp``, ``req`` and ``rdata``
+    for ``commands`` (each the ``cmd`` beat's fields, :data:`COMMAND_FIELDS`, a missing one
+    0), ``sources`` of ``cmd`` and ``x``, ``ready`` of ``o``, ``resp`` and ``req``, the
+    memory answering as ``memory`` does (a fresh
+    :class:`~scoville.sim.cycles.memory.MemoryAgent`; the model steps it); the counters."""
+    commands = [{f: int(c.get(f, 0)) for f in COMMAND_FIELDS} for c in commands]
+    block = _Block(config, commands, sources or {}, ready or {}, memory)
+    run("decoder", block.cycle, block.done, 100_000_000, block.parts)
+    return block.timing()
+
+
+class _Block:
+    """The block's unit models and the wires between them, as the RTL connects them."""
+
+    def __init__(self, cfg, commands, sources, ready, memory):
+        self.cfg, self.commands = cfg, commands
+        good = [c for c in commands if check(cfg, c) == Status.OK]
+        self.cmd = Producer(sources.get("cmd", Source()), len(commands), commands)
+        self.x = Producer(sources.get("x", Source()),
+                          sum(c["count"] for c in good if c["op"] == Op.IN))
+        self.o = Consumer(ready.get("o", ALWAYS))
+        self.resp = Consumer(ready.get("resp", ALWAYS))
+        self.w = w = SimpleNamespace(**{name: Wire() for name in (
+            "ra", "rb", "norm_i", "norm_o", "lin_cmd", "lin_x", "lin_o", "wf_cmd", "words",
+            "lin_req", "lin_rdata", "wf_req", "wf_rdata", "req", "rdata")})
+        P = cfg.linear.weight_port_bits
+        self.mem = memory or MemoryAgent(1, P // 8, P)
+        self.mem.attach(w.req, w.rdata, ready.get("req", ALWAYS))
+        self.seq = Sequencer(cfg, self.cmd, self.resp)
+        self.ra, self.rb = LineReader(w.ra), LineReader(w.rb)
+        self.norm = Norm(cfg.norm, w.norm_i, w.norm_o)
+        self.wfetch = fetch_timed.Engine(cfg.norm_fetch, w.wf_cmd, w.wf_req, w.wf_rdata,
+                                         w.words)
+        self.wvec = VecLoader(cfg.norm_words, w.words)
+        self.proj = LinearParts(cfg.linear, w.lin_cmd, w.lin_x, w.lin_o, w.lin_req,
+                                w.lin_rdata)
+        self.mux = MemoryMux(MUX_DEPTH, [w.lin_req, w.wf_req], [w.lin_rdata, w.wf_rdata],
+                             w.req, w.rdata)
+
+    def done(self) -> bool:
+        return len(self.resp.cycles) == len(self.commands)
+
+    def parts(self) -> dict:
+        """The unit models, then the wires between them, by name (a trace's columns)."""
+        units = {name: getattr(self, name) for name in (
+            "seq", "ra", "rb", "norm", "wfetch", "wvec", "mux", "mem")}
+        proj = {f"proj.{name}": unit for name, unit in self.proj.parts().items()}
+        return {**units, **proj, **{f"w.{name}": wire for name, wire in vars(self.w).items()}}
+
+    def _memory_wires(self, t: int) -> None:
+        """The two fetch engines' requests through the mux to the memory, and its words
+        back."""
+        w, mux, mem = self.w, self.mux, self.mem
+        clients = ((w.lin_req, w.lin_rdata, self.proj.fetch), (w.wf_req, w.wf_rdata,
+                                                                self.wfetch))
+        for req, _, engine in clients:
+            req.set(engine.req_valid, False, engine.req_size)
+        g = mux.grant(t)
+        taken = mem.req_ready(t)
+        w.req.set(g is not None, taken, clients[g][0].payload if g is not None else None)
+        if g is not None:
+            clients[g][0].ready = taken
+        w.rdata.set(mem.offers(t), False)
+        for i, (_, rdata, engine) in enumerate(clients):
+            rdata.set(mux.crdata_valid(i, t), engine.rdata_ready)
+        w.rdata.ready = mux.rdata_ready(t)
+
+    def cycle(self, t: int) -> int:
+        """Cycle ``t``: every wire from the units' state at its start, then every unit
+        steps."""
+        cfg, w, seq, ra, rb = self.cfg, self.w, self.seq, self.ra, self.rb
+        started = seq.starting(t)
+        go = seq.going(t, self.wvec.loaded)
+        op = seq.op if seq.active else None
+        # The command's parts: the projection's command, the norm weights' fetch.
+        lin = started if started is not None and started["op"] == Op.LINEAR else None
+        w.lin_cmd.set(lin is not None, self.proj.seq.state == "IDLE",
+                      None if lin is None else {"tokens": lin["count"], "k": lin["k"],
+                                                "n": lin["n"], "addr": lin["addr"],
+                                                "bias": lin["bias"]})
+        norm = started if started is not None and started["op"] == Op.NORM else None
+        w.wf_cmd.set(norm is not None, self.wfetch.ready,
+                     None if norm is None else (norm["addr"], cfg.norm_words))
+        w.words.set(self.wfetch.o_valid, self.wvec.ready)
+        # Reader A's lines to the op's unit (ADD: with reader B's, in step).
+        both = ra.valid and rb.valid and op == Op.ADD
+        w.norm_i.set(op == Op.NORM and ra.valid, self.norm.i_ready(t))
+        w.lin_x.set(op == Op.LINEAR and ra.valid, self.proj.x_ready)
+        out = op == Op.OUT and ra.valid and self.o.accepts(t)
+        w.ra.set(ra.valid, both or out or (w.norm_i.valid and w.norm_i.ready)
+                 or (w.lin_x.valid and w.lin_x.ready))
+        w.rb.set(rb.valid, both)
+        w.norm_o.set(self.norm.o_valid, True)
+        w.lin_o.set(self.proj.o_valid, True)
+        taken_x = op == Op.IN and not seq.counted and self.x.offers(t)
+        self._memory_wires(t)
+        self.proj.wires(t)
+        # A beat counted: a line written (the write port always takes it), or one of OUT's.
+        beat = (taken_x or both or out or (op == Op.NORM and w.norm_o.valid)
+                or (op == Op.LINEAR and w.lin_o.valid))
+        if taken_x:
+            self.x.take(t)
+        if out:
+            self.o.take(t)
+        loaded = self.wvec.loaded
+        if norm is not None:
+            self.wvec.clear()
+        if go is not None:
+            ra.start(_lines(cfg, go))
+            if go["op"] == Op.ADD:
+                rb.start(go["count"])
+        seq.step(t, loaded=loaded, beat=beat)
+        for unit in (ra, rb, self.norm, self.wfetch, self.wvec, self.mux, self.mem):
+            unit.step(t)
+        self.proj.step(t)
+        return t + 1
+
+    def timing(self) -> Timing:
+        counters = {"commands": self.seq.commands, "refused": self.seq.refused,
+                    "weight_words": len(self.mem.cycles)}
+        return Timing({"cmd": self.cmd.cycles, "x": self.x.cycles, "o": self.o.cycles,
+                       "resp": self.resp.cycles, "req": self.w.req.cycles,
+                       "rdata": self.mem.cycles}, counters)

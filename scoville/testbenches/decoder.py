@@ -1,0 +1,312 @@
+"""cocotb testbench of :class:`scoville.rtl.decoder.Decoder` against its golden model
+(:class:`scoville.sim.golden.decoder.DecoderModel`) and its timed model
+(:func:`scoville.sim.cycles.decoder.timing`), the weights (the norms' vectors and the
+projections' tiles) served by the harness's memory agent from one memory image.
+
+Every test runs a program of commands (``cmd`` and ``x`` in, ``o`` and ``resp`` out) and
+checks every ``OUT`` line bit for bit, every answer's status, every read request against the
+golden fetch of the program's weights, the status of the last command, and the cycle of every
+handshake on ``cmd``, ``x``, ``o``, ``resp``, ``req`` and ``rdata`` and every counter against
+the timed model fed the same schedules and memory. What a refused command would have changed
+is read back by the ``OUT`` commands after it.
+
+Tests: directed edges (a layer's shape with special values; every kind of refused command
+between good ones, then read back; each refusal as the last command); the workload (a layer's
+shape on ``tokens`` tokens, then random commands, under gaps and back-pressure on every
+stream); a reset in the middle of a run (``test_reset``).
+"""
+
+from __future__ import annotations
+
+import cocotb
+import numpy as np
+
+from scoville.rtl.decoder import LINE, OPS, STATUS, Op, Status
+from scoville.sim.cycles.decoder import timing
+from scoville.sim.cycles.memory import MemoryAgent
+from scoville.sim.golden.decoder import COMMAND_FIELDS, DecoderModel, check
+from scoville.sim.golden.fetch import fetch
+from scoville.sim.golden.linear import tile_words
+
+from .bench import BlockBench
+from .failures import Failure, Kind
+from .freerun import Memory, read_int
+from .kit import context
+
+SOURCES = ("cmd", "x")
+SINKS = ("req", "o", "resp")
+
+#: Streams whose beats cannot wait (no stall bin): the fetch engines reserve room for a burst
+#: before they ask.
+NEVER_WAITS = {"rdata": "the fetch engines reserve room for a burst before they ask"}
+
+#: The block's counters, as the testbench reads them.
+COUNTERS = ("commands", "refused", "weight_words")
+
+#: Coverage bins (:mod:`scoville.testbenches.coverage`), hit from each command.
+BINS = {
+    **{f"op:{name}": f"an {name.upper()} command run" for name in OPS},
+    "op:in_place": "an ADD or NORM written over its own input",
+    "op:linear_bias": "a projection with a bias",
+    "op:linear_tokens": "a projection of the most tokens the block takes",
+    **{f"cmd:refused_{s}": f"a command refused with status {s}" for s in STATUS if s != "ok"},
+}
+
+
+class Program:
+    """A program being written: its commands, ``IN``'s lines and the weight memory (the
+    norms' vectors and the projections' tiles, each at the next free word)."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.commands: list[dict] = []
+        self.x: list[np.ndarray] = []
+        self.image: list[int] = []
+
+    def cmd(self, op: Op, **fields) -> None:
+        self.commands.append({f: int(fields.get(f, 0)) for f in COMMAND_FIELDS}
+                             | {"op": int(op)})
+
+    def load(self, dst: int, x) -> None:
+        """``IN``: ``x`` (lines, 32) FP32 into lines ``dst`` on."""
+        x = np.asarray(x, np.float32).reshape(-1, LINE)
+        self.x.append(x)
+        self.cmd(Op.IN, dst=dst, count=len(x))
+
+    def norm_weight(self, w) -> int:
+        """The address of a new norm weight vector ``w`` (H,)."""
+        p = self.cfg.linear.weight_port_bits
+        bits = np.asarray(w, np.float32).view(np.uint32).tolist()
+        per = p // 32
+        return self._put([sum(int(v) << (32 * i) for i, v in enumerate(bits[j:j + per]))
+                          for j in range(0, len(bits), per)])
+
+    def linear_weight(self, w, b=None) -> int:
+        """The address of a new projection weight ``w`` (N, K) and bias ``b``."""
+        return self._put(tile_words(self.cfg.linear, w, b))
+
+    def _put(self, words: list[int]) -> int:
+        addr = len(self.image)
+        self.image += words
+        return addr
+
+
+def layer(prog: Program, rng, tokens: int, specials: bool = False) -> None:
+    """A layer's shape on ``tokens`` tokens: x in, ``h = norm(x)``, ``u = h W1^T + b1`` (N =
+    the projections' most), ``d = u W2^T`` (back to H), ``x = x + d`` in place, x out, then
+    ``norm`` in place and out (``specials``: NaN, infinities and huge values in x)."""
+    cfg = prog.cfg
+    H, hl, N = cfg.hidden, cfg.hidden // LINE, min(cfg.linear.n_max, cfg.linear.k_max)
+    N -= N % LINE
+    x = rng.standard_normal((tokens, H)).astype(np.float32)
+    if specials:
+        x[0, :5] = [np.nan, np.inf, -np.inf, 3.4e38, 1e-45]
+    X, Hd = 0, tokens * hl                     # x, then h (and d over it)
+    U = Hd + tokens * hl                       # u
+    prog.load(X, x)
+    prog.cmd(Op.NORM, a=X, dst=Hd, count=tokens,
+             addr=prog.norm_weight(1 + rng.standard_normal(H) / 4))
+    w1 = (rng.standard_normal((N, H)) / np.sqrt(H)).astype(np.float32)
+    prog.cmd(Op.LINEAR, a=Hd, dst=U, count=tokens, k=H, n=N, bias=1,
+             addr=prog.linear_weight(w1, rng.standard_normal(N).astype(np.float32)))
+    w2 = (rng.standard_normal((H, N)) / np.sqrt(N)).astype(np.float32)
+    prog.cmd(Op.LINEAR, a=U, dst=Hd, count=tokens, k=N, n=H, addr=prog.linear_weight(w2))
+    prog.cmd(Op.ADD, a=X, b=Hd, dst=X, count=tokens * hl)
+    prog.cmd(Op.OUT, a=X, count=tokens * hl)
+    prog.cmd(Op.NORM, a=X, dst=X, count=tokens, addr=prog.norm_weight(rng.standard_normal(H)))
+    prog.cmd(Op.OUT, a=X, count=tokens * hl)
+
+
+def refusals(cfg) -> list[tuple[Status, dict]]:
+    """One command refused for each reason: the status it is answered with, its fields."""
+    lin, N, hl = cfg.linear, cfg.act_lines, cfg.hidden // LINE
+    top = 1 << lin.addr_bits
+    K, R, S = LINE, Status.BAD_RANGE, Status.BAD_SHAPE
+    return [
+        (S, {"op": 5, "count": 1}), (S, {"op": 7, "count": 1}),
+        (R, {"op": Op.IN, "count": 0}), (R, {"op": Op.OUT, "a": N - 1, "count": 2}),
+        (R, {"op": Op.ADD, "a": 0, "b": N - 1, "dst": 2, "count": 2}),
+        (R, {"op": Op.ADD, "a": 4, "b": 0, "dst": 5, "count": 2}),    # dst over a, shifted
+        (R, {"op": Op.ADD, "a": 0, "b": 5, "dst": 4, "count": 2}),    # dst over b, shifted
+        (R, {"op": Op.NORM, "a": 0, "dst": 1, "count": 1}),           # dst over a, shifted
+        (R, {"op": Op.NORM, "a": 0, "dst": N - hl + 1, "count": 1}),
+        (S, {"op": Op.NORM, "a": 0, "dst": 2 * hl, "count": 1,
+             "addr": top - cfg.norm_words + 1}),
+        (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": lin.tokens + 1, "k": K, "n": LINE}),
+        (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": K + 1, "n": LINE}),
+        (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": lin.k_max + K, "n": LINE}),
+        (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": K,
+             "n": LINE + lin.array.cols}),
+        (S, {"op": Op.LINEAR, "a": 0, "dst": 0, "count": 1, "k": K, "n": lin.n_max + LINE}),
+        (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": K, "n": LINE,
+             "addr": top - lin.weight_words(K, LINE, False) + 1}),
+    ]
+
+
+def random_commands(prog: Program, rng, count: int) -> None:
+    """``count`` random commands over the first lines of the activation memory (each op;
+    in place now and then; one in eight refused)."""
+    cfg, lin = prog.cfg, prog.cfg.linear
+    hl, span = cfg.hidden // LINE, min(cfg.act_lines // 2, 16 * cfg.hidden // LINE)
+    for _ in range(count):
+        op = Op(int(rng.integers(0, 5)))
+        if rng.random() < 1 / 8:
+            bad = refusals(cfg)
+            prog.cmd(**bad[int(rng.integers(0, len(bad)))][1])
+            continue
+        if op == Op.IN:
+            n = int(rng.integers(1, 5))
+            prog.load(int(rng.integers(0, span - n)), rng.standard_normal((n, LINE)) * 4)
+        elif op == Op.OUT:
+            n = int(rng.integers(1, 9))
+            prog.cmd(Op.OUT, a=int(rng.integers(0, span - n)), count=n)
+        elif op == Op.ADD:
+            n = int(rng.integers(1, 9))
+            a, b = (int(v) for v in rng.integers(0, span - n, 2))
+            dst = [a, b, span + int(rng.integers(0, span - n))][int(rng.integers(0, 3))]
+            if check(cfg, {"op": Op.ADD, "a": a, "b": b, "dst": dst, "count": n, "k": 0,
+                           "n": 0, "addr": 0, "bias": 0}) != Status.OK:
+                dst = span + int(rng.integers(0, span - n))
+            prog.cmd(Op.ADD, a=a, b=b, dst=dst, count=n)
+        elif op == Op.NORM:
+            t = int(rng.integers(1, 3))
+            a = hl * int(rng.integers(0, span // hl - t))
+            dst = a if rng.random() < 0.5 else span + hl * int(rng.integers(0, span // hl - t))
+            prog.cmd(Op.NORM, a=a, dst=dst, count=t,
+                     addr=prog.norm_weight(rng.standard_normal(cfg.hidden)))
+        else:
+            t = int(rng.integers(1, lin.tokens + 1))
+            k = LINE * int(rng.integers(1, min(lin.k_max // LINE, span // t) + 1))
+            n = LINE * int(rng.integers(1, min(lin.n_max // LINE, 4) + 1))
+            b = rng.standard_normal(n).astype(np.float32) if rng.random() < 0.5 else None
+            w = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
+            prog.cmd(Op.LINEAR, a=0, dst=span, count=t, k=k, n=n, bias=b is not None,
+                     addr=prog.linear_weight(w, b))
+
+
+def _join(values) -> int:
+    return sum(int(v) << (32 * i) for i, v in enumerate(values))
+
+
+def _cover(cov, cfg, c: dict) -> None:
+    status = check(cfg, c)
+    if status:
+        cov.hit(f"cmd:refused_{status.name.lower()}")
+        return
+    op = Op(c["op"])
+    cov.hit(f"op:{op.name.lower()}")
+    cov.hit_if("op:in_place", op in (Op.ADD, Op.NORM) and c["dst"] in (c["a"], c["b"]))
+    cov.hit_if("op:linear_bias", op == Op.LINEAR and c["bias"])
+    cov.hit_if("op:linear_tokens", op == Op.LINEAR and c["count"] == cfg.linear.tokens)
+
+
+def _fetches(cfg, commands) -> list[tuple[int, int]]:
+    """The fetch commands of the program's good commands, in order (one op at a time)."""
+    out = []
+    for c in commands:
+        if check(cfg, c):
+            continue
+        if c["op"] == Op.NORM:
+            out.append((c["addr"], cfg.norm_words))
+        elif c["op"] == Op.LINEAR:
+            words = cfg.linear.tile_words(c["k"], bool(c["bias"]))
+            out += [(c["addr"] + j * words, words)
+                    for j in range(c["n"] // cfg.linear.array.cols)]
+    return out
+
+
+async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
+                      latency: int | None = None, bytes_per_cycle: int | None = None,
+                      interrupt: bool = False) -> dict:
+    """Run ``prog`` and check the ``OUT`` lines, the answers, the requests, the status and
+    every handshake's cycle. ``interrupt``: first run it partway and reset the block."""
+    cfg, wl, codec = ctx.config, ctx.workload, ctx.codecs
+    latency = wl.mem_latency if latency is None else latency
+    bpc = wl.mem_bytes_per_cycle if bytes_per_cycle is None else bytes_per_cycle
+    image = prog.image or [0]
+    model = DecoderModel(cfg, image)
+    xs = iter(prog.x)
+    want_o, want_resp = [], []
+    for c in prog.commands:
+        _cover(ctx.coverage, cfg, c)
+        good_in = c["op"] == Op.IN and check(cfg, c) == Status.OK
+        x = next(xs).view(np.uint32) if good_in else None
+        status, o = model.apply(c, x)
+        want_resp.append(int(status))
+        if o is not None:
+            want_o += [row.tolist() for row in o]
+    beats = [_join(row) for x in prog.x for row in np.asarray(x).view(np.uint32)]
+    want_req = fetch(cfg.norm_fetch, image, _fetches(cfg, prog.commands))
+    words = len(want_req.words)
+    tb = BlockBench(dut, ctx, test, sources=SOURCES, memories=("rdata",), sinks=SINKS,
+                    gaps=gaps, detail=f" (mem_latency={latency}, mem_bytes_per_cycle={bpc})")
+    cmds = prog.commands
+    tb.source["cmd"].send(codec["cmd"].pack(**{f: [c[f] for c in cmds]
+                                               for f in COMMAND_FIELDS}))
+    tb.source["x"].send(beats)
+    size = cfg.linear.weight_port_bits // 8
+    rows = np.array([list(int(w).to_bytes(size, "big")) for w in image], np.uint8)
+    tb.memory["rdata"] = Memory(rows, words, latency, bpc, tb.memory_valid["rdata"])
+    tb.sink["req"].expect(want_req.requests, label="read requests", decode=lambda req: list(
+        zip(np.asarray(req["addr"]).tolist(), np.asarray(req["len"]).tolist(), strict=True)))
+    tb.sink["o"].expect(want_o, label="OUT lines", decode=lambda f: f[""].tolist())
+    tb.sink["resp"].expect(want_resp, label="answers", kind=Kind.STATUS)
+    timed = tb.predict(timing, cfg, cmds, tb.valid, tb.ready,
+                       MemoryAgent(latency, bpc, cfg.linear.weight_port_bits,
+                                   tb.memory_valid["rdata"]))
+    seen = await tb.run(timed, slack=5000, zero=("counters", "status"), interrupt=interrupt)
+    status = read_int(dut.status, "status")
+    if status != want_resp[-1]:
+        raise Failure(Kind.STATUS, f"{test}: status {status} after the last command, "
+                                   f"expected {want_resp[-1]}")
+    deliverable = seen.cycles * min(bpc, size)
+    return tb.check(COUNTERS, commands=len(cmds), requests=len(want_req.requests),
+                    weight_words=words,
+                    weight_bandwidth_utilization=words * size / max(1, deliverable))
+
+
+@cocotb.test()
+async def test_edges(dut):
+    """A layer's shape with NaN, infinities and huge values in x on a memory that keeps up;
+    every refusal between good commands, each followed by reading back what it would have
+    changed; then each refusal as the last command of a short run (the status it leaves)."""
+    ctx = context()
+    cfg = ctx.config
+    rng = ctx.rng(1)
+    fast = {"latency": 1, "bytes_per_cycle": cfg.linear.weight_port_bits // 8}
+    prog = Program(cfg)
+    layer(prog, rng, min(2, cfg.linear.tokens), specials=True)
+    prog.load(0, np.full((1, LINE), 2.0, np.float32))
+    for _, bad in refusals(cfg):
+        prog.cmd(**bad)
+        prog.cmd(Op.OUT, a=0, count=min(cfg.act_lines, 48))
+    await run_program(dut, ctx, "test_edges", prog, gaps=False, **fast)
+    for i, (_, bad) in enumerate(refusals(cfg)):
+        prog = Program(cfg)
+        prog.load(0, rng.standard_normal((1, LINE)))
+        prog.cmd(**bad)
+        await run_program(dut, ctx, f"test_edges[refusal {i}]", prog, gaps=False, **fast)
+
+
+@cocotb.test()
+async def test_workload(dut):
+    """A layer's shape on ``tokens`` tokens, then ``commands`` random commands, under gaps
+    and back-pressure on every stream, the workload's memory."""
+    ctx = context()
+    rng = ctx.rng(3)
+    prog = Program(ctx.config)
+    layer(prog, rng, min(ctx.workload.tokens, ctx.config.linear.tokens))
+    random_commands(prog, rng, ctx.workload.commands)
+    await run_program(dut, ctx, "test_workload", prog, gaps=True)
+
+
+@cocotb.test()
+async def test_reset(dut):
+    """A reset in the middle of a layer's shape under gaps and back-pressure (weights in
+    flight, a norm or a projection half done): the block must come back idle with its
+    counters and status at 0, then run the same program from the start correctly."""
+    ctx = context()
+    rng = ctx.rng(5)
+    prog = Program(ctx.config)
+    layer(prog, rng, min(2, ctx.config.linear.tokens))
+    await run_program(dut, ctx, "test_reset", prog, gaps=True, interrupt=True)
