@@ -184,6 +184,11 @@ MOE = {"experts": 4, "top_k": 2, "hidden": 32, "intermediate": 32, "tokens": 2,
 LINEAR = {"array.rows": 2, "array.cols": 8, "tokens": 4, "k_max": 64, "n_max": 32,
           "weight_port_bits": 64, "commands": 4, "mem_latency": 9, "mem_bytes_per_cycle": 4,
           "gap": 0.3, "backpressure": 0.3}
+#: The decoder engine's first look, a slow memory and gaps.
+DECODER = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array.cols": 8,
+           "linear.tokens": 4, "linear.k_max": 64, "linear.n_max": 64,
+           "linear.weight_port_bits": 64, "mem_latency": 9, "mem_bytes_per_cycle": 4,
+           "gap": 0.3, "backpressure": 0.3}
 #: DeepSeek-shaped: grouped routing and a shared expert.
 MOE_DEEPSEEK = {**MOE, "router": "deepseek", "n_group": 2, "topk_group": 1, "shared": 1,
                 "routed_scaling_factor": 2.5}
@@ -1286,6 +1291,63 @@ MUTATIONS: tuple[Mutation, ...] = (
         expect=Kind.DATA,
         why="every beat after a tile's first carries its predecessor's row: every output "
             "moves",
+    ),
+    Mutation(
+        name="decoder-overlap-unchecked",
+        models="decoder: an ADD whose written lines overtake its first range's reads runs",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("((c.op == Op.ADD) & (clash(c.a) | clash(c.b)))",
+                    "((c.op == Op.ADD) & clash(c.b))"),),
+        block="decoder", params=DECODER, tests=("test_edges",),
+        expect=Kind.DATA, also=Kind.STATUS,
+        why="test_edges sends an ADD whose destination starts a line after its first range: "
+            "it runs, and the OUT after it reads the lines it changed (checked before the "
+            "answers, whose status is OK for BAD_RANGE)",
+    ),
+    Mutation(
+        name="decoder-add-reads-a-twice",
+        models="decoder: ADD adds the first range to itself",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("fp32_add(m, ra.o.payload[q], rb.o.payload[q],",
+                    "fp32_add(m, ra.o.payload[q], ra.o.payload[q],"),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="the layer's residual adds two different ranges and is read back",
+    ),
+    Mutation(
+        name="decoder-norm-before-weights",
+        models="decoder: a NORM runs without waiting for its weights",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("seq.loaded.eq(wvec.loaded)]", "seq.loaded.eq(1)]"),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA, also=Kind.TIMING, streams=("resp", "cmd", "x", "o", "req", "rdata"),
+        why="the weights are words away (the memory's latency): the norm scales by the old "
+            "vector's values; its answer also comes earlier, which the model may see first",
+    ),
+    Mutation(
+        name="decoder-placer-token-stride",
+        models="decoder: a projection's tokens are placed a line short of each other",
+        file="scoville/rtl/decoder_parts.py",
+        edits=(Edit("m.d.sync += [tok.eq(tok + 1), row.eq(row + lines)]",
+                    "m.d.sync += [tok.eq(tok + 1), row.eq(row + lines - 1)]"),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="the layer's projections run two tokens: the second's rows land a line early",
+    ),
+    Mutation(
+        name="decoder-norm-starts-late",
+        models="decoder: a NORM starts a cycle after its weights are loaded",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("seq.loaded.eq(wvec.loaded)]",
+                    "seq.loaded.eq(wvec.loaded & loaded_q)]"),
+               Edit("        c, run = self.cmd.payload, seq.run\n",
+                    "        c, run = self.cmd.payload, seq.run\n"
+                    "        loaded_q = Signal()\n"
+                    "        m.d.sync += loaded_q.eq(wvec.loaded)\n")),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.TIMING, streams=("resp", "cmd", "x", "o", "req", "rdata"),
+        why="every NORM's lines, results and answer come a cycle late, and every command "
+            "after it",
     ),
 )
 

@@ -361,3 +361,42 @@ def test_engine_config_errors_are_one_line(params, match):
 ], ids=["h64", "h96-heavy"])
 def test_decoder_rtl(simulator, seed, params):
     assert_passed(simulate("decoder", simulator, seed, **params))
+
+
+def _fast_cases():
+    rng = np.random.default_rng(11)
+    for _ in range(8):
+        rows, cols = int(rng.choice([1, 2, 8])), int(rng.choice([4, 8, 16]))
+        port, hidden = int(rng.choice([64, 128, 256])), int(rng.choice([64, 96, 256]))
+        latency, bpc = int(rng.choice([1, 20, 500])), int(rng.choice([2, 8, 32]))
+        # the memory's queue holds a round trip (the fast path's domain)
+        bpc = min(bpc, 256 * port // 8 // latency)
+        buffer = int(max(64, latency * min(1.0, bpc / (port // 8)) + 64))
+        cfg = build_config(DecoderConfig, {
+            "hidden": hidden, "act_lines": 1024, "linear.array.rows": rows,
+            "linear.array.cols": cols, "linear.tokens": 8, "linear.k_max": 256,
+            "linear.n_max": 256, "linear.weight_port_bits": port,
+            "linear.fetch_buffer": buffer})
+        yield cfg, int(rng.integers(1, 9)), latency, bpc, int(rng.integers(0, 1000))
+
+
+@pytest.mark.parametrize("case", list(_fast_cases()), ids=lambda c: f"h{c[0].hidden}-"
+                         f"{c[0].linear.array.rows}x{c[0].linear.array.cols}-"
+                         f"p{c[0].linear.weight_port_bits}-L{c[2]}-b{c[3]}-t{c[1]}")
+def test_engine_fast_path_within_2_percent_of_the_cycle_model(case):
+    """A layer's shape then random commands, on random configs and memories: the fast path's
+    cycles within 2% of the cycle model's, its weight words exact."""
+    from scoville.sim.cycles.decoder import fast
+    from scoville.sim.cycles.memory import MemoryAgent
+    from scoville.testbenches.decoder import layer, random_commands
+
+    cfg, tokens, latency, bpc, seed = case
+    rng = np.random.default_rng(seed)
+    prog = Program(cfg)
+    layer(prog, rng, tokens)
+    random_commands(prog, rng, 6)
+    model = engine_timing(cfg, prog.commands,
+                          memory=MemoryAgent(latency, bpc, cfg.linear.weight_port_bits))
+    got = fast(cfg, prog.commands, latency, bpc)
+    assert abs(got["cycles"] / model.cycles - 1) <= 0.02, (got["cycles"], model.cycles)
+    assert got["weight_words"] == model.counters["weight_words"]

@@ -25,7 +25,7 @@ from .rmsnorm import Norm
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 from .unit import Wire, run
 
-__all__ = ["LineReader", "Sequencer", "VecLoader", "expect", "timing"]
+__all__ = ["LineReader", "Sequencer", "VecLoader", "expect", "fast", "timing"]
 
 def expect(config, fields: dict) -> int:
     """The beats a command counts before it is done: lines written (``LINEAR``: the
@@ -308,3 +308,62 @@ class _Block:
         return Timing({"cmd": self.cmd.cycles, "x": self.x.cycles, "o": self.o.cycles,
                        "resp": self.resp.cycles, "req": self.w.req.cycles,
                        "rdata": self.mem.cycles}, counters)
+
+
+def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
+    """The fast path: ``commands`` (each the ``cmd`` beat's fields) back to back with streams
+    that keep up (each command, ``IN``'s lines offered as soon as the block takes them;
+    ``o``, ``resp`` and the memory's requests always ready), the memory agent at
+    ``mem_latency`` and ``mem_bytes_per_cycle``: ``cycles`` from the first command's
+    handshake to the cycle after the last answer, ``weight_words``, ``macs`` (the
+    projections'), at any size.
+
+    It follows the commands, not the cycles. A command taken in cycle ``t`` starts its
+    datapath then (a ``NORM`` once its weights are in); its last beat ``e`` is counted at
+    ``e + 1``, answered at ``e + 2``, and the next command taken at ``e + 3``. ``IN``,
+    ``OUT`` and ``ADD`` move a line a cycle from ``t + 1``; a refused command is answered at
+    ``t + 1``. A ``NORM``'s vector arrives as the fetch engine's stream (the memory's rate, or
+    ``buffer`` words a round trip when that is slower), each word two cycles after the memory
+    gives it; the norm runs as :func:`~scoville.sim.cycles.rmsnorm.ideal_cycles` says. A
+    ``LINEAR`` is :func:`scoville.sim.cycles.linear.fast`. ``tests/test_decoder.py`` holds it
+    to the cycle model, where the memory's queue holds a round trip's words as
+    :func:`~scoville.sim.cycles.linear.fast` says."""
+    from . import linear as linear_timed
+    from .rmsnorm import ideal_cycles
+
+    cfg, L = config, mem_latency
+    P = cfg.linear.weight_port_bits
+    rho = min(1.0, mem_bytes_per_cycle / (P // 8))
+    fc = cfg.norm_fetch
+    t = 0.0                     # the next command's handshake
+    end = 0.0
+    words = macs = 0
+    for c in commands:
+        c = {f: int(c.get(f, 0)) for f in COMMAND_FIELDS}
+        if check(cfg, c) != Status.OK:
+            end = t + 1
+            t += 2
+            continue
+        op, n = Op(c["op"]), c["count"]
+        if op in (Op.IN, Op.OUT, Op.ADD):
+            last = t + n
+        elif op == Op.NORM:
+            W = cfg.norm_words
+            first = t + 1 + L
+            direct = min(W, fc.buffer)
+            arrived = first + (direct - 1) / rho
+            if W > direct:
+                rate = min(rho, (fc.buffer - fc.burst / 2) / (L + 3))
+                arrived += (W - direct) / rate
+            go = arrived + 3
+            last = go + ideal_cycles(cfg.norm, n)
+            words += W
+        else:
+            got = linear_timed.fast(cfg.linear, [(n, c["k"], c["n"], bool(c["bias"]))], L,
+                                    mem_bytes_per_cycle)
+            last = t + got["cycles"] - 1
+            words += got["weight_words"]
+            macs += got["macs"]
+        end = last + 2
+        t = last + 3
+    return {"cycles": end + 1, "weight_words": words, "macs": macs}

@@ -156,7 +156,9 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
     command cycles (:func:`~scoville.sim.cycles.gemm.command_cycles`) are exact; the weights
     are the fluid of :class:`~scoville.sim.cycles.moe_weights.TileStream`, a command's stream
     starting the cycle after its handshake. ``tests/test_linear.py`` holds it to the cycle
-    model."""
+    model where the harness's memory queue (:data:`~scoville.sim.harness.MEM_QUEUE` requests)
+    holds a round trip's words (``mem_latency`` times the words a cycle at most 256): a
+    memory that keeps more requests in flight than that agent does, as a real one does."""
     cfg = config
     C, R = cfg.array.cols, cfg.array.rows
     S = max(R, C)
