@@ -50,6 +50,10 @@ H, Q_HEADS, KV_HEADS, HEAD = 256, 8, 2, 32
 EXPERTS, TOP_K, INTER = 16, 4, 256
 ARRAY = {"rows": 8, "cols": 16}
 PORT, LATENCY, BPC, CONTEXT = 256, 500, 8, 1024
+ENGINE_HEAD = ("| case | cycles | fast path | fast vs model | weight bytes | memory busy | "
+               "array busy | model wall s |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+LAYER_HEAD = ("| case | parts | engine cycles | attention cycles | MoE cycles | layer cycles | "
+              "memory busy | array busy |\n|---|---|---:|---:|---:|---:|---:|---:|")
 #: Fetch buffers that cover the memory's round trip (latency x words a cycle, and a burst).
 BUFFER = 512
 
@@ -192,8 +196,7 @@ The commands `IN`, `NORM`, Q/K/V projection (N = {(Q_HEADS + 2 * KV_HEADS) * HEA
 O projection, residual `ADD`, `NORM`, `OUT`, one at a time: cycles from the timed model
 (cycle for cycle the RTL's, as the testbench checks at other sizes), the fast path beside.
 
-| case | cycles | fast path | fast vs model | weight bytes | memory busy | array busy | model wall s |
-|---|---:|---:|---:|---:|---:|---:|---:|
+{ENGINE_HEAD}
 {chr(10).join(engine_rows)}
 
 ## The whole layer, estimated from its blocks' models
@@ -205,8 +208,7 @@ embedding, attention and the MoE are commands of the engine, this is what the pa
 say the layer costs when nothing overlaps. The array busy counts every part's MACs over one
 array's PEs.
 
-| case | parts | engine cycles | attention cycles | MoE cycles | layer cycles | memory busy | array busy |
-|---|---|---:|---:|---:|---:|---:|---:|
+{LAYER_HEAD}
 {chr(10).join(layer_rows)}
 
 What stands between these and the targets, read off the rows: the engine's own part meets
