@@ -192,11 +192,12 @@ LINEAR_LOOK = (
 )
 
 #: The decoder engine's first look: hidden 64 (two lines a token), 128 lines of activations,
-#: projections on a 2 x 8 array of up to four tokens, K and N up to 64, a 64-bit weight port.
+#: projections on a 2 x 8 array of up to four tokens, K and N up to 64, a 64-bit weight port
+#: and 2^14 words of weight memory (the edge test's weights reach its last word).
 DECODER_LOOK = (
     Look("h64", {"hidden": 64, "act_lines": 128, "linear.array.rows": 2,
                  "linear.array.cols": 8, "linear.tokens": 4, "linear.k_max": 64,
-                 "linear.n_max": 64, "linear.weight_port_bits": 64}),
+                 "linear.n_max": 64, "linear.weight_port_bits": 64, "linear.addr_bits": 14}),
 )
 
 BLOCKS: dict[str, Block] = {

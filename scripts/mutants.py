@@ -187,7 +187,8 @@ LINEAR = {"array.rows": 2, "array.cols": 8, "tokens": 4, "k_max": 64, "n_max": 3
 #: The decoder engine's first look, a slow memory and gaps.
 DECODER = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array.cols": 8,
            "linear.tokens": 4, "linear.k_max": 64, "linear.n_max": 64,
-           "linear.weight_port_bits": 64, "mem_latency": 9, "mem_bytes_per_cycle": 4,
+           "linear.weight_port_bits": 64, "linear.addr_bits": 14, "mem_latency": 9,
+           "mem_bytes_per_cycle": 4,
            "gap": 0.3, "backpressure": 0.3}
 #: DeepSeek-shaped: grouped routing and a shared expert.
 MOE_DEEPSEEK = {**MOE, "router": "deepseek", "n_group": 2, "topk_group": 1, "shared": 1,
@@ -1333,6 +1334,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
         expect=Kind.DATA,
         why="the layer's projections run two tokens: the second's rows land a line early",
+    ),
+    Mutation(
+        name="decoder-placer-third-token",
+        models="decoder: a projection's third token and later land on the second's lines",
+        file="scoville/rtl/decoder_parts.py",
+        edits=(Edit("m.d.sync += [tok.eq(tok + 1), row.eq(row + lines)]",
+                    "m.d.sync += [tok.eq(tok + 1), row.eq(dst + col_line + lines)]"),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="test_edges' layer runs the most tokens (four), and random projections of up to "
+            "four tokens are read back",
+    ),
+    Mutation(
+        name="decoder-last-line-refused",
+        models="decoder: a range that ends at the activation memory's last line is refused",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("(writes_dst & (c.dst + writes > N)))",
+                    "(writes_dst & (c.dst + writes > N - 1)))"),),
+        block="decoder", params=DECODER, tests=("test_edges",),
+        expect=Kind.DATA, also=Kind.STATUS,
+        why="test_edges writes the last two lines and reads them back (the lines, checked "
+            "before the answers, are the first sign)",
     ),
     Mutation(
         name="decoder-norm-starts-late",

@@ -237,7 +237,7 @@ def test_a_users_model_from_files(tmp_path):
 
 ENGINE = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array.cols": 8,
           "linear.tokens": 4, "linear.k_max": 64, "linear.n_max": 64,
-          "linear.weight_port_bits": 64}
+          "linear.weight_port_bits": 64, "linear.addr_bits": 14}
 ENGINE_CFG = build_config(DecoderConfig, ENGINE)
 
 
@@ -282,21 +282,28 @@ def test_engine_ops_against_float64():
     assert np.array_equal(got[24:30].reshape(3, 64), linear_golden.apply(x, w, b))
 
 
-@pytest.mark.parametrize("bad", range(len(refusals(ENGINE_CFG))))
-def test_a_refused_command_changes_nothing(bad):
-    """Each refusal of the testbench's list is refused with the status its reason names,
-    and the activations are as before."""
-    rng = np.random.default_rng(bad)
-    prog = Program(ENGINE_CFG)
-    prog.load(0, rng.standard_normal((128, 32)))
-    want, fields = refusals(ENGINE_CFG)[bad]
-    fields = {f: 0 for f in decoder.COMMAND_FIELDS} | fields
-    prog.norm_weight(np.ones(64))
-    model, outs = _run(prog)
-    before = model.act.copy()
-    status, _ = model.apply(fields)
-    assert status == want, fields
-    assert np.array_equal(model.act, before)
+#: Configs whose edges differ: a column tile a line wide, a token a line with a port that holds
+#: its norm weights in one word, the first look.
+REFUSAL_CONFIGS = [ENGINE_CFG, build_config(DecoderConfig, {**ENGINE, "linear.array.cols": 32}),
+                   build_config(DecoderConfig, {**ENGINE, "hidden": 32, "act_lines": 100,
+                                                "linear.weight_port_bits": 1024})]
+
+
+@pytest.mark.parametrize("cfg", REFUSAL_CONFIGS, ids=["first-look", "cols32", "h32-p1024"])
+def test_a_refused_command_changes_nothing(cfg):
+    """Each refusal of the testbench's list fits the command's fields, is refused with the
+    status its reason names, and leaves the activations as they were."""
+    rng = np.random.default_rng(cfg.hidden)
+    for want, fields in refusals(cfg):
+        prog = Program(cfg)
+        prog.load(0, rng.standard_normal((cfg.act_lines, 32)))
+        prog.cmd(**fields)           # raises if a field does not fit
+        model = decoder.DecoderModel(cfg, [])
+        model.apply(prog.commands[0], prog.x[0].view(np.uint32))
+        before = model.act.copy()
+        status, _ = model.apply(prog.commands[1])
+        assert status == want, fields
+        assert np.array_equal(model.act, before)
 
 
 @pytest.mark.parametrize(("fields", "status"), [

@@ -73,7 +73,7 @@ class DecoderConfig:
 
     hidden: int = param(256, "32..8192, a multiple of 32", "hidden size H")
     eps: float = param(1e-5, "a positive number below 1", "NORM's eps")
-    act_lines: int = param(1024, "16..65536", "lines of the activation memory")
+    act_lines: int = param(1024, "16..32768", "lines of the activation memory")
     linear: LinearConfig = part(_LINEAR, "the projections (block linear)")
 
     def __post_init__(self):
@@ -82,7 +82,7 @@ class DecoderConfig:
         if self.hidden % LINE:
             raise ParamError(f"parameter 'hidden' = {self.hidden} is not allowed; allowed: a "
                              f"multiple of {LINE} from {LINE} to 8192")
-        check_int("act_lines", self.act_lines, 16, 65536)
+        check_int("act_lines", self.act_lines, 16, 32768)
         if self.linear.array.cols > LINE:
             raise ParamError(f"parameter 'linear.array.cols' = {self.linear.array.cols} is not "
                              f"allowed; allowed: 1, 2, 4, 8, 16, 32 (a column tile within a "
@@ -197,26 +197,27 @@ class Decoder(wiring.Component):
         # Readers: A (every op that reads) and B (ADD's second range), started on go.
         for reader, port in ((ra, ports[0]), (rb, ports[1])):
             m.d.comb += [port.addr.eq(reader.addr), reader.data.eq(port.data)]
-        m.d.comb += [ra.start.eq(seq.go), rb.start.eq(seq.start & (c.op == Op.ADD)),
+        m.d.comb += [ra.start.eq(seq.go & ~(seq.start & (c.op == Op.IN))),
+                     rb.start.eq(seq.start & (c.op == Op.ADD)),
                      ra.base.eq(Mux(seq.start, c.a, run.a)), rb.base.eq(c.b)]
         lines_of = Mux(c.op == Op.NORM, c.count * HL, Mux(c.op == Op.LINEAR,
                                                            c.count * (c.k // LINE), c.count))
         m.d.comb += [ra.count.eq(Mux(seq.start, lines_of, run.count * HL)),
                      rb.count.eq(c.count)]
 
-        # The norm's weights: fetched on start, into the vector loader.
-        m.d.comb += [wfetch.cmd.valid.eq(seq.start & (c.op == Op.NORM)),
-                     wfetch.cmd.payload.addr.eq(c.addr),
-                     wfetch.cmd.payload.len.eq(cfg.norm_words),
+        # The norm's weights: fetched from start (the command offered until taken), into the
+        # vector loader.
+        fcmd = self._offer(m, wfetch.cmd, seq.start & (c.op == Op.NORM), "wfetch")
+        m.d.comb += [fcmd.addr.eq(run.addr), fcmd.len.eq(cfg.norm_words),
                      wvec.clear.eq(seq.start & (c.op == Op.NORM)),
                      wvec.raddr.eq(ra.index_next)]
         wiring.connect(m, wfetch.o, wvec.words)
 
-        # The projection: its command on start, x from reader A, its rows placed.
-        pc = proj.cmd.payload
-        m.d.comb += [proj.cmd.valid.eq(seq.start & (c.op == Op.LINEAR)),
-                     pc.tokens.eq(c.count), pc.k.eq(c.k), pc.n.eq(c.n), pc.addr.eq(c.addr),
-                     pc.bias.eq(c.bias),
+        # The projection: its command from start (offered until taken), x from reader A, its
+        # rows placed.
+        pc = self._offer(m, proj.cmd, seq.start & (c.op == Op.LINEAR), "proj")
+        m.d.comb += [pc.tokens.eq(run.count), pc.k.eq(run.k), pc.n.eq(run.n),
+                     pc.addr.eq(run.addr), pc.bias.eq(run.bias),
                      place.start.eq(seq.start), place.dst.eq(c.dst), place.tokens.eq(c.count),
                      place.lines.eq(c.n // LINE)]
         wiring.connect(m, proj.o, place.i)
@@ -234,6 +235,18 @@ class Decoder(wiring.Component):
         count(m, self.counters, {"commands": took & seq.start, "refused": took & ~seq.start,
                                  "weight_words": self.rdata.valid & self.rdata.ready})
         return m
+
+    @staticmethod
+    def _offer(m, port, start, name: str):
+        """A part's command, offered from the cycle after ``start`` until taken (from the
+        command the sequencer holds); its payload to drive."""
+        pending = Signal(name=f"{name}_pending")
+        with m.If(start):
+            m.d.sync += pending.eq(1)
+        with m.Elif(port.ready):
+            m.d.sync += pending.eq(0)
+        m.d.comb += port.valid.eq(pending)
+        return port.payload
 
     def _datapath(self, m, seq, op, ra, rb, norm, wvec, proj, place, wp):
         """Reader A's lines to the op's unit, and the unit's results into the write port."""

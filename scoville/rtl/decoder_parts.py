@@ -144,7 +144,7 @@ class VecLoader(wiring.Component):
 class Placer(wiring.Component):
     """The projection's outputs (``cols`` values a beat: column tile after column tile, each
     the T tokens' rows) into writes of the activation memory: beat (tile j, token t) goes to
-    line ``dst + t * n / 32 + j * cols / 32``, lanes ``j * cols mod 32`` on. ``start`` takes
+    line ``dst + t * n / 32 + floor(j * cols / 32)``, lanes ``j * cols mod 32`` on. ``start`` takes
     ``dst``, ``tokens`` and ``lines`` (``n / 32``). A pass-through: ``w`` is ``i`` placed.
 
     Attributes
@@ -197,14 +197,15 @@ class Placer(wiring.Component):
 class Sequencer(wiring.Component):
     """Runs the commands one at a time (``docs/decoder.md``).
 
-    A command is taken while idle. One that reads or writes past the activation memory or
-    has a ``count`` of 0 is answered ``BAD_RANGE``, a ``LINEAR`` of a shape the projections
-    refuse (or ``n`` not a multiple of 32) ``BAD_SHAPE``, at once, changing nothing.
-    Otherwise ``start`` is high in the cycle it is taken (with ``go`` for every op but
-    ``NORM``), and the op runs until its ``expect`` beats are counted (``writes`` of the
-    activation memory; ``OUT``: beats of ``o``); ``NORM`` first waits for its weights
-    (``loaded``: ``go`` in the cycle it is seen). Then ``resp`` offers the status until
-    taken, and the next command is taken from the cycle after.
+    A command is taken while idle. One the block refuses (``good``, the rules of
+    :func:`scoville.sim.golden.decoder.check`: an unknown op; a ``count`` of 0, a range past
+    the activation memory, a write that overtakes a read; a projection's shape or weights
+    past the memory) is answered at once, changing nothing. Otherwise ``start`` is high in
+    the cycle it is taken (with ``go`` for every op but ``NORM``), and the op runs until its
+    ``expect`` beats are counted (``writes`` of the activation memory; ``OUT``: beats of
+    ``o``); ``NORM`` first waits for its weights (``loaded``: ``go`` in the cycle it is
+    seen). Then ``resp`` offers the status until taken, and the next command is taken from
+    the cycle after.
 
     Attributes
     ----------

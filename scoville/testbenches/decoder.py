@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import cocotb
 import numpy as np
+from amaranth.hdl import Shape
 
-from scoville.rtl.decoder import LINE, OPS, STATUS, Op, Status
+from scoville.rtl.decoder import LINE, OPS, STATUS, Op, Status, command_layout
 from scoville.sim.cycles.decoder import timing
 from scoville.sim.cycles.memory import MemoryAgent
 from scoville.sim.golden.decoder import COMMAND_FIELDS, DecoderModel, check
@@ -64,8 +65,14 @@ class Program:
         self.image: list[int] = []
 
     def cmd(self, op: Op, **fields) -> None:
-        self.commands.append({f: int(fields.get(f, 0)) for f in COMMAND_FIELDS}
-                             | {"op": int(op)})
+        """A command of ``fields`` (a missing one 0); each must fit its field of ``cmd``."""
+        c = {f: int(fields.get(f, 0)) for f in COMMAND_FIELDS} | {"op": int(op)}
+        widths = command_layout(self.cfg)
+        for f, v in c.items():
+            bits = Shape.cast(widths[f].shape).width
+            if not 0 <= v < 1 << bits:
+                raise ValueError(f"command field {f!r} = {v} does not fit its {bits} bits")
+        self.commands.append(c)
 
     def load(self, dst: int, x) -> None:
         """``IN``: ``x`` (lines, 32) FP32 into lines ``dst`` on."""
@@ -75,20 +82,33 @@ class Program:
 
     def norm_weight(self, w) -> int:
         """The address of a new norm weight vector ``w`` (H,)."""
-        p = self.cfg.linear.weight_port_bits
-        bits = np.asarray(w, np.float32).view(np.uint32).tolist()
-        per = p // 32
-        return self._put([sum(int(v) << (32 * i) for i, v in enumerate(bits[j:j + per]))
-                          for j in range(0, len(bits), per)])
+        return self.norm_weight_at(w, len(self.image))
 
     def linear_weight(self, w, b=None) -> int:
         """The address of a new projection weight ``w`` (N, K) and bias ``b``."""
         return self._put(tile_words(self.cfg.linear, w, b))
 
-    def _put(self, words: list[int]) -> int:
-        addr = len(self.image)
+    def _put(self, words: list[int], addr: int | None = None) -> int:
+        """``words`` at the next free word, or at ``addr`` (zeros before it)."""
+        addr = len(self.image) if addr is None else addr
+        self.image += [0] * (addr - len(self.image))
+        assert len(self.image) == addr, "weights placed over others"
         self.image += words
         return addr
+
+    def norm_weight_at(self, w, addr: int) -> int:
+        """A norm weight vector at ``addr`` (after every weight placed so far)."""
+        p = self.cfg.linear.weight_port_bits
+        bits = np.asarray(w, np.float32).view(np.uint32).tolist()
+        per = p // 32
+        return self._put([sum(int(v) << (32 * i) for i, v in enumerate(bits[j:j + per]))
+                          for j in range(0, len(bits), per)], addr)
+
+
+def fill(prog: Program, rng) -> None:
+    """``IN`` of random values into every line: the activation memory keeps its lines
+    through a reset (an earlier test's, here), so a program writes what it reads."""
+    prog.load(0, rng.standard_normal((prog.cfg.act_lines, LINE)))
 
 
 def layer(prog: Program, rng, tokens: int, specials: bool = False) -> None:
@@ -118,34 +138,60 @@ def layer(prog: Program, rng, tokens: int, specials: bool = False) -> None:
 
 
 def refusals(cfg) -> list[tuple[Status, dict]]:
-    """One command refused for each reason: the status it is answered with, its fields."""
+    """One command refused for each reason the config can give: the status it is answered
+    with, its fields (each within its field of ``cmd``)."""
     lin, N, hl = cfg.linear, cfg.act_lines, cfg.hidden // LINE
     top = 1 << lin.addr_bits
     K, R, S = LINE, Status.BAD_RANGE, Status.BAD_SHAPE
-    return [
+    out = [
         (S, {"op": 5, "count": 1}), (S, {"op": 7, "count": 1}),
         (R, {"op": Op.IN, "count": 0}), (R, {"op": Op.OUT, "a": N - 1, "count": 2}),
         (R, {"op": Op.ADD, "a": 0, "b": N - 1, "dst": 2, "count": 2}),
         (R, {"op": Op.ADD, "a": 4, "b": 0, "dst": 5, "count": 2}),    # dst over a, shifted
         (R, {"op": Op.ADD, "a": 0, "b": 5, "dst": 4, "count": 2}),    # dst over b, shifted
-        (R, {"op": Op.NORM, "a": 0, "dst": 1, "count": 1}),           # dst over a, shifted
-        (R, {"op": Op.NORM, "a": 0, "dst": N - hl + 1, "count": 1}),
-        (S, {"op": Op.NORM, "a": 0, "dst": 2 * hl, "count": 1,
-             "addr": top - cfg.norm_words + 1}),
+        (R, {"op": Op.NORM, "a": 0, "dst": 1, "count": 2}),           # dst over a, shifted
+        (R, {"op": Op.NORM, "a": 0, "dst": N - hl, "count": 2}),
         (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": lin.tokens + 1, "k": K, "n": LINE}),
         (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": K + 1, "n": LINE}),
         (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": lin.k_max + K, "n": LINE}),
-        (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": K,
-             "n": LINE + lin.array.cols}),
+        (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": K, "n": LINE + LINE // 2}),
         (S, {"op": Op.LINEAR, "a": 0, "dst": 0, "count": 1, "k": K, "n": lin.n_max + LINE}),
-        (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": K, "n": LINE,
-             "addr": top - lin.weight_words(K, LINE, False) + 1}),
     ]
+    if cfg.norm_words > 1:    # weights that run past the memory's last word
+        out.append((S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 1,
+                        "addr": top - cfg.norm_words + 1}))
+    if lin.weight_words(K, LINE, False) > 1:
+        out.append((S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": K, "n": LINE,
+                        "addr": top - lin.weight_words(K, LINE, False) + 1}))
+    return out
+
+
+def top_edges(prog: Program, rng) -> None:
+    """Good commands at the top of both memories: ``IN`` and ``ADD`` on the last two lines,
+    an in-place ``NORM`` of the last token with its weights ending at the last word, a
+    ``LINEAR`` of the last line onto itself with its weights ending there too, each read
+    back (the weights only where the memory's image can hold them: ``addr_bits`` at most
+    16)."""
+    cfg, lin = prog.cfg, prog.cfg.linear
+    N, hl, top = cfg.act_lines, cfg.hidden // LINE, 1 << lin.addr_bits
+    prog.load(N - 2, rng.standard_normal((2, LINE)))
+    prog.cmd(Op.ADD, a=N - 2, b=N - 2, dst=N - 2, count=2)
+    prog.cmd(Op.OUT, a=N - 2, count=2)
+    if lin.addr_bits > 16:
+        return
+    w = (rng.standard_normal((LINE, LINE)) / 4).astype(np.float32)
+    words = lin.weight_words(LINE, LINE, False)
+    lin_at = prog._put(tile_words(lin, w), top - cfg.norm_words - words)
+    norm_at = prog.norm_weight_at(rng.standard_normal(cfg.hidden), top - cfg.norm_words)
+    prog.cmd(Op.NORM, a=N - hl, dst=N - hl, count=1, addr=norm_at)
+    prog.cmd(Op.LINEAR, a=N - 1, dst=N - 1, count=1, k=LINE, n=LINE, addr=lin_at)
+    prog.cmd(Op.OUT, a=N - hl, count=hl)
 
 
 def random_commands(prog: Program, rng, count: int) -> None:
     """``count`` random commands over the first lines of the activation memory (each op;
-    in place now and then; one in eight refused)."""
+    in place or over another's lines now and then; one in eight refused), then every one of
+    those lines out."""
     cfg, lin = prog.cfg, prog.cfg.linear
     hl, span = cfg.hidden // LINE, min(cfg.act_lines // 2, 16 * cfg.hidden // LINE)
     for _ in range(count):
@@ -159,7 +205,7 @@ def random_commands(prog: Program, rng, count: int) -> None:
             prog.load(int(rng.integers(0, span - n)), rng.standard_normal((n, LINE)) * 4)
         elif op == Op.OUT:
             n = int(rng.integers(1, 9))
-            prog.cmd(Op.OUT, a=int(rng.integers(0, span - n)), count=n)
+            prog.cmd(Op.OUT, a=int(rng.integers(0, 2 * span - n)), count=n)
         elif op == Op.ADD:
             n = int(rng.integers(1, 9))
             a, b = (int(v) for v in rng.integers(0, span - n, 2))
@@ -176,12 +222,15 @@ def random_commands(prog: Program, rng, count: int) -> None:
                      addr=prog.norm_weight(rng.standard_normal(cfg.hidden)))
         else:
             t = int(rng.integers(1, lin.tokens + 1))
-            k = LINE * int(rng.integers(1, min(lin.k_max // LINE, span // t) + 1))
+            k = LINE * int(rng.integers(1, min(lin.k_max // LINE, 2 * span // t) + 1))
             n = LINE * int(rng.integers(1, min(lin.n_max // LINE, 4) + 1))
             b = rng.standard_normal(n).astype(np.float32) if rng.random() < 0.5 else None
             w = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
-            prog.cmd(Op.LINEAR, a=0, dst=span, count=t, k=k, n=n, bias=b is not None,
+            a = int(rng.integers(0, 2 * span - t * k // LINE + 1))
+            dst = int(rng.integers(0, 2 * span - t * n // LINE + 1))   # over x or not
+            prog.cmd(Op.LINEAR, a=a, dst=dst, count=t, k=k, n=n, bias=b is not None,
                      addr=prog.linear_weight(w, b))
+    prog.cmd(Op.OUT, a=0, count=2 * span)
 
 
 def _join(values) -> int:
@@ -269,17 +318,25 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
 async def test_edges(dut):
     """A layer's shape with NaN, infinities and huge values in x on a memory that keeps up;
     every refusal between good commands, each followed by reading back what it would have
-    changed; then each refusal as the last command of a short run (the status it leaves)."""
+    changed; good commands at the top of both memories (:func:`top_edges`); then each
+    refusal as the last command of a short run (the status it leaves)."""
     ctx = context()
     cfg = ctx.config
     rng = ctx.rng(1)
     fast = {"latency": 1, "bytes_per_cycle": cfg.linear.weight_port_bits // 8}
     prog = Program(cfg)
-    layer(prog, rng, min(2, cfg.linear.tokens), specials=True)
+    fill(prog, rng)
+    layer(prog, rng, cfg.linear.tokens, specials=True)
     prog.load(0, np.full((1, LINE), 2.0, np.float32))
-    for _, bad in refusals(cfg):
+    for want, bad in refusals(cfg):
+        fields = {f: 0 for f in COMMAND_FIELDS} | bad
+        if check(cfg, fields) != want:
+            raise Failure(Kind.STATUS, f"test_edges: the refusal {bad} is "
+                                       f"{check(cfg, fields).name} for this config, not "
+                                       f"{want.name}")
         prog.cmd(**bad)
         prog.cmd(Op.OUT, a=0, count=min(cfg.act_lines, 48))
+    top_edges(prog, rng)
     await run_program(dut, ctx, "test_edges", prog, gaps=False, **fast)
     for i, (_, bad) in enumerate(refusals(cfg)):
         prog = Program(cfg)
@@ -295,6 +352,7 @@ async def test_workload(dut):
     ctx = context()
     rng = ctx.rng(3)
     prog = Program(ctx.config)
+    fill(prog, rng)
     layer(prog, rng, min(ctx.workload.tokens, ctx.config.linear.tokens))
     random_commands(prog, rng, ctx.workload.commands)
     await run_program(dut, ctx, "test_workload", prog, gaps=True)
@@ -308,5 +366,6 @@ async def test_reset(dut):
     ctx = context()
     rng = ctx.rng(5)
     prog = Program(ctx.config)
+    fill(prog, rng)
     layer(prog, rng, min(2, ctx.config.linear.tokens))
     await run_program(dut, ctx, "test_reset", prog, gaps=True, interrupt=True)

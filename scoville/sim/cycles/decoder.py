@@ -223,6 +223,8 @@ class _Block:
                                 w.lin_rdata)
         self.mux = MemoryMux(MUX_DEPTH, [w.lin_req, w.wf_req], [w.lin_rdata, w.wf_rdata],
                              w.req, w.rdata)
+        #: The projection's and the norm fetch's commands offered and not yet taken.
+        self._pending: tuple[dict | None, dict | None] = (None, None)
 
     def done(self) -> bool:
         return len(self.resp.cycles) == len(self.commands)
@@ -259,13 +261,13 @@ class _Block:
         started = seq.starting(t)
         go = seq.going(t, self.wvec.loaded)
         op = seq.op if seq.active else None
-        # The command's parts: the projection's command, the norm weights' fetch.
-        lin = started if started is not None and started["op"] == Op.LINEAR else None
+        # The command's parts: the projection's command, the norm weights' fetch, each offered
+        # from the cycle after the command's start until taken.
+        lin, norm = self._pending
         w.lin_cmd.set(lin is not None, self.proj.seq.state == "IDLE",
                       None if lin is None else {"tokens": lin["count"], "k": lin["k"],
                                                 "n": lin["n"], "addr": lin["addr"],
                                                 "bias": lin["bias"]})
-        norm = started if started is not None and started["op"] == Op.NORM else None
         w.wf_cmd.set(norm is not None, self.wfetch.ready,
                      None if norm is None else (norm["addr"], cfg.norm_words))
         w.words.set(self.wfetch.o_valid, self.wvec.ready)
@@ -290,9 +292,16 @@ class _Block:
         if out:
             self.o.take(t)
         loaded = self.wvec.loaded
-        if norm is not None:
+        self._pending = tuple(None if p is None or wire.taken or wire.ready else p
+                              for p, wire in zip(self._pending, (w.lin_cmd, w.wf_cmd),
+                                                 strict=True))
+        if started is not None and started["op"] in (Op.LINEAR, Op.NORM):
+            i = 0 if started["op"] == Op.LINEAR else 1
+            self._pending = tuple(started if j == i else p
+                                  for j, p in enumerate(self._pending))
+        if started is not None and started["op"] == Op.NORM:
             self.wvec.clear()
-        if go is not None:
+        if go is not None and go["op"] != Op.IN:
             ra.start(_lines(cfg, go))
             if go["op"] == Op.ADD:
                 rb.start(go["count"])
@@ -322,10 +331,11 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
     datapath then (a ``NORM`` once its weights are in); its last beat ``e`` is counted at
     ``e + 1``, answered at ``e + 2``, and the next command taken at ``e + 3``. ``IN``,
     ``OUT`` and ``ADD`` move a line a cycle from ``t + 1``; a refused command is answered at
-    ``t + 1``. A ``NORM``'s vector arrives as the fetch engine's stream (the memory's rate, or
-    ``buffer`` words a round trip when that is slower), each word two cycles after the memory
-    gives it; the norm runs as :func:`~scoville.sim.cycles.rmsnorm.ideal_cycles` says. A
-    ``LINEAR`` is :func:`scoville.sim.cycles.linear.fast`. ``tests/test_decoder.py`` holds it
+    ``t + 1``. A ``NORM``'s and a ``LINEAR``'s part takes its command at ``t + 1``. The
+    ``NORM``'s vector arrives as the fetch engine's stream (the memory's rate, or ``buffer``
+    words a round trip when that is slower), each word two cycles after the memory gives it;
+    the norm runs as :func:`~scoville.sim.cycles.rmsnorm.ideal_cycles` says. The ``LINEAR`` is
+    :func:`scoville.sim.cycles.linear.fast` from then. ``tests/test_decoder.py`` holds it
     to the cycle model, where the memory's queue holds a round trip's words as
     :func:`~scoville.sim.cycles.linear.fast` says."""
     from . import linear as linear_timed
@@ -349,7 +359,7 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
             last = t + n
         elif op == Op.NORM:
             W = cfg.norm_words
-            first = t + 1 + L
+            first = t + 2 + L
             direct = min(W, fc.buffer)
             arrived = first + (direct - 1) / rho
             if W > direct:
@@ -361,7 +371,7 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
         else:
             got = linear_timed.fast(cfg.linear, [(n, c["k"], c["n"], bool(c["bias"]))], L,
                                     mem_bytes_per_cycle)
-            last = t + got["cycles"] - 1
+            last = t + got["cycles"]
             words += got["weight_words"]
             macs += got["macs"]
         end = last + 2

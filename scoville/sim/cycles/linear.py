@@ -88,7 +88,6 @@ class Parts:
         self.tiles = WeightTiles(cfg.tile_format, w.tile, w.words, w.feed, w.g_b)
         self.array = gemm_timed.Engine(cfg.array, w.g_cmd, w.g_a, w.g_b, o)
         self.tiles_run = 0
-        self._taken = (False, False, False)
 
         @functools.cache
         def program(m, k):

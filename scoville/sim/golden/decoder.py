@@ -844,7 +844,8 @@ def check(config, cmd: dict):
 
 class DecoderModel:
     """The ``decoder`` block as a program (:mod:`scoville.rtl.decoder`): its activation memory
-    (``act_lines`` lines of 32 FP32 values, binary32 bits, zero at reset) and the weight
+    (``act_lines`` lines of 32 FP32 values, binary32 bits; zero here, but the block's keeps
+    its lines through a reset: a program reads only lines it wrote) and the weight
     ``memory`` (the port's words) it reads. :meth:`apply` carries out one command as
     ``docs/decoder.md`` states it, bit for bit:
 
