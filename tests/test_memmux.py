@@ -68,14 +68,15 @@ def test_unit_model_is_its_rtl(clients, gap, depth):
 def test_each_client_gets_its_own_words_in_order(depth):
     """In the RTL, a memory answering each request in order (word ``addr + j`` for its j-th
     word, from the cycle after it takes the request) under gaps and back-pressure on every
-    stream: each client gets exactly its own requests' words, in its order."""
+    stream: each client gets exactly its own requests' words, in its order, ``last`` with
+    each request's last."""
     from amaranth.sim import Simulator
 
     clients = 3
     rng = np.random.default_rng(depth)
     reqs = [[(int(rng.integers(0, 1 << 12)) << 4, int(rng.integers(1, 9)))
              for _ in range(4)] for _ in range(clients)]
-    want = [[a + j for a, n in r for j in range(n)] for r in reqs]
+    want = [[(a + j, j == n - 1) for a, n in r for j in range(n)] for r in reqs]
     dut = MemoryMux(clients, REQ, 32, depth)
     got = [[] for _ in range(clients)]
 
@@ -102,7 +103,8 @@ def test_each_client_gets_its_own_words_in_order(depth):
             memory_req = (int(ctx.get(dut.req.payload.addr)), int(ctx.get(dut.req.payload.len)))
             delivered = [ctx.get(dut.crdata[i].valid) and ctx.get(dut.crdata[i].ready)
                          for i in range(clients)]
-            payloads = [int(ctx.get(dut.crdata[i].payload)) for i in range(clients)]
+            payloads = [(int(ctx.get(dut.crdata[i].payload)), bool(ctx.get(dut.last)))
+                        for i in range(clients)]
             word_taken = word and ctx.get(dut.rdata.ready)
             await ctx.tick()
             assert sum(taken_req) == int(to_memory)

@@ -27,7 +27,8 @@ class MemoryMux(wiring.Component):
 
     Words: the memory's words belong to the queue's head: each is offered to that client in the
     cycle the memory offers it (``rdata`` is ready when the client is; never with the queue
-    empty) and the head leaves with its ``len``-th word.
+    empty) and the head leaves with its ``len``-th word; ``last`` is high while that word is
+    offered (for a client that wants its responses' ends marked).
 
     Attributes
     ----------
@@ -35,6 +36,7 @@ class MemoryMux(wiring.Component):
     crdata : Out(stream.Signature(data_bits)).array(clients)
     req : Out(stream.Signature(request layout))
     rdata : In(stream.Signature(data_bits))
+    last : Out(1)
     """
 
     def __init__(self, clients: int, request: data.Layout, data_bits: int, depth: int = 8):
@@ -51,6 +53,7 @@ class MemoryMux(wiring.Component):
             "crdata": Out(stream.Signature(data_bits)).array(clients),
             "req": Out(stream.Signature(request)),
             "rdata": In(stream.Signature(data_bits)),
+            "last": Out(1),
         })
 
     def elaborate(self, platform):
@@ -95,7 +98,8 @@ class MemoryMux(wiring.Component):
             m.d.comb += [self.crdata[i].valid.eq(have & (hid == i) & self.rdata.valid),
                          self.crdata[i].payload.eq(self.rdata.payload)]
         word = self.rdata.valid & self.rdata.ready
-        pop = word & (got == lens[head] - 1)
+        m.d.comb += self.last.eq(got == lens[head] - 1)
+        pop = word & self.last
         with m.If(word):
             m.d.sync += got.eq(got + 1)
         with m.If(pop):

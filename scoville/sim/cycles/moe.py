@@ -46,8 +46,8 @@ from .moe_weights import TileStream, WeightTiles, tile_fields
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, StallPipeline, Timing
 from .unit import Wire, run
 
-__all__ = ["COUNTERS", "Batch", "dispatch_latency", "layer", "route_cycles", "route_latency",
-           "timing"]
+__all__ = ["COUNTERS", "Batch", "Parts", "dispatch_latency", "layer", "route_cycles",
+           "route_latency", "timing"]
 
 #: Every scalar counter of the block, as the testbench reads them: the array's, then its own.
 #: With ``expert_counters`` the models also give :data:`EXPERT_COUNTERS`, a list each (one
@@ -106,41 +106,61 @@ def timing(config, batches, sources: dict[str, Source] | None = None,
     fresh :class:`~scoville.sim.cycles.memory.MemoryAgent`; the model steps it).
 
     The block's unit models, one per RTL unit, stepped together cycle by cycle as the RTL
-    connects them (:class:`_Block`)."""
+    connects them (:class:`Parts`)."""
     batches = list(batches)
     if batches and batches[-1].fault:
         raise ValueError("a batch with a weight fault ends the run without output: follow it "
                          "with another batch")
-    block = _Block(config, batches, sources or {}, ready or {}, memory)
-    run("moe", block.cycle, block.done, 50_000_000, block.parts)
-    return block.timing()
+    cfg, sources, ready = config, sources or {}, ready or {}
+    good = [b for b in batches if b.groups is not None]
+    n_out = sum(b.tokens * cfg.down_tiles for b in good if not b.fault)
+    cmd = Producer(sources.get("cmd", Source()), len(batches), batches)
+    x = Producer(sources.get("x", Source()),
+                 sum(b.tokens * cfg.hidden // cfg.x_lanes for b in good))
+    o = Consumer(ready.get("o", ALWAYS))
+    req, rdata = Wire(), Wire()
+    P = cfg.weight_port_bits
+    mem = memory or MemoryAgent(1, P // 8, P)
+    mem.attach(req, rdata, ready.get("req", ALWAYS))
+    block = Parts(cfg, cmd, x, o, req, rdata)
+
+    def cycle(t: int) -> int:
+        req.set(block.fetch.req_valid, mem.req_ready(t), block.fetch.req_size)
+        rdata.set(mem.offers(t), block.fetch.rdata_ready)
+        block.cycle(t)
+        mem.step(t)
+        return t + 1
+
+    run("moe", cycle, lambda: len(o.cycles) == n_out and cmd.sent == len(batches), 50_000_000,
+        lambda: {**block.parts(), "mem": mem})
+    own = dict(block.own, weight_words=len(mem.cycles))
+    counters = {**{f"array.{c}": v for c, v in block.array.counters.items()}, **own}
+    if cfg.expert_counters:
+        counters.update(tokens_of=block.tokens_of, cycles_of=block.cycles_of)
+    return Timing({"cmd": cmd.cycles, "x": x.cycles, "req": req.cycles, "rdata": mem.cycles,
+                   "o": o.cycles}, counters)
 
 
-class _Block:
-    """The MoE block's unit models and the wires between them, as the RTL connects them."""
+class Parts:
+    """The MoE block's unit models and the wires between them, as the RTL connects them,
+    between its ports: ``cmd`` (payloads :class:`Batch`) and ``x`` (input ports), ``o`` (an
+    output port) and the weight port's ``req`` and ``rdata`` (wires the caller sets from
+    :attr:`fetch` and the memory, or a memory mux, before :meth:`cycle`). A composed block
+    steps it beside its other parts."""
 
-    def __init__(self, cfg, batches, sources, ready, memory):
-        H, I_, C, R, P = (cfg.hidden, cfg.intermediate, cfg.array.cols, cfg.array.rows,
-                          cfg.weight_port_bits)
-        self.cfg, self.batches = cfg, batches
-        good = [b for b in batches if b.groups is not None]
-        self.n_out = sum(b.tokens * cfg.down_tiles for b in good if not b.fault)
-        self.cmd = Producer(sources.get("cmd", Source()), len(batches), batches)
-        XL = cfg.x_lanes
-        self.x = Producer(sources.get("x", Source()), sum(b.tokens * H // XL for b in good))
-        self.o = Consumer(ready.get("o", ALWAYS))
+    def __init__(self, cfg, cmd, x, o, req, rdata):
+        H, I_, C, R = cfg.hidden, cfg.intermediate, cfg.array.cols, cfg.array.rows
+        self.cfg, self.cmd, self.x, self.o = cfg, cmd, x, o
         self.w = w = SimpleNamespace(**{name: Wire() for name in (
-            "router", "line", "xq", "xst", "c", "entry", "fcmd", "tile", "req", "rdata",
-            "words", "g_cmd", "g_a", "g_b", "g_o", "feed", "xcmd", "hcmd", "a_x", "a_h", "glu",
-            "pack", "hq", "hw", "hst", "rows")})
+            "router", "line", "xq", "xst", "c", "entry", "fcmd", "tile", "words", "g_cmd",
+            "g_a", "g_b", "g_o", "feed", "xcmd", "hcmd", "a_x", "a_h", "glu", "pack", "hq",
+            "hw", "hst", "rows")})
         self._k, self._rows = (I_, H), R  # the array's K in the down and gate-up phases
-        self.mem = memory or MemoryAgent(1, P // 8, P)
-        self.mem.attach(w.req, w.rdata, ready.get("req", ALWAYS))
-        self.fetch = fetch_timed.Engine(cfg.fetch, w.fcmd, w.req, w.rdata, w.words)
+        XL = cfg.x_lanes
+        self.fetch = fetch_timed.Engine(cfg.fetch, w.fcmd, req, rdata, w.words)
         self.array = gemm_timed.Engine(cfg.array, w.g_cmd, w.g_a, w.g_b, w.g_o)
-        self.seq = Sequencer(cfg, self.cmd, w.entry, w.g_cmd, w.feed, w.xcmd,
-                             w.hcmd)
-        self.split = XSplit(H, self.x, w.router, w.line, XL)
+        self.seq = Sequencer(cfg, cmd, w.entry, w.g_cmd, w.feed, w.xcmd, w.hcmd)
+        self.split = XSplit(H, x, w.router, w.line, XL)
         self.router = Router(H // XL, route_latency(cfg), w.router, w.c)
         self.dispatch = Dispatch(functools.partial(dispatch_latency, cfg), w.c, w.entry)
         self.xq = StallPipeline(_MXQ_LATENCY, w.line, w.xq)
@@ -153,7 +173,7 @@ class _Block:
         self.pack = LinePacker(C // 2, cfg.gate_up_tiles, w.pack, w.hq)
         self.hq = StallPipeline(_MXQ_LATENCY, w.hq, w.hw)
         self.hw = StoreWriter(w.hw, w.hst)
-        self.combine = Combine(cfg.down_tiles, w.rows, self.o)
+        self.combine = Combine(cfg.down_tiles, w.rows, o)
         self.n = self.routed = self.cur_e = 0
         self.own = dict.fromkeys(OWN_COUNTERS, 0)
         self.tokens_of, self.cycles_of = [0] * cfg.all_experts, [0] * cfg.all_experts
@@ -164,12 +184,9 @@ class _Block:
 
         self.program = program
 
-    def done(self) -> bool:
-        return len(self.o.cycles) == self.n_out and self.cmd.sent == len(self.batches)
-
     def parts(self) -> dict:
         """The unit models, then the wires between them, by name (a trace's columns)."""
-        units = ("seq", "split", "router", "dispatch", "xq", "xw", "requests", "fetch", "mem",
+        units = ("seq", "split", "router", "dispatch", "xq", "xw", "requests", "fetch",
                  "tiles", "array", "xfeed", "hfeed", "glu", "pack", "hq", "hw", "combine")
         return {**{name: getattr(self, name) for name in units},
                 **{f"w.{name}": wire for name, wire in vars(self.w).items()}}
@@ -178,7 +195,7 @@ class _Block:
         """Every wire of cycle ``t`` from the units' state at its start (a pass-through's
         ``ready`` set before its producer's ``valid`` is asked)."""
         w, seq, array, split, xq, hq = self.w, self.seq, self.array, self.split, self.xq, self.hq
-        fetch, tiles, req, mem = self.fetch, self.tiles, self.requests, self.mem
+        fetch, tiles, req = self.fetch, self.tiles, self.requests
         # x: split to the router and the quantizer, into the x store (always ready).
         xq_valid = xq.o_valid
         w.xq.set(xq_valid, True)
@@ -196,8 +213,6 @@ class _Block:
         f_valid, t_valid = req.fetch_valid, req.tile_valid
         w.fcmd.set(f_valid, fetch.ready, req.fetch_payload if f_valid else None)
         w.tile.set(t_valid, tiles.tile_ready, req.tile_payload if t_valid else None)
-        w.req.set(fetch.req_valid, mem.req_ready(t), fetch.req_size)
-        w.rdata.set(mem.offers(t), fetch.rdata_ready)
         w.words.set(fetch.o_valid, tiles.words_ready)
         # A column tile's commands; A, B; the array's rows to SwiGLU (gate-up) or the
         # combine (down); SwiGLU's lines quantized into the h store (always ready).
@@ -259,7 +274,7 @@ class _Block:
             self.hw.clear()
             self.pack.clear()
         for unit in (self.split, self.router, self.dispatch, self.xq, self.xw, self.requests,
-                     self.fetch, self.mem, self.tiles, self.array, self.xfeed, self.hfeed,
+                     self.fetch, self.tiles, self.array, self.xfeed, self.hfeed,
                      self.glu, self.pack, self.hq, self.hw, comb):
             unit.step(t)
         self.routed = 0 if event == "batch" else self.routed + self.w.c.taken
@@ -274,14 +289,6 @@ class _Block:
         own["pad_rows"] += -(-tokens // R) * R - tokens
         self.tokens_of[expert] += tokens
         self.cur_e = expert
-
-    def timing(self) -> Timing:
-        own = dict(self.own, weight_words=len(self.mem.cycles))
-        counters = {**{f"array.{c}": v for c, v in self.array.counters.items()}, **own}
-        if self.cfg.expert_counters:
-            counters.update(tokens_of=self.tokens_of, cycles_of=self.cycles_of)
-        return Timing({"cmd": self.cmd.cycles, "x": self.x.cycles, "req": self.w.req.cycles,
-                       "rdata": self.mem.cycles, "o": self.o.cycles}, counters)
 
 
 def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
