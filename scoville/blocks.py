@@ -193,11 +193,16 @@ LINEAR_LOOK = (
 
 #: The decoder engine's first look: hidden 64 (two lines a token), 128 lines of activations,
 #: projections on a 2 x 8 array of up to four tokens, K and N up to 64, a 64-bit weight port
-#: and 2^14 words of weight memory (the edge test's weights reach its last word).
+#: and 2^14 words of weight memory (the edge test's weights reach its last word); a MoE of four
+#: experts of 64 x 32, top 2 (GPT-OSS's router), MXFP4 on its own 2 x 8 array.
 DECODER_LOOK = (
     Look("h64", {"hidden": 64, "act_lines": 128, "linear.array.rows": 2,
                  "linear.array.cols": 8, "linear.tokens": 4, "linear.k_max": 64,
-                 "linear.n_max": 64, "linear.weight_port_bits": 64, "linear.addr_bits": 14}),
+                 "linear.n_max": 64, "linear.weight_port_bits": 64, "linear.addr_bits": 14,
+                 "moe.hidden": 64, "moe.intermediate": 32, "moe.experts": 4, "moe.top_k": 2,
+                 "moe.tokens": 4, "moe.array.rows": 2, "moe.array.cols": 8,
+                 "moe.weight_port_bits": 64, "moe.act_fmt": "mxfp4",
+                 "moe.x_lanes": 1}),
 )
 
 BLOCKS: dict[str, Block] = {
@@ -411,7 +416,7 @@ BLOCKS: dict[str, Block] = {
         Block(
             name="decoder",
             summary="the decoder layer's engine: commands over an activation memory of FP32 "
-                    "lines (in, out, residual add, RMSNorm, projections), weights fetched "
+                    "lines (in, out, residual add, RMSNorm, projections, MoE), weights fetched "
                     "through one memory port",
             config=DecoderConfig,
             workload=DecoderWorkload,
@@ -420,7 +425,7 @@ BLOCKS: dict[str, Block] = {
             timed=decoder_timed.timing,
             testbench="scoville.testbenches.decoder",
             first_look=DECODER_LOOK,
-            parts={"linear": "linear"},
+            parts={"linear": "linear", "moe": "moe"},
         ),
     ]
 }

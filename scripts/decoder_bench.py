@@ -10,14 +10,14 @@ Two tables:
 
 - **The engine's part of the layer** (the ``decoder`` block's commands: ``IN``, ``NORM``, the
   Q/K/V projection, the O projection on the attention's output, the residual ``ADD``, the
-  second ``NORM``, ``OUT``), from its cycle-level timed model (which the testbench holds to
-  the RTL's every handshake at other sizes) and its fast path beside it.
-- **The whole layer, estimated**: that part, then the ``attention`` block's decode step per
-  sequence (:func:`scoville.sim.cycles.attention.decode_step`) and the ``moe`` block's batch
-  (:func:`scoville.sim.cycles.moe.layer`, each token's four experts drawn uniformly at random,
-  seeded), one after another: the blocks' own models, not yet one RTL (rotary embedding,
-  attention and the MoE are not commands of the engine yet). Prefill's attention is left out
-  (its model is the attention block's cycle model: minutes a point).
+  second ``NORM``, the ``MOE`` (router, experts, combine; each token's four experts drawn
+  uniformly at random, seeded), the residual, ``OUT``), from its cycle-level timed model
+  (which the testbench holds to the RTL's every handshake at other sizes) and its fast path
+  beside it; prefill from the fast path alone (the cycle model takes minutes there).
+- **The whole layer, estimated**: that part and the ``attention`` block's decode step per
+  sequence (:func:`scoville.sim.cycles.attention.decode_step`), one after another: rotary
+  embedding and attention are not commands of the engine yet. Prefill's attention is left
+  out (its model is the attention block's cycle model: minutes a point).
 
 Memory busy = weight bytes delivered / (cycles x 8); array busy = useful MACs / (128 PEs x
 cycles), both over the whole of what the row covers.
@@ -39,7 +39,6 @@ import numpy as np
 from scoville.rtl.attention import AttentionConfig
 from scoville.rtl.decoder import DecoderConfig, Op
 from scoville.rtl.lib.params import build_config
-from scoville.rtl.moe import MoeConfig
 from scoville.sim.cycles import attention as attention_timed
 from scoville.sim.cycles import decoder as decoder_timed
 from scoville.sim.cycles import moe as moe_timed
@@ -52,8 +51,8 @@ ARRAY = {"rows": 8, "cols": 16}
 PORT, LATENCY, BPC, CONTEXT = 256, 500, 8, 1024
 ENGINE_HEAD = ("| case | cycles | fast path | fast vs model | weight bytes | memory busy | "
                "array busy | model wall s |\n|---|---:|---:|---:|---:|---:|---:|---:|")
-LAYER_HEAD = ("| case | parts | engine cycles | attention cycles | MoE cycles | layer cycles | "
-              "memory busy | array busy |\n|---|---|---:|---:|---:|---:|---:|---:|")
+LAYER_HEAD = ("| case | engine cycles | attention cycles | layer cycles | memory busy | "
+              "array busy |\n|---|---:|---:|---:|---:|---:|")
 #: Fetch buffers that cover the memory's round trip (latency x words a cycle, and a burst).
 BUFFER = 512
 
@@ -63,13 +62,18 @@ def engine_config(tokens: int) -> DecoderConfig:
         "hidden": H, "act_lines": max(1024, tokens * 40),
         "linear.array.rows": ARRAY["rows"], "linear.array.cols": ARRAY["cols"],
         "linear.tokens": max(tokens, 8), "linear.k_max": 512, "linear.n_max": 1024,
-        "linear.weight_port_bits": PORT, "linear.fetch_buffer": BUFFER})
+        "linear.weight_port_bits": PORT, "linear.fetch_buffer": BUFFER,
+        "moe.experts": EXPERTS, "moe.top_k": TOP_K, "moe.hidden": H,
+        "moe.intermediate": INTER, "moe.array.rows": ARRAY["rows"],
+        "moe.array.cols": ARRAY["cols"], "moe.weight_port_bits": PORT,
+        "moe.fetch_buffer": BUFFER, "moe.tokens": max(tokens, 8)})
 
 
-def engine_program(cfg: DecoderConfig, tokens: int) -> list[dict]:
+def engine_program(cfg: DecoderConfig, tokens: int, rng) -> list[dict]:
     """The engine's commands of a GPT-OSS-shaped layer on ``tokens`` tokens: x in, its norm,
     Q/K/V (with biases), the O projection of the attention's output (here the lines Q/K/V
-    left: the data does not change the cycles), the residual, the MoE's norm, out."""
+    left: the data does not change the cycles), the residual, the MoE's norm, the MoE (each
+    token's four experts drawn uniformly at random), the residual, out."""
     hl = H // 32
     qkv = (Q_HEADS + 2 * KV_HEADS) * HEAD
     X, N, QKV = 0, tokens * hl, 2 * tokens * hl
@@ -80,33 +84,42 @@ def engine_program(cfg: DecoderConfig, tokens: int) -> list[dict]:
         addr += words
         return addr - words
 
+    chosen = np.array([rng.choice(EXPERTS, TOP_K, replace=False) for _ in range(tokens)])
+    counts = np.bincount(chosen.ravel(), minlength=EXPERTS)
+    groups = tuple((e, int(n)) for e, n in enumerate(counts) if n)
     lin = cfg.linear
-    out = [{"op": Op.IN, "dst": X, "count": tokens * hl},
-           {"op": Op.NORM, "a": X, "dst": N, "count": tokens, "addr": weights(cfg.norm_words)},
-           {"op": Op.LINEAR, "a": N, "dst": QKV, "count": tokens, "k": H, "n": qkv, "bias": 1,
-            "addr": weights(lin.weight_words(H, qkv, True))},
-           {"op": Op.LINEAR, "a": QKV, "dst": N, "count": tokens, "k": Q_HEADS * HEAD,
-            "n": H, "bias": 1, "addr": weights(lin.weight_words(Q_HEADS * HEAD, H, True))},
-           {"op": Op.ADD, "a": X, "b": N, "dst": X, "count": tokens * hl},
-           {"op": Op.NORM, "a": X, "dst": N, "count": tokens, "addr": weights(cfg.norm_words)},
-           {"op": Op.OUT, "a": N, "count": tokens * hl}]
-    return out
+    return [{"op": Op.IN, "dst": X, "count": tokens * hl},
+            {"op": Op.NORM, "a": X, "dst": N, "count": tokens, "addr": weights(cfg.norm_words)},
+            {"op": Op.LINEAR, "a": N, "dst": QKV, "count": tokens, "k": H, "n": qkv,
+             "bias": 1, "addr": weights(lin.weight_words(H, qkv, True))},
+            {"op": Op.LINEAR, "a": QKV, "dst": N, "count": tokens, "k": Q_HEADS * HEAD,
+             "n": H, "bias": 1, "addr": weights(lin.weight_words(Q_HEADS * HEAD, H, True))},
+            {"op": Op.ADD, "a": X, "b": N, "dst": X, "count": tokens * hl},
+            {"op": Op.NORM, "a": X, "dst": N, "count": tokens, "addr": weights(cfg.norm_words)},
+            {"op": Op.MOE, "a": N, "dst": N, "count": tokens, "addr": weights(cfg.moe_words),
+             "groups": groups},
+            {"op": Op.ADD, "a": X, "b": N, "dst": X, "count": tokens * hl},
+            {"op": Op.OUT, "a": X, "count": tokens * hl}]
 
 
 def engine_macs(tokens: int) -> int:
-    return tokens * H * ((Q_HEADS + 2 * KV_HEADS) * HEAD + Q_HEADS * HEAD)
+    """The projections', the router's and the experts' MACs."""
+    proj = tokens * H * ((Q_HEADS + 2 * KV_HEADS) * HEAD + Q_HEADS * HEAD)
+    return proj + tokens * H * EXPERTS + tokens * TOP_K * 3 * H * INTER
 
 
-def run_engine(tokens: int) -> dict:
+def run_engine(tokens: int, rng, cycle_model: bool) -> dict:
     cfg = engine_config(tokens)
-    cmds = engine_program(cfg, tokens)
-    start = time.perf_counter()
-    model = decoder_timed.timing(cfg, cmds, memory=MemoryAgent(LATENCY, BPC, PORT))
-    wall = time.perf_counter() - start
+    cmds = engine_program(cfg, tokens, rng)
     fast = decoder_timed.fast(cfg, cmds, LATENCY, BPC)
-    return {"cycles": model.cycles, "fast": fast["cycles"],
-            "bytes": model.counters["weight_words"] * PORT // 8, "macs": engine_macs(tokens),
-            "wall": wall}
+    out = {"fast": fast["cycles"], "macs": engine_macs(tokens), "wall": None,
+           "cycles": fast["cycles"], "bytes": fast["weight_words"] * PORT // 8}
+    if cycle_model:
+        start = time.perf_counter()
+        model = decoder_timed.timing(cfg, cmds, memory=MemoryAgent(LATENCY, BPC, PORT))
+        out.update(cycles=model.cycles, wall=time.perf_counter() - start,
+                   bytes=model.counters["weight_words"] * PORT // 8)
+    return out
 
 
 def run_attention(tokens: int) -> dict:
@@ -121,23 +134,6 @@ def run_attention(tokens: int) -> dict:
     return {"cycles": tokens * step["cycles"], "bytes": 0, "macs": tokens * macs}
 
 
-def moe_config(tokens: int) -> MoeConfig:
-    return build_config(MoeConfig, {
-        "experts": EXPERTS, "top_k": TOP_K, "hidden": H, "intermediate": INTER,
-        "array.rows": ARRAY["rows"], "array.cols": ARRAY["cols"], "weight_port_bits": PORT,
-        "fetch_buffer": BUFFER, "tokens": max(tokens, 8)})
-
-
-def run_moe(tokens: int, rng) -> dict:
-    cfg = moe_config(tokens)
-    chosen = np.array([rng.choice(EXPERTS, TOP_K, replace=False) for _ in range(tokens)])
-    counts = np.bincount(chosen.ravel(), minlength=EXPERTS)
-    groups = [(e, int(n)) for e, n in enumerate(counts) if n]
-    f = moe_timed.layer(cfg, tokens, groups, LATENCY, BPC)
-    macs = tokens * TOP_K * 3 * H * INTER + tokens * H * EXPERTS
-    return {"cycles": f["cycles"], "bytes": f["weight_words"] * PORT // 8, "macs": macs}
-
-
 def busy(part: dict) -> tuple[float, float]:
     pes = ARRAY["rows"] * ARRAY["cols"]
     return (part["bytes"] / (part["cycles"] * BPC), part["macs"] / (pes * part["cycles"]))
@@ -150,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     engine_rows, layer_rows = [], []
-    moe_cfg = moe_config(8)
+    moe_cfg = engine_config(8).moe
     moe_note = ("`moe_timed.buffer_covers` is false: its issuer asks for a column tile's "
                 f"{moe_cfg.tile_words(H)} words once the loader has started the tile before it, "
                 f"fewer than the {LATENCY * BPC // (PORT // 8)} words a round trip needs in "
@@ -158,22 +154,20 @@ def main(argv: list[str] | None = None) -> int:
                 else "its weight stream covers the round trip")
     for label, tokens in (("decode, batch 1", 1), ("decode, batch 8", 8),
                           ("prefill, 256 tokens", 256)):
-        e = run_engine(tokens)
+        e = run_engine(tokens, rng, cycle_model=tokens <= 8)
         mem, arr = busy(e)
+        model = f"{e['cycles']:,}" if e["wall"] is not None else "(fast path only)"
+        wall = f"{e['wall']:.1f}" if e["wall"] is not None else ""
         engine_rows.append(
-            f"| {label} | {e['cycles']:,} | {e['fast']:,.0f} | "
-            f"{e['fast'] / e['cycles'] - 1:+.2%} | {e['bytes']:,} | {mem:.1%} | {arr:.1%} | "
-            f"{e['wall']:.1f} |")
-        moe = run_moe(tokens, rng)
-        parts = [e, moe] if tokens == 256 else [e, run_attention(tokens), moe]
+            f"| {label} | {model} | {e['fast']:,.0f} | "
+            + (f"{e['fast'] / e['cycles'] - 1:+.2%}" if e["wall"] is not None else "")
+            + f" | {e['bytes']:,} | {mem:.1%} | {arr:.1%} | {wall} |")
+        parts = [e, run_attention(tokens)] if tokens <= 8 else [e]
         total = {k: sum(p[k] for p in parts) for k in ("cycles", "bytes", "macs")}
         mem, arr = busy(total)
-        names = " + ".join(["engine", *(["attention"] if len(parts) == 3 else []), "MoE"])
-        cells = [f"{p['cycles']:,.0f}" for p in parts]
-        if len(parts) == 2:
-            cells.insert(1, "(left out)")
-        layer_rows.append(f"| {label} | {names} | {' | '.join(cells)} | "
-                          f"{total['cycles']:,.0f} | {mem:.1%} | {arr:.1%} |")
+        cells = [f"{p['cycles']:,.0f}" for p in parts] + (["(left out)"] if tokens > 8 else [])
+        layer_rows.append(f"| {label} | {' | '.join(cells)} | {total['cycles']:,.0f} | "
+                          f"{mem:.1%} | {arr:.1%} |")
         print(layer_rows[-1], file=sys.stderr)
     text = f"""# The decoder layer's benchmark
 
@@ -193,28 +187,27 @@ and 8 memory busy at least 90%; prefill of 256 tokens after 1k of context array 
 ## The engine's part of the layer (the `decoder` block today)
 
 The commands `IN`, `NORM`, Q/K/V projection (N = {(Q_HEADS + 2 * KV_HEADS) * HEAD}, biases),
-O projection, residual `ADD`, `NORM`, `OUT`, one at a time: cycles from the timed model
-(cycle for cycle the RTL's, as the testbench checks at other sizes), the fast path beside.
+O projection, residual `ADD`, `NORM`, `MOE`, residual `ADD`, `OUT`, one at a time: cycles
+from the timed model (cycle for cycle the RTL's, as the testbench checks at other sizes), the
+fast path beside.
 
 {ENGINE_HEAD}
 {chr(10).join(engine_rows)}
 
-## The whole layer, estimated from its blocks' models
+## The whole layer, estimated
 
-The engine's part, the attention block's decode steps (one per sequence, each over
-{CONTEXT} tokens, the attention's own array) and the MoE block's batch (router, experts,
-combine; its own array and fetch), one after another. Not yet one RTL: until rotary
-embedding, attention and the MoE are commands of the engine, this is what the parts' models
-say the layer costs when nothing overlaps. The array busy counts every part's MACs over one
-array's PEs.
+The engine's part, then the attention block's decode steps (one per sequence, each over
+{CONTEXT} tokens, the attention's own array), one after another: until rotary embedding and
+attention are commands of the engine, this is what the models say the layer costs when
+nothing overlaps. The array busy counts every part's MACs over one array's PEs.
 
 {LAYER_HEAD}
 {chr(10).join(layer_rows)}
 
-What stands between these and the targets, read off the rows: the engine's own part meets
-the decode target (its commands pay the memory's latency once each); the MoE block does not
-hide a {LATENCY}-cycle round trip ({moe_note}), and in decode the attention's cycles leave
-the memory idle (its K and V are on chip; nothing fetches the next weights meanwhile). In
+What stands between these and the targets, read off the rows: the projections keep the
+memory busy (each command pays the memory's latency once); the MoE's weight stream does not
+hide a {LATENCY}-cycle round trip ({moe_note}); in decode the attention's cycles leave the
+memory idle (its K and V are on chip; nothing fetches the next weights meanwhile). In
 prefill the projections and experts keep the array busy; the attention is not yet counted.
 """
     (ROOT / args.out).write_text(text)

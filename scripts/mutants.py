@@ -187,8 +187,10 @@ LINEAR = {"array.rows": 2, "array.cols": 8, "tokens": 4, "k_max": 64, "n_max": 3
 #: The decoder engine's first look, a slow memory and gaps.
 DECODER = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array.cols": 8,
            "linear.tokens": 4, "linear.k_max": 64, "linear.n_max": 64,
-           "linear.weight_port_bits": 64, "linear.addr_bits": 14, "mem_latency": 9,
-           "mem_bytes_per_cycle": 4,
+           "linear.weight_port_bits": 64, "linear.addr_bits": 14, "moe.hidden": 64,
+           "moe.intermediate": 32, "moe.experts": 4, "moe.top_k": 2, "moe.tokens": 4,
+           "moe.array.rows": 2, "moe.array.cols": 8, "moe.weight_port_bits": 64,
+           "moe.act_fmt": "mxfp4", "moe.x_lanes": 1, "mem_latency": 9, "mem_bytes_per_cycle": 4,
            "gap": 0.3, "backpressure": 0.3}
 #: DeepSeek-shaped: grouped routing and a shared expert.
 MOE_DEEPSEEK = {**MOE, "router": "deepseek", "n_group": 2, "topk_group": 1, "shared": 1,
@@ -1356,6 +1358,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         expect=Kind.DATA, also=Kind.STATUS,
         why="test_edges writes the last two lines and reads them back (the lines, checked "
             "before the answers, are the first sign)",
+    ),
+    Mutation(
+        name="decoder-moe-base-dropped",
+        models="decoder: the MoE's weight requests are not offset by its command's address",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("(proj.req, 0), (wfetch.req, 0), (moe.req, base)",
+                    "(proj.req, 0), (wfetch.req, 0), (moe.req, 0)"),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="the layer's MoE weights follow its projections' and norms' in memory: every MoE "
+            "request asks the wrong words (the requests are checked as they come)",
+    ),
+    Mutation(
+        name="decoder-moe-placed-as-tiles",
+        models="decoder: the MoE's output is placed as a projection's (column tiles of T "
+               "tokens), not in order",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("(place, c.count, c.n // LINE), (mplace, 1, 1)",
+                    "(place, c.count, c.n // LINE), (mplace, c.count, 1)"),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="the layer's MoE runs several tokens: their outputs land on each other's lines",
     ),
     Mutation(
         name="decoder-norm-starts-late",

@@ -15,6 +15,7 @@ from scoville.rtl.lib.params import ParamError, build_config
 from scoville.sim.cycles.decoder import timing as engine_timing
 from scoville.sim.golden import decoder
 from scoville.sim.golden import linear as linear_golden
+from scoville.sim.golden import moe as moe_golden
 from scoville.sim.golden import rmsnorm as rmsnorm_golden
 from scoville.testbenches.decoder import Program, refusals
 
@@ -237,16 +238,21 @@ def test_a_users_model_from_files(tmp_path):
 
 ENGINE = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array.cols": 8,
           "linear.tokens": 4, "linear.k_max": 64, "linear.n_max": 64,
-          "linear.weight_port_bits": 64, "linear.addr_bits": 14}
+          "linear.weight_port_bits": 64, "linear.addr_bits": 14, "moe.hidden": 64,
+          "moe.intermediate": 32, "moe.experts": 4, "moe.top_k": 2, "moe.tokens": 4,
+          "moe.array.rows": 2, "moe.array.cols": 8, "moe.weight_port_bits": 64,
+          "moe.act_fmt": "mxfp4", "moe.x_lanes": 1}
 ENGINE_CFG = build_config(DecoderConfig, ENGINE)
 
 
 def _run(prog, cmds=None):
-    model = decoder.DecoderModel(ENGINE_CFG, prog.image)
+    model = decoder.DecoderModel(prog.cfg, prog.image)
+    for addr, w in prog.moe.items():
+        model.load_moe(addr, w)
     xs = iter(prog.x)
     outs = []
     for c in cmds or prog.commands:
-        ok = decoder.check(ENGINE_CFG, c) == Status.OK
+        ok = decoder.check(prog.cfg, c) == Status.OK
         x = next(xs).view(np.uint32) if c["op"] == Op.IN and ok else None
         outs.append(model.apply(c, x))
     return model, outs
@@ -254,8 +260,9 @@ def _run(prog, cmds=None):
 
 def test_engine_ops_against_float64():
     """Each op of the engine's golden model against plain arithmetic: IN then OUT gives the
-    lines back; ADD is NumPy's float32 sum; NORM within 2 ulp-ish of float64 RMSNorm; LINEAR
-    within the BF16 product bound of float64 x W^T + b."""
+    lines back; ADD is NumPy's float32 sum; NORM within 1e-6 of float64 RMSNorm; LINEAR
+    within the BF16 product bound of float64 x W^T + b and the linear block's bits; MOE the
+    moe block's bits (its own tests hold it to float64), on the lines it names."""
     rng = np.random.default_rng(4)
     prog = Program(ENGINE_CFG)
     x = rng.standard_normal((3, 64)).astype(np.float32)
@@ -269,7 +276,9 @@ def test_engine_ops_against_float64():
     prog.cmd(Op.NORM, a=0, dst=18, count=3, addr=prog.norm_weight(wn))
     prog.cmd(Op.LINEAR, a=0, dst=24, count=3, k=64, n=64, bias=1,
              addr=prog.linear_weight(w, b))
-    prog.cmd(Op.OUT, a=0, count=30)
+    moe = moe_golden.random_weights(ENGINE_CFG.moe, rng)
+    prog.cmd(Op.MOE, a=0, dst=30, count=3, addr=prog.moe_weights(moe))
+    prog.cmd(Op.OUT, a=0, count=36)
     _, outs = _run(prog)
     assert all(s == Status.OK for s, _ in outs)
     got = outs[-1][1].view(np.float32)
@@ -280,13 +289,16 @@ def test_engine_ops_against_float64():
     lin = linear_golden.reference(x, w, b)
     assert np.abs(got[24:30].reshape(3, 64) - lin).max() <= 2e-2 * np.abs(lin).max()
     assert np.array_equal(got[24:30].reshape(3, 64), linear_golden.apply(x, w, b))
+    assert np.array_equal(got[30:36].reshape(3, 64), moe_golden.moe(ENGINE_CFG.moe, moe, x))
 
 
 #: Configs whose edges differ: a column tile a line wide, a token a line with a port that holds
 #: its norm weights in one word, the first look.
 REFUSAL_CONFIGS = [ENGINE_CFG, build_config(DecoderConfig, {**ENGINE, "linear.array.cols": 32}),
                    build_config(DecoderConfig, {**ENGINE, "hidden": 32, "act_lines": 100,
-                                                "linear.weight_port_bits": 1024})]
+                                                "linear.weight_port_bits": 1024,
+                                                "moe.hidden": 32,
+                                                "moe.weight_port_bits": 1024})]
 
 
 @pytest.mark.parametrize("cfg", REFUSAL_CONFIGS, ids=["first-look", "cols32", "h32-p1024"])
@@ -349,7 +361,11 @@ def test_engine_timing_by_hand():
      "'linear.array.cols' = 64 is not allowed"),
     ({"act_lines": 8}, "act_lines"),
     ({"eps": 0.0}, "eps"),
-    ({"hidden": 8192, "linear.k_max": 32}, "fewer words than a column tile"),
+    ({"hidden": 8192, "moe.hidden": 8192, "linear.k_max": 32},
+     "fewer words than a column tile"),
+    ({"hidden": 128}, "'moe.hidden' = 256 is not allowed; allowed: 128"),
+    ({"moe.x_fmt": "bf16"}, "'moe.x_fmt' = 'bf16' is not allowed; allowed: 'fp32'"),
+    ({"moe.weight_port_bits": 64}, "'moe.weight_port_bits' = 64 is not allowed; allowed: 256"),
 ])
 def test_engine_config_errors_are_one_line(params, match):
     with pytest.raises(ParamError, match=match) as err:
@@ -363,8 +379,10 @@ def test_engine_config_errors_are_one_line(params, match):
     # three lines a token, four columns, a wide port, a slow far memory, heavy gaps and
     # back-pressure
     {**ENGINE, "hidden": 96, "linear.array.cols": 4, "linear.k_max": 96, "linear.n_max": 96,
-     "linear.weight_port_bits": 128, "mem_latency": 100, "mem_bytes_per_cycle": 4,
-     "gap": 0.8, "backpressure": 0.8, "commands": 6},
+     "linear.weight_port_bits": 128, "moe.hidden": 96, "moe.weight_port_bits": 128,
+     "moe.router": "deepseek", "moe.n_group": 2, "moe.topk_group": 1, "moe.shared": 1,
+     "moe.routed_scaling_factor": 2.5, "moe.array.cols": 4, "mem_latency": 100,
+     "mem_bytes_per_cycle": 4, "gap": 0.8, "backpressure": 0.8, "commands": 6},
 ], ids=["h64", "h96-heavy"])
 def test_decoder_rtl(simulator, seed, params):
     assert_passed(simulate("decoder", simulator, seed, **params))
@@ -383,7 +401,9 @@ def _fast_cases():
             "hidden": hidden, "act_lines": 1024, "linear.array.rows": rows,
             "linear.array.cols": cols, "linear.tokens": 8, "linear.k_max": 256,
             "linear.n_max": 256, "linear.weight_port_bits": port,
-            "linear.fetch_buffer": buffer})
+            "linear.fetch_buffer": buffer, "moe.hidden": hidden, "moe.weight_port_bits": port,
+            "moe.intermediate": 64, "moe.experts": 8, "moe.top_k": 2, "moe.tokens": 8,
+            "moe.array.rows": rows, "moe.array.cols": cols, "moe.fetch_buffer": buffer})
         yield cfg, int(rng.integers(1, 9)), latency, bpc, int(rng.integers(0, 1000))
 
 
@@ -402,8 +422,13 @@ def test_engine_fast_path_within_2_percent_of_the_cycle_model(case):
     prog = Program(cfg)
     layer(prog, rng, tokens)
     random_commands(prog, rng, 6)
-    model = engine_timing(cfg, prog.commands,
+    golden, _ = _run(prog)
+    routes = iter(golden.routes)
+    cmds = [{**c, "groups": next(routes)}
+            if c["op"] == Op.MOE and decoder.check(cfg, c) == Status.OK else c
+            for c in prog.commands]
+    model = engine_timing(cfg, cmds,
                           memory=MemoryAgent(latency, bpc, cfg.linear.weight_port_bits))
-    got = fast(cfg, prog.commands, latency, bpc)
+    got = fast(cfg, cmds, latency, bpc)
     assert abs(got["cycles"] / model.cycles - 1) <= 0.02, (got["cycles"], model.cycles)
     assert got["weight_words"] == model.counters["weight_words"]

@@ -21,6 +21,7 @@ from amaranth.lib.wiring import In, Out
 from .decoder_parts import (
     LINE,
     LineReader,
+    LineSplitter,
     Op,
     Placer,
     Sequencer,
@@ -36,6 +37,8 @@ from .lib.fp32 import fp32_add
 from .lib.memmux import MemoryMux
 from .lib.params import ParamError, check_int, check_parts, param, part
 from .linear import Linear, LinearConfig
+from .moe import Moe, MoeConfig
+from .moe_router import write_layout as router_write_layout
 from .rmsnorm import RmsNorm, RmsNormConfig
 
 __all__ = ["COUNTERS", "LINE", "MUX_DEPTH", "OPS", "STATUS", "Decoder", "DecoderConfig", "Op",
@@ -52,6 +55,7 @@ COUNTERS = counter_layout({"commands": 32, "refused": 32, "weight_words": 32})
 MUX_DEPTH = 16
 
 _LINEAR = LinearConfig(tokens=16, k_max=256, n_max=1024)
+_MOE = MoeConfig(x_lanes=LINE, tokens=16)   # the router takes a line of x a cycle
 
 
 @dataclass(frozen=True)
@@ -69,12 +73,17 @@ class DecoderConfig:
     linear : LinearConfig
         The projections' part (``linear.*``; ``array.cols`` at most 32): its array, its most
         tokens, K and N, and the weight port (``linear.weight_port_bits``: the block's).
+    moe : MoeConfig
+        The MoE's part (``moe.*``): its ``hidden`` the block's, FP32 x (a line in ``32 /
+        x_lanes`` beats: 32 lanes, the default, route a line a cycle), the block's weight
+        port, ``array.cols`` at most 32.
     """
 
     hidden: int = param(256, "32..8192, a multiple of 32", "hidden size H")
     eps: float = param(1e-5, "a positive number below 1", "NORM's eps")
     act_lines: int = param(1024, "16..32768", "lines of the activation memory")
     linear: LinearConfig = part(_LINEAR, "the projections (block linear)")
+    moe: MoeConfig = part(_MOE, "the MoE (block moe)")
 
     def __post_init__(self):
         check_parts(self)
@@ -87,6 +96,16 @@ class DecoderConfig:
             raise ParamError(f"parameter 'linear.array.cols' = {self.linear.array.cols} is not "
                              f"allowed; allowed: 1, 2, 4, 8, 16, 32 (a column tile within a "
                              "line)")
+        for name, value, want in (("moe.hidden", self.moe.hidden, self.hidden),
+                                   ("moe.x_fmt", self.moe.x_fmt, "fp32"),
+                                   ("moe.weight_port_bits", self.moe.weight_port_bits,
+                                    self.linear.weight_port_bits)):
+            if value != want:
+                raise ParamError(f"parameter {name!r} = {value!r} is not allowed; allowed: "
+                                 f"{want!r} (the block's: FP32 lines, one weight port)")
+        if self.moe.array.cols > LINE:
+            raise ParamError(f"parameter 'moe.array.cols' = {self.moe.array.cols} is not "
+                             "allowed; allowed: at most 32 (a column tile within a line)")
         _ = self.norm  # eps is checked by the norm's config
         if self.norm_words >= 1 << self.linear.fetch.len_bits:
             raise ParamError(f"parameter 'hidden' = {self.hidden} is not allowed with "
@@ -115,6 +134,18 @@ class DecoderConfig:
         port)."""
         return self.linear.fetch
 
+    @property
+    def len_bits(self) -> int:
+        """Bits of a read request's ``len`` on the block's port: the longest of its
+        clients'."""
+        return max(self.linear.fetch.len_bits, self.moe.fetch.len_bits)
+
+    @property
+    def moe_words(self) -> int:
+        """Words of a MoE layer's weights (every expert's, from the ``MOE`` command's
+        ``addr``)."""
+        return self.moe.all_experts * self.moe.expert_words
+
 
 class Decoder(wiring.Component):
     """The decoder layer's engine (the module says what it runs). ``config`` is a
@@ -128,7 +159,10 @@ class Decoder(wiring.Component):
     (:class:`~scoville.rtl.fetch.Fetch`, :class:`~scoville.rtl.decoder_parts.VecLoader`: the
     norm's weights), ``proj`` (:class:`~scoville.rtl.linear.Linear`), ``place``
     (:class:`~scoville.rtl.decoder_parts.Placer`), ``mux``
-    (:class:`~scoville.rtl.lib.memmux.MemoryMux`), and the 32 FP32 adders of ``ADD``.
+    (:class:`~scoville.rtl.lib.memmux.MemoryMux`), ``moe``, ``msplit`` and ``mplace``
+    (:class:`~scoville.rtl.moe.Moe`, its
+    :class:`~scoville.rtl.decoder_parts.LineSplitter` and placer), and the 32 FP32 adders of
+    ``ADD``.
 
     Attributes
     ----------
@@ -158,7 +192,8 @@ class Decoder(wiring.Component):
             "resp": Out(stream.Signature(Status)),
             "x": In(stream.Signature(line_layout())),
             "o": Out(stream.Signature(line_layout())),
-            "req": Out(stream.Signature(request_layout(lin.addr_bits, lin.fetch.len_bits))),
+            "wr": In(stream.Signature(router_write_layout(config.moe))),
+            "req": Out(stream.Signature(request_layout(lin.addr_bits, config.len_bits))),
             "rdata": In(stream.Signature(lin.weight_port_bits)),
             "status": Out(Status),
             "counters": Out(COUNTERS),
@@ -182,13 +217,12 @@ class Decoder(wiring.Component):
         m.submodules.wfetch = wfetch = Fetch(cfg.norm_fetch)
         m.submodules.wvec = wvec = VecLoader(HL, lin.weight_port_bits)
         m.submodules.proj = proj = Linear(lin)
-        m.submodules.place = place = Placer(cfg)
-        fc = lin.fetch
-        m.submodules.mux = mux = MemoryMux(2, request_layout(fc.addr_bits, fc.len_bits),
-                                           lin.weight_port_bits, MUX_DEPTH)
+        m.submodules.place = place = Placer(cfg, lin.array.cols)
+        m.submodules.moe = moe = Moe(cfg.moe)
+        m.submodules.msplit = msplit = LineSplitter(cfg.moe.x_lanes)
+        m.submodules.mplace = mplace = Placer(cfg, cfg.moe.array.cols)
 
         c, run = self.cmd.payload, seq.run
-        op = run.op
         wiring.connect(m, wiring.flipped(self.cmd), seq.cmd)
         wiring.connect(m, seq.resp, wiring.flipped(self.resp))
         m.d.comb += [self.status.eq(seq.status), seq.good.eq(self._check(m, c)),
@@ -200,8 +234,8 @@ class Decoder(wiring.Component):
         m.d.comb += [ra.start.eq(seq.go & ~(seq.start & (c.op == Op.IN))),
                      rb.start.eq(seq.start & (c.op == Op.ADD)),
                      ra.base.eq(Mux(seq.start, c.a, run.a)), rb.base.eq(c.b)]
-        lines_of = Mux(c.op == Op.NORM, c.count * HL, Mux(c.op == Op.LINEAR,
-                                                           c.count * (c.k // LINE), c.count))
+        lines_of = Mux(c.op == Op.LINEAR, c.count * (c.k // LINE),
+                       Mux((c.op == Op.NORM) | (c.op == Op.MOE), c.count * HL, c.count))
         m.d.comb += [ra.count.eq(Mux(seq.start, lines_of, run.count * HL)),
                      rb.count.eq(c.count)]
 
@@ -213,28 +247,50 @@ class Decoder(wiring.Component):
                      wvec.raddr.eq(ra.index_next)]
         wiring.connect(m, wfetch.o, wvec.words)
 
-        # The projection: its command from start (offered until taken), x from reader A, its
-        # rows placed.
+        # The projection and the MoE: each its command from start (offered until taken), x
+        # from reader A, its output placed into lines (the MoE's in order: one "token").
         pc = self._offer(m, proj.cmd, seq.start & (c.op == Op.LINEAR), "proj")
         m.d.comb += [pc.tokens.eq(run.count), pc.k.eq(run.k), pc.n.eq(run.n),
-                     pc.addr.eq(run.addr), pc.bias.eq(run.bias),
-                     place.start.eq(seq.start), place.dst.eq(c.dst), place.tokens.eq(c.count),
-                     place.lines.eq(c.n // LINE)]
+                     pc.addr.eq(run.addr), pc.bias.eq(run.bias)]
+        mc = self._offer(m, moe.cmd, seq.start & (c.op == Op.MOE), "moe")
+        m.d.comb += mc.tokens.eq(run.count)
+        for placer, tokens, lines in ((place, c.count, c.n // LINE), (mplace, 1, 1)):
+            m.d.comb += [placer.start.eq(seq.start), placer.dst.eq(c.dst),
+                         placer.tokens.eq(tokens), placer.lines.eq(lines)]
         wiring.connect(m, proj.o, place.i)
+        wiring.connect(m, moe.o, mplace.i)
+        wiring.connect(m, msplit.o, moe.x)
+        wiring.connect(m, wiring.flipped(self.wr), moe.wr)
 
-        # The memory port: the projection's fetch and the norm weights' fetch.
-        wiring.connect(m, proj.req, mux.creq[0])
-        wiring.connect(m, mux.crdata[0], proj.rdata)
-        wiring.connect(m, wfetch.req, mux.creq[1])
-        wiring.connect(m, mux.crdata[1], wfetch.rdata)
-        wiring.connect(m, mux.req, wiring.flipped(self.req))
-        wiring.connect(m, wiring.flipped(self.rdata), mux.rdata)
-
-        self._datapath(m, seq, op, ra, rb, norm, wvec, proj, place, wp)
+        self._memory(m, proj, wfetch, moe, run)
+        self._datapath(m, seq, ra, rb, norm, wvec, proj, msplit.i, (place, mplace), wp)
         took = self.cmd.valid & self.cmd.ready
         count(m, self.counters, {"commands": took & seq.start, "refused": took & ~seq.start,
                                  "weight_words": self.rdata.valid & self.rdata.ready})
         return m
+
+    def _memory(self, m, proj, wfetch, moe, run):
+        """The memory port, shared through the mux: the projection's fetch, the norm
+        weights', the MoE's (its addresses from the ``MOE`` command's ``addr``; ``last`` on
+        each response's last word)."""
+        cfg = self._config
+        m.submodules.mux = mux = MemoryMux(3, self.req.payload.shape(),
+                                           cfg.linear.weight_port_bits, MUX_DEPTH)
+        base = Signal.like(run.addr)
+        with m.If(moe.cmd.valid & moe.cmd.ready):
+            m.d.sync += base.eq(run.addr)
+        for i, (req, add) in enumerate(((proj.req, 0), (wfetch.req, 0), (moe.req, base))):
+            m.d.comb += [mux.creq[i].valid.eq(req.valid), req.ready.eq(mux.creq[i].ready),
+                         mux.creq[i].payload.addr.eq(req.payload.addr + add),
+                         mux.creq[i].payload.len.eq(req.payload.len)]
+        wiring.connect(m, mux.crdata[0], proj.rdata)
+        wiring.connect(m, mux.crdata[1], wfetch.rdata)
+        m.d.comb += [moe.rdata.valid.eq(mux.crdata[2].valid),
+                     mux.crdata[2].ready.eq(moe.rdata.ready),
+                     moe.rdata.payload.data.eq(mux.crdata[2].payload),
+                     moe.rdata.payload.last.eq(mux.last)]
+        wiring.connect(m, mux.req, wiring.flipped(self.req))
+        wiring.connect(m, wiring.flipped(self.rdata), mux.rdata)
 
     @staticmethod
     def _offer(m, port, start, name: str):
@@ -248,9 +304,10 @@ class Decoder(wiring.Component):
         m.d.comb += port.valid.eq(pending)
         return port.payload
 
-    def _datapath(self, m, seq, op, ra, rb, norm, wvec, proj, place, wp):
+    def _datapath(self, m, seq, ra, rb, norm, wvec, proj, moe_x, placers, wp):
         """Reader A's lines to the op's unit, and the unit's results into the write port."""
-        active = seq.active
+        active, op = seq.active, seq.run.op
+        place, mplace = placers
         line = Signal(self._config.line_bits)      # the next line written (IN, ADD, NORM)
         with m.If(seq.start):
             m.d.sync += line.eq(self.cmd.payload.dst)
@@ -261,20 +318,24 @@ class Decoder(wiring.Component):
             m.d.comb += total[q].eq(fp32_add(m, ra.o.payload[q], rb.o.payload[q],
                                              name=f"res{q}"))
         m.d.comb += [norm.i.payload.x.eq(ra.o.payload), norm.i.payload.w.eq(wvec.rdata),
-                     proj.x.payload.eq(ra.o.payload), self.o.payload.eq(ra.o.payload)]
+                     proj.x.payload.eq(ra.o.payload), self.o.payload.eq(ra.o.payload),
+                     moe_x.payload.eq(ra.o.payload)]
         is_ = {o: active & (op == o) for o in Op}
         m.d.comb += [
             self.x.ready.eq(is_[Op.IN] & ~seq.counted),
             self.o.valid.eq(is_[Op.OUT] & ra.o.valid),
             norm.i.valid.eq(is_[Op.NORM] & ra.o.valid),
             proj.x.valid.eq(is_[Op.LINEAR] & ra.o.valid),
+            moe_x.valid.eq(is_[Op.MOE] & ra.o.valid),
             ra.o.ready.eq(Mux(op == Op.ADD, both & is_[Op.ADD],
                               (is_[Op.OUT] & self.o.ready) | (is_[Op.NORM] & norm.i.ready)
-                              | (is_[Op.LINEAR] & proj.x.ready))),
+                              | (is_[Op.LINEAR] & proj.x.ready)
+                              | (is_[Op.MOE] & moe_x.ready))),
             rb.o.ready.eq(both & is_[Op.ADD]),
-            norm.o.ready.eq(1), place.w.ready.eq(1),
+            norm.o.ready.eq(1), place.w.ready.eq(1), mplace.w.ready.eq(1),
         ]
-        # The write port: IN's, ADD's and NORM's lines in order from dst; LINEAR's placed.
+        # The write port: IN's, ADD's and NORM's lines in order from dst; LINEAR's and MOE's
+        # placed.
         src = {Op.IN: (self.x.valid & self.x.ready, self.x.payload),
                Op.ADD: (both & is_[Op.ADD], total),
                Op.NORM: (norm.o.valid, norm.o.payload)}
@@ -287,11 +348,13 @@ class Decoder(wiring.Component):
                     with m.If(valid):
                         m.d.comb += wp.en.eq((1 << LINE) - 1)
                         m.d.sync += line.eq(line + 1)
-            with m.Case(Op.LINEAR):
-                w = place.w.payload
-                m.d.comb += [wen.eq(place.w.valid), wp.addr.eq(w.addr), wp.data.eq(w.data)]
-                with m.If(place.w.valid):
-                    m.d.comb += wp.en.eq(w.mask)
+            for o, placer in ((Op.LINEAR, place), (Op.MOE, mplace)):
+                with m.Case(o):
+                    w = placer.w.payload
+                    m.d.comb += [wen.eq(placer.w.valid), wp.addr.eq(w.addr),
+                                 wp.data.eq(w.data)]
+                    with m.If(placer.w.valid):
+                        m.d.comb += wp.en.eq(w.mask)
         m.d.comb += seq.beats.eq(Mux(op == Op.OUT, self.o.valid & self.o.ready, wen & active))
 
     def _check(self, m, c) -> Signal:
@@ -304,11 +367,10 @@ class Decoder(wiring.Component):
         kl, nl = c.k // LINE, c.n // LINE
         reads = Signal(32)
         writes = Signal(32)
+        tokens = (c.op == Op.NORM) | (c.op == Op.MOE)     # count tokens of H / 32 lines
         m.d.comb += [
-            reads.eq(Mux(c.op == Op.NORM, c.count * HL,
-                         Mux(c.op == Op.LINEAR, c.count * kl, c.count))),
-            writes.eq(Mux(c.op == Op.NORM, c.count * HL,
-                          Mux(c.op == Op.LINEAR, c.count * nl, c.count))),
+            reads.eq(Mux(tokens, c.count * HL, Mux(c.op == Op.LINEAR, c.count * kl, c.count))),
+            writes.eq(Mux(tokens, c.count * HL, Mux(c.op == Op.LINEAR, c.count * nl, c.count))),
         ]
         reads_a = (c.op != Op.IN)
         writes_dst = (c.op != Op.OUT)
@@ -328,19 +390,23 @@ class Decoder(wiring.Component):
                       (c.k % LINE != 0) | (c.n == 0) | (c.n > lin.n_max) | (c.n % LINE != 0) |
                       (end > (1 << lin.addr_bits)))
         bad_norm = c.addr + cfg.norm_words > (1 << lin.addr_bits)
-        with m.If(c.op > Op.LINEAR):
+        bad_moe = (c.count > cfg.moe.tokens) | (c.addr + cfg.moe_words > (1 << lin.addr_bits))
+        with m.If(c.op > Op.MOE):
             m.d.comb += status.eq(Status.BAD_SHAPE)
         with m.Elif(over):
             m.d.comb += status.eq(Status.BAD_RANGE)
-        with m.Elif(((c.op == Op.LINEAR) & bad_linear) | ((c.op == Op.NORM) & bad_norm)):
+        with m.Elif(((c.op == Op.LINEAR) & bad_linear) | ((c.op == Op.NORM) & bad_norm)
+                    | ((c.op == Op.MOE) & bad_moe)):
             m.d.comb += status.eq(Status.BAD_SHAPE)
         with m.Else():
             m.d.comb += status.eq(Status.OK)
         return status
 
     def _expect(self, c):
-        """The beats an op counts: lines written (``LINEAR``: column-tile rows placed), or
-        ``OUT``'s lines."""
-        HL, C = self._config.hidden // LINE, self._config.linear.array.cols
+        """The beats an op counts: lines written (``LINEAR``, ``MOE``: their beats placed),
+        or ``OUT``'s lines."""
+        cfg = self._config
+        HL, C, MC = cfg.hidden // LINE, cfg.linear.array.cols, cfg.moe.array.cols
         return Mux(c.op == Op.NORM, c.count * HL,
-                   Mux(c.op == Op.LINEAR, c.count * (c.n // C), c.count))
+                   Mux(c.op == Op.LINEAR, c.count * (c.n // C),
+                       Mux(c.op == Op.MOE, c.count * (cfg.hidden // MC), c.count)))

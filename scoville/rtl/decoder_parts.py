@@ -2,14 +2,15 @@
 loader, the placer of the projections' column tiles, and the sequencer. ``config`` is the
 :class:`~scoville.rtl.decoder.DecoderConfig`."""
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Const, Module, Mux, Signal, Value
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .lib.formats import MX_BLOCK
 
-__all__ = ["LINE", "LineReader", "Op", "Placer", "Sequencer", "Status", "VecLoader",
+__all__ = ["LINE", "LineReader", "LineSplitter", "Op", "Placer", "Sequencer", "Status",
+           "VecLoader",
            "command_layout", "line_layout", "write_layout"]
 
 #: Values of a line of the activation memory (FP32 each).
@@ -23,6 +24,7 @@ class Op(enum.IntEnum, shape=3):
     ADD = 2
     NORM = 3
     LINEAR = 4
+    MOE = 5
 
 
 class Status(enum.IntEnum, shape=2):
@@ -49,6 +51,37 @@ def command_layout(config) -> data.StructLayout:
 def write_layout(config) -> data.StructLayout:
     """A write of the activation memory: a line's address, the lanes written, the values."""
     return data.StructLayout({"addr": config.line_bits, "mask": LINE, "data": line_layout()})
+
+
+class LineSplitter(wiring.Component):
+    """A line into ``32 / lanes`` beats of ``lanes`` values, value 0 first: a pass-through (each
+    beat offered with the line, the line taken with its last beat).
+
+    Attributes
+    ----------
+    i : In(stream.Signature(line_layout()))
+    o : Out(stream.Signature(beat layout))
+        ``ArrayLayout(32, lanes)``; one value its bare 32 bits.
+    """
+
+    def __init__(self, lanes: int):
+        self._lanes = lanes
+        beat = 32 if lanes == 1 else data.ArrayLayout(32, lanes)
+        super().__init__({"i": In(stream.Signature(line_layout())),
+                          "o": Out(stream.Signature(beat))})
+
+    def elaborate(self, platform):
+        m = Module()
+        L = self._lanes
+        pieces = LINE // L
+        idx = Signal(range(max(pieces, 2)))
+        flat = self.i.payload.as_value()
+        m.d.comb += [self.o.valid.eq(self.i.valid),
+                     Value.cast(self.o.payload).eq(flat.word_select(idx, 32 * L)),
+                     self.i.ready.eq(self.o.ready & (idx == pieces - 1))]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += idx.eq(Mux(idx == pieces - 1, 0, idx + 1))
+        return m
 
 
 class LineReader(wiring.Component):
@@ -142,10 +175,11 @@ class VecLoader(wiring.Component):
 
 
 class Placer(wiring.Component):
-    """The projection's outputs (``cols`` values a beat: column tile after column tile, each
-    the T tokens' rows) into writes of the activation memory: beat (tile j, token t) goes to
-    line ``dst + t * n / 32 + floor(j * cols / 32)``, lanes ``j * cols mod 32`` on. ``start`` takes
-    ``dst``, ``tokens`` and ``lines`` (``n / 32``). A pass-through: ``w`` is ``i`` placed.
+    """A part's outputs (``cols`` values a beat: column tile after column tile, each the T
+    tokens' rows) into writes of the activation memory: beat (tile j, token t) goes to line
+    ``dst + t * n / 32 + floor(j * cols / 32)``, lanes ``j * cols mod 32`` on. ``start``
+    takes ``dst``, ``tokens`` and ``lines`` (``n / 32``); with ``tokens`` 1 the beats fill
+    the lines from ``dst`` in order. A pass-through: ``w`` is ``i`` placed.
 
     Attributes
     ----------
@@ -157,17 +191,17 @@ class Placer(wiring.Component):
     lines : In(16)
     """
 
-    def __init__(self, config):
-        self._config = config
+    def __init__(self, config, cols: int):
+        self._config, self._cols = config, cols
         super().__init__({
-            "i": In(stream.Signature(data.ArrayLayout(32, config.linear.array.cols))),
+            "i": In(stream.Signature(data.ArrayLayout(32, cols))),
             "w": Out(stream.Signature(write_layout(config))),
             "start": In(1), "dst": In(config.line_bits), "tokens": In(16), "lines": In(16),
         })
 
     def elaborate(self, platform):
         m = Module()
-        C = self._config.linear.array.cols
+        C = self._cols
         groups = LINE // C
         dst = Signal.like(self.dst)
         tokens, lines = Signal(16), Signal(16)

@@ -18,6 +18,8 @@ stream); a reset in the middle of a run (``test_reset``).
 
 from __future__ import annotations
 
+import dataclasses
+
 import cocotb
 import numpy as np
 from amaranth.hdl import Shape
@@ -25,21 +27,27 @@ from amaranth.hdl import Shape
 from scoville.rtl.decoder import LINE, OPS, STATUS, Op, Status, command_layout
 from scoville.sim.cycles.decoder import timing
 from scoville.sim.cycles.memory import MemoryAgent
+from scoville.sim.cycles.stream import ALWAYS
+from scoville.sim.golden import moe as moe_golden
 from scoville.sim.golden.decoder import COMMAND_FIELDS, DecoderModel, check
 from scoville.sim.golden.fetch import fetch
 from scoville.sim.golden.linear import tile_words
+from scoville.sim.harness import stream_names
 
 from .bench import BlockBench
 from .failures import Failure, Kind
-from .freerun import Memory, read_int
-from .kit import context
+from .freerun import FreeRun, Memory, read_int
+from .kit import context, reset
+from .moe import router_rows
 
 SOURCES = ("cmd", "x")
 SINKS = ("req", "o", "resp")
 
 #: Streams whose beats cannot wait (no stall bin): the fetch engines reserve room for a burst
 #: before they ask.
-NEVER_WAITS = {"rdata": "the fetch engines reserve room for a burst before they ask"}
+NEVER_WAITS = {"rdata": "the fetch engines reserve room for a burst before they ask",
+               "wr": "the router's weights are loaded while the block is idle (always "
+                     "ready); the checked runs leave it idle"}
 
 #: The block's counters, as the testbench reads them.
 COUNTERS = ("commands", "refused", "weight_words")
@@ -50,6 +58,7 @@ BINS = {
     "op:in_place": "an ADD or NORM written over its own input",
     "op:linear_bias": "a projection with a bias",
     "op:linear_tokens": "a projection of the most tokens the block takes",
+    "op:moe_tokens": "a MoE layer of the most tokens the MoE holds",
     **{f"cmd:refused_{s}": f"a command refused with status {s}" for s in STATUS if s != "ok"},
 }
 
@@ -63,6 +72,9 @@ class Program:
         self.commands: list[dict] = []
         self.x: list[np.ndarray] = []
         self.image: list[int] = []
+        #: The MoE layers' weights by address; the router's loaded on ``wr`` (the last's).
+        self.moe: dict[int, moe_golden.MoeWeights] = {}
+        self.router: moe_golden.MoeWeights | None = None
 
     def cmd(self, op: Op, **fields) -> None:
         """A command of ``fields`` (a missing one 0); each must fit its field of ``cmd``."""
@@ -87,6 +99,14 @@ class Program:
     def linear_weight(self, w, b=None) -> int:
         """The address of a new projection weight ``w`` (N, K) and bias ``b``."""
         return self._put(tile_words(self.cfg.linear, w, b))
+
+    def moe_weights(self, w) -> int:
+        """The address of a new MoE layer's weights ``w``
+        (:class:`~scoville.sim.golden.moe.MoeWeights`), its router's to be loaded on
+        ``wr``."""
+        addr = self._put(moe_golden.memory_image(self.cfg.moe, w))
+        self.moe[addr] = self.router = w
+        return addr
 
     def _put(self, words: list[int], addr: int | None = None) -> int:
         """``words`` at the next free word, or at ``addr`` (zeros before it)."""
@@ -113,8 +133,9 @@ def fill(prog: Program, rng) -> None:
 
 def layer(prog: Program, rng, tokens: int, specials: bool = False) -> None:
     """A layer's shape on ``tokens`` tokens: x in, ``h = norm(x)``, ``u = h W1^T + b1`` (N =
-    the projections' most), ``d = u W2^T`` (back to H), ``x = x + d`` in place, x out, then
-    ``norm`` in place and out (``specials``: NaN, infinities and huge values in x)."""
+    the projections' most), ``d = u W2^T`` (back to H), ``x = x + d`` in place, x out; ``h =
+    norm(x)``, the MoE of h over h (its first ``moe.tokens`` tokens), ``x = x + h``, x out;
+    then ``norm`` in place and out (``specials``: NaN, infinities and huge values in x)."""
     cfg = prog.cfg
     H, hl, N = cfg.hidden, cfg.hidden // LINE, min(cfg.linear.n_max, cfg.linear.k_max)
     N -= N % LINE
@@ -133,6 +154,12 @@ def layer(prog: Program, rng, tokens: int, specials: bool = False) -> None:
     prog.cmd(Op.LINEAR, a=U, dst=Hd, count=tokens, k=N, n=H, addr=prog.linear_weight(w2))
     prog.cmd(Op.ADD, a=X, b=Hd, dst=X, count=tokens * hl)
     prog.cmd(Op.OUT, a=X, count=tokens * hl)
+    prog.cmd(Op.NORM, a=X, dst=Hd, count=tokens, addr=prog.norm_weight(rng.standard_normal(H)))
+    moe = moe_golden.random_weights(cfg.moe, rng)
+    prog.cmd(Op.MOE, a=Hd, dst=Hd, count=min(tokens, cfg.moe.tokens),
+             addr=prog.moe_weights(moe))
+    prog.cmd(Op.ADD, a=X, b=Hd, dst=X, count=tokens * hl)
+    prog.cmd(Op.OUT, a=X, count=tokens * hl)
     prog.cmd(Op.NORM, a=X, dst=X, count=tokens, addr=prog.norm_weight(rng.standard_normal(H)))
     prog.cmd(Op.OUT, a=X, count=tokens * hl)
 
@@ -144,7 +171,8 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
     top = 1 << lin.addr_bits
     K, R, S = LINE, Status.BAD_RANGE, Status.BAD_SHAPE
     out = [
-        (S, {"op": 5, "count": 1}), (S, {"op": 7, "count": 1}),
+        (S, {"op": 6, "count": 1}), (S, {"op": 7, "count": 1}),
+        (S, {"op": Op.MOE, "a": 0, "dst": 0, "count": cfg.moe.tokens + 1}),
         (R, {"op": Op.IN, "count": 0}), (R, {"op": Op.OUT, "a": N - 1, "count": 2}),
         (R, {"op": Op.ADD, "a": 0, "b": N - 1, "dst": 2, "count": 2}),
         (R, {"op": Op.ADD, "a": 4, "b": 0, "dst": 5, "count": 2}),    # dst over a, shifted
@@ -160,6 +188,9 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
     if cfg.norm_words > 1:    # weights that run past the memory's last word
         out.append((S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 1,
                         "addr": top - cfg.norm_words + 1}))
+    if cfg.moe_words > 1:
+        out.append((S, {"op": Op.MOE, "a": 0, "dst": 0, "count": 1,
+                        "addr": top - cfg.moe_words + 1}))
     if lin.weight_words(K, LINE, False) > 1:
         out.append((S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": K, "n": LINE,
                         "addr": top - lin.weight_words(K, LINE, False) + 1}))
@@ -195,7 +226,7 @@ def random_commands(prog: Program, rng, count: int) -> None:
     cfg, lin = prog.cfg, prog.cfg.linear
     hl, span = cfg.hidden // LINE, min(cfg.act_lines // 2, 16 * cfg.hidden // LINE)
     for _ in range(count):
-        op = Op(int(rng.integers(0, 5)))
+        op = Op(int(rng.integers(0, 6)))
         if rng.random() < 1 / 8:
             bad = refusals(cfg)
             prog.cmd(**bad[int(rng.integers(0, len(bad)))][1])
@@ -220,6 +251,13 @@ def random_commands(prog: Program, rng, count: int) -> None:
             dst = a if rng.random() < 0.5 else span + hl * int(rng.integers(0, span // hl - t))
             prog.cmd(Op.NORM, a=a, dst=dst, count=t,
                      addr=prog.norm_weight(rng.standard_normal(cfg.hidden)))
+        elif op == Op.MOE:
+            if not prog.moe:
+                continue
+            t = int(rng.integers(1, cfg.moe.tokens + 1))
+            a = hl * int(rng.integers(0, 2 * span // hl - t + 1))
+            dst = hl * int(rng.integers(0, 2 * span // hl - t + 1))   # over x or not
+            prog.cmd(Op.MOE, a=a, dst=dst, count=t, addr=next(iter(prog.moe)))
         else:
             t = int(rng.integers(1, lin.tokens + 1))
             k = LINE * int(rng.integers(1, min(lin.k_max // LINE, 2 * span // t) + 1))
@@ -247,21 +285,50 @@ def _cover(cov, cfg, c: dict) -> None:
     cov.hit_if("op:in_place", op in (Op.ADD, Op.NORM) and c["dst"] in (c["a"], c["b"]))
     cov.hit_if("op:linear_bias", op == Op.LINEAR and c["bias"])
     cov.hit_if("op:linear_tokens", op == Op.LINEAR and c["count"] == cfg.linear.tokens)
+    cov.hit_if("op:moe_tokens", op == Op.MOE and c["count"] == cfg.moe.tokens)
 
 
-def _fetches(cfg, commands) -> list[tuple[int, int]]:
-    """The fetch commands of the program's good commands, in order (one op at a time)."""
-    out = []
+def _requests(cfg, image, commands, routes) -> tuple[list, int]:
+    """The read requests of the program's good commands, in order (one op at a time), each
+    op's split by its fetch engine's bursts, and their words; ``routes`` each ``MOE``'s
+    expert groups."""
+    requests, words = [], 0
+    routes = iter(routes)
+    port = dataclasses.replace(cfg.norm_fetch, len_bits=cfg.len_bits)
     for c in commands:
         if check(cfg, c):
             continue
         if c["op"] == Op.NORM:
-            out.append((c["addr"], cfg.norm_words))
+            got = fetch(port, image, [(c["addr"], cfg.norm_words)])
         elif c["op"] == Op.LINEAR:
-            words = cfg.linear.tile_words(c["k"], bool(c["bias"]))
-            out += [(c["addr"] + j * words, words)
-                    for j in range(c["n"] // cfg.linear.array.cols)]
-    return out
+            n = cfg.linear.tile_words(c["k"], bool(c["bias"]))
+            got = fetch(port, image, [(c["addr"] + j * n, n)
+                                      for j in range(c["n"] // cfg.linear.array.cols)])
+        elif c["op"] == Op.MOE:
+            experts = [e for e, _ in next(routes)] + ([cfg.moe.experts] if cfg.moe.shared
+                                                       else [])
+            tiles = moe_golden.tile_commands(cfg.moe, experts)
+            got = fetch(dataclasses.replace(port, burst=cfg.moe.fetch.burst), image,
+                        [(c["addr"] + a, n) for a, n in tiles])
+        else:
+            continue
+        requests += got.requests
+        words += len(got.words)
+    return requests, words
+
+
+async def load_router(dut, ctx, weights) -> None:
+    """The MoE router's columns and bias on ``wr``, a beat each (a run of its own: the
+    router keeps them through a reset)."""
+    cfg = ctx.config.moe
+    beats = cfg.hidden // cfg.x_lanes
+    rows = router_rows(ctx.codecs["wr"], cfg, weights)
+    await reset(dut, stream_names(ctx.component))
+    bench = FreeRun(dut, ctx.component,
+                    sources={"wr": (rows, ALWAYS), "cmd": ([], ALWAYS), "x": ([], ALWAYS)},
+                    sinks={"req": (0, ALWAYS), "o": (0, ALWAYS), "resp": (0, ALWAYS)},
+                    memories={"rdata": Memory([0], 0, 1, 1)})
+    await bench.run(timeout=10 * beats + 1000, expect=beats + 1)
 
 
 async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
@@ -274,6 +341,8 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
     bpc = wl.mem_bytes_per_cycle if bytes_per_cycle is None else bytes_per_cycle
     image = prog.image or [0]
     model = DecoderModel(cfg, image)
+    for addr, w in prog.moe.items():
+        model.load_moe(addr, w)
     xs = iter(prog.x)
     want_o, want_resp = [], []
     for c in prog.commands:
@@ -285,22 +354,27 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
         if o is not None:
             want_o += [row.tolist() for row in o]
     beats = [_join(row) for x in prog.x for row in np.asarray(x).view(np.uint32)]
-    want_req = fetch(cfg.norm_fetch, image, _fetches(cfg, prog.commands))
-    words = len(want_req.words)
+    requests, words = _requests(cfg, image, prog.commands, model.routes)
+    if prog.router is not None:
+        await load_router(dut, ctx, prog.router)
     tb = BlockBench(dut, ctx, test, sources=SOURCES, memories=("rdata",), sinks=SINKS,
-                    gaps=gaps, detail=f" (mem_latency={latency}, mem_bytes_per_cycle={bpc})")
+                    gaps=gaps, idle=("wr",),
+                    detail=f" (mem_latency={latency}, mem_bytes_per_cycle={bpc})")
     cmds = prog.commands
+    routes = iter(model.routes)
+    timed_cmds = [{**c, "groups": next(routes)} if c["op"] == Op.MOE and not check(cfg, c)
+                  else c for c in cmds]
     tb.source["cmd"].send(codec["cmd"].pack(**{f: [c[f] for c in cmds]
                                                for f in COMMAND_FIELDS}))
     tb.source["x"].send(beats)
     size = cfg.linear.weight_port_bits // 8
     rows = np.array([list(int(w).to_bytes(size, "big")) for w in image], np.uint8)
     tb.memory["rdata"] = Memory(rows, words, latency, bpc, tb.memory_valid["rdata"])
-    tb.sink["req"].expect(want_req.requests, label="read requests", decode=lambda req: list(
+    tb.sink["req"].expect(requests, label="read requests", decode=lambda req: list(
         zip(np.asarray(req["addr"]).tolist(), np.asarray(req["len"]).tolist(), strict=True)))
     tb.sink["o"].expect(want_o, label="OUT lines", decode=lambda f: f[""].tolist())
     tb.sink["resp"].expect(want_resp, label="answers", kind=Kind.STATUS)
-    timed = tb.predict(timing, cfg, cmds, tb.valid, tb.ready,
+    timed = tb.predict(timing, cfg, timed_cmds, tb.valid, tb.ready,
                        MemoryAgent(latency, bpc, cfg.linear.weight_port_bits,
                                    tb.memory_valid["rdata"]))
     seen = await tb.run(timed, slack=5000, zero=("counters", "status"), interrupt=interrupt)
@@ -309,7 +383,7 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
         raise Failure(Kind.STATUS, f"{test}: status {status} after the last command, "
                                    f"expected {want_resp[-1]}")
     deliverable = seen.cycles * min(bpc, size)
-    return tb.check(COUNTERS, commands=len(cmds), requests=len(want_req.requests),
+    return tb.check(COUNTERS, commands=len(cmds), requests=len(requests),
                     weight_words=words,
                     weight_bandwidth_utilization=words * size / max(1, deliverable))
 

@@ -93,18 +93,24 @@ def _cover(cov, cfg, x, groups, bad: bool) -> None:
     cov.hit_if("expert:shared", cfg.shared)
 
 
-async def load_router(dut, ctx, weights) -> None:
-    """The router's columns and bias on ``wr``, a beat each, streams keeping up."""
-    cfg = ctx.config
+def router_rows(codec, cfg, weights):
+    """The ``wr`` beats of the router's columns and bias (``cfg`` the MoE's config, ``codec``
+    the ``wr`` stream's)."""
     cols = _bits(np.concatenate([weights.router_weight.T, weights.router_bias[None]]))
     L, beats = cfg.x_lanes, cfg.hidden // cfg.x_lanes
     if L == 1:
-        rows = ctx.codecs["wr"].pack(addr=np.arange(beats + 1), data=cols)
-    else:  # a word of L columns (the bias word's first column the bias)
-        zero = np.zeros_like(cols[-1])
-        rows = ctx.codecs["wr"].pack(addr=np.arange(beats + 1), **{
-            f"data[{q}]": [_join(cols[b * L + q], 32) for b in range(beats)]
-            + [_join(cols[-1] if q == 0 else zero, 32)] for q in range(L)})
+        return codec.pack(addr=np.arange(beats + 1), data=cols)
+    zero = np.zeros_like(cols[-1])   # a word of L columns (the bias word's first the bias)
+    return codec.pack(addr=np.arange(beats + 1), **{
+        f"data[{q}]": [_join(cols[b * L + q], 32) for b in range(beats)]
+        + [_join(cols[-1] if q == 0 else zero, 32)] for q in range(L)})
+
+
+async def load_router(dut, ctx, weights) -> None:
+    """The router's columns and bias on ``wr``, a beat each, streams keeping up."""
+    cfg = ctx.config
+    beats = cfg.hidden // cfg.x_lanes
+    rows = router_rows(ctx.codecs["wr"], cfg, weights)
     await reset(dut, stream_names(ctx.component))
     # Every stream is named (an idle one with no items), so the harness drives them all.
     bench = FreeRun(dut, ctx.component,

@@ -21,11 +21,14 @@ from scoville.sim.golden.decoder import COMMAND_FIELDS, check
 from . import fetch as fetch_timed
 from .linear import Parts as LinearParts
 from .memory import MemoryAgent, MemoryMux
+from .moe import Batch
+from .moe import Parts as MoeParts
 from .rmsnorm import Norm
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 from .unit import Wire, run
 
-__all__ = ["LineReader", "Sequencer", "VecLoader", "expect", "fast", "timing"]
+__all__ = ["LineReader", "LineSplitter", "Sequencer", "VecLoader", "expect", "fast",
+           "timing"]
 
 def expect(config, fields: dict) -> int:
     """The beats a command counts before it is done: lines written (``LINEAR``: the
@@ -35,13 +38,15 @@ def expect(config, fields: dict) -> int:
         return n * (config.hidden // LINE)
     if op == Op.LINEAR:
         return n * (fields["n"] // config.linear.array.cols)
+    if op == Op.MOE:
+        return n * (config.hidden // config.moe.array.cols)
     return n
 
 
 def _lines(config, fields: dict) -> int:
     """The lines reader A reads for a command (the op's ``a`` range)."""
     op, n = fields["op"], fields["count"]
-    if op == Op.NORM:
+    if op in (Op.NORM, Op.MOE):
         return n * (config.hidden // LINE)
     if op == Op.LINEAR:
         return n * (fields["k"] // LINE)
@@ -153,6 +158,25 @@ class LineReader:
             self.left, self._start = self._start, None
 
 
+class LineSplitter:
+    """The line splitter (:class:`scoville.rtl.decoder_parts.LineSplitter`): each of a line's
+    ``pieces`` beats offered with the line; the line taken with its last. :attr:`last`: the
+    beat offered is the line's last."""
+
+    __slots__ = ("_at", "_pieces", "o")
+
+    def __init__(self, pieces: int, o):
+        self._pieces, self.o, self._at = pieces, o, 0
+
+    @property
+    def last(self) -> bool:
+        return self._at == self._pieces - 1
+
+    def step(self, t: int) -> None:
+        if self.o.valid and self.o.ready:
+            self._at = 0 if self.last else self._at + 1
+
+
 class VecLoader:
     """The norm weights' loader (:class:`scoville.rtl.decoder_parts.VecLoader`): takes every
     word offered on ``words`` until it holds ``words_max``; :meth:`clear` starts over;
@@ -187,10 +211,13 @@ def timing(config, commands, sources: dict[str, Source] | None = None,
            memory: MemoryAgent | None = None) -> Timing:
     """The cycle of every handshake on ``cmd``, ``x``, ``o``, ``resp``, ``req`` and ``rdata``
     for ``commands`` (each the ``cmd`` beat's fields, :data:`COMMAND_FIELDS`, a missing one
-    0), ``sources`` of ``cmd`` and ``x``, ``ready`` of ``o``, ``resp`` and ``req``, the
-    memory answering as ``memory`` does (a fresh
+    0; a ``MOE``'s also ``groups``, its dispatch's ``(expert, tokens)``: what its router
+    chose, :attr:`scoville.sim.golden.decoder.DecoderModel.routes`), ``sources`` of ``cmd``
+    and ``x``, ``ready`` of ``o``, ``resp`` and ``req``, the memory answering as ``memory``
+    does (a fresh
     :class:`~scoville.sim.cycles.memory.MemoryAgent`; the model steps it); the counters."""
-    commands = [{f: int(c.get(f, 0)) for f in COMMAND_FIELDS} for c in commands]
+    commands = [{**{f: int(c.get(f, 0)) for f in COMMAND_FIELDS}, "groups": c.get("groups")}
+                for c in commands]
     block = _Block(config, commands, sources or {}, ready or {}, memory)
     run("decoder", block.cycle, block.done, 100_000_000, block.parts)
     return block.timing()
@@ -209,7 +236,8 @@ class _Block:
         self.resp = Consumer(ready.get("resp", ALWAYS))
         self.w = w = SimpleNamespace(**{name: Wire() for name in (
             "ra", "rb", "norm_i", "norm_o", "lin_cmd", "lin_x", "lin_o", "wf_cmd", "words",
-            "lin_req", "lin_rdata", "wf_req", "wf_rdata", "req", "rdata")})
+            "moe_cmd", "moe_x", "moe_o", "lin_req", "lin_rdata", "wf_req", "wf_rdata",
+            "moe_req", "moe_rdata", "req", "rdata")})
         P = cfg.linear.weight_port_bits
         self.mem = memory or MemoryAgent(1, P // 8, P)
         self.mem.attach(w.req, w.rdata, ready.get("req", ALWAYS))
@@ -221,10 +249,13 @@ class _Block:
         self.wvec = VecLoader(cfg.norm_words, w.words)
         self.proj = LinearParts(cfg.linear, w.lin_cmd, w.lin_x, w.lin_o, w.lin_req,
                                 w.lin_rdata)
-        self.mux = MemoryMux(MUX_DEPTH, [w.lin_req, w.wf_req], [w.lin_rdata, w.wf_rdata],
-                             w.req, w.rdata)
-        #: The projection's and the norm fetch's commands offered and not yet taken.
-        self._pending: tuple[dict | None, dict | None] = (None, None)
+        self.moe = MoeParts(cfg.moe, w.moe_cmd, w.moe_x, w.moe_o, w.moe_req, w.moe_rdata)
+        self.msplit = LineSplitter(LINE // cfg.moe.x_lanes, w.moe_x)
+        self.mux = MemoryMux(MUX_DEPTH, [w.lin_req, w.wf_req, w.moe_req],
+                             [w.lin_rdata, w.wf_rdata, w.moe_rdata], w.req, w.rdata)
+        #: The projection's, the norm fetch's and the MoE's commands offered and not yet
+        #: taken (each offered from the cycle after its command's start).
+        self._pending: list[dict | None] = [None, None, None]
 
     def done(self) -> bool:
         return len(self.resp.cycles) == len(self.commands)
@@ -232,16 +263,18 @@ class _Block:
     def parts(self) -> dict:
         """The unit models, then the wires between them, by name (a trace's columns)."""
         units = {name: getattr(self, name) for name in (
-            "seq", "ra", "rb", "norm", "wfetch", "wvec", "mux", "mem")}
-        proj = {f"proj.{name}": unit for name, unit in self.proj.parts().items()}
-        return {**units, **proj, **{f"w.{name}": wire for name, wire in vars(self.w).items()}}
+            "seq", "ra", "rb", "norm", "wfetch", "wvec", "mux", "mem", "msplit")}
+        inner = {f"{part}.{name}": unit for part in ("proj", "moe")
+                 for name, unit in getattr(self, part).parts().items()}
+        return {**units, **inner, **{f"w.{name}": wire for name, wire in vars(self.w).items()}}
 
     def _memory_wires(self, t: int) -> None:
-        """The two fetch engines' requests through the mux to the memory, and its words
+        """The three fetch engines' requests through the mux to the memory, and its words
         back."""
         w, mux, mem = self.w, self.mux, self.mem
-        clients = ((w.lin_req, w.lin_rdata, self.proj.fetch), (w.wf_req, w.wf_rdata,
-                                                                self.wfetch))
+        clients = ((w.lin_req, w.lin_rdata, self.proj.fetch),
+                   (w.wf_req, w.wf_rdata, self.wfetch),
+                   (w.moe_req, w.moe_rdata, self.moe.fetch))
         for req, _, engine in clients:
             req.set(engine.req_valid, False, engine.req_size)
         g = mux.grant(t)
@@ -254,6 +287,19 @@ class _Block:
             rdata.set(mux.crdata_valid(i, t), engine.rdata_ready)
         w.rdata.ready = mux.rdata_ready(t)
 
+    def _part_commands(self) -> None:
+        """The parts' commands on their wires (the ones pending)."""
+        cfg, w = self.cfg, self.w
+        lin, norm, moe = self._pending
+        w.lin_cmd.set(lin is not None, self.proj.seq.state == "IDLE",
+                      None if lin is None else {"tokens": lin["count"], "k": lin["k"],
+                                                "n": lin["n"], "addr": lin["addr"],
+                                                "bias": lin["bias"]})
+        w.wf_cmd.set(norm is not None, self.wfetch.ready,
+                     None if norm is None else (norm["addr"], cfg.norm_words))
+        w.moe_cmd.set(moe is not None, self.moe.seq.state == "IDLE",
+                      None if moe is None else Batch(moe["count"], tuple(moe["groups"])))
+
     def cycle(self, t: int) -> int:
         """Cycle ``t``: every wire from the units' state at its start, then every unit
         steps."""
@@ -261,44 +307,39 @@ class _Block:
         started = seq.starting(t)
         go = seq.going(t, self.wvec.loaded)
         op = seq.op if seq.active else None
-        # The command's parts: the projection's command, the norm weights' fetch, each offered
-        # from the cycle after the command's start until taken.
-        lin, norm = self._pending
-        w.lin_cmd.set(lin is not None, self.proj.seq.state == "IDLE",
-                      None if lin is None else {"tokens": lin["count"], "k": lin["k"],
-                                                "n": lin["n"], "addr": lin["addr"],
-                                                "bias": lin["bias"]})
-        w.wf_cmd.set(norm is not None, self.wfetch.ready,
-                     None if norm is None else (norm["addr"], cfg.norm_words))
+        self._part_commands()
         w.words.set(self.wfetch.o_valid, self.wvec.ready)
         # Reader A's lines to the op's unit (ADD: with reader B's, in step).
         both = ra.valid and rb.valid and op == Op.ADD
         w.norm_i.set(op == Op.NORM and ra.valid, self.norm.i_ready(t))
         w.lin_x.set(op == Op.LINEAR and ra.valid, self.proj.x_ready)
+        w.moe_x.set(op == Op.MOE and ra.valid, False)
         out = op == Op.OUT and ra.valid and self.o.accepts(t)
-        w.ra.set(ra.valid, both or out or (w.norm_i.valid and w.norm_i.ready)
-                 or (w.lin_x.valid and w.lin_x.ready))
-        w.rb.set(rb.valid, both)
         w.norm_o.set(self.norm.o_valid, True)
         w.lin_o.set(self.proj.o_valid, True)
-        taken_x = op == Op.IN and not seq.counted and self.x.offers(t)
+        w.moe_o.set(self.moe.o_valid, True)
         self._memory_wires(t)
         self.proj.wires(t)
+        self.moe.wires(t)
+        w.moe_x.ready = self.moe.x_ready(t)
+        moe_line = w.moe_x.valid and w.moe_x.ready and self.msplit.last
+        w.ra.set(ra.valid, both or out or moe_line or any(p.valid and p.ready for p in (
+            w.norm_i, w.lin_x)))
+        w.rb.set(rb.valid, both)
+        taken_x = op == Op.IN and not seq.counted and self.x.offers(t)
         # A beat counted: a line written (the write port always takes it), or one of OUT's.
         beat = (taken_x or both or out or (op == Op.NORM and w.norm_o.valid)
-                or (op == Op.LINEAR and w.lin_o.valid))
+                or (op == Op.LINEAR and w.lin_o.valid) or (op == Op.MOE and w.moe_o.valid))
         if taken_x:
             self.x.take(t)
         if out:
             self.o.take(t)
         loaded = self.wvec.loaded
-        self._pending = tuple(None if p is None or wire.taken or wire.ready else p
-                              for p, wire in zip(self._pending, (w.lin_cmd, w.wf_cmd),
-                                                 strict=True))
-        if started is not None and started["op"] in (Op.LINEAR, Op.NORM):
-            i = 0 if started["op"] == Op.LINEAR else 1
-            self._pending = tuple(started if j == i else p
-                                  for j, p in enumerate(self._pending))
+        for i, wire in enumerate((w.lin_cmd, w.wf_cmd, w.moe_cmd)):
+            if wire.valid and wire.ready:
+                self._pending[i] = None
+        if started is not None and started["op"] in _PARTS:
+            self._pending[_PARTS[started["op"]]] = started
         if started is not None and started["op"] == Op.NORM:
             self.wvec.clear()
         if go is not None and go["op"] != Op.IN:
@@ -306,9 +347,11 @@ class _Block:
             if go["op"] == Op.ADD:
                 rb.start(go["count"])
         seq.step(t, loaded=loaded, beat=beat)
-        for unit in (ra, rb, self.norm, self.wfetch, self.wvec, self.mux, self.mem):
+        for unit in (ra, rb, self.norm, self.wfetch, self.wvec, self.mux, self.mem,
+                     self.msplit):
             unit.step(t)
         self.proj.step(t)
+        self.moe.step(t)
         return t + 1
 
     def timing(self) -> Timing:
@@ -319,13 +362,17 @@ class _Block:
                        "rdata": self.mem.cycles}, counters)
 
 
+#: The ops whose part takes a command of its own, and its place in ``_Block._pending``.
+_PARTS = {Op.LINEAR: 0, Op.NORM: 1, Op.MOE: 2}
+
+
 def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
     """The fast path: ``commands`` (each the ``cmd`` beat's fields) back to back with streams
     that keep up (each command, ``IN``'s lines offered as soon as the block takes them;
     ``o``, ``resp`` and the memory's requests always ready), the memory agent at
     ``mem_latency`` and ``mem_bytes_per_cycle``: ``cycles`` from the first command's
     handshake to the cycle after the last answer, ``weight_words``, ``macs`` (the
-    projections'), at any size.
+    projections' and the experts'), at any size.
 
     It follows the commands, not the cycles. A command taken in cycle ``t`` starts its
     datapath then (a ``NORM`` once its weights are in); its last beat ``e`` is counted at
@@ -335,10 +382,12 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
     ``NORM``'s vector arrives as the fetch engine's stream (the memory's rate, or ``buffer``
     words a round trip when that is slower), each word two cycles after the memory gives it;
     the norm runs as :func:`~scoville.sim.cycles.rmsnorm.ideal_cycles` says. The ``LINEAR`` is
-    :func:`scoville.sim.cycles.linear.fast` from then. ``tests/test_decoder.py`` holds it
+    :func:`scoville.sim.cycles.linear.fast` from then, a ``MOE`` (its ``groups`` as for
+    :func:`timing`) :func:`scoville.sim.cycles.moe.layer`. ``tests/test_decoder.py`` holds it
     to the cycle model, where the memory's queue holds a round trip's words as
     :func:`~scoville.sim.cycles.linear.fast` says."""
     from . import linear as linear_timed
+    from . import moe as moe_timed
     from .rmsnorm import ideal_cycles
 
     cfg, L = config, mem_latency
@@ -349,6 +398,7 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
     end = 0.0
     words = macs = 0
     for c in commands:
+        groups = c.get("groups")
         c = {f: int(c.get(f, 0)) for f in COMMAND_FIELDS}
         if check(cfg, c) != Status.OK:
             end = t + 1
@@ -368,6 +418,11 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
             go = arrived + 3
             last = go + ideal_cycles(cfg.norm, n)
             words += W
+        elif op == Op.MOE:
+            got = moe_timed.layer(cfg.moe, n, groups, L, mem_bytes_per_cycle)
+            last = t + got["cycles"]
+            words += got["weight_words"]
+            macs += 3 * cfg.moe.hidden * cfg.moe.intermediate * got["rows"]
         else:
             got = linear_timed.fast(cfg.linear, [(n, c["k"], c["n"], bool(c["bias"]))], L,
                                     mem_bytes_per_cycle)

@@ -241,10 +241,28 @@ class Parts:
         w.rows.set(o_valid and not gu, True)
         w.g_o.set(o_valid, glu_ready if gu else True)
 
-    def cycle(self, t: int) -> int:
+    def cycle(self, t: int) -> None:
         """Cycle ``t``: every wire and input from the units' state at its start, then every
-        unit steps."""
+        unit steps (the memory is the caller's)."""
         self._wires(t)
+        self.step(t)
+
+    def wires(self, t: int) -> None:
+        """Cycle ``t``'s wires between the units (:meth:`cycle`'s first half: a composed
+        block sets its own wires around it, then calls :meth:`step`)."""
+        self._wires(t)
+
+    def x_ready(self, t: int) -> bool:
+        """``x.ready`` in cycle ``t`` (after :meth:`wires`): the split passes a beat on."""
+        return self.split.x_ready(t)
+
+    @property
+    def o_valid(self) -> bool:
+        """``o.valid``: the combine offers a word."""
+        return self.seq.out and not self.seq.first
+
+    def step(self, t: int) -> None:
+        """Cycle ``t``'s steps, after :meth:`wires`."""
         seq, comb, own = self.seq, self.combine, self.own
         seq.sorting, seq.n = self.dispatch.sorting, self.n
         seq.x_blocks, seq.h_blocks = self.xw.count, self.hw.count
@@ -279,7 +297,6 @@ class Parts:
             unit.step(t)
         self.routed = 0 if event == "batch" else self.routed + self.w.c.taken
         self.n = n
-        return t + 1
 
     def _start(self, tokens: int, expert: int) -> None:
         """An expert starts with ``tokens`` tokens: the counters of its start."""

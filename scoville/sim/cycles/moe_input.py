@@ -37,6 +37,12 @@ class XSplit:
     def _completes(self) -> bool:
         return self._pos == self._per_line - 1
 
+    def x_ready(self, t: int) -> bool:
+        """``x.ready`` in cycle ``t`` (the router's and, for a line's last beat, the
+        quantizer's ``ready`` passed through)."""
+        return self.taking and self.router.accepts(t) and (not self._completes()
+                                                             or self.line.accepts(t))
+
     def router_valid(self, t: int) -> bool:
         return self.taking and self.x.offers(t) and (not self._completes()
                                                      or self.line.accepts(t))

@@ -808,7 +808,7 @@ def _ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] |
         return [(cmd["a"], n)], None
     if op == Op.ADD:
         return [(cmd["a"], n), (cmd["b"], n)], (cmd["dst"], n)
-    if op == Op.NORM:
+    if op in (Op.NORM, Op.MOE):
         return [(cmd["a"], n * hl)], (cmd["dst"], n * hl)
     return [(cmd["a"], n * (cmd["k"] // 32))], (cmd["dst"], n * (cmd["n"] // 32))
 
@@ -819,8 +819,8 @@ def check(config, cmd: dict):
     ``count`` of 0, a range past the activation memory (counted in whole lines: ``k // 32``
     and ``n // 32`` a token), or (``ADD``, ``NORM``) a written
     range that overlaps a read range without starting where it starts; then ``BAD_SHAPE`` for
-    a ``LINEAR`` the projections refuse or whose ``k`` or ``n`` is not a multiple of 32, or
-    weights past the memory's addresses."""
+    a ``LINEAR`` the projections refuse or whose ``k`` or ``n`` is not a multiple of 32, a
+    ``MOE`` of more tokens than the MoE holds, or weights past the memory's addresses."""
     if cmd["op"] not in set(Op):
         return Status.BAD_SHAPE
     op, lin = Op(cmd["op"]), config.linear
@@ -838,6 +838,9 @@ def check(config, cmd: dict):
                 or k % 32 or n % 32 or cmd["addr"] + lin.weight_words(k, n, bias) > words):
             return Status.BAD_SHAPE
     if op == Op.NORM and cmd["addr"] + config.norm_words > words:
+        return Status.BAD_SHAPE
+    if op == Op.MOE and (cmd["count"] > config.moe.tokens
+                         or cmd["addr"] + config.moe_words > words):
         return Status.BAD_SHAPE
     return Status.OK
 
@@ -858,7 +861,12 @@ class DecoderModel:
     - ``LINEAR``: ``count`` tokens of ``k / 32`` lines from ``a``, times the weight (and bias)
       at word ``addr`` as :func:`~scoville.sim.golden.linear.tile_words` lays it out
       (:func:`~scoville.sim.golden.linear.apply`), each token's ``n / 32`` lines into ``dst``
-      on.
+      on;
+    - ``MOE``: ``count`` tokens of ``H / 32`` lines from ``a``, through the MoE layer
+      (:func:`~scoville.sim.golden.moe.moe`) whose experts' weights are at word ``addr``
+      (:func:`~scoville.sim.golden.moe.memory_image` laid out from there; the model is told
+      them with :meth:`load_moe`, the router's included: the block's are written on ``wr``),
+      into ``dst`` on; :attr:`routes` records each one's expert groups.
 
     A refused command (:func:`check`) changes nothing."""
 
@@ -866,6 +874,15 @@ class DecoderModel:
         self.config = DecoderConfig() if config is None else config
         self.memory = list(memory)
         self.act = np.zeros((self.config.act_lines, 32), np.uint32)
+        self._moe: dict[int, moe_golden.MoeWeights] = {}
+        #: Each ``MOE`` run's expert groups ``((expert, tokens), ...)``, as its dispatch
+        #: sorts them (what the timed model needs of it).
+        self.routes: list[tuple[tuple[int, int], ...]] = []
+
+    def load_moe(self, addr: int, weights) -> None:
+        """The MoE layer whose weights (:class:`~scoville.sim.golden.moe.MoeWeights`) the
+        memory holds from word ``addr`` (and whose router's the block was given)."""
+        self._moe[addr] = weights
 
     def _lines(self, first: int, n: int) -> np.ndarray:
         return self.act[first:first + n].view(np.float32)
@@ -903,6 +920,13 @@ class DecoderModel:
         elif op == Op.NORM:
             xs = self._lines(a, n * hl).reshape(n, cfg.hidden)
             y = norm_golden.normalize(xs, self.norm_weight(cmd["addr"]), cfg.eps, lanes=32)
+            self.act[dst:dst + n * hl] = y.view(np.uint32).reshape(n * hl, 32)
+        elif op == Op.MOE:
+            weights = self._moe[cmd["addr"]]
+            xs = self._lines(a, n * hl).reshape(n, cfg.hidden).copy()
+            self.routes.append(tuple((e, len(rows)) for e, rows, _ in moe_golden.dispatch(
+                *moe_golden.routing(cfg.moe, weights, xs))))
+            y = np.asarray(moe_golden.moe(cfg.moe, weights, xs), np.float32)
             self.act[dst:dst + n * hl] = y.view(np.uint32).reshape(n * hl, 32)
         else:
             k, m = cmd["k"], cmd["n"]
