@@ -249,6 +249,8 @@ def _run(prog, cmds=None):
     model = decoder.DecoderModel(prog.cfg, prog.image)
     for addr, w in prog.moe.items():
         model.load_moe(addr, w)
+    if prog.router is not None:
+        model.load_router(prog.router)
     xs = iter(prog.x)
     outs = []
     for c in cmds or prog.commands:
@@ -306,6 +308,7 @@ def test_a_refused_command_changes_nothing(cfg):
     """Each refusal of the testbench's list fits the command's fields, is refused with the
     status its reason names, and leaves the activations as they were."""
     rng = np.random.default_rng(cfg.hidden)
+    assert len(refusals(cfg)) >= 17
     for want, fields in refusals(cfg):
         prog = Program(cfg)
         prog.load(0, rng.standard_normal((cfg.act_lines, 32)))
@@ -332,6 +335,14 @@ def test_a_refused_command_changes_nothing(cfg):
     ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 4, "k": 96, "n": 64}, Status.BAD_SHAPE),
     ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 1, "k": 64, "n": 40}, Status.BAD_SHAPE),
     ({"op": 6, "count": 1}, Status.BAD_SHAPE),
+    ({"op": Op.MOE, "a": 126, "dst": 0, "count": 1}, Status.OK),            # the last token
+    ({"op": Op.MOE, "a": 127, "dst": 0, "count": 1}, Status.BAD_RANGE),
+    ({"op": Op.MOE, "a": 0, "dst": 126, "count": 2}, Status.BAD_RANGE),
+    ({"op": Op.MOE, "a": 0, "dst": 1, "count": 4}, Status.OK),              # over its x
+    ({"op": Op.MOE, "a": 0, "dst": 0, "count": 5}, Status.BAD_SHAPE),
+    ({"op": Op.MOE, "count": 1, "addr": (1 << 14) - ENGINE_CFG.moe_words}, Status.OK),
+    ({"op": Op.MOE, "count": 1, "addr": (1 << 14) - ENGINE_CFG.moe_words + 1},
+     Status.BAD_SHAPE),
 ])
 def test_engine_checks(fields, status):
     """In place is allowed, a write that overtakes a read is not (ADD and NORM; LINEAR holds
@@ -361,10 +372,14 @@ def test_engine_timing_by_hand():
      "'linear.array.cols' = 64 is not allowed"),
     ({"act_lines": 8}, "act_lines"),
     ({"eps": 0.0}, "eps"),
-    ({"hidden": 8192, "moe.hidden": 8192, "linear.k_max": 32},
+    ({"hidden": 8192, "moe.hidden": 8192, "moe.experts": 2, "moe.top_k": 1,
+      "linear.k_max": 32},
      "fewer words than a column tile"),
     ({"hidden": 128}, "'moe.hidden' = 256 is not allowed; allowed: 128"),
     ({"moe.x_fmt": "bf16"}, "'moe.x_fmt' = 'bf16' is not allowed; allowed: 'fp32'"),
+    ({"moe.array.cols": 64, "moe.hidden": 256},
+     "'moe.array.cols' = 64 is not allowed; allowed: 2, 4, 8, 16, 32"),
+    ({**ENGINE, "linear.addr_bits": 10}, "'linear.addr_bits' = 10 is not allowed with this MoE"),
     ({"moe.weight_port_bits": 64}, "'moe.weight_port_bits' = 64 is not allowed; allowed: 256"),
 ])
 def test_engine_config_errors_are_one_line(params, match):
@@ -381,7 +396,8 @@ def test_engine_config_errors_are_one_line(params, match):
     {**ENGINE, "hidden": 96, "linear.array.cols": 4, "linear.k_max": 96, "linear.n_max": 96,
      "linear.weight_port_bits": 128, "moe.hidden": 96, "moe.weight_port_bits": 128,
      "moe.router": "deepseek", "moe.n_group": 2, "moe.topk_group": 1, "moe.shared": 1,
-     "moe.routed_scaling_factor": 2.5, "moe.array.cols": 4, "mem_latency": 100,
+     "moe.routed_scaling_factor": 2.5, "moe.array.cols": 4, "moe.x_lanes": 4,
+     "mem_latency": 100,
      "mem_bytes_per_cycle": 4, "gap": 0.8, "backpressure": 0.8, "commands": 6},
 ], ids=["h64", "h96-heavy"])
 def test_decoder_rtl(simulator, seed, params):

@@ -4,11 +4,11 @@ its golden model (:class:`scoville.sim.golden.decoder.DecoderModel`) reads.
 The block (``docs/decoder.md``) runs a layer as a program of commands over an activation
 memory of lines (32 FP32 values each), one command at a time: ``IN`` (lines from ``x``),
 ``OUT`` (lines to ``o``), ``ADD`` (the residual: two ranges of lines added in FP32), ``NORM``
-(RMSNorm of tokens, the weight vector fetched from memory: the ``rmsnorm`` block) and
-``LINEAR`` (a projection, its weight fetched from memory: the ``linear`` block). The two
-fetching parts share the memory port through :class:`~scoville.rtl.lib.memmux.MemoryMux`.
-This is the engine's first part: rotary embedding, attention and the MoE join as commands of
-their own (issue #34).
+(RMSNorm of tokens, the weight vector fetched from memory: the ``rmsnorm`` block), ``LINEAR``
+(a projection, its weight fetched from memory: the ``linear`` block) and ``MOE`` (the MoE
+layer, its experts' weights fetched from memory: the ``moe`` block). The three fetching parts
+share the memory port through :class:`~scoville.rtl.lib.memmux.MemoryMux`. Rotary embedding
+and attention join as commands of their own next (issue #34).
 """
 
 from dataclasses import dataclass
@@ -105,7 +105,11 @@ class DecoderConfig:
                                  f"{want!r} (the block's: FP32 lines, one weight port)")
         if self.moe.array.cols > LINE:
             raise ParamError(f"parameter 'moe.array.cols' = {self.moe.array.cols} is not "
-                             "allowed; allowed: at most 32 (a column tile within a line)")
+                             "allowed; allowed: 2, 4, 8, 16, 32 (a column tile within a line)")
+        if self.moe_words > 1 << self.linear.addr_bits:
+            raise ParamError(f"parameter 'linear.addr_bits' = {self.linear.addr_bits} is not "
+                             f"allowed with this MoE: its weights are {self.moe_words} words; "
+                             f"allowed: {self.moe_words.bit_length()}..32")
         _ = self.norm  # eps is checked by the norm's config
         if self.norm_words >= 1 << self.linear.fetch.len_bits:
             raise ParamError(f"parameter 'hidden' = {self.hidden} is not allowed with "
@@ -174,9 +178,12 @@ class Decoder(wiring.Component):
         ``IN``'s lines.
     o : Out(stream.Signature(line_layout()))
         ``OUT``'s lines.
+    wr : In(stream.Signature(the moe block's router write layout))
+        The MoE router's weights and bias, written as the ``moe`` block's (kept through a
+        reset), before the ``MOE`` commands that use them.
     req, rdata :
         Read requests and the memory's words (:attr:`memory_ports`): the norms' weight
-        vectors and the projections' weights.
+        vectors, the projections' and the experts' weights.
     status : Out(Status)
         Of the latest command.
     counters : Out(COUNTERS)

@@ -41,8 +41,9 @@ def line_layout() -> data.ArrayLayout:
 
 def command_layout(config) -> data.StructLayout:
     """A ``cmd`` beat: ``op``; the activation lines ``a``, ``b`` (read) and ``dst`` (written);
-    ``count`` (lines, or tokens for ``NORM`` and ``LINEAR``); ``LINEAR``'s ``k``, ``n`` and
-    ``bias``; the memory word ``addr`` of ``NORM``'s and ``LINEAR``'s weights."""
+    ``count`` (lines, or tokens for ``NORM``, ``LINEAR`` and ``MOE``); ``LINEAR``'s ``k``,
+    ``n`` and ``bias``; the memory word ``addr`` of ``NORM``'s, ``LINEAR``'s and ``MOE``'s
+    weights."""
     line = config.line_bits
     return data.StructLayout({"op": Op, "a": line, "b": line, "dst": line, "count": 16,
                               "k": 15, "n": 21, "addr": config.linear.addr_bits, "bias": 1})

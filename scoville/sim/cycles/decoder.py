@@ -5,10 +5,11 @@ per RTL part, joined by wires as the RTL connects them and stepped together cycl
 the sequencer and the two line readers (below, from the docstrings of
 :mod:`scoville.rtl.decoder_parts`), the norm (:class:`~scoville.sim.cycles.rmsnorm.Norm`),
 its weights' fetch engine (:class:`~scoville.sim.cycles.fetch.Engine`) and loader, the
-projections (:class:`~scoville.sim.cycles.linear.Parts`), the memory mux
+projections (:class:`~scoville.sim.cycles.linear.Parts`), the MoE
+(:class:`~scoville.sim.cycles.moe.Parts`) and its line splitter, the memory mux
 (:class:`~scoville.sim.cycles.memory.MemoryMux`) and the memory. The activation memory's
 write port always takes a line, so what a command writes counts in the cycle its unit hands
-it over (the placer passes the projection's rows through).
+it over (the placers pass the projection's rows and the MoE's words through).
 """
 
 from __future__ import annotations

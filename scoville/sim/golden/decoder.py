@@ -47,6 +47,7 @@ sampling by :func:`argmax` (the lowest index of the largest logit).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -865,7 +866,7 @@ class DecoderModel:
     - ``MOE``: ``count`` tokens of ``H / 32`` lines from ``a``, through the MoE layer
       (:func:`~scoville.sim.golden.moe.moe`) whose experts' weights are at word ``addr``
       (:func:`~scoville.sim.golden.moe.memory_image` laid out from there; the model is told
-      them with :meth:`load_moe`, the router's included: the block's are written on ``wr``),
+      them with :meth:`load_moe`) and the router's written on ``wr`` (:meth:`load_router`),
       into ``dst`` on; :attr:`routes` records each one's expert groups.
 
     A refused command (:func:`check`) changes nothing."""
@@ -875,14 +876,20 @@ class DecoderModel:
         self.memory = list(memory)
         self.act = np.zeros((self.config.act_lines, 32), np.uint32)
         self._moe: dict[int, moe_golden.MoeWeights] = {}
+        self._router: moe_golden.MoeWeights | None = None
         #: Each ``MOE`` run's expert groups ``((expert, tokens), ...)``, as its dispatch
         #: sorts them (what the timed model needs of it).
         self.routes: list[tuple[tuple[int, int], ...]] = []
 
     def load_moe(self, addr: int, weights) -> None:
-        """The MoE layer whose weights (:class:`~scoville.sim.golden.moe.MoeWeights`) the
-        memory holds from word ``addr`` (and whose router's the block was given)."""
+        """The MoE layer whose experts' weights (of ``weights``, a
+        :class:`~scoville.sim.golden.moe.MoeWeights`) the memory holds from word ``addr``."""
         self._moe[addr] = weights
+
+    def load_router(self, weights) -> None:
+        """The router's weight and bias (of ``weights``) written on ``wr``: the block has one
+        router, which every ``MOE`` after this uses."""
+        self._router = weights
 
     def _lines(self, first: int, n: int) -> np.ndarray:
         return self.act[first:first + n].view(np.float32)
@@ -922,7 +929,13 @@ class DecoderModel:
             y = norm_golden.normalize(xs, self.norm_weight(cmd["addr"]), cfg.eps, lanes=32)
             self.act[dst:dst + n * hl] = y.view(np.uint32).reshape(n * hl, 32)
         elif op == Op.MOE:
-            weights = self._moe[cmd["addr"]]
+            if cmd["addr"] not in self._moe or self._router is None:
+                raise ValueError(f"MOE at word {cmd['addr']}: the model was not told the "
+                                 "experts' weights there (load_moe) or the router's "
+                                 "(load_router)")
+            weights = dataclasses.replace(self._moe[cmd["addr"]],
+                                          router_weight=self._router.router_weight,
+                                          router_bias=self._router.router_bias)
             xs = self._lines(a, n * hl).reshape(n, cfg.hidden).copy()
             self.routes.append(tuple((e, len(rows)) for e, rows, _ in moe_golden.dispatch(
                 *moe_golden.routing(cfg.moe, weights, xs))))
