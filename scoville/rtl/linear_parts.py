@@ -13,6 +13,7 @@ from .gemm import command_layout as gemm_command_layout
 from .gemm import operand_layouts
 from .lib.formats import MX_BLOCK
 from .lib.fp32 import fp32_to_bf16
+from .lib.pipeline import offer_together
 from .moe_weights import feed_layout, tile_layout
 
 __all__ = ["LINE", "Sequencer", "Status", "TileRequests", "XStore", "command_layout",
@@ -176,22 +177,14 @@ class TileRequests(wiring.Component):
         words = Signal(range(cfg.tile_words(cfg.k_max, True) + 1))
         k = Signal(range(cfg.k_max + 1))
         bias = Signal()
-        sent_f, sent_t = Signal(), Signal()
         m.d.comb += [
-            self.fetch.valid.eq(issuing & ~sent_f), self.fetch.payload.addr.eq(addr),
-            self.fetch.payload.len.eq(words),
-            self.tile.valid.eq(issuing & ~sent_t),
+            self.fetch.payload.addr.eq(addr), self.fetch.payload.len.eq(words),
             self.tile.payload.k.eq(k), self.tile.payload.bias.eq(bias),
         ]
-        f_done = sent_f | (self.fetch.valid & self.fetch.ready)
-        t_done = sent_t | (self.tile.valid & self.tile.ready)
-        with m.If(issuing):
-            m.d.sync += [sent_f.eq(f_done), sent_t.eq(t_done)]
-            with m.If(f_done & t_done):
-                m.d.sync += [sent_f.eq(0), sent_t.eq(0), addr.eq(addr + words),
-                             left.eq(left - 1)]
-                with m.If(left == 1):
-                    m.d.sync += issuing.eq(0)
+        with m.If(offer_together(m, [self.fetch, self.tile], issuing, name="tile_req")):
+            m.d.sync += [addr.eq(addr + words), left.eq(left - 1)]
+            with m.If(left == 1):
+                m.d.sync += issuing.eq(0)
         with m.If(self.start):
             run = self.run
             kk = run.lines * LINE

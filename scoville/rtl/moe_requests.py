@@ -7,6 +7,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .fetch import request_layout
+from .lib.pipeline import offer_together
 from .moe_weights import tile_layout
 
 __all__ = ["ResponseCheck", "WeightRequests"]
@@ -59,26 +60,20 @@ class WeightRequests(wiring.Component):
         addr = Signal(cfg.fetch.addr_bits + 1)
         m.d.comb += addr.eq(e_req * cfg.expert_words
                             + Mux(gu_req, t_req * tw_gu, GT * tw_gu + (t_req - GT) * tw_dn))
-        sent_f, sent_t = Signal(), Signal()
         m.d.comb += [
-            self.fetch.valid.eq(issuing & ~sent_f), self.fetch.payload.addr.eq(addr),
+            self.fetch.payload.addr.eq(addr),
             self.fetch.payload.len.eq(Mux(gu_req, tw_gu, tw_dn)),
-            self.tile.valid.eq(issuing & ~sent_t),
             self.tile.payload.k.eq(Mux(gu_req, H, I_)),
             self.tile.payload.bias.eq(int(cfg.biases)),
         ]
-        f_done = sent_f | (self.fetch.valid & self.fetch.ready)
-        t_done = sent_t | (self.tile.valid & self.tile.ready)
-        with m.If(issuing):
-            m.d.sync += [sent_f.eq(f_done), sent_t.eq(t_done)]
-            with m.If(f_done & t_done):
-                m.d.sync += [sent_f.eq(0), sent_t.eq(0), t_req.eq(t_req + 1)]
-                with m.If(t_req == GT + DT - 1):
-                    m.d.sync += t_req.eq(0)
-                    rest = chosen & ~(Const(1, XE) << e_req)[:XE]
-                    m.d.sync += chosen.eq(rest)
-                    with m.If(rest == 0):
-                        m.d.sync += issuing.eq(0)
+        with m.If(offer_together(m, [self.fetch, self.tile], issuing, name="tile_req")):
+            m.d.sync += t_req.eq(t_req + 1)
+            with m.If(t_req == GT + DT - 1):
+                m.d.sync += t_req.eq(0)
+                rest = chosen & ~(Const(1, XE) << e_req)[:XE]
+                m.d.sync += chosen.eq(rest)
+                with m.If(rest == 0):
+                    m.d.sync += issuing.eq(0)
         armed = Signal()                   # the batch's experts not yet taken
         with m.If(armed & self.sorting):
             m.d.sync += [armed.eq(0), issuing.eq(1), t_req.eq(0),

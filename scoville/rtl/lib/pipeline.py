@@ -5,11 +5,11 @@ All stages advance together when the last stage can move (its output is empty or
 exactly this rule.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["LaneUnit", "delay", "stall_chain", "stall_pipeline"]
+__all__ = ["LaneUnit", "delay", "offer_together", "stall_chain", "stall_pipeline"]
 
 
 def stall_pipeline(m: Module, i, o, latency: int) -> Signal:
@@ -132,3 +132,19 @@ def delay(m: Module, value, cycles: int, en, *, name: str, shape=None):
             m.d.sync += stage.eq(value)
         value = stage
     return value
+
+
+def offer_together(m: Module, ports, enable, *, name: str) -> Signal:
+    """Beats offered together on ``ports`` (output streams) while ``enable`` is high, each held
+    until taken (one may be taken before another): drives each port's ``valid``. Returns the
+    signal high in the cycle the last of them is taken; the next cycle offers a fresh set."""
+    sent = [Signal(name=f"{name}_sent{i}") for i in range(len(ports))]
+    done = [s | (p.valid & p.ready) for s, p in zip(sent, ports, strict=True)]
+    taken = Signal(name=f"{name}_taken")
+    m.d.comb += [p.valid.eq(enable & ~s) for s, p in zip(sent, ports, strict=True)]
+    m.d.comb += taken.eq(enable & Cat(*done).all())
+    with m.If(enable):
+        m.d.sync += [s.eq(d) for s, d in zip(sent, done, strict=True)]
+        with m.If(taken):
+            m.d.sync += [s.eq(0) for s in sent]
+    return taken

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from scoville.rtl.linear_parts import LINE, Status
 
+from .unit import hand_over_together
+
 __all__ = ["Run", "Sequencer", "TileRequests", "XStore", "check"]
 
 
@@ -97,13 +99,14 @@ class TileRequests:
     fetch, tile : output port
     """
 
-    __slots__ = ("_addr", "_bias", "_cfg", "_k", "_left", "_pending", "_sent_f", "_sent_t",
-                 "_words", "fetch", "tile")
+    __slots__ = ("_addr", "_bias", "_cfg", "_k", "_left", "_pending", "_sent", "_words",
+                 "fetch", "tile")
 
     def __init__(self, config, fetch, tile):
         self._cfg, self.fetch, self.tile = config, fetch, tile
         self._left = self._addr = self._k = self._words = 0
-        self._bias = self._sent_f = self._sent_t = False
+        self._bias = False
+        self._sent = [False, False]   # the tile's fetch command and descriptor taken
         self._pending: Run | None = None
 
     def start(self, run: Run) -> None:
@@ -112,11 +115,11 @@ class TileRequests:
 
     @property
     def fetch_valid(self) -> bool:
-        return self._left != 0 and not self._sent_f
+        return self._left != 0 and not self._sent[0]
 
     @property
     def tile_valid(self) -> bool:
-        return self._left != 0 and not self._sent_t
+        return self._left != 0 and not self._sent[1]
 
     @property
     def fetch_payload(self) -> tuple[int, int]:
@@ -128,15 +131,8 @@ class TileRequests:
 
     def step(self, t: int) -> None:
         if self._left:
-            f_done = self._sent_f or self.fetch.accepts(t)
-            t_done = self._sent_t or self.tile.accepts(t)
-            if not self._sent_f and f_done:
-                self.fetch.take(t)
-            if not self._sent_t and t_done:
-                self.tile.take(t)
-            self._sent_f, self._sent_t = f_done, t_done
-            if f_done and t_done:
-                self._sent_f = self._sent_t = False
+            self._sent, taken = hand_over_together(t, (self.fetch, self.tile), self._sent)
+            if taken:
                 self._addr += self._words
                 self._left -= 1
         if self._pending is not None:

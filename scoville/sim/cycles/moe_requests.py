@@ -4,6 +4,8 @@ unit alone (``tests/test_moe_units.py``)."""
 
 from __future__ import annotations
 
+from .unit import hand_over_together
+
 __all__ = ["WeightRequests"]
 
 
@@ -21,13 +23,13 @@ class WeightRequests:
         Payloads: ``(address, words)`` and the tile's ``(k, bias)``.
     """
 
-    __slots__ = ("_armed", "_cfg", "_experts", "_next", "_pending", "_sent_f", "_sent_t", "_t",
-                 "fetch", "issuing", "sorting", "tile")
+    __slots__ = ("_armed", "_cfg", "_experts", "_next", "_pending", "_sent", "_t", "fetch",
+                 "issuing", "sorting", "tile")
 
     def __init__(self, config, fetch, tile):
         self._cfg, self.fetch, self.tile = config, fetch, tile
         self._armed = self.issuing = self.sorting = False
-        self._sent_f = self._sent_t = False
+        self._sent = [False, False]   # the tile's fetch command and descriptor taken
         self._t = 0
         self._experts: list[int] = []
         self._next: list[int] | None = None
@@ -39,11 +41,11 @@ class WeightRequests:
 
     @property
     def fetch_valid(self) -> bool:
-        return self.issuing and not self._sent_f
+        return self.issuing and not self._sent[0]
 
     @property
     def tile_valid(self) -> bool:
-        return self.issuing and not self._sent_t
+        return self.issuing and not self._sent[1]
 
     def _gate_up(self) -> bool:
         return self._t < self._cfg.gate_up_tiles
@@ -65,15 +67,8 @@ class WeightRequests:
 
     def step(self, t: int) -> None:
         if self.issuing:
-            f_done = self._sent_f or self.fetch.accepts(t)
-            t_done = self._sent_t or self.tile.accepts(t)
-            if not self._sent_f and f_done:
-                self.fetch.take(t)
-            if not self._sent_t and t_done:
-                self.tile.take(t)
-            self._sent_f, self._sent_t = f_done, t_done
-            if f_done and t_done:
-                self._sent_f = self._sent_t = False
+            self._sent, taken = hand_over_together(t, (self.fetch, self.tile), self._sent)
+            if taken:
                 self._t += 1
                 if self._t == self._cfg.gate_up_tiles + self._cfg.down_tiles:
                     self._t = 0

@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Trace", "Wire", "line", "recording", "recording_active", "run"]
+__all__ = ["Trace", "Wire", "hand_over_together", "line", "recording", "recording_active",
+           "run"]
 
 
 class Wire:
@@ -65,6 +66,20 @@ class Wire:
         if not self.taken:
             self.taken = True
             self.cycles.append(t)
+
+
+def hand_over_together(t: int, ports, sent: list[bool]) -> tuple[list[bool], bool]:
+    """Beats offered together on ``ports`` (output ports), each held until taken (``sent``:
+    those taken before cycle ``t``; :func:`scoville.rtl.lib.pipeline.offer_together`): hands
+    over those accepted in cycle ``t``. Returns the flags after it and whether every beat is
+    now taken (the flags then all clear, for the next set)."""
+    done = [s or p.accepts(t) for s, p in zip(sent, ports, strict=True)]
+    for s, d, p in zip(sent, done, ports, strict=True):
+        if d and not s:
+            p.take(t)
+    if all(done):
+        return [False] * len(done), True
+    return done, False
 
 
 class Trace:
