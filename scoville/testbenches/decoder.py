@@ -37,7 +37,7 @@ from scoville.sim.harness import stream_names
 from .bench import BlockBench
 from .failures import Failure, Kind
 from .freerun import FreeRun, Memory, read_int
-from .kit import context, reset
+from .kit import context, join_words, reset
 from .moe import router_rows
 
 SOURCES = ("cmd", "x")
@@ -121,8 +121,8 @@ class Program:
         p = self.cfg.linear.weight_port_bits
         bits = np.asarray(w, np.float32).view(np.uint32).tolist()
         per = p // 32
-        return self._put([sum(int(v) << (32 * i) for i, v in enumerate(bits[j:j + per]))
-                          for j in range(0, len(bits), per)], addr)
+        return self._put([join_words(bits[j:j + per], 32) for j in range(0, len(bits), per)],
+                         addr)
 
 
 def fill(prog: Program, rng) -> None:
@@ -290,10 +290,6 @@ def random_commands(prog: Program, rng, count: int) -> None:
     prog.cmd(Op.OUT, a=0, count=2 * span)
 
 
-def _join(values) -> int:
-    return sum(int(v) << (32 * i) for i, v in enumerate(values))
-
-
 def _cover(cov, cfg, c: dict) -> None:
     status = check(cfg, c)
     if status:
@@ -374,7 +370,7 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
         want_resp.append(int(status))
         if o is not None:
             want_o += [row.tolist() for row in o]
-    beats = [_join(row) for x in prog.x for row in np.asarray(x).view(np.uint32)]
+    beats = [join_words(row, 32) for x in prog.x for row in np.asarray(x).view(np.uint32)]
     requests, words = _requests(cfg, image, prog.commands, model.routes)
     if prog.router is not None:
         await load_router(dut, ctx, prog.router)

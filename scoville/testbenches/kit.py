@@ -31,6 +31,7 @@ __all__ = [
     "Observed",
     "RunContext",
     "context",
+    "join_words",
     "read_int",
     "record",
     "reset",
@@ -182,3 +183,12 @@ def stream_schedules(ctx: RunContext, sources, sinks, *, gaps: bool = True) -> t
     gap, bp = (w.gap, w.backpressure) if gaps else (0.0, 0.0)
     return ({name: Schedule([ctx.seed, 2, k], gap) for k, name in enumerate(sources)},
             {name: Schedule([ctx.seed, 3, k], bp) for k, name in enumerate(sinks)})
+
+
+def join_words(values, width: int) -> int:
+    """One integer of ``values``, ``width`` bits each, the first lowest (a beat or a memory
+    word of several fields)."""
+    out = 0
+    for k, v in enumerate(values):
+        out |= int(v) << (width * k)
+    return out

@@ -31,7 +31,7 @@ from scoville.sim.golden.linear import Command, linear, memory_image, reference
 from .bench import BlockBench
 from .failures import Failure, Kind
 from .freerun import Memory, read_int
-from .kit import context
+from .kit import context, join_words
 
 SOURCES = ("cmd", "x")
 SINKS = ("req", "o")
@@ -57,17 +57,10 @@ def _bits(x) -> np.ndarray:
     return np.asarray(x, np.float32).view(np.uint32).astype(np.int64)
 
 
-def _join(values, width: int) -> int:
-    out = 0
-    for k, v in enumerate(values):
-        out |= int(v) << (width * k)
-    return out
-
-
 def x_beats(x) -> list[int]:
     """``x`` (T, K) as the block's beats: lines of 32 FP32 values, the first lowest."""
     bits = _bits(x).ravel().tolist()
-    return [_join(bits[k:k + LINE], 32) for k in range(0, len(bits), LINE)]
+    return [join_words(bits[k:k + LINE], 32) for k in range(0, len(bits), LINE)]
 
 
 def _image_rows(cfg, words: list[int]) -> np.ndarray:

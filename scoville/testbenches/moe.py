@@ -45,7 +45,7 @@ from scoville.sim.harness import stream_names
 
 from .bench import BlockBench
 from .freerun import FreeRun, Memory
-from .kit import context, reset
+from .kit import context, join_words, reset
 
 SOURCES = ("cmd", "x")
 SINKS = ("req", "o")
@@ -102,8 +102,8 @@ def router_rows(codec, cfg, weights):
         return codec.pack(addr=np.arange(beats + 1), data=cols)
     zero = np.zeros_like(cols[-1])   # a word of L columns (the bias word's first the bias)
     return codec.pack(addr=np.arange(beats + 1), **{
-        f"data[{q}]": [_join(cols[b * L + q], 32) for b in range(beats)]
-        + [_join(cols[-1] if q == 0 else zero, 32)] for q in range(L)})
+        f"data[{q}]": [join_words(cols[b * L + q], 32) for b in range(beats)]
+        + [join_words(cols[-1] if q == 0 else zero, 32)] for q in range(L)})
 
 
 async def load_router(dut, ctx, weights) -> None:
@@ -120,14 +120,6 @@ async def load_router(dut, ctx, weights) -> None:
     await bench.run(timeout=10 * beats + 1000, expect=beats + 1)
 
 
-def _join(values, width: int) -> int:
-    """One integer of ``values`` (``width`` bits each), the first lowest."""
-    out = 0
-    for k, v in enumerate(values):
-        out |= int(v) << (width * k)
-    return out
-
-
 def x_beats(cfg, x) -> list[int]:
     """A batch's ``x`` (T, H) as the block's beats: ``x_lanes`` elements each (BF16: the top
     halves), the first lowest."""
@@ -137,7 +129,7 @@ def x_beats(cfg, x) -> list[int]:
         return bits
     width = 16 if cfg.x_fmt == "bf16" else 32
     L = cfg.x_lanes
-    return [_join(bits[k:k + L], width) for k in range(0, len(bits), L)]
+    return [join_words(bits[k:k + L], width) for k in range(0, len(bits), L)]
 
 
 async def run_batches(dut, ctx, test: str, weights, xs, *, gaps: bool,
