@@ -17,7 +17,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from scoville.rtl.decoder import LINE, MUX_DEPTH, Op, Status
-from scoville.sim.golden.decoder import COMMAND_FIELDS, check
+from scoville.sim.golden.decoder import COMMAND_FIELDS, check, ranges
 
 from . import fetch as fetch_timed
 from .linear import Parts as LinearParts
@@ -41,16 +41,6 @@ def expect(config, fields: dict) -> int:
         return n * (fields["n"] // config.linear.array.cols)
     if op == Op.MOE:
         return n * (config.hidden // config.moe.array.cols)
-    return n
-
-
-def _lines(config, fields: dict) -> int:
-    """The lines reader A reads for a command (the op's ``a`` range)."""
-    op, n = fields["op"], fields["count"]
-    if op in (Op.NORM, Op.MOE):
-        return n * (config.hidden // LINE)
-    if op == Op.LINEAR:
-        return n * (fields["k"] // LINE)
     return n
 
 
@@ -344,9 +334,10 @@ class _Block:
         if started is not None and started["op"] == Op.NORM:
             self.wvec.clear()
         if go is not None and go["op"] != Op.IN:
-            ra.start(_lines(cfg, go))
+            reads, _ = ranges(cfg, go)     # reader A's range, and B's for ADD
+            ra.start(reads[0][1])
             if go["op"] == Op.ADD:
-                rb.start(go["count"])
+                rb.start(reads[1][1])
         seq.step(t, loaded=loaded, beat=beat)
         for unit in (ra, rb, self.norm, self.wfetch, self.wvec, self.mux, self.mem,
                      self.msplit):

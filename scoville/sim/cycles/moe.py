@@ -191,9 +191,10 @@ class Parts:
         return {**{name: getattr(self, name) for name in units},
                 **{f"w.{name}": wire for name, wire in vars(self.w).items()}}
 
-    def _wires(self, t: int) -> None:
+    def wires(self, t: int) -> None:
         """Every wire of cycle ``t`` from the units' state at its start (a pass-through's
-        ``ready`` set before its producer's ``valid`` is asked)."""
+        ``ready`` set before its producer's ``valid`` is asked): :meth:`cycle`'s first half (a
+        composed block sets its own wires around it, then calls :meth:`step`)."""
         w, seq, array, split, xq, hq = self.w, self.seq, self.array, self.split, self.xq, self.hq
         fetch, tiles, req = self.fetch, self.tiles, self.requests
         # x: split to the router and the quantizer, into the x store (always ready).
@@ -244,13 +245,8 @@ class Parts:
     def cycle(self, t: int) -> None:
         """Cycle ``t``: every wire and input from the units' state at its start, then every
         unit steps (the memory is the caller's)."""
-        self._wires(t)
+        self.wires(t)
         self.step(t)
-
-    def wires(self, t: int) -> None:
-        """Cycle ``t``'s wires between the units (:meth:`cycle`'s first half: a composed
-        block sets its own wires around it, then calls :meth:`step`)."""
-        self._wires(t)
 
     def x_ready(self, t: int) -> bool:
         """``x.ready`` in cycle ``t`` (after :meth:`wires`): the split passes a beat on."""

@@ -72,8 +72,8 @@ from .gemm import matmul
 from .mx import dequantize_mxfp4, quantize_bf16, quantize_mxfp4
 
 __all__ = ["ARCHS", "COMMAND_FIELDS", "TINY", "DecoderModel", "Formats", "Shape", "argmax",
-           "check", "forward", "generate", "layer", "load", "random_weights", "save", "shape",
-           "tiny_config"]
+           "check", "forward", "generate", "layer", "load", "random_weights", "ranges", "save",
+           "shape", "tiny_config"]
 
 ARCHS = ("gpt_oss", "deepseek_v3")
 _FMTS = ("hw", None)
@@ -799,7 +799,7 @@ def save(weights: dict, path) -> None:
 COMMAND_FIELDS = ("op", "a", "b", "dst", "count", "k", "n", "addr", "bias")
 
 
-def _ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+def ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
     """The line ranges ``(first, lines)`` a command reads, and the one it writes."""
     op, n = cmd["op"], cmd["count"]
     hl = config.hidden // 32
@@ -825,7 +825,7 @@ def check(config, cmd: dict):
     if cmd["op"] not in set(Op):
         return Status.BAD_SHAPE
     op, lin = Op(cmd["op"]), config.linear
-    reads, write = _ranges(config, cmd)
+    reads, write = ranges(config, cmd)
     spans = reads + ([write] if write else [])
     if cmd["count"] == 0 or any(s + n > config.act_lines for s, n in spans):
         return Status.BAD_RANGE
