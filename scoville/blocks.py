@@ -202,7 +202,7 @@ DECODER_LOOK = (
                  "moe.hidden": 64, "moe.intermediate": 32, "moe.experts": 4, "moe.top_k": 2,
                  "moe.tokens": 4, "moe.array.rows": 2, "moe.array.cols": 8,
                  "moe.weight_port_bits": 64, "moe.act_fmt": "mxfp4",
-                 "moe.x_lanes": 1}),
+                 "moe.x_lanes": 1, "rope.dim": 16}),
 )
 
 BLOCKS: dict[str, Block] = {

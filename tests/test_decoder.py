@@ -18,6 +18,7 @@ from scoville.sim.golden import linear as linear_golden
 from scoville.sim.golden import moe as moe_golden
 from scoville.sim.golden import rmsnorm as rmsnorm_golden
 from scoville.testbenches.decoder import Program, refusals
+from scoville.testbenches.kit import join_words
 
 from .script import load
 from .simcheck import assert_passed, simulate
@@ -241,7 +242,7 @@ ENGINE = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array.
           "linear.weight_port_bits": 64, "linear.addr_bits": 14, "moe.hidden": 64,
           "moe.intermediate": 32, "moe.experts": 4, "moe.top_k": 2, "moe.tokens": 4,
           "moe.array.rows": 2, "moe.array.cols": 8, "moe.weight_port_bits": 64,
-          "moe.act_fmt": "mxfp4", "moe.x_lanes": 1}
+          "moe.act_fmt": "mxfp4", "moe.x_lanes": 1, "rope.dim": 16}
 ENGINE_CFG = build_config(DecoderConfig, ENGINE)
 
 
@@ -294,13 +295,55 @@ def test_engine_ops_against_float64():
     assert np.array_equal(got[30:36].reshape(3, 64), moe_golden.moe(ENGINE_CFG.moe, moe, x))
 
 
+@pytest.mark.parametrize(("dim", "interleaved"), [(16, 0), (16, 1), (64, 0), (64, 1)])
+def test_engine_rope_against_float64(dim, interleaved):
+    """ROPE rotates each named vector by its token's table row as the float64 formula does
+    (to FP32's rounding), every value it does not name unchanged: two tokens of three lines,
+    two vectors each from value ``off`` apart by ``stride``, rows at positions 70 and 71 of
+    a YaRN table (GPT-OSS's parameters)."""
+    from scoville.sim.golden import rope as rope_golden
+
+    cfg = build_config(DecoderConfig, {**ENGINE, "rope.dim": dim,
+                                       "rope.interleaved": interleaved})
+    rng = np.random.default_rng(dim + interleaved)
+    prog = Program(cfg)
+    x = rng.standard_normal((2, 96)).astype(np.float32)
+    prog.load(10, x)
+    yarn = decoder.TINY["tiny-gpt-oss"]["rope_parameters"]
+    cos, sin = rope_golden.table(yarn, dim, [70, 71], 131072)
+    rows = np.concatenate([cos, sin], axis=1).view(np.uint32)
+    per = cfg.linear.weight_port_bits // 32
+    addr = prog._put([join_words(r[j:j + per].tolist(), 32) for r in rows
+                      for j in range(0, dim, per)])
+    off, stride = (16, 32) if dim == 16 else (0, 64)
+    heads = 2 if dim == 16 else 1
+    prog.cmd(Op.ROPE, a=10, count=2, heads=heads, stride=stride, off=off, row=3, addr=addr)
+    prog.cmd(Op.OUT, a=10, count=6)
+    _, outs = _run(prog)
+    got = outs[-1][1].view(np.float32).reshape(2, 96)
+    want = x.astype(np.float64)
+    for h in range(heads):
+        part = slice(off + h * stride, off + h * stride + dim)
+        want[:, part] = rope_golden.reference(x[:, None, part], [70, 71], yarn,
+                                              interleaved=bool(interleaved),
+                                              max_position_embeddings=131072)[:, 0]
+        assert np.array_equal(got[:, part], rope_golden.rotate(
+            x[:, None, part], cos, sin, interleaved=bool(interleaved))[:, 0])
+    assert np.allclose(got, want, rtol=1e-6, atol=1e-6)
+    touched = np.zeros(96, bool)
+    for h in range(heads):
+        touched[off + h * stride: off + h * stride + dim] = True
+    assert np.array_equal(got[:, ~touched], x[:, ~touched])
+
+
 #: Configs whose edges differ: a column tile a line wide, a token a line with a port that holds
 #: its norm weights in one word, the first look.
 REFUSAL_CONFIGS = [ENGINE_CFG, build_config(DecoderConfig, {**ENGINE, "linear.array.cols": 32}),
                    build_config(DecoderConfig, {**ENGINE, "hidden": 32, "act_lines": 100,
                                                 "linear.weight_port_bits": 1024,
                                                 "moe.hidden": 32,
-                                                "moe.weight_port_bits": 1024})]
+                                                "moe.weight_port_bits": 1024,
+                                                "rope.dim": 32})]
 
 
 @pytest.mark.parametrize("cfg", REFUSAL_CONFIGS, ids=["first-look", "cols32", "h32-p1024"])
@@ -334,7 +377,22 @@ def test_a_refused_command_changes_nothing(cfg):
     ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 4, "k": 64, "n": 64}, Status.OK),
     ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 4, "k": 96, "n": 64}, Status.BAD_SHAPE),
     ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 1, "k": 64, "n": 40}, Status.BAD_SHAPE),
-    ({"op": 6, "count": 1}, Status.BAD_SHAPE),
+    ({"op": 7, "count": 1}, Status.BAD_SHAPE),
+    # ROPE (vectors of 16 values, a table row 8 words, fetches of at most 255 words)
+    ({"op": Op.ROPE, "a": 127, "count": 1, "heads": 2, "stride": 16, "row": 1}, Status.OK),
+    ({"op": Op.ROPE, "a": 127, "count": 2, "heads": 1, "row": 1}, Status.BAD_RANGE),
+    ({"op": Op.ROPE, "a": 0, "count": 1, "heads": 3, "stride": 16, "row": 1},
+     Status.BAD_SHAPE),                                                     # past its row
+    ({"op": Op.ROPE, "a": 0, "count": 1, "heads": 1, "off": 16, "row": 1}, Status.OK),
+    ({"op": Op.ROPE, "a": 0, "count": 1, "heads": 1, "off": 8, "row": 1}, Status.BAD_SHAPE),
+    ({"op": Op.ROPE, "a": 0, "count": 1, "heads": 2, "stride": 8, "row": 1},
+     Status.BAD_SHAPE),                                                     # overlapping
+    ({"op": Op.ROPE, "a": 0, "count": 1, "heads": 0, "row": 1}, Status.BAD_SHAPE),
+    ({"op": Op.ROPE, "a": 0, "count": 31, "heads": 1, "row": 1}, Status.OK),
+    ({"op": Op.ROPE, "a": 0, "count": 32, "heads": 1, "row": 1}, Status.BAD_SHAPE),
+    ({"op": Op.ROPE, "count": 1, "heads": 1, "row": 1, "addr": (1 << 14) - 8}, Status.OK),
+    ({"op": Op.ROPE, "count": 1, "heads": 1, "row": 1, "addr": (1 << 14) - 7},
+     Status.BAD_SHAPE),
     ({"op": Op.MOE, "a": 126, "dst": 0, "count": 1}, Status.OK),            # the last token
     ({"op": Op.MOE, "a": 127, "dst": 0, "count": 1}, Status.BAD_RANGE),
     ({"op": Op.MOE, "a": 0, "dst": 126, "count": 2}, Status.BAD_RANGE),
@@ -346,7 +404,8 @@ def test_a_refused_command_changes_nothing(cfg):
 ])
 def test_engine_checks(fields, status):
     """In place is allowed, a write that overtakes a read is not (ADD and NORM; LINEAR holds
-    its x first); the edges of the memory; the projections' shapes."""
+    its x first); the edges of the memory; the projections' shapes; ROPE's vectors within
+    their rows, on their grid, apart, and its table within one fetch and the memory."""
     cmd = {f: 0 for f in decoder.COMMAND_FIELDS} | fields
     assert decoder.check(ENGINE_CFG, cmd) == status
 
@@ -398,10 +457,46 @@ def test_engine_config_errors_are_one_line(params, match):
      "moe.router": "deepseek", "moe.n_group": 2, "moe.topk_group": 1, "moe.shared": 1,
      "moe.routed_scaling_factor": 2.5, "moe.array.cols": 4, "moe.x_lanes": 4,
      "mem_latency": 100,
-     "mem_bytes_per_cycle": 4, "gap": 0.8, "backpressure": 0.8, "commands": 6},
+     "mem_bytes_per_cycle": 4, "gap": 0.8, "backpressure": 0.8, "commands": 6,
+     "rope.dim": 8, "rope.interleaved": 1, "rope.latency": 1},
 ], ids=["h64", "h96-heavy"])
 def test_decoder_rtl(simulator, seed, params):
     assert_passed(simulate("decoder", simulator, seed, **params))
+
+
+@pytest.mark.sim
+@pytest.mark.alternate_sims
+@pytest.mark.parametrize("params", [
+    # ROPE's vectors of two lines (joined, split), interleaved pairs; a line's (32 values)
+    pytest.param({**ENGINE, "rope.dim": 64, "rope.interleaved": 1, "rope.latency": 3},
+                 marks=pytest.mark.verilator_unless_both),
+    pytest.param({**ENGINE, "rope.dim": 32}, marks=pytest.mark.verilator_unless_both),
+], ids=["rope64", "rope32"])
+def test_decoder_rtl_wide_rope(simulator, seed, params):
+    """ROPE's 64 or 32 FP32 rotations a vector take Icarus minutes to compile: Verilator
+    alone unless ``--both-sims``."""
+    assert_passed(simulate("decoder", simulator, seed, **params))
+
+
+def test_rope_fast_path_is_the_cycle_model():
+    """ROPE commands alone, on vectors within a line, a line, and two and four lines, table
+    rows of one to 64 words, memories near and far: the fast path's cycles are the cycle
+    model's."""
+    from scoville.sim.cycles.decoder import fast
+    from scoville.sim.cycles.memory import MemoryAgent
+
+    for dim, lat, port in ((16, 2, 64), (32, 3, 256), (64, 2, 64), (128, 4, 256), (8, 1, 256)):
+        cfg = build_config(DecoderConfig, {**ENGINE, "rope.dim": dim, "rope.latency": lat,
+                                           "act_lines": 4096, "linear.weight_port_bits": port,
+                                           "moe.weight_port_bits": port})
+        for heads, count in ((1, 1), (8, 2), (3, 5)):
+            row = heads * cfg.rope_lines
+            cmds = [{"op": Op.ROPE, "count": count, "heads": heads, "stride": dim,
+                     "row": row}] * 2
+            for latency, bpc in ((1, 8), (100, 2), (500, 32)):
+                model = engine_timing(cfg, cmds, memory=MemoryAgent(latency, bpc, port))
+                assert fast(cfg, cmds, latency, bpc)["cycles"] == model.cycles, (
+                    dim, heads, count, latency, bpc)
 
 
 def _fast_cases():

@@ -5,30 +5,37 @@ The block (``docs/decoder.md``) runs a layer as a program of commands over an ac
 memory of lines (32 FP32 values each), one command at a time: ``IN`` (lines from ``x``),
 ``OUT`` (lines to ``o``), ``ADD`` (the residual: two ranges of lines added in FP32), ``NORM``
 (RMSNorm of tokens, the weight vector fetched from memory: the ``rmsnorm`` block), ``LINEAR``
-(a projection, its weight fetched from memory: the ``linear`` block) and ``MOE`` (the MoE
-layer, its experts' weights fetched from memory: the ``moe`` block). The three fetching parts
-share the memory port through :class:`~scoville.rtl.lib.memmux.MemoryMux`. Rotary embedding
-and attention join as commands of their own next (issue #34).
+(a projection, its weight fetched from memory: the ``linear`` block), ``MOE`` (the MoE
+layer, its experts' weights fetched from memory: the ``moe`` block) and ``ROPE`` (rotary
+embedding of vectors in place, their positions' table rows fetched from memory: the ``rope``
+block). The three fetching parts share the memory port through
+:class:`~scoville.rtl.lib.memmux.MemoryMux`. Attention joins as a command of its own next
+(issue #34).
 """
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .decoder_parts import (
     LINE,
+    Joiner,
     LineReader,
-    LineSplitter,
     Op,
     Placer,
     Sequencer,
+    Splitter,
     Status,
+    VecGather,
     VecLoader,
+    VecWalker,
     command_layout,
     line_layout,
+    line_splitter,
 )
 from .fetch import Fetch, FetchConfig, request_layout
 from .lib.codes import names
@@ -40,6 +47,7 @@ from .linear import Linear, LinearConfig
 from .moe import Moe, MoeConfig
 from .moe_router import write_layout as router_write_layout
 from .rmsnorm import RmsNorm, RmsNormConfig
+from .rope import Rope, RopeConfig
 
 __all__ = ["COUNTERS", "LINE", "MUX_DEPTH", "OPS", "STATUS", "Decoder", "DecoderConfig", "Op",
            "Status", "command_layout", "line_layout"]
@@ -56,6 +64,10 @@ MUX_DEPTH = 16
 
 _LINEAR = LinearConfig(tokens=16, k_max=256, n_max=1024)
 _MOE = MoeConfig(x_lanes=LINE, tokens=16)   # the router takes a line of x a cycle
+_ROPE = RopeConfig(dim=32)                  # the issue's heads of 32
+
+#: ``rope.dim``: a vector within a line (a power of two) or whole lines.
+ROPE_DIMS = (2, 4, 8, 16, 32, 64, 96, 128)
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,10 @@ class DecoderConfig:
         The MoE's part (``moe.*``): its ``hidden`` the block's, FP32 x (a line in ``32 /
         x_lanes`` beats: 32 lanes, the default, route a line a cycle), the block's weight
         port, ``array.cols`` at most 32.
+    rope : RopeConfig
+        The rotary embedding's part (``rope.*``): ``dim`` values a vector (a power of two up
+        to 32, or whole lines), a table row (``dim / 2`` cosines then as many sines, FP32)
+        whole words of the weight port; ``interleaved`` the pairs.
     """
 
     hidden: int = param(256, "32..8192, a multiple of 32", "hidden size H")
@@ -84,6 +100,7 @@ class DecoderConfig:
     act_lines: int = param(1024, "16..32768", "lines of the activation memory")
     linear: LinearConfig = part(_LINEAR, "the projections (block linear)")
     moe: MoeConfig = part(_MOE, "the MoE (block moe)")
+    rope: RopeConfig = part(_ROPE, "the rotary embedding (block rope)")
 
     def __post_init__(self):
         check_parts(self)
@@ -110,6 +127,16 @@ class DecoderConfig:
             raise ParamError(f"parameter 'linear.addr_bits' = {self.linear.addr_bits} is not "
                              f"allowed with this MoE: its weights are {self.moe_words} words; "
                              f"allowed: {self.moe_words.bit_length()}..32")
+        if self.rope.dim not in ROPE_DIMS:
+            raise ParamError(f"parameter 'rope.dim' = {self.rope.dim} is not allowed; allowed: "
+                             f"{', '.join(map(str, ROPE_DIMS))} (a vector within a line, or "
+                             "whole lines)")
+        if self.rope.dim * 32 % self.linear.weight_port_bits:
+            dims = [d for d in ROPE_DIMS if d * 32 % self.linear.weight_port_bits == 0]
+            raise ParamError(f"parameter 'rope.dim' = {self.rope.dim} is not allowed with "
+                             f"linear.weight_port_bits = {self.linear.weight_port_bits}: a "
+                             f"table row must be whole words; allowed: "
+                             f"{', '.join(map(str, dims)) or 'none'}")
         _ = self.norm  # eps is checked by the norm's config
         if self.norm_words >= 1 << self.linear.fetch.len_bits:
             raise ParamError(f"parameter 'hidden' = {self.hidden} is not allowed with "
@@ -137,6 +164,18 @@ class DecoderConfig:
         """The norm weights' fetch engine: the projections' (one request layout on the
         port)."""
         return self.linear.fetch
+
+    @property
+    def rope_words(self) -> int:
+        """Weight-port words of a ``ROPE`` table row (``dim / 2`` cosines, then as many sines,
+        FP32, value 0 lowest)."""
+        return self.rope.dim * 32 // self.linear.weight_port_bits
+
+    @property
+    def rope_lines(self) -> int:
+        """Lines a ``ROPE`` vector's read and write take: one up to 32 values, else
+        ``dim / 32``."""
+        return max(self.rope.dim // LINE, 1)
 
     @property
     def len_bits(self) -> int:
@@ -226,8 +265,9 @@ class Decoder(wiring.Component):
         m.submodules.proj = proj = Linear(lin)
         m.submodules.place = place = Placer(cfg, lin.array.cols)
         m.submodules.moe = moe = Moe(cfg.moe)
-        m.submodules.msplit = msplit = LineSplitter(cfg.moe.x_lanes)
+        m.submodules.msplit = msplit = line_splitter(cfg.moe.x_lanes)
         m.submodules.mplace = mplace = Placer(cfg, cfg.moe.array.cols)
+        rope = self._rope_parts(m)
 
         c, run = self.cmd.payload, seq.run
         wiring.connect(m, wiring.flipped(self.cmd), seq.cmd)
@@ -235,10 +275,14 @@ class Decoder(wiring.Component):
         m.d.comb += [self.status.eq(seq.status), seq.good.eq(self._check(m, c)),
                      seq.expect.eq(self._expect(c)), seq.loaded.eq(wvec.loaded)]
 
-        # Readers: A (every op that reads) and B (ADD's second range), started on go.
-        for reader, port in ((ra, ports[0]), (rb, ports[1])):
-            m.d.comb += [port.addr.eq(reader.addr), reader.data.eq(port.data)]
-        m.d.comb += [ra.start.eq(seq.go & ~(seq.start & (c.op == Op.IN))),
+        # Readers: A (every op that reads but ROPE) and B (ADD's second range), started on
+        # go; ROPE's walker reads on B's port.
+        m.d.comb += [ports[0].addr.eq(ra.addr), ra.data.eq(ports[0].data),
+                     rb.data.eq(ports[1].data)]
+        roping = Mux(seq.start, c.op == Op.ROPE, run.op == Op.ROPE)
+        m.d.comb += ports[1].addr.eq(Mux(roping, rope.rwalk.addr, rb.addr))
+        m.d.comb += [ra.start.eq(seq.go & ~(seq.start & ((c.op == Op.IN) |
+                                                         (c.op == Op.ROPE)))),
                      rb.start.eq(seq.start & (c.op == Op.ADD)),
                      ra.base.eq(Mux(seq.start, c.a, run.a)), rb.base.eq(c.b)]
         lines_of = Mux(c.op == Op.LINEAR, c.count * (c.k // LINE),
@@ -246,13 +290,26 @@ class Decoder(wiring.Component):
         m.d.comb += [ra.count.eq(Mux(seq.start, lines_of, run.count * HL)),
                      rb.count.eq(c.count)]
 
-        # The norm's weights: fetched from start (the command offered until taken), into the
-        # vector loader.
-        fcmd = self._offer(m, wfetch.cmd, seq.start & (c.op == Op.NORM), "wfetch")
-        m.d.comb += [fcmd.addr.eq(run.addr), fcmd.len.eq(cfg.norm_words),
+        # The norm's weights (into the vector loader) and ROPE's table rows (into rows):
+        # fetched from start (the command offered until taken).
+        fcmd = self._offer(m, wfetch.cmd, seq.start & ((c.op == Op.NORM) | (c.op == Op.ROPE)),
+                           "wfetch")
+        rope_now = run.op == Op.ROPE
+        m.d.comb += [fcmd.addr.eq(run.addr),
+                     fcmd.len.eq(Mux(rope_now, run.count * cfg.rope_words, cfg.norm_words)),
                      wvec.clear.eq(seq.start & (c.op == Op.NORM)),
-                     wvec.raddr.eq(ra.index_next)]
-        wiring.connect(m, wfetch.o, wvec.words)
+                     wvec.raddr.eq(ra.index_next),
+                     wvec.words.payload.eq(wfetch.o.payload),
+                     rope.rows.i.payload.eq(wfetch.o.payload),
+                     wvec.words.valid.eq(wfetch.o.valid & ~rope_now),
+                     rope.rows.i.valid.eq(wfetch.o.valid & rope_now),
+                     wfetch.o.ready.eq(Mux(rope_now, rope.rows.i.ready, wvec.words.ready))]
+        for walker in (rope.rwalk, rope.wwalk):
+            m.d.comb += [walker.start.eq(seq.start & (c.op == Op.ROPE)), walker.base.eq(c.a),
+                         walker.count.eq(c.count), walker.heads.eq(c.heads),
+                         walker.stride.eq(c.stride), walker.off.eq(c.off),
+                         walker.row.eq(c.row)]
+        self._rope_datapath(m, rope, ports[1])
 
         # The projection and the MoE: each its command from start (offered until taken), x
         # from reader A, its output placed into lines (the MoE's in order: one "token").
@@ -270,7 +327,7 @@ class Decoder(wiring.Component):
         wiring.connect(m, wiring.flipped(self.wr), moe.wr)
 
         self._memory(m, proj, wfetch, moe, run)
-        self._datapath(m, seq, ra, rb, norm, wvec, proj, msplit.i, (place, mplace), wp)
+        self._datapath(m, seq, ra, rb, norm, wvec, proj, msplit.i, (place, mplace), rope, wp)
         took = self.cmd.valid & self.cmd.ready
         count(m, self.counters, {"commands": took & seq.start, "refused": took & ~seq.start,
                                  "weight_words": self.rdata.valid & self.rdata.ready})
@@ -299,6 +356,44 @@ class Decoder(wiring.Component):
         wiring.connect(m, mux.req, wiring.flipped(self.req))
         wiring.connect(m, wiring.flipped(self.rdata), mux.rdata)
 
+    def _rope_parts(self, m) -> SimpleNamespace:
+        """``ROPE``'s parts: the walkers of the vectors' lines read (``rwalk``) and written
+        (``wwalk``), the gatherer of a vector from its lines, the table's rows from the
+        port's words, the rotation, and the splitter of a result into lines."""
+        cfg = self._config
+        D = cfg.rope.dim
+        parts = SimpleNamespace(
+            rwalk=VecWalker(cfg.line_bits, D), wwalk=VecWalker(cfg.line_bits, D),
+            gather=VecGather(D), rows=Joiner(cfg.linear.weight_port_bits, cfg.rope_words),
+            rope=Rope(cfg.rope),
+            split=Splitter(line_layout(), cfg.rope_lines, held=True) if D > LINE else None)
+        for name, part_ in vars(parts).items():
+            if part_ is not None:
+                m.submodules[f"rope_{name}" if name != "rope" else "rope"] = part_
+        return parts
+
+    def _rope_datapath(self, m, rope, port):
+        """``ROPE``: the walker's lines (read on ``port``) gathered into vectors, each rotated
+        with its token's table row (the row taken after the token's last vector), the result
+        back into its lines (:meth:`_datapath` writes them)."""
+        g, rows, rot = rope.gather, rope.rows, rope.rope
+        D = self._config.rope.dim
+        m.d.comb += [g.i.valid.eq(rope.rwalk.o.valid), rope.rwalk.o.ready.eq(g.i.ready),
+                     g.i.payload.data.eq(port.data),
+                     g.i.payload.lane.eq(rope.rwalk.o.payload.lane)]
+        row = rows.o.payload
+        m.d.comb += [rot.i.valid.eq(g.o.valid & rows.o.valid),
+                     g.o.ready.eq(rot.i.ready & rows.o.valid),
+                     rows.o.ready.eq(rot.i.ready & g.o.valid & rope.rwalk.o.payload.last),
+                     rot.i.payload.x.eq(g.o.payload),
+                     rot.i.payload.cos.as_value().eq(row[:16 * D]),
+                     rot.i.payload.sin.as_value().eq(row[16 * D:])]
+        if rope.split is not None:
+            wiring.connect(m, rot.o, rope.split.i)
+            rope.out = rope.split.o
+        else:
+            rope.out = rot.o
+
     @staticmethod
     def _offer(m, port, start, name: str):
         """A part's command, offered from the cycle after ``start`` until taken (from the
@@ -311,7 +406,7 @@ class Decoder(wiring.Component):
         m.d.comb += port.valid.eq(pending)
         return port.payload
 
-    def _datapath(self, m, seq, ra, rb, norm, wvec, proj, moe_x, placers, wp):
+    def _datapath(self, m, seq, ra, rb, norm, wvec, proj, moe_x, placers, rope, wp):
         """Reader A's lines to the op's unit, and the unit's results into the write port."""
         active, op = seq.active, seq.run.op
         place, mplace = placers
@@ -340,6 +435,7 @@ class Decoder(wiring.Component):
                               | (is_[Op.MOE] & moe_x.ready))),
             rb.o.ready.eq(both & is_[Op.ADD]),
             norm.o.ready.eq(1), place.w.ready.eq(1), mplace.w.ready.eq(1),
+            rope.out.ready.eq(1), rope.wwalk.o.ready.eq(rope.out.valid),
         ]
         # The write port: IN's, ADD's and NORM's lines in order from dst; LINEAR's and MOE's
         # placed.
@@ -355,6 +451,13 @@ class Decoder(wiring.Component):
                     with m.If(valid):
                         m.d.comb += wp.en.eq((1 << LINE) - 1)
                         m.d.sync += line.eq(line + 1)
+            with m.Case(Op.ROPE):
+                D, spot = self._config.rope.dim, rope.wwalk.o.payload
+                value = Value.cast(rope.out.payload)
+                m.d.comb += [wen.eq(rope.out.valid), wp.addr.eq(spot.line),
+                             wp.data.as_value().eq(value.replicate(LINE // min(D, LINE)))]
+                with m.If(rope.out.valid):
+                    m.d.comb += wp.en.eq(Const((1 << min(D, LINE)) - 1, LINE) << spot.lane)
             for o, placer in ((Op.LINEAR, place), (Op.MOE, mplace)):
                 with m.Case(o):
                     w = placer.w.payload
@@ -375,12 +478,14 @@ class Decoder(wiring.Component):
         reads = Signal(32)
         writes = Signal(32)
         tokens = (c.op == Op.NORM) | (c.op == Op.MOE)     # count tokens of H / 32 lines
+        rope = c.op == Op.ROPE
         m.d.comb += [
-            reads.eq(Mux(tokens, c.count * HL, Mux(c.op == Op.LINEAR, c.count * kl, c.count))),
+            reads.eq(Mux(tokens, c.count * HL, Mux(c.op == Op.LINEAR, c.count * kl,
+                                                   Mux(rope, c.count * c.row, c.count)))),
             writes.eq(Mux(tokens, c.count * HL, Mux(c.op == Op.LINEAR, c.count * nl, c.count))),
         ]
         reads_a = (c.op != Op.IN)
-        writes_dst = (c.op != Op.OUT)
+        writes_dst = (c.op != Op.OUT) & ~rope     # ROPE writes in place
         over = ((c.count == 0) | (reads_a & (c.a + reads > N)) |
                 ((c.op == Op.ADD) & (c.b + reads > N)) | (writes_dst & (c.dst + writes > N)))
 
@@ -398,16 +503,34 @@ class Decoder(wiring.Component):
                       (end > (1 << lin.addr_bits)))
         bad_norm = c.addr + cfg.norm_words > (1 << lin.addr_bits)
         bad_moe = (c.count > cfg.moe.tokens) | (c.addr + cfg.moe_words > (1 << lin.addr_bits))
-        with m.If(c.op > Op.MOE):
+        bad_rope = self._bad_rope(m, c)
+        with m.If(c.op > Op.ROPE):
             m.d.comb += status.eq(Status.BAD_SHAPE)
         with m.Elif(over):
             m.d.comb += status.eq(Status.BAD_RANGE)
         with m.Elif(((c.op == Op.LINEAR) & bad_linear) | ((c.op == Op.NORM) & bad_norm)
-                    | ((c.op == Op.MOE) & bad_moe)):
+                    | ((c.op == Op.MOE) & bad_moe) | (rope & bad_rope)):
             m.d.comb += status.eq(Status.BAD_SHAPE)
         with m.Else():
             m.d.comb += status.eq(Status.OK)
         return status
+
+    def _bad_rope(self, m, c):
+        """A ``ROPE`` whose vectors do not fit (:func:`scoville.sim.golden.decoder.check`):
+        no heads; ``off`` or ``stride`` off the vector's grid (``min(dim, 32)`` values); two
+        vectors that overlap; the last vector past its token's row; table rows past one
+        fetch or past the memory."""
+        cfg, lin = self._config, self._config.linear
+        D = cfg.rope.dim
+        g = min(D, LINE)
+        words = Signal(32)
+        span = Signal(32)
+        m.d.comb += [words.eq(c.count * cfg.rope_words),
+                     span.eq(c.off + (c.heads - 1) * c.stride + D)]
+        return ((c.heads == 0) | (c.off % g != 0) | (c.stride % g != 0)
+                | ((c.heads > 1) & (c.stride < D)) | (span > c.row * LINE)
+                | (words >= (1 << lin.fetch.len_bits))
+                | (c.addr + words > (1 << lin.addr_bits)))
 
     def _expect(self, c):
         """The beats an op counts: lines written (``LINEAR``, ``MOE``: their beats placed),
@@ -416,4 +539,6 @@ class Decoder(wiring.Component):
         HL, C, MC = cfg.hidden // LINE, cfg.linear.array.cols, cfg.moe.array.cols
         return Mux(c.op == Op.NORM, c.count * HL,
                    Mux(c.op == Op.LINEAR, c.count * (c.n // C),
-                       Mux(c.op == Op.MOE, c.count * (cfg.hidden // MC), c.count)))
+                       Mux(c.op == Op.MOE, c.count * (cfg.hidden // MC),
+                           Mux(c.op == Op.ROPE, c.count * c.heads * cfg.rope_lines,
+                               c.count))))

@@ -2,16 +2,16 @@
 loader, the placer of the projections' column tiles, and the sequencer. ``config`` is the
 :class:`~scoville.rtl.decoder.DecoderConfig`."""
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .lib.formats import MX_BLOCK
 
-__all__ = ["LINE", "LineReader", "LineSplitter", "Op", "Placer", "Sequencer", "Status",
-           "VecLoader",
-           "command_layout", "line_layout", "write_layout"]
+__all__ = ["LINE", "Joiner", "LineReader", "Op", "Placer", "Sequencer", "Splitter", "Status",
+           "VecGather", "VecLoader", "VecWalker", "command_layout", "line_layout",
+           "line_splitter", "walk_layout", "write_layout"]
 
 #: Values of a line of the activation memory (FP32 each).
 LINE = MX_BLOCK
@@ -25,6 +25,7 @@ class Op(enum.IntEnum, shape=3):
     NORM = 3
     LINEAR = 4
     MOE = 5
+    ROPE = 6
 
 
 class Status(enum.IntEnum, shape=2):
@@ -41,12 +42,15 @@ def line_layout() -> data.ArrayLayout:
 
 def command_layout(config) -> data.StructLayout:
     """A ``cmd`` beat: ``op``; the activation lines ``a``, ``b`` (read) and ``dst`` (written);
-    ``count`` (lines, or tokens for ``NORM``, ``LINEAR`` and ``MOE``); ``LINEAR``'s ``k``,
-    ``n`` and ``bias``; the memory word ``addr`` of ``NORM``'s, ``LINEAR``'s and ``MOE``'s
-    weights."""
+    ``count`` (lines, or tokens for ``NORM``, ``LINEAR``, ``MOE`` and ``ROPE``);
+    ``LINEAR``'s ``k``, ``n`` and ``bias``; the memory word ``addr`` of ``NORM``'s,
+    ``LINEAR``'s and ``MOE``'s weights and ``ROPE``'s table rows; ``ROPE``'s ``heads``
+    (vectors a token), ``stride`` and ``off`` (values: between a token's vectors, and to its
+    first) and ``row`` (lines: between tokens)."""
     line = config.line_bits
     return data.StructLayout({"op": Op, "a": line, "b": line, "dst": line, "count": 16,
-                              "k": 15, "n": 21, "addr": config.linear.addr_bits, "bias": 1})
+                              "k": 15, "n": 21, "addr": config.linear.addr_bits, "bias": 1,
+                              "heads": 8, "stride": 16, "off": 16, "row": 16})
 
 
 def write_layout(config) -> data.StructLayout:
@@ -54,34 +58,89 @@ def write_layout(config) -> data.StructLayout:
     return data.StructLayout({"addr": config.line_bits, "mask": LINE, "data": line_layout()})
 
 
-class LineSplitter(wiring.Component):
-    """A line into ``32 / lanes`` beats of ``lanes`` values, value 0 first: a pass-through (each
-    beat offered with the line, the line taken with its last beat).
+class Splitter(wiring.Component):
+    """A beat of ``i`` into ``pieces`` beats of ``o`` (piece 0 the lowest bits, first).
+
+    A pass-through by default: each piece offered with the beat, the beat taken with its last
+    piece. ``held``: the beat is taken into a register when the register is empty or its last
+    piece is taken, and its pieces offered from the next cycle (the producer is not held while
+    the pieces go: a stalling pipeline before it keeps its rate).
 
     Attributes
     ----------
-    i : In(stream.Signature(line_layout()))
-    o : Out(stream.Signature(beat layout))
-        ``ArrayLayout(32, lanes)``; one value its bare 32 bits.
+    i : In(stream.Signature(whole))
+        ``whole`` (a shape of ``pieces`` times the piece's bits; plain bits by default).
+    o : Out(stream.Signature(piece))
     """
 
-    def __init__(self, lanes: int):
-        self._lanes = lanes
-        beat = 32 if lanes == 1 else data.ArrayLayout(32, lanes)
-        super().__init__({"i": In(stream.Signature(line_layout())),
-                          "o": Out(stream.Signature(beat))})
+    def __init__(self, piece, pieces: int, whole=None, *, held: bool = False):
+        self._pieces, self._held = pieces, held
+        width = Shape.cast(piece).width
+        super().__init__({"i": In(stream.Signature(whole or pieces * width)),
+                          "o": Out(stream.Signature(piece))})
 
     def elaborate(self, platform):
         m = Module()
-        L = self._lanes
-        pieces = LINE // L
+        pieces = self._pieces
+        width = Value.cast(self.o.payload).shape().width
         idx = Signal(range(max(pieces, 2)))
-        flat = self.i.payload.as_value()
-        m.d.comb += [self.o.valid.eq(self.i.valid),
-                     Value.cast(self.o.payload).eq(flat.word_select(idx, 32 * L)),
-                     self.i.ready.eq(self.o.ready & (idx == pieces - 1))]
+        last = idx == pieces - 1
+        flat = Value.cast(self.i.payload)
+        if self._held:
+            flat = Signal.like(flat, name="beat")
+            full = Signal()
+            m.d.comb += [self.o.valid.eq(full),
+                         self.i.ready.eq(~full | (self.o.ready & last))]
+            with m.If(self.o.valid & self.o.ready & last):
+                m.d.sync += full.eq(0)
+            with m.If(self.i.valid & self.i.ready):
+                m.d.sync += [full.eq(1), flat.eq(self.i.payload)]
+        else:
+            m.d.comb += [self.o.valid.eq(self.i.valid),
+                         self.i.ready.eq(self.o.ready & last)]
+        m.d.comb += Value.cast(self.o.payload).eq(flat.word_select(idx, width))
         with m.If(self.o.valid & self.o.ready):
-            m.d.sync += idx.eq(Mux(idx == pieces - 1, 0, idx + 1))
+            m.d.sync += idx.eq(Mux(last, 0, idx + 1))
+        return m
+
+
+def line_splitter(lanes: int) -> Splitter:
+    """A line into ``32 / lanes`` beats of ``lanes`` values, value 0 first (one value: its
+    bare 32 bits)."""
+    beat = 32 if lanes == 1 else data.ArrayLayout(32, lanes)
+    return Splitter(beat, LINE // lanes, line_layout())
+
+
+class Joiner(wiring.Component):
+    """``n`` beats of ``width`` bits into one of ``n * width`` (beat 0 the lowest bits): a
+    pass-through on the last (the first ``n - 1`` are taken at once into registers; the last
+    is offered on ``o`` with them and taken when ``o`` is).
+
+    Attributes
+    ----------
+    i : In(stream.Signature(width))
+    o : Out(stream.Signature(n * width))
+    """
+
+    def __init__(self, width: int, n: int):
+        self._width, self._n = width, n
+        super().__init__({"i": In(stream.Signature(width)),
+                          "o": Out(stream.Signature(n * width))})
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._n
+        held = [Signal(self._width, name=f"held{j}") for j in range(n - 1)]
+        k = Signal(range(max(n, 2)))
+        final = k == n - 1
+        m.d.comb += [self.o.valid.eq(self.i.valid & final),
+                     self.o.payload.eq(Cat(*held, self.i.payload)),
+                     self.i.ready.eq(~final | self.o.ready)]
+        with m.If(self.i.valid & self.i.ready):
+            for j, reg in enumerate(held):
+                with m.If(k == j):
+                    m.d.sync += reg.eq(self.i.payload)
+            m.d.sync += k.eq(Mux(final, 0, k + 1))
         return m
 
 
@@ -127,6 +186,125 @@ class LineReader(wiring.Component):
         m.d.sync += self.index.eq(self.index_next)
         with m.If(self.start):
             m.d.sync += [cur.eq(self.base), left.eq(self.count)]
+        return m
+
+
+def walk_layout(line_bits: int) -> data.StructLayout:
+    """A :class:`VecWalker` beat: a vector's ``line``, the ``lane`` of its first value (in a
+    vector narrower than a line), and ``last``: the token's last line."""
+    return data.StructLayout({"line": line_bits, "lane": 5, "last": 1})
+
+
+class VecWalker(wiring.Component):
+    """The lines of ``count`` tokens' vectors of ``dim`` values (a divisor of 32 or a multiple
+    of it), token by token, vector by vector: token ``t``'s row starts at line ``base + t *
+    row``; its vector ``h`` (of ``heads``) at value ``off + h * stride`` of the row, so in
+    line ``base + t * row + (off + h * stride) // 32``, lane ``(off + h * stride) % 32``;
+    one line a vector of ``dim`` up to 32 values (which stays within its line: ``off`` and
+    ``stride`` multiples of ``dim``), ``dim / 32`` consecutive lines a wider one. A cycle
+    with ``start`` high takes the walk (``count`` at least 1); its first line is offered on
+    ``o`` from the next cycle, each next from the cycle after the previous one is taken.
+    ``addr`` is the line offered next cycle (to drive a synchronous read port).
+
+    Attributes
+    ----------
+    start : In(1)
+    base : In(line address)
+    count : In(16)
+    heads : In(8)
+    stride, off : In(16)
+    row : In(16)
+    addr : Out(line address)
+    o : Out(stream.Signature(walk_layout(line_bits)))
+    """
+
+    def __init__(self, line_bits: int, dim: int):
+        self._line_bits, self._dim = line_bits, dim
+        super().__init__({
+            "start": In(1), "base": In(line_bits), "count": In(16), "heads": In(8),
+            "stride": In(16), "off": In(16), "row": In(16), "addr": Out(line_bits),
+            "o": Out(stream.Signature(walk_layout(line_bits))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        L = max(self._dim // LINE, 1)          # lines a vector
+        W = self._line_bits + 1
+        count, heads = Signal(16), Signal(8)
+        stride, off, row = Signal(16), Signal(16), Signal(16)
+        busy = Signal()
+        cur, tline = Signal(W), Signal(W)      # the line offered; the token's first line
+        hp = Signal(22)                        # the vector's first value in its token's row
+        j = Signal(range(max(L, 2)))
+        h, t = Signal(8), Signal(16)
+        last_line, last_head = j == L - 1, h == heads - 1
+        fire = self.o.valid & self.o.ready
+        step_hp = hp + stride
+        nxt = Signal(W)
+        with m.If(~last_line):
+            m.d.comb += nxt.eq(cur + 1)
+        with m.Elif(~last_head):
+            m.d.comb += nxt.eq(tline + step_hp[5:])
+        with m.Else():
+            m.d.comb += nxt.eq(tline + row + off[5:])
+        m.d.comb += [
+            self.addr.eq(Mux(self.start, self.base + self.off[5:], Mux(fire, nxt, cur))),
+            self.o.valid.eq(busy), self.o.payload.line.eq(cur),
+            self.o.payload.lane.eq(hp[:5]), self.o.payload.last.eq(last_line & last_head),
+        ]
+        with m.If(fire):
+            m.d.sync += [cur.eq(nxt), j.eq(Mux(last_line, 0, j + 1))]
+            with m.If(last_line & ~last_head):
+                m.d.sync += [h.eq(h + 1), hp.eq(step_hp)]
+            with m.If(last_line & last_head):
+                m.d.sync += [h.eq(0), hp.eq(off), tline.eq(tline + row), t.eq(t + 1)]
+                with m.If(t == count - 1):
+                    m.d.sync += busy.eq(0)
+        with m.If(self.start):
+            m.d.sync += [count.eq(self.count), heads.eq(self.heads), stride.eq(self.stride),
+                         off.eq(self.off), row.eq(self.row), busy.eq(1), j.eq(0), h.eq(0),
+                         t.eq(0), hp.eq(self.off), tline.eq(self.base),
+                         cur.eq(self.base + self.off[5:])]
+        return m
+
+
+class VecGather(wiring.Component):
+    """A vector of ``dim`` values from the lines of a :class:`VecWalker` (``i``: a line and the
+    lane of the vector's first value): up to 32, the vector's lanes of its one line (a
+    pass-through); wider, its ``dim / 32`` lines joined (:class:`Joiner`).
+
+    Attributes
+    ----------
+    i : In(stream.Signature({"data": line_layout(), "lane": 5}))
+    o : Out(stream.Signature(ArrayLayout(32, dim)))
+    """
+
+    def __init__(self, dim: int):
+        self._dim = dim
+        super().__init__({
+            "i": In(stream.Signature(data.StructLayout({"data": line_layout(), "lane": 5}))),
+            "o": Out(stream.Signature(data.ArrayLayout(32, dim))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        D = self._dim
+        line = self.i.payload.data.as_value()
+        if D == LINE:
+            m.d.comb += [self.o.valid.eq(self.i.valid), self.i.ready.eq(self.o.ready),
+                         Value.cast(self.o.payload).eq(line)]
+            return m
+        if D < LINE:
+            shift = (D - 1).bit_length()
+            m.d.comb += [self.o.valid.eq(self.i.valid), self.i.ready.eq(self.o.ready),
+                         Value.cast(self.o.payload).eq(
+                             line.word_select(self.i.payload.lane[shift:], 32 * D))]
+            return m
+        m.submodules.join = join = Joiner(32 * LINE, D // LINE)
+        m.d.comb += [join.i.valid.eq(self.i.valid), self.i.ready.eq(join.i.ready),
+                     join.i.payload.eq(line), self.o.valid.eq(join.o.valid),
+                     join.o.ready.eq(self.o.ready),
+                     Value.cast(self.o.payload).eq(join.o.payload)]
         return m
 
 

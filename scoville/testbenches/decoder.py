@@ -29,6 +29,7 @@ from scoville.sim.cycles.decoder import timing
 from scoville.sim.cycles.memory import MemoryAgent
 from scoville.sim.cycles.stream import ALWAYS
 from scoville.sim.golden import moe as moe_golden
+from scoville.sim.golden import rope as rope_golden
 from scoville.sim.golden.decoder import COMMAND_FIELDS, DecoderModel, check
 from scoville.sim.golden.fetch import fetch
 from scoville.sim.golden.linear import tile_words
@@ -59,6 +60,8 @@ BINS = {
     "op:linear_bias": "a projection with a bias",
     "op:linear_tokens": "a projection of the most tokens the block takes",
     "op:moe_tokens": "a MoE layer of the most tokens the MoE holds",
+    "op:rope_heads": "a ROPE of more than one vector a token",
+    "op:rope_offset": "a ROPE whose vectors start past their token's first value",
     **{f"cmd:refused_{s}": f"a command refused with status {s}" for s in STATUS if s != "ok"},
 }
 
@@ -116,6 +119,16 @@ class Program:
         self.image += words
         return addr
 
+    def rope_table(self, positions, theta: float = 10000.0) -> int:
+        """The address of new ``ROPE`` table rows for ``positions`` (Hugging Face's default
+        rotary frequencies of ``rope.dim`` at base ``theta``: each row ``dim / 2`` cosines,
+        then the sines)."""
+        cos, sin = rope_golden.table({"rope_theta": theta}, self.cfg.rope.dim, positions)
+        bits = np.concatenate([cos, sin], axis=1).view(np.uint32)
+        per = self.cfg.linear.weight_port_bits // 32
+        return self._put([join_words(row[j:j + per].tolist(), 32) for row in bits
+                          for j in range(0, len(row), per)])
+
     def norm_weight_at(self, w, addr: int) -> int:
         """A norm weight vector at ``addr`` (after every weight placed so far)."""
         p = self.cfg.linear.weight_port_bits
@@ -150,6 +163,11 @@ def layer(prog: Program, rng, tokens: int, specials: bool = False) -> None:
     w1 = (rng.standard_normal((N, H)) / np.sqrt(H)).astype(np.float32)
     prog.cmd(Op.LINEAR, a=Hd, dst=U, count=tokens, k=H, n=N, bias=1,
              addr=prog.linear_weight(w1, rng.standard_normal(N).astype(np.float32)))
+    d = cfg.rope.dim
+    if N >= d:      # u's heads rotated in place, the tokens at positions p0 on
+        p0 = int(rng.integers(0, 4096))
+        prog.cmd(Op.ROPE, a=U, count=tokens, heads=N // d, stride=d, row=N // LINE,
+                 addr=prog.rope_table(p0 + np.arange(tokens)))
     w2 = (rng.standard_normal((H, N)) / np.sqrt(N)).astype(np.float32)
     prog.cmd(Op.LINEAR, a=U, dst=Hd, count=tokens, k=N, n=H, addr=prog.linear_weight(w2))
     prog.cmd(Op.ADD, a=X, b=Hd, dst=X, count=tokens * hl)
@@ -174,7 +192,7 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
     top = 1 << lin.addr_bits
     K, R, S = LINE, Status.BAD_RANGE, Status.BAD_SHAPE
     out = [
-        (S, {"op": 6, "count": 1}), (S, {"op": 7, "count": 1}),
+        (S, {"op": 7, "count": 1}),
         (R, {"op": Op.MOE, "a": N - hl, "dst": 0, "count": 2}),
         (R, {"op": Op.IN, "count": 0}), (R, {"op": Op.OUT, "a": N - 1, "count": 2}),
         (R, {"op": Op.ADD, "a": 0, "b": N - 1, "dst": 2, "count": 2}),
@@ -188,6 +206,21 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
         (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": K, "n": LINE + LINE // 2}),
         (S, {"op": Op.LINEAR, "a": 0, "dst": 0, "count": 1, "k": K, "n": lin.n_max + LINE}),
     ]
+    d, g, rl = cfg.rope.dim, min(cfg.rope.dim, LINE), cfg.rope_lines
+    rope = {"op": Op.ROPE, "a": 0, "count": 1, "heads": 1, "stride": d, "row": rl}
+    out += [
+        (R, rope | {"a": N - rl, "row": rl + 1}),              # past the last line
+        (S, rope | {"heads": 0}),
+        (S, rope | {"off": g // 2, "row": rl + 1}),              # off the vectors' grid
+        (S, rope | {"heads": 2, "stride": 0, "row": 2 * rl}),   # overlapping
+        (S, rope | {"heads": 2, "stride": d + g // 2, "row": 3 * rl + 1}),   # off the grid
+        (S, rope | {"off": LINE * rl}),                          # past its token's row
+    ]
+    if cfg.rope_words > 1:     # a row past the memory's last word
+        out.append((S, rope | {"addr": top - cfg.rope_words + 1}))
+    longest = (1 << lin.fetch.len_bits) // cfg.rope_words     # rows of one fetch, and one
+    if (longest + 1) * rl <= N and longest < 1 << 16:
+        out.append((S, rope | {"count": longest + 1}))
     if cfg.norm_words > 1:    # weights that run past the memory's last word
         out.append((S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 1,
                         "addr": top - cfg.norm_words + 1}))
@@ -245,7 +278,7 @@ def random_commands(prog: Program, rng, count: int) -> None:
     cfg, lin = prog.cfg, prog.cfg.linear
     hl, span = cfg.hidden // LINE, min(cfg.act_lines // 2, 16 * cfg.hidden // LINE)
     for _ in range(count):
-        op = Op(int(rng.integers(0, 6)))
+        op = Op(int(rng.integers(0, 7)))
         if rng.random() < 1 / 8:
             bad = refusals(cfg)
             prog.cmd(**bad[int(rng.integers(0, len(bad)))][1])
@@ -270,6 +303,19 @@ def random_commands(prog: Program, rng, count: int) -> None:
             dst = a if rng.random() < 0.5 else span + hl * int(rng.integers(0, span // hl - t))
             prog.cmd(Op.NORM, a=a, dst=dst, count=t,
                      addr=prog.norm_weight(rng.standard_normal(cfg.hidden)))
+        elif op == Op.ROPE:
+            d, g = cfg.rope.dim, min(cfg.rope.dim, LINE)
+            heads = int(rng.integers(1, 4))
+            stride = d + g * int(rng.integers(0, 3))
+            off = g * int(rng.integers(0, 3))
+            row = -(-(off + (heads - 1) * stride + d) // LINE) + int(rng.integers(0, 2))
+            t = int(rng.integers(1, max(2, min(4, 2 * span // row))))
+            if t * row > 2 * span:
+                continue
+            p0 = int(rng.integers(0, 100_000))
+            prog.cmd(Op.ROPE, a=int(rng.integers(0, 2 * span - t * row + 1)), count=t,
+                     heads=heads, stride=stride, off=off, row=row,
+                     addr=prog.rope_table(p0 + np.arange(t)))
         elif op == Op.MOE:
             if not prog.moe:
                 continue
@@ -301,6 +347,8 @@ def _cover(cov, cfg, c: dict) -> None:
     cov.hit_if("op:linear_bias", op == Op.LINEAR and c["bias"])
     cov.hit_if("op:linear_tokens", op == Op.LINEAR and c["count"] == cfg.linear.tokens)
     cov.hit_if("op:moe_tokens", op == Op.MOE and c["count"] == cfg.moe.tokens)
+    cov.hit_if("op:rope_heads", op == Op.ROPE and c["heads"] > 1)
+    cov.hit_if("op:rope_offset", op == Op.ROPE and c["off"] > 0)
 
 
 def _requests(cfg, image, commands, routes) -> tuple[list, int]:
@@ -315,6 +363,8 @@ def _requests(cfg, image, commands, routes) -> tuple[list, int]:
             continue
         if c["op"] == Op.NORM:
             got = fetch(port, image, [(c["addr"], cfg.norm_words)])
+        elif c["op"] == Op.ROPE:
+            got = fetch(port, image, [(c["addr"], c["count"] * cfg.rope_words)])
         elif c["op"] == Op.LINEAR:
             n = cfg.linear.tile_words(c["k"], bool(c["bias"]))
             got = fetch(port, image, [(c["addr"] + j * n, n)

@@ -6,7 +6,9 @@ the sequencer and the two line readers (below, from the docstrings of
 :mod:`scoville.rtl.decoder_parts`), the norm (:class:`~scoville.sim.cycles.rmsnorm.Norm`),
 its weights' fetch engine (:class:`~scoville.sim.cycles.fetch.Engine`) and loader, the
 projections (:class:`~scoville.sim.cycles.linear.Parts`), the MoE
-(:class:`~scoville.sim.cycles.moe.Parts`) and its line splitter, the memory mux
+(:class:`~scoville.sim.cycles.moe.Parts`) and its line splitter, ``ROPE``'s walkers, joiners
+(a vector's lines, a table row's words), rotation
+(:class:`~scoville.sim.cycles.stream.StallPipeline`) and splitter, the memory mux
 (:class:`~scoville.sim.cycles.memory.MemoryMux`) and the memory. The activation memory's
 write port always takes a line, so what a command writes counts in the cycle its unit hands
 it over (the placers pass the projection's rows and the MoE's words through).
@@ -25,11 +27,12 @@ from .memory import MemoryAgent, MemoryMux
 from .moe import Batch
 from .moe import Parts as MoeParts
 from .rmsnorm import Norm
-from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
+from .stream import ALWAYS, Consumer, Producer, Schedule, Source, StallPipeline, Timing
 from .unit import Wire, run
 
-__all__ = ["LineReader", "LineSplitter", "Sequencer", "VecLoader", "expect", "fast",
-           "timing"]
+__all__ = ["HeldSplitter", "Joiner", "LineReader", "Sequencer", "Splitter", "VecLoader",
+           "VecWalker",
+           "expect", "fast", "timing"]
 
 def expect(config, fields: dict) -> int:
     """The beats a command counts before it is done: lines written (``LINEAR``: the
@@ -41,6 +44,8 @@ def expect(config, fields: dict) -> int:
         return n * (fields["n"] // config.linear.array.cols)
     if op == Op.MOE:
         return n * (config.hidden // config.moe.array.cols)
+    if op == Op.ROPE:
+        return n * fields["heads"] * config.rope_lines
     return n
 
 
@@ -149,10 +154,86 @@ class LineReader:
             self.left, self._start = self._start, None
 
 
-class LineSplitter:
-    """The line splitter (:class:`scoville.rtl.decoder_parts.LineSplitter`): each of a line's
-    ``pieces`` beats offered with the line; the line taken with its last. :attr:`last`: the
-    beat offered is the line's last."""
+class VecWalker(LineReader):
+    """A vector walker (:class:`scoville.rtl.decoder_parts.VecWalker`): a line reader whose
+    lines come ``per_token`` a token (the vectors' lines); :attr:`last`: the line offered is
+    its token's last."""
+
+    __slots__ = ("_per",)
+
+    def __init__(self, o):
+        super().__init__(o)
+        self._per = 1
+
+    def start_tokens(self, tokens: int, per_token: int) -> None:
+        self.start(tokens * per_token)
+        self._per = per_token
+
+    @property
+    def last(self) -> bool:
+        return (self.left - 1) % self._per == 0
+
+
+class Joiner:
+    """A joiner (:class:`scoville.rtl.decoder_parts.Joiner`) of ``n`` beats: the first ``n -
+    1`` taken at once; the last offered on ``o`` with them (:meth:`o_valid`, a method of the
+    cycle) and taken when ``o`` takes it (:meth:`i_ready` passes ``o``'s ``ready``
+    through). ``n`` 1 is a wire (``ROPE``'s gatherer of a vector within a line)."""
+
+    __slots__ = ("_k", "_n", "i", "o")
+
+    def __init__(self, n: int, i, o):
+        self._n, self.i, self.o, self._k = n, i, o, 0
+
+    def o_valid(self, t: int) -> bool:
+        return self._k == self._n - 1 and self.i.offers(t)
+
+    def i_ready(self, t: int) -> bool:
+        return self._k != self._n - 1 or self.o.accepts(t)
+
+    def step(self, t: int) -> None:
+        if self.i.offers(t) and self.i_ready(t):
+            if self._k == self._n - 1:
+                self.o.take(t)
+            self.i.take(t)
+            self._k = 0 if self._k == self._n - 1 else self._k + 1
+
+
+class HeldSplitter:
+    """A splitter that holds its beat (:class:`scoville.rtl.decoder_parts.Splitter`,
+    ``held``): a beat is taken (:meth:`i_ready`) when none is held or the held one's last
+    piece is taken; its ``pieces`` pieces are offered on ``o`` from the next cycle."""
+
+    __slots__ = ("_at", "_full", "_pieces", "i", "o")
+
+    def __init__(self, pieces: int, i, o):
+        self._pieces, self.i, self.o = pieces, i, o
+        self._at, self._full = 0, False
+
+    @property
+    def o_valid(self) -> bool:
+        return self._full
+
+    def i_ready(self, t: int) -> bool:
+        return not self._full or (self._at == self._pieces - 1 and self.o.accepts(t))
+
+    def step(self, t: int) -> None:
+        take = self.i.offers(t) and self.i_ready(t)
+        if self._full and self.o.accepts(t):
+            self.o.take(t)
+            if self._at == self._pieces - 1:
+                self._at, self._full = 0, False
+            else:
+                self._at += 1
+        if take:
+            self.i.take(t)
+            self._full = True
+
+
+class Splitter:
+    """A splitter (:class:`scoville.rtl.decoder_parts.Splitter`): each of a beat's ``pieces``
+    pieces offered with the beat; the beat taken with its last. :attr:`last`: the piece
+    offered is the beat's last."""
 
     __slots__ = ("_at", "_pieces", "o")
 
@@ -228,7 +309,8 @@ class _Block:
         self.w = w = SimpleNamespace(**{name: Wire() for name in (
             "ra", "rb", "norm_i", "norm_o", "lin_cmd", "lin_x", "lin_o", "wf_cmd", "words",
             "moe_cmd", "moe_x", "moe_o", "lin_req", "lin_rdata", "wf_req", "wf_rdata",
-            "moe_req", "moe_rdata", "req", "rdata")})
+            "moe_req", "moe_rdata", "req", "rdata", "vwords", "rwords", "rl", "rg", "rrow",
+            "rope_i", "rope_o", "rline", "wl")})
         P = cfg.linear.weight_port_bits
         self.mem = memory or MemoryAgent(1, P // 8, P)
         self.mem.attach(w.req, w.rdata, ready.get("req", ALWAYS))
@@ -237,11 +319,18 @@ class _Block:
         self.norm = Norm(cfg.norm, w.norm_i, w.norm_o)
         self.wfetch = fetch_timed.Engine(cfg.norm_fetch, w.wf_cmd, w.wf_req, w.wf_rdata,
                                          w.words)
-        self.wvec = VecLoader(cfg.norm_words, w.words)
+        self.wvec = VecLoader(cfg.norm_words, w.vwords)
         self.proj = LinearParts(cfg.linear, w.lin_cmd, w.lin_x, w.lin_o, w.lin_req,
                                 w.lin_rdata)
         self.moe = MoeParts(cfg.moe, w.moe_cmd, w.moe_x, w.moe_o, w.moe_req, w.moe_rdata)
-        self.msplit = LineSplitter(LINE // cfg.moe.x_lanes, w.moe_x)
+        self.msplit = Splitter(LINE // cfg.moe.x_lanes, w.moe_x)
+        self.rwalk, self.wwalk = VecWalker(w.rl), VecWalker(w.wl)
+        self.rgather = Joiner(cfg.rope_lines if cfg.rope.dim >= LINE else 1, w.rl, w.rg)
+        self.rrows = Joiner(cfg.rope_words, w.rwords, w.rrow)
+        self.rope = StallPipeline(cfg.rope.latency, w.rope_i, w.rope_o)
+        #: ROPE's results: a vector up to a line written as it comes; wider, split in lines.
+        self.rsplit = HeldSplitter(cfg.rope_lines, w.rope_o, w.rline) \
+            if cfg.rope.dim > LINE else None
         self.mux = MemoryMux(MUX_DEPTH, [w.lin_req, w.wf_req, w.moe_req],
                              [w.lin_rdata, w.wf_rdata, w.moe_rdata], w.req, w.rdata)
         #: The projection's, the norm fetch's and the MoE's commands offered and not yet
@@ -254,7 +343,8 @@ class _Block:
     def parts(self) -> dict:
         """The unit models, then the wires between them, by name (a trace's columns)."""
         units = {name: getattr(self, name) for name in (
-            "seq", "ra", "rb", "norm", "wfetch", "wvec", "mux", "mem", "msplit")}
+            "seq", "ra", "rb", "norm", "wfetch", "wvec", "mux", "mem", "msplit", "rwalk",
+            "wwalk", "rgather", "rrows", "rope", "rsplit") if getattr(self, name) is not None}
         inner = {f"{part}.{name}": unit for part in ("proj", "moe")
                  for name, unit in getattr(self, part).parts().items()}
         return {**units, **inner, **{f"w.{name}": wire for name, wire in vars(self.w).items()}}
@@ -287,9 +377,38 @@ class _Block:
                                                 "n": lin["n"], "addr": lin["addr"],
                                                 "bias": lin["bias"]})
         w.wf_cmd.set(norm is not None, self.wfetch.ready,
-                     None if norm is None else (norm["addr"], cfg.norm_words))
+                     None if norm is None else (norm["addr"], cfg.norm_words
+                                                if norm["op"] == Op.NORM
+                                                else norm["count"] * cfg.rope_words))
         w.moe_cmd.set(moe is not None, self.moe.seq.state == "IDLE",
                       None if moe is None else Batch(moe["count"], tuple(moe["groups"])))
+
+    def _rope_wires(self, t: int) -> None:
+        """The fetch engine's words to the norm's loader or ``ROPE``'s rows (by the command
+        run), and ``ROPE``'s datapath: a vector's lines and its token's row into the rotation
+        together (the row taken with the token's last vector), its result split into the
+        lines written (the write port always takes them; the write walker steps with
+        them)."""
+        w = self.w
+        roping = self.seq.op == Op.ROPE
+        w.vwords.set(self.wfetch.o_valid and not roping, self.wvec.ready)
+        w.rwords.set(self.wfetch.o_valid and roping)
+        w.rl.set(self.rwalk.valid)
+        gv, rv = self.rgather.o_valid(t), self.rrows.o_valid(t)
+        if self.rsplit is None:
+            w.rope_o.set(self.rope.o_valid, True)
+            w.rline.set(self.rope.o_valid, True)
+        else:
+            w.rline.set(self.rsplit.o_valid, True)
+            w.rope_o.set(self.rope.o_valid, self.rsplit.i_ready(t))
+        ri = self.rope.i_ready(t)
+        w.rope_i.set(gv and rv, ri)
+        w.rg.set(gv, ri and rv)
+        w.rrow.set(rv, ri and gv and self.rwalk.last)
+        w.rl.ready = self.rgather.i_ready(t)
+        w.rwords.ready = self.rrows.i_ready(t)
+        w.words.set(self.wfetch.o_valid, w.rwords.ready if roping else self.wvec.ready)
+        w.wl.set(self.wwalk.valid, w.rline.valid)
 
     def cycle(self, t: int) -> int:
         """Cycle ``t``: every wire from the units' state at its start, then every unit
@@ -299,7 +418,7 @@ class _Block:
         go = seq.going(t, self.wvec.loaded)
         op = seq.op if seq.active else None
         self._part_commands()
-        w.words.set(self.wfetch.o_valid, self.wvec.ready)
+        self._rope_wires(t)
         # Reader A's lines to the op's unit (ADD: with reader B's, in step).
         both = ra.valid and rb.valid and op == Op.ADD
         w.norm_i.set(op == Op.NORM and ra.valid, self.norm.i_ready(t))
@@ -320,7 +439,8 @@ class _Block:
         taken_x = op == Op.IN and not seq.counted and self.x.offers(t)
         # A beat counted: a line written (the write port always takes it), or one of OUT's.
         beat = (taken_x or both or out or (op == Op.NORM and w.norm_o.valid)
-                or (op == Op.LINEAR and w.lin_o.valid) or (op == Op.MOE and w.moe_o.valid))
+                or (op == Op.LINEAR and w.lin_o.valid) or (op == Op.MOE and w.moe_o.valid)
+                or (op == Op.ROPE and w.rline.valid))
         if taken_x:
             self.x.take(t)
         if out:
@@ -333,15 +453,20 @@ class _Block:
             self._pending[_PARTS[started["op"]]] = started
         if started is not None and started["op"] == Op.NORM:
             self.wvec.clear()
-        if go is not None and go["op"] != Op.IN:
+        if started is not None and started["op"] == Op.ROPE:
+            for walker in (self.rwalk, self.wwalk):
+                walker.start_tokens(started["count"], started["heads"] * cfg.rope_lines)
+        if go is not None and go["op"] not in (Op.IN, Op.ROPE):
             reads, _ = ranges(cfg, go)     # reader A's range, and B's for ADD
             ra.start(reads[0][1])
             if go["op"] == Op.ADD:
                 rb.start(reads[1][1])
         seq.step(t, loaded=loaded, beat=beat)
         for unit in (ra, rb, self.norm, self.wfetch, self.wvec, self.mux, self.mem,
-                     self.msplit):
+                     self.msplit, self.rwalk, self.wwalk, self.rgather, self.rrows, self.rope):
             unit.step(t)
+        if self.rsplit is not None:
+            self.rsplit.step(t)
         self.proj.step(t)
         self.moe.step(t)
         return t + 1
@@ -355,7 +480,7 @@ class _Block:
 
 
 #: The ops whose part takes a command of its own, and its place in ``_Block._pending``.
-_PARTS = {Op.LINEAR: 0, Op.NORM: 1, Op.MOE: 2}
+_PARTS = {Op.LINEAR: 0, Op.NORM: 1, Op.MOE: 2, Op.ROPE: 1}
 
 
 def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
@@ -370,7 +495,8 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
     datapath then (a ``NORM`` once its weights are in); its last beat ``e`` is counted at
     ``e + 1``, answered at ``e + 2``, and the next command taken at ``e + 3``. ``IN``,
     ``OUT`` and ``ADD`` move a line a cycle from ``t + 1``; a refused command is answered at
-    ``t + 1``. A ``NORM``'s and a ``LINEAR``'s part takes its command at ``t + 1``. The
+    ``t + 1``. A ``ROPE`` as :func:`_rope_fast` says. A ``NORM``'s and a ``LINEAR``'s part
+    takes its command at ``t + 1``. The
     ``NORM``'s vector arrives as the fetch engine's stream (the memory's rate, or ``buffer``
     words a round trip when that is slower), each word two cycles after the memory gives it;
     the norm runs as :func:`~scoville.sim.cycles.rmsnorm.ideal_cycles` says. The ``LINEAR`` is
@@ -410,6 +536,9 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
             go = arrived + 3
             last = go + ideal_cycles(cfg.norm, n)
             words += W
+        elif op == Op.ROPE:
+            last = _rope_fast(cfg, c, t, L, rho)
+            words += n * cfg.rope_words
         elif op == Op.MOE:
             got = moe_timed.layer(cfg.moe, n, groups, L, mem_bytes_per_cycle)
             last = t + got["cycles"]
@@ -424,3 +553,44 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
         end = last + 2
         t = last + 3
     return {"cycles": end + 1, "weight_words": words, "macs": macs}
+
+
+
+def _rope_fast(cfg, c: dict, t: float, latency: int, rho: float) -> float:
+    """The cycle of a ``ROPE``'s last write, taken at ``t``: its table's words requested by
+    the fetch engine in bursts from ``t + 2`` (a burst once the buffer has room for it: the
+    words asked and not yet taken at most ``buffer``), the memory giving each ``latency``
+    cycles after its request at ``rho`` words a cycle, each offered to the row joiner two
+    cycles after. The joiner takes a row's words but the last one a cycle, from the cycle
+    after the previous row was taken; the row is whole (``R``) once its last word is
+    offered. A token's ``V`` lines (``heads`` vectors of ``Lv`` lines) go one a cycle, a
+    vector's first ``Lv - 1`` ahead of its row, so its last vector enters the rotation, and
+    takes the row, at ``E = max(R, E' + Lv) + V - Lv`` (``E'`` the previous token's, ``t`` at
+    first); the last write is ``latency`` cycles after it (and ``Lv`` more through the
+    splitter of a vector wider than a line)."""
+    fc, RW, Lv = cfg.norm_fetch, cfg.rope_words, cfg.rope_lines
+    n, V = c["count"], c["heads"] * cfg.rope_lines
+    total = n * RW
+    taken: list[float] = [0.0] * total     # the cycle each word is taken from the engine
+    requests: list[float] = []
+    given = -1.0                           # the memory's last word
+    end = t
+
+    def offered(k: int) -> float:          # word k at the joiner (its burst asked first)
+        nonlocal given
+        b = k // fc.burst
+        if b == len(requests):
+            room = min((b + 1) * fc.burst, total) - fc.buffer - 1
+            ask = t + 2 if not b else requests[-1] + 1
+            requests.append(max(ask, taken[room] + 1) if room >= 0 else ask)
+        given = max(requests[b] + latency, given + 1 / rho)
+        return given + 2
+
+    for r in range(n):
+        prev = end
+        for k in range(r * RW, (r + 1) * RW - 1):
+            prev = taken[k] = max(offered(k), prev + 1)
+        row = max(offered((r + 1) * RW - 1), prev + 1)
+        end = max(row, end + Lv) + V - Lv
+        taken[(r + 1) * RW - 1] = end
+    return end + cfg.rope.latency + (Lv if cfg.rope.dim > LINE else 0)

@@ -72,8 +72,8 @@ from .gemm import matmul
 from .mx import dequantize_mxfp4, quantize_bf16, quantize_mxfp4
 
 __all__ = ["ARCHS", "COMMAND_FIELDS", "TINY", "DecoderModel", "Formats", "Shape", "argmax",
-           "check", "forward", "generate", "layer", "load", "random_weights", "ranges", "save",
-           "shape", "tiny_config"]
+           "check", "forward", "generate", "layer", "load", "random_weights", "ranges",
+           "rope_fits", "save", "shape", "tiny_config"]
 
 ARCHS = ("gpt_oss", "deepseek_v3")
 _FMTS = ("hw", None)
@@ -796,7 +796,8 @@ def save(weights: dict, path) -> None:
 # ---- the decoder block's engine ------------------------------------------------------------
 
 #: A command's fields (:func:`scoville.rtl.decoder.command_layout`), a missing one 0.
-COMMAND_FIELDS = ("op", "a", "b", "dst", "count", "k", "n", "addr", "bias")
+COMMAND_FIELDS = ("op", "a", "b", "dst", "count", "k", "n", "addr", "bias", "heads", "stride",
+                  "off", "row")
 
 
 def ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
@@ -811,6 +812,8 @@ def ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | 
         return [(cmd["a"], n), (cmd["b"], n)], (cmd["dst"], n)
     if op in (Op.NORM, Op.MOE):
         return [(cmd["a"], n * hl)], (cmd["dst"], n * hl)
+    if op == Op.ROPE:      # in place
+        return [(cmd["a"], n * cmd["row"])], (cmd["a"], n * cmd["row"])
     return [(cmd["a"], n * (cmd["k"] // 32))], (cmd["dst"], n * (cmd["n"] // 32))
 
 
@@ -821,7 +824,8 @@ def check(config, cmd: dict):
     and ``n // 32`` a token), or (``ADD``, ``NORM``) a written
     range that overlaps a read range without starting where it starts; then ``BAD_SHAPE`` for
     a ``LINEAR`` the projections refuse or whose ``k`` or ``n`` is not a multiple of 32, a
-    ``MOE`` of more tokens than the MoE holds, or weights past the memory's addresses."""
+    ``MOE`` of more tokens than the MoE holds, a ``ROPE`` whose vectors do not fit
+    (:func:`rope_fits`), or weights (or table rows) past the memory's addresses."""
     if cmd["op"] not in set(Op):
         return Status.BAD_SHAPE
     op, lin = Op(cmd["op"]), config.linear
@@ -843,7 +847,24 @@ def check(config, cmd: dict):
     if op == Op.MOE and (cmd["count"] > config.moe.tokens
                          or cmd["addr"] + config.moe_words > words):
         return Status.BAD_SHAPE
+    if op == Op.ROPE and not rope_fits(config, cmd):
+        return Status.BAD_SHAPE
     return Status.OK
+
+
+def rope_fits(config, cmd: dict) -> bool:
+    """Whether a ``ROPE``'s vectors fit: at least one a token; ``off`` and ``stride`` on the
+    vectors' grid (``min(dim, 32)`` values: a vector within one line, or whole lines); no two
+    overlapping (``stride`` at least ``dim``); the last within its token's ``row`` lines; the
+    table rows (:attr:`~scoville.rtl.decoder.DecoderConfig.rope_words` words a token) one
+    fetch command long at most and within the memory."""
+    d, heads = config.rope.dim, cmd["heads"]
+    g, words = min(d, 32), cmd["count"] * config.rope_words
+    return (heads >= 1 and cmd["off"] % g == 0 and cmd["stride"] % g == 0
+            and (heads == 1 or cmd["stride"] >= d)
+            and cmd["off"] + (heads - 1) * cmd["stride"] + d <= cmd["row"] * 32
+            and words < 1 << config.linear.fetch.len_bits
+            and cmd["addr"] + words <= 1 << config.linear.addr_bits)
 
 
 class DecoderModel:
@@ -867,7 +888,12 @@ class DecoderModel:
       (:func:`~scoville.sim.golden.moe.moe`) whose experts' weights are at word ``addr``
       (:func:`~scoville.sim.golden.moe.memory_image` laid out from there; the model is told
       them with :meth:`load_moe`) and the router's written on ``wr`` (:meth:`load_router`),
-      into ``dst`` on; :attr:`routes` records each one's expert groups.
+      into ``dst`` on; :attr:`routes` records each one's expert groups;
+    - ``ROPE``: in place, for each of ``count`` tokens (token ``t``'s row at line ``a + t *
+      row``) its ``heads`` vectors of ``rope.dim`` values (vector ``h`` from value ``off + h *
+      stride`` of the row) rotated (:func:`~scoville.sim.golden.rope.rotate`, the pairs as
+      ``rope.interleaved`` says) by the table row at word ``addr + t * rope_words``
+      (``dim / 2`` cosines, then the sines, FP32, value 0 lowest).
 
     A refused command (:func:`check`) changes nothing."""
 
@@ -907,6 +933,28 @@ class DecoderModel:
         bits = [(value >> (32 * i)) & 0xFFFFFFFF for i in range(cfg.hidden)]
         return np.array(bits, np.uint32).view(np.float32)
 
+    def table_row(self, addr: int) -> tuple[np.ndarray, np.ndarray]:
+        """The cosines and sines (``dim / 2`` FP32 values each) of a ``ROPE`` table row at
+        word ``addr``."""
+        cfg = self.config
+        half = cfg.rope.dim // 2
+        value = self._words_value(addr, cfg.rope_words)
+        bits = np.array([(value >> (32 * i)) & 0xFFFFFFFF for i in range(2 * half)],
+                        np.uint32).view(np.float32)
+        return bits[:half], bits[half:]
+
+    def _rope(self, cmd: dict) -> None:
+        cfg, d = self.config, self.config.rope.dim
+        flat = self.act.reshape(-1)
+        for t in range(cmd["count"]):
+            cos, sin = self.table_row(cmd["addr"] + t * cfg.rope_words)
+            first = (cmd["a"] + t * cmd["row"]) * 32 + cmd["off"]
+            idx = first + cmd["stride"] * np.arange(cmd["heads"])[:, None] + np.arange(d)
+            x = flat[idx].view(np.float32)[None]
+            y = rope_golden.rotate(x, cos[None], sin[None],
+                                   interleaved=bool(cfg.rope.interleaved))[0]
+            flat[idx] = y.view(np.uint32)
+
     def apply(self, cmd: dict, x=None):
         """Carry out ``cmd`` (its fields, :data:`COMMAND_FIELDS`; ``x`` the ``IN`` lines,
         (count, 32) binary32 bits): ``(status, o)``, ``o`` the ``OUT`` lines (count, 32) bits
@@ -928,6 +976,8 @@ class DecoderModel:
             xs = self._lines(a, n * hl).reshape(n, cfg.hidden)
             y = norm_golden.normalize(xs, self.norm_weight(cmd["addr"]), cfg.eps, lanes=32)
             self.act[dst:dst + n * hl] = y.view(np.uint32).reshape(n * hl, 32)
+        elif op == Op.ROPE:
+            self._rope(cmd)
         elif op == Op.MOE:
             if cmd["addr"] not in self._moe or self._router is None:
                 raise ValueError(f"MOE at word {cmd['addr']}: the model was not told the "
