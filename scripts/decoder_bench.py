@@ -9,14 +9,16 @@ weight rate (8 bytes a cycle) 500 cycles away, a 1k context.
 Two tables:
 
 - **The engine's part of the layer** (the ``decoder`` block's commands: ``IN``, ``NORM``, the
-  Q/K/V projection, the O projection on the attention's output, the residual ``ADD``, the
+  Q/K/V projection, ``ROPE`` of the query and key heads (one command a sequence in decode,
+  its position's table row; in prefill one a chunk of 64 consecutive positions), the O
+  projection on the attention's output, the residual ``ADD``, the
   second ``NORM``, the ``MOE`` (router, experts, combine; each token's four experts drawn
   uniformly at random, seeded), the residual, ``OUT``), from its cycle-level timed model
   (which the testbench holds to the RTL's every handshake at other sizes) and its fast path
   beside it; prefill from the fast path alone (the cycle model takes minutes there).
 - **The whole layer, estimated**: that part and the ``attention`` block's decode step per
-  sequence (:func:`scoville.sim.cycles.attention.decode_step`), one after another: rotary
-  embedding and attention are not commands of the engine yet. Prefill's attention is left
+  sequence (:func:`scoville.sim.cycles.attention.decode_step`), one after another: attention
+  is not a command of the engine yet. Prefill's attention is left
   out (its model is the attention block's cycle model: minutes a point).
 
 Memory busy = weight bytes delivered / (cycles x 8); array busy = useful MACs / (128 PEs x
@@ -66,12 +68,13 @@ def engine_config(tokens: int) -> DecoderConfig:
         "moe.experts": EXPERTS, "moe.top_k": TOP_K, "moe.hidden": H,
         "moe.intermediate": INTER, "moe.array.rows": ARRAY["rows"],
         "moe.array.cols": ARRAY["cols"], "moe.weight_port_bits": PORT,
-        "moe.fetch_buffer": BUFFER, "moe.tokens": max(tokens, 8)})
+        "moe.fetch_buffer": BUFFER, "moe.tokens": max(tokens, 8), "rope.dim": HEAD})
 
 
 def engine_program(cfg: DecoderConfig, tokens: int, rng) -> list[dict]:
     """The engine's commands of a GPT-OSS-shaped layer on ``tokens`` tokens: x in, its norm,
-    Q/K/V (with biases), the O projection of the attention's output (here the lines Q/K/V
+    Q/K/V (with biases), the query and key heads rotated (decode, up to 8 tokens: a
+    sequence each, a command each; prefill: chunks of 64 positions), the O projection of the attention's output (here the lines Q/K/V
     left: the data does not change the cycles), the residual, the MoE's norm, the MoE (each
     token's four experts drawn uniformly at random), the residual, out."""
     hl = H // 32
@@ -88,10 +91,18 @@ def engine_program(cfg: DecoderConfig, tokens: int, rng) -> list[dict]:
     counts = np.bincount(chosen.ravel(), minlength=EXPERTS)
     groups = tuple((e, int(n)) for e, n in enumerate(counts) if n)
     lin = cfg.linear
+    table = weights(CONTEXT * 2 * cfg.rope_words)   # rows for positions 0 .. 2 * CONTEXT - 1
+    row = qkv // 32
+    chunk = 1 if tokens <= 8 else 64
+    rope = [{"op": Op.ROPE, "a": QKV + t * row, "count": min(chunk, tokens - t),
+             "heads": Q_HEADS + KV_HEADS, "stride": HEAD, "row": row,
+             "addr": table + (CONTEXT + t) * cfg.rope_words}
+            for t in range(0, tokens, chunk)]
     return [{"op": Op.IN, "dst": X, "count": tokens * hl},
             {"op": Op.NORM, "a": X, "dst": N, "count": tokens, "addr": weights(cfg.norm_words)},
             {"op": Op.LINEAR, "a": N, "dst": QKV, "count": tokens, "k": H, "n": qkv,
              "bias": 1, "addr": weights(lin.weight_words(H, qkv, True))},
+            *rope,
             {"op": Op.LINEAR, "a": QKV, "dst": N, "count": tokens, "k": Q_HEADS * HEAD,
              "n": H, "bias": 1, "addr": weights(lin.weight_words(Q_HEADS * HEAD, H, True))},
             {"op": Op.ADD, "a": X, "b": N, "dst": X, "count": tokens * hl},
@@ -187,7 +198,8 @@ and 8 memory busy at least 90%; prefill of 256 tokens after 1k of context array 
 ## The engine's part of the layer (the `decoder` block today)
 
 The commands `IN`, `NORM`, Q/K/V projection (N = {(Q_HEADS + 2 * KV_HEADS) * HEAD}, biases),
-O projection, residual `ADD`, `NORM`, `MOE`, residual `ADD`, `OUT`, one at a time: cycles
+`ROPE` of the query and key heads (their table rows from memory: counted in the weight
+bytes), O projection, residual `ADD`, `NORM`, `MOE`, residual `ADD`, `OUT`, one at a time: cycles
 from the timed model (cycle for cycle the RTL's, as the testbench checks at other sizes), the
 fast path beside.
 
@@ -197,8 +209,8 @@ fast path beside.
 ## The whole layer, estimated
 
 The engine's part, then the attention block's decode steps (one per sequence, each over
-{CONTEXT} tokens, the attention's own array), one after another: until rotary embedding and
-attention are commands of the engine, this is what the models say the layer costs when
+{CONTEXT} tokens, the attention's own array), one after another: until attention is a command
+of the engine, this is what the models say the layer costs when
 nothing overlaps. The array busy counts every part's MACs over one array's PEs.
 
 {LAYER_HEAD}

@@ -190,8 +190,10 @@ DECODER = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array
            "linear.weight_port_bits": 64, "linear.addr_bits": 14, "moe.hidden": 64,
            "moe.intermediate": 32, "moe.experts": 4, "moe.top_k": 2, "moe.tokens": 4,
            "moe.array.rows": 2, "moe.array.cols": 8, "moe.weight_port_bits": 64,
-           "moe.act_fmt": "mxfp4", "moe.x_lanes": 1, "mem_latency": 9, "mem_bytes_per_cycle": 4,
-           "gap": 0.3, "backpressure": 0.3}
+           "moe.act_fmt": "mxfp4", "moe.x_lanes": 1, "rope.dim": 16, "mem_latency": 9,
+           "mem_bytes_per_cycle": 4, "gap": 0.3, "backpressure": 0.3}
+#: ROPE's vectors of two lines (joined from lines, split into lines).
+DECODER_ROPE64 = {**DECODER, "rope.dim": 64}
 #: DeepSeek-shaped: grouped routing and a shared expert.
 MOE_DEEPSEEK = {**MOE, "router": "deepseek", "n_group": 2, "topk_group": 1, "shared": 1,
                 "routed_scaling_factor": 2.5}
@@ -1395,6 +1397,75 @@ MUTATIONS: tuple[Mutation, ...] = (
         expect=Kind.TIMING, streams=("resp", "cmd", "x", "o", "req", "rdata"),
         why="every NORM's lines, results and answer come a cycle late, and every command "
             "after it",
+    ),
+    Mutation(
+        name="decoder-rope-row-per-vector",
+        models="decoder: ROPE takes a new table row with every vector, not every token",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("rows.o.ready.eq(rot.i.ready & g.o.valid & rope.rwalk.o.payload.last)",
+                    "rows.o.ready.eq(rot.i.ready & g.o.valid)"),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.TIMEOUT,
+        why="the layer's ROPE rotates four vectors a token: it takes four times the rows its "
+            "fetch brings and waits for the rest forever (its answer never comes)",
+    ),
+    Mutation(
+        name="decoder-rope-lane-dropped",
+        models="decoder: a ROPE vector narrower than a line is written from lane 0",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("wp.en.eq(Const((1 << min(D, LINE)) - 1, LINE) << spot.lane)",
+                    "wp.en.eq(Const((1 << min(D, LINE)) - 1, LINE))"),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="the layer's vectors of 16 values are two a line: the second lands on the first",
+    ),
+    Mutation(
+        name="decoder-rope-stride-within-line",
+        models="decoder: the ROPE walker steps to a token's next vector without leaving the "
+               "line it is on",
+        file="scoville/rtl/decoder_parts.py",
+        edits=(Edit("m.d.comb += nxt.eq(tline + step_hp[5:])",
+                    "m.d.comb += nxt.eq(tline + hp[5:])"),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="the layer's third vector of a token is in its second line: read and written in "
+            "the first",
+    ),
+    Mutation(
+        name="decoder-rope-row-unchecked",
+        models="decoder: a ROPE whose last vector runs past its token's row is run",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("| ((c.heads > 1) & (c.stride < D)) | (span > c.row * LINE)",
+                    "| ((c.heads > 1) & (c.stride < D))"),),
+        block="decoder", params=DECODER, tests=("test_edges",),
+        expect=Kind.DATA, also=Kind.STATUS,
+        why="test_edges sends a ROPE whose vector starts where its row ends: it runs, and the "
+            "OUT after it reads the line it changed (checked before the answers)",
+    ),
+    Mutation(
+        name="decoder-joiner-order",
+        models="decoder: a joiner puts its last beat lowest (a ROPE table row's words, a wide "
+               "vector's lines)",
+        file="scoville/rtl/decoder_parts.py",
+        edits=(Edit("self.o.payload.eq(Cat(*held, self.i.payload))",
+                    "self.o.payload.eq(Cat(self.i.payload, *held))"),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="a table row is eight words of the 64-bit port: its cosines and sines come "
+            "shuffled",
+    ),
+    Mutation(
+        name="decoder-rope-splitter-pass-through",
+        models="decoder: the splitter of a ROPE result wider than a line holds the rotation "
+               "while its lines are written",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("split=Splitter(line_layout(), cfg.rope_lines, held=True)",
+                    "split=Splitter(line_layout(), cfg.rope_lines)"),),
+        block="decoder", params=DECODER_ROPE64, tests=("test_edges", "test_workload"),
+        expect=Kind.TIMING, streams=("resp", "cmd", "x", "o", "req", "rdata"),
+        why="the same lines at other cycles: without the register a vector's lines are "
+            "written a cycle earlier, and the rotation stalls while its second line goes (the "
+            "first ROPE's answer comes a cycle early)",
     ),
 )
 
