@@ -17,7 +17,7 @@ from scoville.sim.golden import decoder
 from scoville.sim.golden import linear as linear_golden
 from scoville.sim.golden import moe as moe_golden
 from scoville.sim.golden import rmsnorm as rmsnorm_golden
-from scoville.testbenches.decoder import Program, refusals
+from scoville.testbenches.decoder import Program, refusals, timed_commands
 from scoville.testbenches.kit import join_words
 
 from .script import load
@@ -377,7 +377,7 @@ def test_a_refused_command_changes_nothing(cfg):
     ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 4, "k": 64, "n": 64}, Status.OK),
     ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 4, "k": 96, "n": 64}, Status.BAD_SHAPE),
     ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 1, "k": 64, "n": 40}, Status.BAD_SHAPE),
-    ({"op": 7, "count": 1}, Status.BAD_SHAPE),
+    ({"op": 8, "count": 1}, Status.BAD_SHAPE),
     # ROPE (vectors of 16 values, a table row 8 words, fetches of at most 255 words)
     ({"op": Op.ROPE, "a": 127, "count": 1, "heads": 2, "stride": 16, "row": 1}, Status.OK),
     ({"op": Op.ROPE, "a": 127, "count": 2, "heads": 1, "row": 1}, Status.BAD_RANGE),
@@ -534,10 +534,7 @@ def test_engine_fast_path_within_2_percent_of_the_cycle_model(case):
     layer(prog, rng, tokens)
     random_commands(prog, rng, 6)
     golden, _ = _run(prog)
-    routes = iter(golden.routes)
-    cmds = [{**c, "groups": next(routes)}
-            if c["op"] == Op.MOE and decoder.check(cfg, c) == Status.OK else c
-            for c in prog.commands]
+    cmds = timed_commands(cfg, prog.commands, golden)
     model = engine_timing(cfg, cmds,
                           memory=MemoryAgent(latency, bpc, cfg.linear.weight_port_bits))
     got = fast(cfg, cmds, latency, bpc)

@@ -8,9 +8,9 @@ memory of lines (32 FP32 values each), one command at a time: ``IN`` (lines from
 (a projection, its weight fetched from memory: the ``linear`` block), ``MOE`` (the MoE
 layer, its experts' weights fetched from memory: the ``moe`` block) and ``ROPE`` (rotary
 embedding of vectors in place, their positions' table rows fetched from memory: the ``rope``
-block). The three fetching parts share the memory port through
-:class:`~scoville.rtl.lib.memmux.MemoryMux`. Attention joins as a command of its own next
-(issue #34).
+block) and ``ATTN`` (the ``attention`` block's commands: a step's query, key and value
+heads from the lines, its outputs into lines; its KV cache holds the sequences). The three
+fetching parts share the memory port through :class:`~scoville.rtl.lib.memmux.MemoryMux`.
 """
 
 from dataclasses import dataclass
@@ -21,11 +21,14 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .attention import Attention, AttentionConfig, rtl_error
 from .decoder_parts import (
     LINE,
+    AttnOp,
     Joiner,
     LineReader,
     Op,
+    OutWalker,
     Placer,
     Sequencer,
     Splitter,
@@ -36,8 +39,12 @@ from .decoder_parts import (
     command_layout,
     line_layout,
     line_splitter,
+    response_layout,
 )
 from .fetch import Fetch, FetchConfig, request_layout
+from .gemm import GemmConfig
+from .kvcache import KvCacheConfig
+from .kvcache import Status as CacheStatus
 from .lib.codes import names
 from .lib.counters import count, counter_layout
 from .lib.fp32 import fp32_add
@@ -49,8 +56,8 @@ from .moe_router import write_layout as router_write_layout
 from .rmsnorm import RmsNorm, RmsNormConfig
 from .rope import Rope, RopeConfig
 
-__all__ = ["COUNTERS", "LINE", "MUX_DEPTH", "OPS", "STATUS", "Decoder", "DecoderConfig", "Op",
-           "Status", "command_layout", "line_layout"]
+__all__ = ["COUNTERS", "LINE", "MUX_DEPTH", "OPS", "STATUS", "AttnOp", "Decoder",
+           "DecoderConfig", "Op", "Status", "command_layout", "line_layout", "response_layout"]
 
 #: ``{name: Op member}`` and ``{name: Status member}``, the names in lower case.
 OPS = names(Op)
@@ -65,6 +72,13 @@ MUX_DEPTH = 16
 _LINEAR = LinearConfig(tokens=16, k_max=256, n_max=1024)
 _MOE = MoeConfig(x_lanes=LINE, tokens=16)   # the router takes a line of x a cycle
 _ROPE = RopeConfig(dim=32)                  # the issue's heads of 32
+#: The issue's attention: 8 query and 2 KV heads of 32 (BF16 cache), prefill steps of up to
+#: 16 tokens (a decode step is one), 8 sequences.
+_ATTN = AttentionConfig(
+    kv=KvCacheConfig(banks=4, word_bits=64, bank_words=4096, page_tokens=16, max_seqs=8,
+                     kv_heads=2, head_dim=32),
+    array=GemmConfig(rows=8, cols=32, fmt="bf16"), q_heads=8, sinks=1, mode="prefill",
+    q_tokens=16)
 
 #: ``rope.dim``: a vector within a line (a power of two) or whole lines.
 ROPE_DIMS = (2, 4, 8, 16, 32, 64, 96, 128)
@@ -93,6 +107,10 @@ class DecoderConfig:
         The rotary embedding's part (``rope.*``): ``dim`` values a vector (a power of two up
         to 32, or whole lines), a table row (``dim / 2`` cosines then as many sines, FP32)
         whole words of the weight port; ``interleaved`` the pairs.
+    attn : AttentionConfig
+        The attention's part (``attn.*``: the ``attention`` block, its KV cache and array):
+        its head vectors (``kv.head_dim`` values; ``v_dim`` out) within a line or whole
+        lines; no MLA yet.
     """
 
     hidden: int = param(256, "32..8192, a multiple of 32", "hidden size H")
@@ -101,6 +119,7 @@ class DecoderConfig:
     linear: LinearConfig = part(_LINEAR, "the projections (block linear)")
     moe: MoeConfig = part(_MOE, "the MoE (block moe)")
     rope: RopeConfig = part(_ROPE, "the rotary embedding (block rope)")
+    attn: AttentionConfig = part(_ATTN, "the attention over the KV cache (block attention)")
 
     def __post_init__(self):
         check_parts(self)
@@ -137,6 +156,17 @@ class DecoderConfig:
                              f"linear.weight_port_bits = {self.linear.weight_port_bits}: a "
                              f"table row must be whole words; allowed: "
                              f"{', '.join(map(str, dims)) or 'none'}")
+        error = rtl_error(self.attn)
+        if error:
+            raise ParamError(error.replace("parameter '", "parameter 'attn.", 1))
+        if self.attn.mla:
+            raise ParamError("parameter 'attn.mla' = 1 is not allowed in the decoder block "
+                             "yet; allowed: 0")
+        for name, value in (("attn.kv.head_dim", self.attn.kv.head_dim),):
+            if value not in ROPE_DIMS:
+                raise ParamError(f"parameter {name!r} = {value} is not allowed; allowed: "
+                                 f"{', '.join(map(str, ROPE_DIMS))} (a head within a line, "
+                                 "or whole lines)")
         _ = self.norm  # eps is checked by the norm's config
         if self.norm_words >= 1 << self.linear.fetch.len_bits:
             raise ParamError(f"parameter 'hidden' = {self.hidden} is not allowed with "
@@ -178,6 +208,15 @@ class DecoderConfig:
         return max(self.rope.dim // LINE, 1)
 
     @property
+    def attn_vectors(self) -> int:
+        """Key and value vectors of a token (``kv_heads`` each)."""
+        return 2 * self.attn.kv.kv_heads
+
+    def attn_out_lines(self, tokens: int) -> int:
+        """Lines a step's outputs take: ``tokens x q_heads`` vectors of ``v_dim`` values."""
+        return -(-tokens * self.attn.q_heads * self.attn.v_dim // LINE)
+
+    @property
     def len_bits(self) -> int:
         """Bits of a read request's ``len`` on the block's port: the longest of its
         clients'."""
@@ -211,8 +250,9 @@ class Decoder(wiring.Component):
     ----------
     cmd : In(stream.Signature(command_layout(config)))
         Commands, one at a time.
-    resp : Out(stream.Signature(Status))
-        A command's status once it is done (a refused one's at once).
+    resp : Out(stream.Signature(response_layout()))
+        A command's answer once it is done (a refused one's at once): its status, and an
+        ``ATTN``'s sequence and length.
     x : In(stream.Signature(line_layout()))
         ``IN``'s lines.
     o : Out(stream.Signature(line_layout()))
@@ -235,7 +275,7 @@ class Decoder(wiring.Component):
         lin = config.linear
         super().__init__({
             "cmd": In(stream.Signature(command_layout(config))),
-            "resp": Out(stream.Signature(Status)),
+            "resp": Out(stream.Signature(response_layout())),
             "x": In(stream.Signature(line_layout())),
             "o": Out(stream.Signature(line_layout())),
             "wr": In(stream.Signature(router_write_layout(config.moe))),
@@ -268,6 +308,7 @@ class Decoder(wiring.Component):
         m.submodules.msplit = msplit = line_splitter(cfg.moe.x_lanes)
         m.submodules.mplace = mplace = Placer(cfg, cfg.moe.array.cols)
         rope = self._rope_parts(m)
+        attn = self._attn_parts(m)
 
         c, run = self.cmd.payload, seq.run
         wiring.connect(m, wiring.flipped(self.cmd), seq.cmd)
@@ -275,14 +316,17 @@ class Decoder(wiring.Component):
         m.d.comb += [self.status.eq(seq.status), seq.good.eq(self._check(m, c)),
                      seq.expect.eq(self._expect(c)), seq.loaded.eq(wvec.loaded)]
 
-        # Readers: A (every op that reads but ROPE) and B (ADD's second range), started on
-        # go; ROPE's walker reads on B's port.
-        m.d.comb += [ports[0].addr.eq(ra.addr), ra.data.eq(ports[0].data),
-                     rb.data.eq(ports[1].data)]
+        # Readers: A (every op that reads but ROPE and ATTN) and B (ADD's second range),
+        # started on go; ROPE's walker reads on B's port, ATTN's query walker on A's and its
+        # key and value walker on B's.
+        m.d.comb += [ra.data.eq(ports[0].data), rb.data.eq(ports[1].data)]
         roping = Mux(seq.start, c.op == Op.ROPE, run.op == Op.ROPE)
-        m.d.comb += ports[1].addr.eq(Mux(roping, rope.rwalk.addr, rb.addr))
-        m.d.comb += [ra.start.eq(seq.go & ~(seq.start & ((c.op == Op.IN) |
-                                                         (c.op == Op.ROPE)))),
+        attending = Mux(seq.start, c.op == Op.ATTN, run.op == Op.ATTN)
+        m.d.comb += [ports[0].addr.eq(Mux(attending, attn.qwalk.addr, ra.addr)),
+                     ports[1].addr.eq(Mux(roping, rope.rwalk.addr,
+                                          Mux(attending, attn.kvwalk.addr, rb.addr)))]
+        m.d.comb += [ra.start.eq(seq.go & ~(seq.start & ((c.op == Op.IN) | (c.op == Op.ROPE)
+                                                         | (c.op == Op.ATTN)))),
                      rb.start.eq(seq.start & (c.op == Op.ADD)),
                      ra.base.eq(Mux(seq.start, c.a, run.a)), rb.base.eq(c.b)]
         lines_of = Mux(c.op == Op.LINEAR, c.count * (c.k // LINE),
@@ -310,6 +354,7 @@ class Decoder(wiring.Component):
                          walker.stride.eq(c.stride), walker.off.eq(c.off),
                          walker.row.eq(c.row)]
         self._rope_datapath(m, rope, ports[1])
+        self._attn_datapath(m, seq, attn, ports)
 
         # The projection and the MoE: each its command from start (offered until taken), x
         # from reader A, its output placed into lines (the MoE's in order: one "token").
@@ -327,7 +372,8 @@ class Decoder(wiring.Component):
         wiring.connect(m, wiring.flipped(self.wr), moe.wr)
 
         self._memory(m, proj, wfetch, moe, run)
-        self._datapath(m, seq, ra, rb, norm, wvec, proj, msplit.i, (place, mplace), rope, wp)
+        self._datapath(m, seq, ra, rb, norm, wvec, proj, msplit.i, (place, mplace),
+                       (rope, attn), wp)
         took = self.cmd.valid & self.cmd.ready
         count(m, self.counters, {"commands": took & seq.start, "refused": took & ~seq.start,
                                  "weight_words": self.rdata.valid & self.rdata.ready})
@@ -372,6 +418,73 @@ class Decoder(wiring.Component):
                 m.submodules[f"rope_{name}" if name != "rope" else "rope"] = part_
         return parts
 
+    def _attn_parts(self, m) -> SimpleNamespace:
+        """``ATTN``'s parts: the ``attention`` block, the walkers of a step's query vectors
+        (``qwalk``) and of its key and value vectors (``kvwalk``) and their gatherers, the
+        splitter of an output wider than a line, and the walker of the outputs' places."""
+        cfg = self._config
+        A = cfg.attn
+        D, VD = A.kv.head_dim, A.v_dim
+        parts = SimpleNamespace(
+            attn=Attention(A), qwalk=VecWalker(cfg.line_bits, D),
+            kvwalk=VecWalker(cfg.line_bits, D), qgather=VecGather(D), kvgather=VecGather(D),
+            owalk=OutWalker(cfg.line_bits, q_heads=A.q_heads, kv_heads=A.kv.kv_heads,
+                            v_dim=VD, row_tokens=min(A.row_tokens, A.max_step_tokens)),
+            split=Splitter(line_layout(), VD // LINE) if VD > LINE else None)
+        for name, part_ in vars(parts).items():
+            if part_ is not None:
+                m.submodules[f"attn_{name}" if name != "attn" else "attn"] = part_
+        return parts
+
+    def _attn_datapath(self, m, seq, attn, ports):
+        """``ATTN``: the attention block's command from the one held (offered until taken);
+        a step's (or an append's) vectors walked from the lines (query heads from ``off``,
+        then the key heads, then the value heads, ``row`` lines a token) into ``q`` and the
+        feeder's ``k`` and ``v`` (which takes them in that order), its outputs into the
+        lines from ``dst`` (:meth:`_datapath` writes them), its answer the command's."""
+        cfg = self._config
+        A = cfg.attn
+        D = A.kv.head_dim
+        c, run, blk = self.cmd.payload, seq.run, attn.attn
+        start = seq.start & (c.op == Op.ATTN)
+        ac = self._offer(m, blk.cmd, start, "attn")
+        m.d.comb += [ac.op.eq(run.aop), ac.seq.eq(run.seq), ac.tokens.eq(run.count - 1),
+                     ac.head.eq(run.heads), ac.value.eq(run.value)]
+        step = c.aop == AttnOp.STEP
+        for walker, heads, off, go in (
+                (attn.qwalk, A.q_heads, c.off, step),
+                (attn.kvwalk, cfg.attn_vectors, c.off + A.q_heads * D,
+                 step | (c.aop == AttnOp.APPEND))):
+            m.d.comb += [walker.start.eq(start & go), walker.base.eq(c.a),
+                         walker.count.eq(c.count), walker.heads.eq(heads),
+                         walker.stride.eq(D), walker.off.eq(off), walker.row.eq(c.row)]
+        for walker, gather, port in ((attn.qwalk, attn.qgather, ports[0]),
+                                     (attn.kvwalk, attn.kvgather, ports[1])):
+            m.d.comb += [gather.i.valid.eq(walker.o.valid), walker.o.ready.eq(gather.i.ready),
+                         gather.i.payload.data.eq(port.data),
+                         gather.i.payload.lane.eq(walker.o.payload.lane)]
+        wiring.connect(m, attn.qgather.o, blk.q)
+        kv = attn.kvgather.o
+        m.d.comb += [blk.k.valid.eq(kv.valid), blk.v.valid.eq(kv.valid),
+                     blk.k.payload.eq(kv.payload), blk.v.payload.eq(kv.payload),
+                     kv.ready.eq(blk.k.ready | blk.v.ready)]
+        m.d.comb += [attn.owalk.start.eq(start & step), attn.owalk.dst.eq(c.dst),
+                     attn.owalk.count.eq(c.count)]
+        if attn.split is not None:
+            wiring.connect(m, blk.o, attn.split.i)
+            attn.out = attn.split.o
+        else:
+            attn.out = blk.o
+        # The answer, taken at once.
+        answer = blk.resp.payload
+        m.d.comb += [blk.resp.ready.eq(seq.active & (run.op == Op.ATTN)),
+                     seq.answered.eq(blk.resp.valid & blk.resp.ready),
+                     seq.answer.seq.eq(answer.seq), seq.answer.length.eq(answer.length)]
+        with m.Switch(answer.status):     # the cache's codes, by name
+            for code in CacheStatus:
+                with m.Case(code):
+                    m.d.comb += seq.answer.status.eq(Status[code.name])
+
     def _rope_datapath(self, m, rope, port):
         """``ROPE``: the walker's lines (read on ``port``) gathered into vectors, each rotated
         with its token's table row (the row taken after the token's last vector), the result
@@ -406,10 +519,11 @@ class Decoder(wiring.Component):
         m.d.comb += port.valid.eq(pending)
         return port.payload
 
-    def _datapath(self, m, seq, ra, rb, norm, wvec, proj, moe_x, placers, rope, wp):
+    def _datapath(self, m, seq, ra, rb, norm, wvec, proj, moe_x, placers, walked, wp):
         """Reader A's lines to the op's unit, and the unit's results into the write port."""
         active, op = seq.active, seq.run.op
         place, mplace = placers
+        rope, attn = walked
         line = Signal(self._config.line_bits)      # the next line written (IN, ADD, NORM)
         with m.If(seq.start):
             m.d.sync += line.eq(self.cmd.payload.dst)
@@ -436,6 +550,7 @@ class Decoder(wiring.Component):
             rb.o.ready.eq(both & is_[Op.ADD]),
             norm.o.ready.eq(1), place.w.ready.eq(1), mplace.w.ready.eq(1),
             rope.out.ready.eq(1), rope.wwalk.o.ready.eq(rope.out.valid),
+            attn.out.ready.eq(1), attn.owalk.o.ready.eq(attn.out.valid),
         ]
         # The write port: IN's, ADD's and NORM's lines in order from dst; LINEAR's and MOE's
         # placed.
@@ -451,13 +566,15 @@ class Decoder(wiring.Component):
                     with m.If(valid):
                         m.d.comb += wp.en.eq((1 << LINE) - 1)
                         m.d.sync += line.eq(line + 1)
-            with m.Case(Op.ROPE):
-                D, spot = self._config.rope.dim, rope.wwalk.o.payload
-                value = Value.cast(rope.out.payload)
-                m.d.comb += [wen.eq(rope.out.valid), wp.addr.eq(spot.line),
-                             wp.data.as_value().eq(value.replicate(LINE // min(D, LINE)))]
-                with m.If(rope.out.valid):
-                    m.d.comb += wp.en.eq(Const((1 << min(D, LINE)) - 1, LINE) << spot.lane)
+            for o, D, out, spot in (
+                    (Op.ROPE, self._config.rope.dim, rope.out, rope.wwalk.o.payload),
+                    (Op.ATTN, self._config.attn.v_dim, attn.out, attn.owalk.o.payload)):
+                with m.Case(o):     # a vector's lanes of a line, or a line of it
+                    value = Value.cast(out.payload)
+                    m.d.comb += [wen.eq(out.valid), wp.addr.eq(spot.line),
+                                 wp.data.as_value().eq(value.replicate(LINE // min(D, LINE)))]
+                    with m.If(out.valid):
+                        m.d.comb += wp.en.eq(Const((1 << min(D, LINE)) - 1, LINE) << spot.lane)
             for o, placer in ((Op.LINEAR, place), (Op.MOE, mplace)):
                 with m.Case(o):
                     w = placer.w.payload
@@ -465,7 +582,8 @@ class Decoder(wiring.Component):
                                  wp.data.eq(w.data)]
                     with m.If(placer.w.valid):
                         m.d.comb += wp.en.eq(w.mask)
-        m.d.comb += seq.beats.eq(Mux(op == Op.OUT, self.o.valid & self.o.ready, wen & active))
+        m.d.comb += seq.beats.eq(Mux(op == Op.OUT, self.o.valid & self.o.ready,
+                                     Mux(op == Op.ATTN, seq.answered, wen & active)))
 
     def _check(self, m, c) -> Signal:
         """The status of command ``c`` (:func:`scoville.sim.golden.decoder.check` states the
@@ -479,14 +597,23 @@ class Decoder(wiring.Component):
         writes = Signal(32)
         tokens = (c.op == Op.NORM) | (c.op == Op.MOE)     # count tokens of H / 32 lines
         rope = c.op == Op.ROPE
+        A = cfg.attn
+        attn = c.op == Op.ATTN
+        step = attn & (c.aop == AttnOp.STEP)
+        walks = step | (attn & (c.aop == AttnOp.APPEND))     # an ATTN that reads lines
+        out_values = A.q_heads * A.v_dim
         m.d.comb += [
             reads.eq(Mux(tokens, c.count * HL, Mux(c.op == Op.LINEAR, c.count * kl,
-                                                   Mux(rope, c.count * c.row, c.count)))),
-            writes.eq(Mux(tokens, c.count * HL, Mux(c.op == Op.LINEAR, c.count * nl, c.count))),
+                                                   Mux(rope | attn, c.count * c.row,
+                                                       c.count)))),
+            writes.eq(Mux(tokens, c.count * HL,
+                          Mux(c.op == Op.LINEAR, c.count * nl,
+                              Mux(attn, (c.count * out_values + LINE - 1) // LINE,
+                                  c.count)))),
         ]
-        reads_a = (c.op != Op.IN)
-        writes_dst = (c.op != Op.OUT) & ~rope     # ROPE writes in place
-        over = ((c.count == 0) | (reads_a & (c.a + reads > N)) |
+        reads_a = (c.op != Op.IN) & (~attn | walks)
+        writes_dst = (c.op != Op.OUT) & ~rope & (~attn | step)     # ROPE writes in place
+        over = (((c.count == 0) & (~attn | walks)) | (reads_a & (c.a + reads > N)) |
                 ((c.op == Op.ADD) & (c.b + reads > N)) | (writes_dst & (c.dst + writes > N)))
 
         def clash(first):   # a read range that the written one overlaps, not from its start
@@ -504,12 +631,16 @@ class Decoder(wiring.Component):
         bad_norm = c.addr + cfg.norm_words > (1 << lin.addr_bits)
         bad_moe = (c.count > cfg.moe.tokens) | (c.addr + cfg.moe_words > (1 << lin.addr_bits))
         bad_rope = self._bad_rope(m, c)
-        with m.If(c.op > Op.ROPE):
+        D, g = A.kv.head_dim, min(A.kv.head_dim, LINE)
+        bad_attn = walks & ((c.count > 256) | (c.off % g != 0)
+                            | (c.off + (A.q_heads + cfg.attn_vectors) * D > c.row * LINE)
+                            | ((c.aop == AttnOp.APPEND) & (c.count != 1)))
+        with m.If(c.op > Op.ATTN):
             m.d.comb += status.eq(Status.BAD_SHAPE)
         with m.Elif(over):
             m.d.comb += status.eq(Status.BAD_RANGE)
         with m.Elif(((c.op == Op.LINEAR) & bad_linear) | ((c.op == Op.NORM) & bad_norm)
-                    | ((c.op == Op.MOE) & bad_moe) | (rope & bad_rope)):
+                    | ((c.op == Op.MOE) & bad_moe) | (rope & bad_rope) | bad_attn):
             m.d.comb += status.eq(Status.BAD_SHAPE)
         with m.Else():
             m.d.comb += status.eq(Status.OK)
@@ -541,4 +672,4 @@ class Decoder(wiring.Component):
                    Mux(c.op == Op.LINEAR, c.count * (c.n // C),
                        Mux(c.op == Op.MOE, c.count * (cfg.hidden // MC),
                            Mux(c.op == Op.ROPE, c.count * c.heads * cfg.rope_lines,
-                               c.count))))
+                               Mux(c.op == Op.ATTN, 1, c.count)))))

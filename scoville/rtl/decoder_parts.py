@@ -7,18 +7,21 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .attention_control import Op as AttnOp
+from .kvcache import SEQ_BITS, TOKEN_BITS
 from .lib.formats import MX_BLOCK
 
-__all__ = ["LINE", "Joiner", "LineReader", "Op", "Placer", "Sequencer", "Splitter", "Status",
-           "VecGather", "VecLoader", "VecWalker", "command_layout", "line_layout",
-           "line_splitter", "walk_layout", "write_layout"]
+__all__ = ["LINE", "AttnOp", "Joiner", "LineReader", "Op", "OutWalker", "Placer", "Sequencer",
+           "Splitter", "Status", "VecGather", "VecLoader", "VecWalker", "command_layout",
+           "line_layout", "line_splitter", "response_layout", "walk_layout", "write_layout"]
 
 #: Values of a line of the activation memory (FP32 each).
 LINE = MX_BLOCK
 
 
-class Op(enum.IntEnum, shape=3):
-    """A command's operation (``docs/decoder.md`` says what each reads and writes)."""
+class Op(enum.IntEnum, shape=4):
+    """A command's operation (``docs/decoder.md`` says what each reads and writes; codes 8 to
+    15 are refused)."""
     IN = 0
     OUT = 1
     ADD = 2
@@ -26,13 +29,20 @@ class Op(enum.IntEnum, shape=3):
     LINEAR = 4
     MOE = 5
     ROPE = 6
+    ATTN = 7
 
 
-class Status(enum.IntEnum, shape=2):
-    """Status of a command: done, or refused (and nothing changed)."""
+class Status(enum.IntEnum, shape=3):
+    """Status of a command: done, or refused by the engine (and nothing changed), or an
+    ``ATTN``'s answer from the attention block (its cache's codes: ``docs/attention.md``)."""
     OK = 0
     BAD_RANGE = 1
     BAD_SHAPE = 2
+    BAD_OP = 3
+    NO_SEQ = 4
+    BAD_HEAD = 5
+    TOO_MANY = 6
+    FULL = 7
 
 
 def line_layout() -> data.ArrayLayout:
@@ -46,11 +56,21 @@ def command_layout(config) -> data.StructLayout:
     ``LINEAR``'s ``k``, ``n`` and ``bias``; the memory word ``addr`` of ``NORM``'s,
     ``LINEAR``'s and ``MOE``'s weights and ``ROPE``'s table rows; ``ROPE``'s ``heads``
     (vectors a token), ``stride`` and ``off`` (values: between a token's vectors, and to its
-    first) and ``row`` (lines: between tokens)."""
+    first) and ``row`` (lines: between tokens); ``ATTN``'s ``aop`` (the attention block's
+    command), ``seq``, ``heads`` and ``value`` (a sink's head and logit), with ``a``,
+    ``row``, ``off`` and ``dst`` for its vectors (``docs/decoder.md``)."""
     line = config.line_bits
     return data.StructLayout({"op": Op, "a": line, "b": line, "dst": line, "count": 16,
                               "k": 15, "n": 21, "addr": config.linear.addr_bits, "bias": 1,
-                              "heads": 8, "stride": 16, "off": 16, "row": 16})
+                              "heads": 8, "stride": 16, "off": 16, "row": 16,
+                              "aop": AttnOp, "seq": SEQ_BITS, "value": 32})
+
+
+def response_layout() -> data.StructLayout:
+    """A ``resp`` beat: the command's ``status``; an ``ATTN``'s ``seq`` (an ``ALLOC``'s new
+    sequence) and ``length`` (the sequence's tokens after it) from the attention block's
+    answer, 0 for the other ops."""
+    return data.StructLayout({"status": Status, "seq": SEQ_BITS, "length": TOKEN_BITS})
 
 
 def write_layout(config) -> data.StructLayout:
@@ -268,6 +288,66 @@ class VecWalker(wiring.Component):
         return m
 
 
+class OutWalker(wiring.Component):
+    """The lines and lanes the attention block's outputs go to, in the order of its ``o``
+    beats (row tile, KV head, the tile's tokens, the group's query heads): the output of
+    token ``t``'s query head ``qh`` is ``v_dim`` values from value ``(t * q_heads + qh) *
+    v_dim`` on, counted from line ``dst`` (a token's heads in order, token after token): one
+    line's lanes for ``v_dim`` up to 32, else ``v_dim / 32`` lines. A cycle with ``start``
+    high takes ``dst`` and the step's ``count`` tokens (at least 1); the first place is
+    offered on ``o`` from the next cycle, each next from the cycle after the previous one is
+    taken.
+
+    Attributes
+    ----------
+    start : In(1)
+    dst : In(line address)
+    count : In(16)
+    o : Out(stream.Signature(walk_layout(line_bits)))
+        ``last`` unused (0).
+    """
+
+    def __init__(self, line_bits: int, *, q_heads: int, kv_heads: int, v_dim: int,
+                 row_tokens: int):
+        self._line_bits, self._qh, self._kvh = line_bits, q_heads, kv_heads
+        self._vd, self._rt = v_dim, row_tokens
+        super().__init__({"start": In(1), "dst": In(line_bits), "count": In(16),
+                          "o": Out(stream.Signature(walk_layout(line_bits)))})
+
+    def elaborate(self, platform):
+        m = Module()
+        QH, KVH, VD, RT = self._qh, self._kvh, self._vd, self._rt
+        G, P = QH // KVH, max(VD // LINE, 1)
+        dst, count = Signal(self._line_bits), Signal(16)
+        first, j = Signal(16), Signal(16)          # the tile's first token; the token in it
+        h = Signal(range(max(KVH, 2)))
+        g = Signal(range(max(G, 2)))
+        piece = Signal(range(max(P, 2)))
+        busy = Signal()
+        tile = Signal(16)                           # the tile's tokens
+        m.d.comb += tile.eq(Mux(count - first < RT, count - first, RT))
+        value = Signal(32)
+        m.d.comb += value.eq(((first + j) * QH + h * G + g) * VD + piece * LINE)
+        m.d.comb += [self.o.valid.eq(busy), self.o.payload.line.eq(dst + value[5:]),
+                     self.o.payload.lane.eq(value[:5])]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += piece.eq(piece + 1)
+            with m.If(piece == P - 1):
+                m.d.sync += [piece.eq(0), g.eq(g + 1)]
+                with m.If(g == G - 1):
+                    m.d.sync += [g.eq(0), j.eq(j + 1)]
+                    with m.If(j == tile - 1):
+                        m.d.sync += [j.eq(0), h.eq(h + 1)]
+                        with m.If(h == KVH - 1):
+                            m.d.sync += [h.eq(0), first.eq(first + RT)]
+                            with m.If(first + RT >= count):
+                                m.d.sync += busy.eq(0)
+        with m.If(self.start):
+            m.d.sync += [dst.eq(self.dst), count.eq(self.count), first.eq(0), j.eq(0),
+                         h.eq(0), g.eq(0), piece.eq(0), busy.eq(1)]
+        return m
+
+
 class VecGather(wiring.Component):
     """A vector of ``dim`` values from the lines of a :class:`VecWalker` (``i``: a line and the
     lane of the vector's first value): up to 32, the vector's lanes of its one line (a
@@ -416,14 +496,15 @@ class Sequencer(wiring.Component):
     past the memory) is answered at once, changing nothing. Otherwise ``start`` is high in
     the cycle it is taken (with ``go`` for every op but ``NORM``), and the op runs until its
     ``expect`` beats are counted (``writes`` of the activation memory; ``OUT``: beats of
-    ``o``); ``NORM`` first waits for its weights (``loaded``: ``go`` in the cycle it is
-    seen). Then ``resp`` offers the status until taken, and the next command is taken from
-    the cycle after.
+    ``o``; ``ATTN``: the attention block's answer, ``answered``, whose ``answer`` becomes the
+    command's); ``NORM`` first waits for its weights (``loaded``: ``go`` in the cycle it is
+    seen). Then ``resp`` offers the answer (the status; an ``ATTN``'s ``seq`` and
+    ``length``, else 0) until taken, and the next command is taken from the cycle after.
 
     Attributes
     ----------
     cmd : In(stream.Signature(command_layout(config)))
-    resp : Out(stream.Signature(Status))
+    resp : Out(stream.Signature(response_layout()))
     status : Out(Status)
     start, go : Out(1)
     run : Out(command_layout(config))
@@ -433,6 +514,9 @@ class Sequencer(wiring.Component):
         The beats the taken command counts (from ``cmd``'s payload).
     beats : In(1)
         A counted beat in this cycle.
+    answered : In(1)
+    answer : In(response_layout())
+        An ``ATTN``'s answer, in the cycle its beat is counted.
     loaded : In(1)
     active : Out(1)
         The op runs (its datapath moves beats): from the cycle after ``go``.
@@ -444,9 +528,10 @@ class Sequencer(wiring.Component):
         self._config = config
         super().__init__({
             "cmd": In(stream.Signature(command_layout(config))),
-            "resp": Out(stream.Signature(Status)), "status": Out(Status),
+            "resp": Out(stream.Signature(response_layout())), "status": Out(Status),
             "start": Out(1), "go": Out(1), "run": Out(command_layout(config)),
             "good": In(Status), "expect": In(32), "beats": In(1), "loaded": In(1),
+            "answered": In(1), "answer": In(response_layout()),
             "active": Out(1), "counted": Out(1),
         })
 
@@ -457,13 +542,17 @@ class Sequencer(wiring.Component):
         with m.If(self.beats):
             m.d.sync += seen.eq(seen + 1)
         m.d.comb += self.counted.eq(seen == want)
-        m.d.comb += self.resp.payload.eq(self.status)
+        held = Signal(response_layout())
+        m.d.comb += [self.resp.payload.eq(held), self.status.eq(held.status)]
+        with m.If(self.answered):
+            m.d.sync += held.eq(self.answer)
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [self.status.eq(self.good), self.run.eq(self.cmd.payload),
-                                 want.eq(self.expect), seen.eq(0)]
+                    m.d.sync += [held.eq(0), held.status.eq(self.good),
+                                 self.run.eq(self.cmd.payload), want.eq(self.expect),
+                                 seen.eq(0)]
                     with m.If(self.good == Status.OK):
                         is_norm = self.cmd.payload.op == Op.NORM
                         m.d.comb += [self.start.eq(1), self.go.eq(~is_norm)]

@@ -24,7 +24,7 @@ import cocotb
 import numpy as np
 from amaranth.hdl import Shape
 
-from scoville.rtl.decoder import LINE, OPS, STATUS, Op, Status, command_layout
+from scoville.rtl.decoder import LINE, OPS, STATUS, AttnOp, Op, Status, command_layout
 from scoville.sim.cycles.decoder import timing
 from scoville.sim.cycles.memory import MemoryAgent
 from scoville.sim.cycles.stream import ALWAYS
@@ -61,8 +61,12 @@ BINS = {
     "op:linear_tokens": "a projection of the most tokens the block takes",
     "op:moe_tokens": "a MoE layer of the most tokens the MoE holds",
     "op:rope_heads": "a ROPE of more than one vector a token",
+    "op:attn_step": "an ATTN step the attention block attends",
+    "op:attn_tokens": "an ATTN step of more than one token",
+    "op:attn_answered": "an ATTN the attention block answers with other than OK",
     "op:rope_offset": "a ROPE whose vectors start past their token's first value",
-    **{f"cmd:refused_{s}": f"a command refused with status {s}" for s in STATUS if s != "ok"},
+    **{f"cmd:refused_{s}": f"a command refused with status {s}"
+       for s in ("bad_range", "bad_shape")},
 }
 
 
@@ -94,6 +98,10 @@ class Program:
         x = np.asarray(x, np.float32).reshape(-1, LINE)
         self.x.append(x)
         self.cmd(Op.IN, dst=dst, count=len(x))
+
+    def attn(self, aop: AttnOp, **fields) -> None:
+        """An ``ATTN`` of the attention block's command ``aop``."""
+        self.cmd(Op.ATTN, aop=int(aop), **fields)
 
     def norm_weight(self, w) -> int:
         """The address of a new norm weight vector ``w`` (H,)."""
@@ -146,7 +154,9 @@ def fill(prog: Program, rng) -> None:
 
 def layer(prog: Program, rng, tokens: int, specials: bool = False) -> None:
     """A layer's shape on ``tokens`` tokens: x in, ``h = norm(x)``, ``u = h W1^T + b1`` (N =
-    the projections' most), ``d = u W2^T`` (back to H), ``x = x + d`` in place, x out; ``h =
+    the projections' most), its heads rotated; where u holds a token's query, key and value
+    heads, attention over them (a new sequence, the sinks set, a step, freed) into u's first
+    lines and ``d = o W2^T``, else ``d = u W2^T`` (back to H), ``x = x + d`` in place, x out; ``h =
     norm(x)``, the MoE of h over h (its first ``moe.tokens`` tokens), ``x = x + h``, x out;
     then ``norm`` in place and out (``specials``: NaN, infinities and huge values in x)."""
     cfg = prog.cfg
@@ -163,13 +173,26 @@ def layer(prog: Program, rng, tokens: int, specials: bool = False) -> None:
     w1 = (rng.standard_normal((N, H)) / np.sqrt(H)).astype(np.float32)
     prog.cmd(Op.LINEAR, a=Hd, dst=U, count=tokens, k=H, n=N, bias=1,
              addr=prog.linear_weight(w1, rng.standard_normal(N).astype(np.float32)))
+    A = cfg.attn
+    dh, qkv = A.kv.head_dim, (A.q_heads + cfg.attn_vectors) * A.kv.head_dim
+    attends = qkv <= N and tokens <= A.max_step_tokens and cfg.rope.dim == dh
     d = cfg.rope.dim
     if N >= d:      # u's heads rotated in place, the tokens at positions p0 on
         p0 = int(rng.integers(0, 4096))
-        prog.cmd(Op.ROPE, a=U, count=tokens, heads=N // d, stride=d, row=N // LINE,
+        heads = A.q_heads + A.kv.kv_heads if attends else N // d
+        prog.cmd(Op.ROPE, a=U, count=tokens, heads=heads, stride=d, row=N // LINE,
                  addr=prog.rope_table(p0 + np.arange(tokens)))
-    w2 = (rng.standard_normal((H, N)) / np.sqrt(N)).astype(np.float32)
-    prog.cmd(Op.LINEAR, a=U, dst=Hd, count=tokens, k=N, n=H, addr=prog.linear_weight(w2))
+    k = N
+    if attends:     # attention over a new sequence, its output over u's first lines
+        prog.attn(AttnOp.ALLOC)
+        for h in range(A.q_heads if A.sinks else 0):
+            prog.attn(AttnOp.SINK, heads=h, value=int(np.float32(rng.standard_normal())
+                                                       .view(np.uint32)))
+        prog.attn(AttnOp.STEP, seq=0, count=tokens, a=U, row=N // LINE, dst=U)
+        prog.attn(AttnOp.FREE, seq=0)
+        k = A.q_heads * A.v_dim
+    w2 = (rng.standard_normal((H, k)) / np.sqrt(k)).astype(np.float32)
+    prog.cmd(Op.LINEAR, a=U, dst=Hd, count=tokens, k=k, n=H, addr=prog.linear_weight(w2))
     prog.cmd(Op.ADD, a=X, b=Hd, dst=X, count=tokens * hl)
     prog.cmd(Op.OUT, a=X, count=tokens * hl)
     prog.cmd(Op.NORM, a=X, dst=Hd, count=tokens, addr=prog.norm_weight(rng.standard_normal(H)))
@@ -192,7 +215,7 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
     top = 1 << lin.addr_bits
     K, R, S = LINE, Status.BAD_RANGE, Status.BAD_SHAPE
     out = [
-        (S, {"op": 7, "count": 1}),
+        (S, {"op": 8, "count": 1}), (S, {"op": 15, "count": 1}),
         (R, {"op": Op.MOE, "a": N - hl, "dst": 0, "count": 2}),
         (R, {"op": Op.IN, "count": 0}), (R, {"op": Op.OUT, "a": N - 1, "count": 2}),
         (R, {"op": Op.ADD, "a": 0, "b": N - 1, "dst": 2, "count": 2}),
@@ -216,6 +239,21 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
         (S, rope | {"heads": 2, "stride": d + g // 2, "row": 3 * rl + 1}),   # off the grid
         (S, rope | {"off": LINE * rl}),                          # past its token's row
     ]
+    A = cfg.attn
+    qkv = (A.q_heads + cfg.attn_vectors) * A.kv.head_dim
+    rows = -(-qkv // LINE)
+    step = {"op": Op.ATTN, "aop": AttnOp.STEP, "a": 0, "count": 1, "row": rows, "dst": 0}
+    out += [
+        (R, step | {"count": 0}),
+        (R, step | {"a": N - rows, "row": rows + 1}),             # past the last line
+        (R, step | {"dst": N - 1, "count": -(-2 * LINE // (A.q_heads * A.v_dim))}),
+        (S, step | {"row": rows - 1}),                             # a row too short
+        (S, step | {"aop": AttnOp.APPEND, "count": 2, "row": rows}),
+    ]
+    if 257 * rows <= N and cfg.attn_out_lines(257) <= N:     # more than a step's field
+        out.append((S, step | {"count": 257}))
+    if A.kv.head_dim > 1:       # off the heads' grid
+        out.append((S, step | {"off": min(A.kv.head_dim, LINE) // 2, "row": rows + 1}))
     if cfg.rope_words > 1:     # a row past the memory's last word
         out.append((S, rope | {"addr": top - cfg.rope_words + 1}))
     longest = (1 << lin.fetch.len_bits) // cfg.rope_words     # rows of one fetch, and one
@@ -278,7 +316,7 @@ def random_commands(prog: Program, rng, count: int) -> None:
     cfg, lin = prog.cfg, prog.cfg.linear
     hl, span = cfg.hidden // LINE, min(cfg.act_lines // 2, 16 * cfg.hidden // LINE)
     for _ in range(count):
-        op = Op(int(rng.integers(0, 7)))
+        op = Op(int(rng.integers(0, 8)))
         if rng.random() < 1 / 8:
             bad = refusals(cfg)
             prog.cmd(**bad[int(rng.integers(0, len(bad)))][1])
@@ -316,6 +354,8 @@ def random_commands(prog: Program, rng, count: int) -> None:
             prog.cmd(Op.ROPE, a=int(rng.integers(0, 2 * span - t * row + 1)), count=t,
                      heads=heads, stride=stride, off=off, row=row,
                      addr=prog.rope_table(p0 + np.arange(t)))
+        elif op == Op.ATTN:
+            _random_attn(prog, rng, span)
         elif op == Op.MOE:
             if not prog.moe:
                 continue
@@ -336,6 +376,40 @@ def random_commands(prog: Program, rng, count: int) -> None:
     prog.cmd(Op.OUT, a=0, count=2 * span)
 
 
+def _random_attn(prog: Program, rng, span: int) -> None:
+    """A random ``ATTN``: mostly a step (of one token to one more than a step takes) of a
+    sequence that may not be there, over rows of random places and room, its outputs over
+    its rows or not; an alloc, a free, a sink (of a head that may not be there), an
+    append, or an unknown command of the attention block."""
+    cfg = prog.cfg
+    A = cfg.attn
+    d = A.kv.head_dim
+    qkv = (A.q_heads + cfg.attn_vectors) * d
+    g = min(d, LINE)
+    seq = int(rng.integers(0, A.kv.max_seqs + 1))
+    kind = rng.choice(["step"] * 4 + ["alloc", "free", "sink", "append", "bad"])
+    if kind == "alloc":
+        prog.attn(AttnOp.ALLOC)
+    elif kind == "free":
+        prog.attn(AttnOp.FREE, seq=seq)
+    elif kind == "sink":
+        prog.attn(AttnOp.SINK, heads=int(rng.integers(0, A.q_heads + 1)),
+                  value=int(np.float32(rng.standard_normal()).view(np.uint32)))
+    elif kind == "bad":
+        prog.attn(int(rng.integers(5, 8)), seq=seq)
+    else:
+        off = g * int(rng.integers(0, 2))
+        row = -(-(off + qkv) // LINE) + int(rng.integers(0, 2))
+        t = 1 if kind == "append" else int(rng.integers(1, A.max_step_tokens + 2))
+        if t * row > 2 * span:
+            return
+        a = int(rng.integers(0, 2 * span - t * row + 1))
+        out = cfg.attn_out_lines(t)
+        dst = a if rng.random() < 0.5 else int(rng.integers(0, 2 * span - out + 1))
+        prog.attn(AttnOp.APPEND if kind == "append" else AttnOp.STEP, seq=seq, count=t, a=a,
+                  row=row, off=off, dst=dst)
+
+
 def _cover(cov, cfg, c: dict) -> None:
     status = check(cfg, c)
     if status:
@@ -349,6 +423,22 @@ def _cover(cov, cfg, c: dict) -> None:
     cov.hit_if("op:moe_tokens", op == Op.MOE and c["count"] == cfg.moe.tokens)
     cov.hit_if("op:rope_heads", op == Op.ROPE and c["heads"] > 1)
     cov.hit_if("op:rope_offset", op == Op.ROPE and c["off"] > 0)
+    cov.hit_if("op:attn_tokens", op == Op.ATTN and c["aop"] == AttnOp.STEP and c["count"] > 1)
+
+
+def timed_commands(cfg, commands: list[dict], model: DecoderModel) -> list[dict]:
+    """``commands`` as the timed model takes them: each good ``MOE`` with its expert
+    ``groups`` and each good ``ATTN`` with the attention model's ``result``, from ``model``
+    (the golden model that ran them)."""
+    routes, results = iter(model.routes), iter(model.results)
+    out = []
+    for c in commands:
+        if not check(cfg, c) and c["op"] == Op.MOE:
+            c = {**c, "groups": next(routes)}
+        elif not check(cfg, c) and c["op"] == Op.ATTN:
+            c = {**c, "result": next(results)}
+        out.append(c)
+    return out
 
 
 def _requests(cfg, image, commands, routes) -> tuple[list, int]:
@@ -411,15 +501,20 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
     if prog.router is not None:
         model.load_router(prog.router)
     xs = iter(prog.x)
-    want_o, want_resp = [], []
+    want_o, answers = [], []
     for c in prog.commands:
         _cover(ctx.coverage, cfg, c)
         good_in = c["op"] == Op.IN and check(cfg, c) == Status.OK
         x = next(xs).view(np.uint32) if good_in else None
         status, o = model.apply(c, x)
-        want_resp.append(int(status))
+        answers.append((int(status), *model.answer))
+        if c["op"] == Op.ATTN and not check(cfg, c):
+            ctx.coverage.hit_if("op:attn_step", model.results[-1].out is not None)
+            ctx.coverage.hit_if("op:attn_answered", status != Status.OK)
         if o is not None:
             want_o += [row.tolist() for row in o]
+    status_, seq_, length_ = zip(*answers, strict=True)
+    want_resp = codec["resp"].pack(status=list(status_), seq=list(seq_), length=list(length_))
     beats = [join_words(row, 32) for x in prog.x for row in np.asarray(x).view(np.uint32)]
     requests, words = _requests(cfg, image, prog.commands, model.routes)
     if prog.router is not None:
@@ -428,9 +523,7 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
                     gaps=gaps, idle=("wr",),
                     detail=f" (mem_latency={latency}, mem_bytes_per_cycle={bpc})")
     cmds = prog.commands
-    routes = iter(model.routes)
-    timed_cmds = [{**c, "groups": next(routes)} if c["op"] == Op.MOE and not check(cfg, c)
-                  else c for c in cmds]
+    timed_cmds = timed_commands(cfg, cmds, model)
     tb.source["cmd"].send(codec["cmd"].pack(**{f: [c[f] for c in cmds]
                                                for f in COMMAND_FIELDS}))
     tb.source["x"].send(beats)
@@ -446,9 +539,9 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
                                    tb.memory_valid["rdata"]))
     seen = await tb.run(timed, slack=5000, zero=("counters", "status"), interrupt=interrupt)
     status = read_int(dut.status, "status")
-    if status != want_resp[-1]:
+    if status != answers[-1][0]:
         raise Failure(Kind.STATUS, f"{test}: status {status} after the last command, "
-                                   f"expected {want_resp[-1]}")
+                                   f"expected {answers[-1][0]}")
     deliverable = seen.cycles * min(bpc, size)
     return tb.check(COUNTERS, commands=len(cmds), requests=len(requests),
                     weight_words=words,

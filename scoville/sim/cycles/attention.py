@@ -51,7 +51,7 @@ from .attention_walk import CommandIssuer, ReadIssuer
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 from .unit import Wire, run
 
-__all__ = ["COUNTERS", "decode_step", "macs", "timing"]
+__all__ = ["COUNTERS", "Parts", "decode_step", "macs", "timing"]
 
 #: Every counter of the block, by its dotted name.
 COUNTERS = (*(f"kv.{c}" for c in CACHE_COUNTERS),
@@ -82,34 +82,32 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     return block.timing()
 
 
-class _Block:
-    """The block's unit models and the wires between them, as the RTL connects them."""
+class Parts:
+    """The block's unit models and the wires between them, as the RTL connects them, with the
+    block's streams as ports (``cmd``, ``q``, ``k``, ``v``, ``o``, ``resp``: a
+    :class:`~scoville.sim.cycles.stream.Producer` or
+    :class:`~scoville.sim.cycles.stream.Consumer` at the block's boundary, a
+    :class:`~scoville.sim.cycles.unit.Wire` inside a block that composes this one; ``k`` and
+    ``v`` may be one wire: the feeder takes K and V in its order). A cycle is :meth:`wires`
+    (the inner wires from the units' state), then the composer's wires to the ports (from
+    :attr:`cmd_ready`, :attr:`q_ready`, :meth:`kv_ready`, :attr:`o_valid`,
+    :attr:`resp_valid`), then :meth:`step`. ``cmd``'s payloads are the golden model's
+    results (:class:`~scoville.sim.golden.attention.Result`)."""
 
-    def __init__(self, cfg, results, sources, ready):
+    def __init__(self, cfg, cmd, q, k, v, o, resp):
         kv = cfg.kv
         H, D, C, TL, SEC = kv.kv_heads, kv.head_dim, cfg.array.cols, kv.token_lines, kv.sections
-        vec = {"q": 0, "k": 0, "v": 0}
-        for r in results:
-            if r.op == Op.STEP:
-                vec["q"] += cfg.q_heads * r.tokens
-            if r.op in (Op.STEP, Op.APPEND):
-                vec["k"] += H * r.tokens
-                vec["v"] += H * r.tokens * (SEC - 1)
-        self.results = results
-        self.n_out = sum(len(r.out) for r in results if r.out is not None)
-        self.ins = {name: Producer(sources.get(name, Source()), vec[name]) for name in vec}
-        self.cmd = Producer(sources.get("cmd", Source()), len(results), results)
-        self.o, self.resp = Consumer(ready.get("o", ALWAYS)), Consumer(ready.get("resp", ALWAYS))
+        self.cmd, self.q, self.k, self.v, self.o, self.resp = cmd, q, k, v, o, resp
         self.c_req, self.c_wd, self.c_rd, self.c_resp = Wire(), Wire(), Wire(), Wire()
         self.cache = kvcache_timed.Engine(kv, self.c_req, self.c_wd, self.c_rd, self.c_resp)
         self.g_cmd, self.g_a, self.g_b, self.g_o = Wire(), Wire(), Wire(), Wire()
         self.array = gemm_timed.Engine(cfg.array, self.g_cmd, self.g_a, self.g_b, self.g_o)
         self.ctrl_req, self.read_req, self.pv = Wire(), Wire(), Wire()
-        self.ctrl = Controller(cfg.max_step_tokens, cfg.q_heads, self.cmd, self.resp,
-                               self.ctrl_req, self.c_resp)
-        self.feeder = AppendFeeder(kv_heads=H, sections=SEC, token_lines=TL, k=self.ins["k"],
-                                   v=self.ins["v"], wd=self.c_wd)
-        self.query = QueryBuffer(self.ins["q"])
+        self.ctrl = Controller(cfg.max_step_tokens, cfg.q_heads, cmd, resp, self.ctrl_req,
+                               self.c_resp)
+        self.feeder = AppendFeeder(kv_heads=H, sections=SEC, token_lines=TL, k=k, v=v,
+                                   wd=self.c_wd)
+        self.query = QueryBuffer(q)
         self.beats = LinesToBeats(dim=D, cols=C, token_lines=TL, v_lines=cfg.v_lines,
                                   v_tiles=cfg.v_tiles, v_queue=cfg.v_queue, i=self.c_rd,
                                   o=self.g_b)
@@ -122,11 +120,28 @@ class _Block:
         self.reader = ReadIssuer(cfg.v_tiles, self.read_req)
         self.aseq = ASequencer(D, C, cfg.v_tiles, self.g_a)
         self.score = ScoreUnit(C, cfg.v_tiles, self.g_o, self.pv)
-        self.norm = Normalizer(cfg.v_tiles, self.pv, self.o)
+        self.norm = Normalizer(cfg.v_tiles, self.pv, o)
         self.own = dict.fromkeys(OWN_COUNTERS, 0)
 
-    def done(self) -> bool:
-        return len(self.resp.cycles) == len(self.results) and len(self.o.cycles) == self.n_out
+    @property
+    def cmd_ready(self) -> bool:
+        return self.ctrl.state == "IDLE"
+
+    @property
+    def q_ready(self) -> bool:
+        return not self.query.idle
+
+    def kv_ready(self, t: int) -> bool:
+        """The feeder takes a K or V vector in cycle ``t`` (whichever is next)."""
+        return self.feeder.in_ready(self.cache.wd_ready)
+
+    @property
+    def o_valid(self) -> bool:
+        return self.norm.o_valid
+
+    @property
+    def resp_valid(self) -> bool:
+        return self.ctrl.resp_valid
 
     def parts(self) -> dict:
         """The unit models, then the wires between them, by name (a trace's columns)."""
@@ -138,9 +153,8 @@ class _Block:
                  "ctrl.req": self.ctrl_req, "reader.req": self.read_req}
         return {**{name: getattr(self, name) for name in units}, **wires}
 
-    def cycle(self, t: int) -> int:
-        """Cycle ``t``: every wire and input from the units' state at its start, then every
-        unit steps."""
+    def wires(self, t: int) -> None:
+        """Cycle ``t``'s inner wires and the units' inputs, from their state at its start."""
         ctrl, cache, array, reader, score, aseq, norm = (
             self.ctrl, self.cache, self.array, self.reader, self.score, self.aseq, self.norm)
         # The controller's outputs to the units.
@@ -172,26 +186,65 @@ class _Block:
         self.pv.set(score.pv_valid(t), norm.idle, score.pv_payload)
         aseq.max_ready = score.max_ready
         score.max_done = aseq.max_done(t)
-        # Counters of this cycle.
-        own = self.own
+
+    def step(self, t: int) -> None:
+        """Counts cycle ``t`` and steps every unit (the ports set)."""
+        own, ctrl, norm = self.own, self.ctrl, self.norm
         own["steps"] += ctrl.stepped
         own["append_cycles"] += ctrl.appending
         own["attend_cycles"] += ctrl.attending
-        own["softmax_waits"] += aseq.waiting
+        own["softmax_waits"] += self.aseq.waiting
         own["out_stalls"] += norm.o_valid and not self.o.accepts(t)
-        for unit in (cache, array, ctrl, self.feeder, self.query, reader, self.issuer,
-                     self.beats, aseq, norm, score):
+        for unit in (self.cache, self.array, ctrl, self.feeder, self.query, self.reader,
+                     self.issuer, self.beats, self.aseq, norm, self.score):
             unit.step(t)
-        return t + 1
 
-    def timing(self) -> Timing:
+    def counters(self) -> dict[str, int]:
         counters = {f"kv.{k}": v for k, v in self.cache.counters.items()}
         counters.update({f"array.{k}": v for k, v in self.array.counters.items()})
         counters.update(self.own)
+        return counters
+
+
+class _Block:
+    """The block alone: :class:`Parts` between the testbench's streams."""
+
+    def __init__(self, cfg, results, sources, ready):
+        kv = cfg.kv
+        H, SEC = kv.kv_heads, kv.sections
+        vec = {"q": 0, "k": 0, "v": 0}
+        for r in results:
+            if r.op == Op.STEP:
+                vec["q"] += cfg.q_heads * r.tokens
+            if r.op in (Op.STEP, Op.APPEND):
+                vec["k"] += H * r.tokens
+                vec["v"] += H * r.tokens * (SEC - 1)
+        self.results = results
+        self.n_out = sum(len(r.out) for r in results if r.out is not None)
+        self.ins = {name: Producer(sources.get(name, Source()), vec[name]) for name in vec}
+        self.cmd = Producer(sources.get("cmd", Source()), len(results), results)
+        self.o, self.resp = Consumer(ready.get("o", ALWAYS)), Consumer(ready.get("resp", ALWAYS))
+        self.p = Parts(cfg, self.cmd, self.ins["q"], self.ins["k"], self.ins["v"], self.o,
+                       self.resp)
+
+    def done(self) -> bool:
+        return len(self.resp.cycles) == len(self.results) and len(self.o.cycles) == self.n_out
+
+    def parts(self) -> dict:
+        return self.p.parts()
+
+    def cycle(self, t: int) -> int:
+        """Cycle ``t``: every wire and input from the units' state at its start, then every
+        unit steps."""
+        self.p.wires(t)
+        self.p.step(t)
+        return t + 1
+
+    def timing(self) -> Timing:
         ins = self.ins
         return Timing({"cmd": self.cmd.cycles, "q": ins["q"].cycles, "k": ins["k"].cycles,
                        "v": ins["v"].cycles, "o": self.o.cycles, "resp": self.resp.cycles},
-                      counters)
+                      self.p.counters())
 
 
 def _synthetic_step(config, length: int, plan: list[int]):

@@ -48,12 +48,16 @@ class AppendFeeder:
     def wd_valid(self) -> bool:
         return self._valid
 
+    def in_ready(self, wd_ready: bool) -> bool:
+        """A vector (K or V, whichever is next) is taken if offered, ``wd`` ready or not as
+        ``wd_ready`` says."""
+        return self._left != 0 and (self.drop or not self._valid
+                                    or (wd_ready and self._line == self._tl - 1))
+
     def step(self, t: int) -> None:
         wd_take = self._valid and self.wd.accepts(t)
         src = self.k if self._left > self._v_from else self.v
-        take = (self._left != 0 and (self.drop or not self._valid
-                                     or (wd_take and self._line == self._tl - 1))
-                and src.offers(t))
+        take = self.in_ready(self.wd.accepts(t)) and src.offers(t)
         left, tokens = self._left, self._tokens
         if wd_take:
             self.wd.take(t)

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from scoville.rtl.decoder import LINE, MUX_DEPTH, Op, Status
+from scoville.rtl.decoder import LINE, MUX_DEPTH, AttnOp, Op, Status
 from scoville.sim.golden.decoder import COMMAND_FIELDS, check, ranges
 
+from . import attention as attention_timed
 from . import fetch as fetch_timed
 from .linear import Parts as LinearParts
 from .memory import MemoryAgent, MemoryMux
@@ -46,6 +47,8 @@ def expect(config, fields: dict) -> int:
         return n * (config.hidden // config.moe.array.cols)
     if op == Op.ROPE:
         return n * fields["heads"] * config.rope_lines
+    if op == Op.ATTN:
+        return 1            # the attention block's answer
     return n
 
 
@@ -288,8 +291,8 @@ def timing(config, commands, sources: dict[str, Source] | None = None,
     and ``x``, ``ready`` of ``o``, ``resp`` and ``req``, the memory answering as ``memory``
     does (a fresh
     :class:`~scoville.sim.cycles.memory.MemoryAgent`; the model steps it); the counters."""
-    commands = [{**{f: int(c.get(f, 0)) for f in COMMAND_FIELDS}, "groups": c.get("groups")}
-                for c in commands]
+    commands = [{**{f: int(c.get(f, 0)) for f in COMMAND_FIELDS}, "groups": c.get("groups"),
+                 "result": c.get("result")} for c in commands]
     block = _Block(config, commands, sources or {}, ready or {}, memory)
     run("decoder", block.cycle, block.done, 100_000_000, block.parts)
     return block.timing()
@@ -310,7 +313,8 @@ class _Block:
             "ra", "rb", "norm_i", "norm_o", "lin_cmd", "lin_x", "lin_o", "wf_cmd", "words",
             "moe_cmd", "moe_x", "moe_o", "lin_req", "lin_rdata", "wf_req", "wf_rdata",
             "moe_req", "moe_rdata", "req", "rdata", "vwords", "rwords", "rl", "rg", "rrow",
-            "rope_i", "rope_o", "rline", "wl")})
+            "rope_i", "rope_o", "rline", "wl", "at_cmd", "at_q", "at_kv", "at_o", "at_resp",
+            "aq_l", "akv_l", "at_oline", "ao_w")})
         P = cfg.linear.weight_port_bits
         self.mem = memory or MemoryAgent(1, P // 8, P)
         self.mem.attach(w.req, w.rdata, ready.get("req", ALWAYS))
@@ -328,14 +332,24 @@ class _Block:
         self.rgather = Joiner(cfg.rope_lines if cfg.rope.dim >= LINE else 1, w.rl, w.rg)
         self.rrows = Joiner(cfg.rope_words, w.rwords, w.rrow)
         self.rope = StallPipeline(cfg.rope.latency, w.rope_i, w.rope_o)
+        A = cfg.attn
+        self.attn = attention_timed.Parts(A, w.at_cmd, w.at_q, w.at_kv, w.at_kv, w.at_o,
+                                          w.at_resp)
+        self._head_lines = max(A.kv.head_dim // LINE, 1)
+        self._out_lines = max(A.v_dim // LINE, 1)
+        self.qwalk, self.kvwalk, self.owalk = VecWalker(w.aq_l), VecWalker(w.akv_l), \
+            VecWalker(w.ao_w)
+        self.qgather = Joiner(self._head_lines, w.aq_l, w.at_q)
+        self.kvgather = Joiner(self._head_lines, w.akv_l, w.at_kv)
+        self.osplit = Splitter(self._out_lines, w.at_oline)
         #: ROPE's results: a vector up to a line written as it comes; wider, split in lines.
         self.rsplit = HeldSplitter(cfg.rope_lines, w.rope_o, w.rline) \
             if cfg.rope.dim > LINE else None
         self.mux = MemoryMux(MUX_DEPTH, [w.lin_req, w.wf_req, w.moe_req],
                              [w.lin_rdata, w.wf_rdata, w.moe_rdata], w.req, w.rdata)
-        #: The projection's, the norm fetch's and the MoE's commands offered and not yet
-        #: taken (each offered from the cycle after its command's start).
-        self._pending: list[dict | None] = [None, None, None]
+        #: The projection's, the norm fetch's, the MoE's and the attention's commands offered
+        #: and not yet taken (each offered from the cycle after its command's start).
+        self._pending: list[dict | None] = [None, None, None, None]
 
     def done(self) -> bool:
         return len(self.resp.cycles) == len(self.commands)
@@ -344,8 +358,9 @@ class _Block:
         """The unit models, then the wires between them, by name (a trace's columns)."""
         units = {name: getattr(self, name) for name in (
             "seq", "ra", "rb", "norm", "wfetch", "wvec", "mux", "mem", "msplit", "rwalk",
-            "wwalk", "rgather", "rrows", "rope", "rsplit") if getattr(self, name) is not None}
-        inner = {f"{part}.{name}": unit for part in ("proj", "moe")
+            "wwalk", "rgather", "rrows", "rope", "rsplit", "qwalk", "kvwalk", "owalk", "qgather",
+            "kvgather", "osplit") if getattr(self, name) is not None}
+        inner = {f"{part}.{name}": unit for part in ("proj", "moe", "attn")
                  for name, unit in getattr(self, part).parts().items()}
         return {**units, **inner, **{f"w.{name}": wire for name, wire in vars(self.w).items()}}
 
@@ -371,7 +386,9 @@ class _Block:
     def _part_commands(self) -> None:
         """The parts' commands on their wires (the ones pending)."""
         cfg, w = self.cfg, self.w
-        lin, norm, moe = self._pending
+        lin, norm, moe, attn = self._pending
+        w.at_cmd.set(attn is not None, self.attn.cmd_ready,
+                     None if attn is None else attn["result"])
         w.lin_cmd.set(lin is not None, self.proj.seq.state == "IDLE",
                       None if lin is None else {"tokens": lin["count"], "k": lin["k"],
                                                 "n": lin["n"], "addr": lin["addr"],
@@ -410,6 +427,24 @@ class _Block:
         w.words.set(self.wfetch.o_valid, w.rwords.ready if roping else self.wvec.ready)
         w.wl.set(self.wwalk.valid, w.rline.valid)
 
+    def _attn_wires(self, t: int, op) -> None:
+        """``ATTN``'s: the walkers' lines gathered into the attention block's ``q`` and its
+        feeder's K and V (one wire: the feeder takes them in its order), its outputs split
+        into the lines written (the output walker steps with them), its answer taken at
+        once."""
+        w, at = self.w, self.attn
+        at.wires(t)
+        for walker, gather, line, out, ready in (
+                (self.qwalk, self.qgather, w.aq_l, w.at_q, at.q_ready),
+                (self.kvwalk, self.kvgather, w.akv_l, w.at_kv, at.kv_ready(t))):
+            line.set(walker.valid)
+            out.set(gather.o_valid(t), ready)
+            line.ready = gather.i_ready(t)
+        w.at_o.set(at.o_valid, self.osplit.last)
+        w.at_oline.set(at.o_valid, True)
+        w.ao_w.set(self.owalk.valid, w.at_oline.valid)
+        w.at_resp.set(at.resp_valid, self.seq.active and op == Op.ATTN)
+
     def cycle(self, t: int) -> int:
         """Cycle ``t``: every wire from the units' state at its start, then every unit
         steps."""
@@ -419,6 +454,7 @@ class _Block:
         op = seq.op if seq.active else None
         self._part_commands()
         self._rope_wires(t)
+        self._attn_wires(t, op)
         # Reader A's lines to the op's unit (ADD: with reader B's, in step).
         both = ra.valid and rb.valid and op == Op.ADD
         w.norm_i.set(op == Op.NORM and ra.valid, self.norm.i_ready(t))
@@ -440,13 +476,14 @@ class _Block:
         # A beat counted: a line written (the write port always takes it), or one of OUT's.
         beat = (taken_x or both or out or (op == Op.NORM and w.norm_o.valid)
                 or (op == Op.LINEAR and w.lin_o.valid) or (op == Op.MOE and w.moe_o.valid)
-                or (op == Op.ROPE and w.rline.valid))
+                or (op == Op.ROPE and w.rline.valid)
+                or (op == Op.ATTN and w.at_resp.valid and w.at_resp.ready))
         if taken_x:
             self.x.take(t)
         if out:
             self.o.take(t)
         loaded = self.wvec.loaded
-        for i, wire in enumerate((w.lin_cmd, w.wf_cmd, w.moe_cmd)):
+        for i, wire in enumerate((w.lin_cmd, w.wf_cmd, w.moe_cmd, w.at_cmd)):
             if wire.valid and wire.ready:
                 self._pending[i] = None
         if started is not None and started["op"] in _PARTS:
@@ -456,7 +493,9 @@ class _Block:
         if started is not None and started["op"] == Op.ROPE:
             for walker in (self.rwalk, self.wwalk):
                 walker.start_tokens(started["count"], started["heads"] * cfg.rope_lines)
-        if go is not None and go["op"] not in (Op.IN, Op.ROPE):
+        if started is not None and started["op"] == Op.ATTN:
+            self._start_attn(started)
+        if go is not None and go["op"] not in (Op.IN, Op.ROPE, Op.ATTN):
             reads, _ = ranges(cfg, go)     # reader A's range, and B's for ADD
             ra.start(reads[0][1])
             if go["op"] == Op.ADD:
@@ -467,9 +506,23 @@ class _Block:
             unit.step(t)
         if self.rsplit is not None:
             self.rsplit.step(t)
+        self.attn.step(t)
+        for unit in (self.qwalk, self.kvwalk, self.owalk, self.qgather, self.kvgather,
+                     self.osplit):
+            unit.step(t)
         self.proj.step(t)
         self.moe.step(t)
         return t + 1
+
+    def _start_attn(self, c: dict) -> None:
+        """An ``ATTN``'s walkers, started with it: a step's query vectors and outputs, a
+        step's or an append's key and value vectors."""
+        A, n, aop = self.cfg.attn, c["count"], c["aop"]
+        if aop == AttnOp.STEP:
+            self.qwalk.start_tokens(n, A.q_heads * self._head_lines)
+            self.owalk.start_tokens(n, A.q_heads * self._out_lines)
+        if aop in (AttnOp.STEP, AttnOp.APPEND):
+            self.kvwalk.start_tokens(n, self.cfg.attn_vectors * self._head_lines)
 
     def timing(self) -> Timing:
         counters = {"commands": self.seq.commands, "refused": self.seq.refused,
@@ -480,7 +533,7 @@ class _Block:
 
 
 #: The ops whose part takes a command of its own, and its place in ``_Block._pending``.
-_PARTS = {Op.LINEAR: 0, Op.NORM: 1, Op.MOE: 2, Op.ROPE: 1}
+_PARTS = {Op.LINEAR: 0, Op.NORM: 1, Op.MOE: 2, Op.ROPE: 1, Op.ATTN: 3}
 
 
 def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
@@ -495,7 +548,9 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
     datapath then (a ``NORM`` once its weights are in); its last beat ``e`` is counted at
     ``e + 1``, answered at ``e + 2``, and the next command taken at ``e + 3``. ``IN``,
     ``OUT`` and ``ADD`` move a line a cycle from ``t + 1``; a refused command is answered at
-    ``t + 1``. A ``ROPE`` as :func:`_rope_fast` says. A ``NORM``'s and a ``LINEAR``'s part
+    ``t + 1``. A ``ROPE`` as :func:`_rope_fast` says; an ``ATTN`` (its ``result``, the
+    attention model's, as for :func:`timing`) is the attention block's command offered at
+    ``t + 1``, its answer as :func:`_attn_answer` says. A ``NORM``'s and a ``LINEAR``'s part
     takes its command at ``t + 1``. The
     ``NORM``'s vector arrives as the fetch engine's stream (the memory's rate, or ``buffer``
     words a round trip when that is slower), each word two cycles after the memory gives it;
@@ -516,7 +571,7 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
     end = 0.0
     words = macs = 0
     for c in commands:
-        groups = c.get("groups")
+        groups, result = c.get("groups"), c.get("result")
         c = {f: int(c.get(f, 0)) for f in COMMAND_FIELDS}
         if check(cfg, c) != Status.OK:
             end = t + 1
@@ -539,6 +594,9 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
         elif op == Op.ROPE:
             last = _rope_fast(cfg, c, t, L, rho)
             words += n * cfg.rope_words
+        elif op == Op.ATTN:
+            last = t + 1 + _attn_answer(cfg.attn, result)
+            macs += attention_timed.macs(cfg.attn, [result])
         elif op == Op.MOE:
             got = moe_timed.layer(cfg.moe, n, groups, L, mem_bytes_per_cycle)
             last = t + got["cycles"]
@@ -594,3 +652,13 @@ def _rope_fast(cfg, c: dict, t: float, latency: int, rho: float) -> float:
         end = max(row, end + Lv) + V - Lv
         taken[(r + 1) * RW - 1] = end
     return end + cfg.rope.latency + (Lv if cfg.rope.dim > LINE else 0)
+
+
+def _attn_answer(config, result) -> int:
+    """The cycle of the attention block's answer to ``result``'s command offered at cycle 0,
+    its vectors offered as it takes them: a one-token step's from
+    :func:`~scoville.sim.cycles.attention.decode_step` (any context), any other's from the
+    block's cycle model (:func:`~scoville.sim.cycles.attention.timing`)."""
+    if result.op == AttnOp.STEP and result.status == 0 and result.tokens == 1:
+        return attention_timed.decode_step(config, result.length)["cycles"] - 1
+    return attention_timed.timing(config, [result]).handshakes["resp"][0]

@@ -56,9 +56,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from scoville.rtl.attention import AttentionConfig
-from scoville.rtl.decoder import DecoderConfig, Op, Status
+from scoville.rtl.decoder import AttnOp, DecoderConfig, Op, Status
 from scoville.rtl.gemm import GemmConfig
 from scoville.rtl.kvcache import KvCacheConfig
+from scoville.rtl.kvcache import Status as CacheStatus
 from scoville.rtl.moe import ACT_FORMATS, SWIGLU_ALPHA, SWIGLU_LIMIT
 
 from . import attention as attn_golden
@@ -797,7 +798,7 @@ def save(weights: dict, path) -> None:
 
 #: A command's fields (:func:`scoville.rtl.decoder.command_layout`), a missing one 0.
 COMMAND_FIELDS = ("op", "a", "b", "dst", "count", "k", "n", "addr", "bias", "heads", "stride",
-                  "off", "row")
+                  "off", "row", "aop", "seq", "value")
 
 
 def ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
@@ -814,6 +815,11 @@ def ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | 
         return [(cmd["a"], n * hl)], (cmd["dst"], n * hl)
     if op == Op.ROPE:      # in place
         return [(cmd["a"], n * cmd["row"])], (cmd["a"], n * cmd["row"])
+    if op == Op.ATTN:
+        if cmd["aop"] not in (AttnOp.STEP, AttnOp.APPEND):
+            return [], None
+        write = (cmd["dst"], config.attn_out_lines(n)) if cmd["aop"] == AttnOp.STEP else None
+        return [(cmd["a"], n * cmd["row"])], write
     return [(cmd["a"], n * (cmd["k"] // 32))], (cmd["dst"], n * (cmd["n"] // 32))
 
 
@@ -825,13 +831,17 @@ def check(config, cmd: dict):
     range that overlaps a read range without starting where it starts; then ``BAD_SHAPE`` for
     a ``LINEAR`` the projections refuse or whose ``k`` or ``n`` is not a multiple of 32, a
     ``MOE`` of more tokens than the MoE holds, a ``ROPE`` whose vectors do not fit
-    (:func:`rope_fits`), or weights (or table rows) past the memory's addresses."""
+    (:func:`rope_fits`), an ``ATTN`` step or append whose token rows cannot hold its query,
+    key and value heads from ``off`` (on the heads' grid), of more than 256 tokens, or an
+    append of other than one, or weights (or table rows) past the memory's addresses. An
+    ``ATTN`` of another attention command (alloc, free, sink) reads and writes no lines: the
+    attention block answers it."""
     if cmd["op"] not in set(Op):
         return Status.BAD_SHAPE
     op, lin = Op(cmd["op"]), config.linear
     reads, write = ranges(config, cmd)
     spans = reads + ([write] if write else [])
-    if cmd["count"] == 0 or any(s + n > config.act_lines for s, n in spans):
+    if spans and (cmd["count"] == 0 or any(s + n > config.act_lines for s, n in spans)):
         return Status.BAD_RANGE
     if op in (Op.ADD, Op.NORM) and any(
             s != write[0] and s < write[0] + write[1] and write[0] < s + n for s, n in reads):
@@ -849,6 +859,13 @@ def check(config, cmd: dict):
         return Status.BAD_SHAPE
     if op == Op.ROPE and not rope_fits(config, cmd):
         return Status.BAD_SHAPE
+    if op == Op.ATTN and spans:
+        A = config.attn
+        d = A.kv.head_dim
+        if (cmd["count"] > 256 or cmd["off"] % min(d, 32)
+                or cmd["off"] + (A.q_heads + config.attn_vectors) * d > cmd["row"] * 32
+                or (cmd["aop"] == AttnOp.APPEND and cmd["count"] != 1)):
+            return Status.BAD_SHAPE
     return Status.OK
 
 
@@ -893,7 +910,15 @@ class DecoderModel:
       row``) its ``heads`` vectors of ``rope.dim`` values (vector ``h`` from value ``off + h *
       stride`` of the row) rotated (:func:`~scoville.sim.golden.rope.rotate`, the pairs as
       ``rope.interleaved`` says) by the table row at word ``addr + t * rope_words``
-      (``dim / 2`` cosines, then the sines, FP32, value 0 lowest).
+      (``dim / 2`` cosines, then the sines, FP32, value 0 lowest);
+    - ``ATTN``: the attention block's command ``aop`` (:class:`~scoville.sim.golden.attention
+      .AttentionModel`, whose cache and sequences it keeps): a step's (an append's) ``count``
+      tokens, token ``t``'s row at line ``a + t * row``, its ``q_heads`` query vectors of
+      ``head_dim`` values from value ``off`` of the row, then its key vectors, then its value
+      vectors (``kv_heads`` each); a step's outputs, token by token and each token's query
+      heads in order (``v_dim`` values each), into the values from line ``dst`` on; a sink's
+      head ``heads`` and logit ``value`` (binary32 bits). :attr:`answer` is its ``seq`` and
+      ``length``, :attr:`results` the attention model's results (what the timed model needs).
 
     A refused command (:func:`check`) changes nothing."""
 
@@ -906,6 +931,11 @@ class DecoderModel:
         #: Each ``MOE`` run's expert groups ``((expert, tokens), ...)``, as its dispatch
         #: sorts them (what the timed model needs of it).
         self.routes: list[tuple[tuple[int, int], ...]] = []
+        self.attention = attn_golden.AttentionModel(self.config.attn)
+        #: Each ``ATTN`` the engine passed on: the attention model's result.
+        self.results: list[attn_golden.Result] = []
+        #: The last command's ``seq`` and ``length`` (an ``ATTN``'s answer; else 0, 0).
+        self.answer = (0, 0)
 
     def load_moe(self, addr: int, weights) -> None:
         """The MoE layer whose experts' weights (of ``weights``, a
@@ -943,6 +973,33 @@ class DecoderModel:
                         np.uint32).view(np.float32)
         return bits[:half], bits[half:]
 
+    def _attend(self, cmd: dict) -> Status:
+        A = self.config.attn
+        d, QH, KH = A.kv.head_dim, A.q_heads, A.kv.kv_heads
+        aop, n = cmd["aop"], cmd["count"]
+        vectors = {}
+        if aop in (AttnOp.STEP, AttnOp.APPEND):
+            flat = self.act.reshape(-1)
+            first = (cmd["a"] + cmd["row"] * np.arange(n)) * 32 + cmd["off"]
+            for name, h0, heads in (("q", 0, QH), ("k", QH, KH), ("v", QH + KH, KH)):
+                idx = first[:, None, None] + (h0 + np.arange(heads))[:, None] * d \
+                    + np.arange(d)
+                vectors[name] = flat[idx].view(np.float32)
+            if aop == AttnOp.APPEND:
+                del vectors["q"]
+        value = float(np.uint32(cmd["value"]).view(np.float32))
+        res = self.attention.apply(attn_golden.Command(
+            op=aop, seq=cmd["seq"], head=cmd["heads"], value=value, **vectors))
+        self.results.append(res)
+        self.answer = (int(res.seq), int(res.length))
+        if res.out is not None and res.status == CacheStatus.OK:
+            order = attn_golden.beat_order(A, res.length, np.arange(n * QH).reshape(n, QH, 1))
+            out = np.empty_like(res.out)
+            out[order[:, 0]] = res.out
+            start = cmd["dst"] * 32
+            self.act.reshape(-1)[start:start + out.size] = out.reshape(-1).view(np.uint32)
+        return Status[CacheStatus(res.status).name]
+
     def _rope(self, cmd: dict) -> None:
         cfg, d = self.config, self.config.rope.dim
         flat = self.act.reshape(-1)
@@ -962,8 +1019,11 @@ class DecoderModel:
         cfg = self.config
         cmd = {f: int(cmd.get(f, 0)) for f in COMMAND_FIELDS}
         status = check(cfg, cmd)
+        self.answer = (0, 0)
         if status != Status.OK:
             return status, None
+        if cmd["op"] == Op.ATTN:
+            return self._attend(cmd), None
         op, n, hl = Op(cmd["op"]), cmd["count"], cfg.hidden // 32
         dst, a = cmd["dst"], cmd["a"]
         if op == Op.IN:
