@@ -197,12 +197,16 @@ LINEAR_LOOK = (
 #: experts of 64 x 32, top 2 (GPT-OSS's router), MXFP4 on its own 2 x 8 array.
 DECODER_LOOK = (
     Look("h64", {"hidden": 64, "act_lines": 128, "linear.array.rows": 2,
-                 "linear.array.cols": 8, "linear.tokens": 4, "linear.k_max": 64,
-                 "linear.n_max": 64, "linear.weight_port_bits": 64, "linear.addr_bits": 14,
+                 "linear.array.cols": 8, "linear.tokens": 4, "linear.k_max": 128,
+                 "linear.n_max": 128, "linear.weight_port_bits": 64, "linear.addr_bits": 14,
                  "moe.hidden": 64, "moe.intermediate": 32, "moe.experts": 4, "moe.top_k": 2,
                  "moe.tokens": 4, "moe.array.rows": 2, "moe.array.cols": 8,
                  "moe.weight_port_bits": 64, "moe.act_fmt": "mxfp4",
-                 "moe.x_lanes": 1, "rope.dim": 16}),
+                 "moe.x_lanes": 1, "rope.dim": 16, "attn.kv.kv_heads": 2,
+                 "attn.kv.head_dim": 16, "attn.q_heads": 4, "attn.array.rows": 4,
+                 "attn.array.cols": 16, "attn.kv.banks": 2, "attn.kv.word_bits": 64,
+                 "attn.kv.bank_words": 1024, "attn.kv.page_tokens": 4, "attn.kv.max_seqs": 2,
+                 "attn.chunk": 32, "attn.q_tokens": 4}),
 )
 
 BLOCKS: dict[str, Block] = {

@@ -6,20 +6,19 @@ The configuration: GPT-OSS-shaped, hidden 256, 8 query and 2 KV heads of 32, 16 
 top-4 of intermediate 256, an 8 x 16 array, a 256-bit weight port, the memory at the array's
 weight rate (8 bytes a cycle) 500 cycles away, a 1k context.
 
-Two tables:
-
-- **The engine's part of the layer** (the ``decoder`` block's commands: ``IN``, ``NORM``, the
-  Q/K/V projection, ``ROPE`` of the query and key heads (one command a sequence in decode,
-  its position's table row; in prefill one a chunk of 64 consecutive positions), the O
-  projection on the attention's output, the residual ``ADD``, the
+The layer as the ``decoder`` block runs it (its commands: ``IN``, ``NORM``, the Q/K/V
+projection, ``ROPE`` of the query and key heads (one command a sequence in decode, its
+position's table row; in prefill one a chunk of 64 consecutive positions), in decode an
+``ATTN`` step a sequence (each over a cache of ``CONTEXT`` tokens, its own array), the O
+projection on the attention's output, the residual ``ADD``, the
   second ``NORM``, the ``MOE`` (router, experts, combine; each token's four experts drawn
-  uniformly at random, seeded), the residual, ``OUT``), from its cycle-level timed model
-  (which the testbench holds to the RTL's every handshake at other sizes) and its fast path
-  beside it; prefill from the fast path alone (the cycle model takes minutes there).
-- **The whole layer, estimated**: that part and the ``attention`` block's decode step per
-  sequence (:func:`scoville.sim.cycles.attention.decode_step`), one after another: attention
-  is not a command of the engine yet. Prefill's attention is left
-  out (its model is the attention block's cycle model: minutes a point).
+uniformly at random, seeded), the residual, ``OUT``), from its cycle-level timed model
+(which the testbench holds to the RTL's every handshake at other sizes) and its fast path
+beside it; prefill from the fast path alone (the cycle model takes minutes there), its
+attention left out (the attention block's model of a 256-token step: minutes a point). The
+attention steps' cache reads are the timed model's of a step over ``CONTEXT`` tokens
+(:func:`scoville.sim.cycles.attention.synthetic_step`: the timing does not depend on the
+values).
 
 Memory busy = weight bytes delivered / (cycles x 8); array busy = useful MACs / (128 PEs x
 cycles), both over the whole of what the row covers.
@@ -38,8 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scoville.rtl.attention import AttentionConfig
-from scoville.rtl.decoder import DecoderConfig, Op
+from scoville.rtl.decoder import AttnOp, DecoderConfig, Op
 from scoville.rtl.lib.params import build_config
 from scoville.sim.cycles import attention as attention_timed
 from scoville.sim.cycles import decoder as decoder_timed
@@ -53,8 +51,6 @@ ARRAY = {"rows": 8, "cols": 16}
 PORT, LATENCY, BPC, CONTEXT = 256, 500, 8, 1024
 ENGINE_HEAD = ("| case | cycles | fast path | fast vs model | weight bytes | memory busy | "
                "array busy | model wall s |\n|---|---:|---:|---:|---:|---:|---:|---:|")
-LAYER_HEAD = ("| case | engine cycles | attention cycles | layer cycles | memory busy | "
-              "array busy |\n|---|---:|---:|---:|---:|---:|")
 #: Fetch buffers that cover the memory's round trip (latency x words a cycle, and a burst).
 BUFFER = 512
 
@@ -68,18 +64,24 @@ def engine_config(tokens: int) -> DecoderConfig:
         "moe.experts": EXPERTS, "moe.top_k": TOP_K, "moe.hidden": H,
         "moe.intermediate": INTER, "moe.array.rows": ARRAY["rows"],
         "moe.array.cols": ARRAY["cols"], "moe.weight_port_bits": PORT,
-        "moe.fetch_buffer": BUFFER, "moe.tokens": max(tokens, 8), "rope.dim": HEAD})
+        "moe.fetch_buffer": BUFFER, "moe.tokens": max(tokens, 8), "rope.dim": HEAD,
+        "attn.kv.kv_heads": KV_HEADS, "attn.kv.head_dim": HEAD, "attn.q_heads": Q_HEADS,
+        "attn.sinks": 1, "attn.kv.banks": 4, "attn.kv.word_bits": 64,
+        "attn.kv.bank_words": 65536, "attn.kv.max_seqs": 8, "attn.array.rows": ARRAY["rows"],
+        "attn.array.cols": ARRAY["cols"]})
 
 
 def engine_program(cfg: DecoderConfig, tokens: int, rng) -> list[dict]:
     """The engine's commands of a GPT-OSS-shaped layer on ``tokens`` tokens: x in, its norm,
     Q/K/V (with biases), the query and key heads rotated (decode, up to 8 tokens: a
-    sequence each, a command each; prefill: chunks of 64 positions), the O projection of the attention's output (here the lines Q/K/V
-    left: the data does not change the cycles), the residual, the MoE's norm, the MoE (each
+    sequence each, a command each; prefill: chunks of 64 positions), the O projection of
+    the attention's output (here the lines Q/K/V left: the data does not change the
+    cycles), the residual, the MoE's norm, the MoE (each
     token's four experts drawn uniformly at random), the residual, out."""
     hl = H // 32
     qkv = (Q_HEADS + 2 * KV_HEADS) * HEAD
     X, N, QKV = 0, tokens * hl, 2 * tokens * hl
+    OUT = QKV + tokens * qkv // 32    # the attention's outputs
     addr = 0
 
     def weights(words: int) -> int:
@@ -98,12 +100,16 @@ def engine_program(cfg: DecoderConfig, tokens: int, rng) -> list[dict]:
              "heads": Q_HEADS + KV_HEADS, "stride": HEAD, "row": row,
              "addr": table + (CONTEXT + t) * cfg.rope_words}
             for t in range(0, tokens, chunk)]
+    step = attention_timed.synthetic_step(cfg.attn, CONTEXT)
+    attend = [{"op": Op.ATTN, "aop": AttnOp.STEP, "seq": t, "count": 1, "a": QKV + t * row,
+               "row": row, "dst": OUT + t * cfg.attn_out_lines(1), "result": step}
+              for t in range(tokens if tokens <= 8 else 0)]
     return [{"op": Op.IN, "dst": X, "count": tokens * hl},
             {"op": Op.NORM, "a": X, "dst": N, "count": tokens, "addr": weights(cfg.norm_words)},
             {"op": Op.LINEAR, "a": N, "dst": QKV, "count": tokens, "k": H, "n": qkv,
              "bias": 1, "addr": weights(lin.weight_words(H, qkv, True))},
-            *rope,
-            {"op": Op.LINEAR, "a": QKV, "dst": N, "count": tokens, "k": Q_HEADS * HEAD,
+            *rope, *attend,
+            {"op": Op.LINEAR, "a": OUT, "dst": N, "count": tokens, "k": Q_HEADS * HEAD,
              "n": H, "bias": 1, "addr": weights(lin.weight_words(Q_HEADS * HEAD, H, True))},
             {"op": Op.ADD, "a": X, "b": N, "dst": X, "count": tokens * hl},
             {"op": Op.NORM, "a": X, "dst": N, "count": tokens, "addr": weights(cfg.norm_words)},
@@ -114,9 +120,10 @@ def engine_program(cfg: DecoderConfig, tokens: int, rng) -> list[dict]:
 
 
 def engine_macs(tokens: int) -> int:
-    """The projections', the router's and the experts' MACs."""
+    """The projections', the router's, the experts' and (decode) the attention's MACs."""
     proj = tokens * H * ((Q_HEADS + 2 * KV_HEADS) * HEAD + Q_HEADS * HEAD)
-    return proj + tokens * H * EXPERTS + tokens * TOP_K * 3 * H * INTER
+    attention = tokens * 2 * Q_HEADS * HEAD * CONTEXT if tokens <= 8 else 0
+    return proj + tokens * H * EXPERTS + tokens * TOP_K * 3 * H * INTER + attention
 
 
 def run_engine(tokens: int, rng, cycle_model: bool) -> dict:
@@ -133,18 +140,6 @@ def run_engine(tokens: int, rng, cycle_model: bool) -> dict:
     return out
 
 
-def run_attention(tokens: int) -> dict:
-    """``tokens`` sequences' decode steps over ``CONTEXT`` tokens each, one after another."""
-    cfg = build_config(AttentionConfig, {
-        "kv.kv_heads": KV_HEADS, "kv.head_dim": HEAD, "q_heads": Q_HEADS, "sinks": 1,
-        # a line of 16 BF16 elements: a column tile of the array (a head is two lines)
-        "kv.banks": 4, "kv.word_bits": 64, "kv.bank_words": 8192,
-        "array.rows": ARRAY["rows"], "array.cols": ARRAY["cols"]})
-    step = attention_timed.decode_step(cfg, CONTEXT)
-    macs = 2 * Q_HEADS * HEAD * CONTEXT
-    return {"cycles": tokens * step["cycles"], "bytes": 0, "macs": tokens * macs}
-
-
 def busy(part: dict) -> tuple[float, float]:
     pes = ARRAY["rows"] * ARRAY["cols"]
     return (part["bytes"] / (part["cycles"] * BPC), part["macs"] / (pes * part["cycles"]))
@@ -156,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="docs/decoder-bench.md")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
-    engine_rows, layer_rows = [], []
+    engine_rows = []
     moe_cfg = engine_config(8).moe
     moe_note = ("`moe_timed.buffer_covers` is false: its issuer asks for a column tile's "
                 f"{moe_cfg.tile_words(H)} words once the loader has started the tile before it, "
@@ -164,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                 "flight" if not moe_timed.buffer_covers(moe_cfg, LATENCY, BPC)
                 else "its weight stream covers the round trip")
     for label, tokens in (("decode, batch 1", 1), ("decode, batch 8", 8),
-                          ("prefill, 256 tokens", 256)):
+                          ("prefill, 256 tokens (attention left out)", 256)):
         e = run_engine(tokens, rng, cycle_model=tokens <= 8)
         mem, arr = busy(e)
         model = f"{e['cycles']:,}" if e["wall"] is not None else "(fast path only)"
@@ -173,13 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {label} | {model} | {e['fast']:,.0f} | "
             + (f"{e['fast'] / e['cycles'] - 1:+.2%}" if e["wall"] is not None else "")
             + f" | {e['bytes']:,} | {mem:.1%} | {arr:.1%} | {wall} |")
-        parts = [e, run_attention(tokens)] if tokens <= 8 else [e]
-        total = {k: sum(p[k] for p in parts) for k in ("cycles", "bytes", "macs")}
-        mem, arr = busy(total)
-        cells = [f"{p['cycles']:,.0f}" for p in parts] + (["(left out)"] if tokens > 8 else [])
-        layer_rows.append(f"| {label} | {' | '.join(cells)} | {total['cycles']:,.0f} | "
-                          f"{mem:.1%} | {arr:.1%} |")
-        print(layer_rows[-1], file=sys.stderr)
+        print(engine_rows[-1], file=sys.stderr)
     text = f"""# The decoder layer's benchmark
 
 Generated by `python scripts/decoder_bench.py --seed {args.seed}`; do not edit by hand.
@@ -195,26 +184,19 @@ bytes delivered / (cycles x {BPC}); **array busy** = useful MACs / ({ARRAY['rows
 and 8 memory busy at least 90%; prefill of 256 tokens after 1k of context array busy at least
 70%.
 
-## The engine's part of the layer (the `decoder` block today)
+## The layer in the `decoder` block
 
 The commands `IN`, `NORM`, Q/K/V projection (N = {(Q_HEADS + 2 * KV_HEADS) * HEAD}, biases),
 `ROPE` of the query and key heads (their table rows from memory: counted in the weight
-bytes), O projection, residual `ADD`, `NORM`, `MOE`, residual `ADD`, `OUT`, one at a time: cycles
-from the timed model (cycle for cycle the RTL's, as the testbench checks at other sizes), the
-fast path beside.
+bytes), in decode an `ATTN` step for each sequence (over {CONTEXT} tokens of its cache, the
+attention block's own {ARRAY['rows']} x {ARRAY['cols']} array), O projection, residual
+`ADD`, `NORM`, `MOE`, residual `ADD`, `OUT`, one at a time: cycles from the timed model (cycle
+for cycle the RTL's, as the testbench checks at other sizes), the fast path beside. Prefill's
+row leaves its attention out (labelled: not the whole layer). The array busy counts every
+part's MACs (the attention's too) over one array's PEs.
 
 {ENGINE_HEAD}
 {chr(10).join(engine_rows)}
-
-## The whole layer, estimated
-
-The engine's part, then the attention block's decode steps (one per sequence, each over
-{CONTEXT} tokens, the attention's own array), one after another: until attention is a command
-of the engine, this is what the models say the layer costs when
-nothing overlaps. The array busy counts every part's MACs over one array's PEs.
-
-{LAYER_HEAD}
-{chr(10).join(layer_rows)}
 
 What stands between these and the targets, read off the rows: the projections keep the
 memory busy (each command pays the memory's latency once); the MoE's weight stream does not

@@ -186,11 +186,15 @@ LINEAR = {"array.rows": 2, "array.cols": 8, "tokens": 4, "k_max": 64, "n_max": 3
           "gap": 0.3, "backpressure": 0.3}
 #: The decoder engine's first look, a slow memory and gaps.
 DECODER = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array.cols": 8,
-           "linear.tokens": 4, "linear.k_max": 64, "linear.n_max": 64,
+           "linear.tokens": 4, "linear.k_max": 128, "linear.n_max": 128,
            "linear.weight_port_bits": 64, "linear.addr_bits": 14, "moe.hidden": 64,
            "moe.intermediate": 32, "moe.experts": 4, "moe.top_k": 2, "moe.tokens": 4,
            "moe.array.rows": 2, "moe.array.cols": 8, "moe.weight_port_bits": 64,
-           "moe.act_fmt": "mxfp4", "moe.x_lanes": 1, "rope.dim": 16, "mem_latency": 9,
+           "moe.act_fmt": "mxfp4", "moe.x_lanes": 1, "rope.dim": 16,
+           "attn.kv.kv_heads": 2, "attn.kv.head_dim": 16, "attn.q_heads": 4,
+           "attn.array.rows": 4, "attn.array.cols": 16, "attn.kv.banks": 2,
+           "attn.kv.word_bits": 64, "attn.kv.bank_words": 1024, "attn.kv.page_tokens": 4,
+           "attn.kv.max_seqs": 2, "attn.chunk": 32, "attn.q_tokens": 4, "mem_latency": 9,
            "mem_bytes_per_cycle": 4, "gap": 0.3, "backpressure": 0.3}
 #: ROPE's vectors of two lines (joined from lines, split into lines).
 DECODER_ROPE64 = {**DECODER, "rope.dim": 64}
@@ -1466,6 +1470,63 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="the same lines at other cycles: without the register a vector's lines are "
             "written a cycle earlier, and the rotation stalls while its second line goes (the "
             "first ROPE's answer comes a cycle early)",
+    ),
+    Mutation(
+        name="decoder-attn-kv-from-queries",
+        models="decoder: ATTN's key and value vectors are walked from the query heads' place",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("(attn.kvwalk, cfg.attn_vectors, c.off + A.q_heads * D,",
+                    "(attn.kvwalk, cfg.attn_vectors, c.off,"),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="the layer's step attends over its own queries as keys and values: other outputs, "
+            "read back through the O projection",
+    ),
+    Mutation(
+        name="decoder-attn-out-heads-swapped",
+        models="decoder: ATTN's outputs are placed KV head within query head (a group's heads "
+               "interleaved with the other group's)",
+        file="scoville/rtl/decoder_parts.py",
+        edits=(Edit("value.eq(((first + j) * QH + h * G + g) * VD + piece * LINE)",
+                    "value.eq(((first + j) * QH + g * KVH + h) * VD + piece * LINE)"),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="two KV heads of two query heads each: the second and third outputs of every "
+            "token trade places",
+    ),
+    Mutation(
+        name="decoder-attn-status-dropped",
+        models="decoder: an ATTN is answered OK whatever the attention block answers",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("m.d.comb += code.eq(Status[cache_code.name])",
+                    "m.d.comb += code.eq(Status.OK)"),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.STATUS,
+        why="random ATTN commands name sequences that are not there, heads past the last, "
+            "steps longer than the block takes: each answered OK",
+    ),
+    Mutation(
+        name="decoder-attn-append-of-two",
+        models="decoder: an ATTN append of more than one token is passed to the attention "
+               "block",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("| ((c.aop == AttnOp.APPEND) & (c.count != 1)))",
+                    ")"),),
+        block="decoder", params=DECODER, tests=("test_edges",),
+        expect=Kind.TIMEOUT, also=Kind.STATUS,
+        why="test_edges' refusal of an append of two: the block feeds two tokens' keys and "
+            "values, the attention takes one token's, and the engine waits for the rest",
+    ),
+    Mutation(
+        name="decoder-attn-command-late",
+        models="decoder: the attention block's command is offered a cycle late",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit('ac = self._offer(m, blk.cmd, start, "attn")',
+                    'start_q = Signal()\n        m.d.sync += start_q.eq(start)\n'
+                    '        ac = self._offer(m, blk.cmd, start_q, "attn")'),),
+        block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
+        expect=Kind.TIMING, streams=("resp", "cmd", "x", "o", "req", "rdata"),
+        why="every ATTN's answer comes a cycle late, and every command after it",
     ),
 )
 

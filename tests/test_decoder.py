@@ -238,11 +238,16 @@ def test_a_users_model_from_files(tmp_path):
 # ---- the decoder block's engine --------------------------------------------------------------
 
 ENGINE = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array.cols": 8,
-          "linear.tokens": 4, "linear.k_max": 64, "linear.n_max": 64,
+          "linear.tokens": 4, "linear.k_max": 128, "linear.n_max": 128,
           "linear.weight_port_bits": 64, "linear.addr_bits": 14, "moe.hidden": 64,
           "moe.intermediate": 32, "moe.experts": 4, "moe.top_k": 2, "moe.tokens": 4,
           "moe.array.rows": 2, "moe.array.cols": 8, "moe.weight_port_bits": 64,
-          "moe.act_fmt": "mxfp4", "moe.x_lanes": 1, "rope.dim": 16}
+          "moe.act_fmt": "mxfp4", "moe.x_lanes": 1, "rope.dim": 16,
+          # tiny GPT-OSS's attention: 4 query and 2 KV heads of 16, steps of up to 4 tokens
+          "attn.kv.kv_heads": 2, "attn.kv.head_dim": 16, "attn.q_heads": 4,
+          "attn.array.rows": 4, "attn.array.cols": 16, "attn.kv.banks": 2,
+          "attn.kv.word_bits": 64, "attn.kv.bank_words": 1024, "attn.kv.page_tokens": 4,
+          "attn.kv.max_seqs": 2, "attn.chunk": 32, "attn.q_tokens": 4}
 ENGINE_CFG = build_config(DecoderConfig, ENGINE)
 
 
@@ -336,6 +341,41 @@ def test_engine_rope_against_float64(dim, interleaved):
     assert np.array_equal(got[:, ~touched], x[:, ~touched])
 
 
+def test_engine_attn_against_float64():
+    """ATTN: a sequence allocated, the sinks set, a step of three tokens then one of one
+    (after the first step's tokens), each from rows of the query, key and value heads
+    (``off`` 32 values in, 5 lines a token): every output within the BF16 bound of float64
+    attention with the sinks over all tokens so far (GPT-OSS's), written token by token from
+    ``dst``, the lines after them unchanged; the answers' sequences and lengths."""
+    from scoville.rtl.decoder import AttnOp
+    from scoville.sim.golden import attention as attn_golden
+
+    cfg = ENGINE_CFG
+    A = cfg.attn
+    rng = np.random.default_rng(9)
+    prog = Program(cfg)
+    x = rng.standard_normal((4, 5 * 32)).astype(np.float32)
+    sinks = rng.standard_normal(A.q_heads).astype(np.float32)
+    prog.load(0, x)
+    prog.attn(AttnOp.ALLOC)
+    for h, value in enumerate(sinks):
+        prog.attn(AttnOp.SINK, heads=h, value=int(value.view(np.uint32)))
+    prog.attn(AttnOp.STEP, seq=0, count=3, a=0, row=5, off=32, dst=40)
+    prog.attn(AttnOp.STEP, seq=0, count=1, a=15, row=5, off=32, dst=46)
+    prog.cmd(Op.OUT, a=40, count=10)
+    model, outs = _run(prog)
+    assert [s for s, _ in outs] == [Status.OK] * len(outs)
+    got = outs[-1][1].view(np.float32)
+    d = A.kv.head_dim
+    heads = x[:, 32:32 + (A.q_heads + 2 * A.kv.kv_heads) * d].reshape(4, -1, d)
+    q, k, v = np.split(heads, [A.q_heads, A.q_heads + A.kv.kv_heads], axis=1)
+    ref = attn_golden.reference(q, k.transpose(1, 0, 2), v.transpose(1, 0, 2), sinks=sinks)
+    out = got[:8].reshape(4, A.q_heads, d)
+    assert np.abs(out - ref).max() <= 2e-2 * np.abs(ref).max()
+    assert not np.any(got[8:])       # never written (the activation memory starts at 0)
+    assert [r.length for r in model.results] == [0] + [0] * A.q_heads + [3, 4]
+
+
 #: Configs whose edges differ: a column tile a line wide, a token a line with a port that holds
 #: its norm weights in one word, the first look.
 REFUSAL_CONFIGS = [ENGINE_CFG, build_config(DecoderConfig, {**ENGINE, "linear.array.cols": 32}),
@@ -375,10 +415,10 @@ def test_a_refused_command_changes_nothing(cfg):
     ({"op": Op.OUT, "a": 127, "count": 1}, Status.OK),
     ({"op": Op.IN, "dst": 127, "count": 2}, Status.BAD_RANGE),
     ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 4, "k": 64, "n": 64}, Status.OK),
-    ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 4, "k": 96, "n": 64}, Status.BAD_SHAPE),
+    ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 4, "k": 160, "n": 64}, Status.BAD_SHAPE),
     ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 1, "k": 64, "n": 40}, Status.BAD_SHAPE),
     ({"op": 8, "count": 1}, Status.BAD_SHAPE),
-    # ROPE (vectors of 16 values, a table row 8 words, fetches of at most 255 words)
+    # ROPE (vectors of 16 values, a table row 8 words, fetches of at most 511 words)
     ({"op": Op.ROPE, "a": 127, "count": 1, "heads": 2, "stride": 16, "row": 1}, Status.OK),
     ({"op": Op.ROPE, "a": 127, "count": 2, "heads": 1, "row": 1}, Status.BAD_RANGE),
     ({"op": Op.ROPE, "a": 0, "count": 1, "heads": 3, "stride": 16, "row": 1},
@@ -388,11 +428,24 @@ def test_a_refused_command_changes_nothing(cfg):
     ({"op": Op.ROPE, "a": 0, "count": 1, "heads": 2, "stride": 8, "row": 1},
      Status.BAD_SHAPE),                                                     # overlapping
     ({"op": Op.ROPE, "a": 0, "count": 1, "heads": 0, "row": 1}, Status.BAD_SHAPE),
-    ({"op": Op.ROPE, "a": 0, "count": 31, "heads": 1, "row": 1}, Status.OK),
-    ({"op": Op.ROPE, "a": 0, "count": 32, "heads": 1, "row": 1}, Status.BAD_SHAPE),
+    ({"op": Op.ROPE, "a": 0, "count": 63, "heads": 1, "row": 1}, Status.OK),
+    ({"op": Op.ROPE, "a": 0, "count": 64, "heads": 1, "row": 1}, Status.BAD_SHAPE),
     ({"op": Op.ROPE, "count": 1, "heads": 1, "row": 1, "addr": (1 << 14) - 8}, Status.OK),
     ({"op": Op.ROPE, "count": 1, "heads": 1, "row": 1, "addr": (1 << 14) - 7},
      Status.BAD_SHAPE),
+    # ATTN (4 query and 2 KV heads of 16: 128 values, 4 lines a token; outputs 2 lines)
+    ({"op": Op.ATTN, "aop": 0}, Status.OK),                                 # alloc
+    ({"op": Op.ATTN, "aop": 3, "count": 2, "a": 120, "row": 4, "dst": 124}, Status.OK),
+    ({"op": Op.ATTN, "aop": 3, "count": 2, "a": 121, "row": 4}, Status.BAD_RANGE),
+    ({"op": Op.ATTN, "aop": 3, "count": 2, "row": 4, "dst": 125}, Status.BAD_RANGE),
+    ({"op": Op.ATTN, "aop": 3, "count": 0, "row": 4}, Status.BAD_RANGE),
+    ({"op": Op.ATTN, "aop": 3, "count": 1, "row": 4, "off": 16}, Status.BAD_SHAPE),
+    ({"op": Op.ATTN, "aop": 3, "count": 1, "row": 5, "off": 16}, Status.OK),
+    ({"op": Op.ATTN, "aop": 3, "count": 1, "row": 5, "off": 8}, Status.BAD_SHAPE),
+    ({"op": Op.ATTN, "aop": 2, "count": 2, "row": 4}, Status.BAD_SHAPE),    # append of two
+    ({"op": Op.ATTN, "aop": 2, "count": 1, "row": 4, "dst": 127}, Status.OK),
+    ({"op": Op.ATTN, "aop": 3, "count": 9, "row": 4}, Status.OK),  # the attention refuses it
+    ({"op": Op.ATTN, "aop": 6, "count": 0}, Status.OK),             # the attention refuses it
     ({"op": Op.MOE, "a": 126, "dst": 0, "count": 1}, Status.OK),            # the last token
     ({"op": Op.MOE, "a": 127, "dst": 0, "count": 1}, Status.BAD_RANGE),
     ({"op": Op.MOE, "a": 0, "dst": 126, "count": 2}, Status.BAD_RANGE),
@@ -440,6 +493,10 @@ def test_engine_timing_by_hand():
      "'moe.array.cols' = 64 is not allowed; allowed: 2, 4, 8, 16, 32"),
     ({**ENGINE, "linear.addr_bits": 10}, "'linear.addr_bits' = 10 is not allowed with this MoE"),
     ({"moe.weight_port_bits": 64}, "'moe.weight_port_bits' = 64 is not allowed; allowed: 256"),
+    ({"attn.kv.head_dim": 48}, "'attn.kv.head_dim' = 48 is not allowed; allowed: 2, 4"),
+    ({"attn.mla": 1, "attn.kv.kv_heads": 1, "attn.kv.head_dim": 96, "attn.rope_dim": 32},
+     "'attn.mla' = 1 is not allowed in the decoder block yet"),
+    ({"attn.array.fmt": "mxfp8"}, "'attn.array.fmt' = 'mxfp8' is not allowed in the RTL"),
 ])
 def test_engine_config_errors_are_one_line(params, match):
     with pytest.raises(ParamError, match=match) as err:
@@ -458,7 +515,10 @@ def test_engine_config_errors_are_one_line(params, match):
      "moe.routed_scaling_factor": 2.5, "moe.array.cols": 4, "moe.x_lanes": 4,
      "mem_latency": 100,
      "mem_bytes_per_cycle": 4, "gap": 0.8, "backpressure": 0.8, "commands": 6,
-     "rope.dim": 8, "rope.interleaved": 1, "rope.latency": 1},
+     "rope.dim": 8, "rope.interleaved": 1, "rope.latency": 1,
+     # decode steps of one KV head of a line (32 values), two query heads, a window of 6
+     "attn.mode": "decode", "attn.kv.kv_heads": 1, "attn.kv.head_dim": 32, "attn.q_heads": 2,
+     "attn.array.rows": 2, "attn.array.cols": 32, "attn.window": 6, "attn.sinks": 0},
 ], ids=["h64", "h96-heavy"])
 def test_decoder_rtl(simulator, seed, params):
     assert_passed(simulate("decoder", simulator, seed, **params))

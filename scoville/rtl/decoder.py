@@ -16,7 +16,7 @@ fetching parts share the memory port through :class:`~scoville.rtl.lib.memmux.Me
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -156,17 +156,16 @@ class DecoderConfig:
                              f"linear.weight_port_bits = {self.linear.weight_port_bits}: a "
                              f"table row must be whole words; allowed: "
                              f"{', '.join(map(str, dims)) or 'none'}")
-        error = rtl_error(self.attn)
-        if error:
-            raise ParamError(error.replace("parameter '", "parameter 'attn.", 1))
         if self.attn.mla:
             raise ParamError("parameter 'attn.mla' = 1 is not allowed in the decoder block "
                              "yet; allowed: 0")
-        for name, value in (("attn.kv.head_dim", self.attn.kv.head_dim),):
-            if value not in ROPE_DIMS:
-                raise ParamError(f"parameter {name!r} = {value} is not allowed; allowed: "
-                                 f"{', '.join(map(str, ROPE_DIMS))} (a head within a line, "
-                                 "or whole lines)")
+        if self.attn.kv.head_dim not in ROPE_DIMS:
+            raise ParamError(f"parameter 'attn.kv.head_dim' = {self.attn.kv.head_dim} is not "
+                             f"allowed; allowed: {', '.join(map(str, ROPE_DIMS))} (a head "
+                             "within a line, or whole lines)")
+        error = rtl_error(self.attn)
+        if error:
+            raise ParamError(error.replace("parameter '", "parameter 'attn.", 1))
         _ = self.norm  # eps is checked by the norm's config
         if self.norm_words >= 1 << self.linear.fetch.len_bits:
             raise ParamError(f"parameter 'hidden' = {self.hidden} is not allowed with "
@@ -477,13 +476,16 @@ class Decoder(wiring.Component):
             attn.out = blk.o
         # The answer, taken at once.
         answer = blk.resp.payload
+        code = Signal(Status)
+        with m.Switch(answer.status):     # the cache's codes, by name
+            for cache_code in CacheStatus:
+                with m.Case(cache_code):
+                    m.d.comb += code.eq(Status[cache_code.name])
+        # One assignment of the whole answer: a struct driven field by field from processes
+        # of their own becomes Verilog that Icarus leaves at X until a field's source changes.
         m.d.comb += [blk.resp.ready.eq(seq.active & (run.op == Op.ATTN)),
                      seq.answered.eq(blk.resp.valid & blk.resp.ready),
-                     seq.answer.seq.eq(answer.seq), seq.answer.length.eq(answer.length)]
-        with m.Switch(answer.status):     # the cache's codes, by name
-            for code in CacheStatus:
-                with m.Case(code):
-                    m.d.comb += seq.answer.status.eq(Status[code.name])
+                     seq.answer.eq(Cat(code, answer.seq, answer.length))]
 
     def _rope_datapath(self, m, rope, port):
         """``ROPE``: the walker's lines (read on ``port``) gathered into vectors, each rotated

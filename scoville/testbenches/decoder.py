@@ -24,7 +24,7 @@ import cocotb
 import numpy as np
 from amaranth.hdl import Shape
 
-from scoville.rtl.decoder import LINE, OPS, STATUS, AttnOp, Op, Status, command_layout
+from scoville.rtl.decoder import LINE, OPS, AttnOp, Op, Status, command_layout
 from scoville.sim.cycles.decoder import timing
 from scoville.sim.cycles.memory import MemoryAgent
 from scoville.sim.cycles.stream import ALWAYS
@@ -278,12 +278,13 @@ def top_edges(prog: Program, rng) -> None:
     an in-place ``NORM`` of the last token with its weights ending at the last word, a
     ``LINEAR`` of the last line onto itself with its weights ending there too, each read
     back (the weights only where the memory's image can hold them: ``addr_bits`` at most
-    16)."""
+    16); :func:`edge_commands` before those."""
     cfg, lin = prog.cfg, prog.cfg.linear
     N, hl, top = cfg.act_lines, cfg.hidden // LINE, 1 << lin.addr_bits
     prog.load(N - 2, rng.standard_normal((2, LINE)))
     prog.cmd(Op.ADD, a=N - 2, b=N - 2, dst=N - 2, count=2)
     prog.cmd(Op.OUT, a=N - 2, count=2)
+    edge_commands(prog)
     if lin.addr_bits > 16:
         return
     w = (rng.standard_normal((LINE, LINE)) / 4).astype(np.float32)
@@ -293,6 +294,17 @@ def top_edges(prog: Program, rng) -> None:
     prog.cmd(Op.NORM, a=N - hl, dst=N - hl, count=1, addr=norm_at)
     prog.cmd(Op.LINEAR, a=N - 1, dst=N - 1, count=1, k=LINE, n=LINE, addr=lin_at)
     prog.cmd(Op.OUT, a=N - hl, count=hl)
+
+
+def edge_commands(prog: Program) -> None:
+    """A ``ROPE`` of a vector a line into its token's row, on the memory's last lines, read
+    back; an ``ATTN`` free of a sequence never allocated (the attention block's ``NO_SEQ``)."""
+    cfg = prog.cfg
+    N, row = cfg.act_lines, cfg.rope_lines + 1
+    prog.cmd(Op.ROPE, a=N - row, count=1, heads=1, off=LINE, row=row,
+             addr=prog.rope_table([4095]))
+    prog.cmd(Op.OUT, a=N - row, count=row)
+    prog.attn(AttnOp.FREE, seq=cfg.attn.kv.max_seqs - 1)
 
 
 def top_moe(prog: Program, rng) -> None:

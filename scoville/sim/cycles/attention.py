@@ -51,7 +51,7 @@ from .attention_walk import CommandIssuer, ReadIssuer
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 from .unit import Wire, run
 
-__all__ = ["COUNTERS", "Parts", "decode_step", "macs", "timing"]
+__all__ = ["COUNTERS", "Parts", "decode_step", "macs", "synthetic_step", "timing"]
 
 #: Every counter of the block, by its dotted name.
 COUNTERS = (*(f"kv.{c}" for c in CACHE_COUNTERS),
@@ -247,11 +247,13 @@ class _Block:
                       self.p.counters())
 
 
-def _synthetic_step(config, length: int, plan: list[int]):
+def synthetic_step(config, length: int, plan: list[int] | None = None):
     """A decode step as :func:`timing` reads it, without values: the append of the step's token
     (the sequence then holds ``length`` tokens) and, for each KV head, reads of ``plan``'s
-    chunk sizes (K, then V)."""
+    chunk sizes (K, then V; the step's own chunks when None)."""
     kv = config.kv
+    if plan is None:
+        plan = [n for _, n in config.chunk_plan(*config.attended(length))]
     append = SimpleNamespace(op=CacheOp.APPEND, status=Status.OK, reached="done",
                              new_page=(length - 1) % kv.page_tokens == 0, copied=False,
                              data=(), walked=0)
@@ -266,7 +268,7 @@ def _synthetic_step(config, length: int, plan: list[int]):
             v_read = SimpleNamespace(op=CacheOp.READ, status=Status.OK,
                                      data=range(n * config.v_lines), walked=0)
             cache += [k_read] + [v_read] * config.v_tiles
-    return SimpleNamespace(op=Op.STEP, status=Status.OK, out=range(config.q_heads),
+    return SimpleNamespace(op=Op.STEP, status=Status.OK, out=range(config.q_heads), length=length,
                            cache=cache, chunks=chunks, tokens=1)
 
 
@@ -281,7 +283,7 @@ def _step_counts(config, length: int, heads: int, plan: tuple[int, ...]) -> dict
     """:func:`timing` of one step (streams that keep up) on ``config`` with ``heads`` KV heads,
     its command offered from cycle 0: ``cycles`` to its answer, and every counter."""
     cfg = _with_heads(config, heads)
-    t = timing(cfg, [_synthetic_step(cfg, length, list(plan))])
+    t = timing(cfg, [synthetic_step(cfg, length, list(plan))])
     return {"cycles": t.cycles, **t.counters}
 
 
