@@ -43,6 +43,7 @@ from scoville.sim.cycles import attention as attention_timed
 from scoville.sim.cycles import decoder as decoder_timed
 from scoville.sim.cycles import moe as moe_timed
 from scoville.sim.cycles.memory import MemoryAgent
+from scoville.sim.golden.decoder import COMMAND_FIELDS, check
 
 ROOT = Path(__file__).resolve().parents[1]
 H, Q_HEADS, KV_HEADS, HEAD = 256, 8, 2, 32
@@ -129,6 +130,8 @@ def engine_macs(tokens: int) -> int:
 def run_engine(tokens: int, rng, cycle_model: bool) -> dict:
     cfg = engine_config(tokens)
     cmds = engine_program(cfg, tokens, rng)
+    refused = [c for c in cmds if check(cfg, {f: c.get(f, 0) for f in COMMAND_FIELDS})]
+    assert not refused, f"the bench's program has refused commands: {refused[:1]}"
     fast = decoder_timed.fast(cfg, cmds, LATENCY, BPC)
     out = {"fast": fast["cycles"], "macs": engine_macs(tokens), "wall": None,
            "cycles": fast["cycles"], "bytes": fast["weight_words"] * PORT // 8}

@@ -516,8 +516,9 @@ def test_engine_config_errors_are_one_line(params, match):
      "mem_latency": 100,
      "mem_bytes_per_cycle": 4, "gap": 0.8, "backpressure": 0.8, "commands": 6,
      "rope.dim": 8, "rope.interleaved": 1, "rope.latency": 1,
-     # decode steps of one KV head of a line (32 values), two query heads, a window of 6
-     "attn.mode": "decode", "attn.kv.kv_heads": 1, "attn.kv.head_dim": 32, "attn.q_heads": 2,
+     # decode steps of one KV head of a line (32 values) and one query head (a token's
+     # query, key and value: the 96 values of the up projection), a window of 6
+     "attn.mode": "decode", "attn.kv.kv_heads": 1, "attn.kv.head_dim": 32, "attn.q_heads": 1,
      "attn.array.rows": 2, "attn.array.cols": 32, "attn.window": 6, "attn.sinks": 0},
 ], ids=["h64", "h96-heavy"])
 def test_decoder_rtl(simulator, seed, params):
@@ -527,14 +528,18 @@ def test_decoder_rtl(simulator, seed, params):
 @pytest.mark.sim
 @pytest.mark.alternate_sims
 @pytest.mark.parametrize("params", [
-    # ROPE's vectors of two lines (joined, split), interleaved pairs; a line's (32 values)
-    pytest.param({**ENGINE, "rope.dim": 64, "rope.interleaved": 1, "rope.latency": 3},
-                 marks=pytest.mark.verilator_unless_both),
+    # ROPE's and the attention's vectors of two lines (joined, split), interleaved pairs,
+    # two query heads on one KV head (256 values a token); a line's ROPE (32 values)
+    pytest.param({**ENGINE, "rope.dim": 64, "rope.interleaved": 1, "rope.latency": 3,
+                  "linear.k_max": 256, "linear.n_max": 256, "attn.kv.kv_heads": 1,
+                  "attn.kv.head_dim": 64, "attn.q_heads": 2, "attn.array.rows": 2,
+                  "attn.array.cols": 64}, marks=pytest.mark.verilator_unless_both),
     pytest.param({**ENGINE, "rope.dim": 32}, marks=pytest.mark.verilator_unless_both),
 ], ids=["rope64", "rope32"])
 def test_decoder_rtl_wide_rope(simulator, seed, params):
     """ROPE's 64 or 32 FP32 rotations a vector take Icarus minutes to compile: Verilator
-    alone unless ``--both-sims``."""
+    alone unless ``--both-sims``. The first also runs heads of 64 values through the
+    attention (its gatherers join two lines, its outputs split into two)."""
     assert_passed(simulate("decoder", simulator, seed, **params))
 
 

@@ -412,9 +412,7 @@ class Decoder(wiring.Component):
             gather=VecGather(D), rows=Joiner(cfg.linear.weight_port_bits, cfg.rope_words),
             rope=Rope(cfg.rope),
             split=Splitter(line_layout(), cfg.rope_lines, held=True) if D > LINE else None)
-        for name, part_ in vars(parts).items():
-            if part_ is not None:
-                m.submodules[f"rope_{name}" if name != "rope" else "rope"] = part_
+        _register(m, "rope", parts)
         return parts
 
     def _attn_parts(self, m) -> SimpleNamespace:
@@ -430,9 +428,7 @@ class Decoder(wiring.Component):
             owalk=OutWalker(cfg.line_bits, q_heads=A.q_heads, kv_heads=A.kv.kv_heads,
                             v_dim=VD, row_tokens=min(A.row_tokens, A.max_step_tokens)),
             split=Splitter(line_layout(), VD // LINE) if VD > LINE else None)
-        for name, part_ in vars(parts).items():
-            if part_ is not None:
-                m.submodules[f"attn_{name}" if name != "attn" else "attn"] = part_
+        _register(m, "attn", parts)
         return parts
 
     def _attn_datapath(self, m, seq, attn, ports):
@@ -635,6 +631,7 @@ class Decoder(wiring.Component):
         bad_rope = self._bad_rope(m, c)
         D, g = A.kv.head_dim, min(A.kv.head_dim, LINE)
         bad_attn = walks & ((c.count > 256) | (c.off % g != 0)
+                            | (c.off + A.q_heads * D >= 1 << 16)    # the key walker's off
                             | (c.off + (A.q_heads + cfg.attn_vectors) * D > c.row * LINE)
                             | ((c.aop == AttnOp.APPEND) & (c.count != 1)))
         with m.If(c.op > Op.ATTN):
@@ -675,3 +672,10 @@ class Decoder(wiring.Component):
                        Mux(c.op == Op.MOE, c.count * (cfg.hidden // MC),
                            Mux(c.op == Op.ROPE, c.count * c.heads * cfg.rope_lines,
                                Mux(c.op == Op.ATTN, 1, c.count)))))
+
+
+def _register(m, prefix: str, parts: SimpleNamespace) -> None:
+    """``parts`` as submodules named ``PREFIX_NAME`` (the one called ``prefix`` as it is)."""
+    for name, part_ in vars(parts).items():
+        if part_ is not None:
+            m.submodules[name if name == prefix else f"{prefix}_{name}"] = part_

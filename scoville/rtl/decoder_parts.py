@@ -52,7 +52,7 @@ def line_layout() -> data.ArrayLayout:
 
 def command_layout(config) -> data.StructLayout:
     """A ``cmd`` beat: ``op``; the activation lines ``a``, ``b`` (read) and ``dst`` (written);
-    ``count`` (lines, or tokens for ``NORM``, ``LINEAR``, ``MOE`` and ``ROPE``);
+    ``count`` (lines, or tokens for ``NORM``, ``LINEAR``, ``MOE``, ``ROPE`` and ``ATTN``);
     ``LINEAR``'s ``k``, ``n`` and ``bias``; the memory word ``addr`` of ``NORM``'s,
     ``LINEAR``'s and ``MOE``'s weights and ``ROPE``'s table rows; ``ROPE``'s ``heads``
     (vectors a token), ``stride`` and ``off`` (values: between a token's vectors, and to its
@@ -492,8 +492,11 @@ class Sequencer(wiring.Component):
 
     A command is taken while idle. One the block refuses (``good``, the rules of
     :func:`scoville.sim.golden.decoder.check`: an unknown op; a ``count`` of 0, a range past
-    the activation memory, a write that overtakes a read; a projection's shape or weights
-    past the memory) is answered at once, changing nothing. Otherwise ``start`` is high in
+    the activation memory, a write that overtakes a read; a projection's shape, a ``ROPE``'s
+    or an ``ATTN``'s vectors that do not fit their rows, weights past the memory) is answered
+    at once, changing nothing. An ``ATTN`` ends on the attention block's answer: the block
+    has taken every vector the engine's walkers give and given every output by then (the
+    checks keep the two counts equal: an append is one token). Otherwise ``start`` is high in
     the cycle it is taken (with ``go`` for every op but ``NORM``), and the op runs until its
     ``expect`` beats are counted (``writes`` of the activation memory; ``OUT``: beats of
     ``o``; ``ATTN``: the attention block's answer, ``answered``, whose ``answer`` becomes the

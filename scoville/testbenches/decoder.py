@@ -63,6 +63,7 @@ BINS = {
     "op:rope_heads": "a ROPE of more than one vector a token",
     "op:attn_step": "an ATTN step the attention block attends",
     "op:attn_tokens": "an ATTN step of more than one token",
+    "op:attn_partial_tile": "an ATTN step whose last row tile is partial",
     "op:attn_answered": "an ATTN the attention block answers with other than OK",
     "op:rope_offset": "a ROPE whose vectors start past their token's first value",
     **{f"cmd:refused_{s}": f"a command refused with status {s}"
@@ -155,8 +156,9 @@ def fill(prog: Program, rng) -> None:
 def layer(prog: Program, rng, tokens: int, specials: bool = False) -> None:
     """A layer's shape on ``tokens`` tokens: x in, ``h = norm(x)``, ``u = h W1^T + b1`` (N =
     the projections' most), its heads rotated; where u holds a token's query, key and value
-    heads, attention over them (a new sequence, the sinks set, a step, freed) into u's first
-    lines and ``d = o W2^T``, else ``d = u W2^T`` (back to H), ``x = x + d`` in place, x out; ``h =
+    heads, attention over them (a new sequence, the sinks set, steps of the most tokens a
+    step takes, freed) into u's first lines and ``d = o W2^T``, else ``d = u W2^T`` (back
+    to H), ``x = x + d`` in place, x out; ``h =
     norm(x)``, the MoE of h over h (its first ``moe.tokens`` tokens), ``x = x + h``, x out;
     then ``norm`` in place and out (``specials``: NaN, infinities and huge values in x)."""
     cfg = prog.cfg
@@ -175,22 +177,25 @@ def layer(prog: Program, rng, tokens: int, specials: bool = False) -> None:
              addr=prog.linear_weight(w1, rng.standard_normal(N).astype(np.float32)))
     A = cfg.attn
     dh, qkv = A.kv.head_dim, (A.q_heads + cfg.attn_vectors) * A.kv.head_dim
-    attends = qkv <= N and tokens <= A.max_step_tokens and cfg.rope.dim == dh
+    out = A.q_heads * A.v_dim           # a token's outputs
+    attends = qkv <= N and out % LINE == 0
     d = cfg.rope.dim
     if N >= d:      # u's heads rotated in place, the tokens at positions p0 on
         p0 = int(rng.integers(0, 4096))
-        heads = A.q_heads + A.kv.kv_heads if attends else N // d
+        heads = A.q_heads + A.kv.kv_heads if attends and d == dh else N // d
         prog.cmd(Op.ROPE, a=U, count=tokens, heads=heads, stride=d, row=N // LINE,
                  addr=prog.rope_table(p0 + np.arange(tokens)))
     k = N
-    if attends:     # attention over a new sequence, its output over u's first lines
+    if attends:     # attention over a new sequence, its outputs over u's first lines
         prog.attn(AttnOp.ALLOC)
         for h in range(A.q_heads if A.sinks else 0):
             prog.attn(AttnOp.SINK, heads=h, value=int(np.float32(rng.standard_normal())
                                                        .view(np.uint32)))
-        prog.attn(AttnOp.STEP, seq=0, count=tokens, a=U, row=N // LINE, dst=U)
+        for t in range(0, tokens, A.max_step_tokens):    # steps of the most it takes
+            prog.attn(AttnOp.STEP, seq=0, count=min(A.max_step_tokens, tokens - t),
+                      a=U + t * (N // LINE), row=N // LINE, dst=U + t * out // LINE)
         prog.attn(AttnOp.FREE, seq=0)
-        k = A.q_heads * A.v_dim
+        k = out
     w2 = (rng.standard_normal((H, k)) / np.sqrt(k)).astype(np.float32)
     prog.cmd(Op.LINEAR, a=U, dst=Hd, count=tokens, k=k, n=H, addr=prog.linear_weight(w2))
     prog.cmd(Op.ADD, a=X, b=Hd, dst=X, count=tokens * hl)
@@ -298,13 +303,24 @@ def top_edges(prog: Program, rng) -> None:
 
 def edge_commands(prog: Program) -> None:
     """A ``ROPE`` of a vector a line into its token's row, on the memory's last lines, read
-    back; an ``ATTN`` free of a sequence never allocated (the attention block's ``NO_SEQ``)."""
+    back; an ``ATTN`` step of three tokens (one in decode: a partial row tile either way
+    where a tile holds two or more) over the first lines, its outputs read back; a free of a
+    sequence never allocated (the attention block's ``NO_SEQ``)."""
     cfg = prog.cfg
+    A = cfg.attn
     N, row = cfg.act_lines, cfg.rope_lines + 1
     prog.cmd(Op.ROPE, a=N - row, count=1, heads=1, off=LINE, row=row,
              addr=prog.rope_table([4095]))
     prog.cmd(Op.OUT, a=N - row, count=row)
-    prog.attn(AttnOp.FREE, seq=cfg.attn.kv.max_seqs - 1)
+    t = min(3, A.max_step_tokens)
+    rows = -(-(A.q_heads + cfg.attn_vectors) * A.kv.head_dim // LINE)
+    out = cfg.attn_out_lines(t)
+    if t * rows + out <= N:
+        prog.attn(AttnOp.ALLOC)
+        prog.attn(AttnOp.STEP, seq=0, count=t, a=0, row=rows, dst=t * rows)
+        prog.cmd(Op.OUT, a=t * rows, count=out)
+        prog.attn(AttnOp.FREE, seq=0)
+    prog.attn(AttnOp.FREE, seq=A.kv.max_seqs - 1)
 
 
 def top_moe(prog: Program, rng) -> None:
@@ -435,7 +451,10 @@ def _cover(cov, cfg, c: dict) -> None:
     cov.hit_if("op:moe_tokens", op == Op.MOE and c["count"] == cfg.moe.tokens)
     cov.hit_if("op:rope_heads", op == Op.ROPE and c["heads"] > 1)
     cov.hit_if("op:rope_offset", op == Op.ROPE and c["off"] > 0)
-    cov.hit_if("op:attn_tokens", op == Op.ATTN and c["aop"] == AttnOp.STEP and c["count"] > 1)
+    step = op == Op.ATTN and c["aop"] == AttnOp.STEP
+    cov.hit_if("op:attn_tokens", step and c["count"] > 1)
+    tile = min(cfg.attn.row_tokens, cfg.attn.max_step_tokens)
+    cov.hit_if("op:attn_partial_tile", step and tile > 1 and c["count"] % tile != 0)
 
 
 def timed_commands(cfg, commands: list[dict], model: DecoderModel) -> list[dict]:

@@ -132,7 +132,8 @@ class Parts:
         return not self.query.idle
 
     def kv_ready(self, t: int) -> bool:
-        """The feeder takes a K or V vector in cycle ``t`` (whichever is next)."""
+        """The feeder takes a K or V vector in cycle ``t`` (whichever is next; from the
+        cache's state at the cycle's start, as the other ports' readiness)."""
         return self.feeder.in_ready(self.cache.wd_ready)
 
     @property

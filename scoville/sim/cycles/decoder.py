@@ -8,7 +8,9 @@ its weights' fetch engine (:class:`~scoville.sim.cycles.fetch.Engine`) and loade
 projections (:class:`~scoville.sim.cycles.linear.Parts`), the MoE
 (:class:`~scoville.sim.cycles.moe.Parts`) and its line splitter, ``ROPE``'s walkers, joiners
 (a vector's lines, a table row's words), rotation
-(:class:`~scoville.sim.cycles.stream.StallPipeline`) and splitter, the memory mux
+(:class:`~scoville.sim.cycles.stream.StallPipeline`) and splitter, ``ATTN``'s attention
+(:class:`~scoville.sim.cycles.attention.Parts`) with its walkers, gatherers, output splitter
+and output walker, the memory mux
 (:class:`~scoville.sim.cycles.memory.MemoryMux`) and the memory. The activation memory's
 write port always takes a line, so what a command writes counts in the cycle its unit hands
 it over (the placers pass the projection's rows and the MoE's words through).
@@ -386,17 +388,17 @@ class _Block:
     def _part_commands(self) -> None:
         """The parts' commands on their wires (the ones pending)."""
         cfg, w = self.cfg, self.w
-        lin, norm, moe, attn = self._pending
+        lin, vec, moe, attn = self._pending      # vec: a NORM's weights or a ROPE's rows
         w.at_cmd.set(attn is not None, self.attn.cmd_ready,
                      None if attn is None else attn["result"])
         w.lin_cmd.set(lin is not None, self.proj.seq.state == "IDLE",
                       None if lin is None else {"tokens": lin["count"], "k": lin["k"],
                                                 "n": lin["n"], "addr": lin["addr"],
                                                 "bias": lin["bias"]})
-        w.wf_cmd.set(norm is not None, self.wfetch.ready,
-                     None if norm is None else (norm["addr"], cfg.norm_words
-                                                if norm["op"] == Op.NORM
-                                                else norm["count"] * cfg.rope_words))
+        w.wf_cmd.set(vec is not None, self.wfetch.ready,
+                     None if vec is None else (vec["addr"], cfg.norm_words
+                                               if vec["op"] == Op.NORM
+                                               else vec["count"] * cfg.rope_words))
         w.moe_cmd.set(moe is not None, self.moe.seq.state == "IDLE",
                       None if moe is None else Batch(moe["count"], tuple(moe["groups"])))
 

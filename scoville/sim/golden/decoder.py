@@ -832,8 +832,9 @@ def check(config, cmd: dict):
     a ``LINEAR`` the projections refuse or whose ``k`` or ``n`` is not a multiple of 32, a
     ``MOE`` of more tokens than the MoE holds, a ``ROPE`` whose vectors do not fit
     (:func:`rope_fits`), an ``ATTN`` step or append whose token rows cannot hold its query,
-    key and value heads from ``off`` (on the heads' grid), of more than 256 tokens, or an
-    append of other than one, or weights (or table rows) past the memory's addresses. An
+    key and value heads from ``off`` (on the heads' grid; its key heads from a value below
+    65536), of more than 256 tokens, or an append of other than one, or weights (or table
+    rows) past the memory's addresses. An
     ``ATTN`` of another attention command (alloc, free, sink) reads and writes no lines: the
     attention block answers it."""
     if cmd["op"] not in set(Op):
@@ -863,6 +864,7 @@ def check(config, cmd: dict):
         A = config.attn
         d = A.kv.head_dim
         if (cmd["count"] > 256 or cmd["off"] % min(d, 32)
+                or cmd["off"] + A.q_heads * d >= 1 << 16
                 or cmd["off"] + (A.q_heads + config.attn_vectors) * d > cmd["row"] * 32
                 or (cmd["aop"] == AttnOp.APPEND and cmd["count"] != 1)):
             return Status.BAD_SHAPE
