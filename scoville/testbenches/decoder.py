@@ -202,8 +202,8 @@ def layer(prog: Program, rng, tokens: int, specials: bool = False) -> None:
     prog.cmd(Op.OUT, a=X, count=tokens * hl)
     prog.cmd(Op.NORM, a=X, dst=Hd, count=tokens, addr=prog.norm_weight(rng.standard_normal(H)))
     moe = moe_golden.random_weights(cfg.moe, rng)
-    # Not the NaN token (the MoE block's router ranks NaN differently in its RTL and its
-    # golden model: a known gap, docs/decoder.md).
+    # Not the NaN token itself (the attention has spread NaN over the others' values; the
+    # router ranks NaN first in both models).
     first = 1 if specials and tokens > 1 else 0
     prog.cmd(Op.MOE, a=Hd + first * hl, dst=Hd + first * hl,
              count=min(tokens - first, cfg.moe.tokens), addr=prog.moe_weights(moe))

@@ -128,8 +128,14 @@ def _lanes(config) -> int:
 
 
 def _top(values, k: int) -> np.ndarray:
-    """Indices of the ``k`` largest of each row, largest first, ties to the lower index."""
-    return np.argsort(-np.asarray(values, np.float64), axis=-1, kind="stable")[..., :k]
+    """Indices of the ``k`` largest of each row, largest first, ties to the lower index, in
+    the router's order of binary32 values (the RTL's ``fp32_key``): -0 below +0, NaN above
+    +inf (as ``torch.topk`` ranks NaN first; the hardware's NaNs are the canonical quiet NaN,
+    sign bit clear, whatever sign NumPy's arithmetic gives them here)."""
+    v = np.asarray(values, np.float32)
+    bits = np.where(np.isnan(v), 0x7FC0_0000, v.view(np.uint32)).astype(np.int64)
+    key = np.where(bits >= 1 << 31, (1 << 32) - 1 - bits, bits | 1 << 31)
+    return np.argsort(-key, axis=-1, kind="stable")[..., :k]
 
 
 def _sum_in_order(v) -> np.ndarray:
