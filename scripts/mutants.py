@@ -1403,15 +1403,18 @@ MUTATIONS: tuple[Mutation, ...] = (
             "after it",
     ),
     Mutation(
-        name="decoder-rope-row-per-vector",
-        models="decoder: ROPE takes a new table row with every vector, not every token",
+        name="decoder-rope-cos-sin-swapped",
+        models="decoder: a ROPE table row's sines taken as its cosines and its cosines as its "
+               "sines",
         file="scoville/rtl/decoder.py",
-        edits=(Edit("rows.o.ready.eq(rot.i.ready & g.o.valid & rope.rwalk.o.payload.last)",
-                    "rows.o.ready.eq(rot.i.ready & g.o.valid)"),),
+        edits=(Edit("rot.i.payload.cos.as_value().eq(row[:16 * D]),",
+                    "rot.i.payload.cos.as_value().eq(row[16 * D:]),"),
+               Edit("rot.i.payload.sin.as_value().eq(row[16 * D:])]",
+                    "rot.i.payload.sin.as_value().eq(row[:16 * D])]")),
         block="decoder", params=DECODER, tests=("test_edges", "test_workload"),
-        expect=Kind.TIMEOUT,
-        why="the layer's ROPE rotates four vectors a token: it takes four times the rows its "
-            "fetch brings and waits for the rest forever (its answer never comes)",
+        expect=Kind.DATA,
+        why="every rotated vector is another rotation of itself: the layer's ROPE output "
+            "feeds the attention and is read back through the projections",
     ),
     Mutation(
         name="decoder-rope-lane-dropped",

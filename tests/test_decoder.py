@@ -417,7 +417,6 @@ def test_a_refused_command_changes_nothing(cfg):
     ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 4, "k": 64, "n": 64}, Status.OK),
     ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 4, "k": 160, "n": 64}, Status.BAD_SHAPE),
     ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 1, "k": 64, "n": 40}, Status.BAD_SHAPE),
-    ({"op": 8, "count": 1}, Status.BAD_SHAPE),
     # ROPE (vectors of 16 values, a table row 8 words, fetches of at most 511 words)
     ({"op": Op.ROPE, "a": 127, "count": 1, "heads": 2, "stride": 16, "row": 1}, Status.OK),
     ({"op": Op.ROPE, "a": 127, "count": 2, "heads": 1, "row": 1}, Status.BAD_RANGE),

@@ -634,9 +634,7 @@ class Decoder(wiring.Component):
                             | (c.off + A.q_heads * D >= 1 << 16)    # the key walker's off
                             | (c.off + (A.q_heads + cfg.attn_vectors) * D > c.row * LINE)
                             | ((c.aop == AttnOp.APPEND) & (c.count != 1)))
-        with m.If(c.op > Op.ATTN):
-            m.d.comb += status.eq(Status.BAD_SHAPE)
-        with m.Elif(over):
+        with m.If(over):
             m.d.comb += status.eq(Status.BAD_RANGE)
         with m.Elif(((c.op == Op.LINEAR) & bad_linear) | ((c.op == Op.NORM) & bad_norm)
                     | ((c.op == Op.MOE) & bad_moe) | (rope & bad_rope) | bad_attn):

@@ -19,9 +19,8 @@ __all__ = ["LINE", "AttnOp", "Joiner", "LineReader", "Op", "OutWalker", "Placer"
 LINE = MX_BLOCK
 
 
-class Op(enum.IntEnum, shape=4):
-    """A command's operation (``docs/decoder.md`` says what each reads and writes; codes 8 to
-    15 are refused)."""
+class Op(enum.IntEnum, shape=3):
+    """A command's operation (``docs/decoder.md`` says what each reads and writes)."""
     IN = 0
     OUT = 1
     ADD = 2
@@ -491,7 +490,7 @@ class Sequencer(wiring.Component):
     """Runs the commands one at a time (``docs/decoder.md``).
 
     A command is taken while idle. One the block refuses (``good``, the rules of
-    :func:`scoville.sim.golden.decoder.check`: an unknown op; a ``count`` of 0, a range past
+    :func:`scoville.sim.golden.decoder.check`: a ``count`` of 0, a range past
     the activation memory, a write that overtakes a read; a projection's shape, a ``ROPE``'s
     or an ``ATTN``'s vectors that do not fit their rows, weights past the memory) is answered
     at once, changing nothing. An ``ATTN`` ends on the attention block's answer: the block

@@ -220,7 +220,6 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
     top = 1 << lin.addr_bits
     K, R, S = LINE, Status.BAD_RANGE, Status.BAD_SHAPE
     out = [
-        (S, {"op": 8, "count": 1}), (S, {"op": 15, "count": 1}),
         (R, {"op": Op.MOE, "a": N - hl, "dst": 0, "count": 2}),
         (R, {"op": Op.IN, "count": 0}), (R, {"op": Op.OUT, "a": N - 1, "count": 2}),
         (R, {"op": Op.ADD, "a": 0, "b": N - 1, "dst": 2, "count": 2}),

@@ -825,7 +825,8 @@ def ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | 
 
 def check(config, cmd: dict):
     """The :class:`~scoville.rtl.decoder.Status` the block answers ``cmd`` (its fields) with,
-    as ``docs/decoder.md`` states: an unknown op ``BAD_SHAPE``; then ``BAD_RANGE`` for a
+    as ``docs/decoder.md`` states (every code of the 3-bit op is an op; another value is
+    ``BAD_SHAPE``): ``BAD_RANGE`` for a
     ``count`` of 0, a range past the activation memory (counted in whole lines: ``k // 32``
     and ``n // 32`` a token), or (``ADD``, ``NORM``) a written
     range that overlaps a read range without starting where it starts; then ``BAD_SHAPE`` for
