@@ -89,6 +89,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from scoville import formal_command
 
     formal_command.add_parser(sub)
+    from scoville import generate_command
+
+    generate_command.add_parser(sub)
     sub.add_parser("doctor", help="check the simulators and tools")
     sub.add_parser("list", help="list the blocks and their parameters")
     return parser
@@ -377,6 +380,10 @@ def main(argv: list[str] | None = None) -> int:
             from scoville import formal_command
 
             return formal_command.run(args)
+        if args.command == "generate":
+            from scoville import generate_command
+
+            return generate_command.run(args)
         if args.command == "explore":
             from scoville import explore_command
 

@@ -69,7 +69,9 @@ class AttentionConfig:
     q_heads : int
         Query heads; query head h reads KV head ``h // (q_heads // kv.kv_heads)``.
     window : int
-        Sliding window: a query at position p attends to p - window + 1 .. p (0: all).
+        Sliding window: a query at position p attends to p - window + 1 .. p (0: all). A
+        step's command may give its own (``value``'s low 16 bits when not 0: models whose
+        layers alternate sliding and full attention, one block for all).
     sinks : int
         1: a learned logit per query head joins the softmax's denominator (GPT-OSS).
     mla : int
@@ -190,25 +192,29 @@ class AttentionConfig:
         consecutive rows. (A decode step is one tile of one token.)"""
         return max(1, min(self.q_tokens, self.array.rows // self.group))
 
-    def window_start(self, pos: int) -> int:
-        """The first position a query at ``pos`` attends."""
-        return max(0, pos - self.window + 1) if self.window else 0
+    def window_start(self, pos: int, window: int = 0) -> int:
+        """The first position a query at ``pos`` attends, ``window`` the step's own sliding
+        window (0: ``self.window``)."""
+        window = window or self.window
+        return max(0, pos - window + 1) if window else 0
 
-    def attended(self, length: int) -> tuple[int, int]:
+    def attended(self, length: int, window: int = 0) -> tuple[int, int]:
         """The positions ``(lo, hi)`` a decode step attends once its sequence holds
-        ``length`` tokens: its own token's window."""
-        return self.window_start(length - 1), length - 1
+        ``length`` tokens: its own token's window (``window`` its own, 0: the config's)."""
+        return self.window_start(length - 1, window), length - 1
 
-    def tiles(self, length: int, tokens: int) -> list[tuple[int, int, int, int]]:
+    def tiles(self, length: int, tokens: int, window: int = 0
+              ) -> list[tuple[int, int, int, int]]:
         """The row tiles of a step of ``tokens`` new tokens, the sequence then holding
         ``length``: ``(first, count, lo, hi)``, tokens ``first .. first + count - 1`` of the
-        step, attending positions ``lo .. hi`` together (each row its own part of them)."""
+        step, attending positions ``lo .. hi`` together (each row its own part of them;
+        ``window`` the step's own, 0: the config's)."""
         base = length - tokens
         tq = self.row_tokens
         out = []
         for first in range(0, tokens, tq):
             count = min(tq, tokens - first)
-            out.append((first, count, self.window_start(base + first),
+            out.append((first, count, self.window_start(base + first, window),
                         base + first + count - 1))
         return out
 
@@ -386,7 +392,8 @@ class Attention(wiring.Component):
                      score.sink_value.eq(ctrl.sink_value)]
         for unit in (reader, issuer, aseq, score):
             m.d.comb += [unit.start.eq(ctrl.start), unit.lo.eq(ctrl.lo),
-                         unit.base.eq(ctrl.base), unit.tokens.eq(ctrl.tokens)]
+                         unit.base.eq(ctrl.base), unit.tokens.eq(ctrl.tokens),
+                         unit.window.eq(ctrl.window)]
         m.d.comb += [aseq.attending.eq(ctrl.attending), score.attending.eq(ctrl.attending)]
         # The cache's requests: the read issuer's while the step attends, else the controller's.
         with m.If(reader.req.valid):

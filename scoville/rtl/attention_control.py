@@ -27,7 +27,8 @@ class Op(enum.IntEnum, shape=3):
 def command_layout() -> data.StructLayout:
     """The ``cmd`` payload: ``op`` (:class:`Op`); ``seq`` (free, append, step); ``tokens``
     (a step's new tokens T, less one: 0 in decode, up to ``q_tokens - 1`` in prefill);
-    ``head`` and ``value`` (sink: the head's sink logit, binary32)."""
+    ``head`` and ``value`` (sink: the head's sink logit, binary32; step: its sliding window
+    in the low 16 bits, 0 for the config's ``window``)."""
     return data.StructLayout({"op": Op, "seq": unsigned(SEQ_BITS),
                               "tokens": unsigned(8), "head": unsigned(8),
                               "value": unsigned(32)})
@@ -80,6 +81,9 @@ class Controller(wiring.Component):
     start, attending : Out(1)
     lo, base : Out(TOKEN_BITS)
     tokens : Out(9)
+    window : Out(16)
+        The step's sliding window (0: all): its ``value``'s low 16 bits when not 0, else
+        ``config.window``.
     seq : Out(SEQ_BITS)
         The command's sequence (the step's reads).
     finished : In(1)
@@ -101,7 +105,8 @@ class Controller(wiring.Component):
             "q_start": Out(1), "q_count": Out(range(256 * config.q_heads + 1)),
             "q_idle": In(1), "drop": Out(1),
             "start": Out(1), "lo": Out(TOKEN_BITS), "base": Out(TOKEN_BITS),
-            "tokens": Out(9), "seq": Out(SEQ_BITS), "attending": Out(1), "finished": In(1),
+            "tokens": Out(9), "window": Out(16), "seq": Out(SEQ_BITS), "attending": Out(1),
+            "finished": In(1),
             "sink_en": Out(1), "sink_head": Out(8), "sink_value": Out(32),
             "stepped": Out(1), "appending": Out(1),
         })
@@ -110,6 +115,8 @@ class Controller(wiring.Component):
         m = Module()
         cfg = self._config
         cur = Signal(command_layout())
+        own = cur.value[:16]
+        m.d.comb += self.window.eq(Mux(own != 0, own, cfg.window))
         status = Signal(Status)
         length = Signal(TOKEN_BITS)
         out_seq = Signal(SEQ_BITS)
@@ -162,7 +169,7 @@ class Controller(wiring.Component):
                 with m.If(self.q_idle):
                     with m.If(status == Status.OK):
                         first = wire(m, "first_pos", length - self.tokens, unsigned(TOKEN_BITS))
-                        m.d.comb += [self.start.eq(1), self.lo.eq(window_start(cfg, first))]
+                        m.d.comb += [self.start.eq(1), self.lo.eq(window_start(self.window, first))]
                         m.d.sync += [self.base.eq(first), self.attending.eq(1)]
                         m.next = "ATTEND"
                     with m.Else():

@@ -72,6 +72,7 @@ class ScoreUnit(Walker):
     start : In(1)
     lo, base : In(TOKEN_BITS)
     tokens : In(9)
+    window : In(16)
     attending : In(1)
     rows : In(stream.Signature(ArrayLayout(32, cols)))
     pv : Out(stream.Signature(pv_layout(config)))
@@ -137,7 +138,7 @@ class ScoreUnit(Walker):
         # The row's range: its token's position p (the tile's first, plus the row's token).
         oc_p = wire(m, "oc_p", ocw.pos0 + Array(r // G for r in range(RM))[oc_r],
                     unsigned(TOKEN_BITS + 1))
-        j_lo = wire(m, "oc_jlo", window_start(cfg, oc_p) - base_pos, signed(TOKEN_BITS + 3))
+        j_lo = wire(m, "oc_jlo", window_start(self.window, oc_p) - base_pos, signed(TOKEN_BITS + 3))
         j_hi = wire(m, "oc_jhi", oc_p - base_pos, signed(TOKEN_BITS + 3))
         keys = []
         for j in range(C):

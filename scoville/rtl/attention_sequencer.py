@@ -49,6 +49,7 @@ class ASequencer(Walker):
     start : In(1)
     lo, base : In(TOKEN_BITS)
     tokens : In(9)
+    window : In(16)
     attending : In(1)
     a : Out(stream.Signature(the array's A layout))
     q_addr : Out(range(query_entries)), q_en : Out(1)
@@ -110,7 +111,7 @@ class ASequencer(Walker):
         masks = []
         for r in range(RM):
             p_r = wire(m, f"aq_p{r}", aqw.pos0 + r // G, unsigned(TOKEN_BITS + 1))
-            in_window = (aq_pos >= window_start(cfg, p_r)) if cfg.window else 1
+            in_window = aq_pos >= window_start(self.window, p_r)
             masks.append(in_window & (aq_pos <= p_r))
         # Stage 1: the walk's next beat.
         with m.If(en):

@@ -16,11 +16,10 @@ from .lib.formats import MX_BLOCK
 __all__ = ["ChunkWalk", "CommandIssuer", "ReadIssuer", "Walker", "window_start"]
 
 
-def window_start(cfg, pos):
-    """The first position a query at ``pos`` attends (hardware)."""
-    if not cfg.window:
-        return 0
-    return Mux(pos >= cfg.window, pos - (cfg.window - 1), 0)
+def window_start(window, pos):
+    """The first position a query at ``pos`` attends (hardware), ``window`` the step's
+    sliding window (a signal; 0: all)."""
+    return Mux((window != 0) & (pos >= window), pos - (window - 1), 0)
 
 
 class ChunkWalk:
@@ -30,7 +29,7 @@ class ChunkWalk:
     ``chunk``) covers positions ``a0 .. a0 + n - 1``, ``a0`` the tile's ``lo`` rounded down to
     32 in its first chunk of a head."""
 
-    def __init__(self, m, name, cfg, base, tokens):
+    def __init__(self, m, name, cfg, base, tokens, window):
         self._cfg = cfg
         tq = min(cfg.row_tokens, cfg.max_step_tokens)
         tiles = -(-cfg.max_step_tokens // tq)
@@ -47,9 +46,9 @@ class ChunkWalk:
         self.rows = wire(m, f"{name}_rows", self.count * cfg.group, range(tq * cfg.group + 1))
         self.last_tile = wire(m, f"{name}_lastt", left <= tq)
         self.pos0 = wire(m, f"{name}_pos0", base + self.t0, unsigned(TOKEN_BITS))
-        self.lo = wire(m, f"{name}_lo", window_start(cfg, self.pos0), unsigned(TOKEN_BITS))
+        self.lo = wire(m, f"{name}_lo", window_start(window, self.pos0), unsigned(TOKEN_BITS))
         self.hi = wire(m, f"{name}_hi", self.pos0 + self.count - 1, unsigned(TOKEN_BITS))
-        self._next_lo = wire(m, f"{name}_nlo", window_start(cfg, self.pos0 + tq),
+        self._next_lo = wire(m, f"{name}_nlo", window_start(window, self.pos0 + tq),
                              unsigned(TOKEN_BITS + 1))
         self.a0 = wire(m, f"{name}_a0", Mux(self.first, self.lo & ~(MX_BLOCK - 1), self.c0),
                        unsigned(TOKEN_BITS + 1))
@@ -87,16 +86,17 @@ class ChunkWalk:
 
 class Walker(wiring.Component):
     """A unit that walks the step's chunks: the ports that start its walk (``start``, ``lo``,
-    ``base``, ``tokens``, as :class:`CommandIssuer` says) beside its own ``members``."""
+    ``base``, ``tokens``, ``window``, as :class:`CommandIssuer` says) beside its own
+    ``members``."""
 
     def __init__(self, config, members: dict):
         self._config = config
         super().__init__({"start": In(1), "lo": In(TOKEN_BITS), "base": In(TOKEN_BITS),
-                          "tokens": In(9), **members})
+                          "tokens": In(9), "window": In(16), **members})
 
     def _walk(self, m, name: str) -> ChunkWalk:
         """The unit's walk, started in a cycle with ``start`` high."""
-        walk = ChunkWalk(m, name, self._config, self.base, self.tokens)
+        walk = ChunkWalk(m, name, self._config, self.base, self.tokens, self.window)
         with m.If(self.start):
             walk.start(m, self.lo)
         return walk
@@ -108,8 +108,9 @@ class CommandIssuer(Walker):
     ``v_dim``). ``config`` is the :class:`~scoville.rtl.attention.AttentionConfig`.
 
     A cycle with ``start`` high starts the walk at the step's first chunk: ``base`` (the
-    step's first position) and ``tokens`` (its tokens) are held by the controller while the
-    walk runs, ``lo`` is the first row tile's window start in the start cycle.
+    step's first position), ``tokens`` (its tokens) and ``window`` (its sliding window, 0: all)
+    are held by the controller while the walk runs, ``lo`` is the first row tile's window
+    start in the start cycle.
 
     Timing: from the cycle after ``start``, a command is offered until taken, the next from
     the cycle after, until the walk's last chunk's ``P V`` is taken.
@@ -119,6 +120,7 @@ class CommandIssuer(Walker):
     start : In(1)
     lo, base : In(TOKEN_BITS)
     tokens : In(9)
+    window : In(16)
     cmd : Out(stream.Signature(command_layout(array)))
     """
 
@@ -156,6 +158,7 @@ class ReadIssuer(Walker):
     start : In(1)
     lo, base : In(TOKEN_BITS)
     tokens : In(9)
+    window : In(16)
     seq : In(SEQ_BITS)
     req : Out(stream.Signature(request_layout()))
     """

@@ -500,6 +500,7 @@ def run(
     waves: bool = False,
     netlist: bool = False,
     trace: tuple[int, int] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> RunResult:
     """Build (or reuse) and simulate ``block`` on ``sim``; return the outcome.
 
@@ -524,6 +525,9 @@ def run(
         Cycles ``FROM`` to ``TO`` of each test's line trace (the timed model's unit states
         beside the RTL's handshakes), in the result's ``traces`` by test; the composed blocks'
         testbenches write them.
+    extra_env : dict, optional
+        More environment variables for the testbench (a test's own inputs, such as
+        ``scoville generate``'s model).
 
     Raises
     ------
@@ -563,6 +567,7 @@ def run(
     }
     if trace is not None:
         env[ENV_TRACE] = f"{trace[0]}:{trace[1]}"
+    env.update(extra_env or {})
     waves_path = None
     plusargs: list[str] = []
     if waves:

@@ -53,6 +53,7 @@ BINS = {
     "step:window_full": "a step whose context is longer than the window (the window slides)",
     "step:window_not_full": "a step with a window whose context is not longer than it",
     "step:window_starts_mid_chunk": "a step whose window's first token is not at a chunk's start",
+    "step:own_window": "a step with a sliding window of its own (its command's value)",
     "step:several_chunks": "a step that attends more than one chunk of a KV head",
     "step:sinks": "a step of a config with sink logits (`sinks`)",
 }
@@ -67,10 +68,12 @@ def _cover(cov, cfg, cmds, results) -> None:
         cov.hit_if("step:one_token", r.length == 1)
         cov.hit_if("step:prefill", r.tokens > 1)
         cov.hit_if("step:sinks", cfg.sinks)
-        if cfg.window:
-            cov.hit("step:window_full" if r.length > cfg.window else "step:window_not_full")
+        window = c.window or cfg.window
+        cov.hit_if("step:own_window", c.window)
+        if window:
+            cov.hit("step:window_full" if r.length > window else "step:window_not_full")
             cov.hit_if("step:window_starts_mid_chunk",
-                       r.length > cfg.window and (r.length - cfg.window) % cfg.chunk)
+                       r.length > window and (r.length - window) % cfg.chunk)
         units = [unit for unit, *_ in r.chunks]
         cov.hit_if("step:several_chunks", len(units) > len(set(units)))
 SINKS = ("o", "resp")
@@ -115,16 +118,16 @@ class Script:
         kv = self.cfg.kv.kv_heads
         return self("append", seq=seq, k=self.vectors(kv), v=self.values(kv))
 
-    def step(self, seq: int, tokens: int | None = None):
+    def step(self, seq: int, tokens: int | None = None, window: int = 0):
         """A decode step, or (``tokens``, or in prefill the config's ``q_tokens``) a step of
-        that many new tokens."""
+        that many new tokens; ``window`` its own sliding window (0: the config's)."""
         cfg, kv = self.cfg, self.cfg.kv.kv_heads
         if tokens is None and cfg.mode == "decode":
             return self("step", seq=seq, q=self.vectors(cfg.q_heads) * 2,
-                        k=self.vectors(kv), v=self.values(kv))
+                        k=self.vectors(kv), v=self.values(kv), window=window)
         t = cfg.q_tokens if tokens is None else tokens
         return self("step", seq=seq, q=self.vectors(t, cfg.q_heads) * 2,
-                    k=self.vectors(t, kv), v=self.values(t, kv))
+                    k=self.vectors(t, kv), v=self.values(t, kv), window=window)
 
     def sinks(self) -> None:
         if self.cfg.sinks:
@@ -143,7 +146,9 @@ def workload_script(cfg, w, rng) -> Script:
     tokens = w.tokens if cfg.mode == "prefill" else None
     for _ in range(w.steps):
         for s in seqs:
-            sc.step(s, tokens)
+            # Now and then a window of the step's own (a layer of sliding attention).
+            own = int(rng.integers(1, w.context + 4)) if rng.random() < 0.25 else 0
+            sc.step(s, tokens, window=own)
     for s in seqs:
         sc("free", seq=s)
     return sc
@@ -167,7 +172,8 @@ async def run_script(dut, ctx, test: str, sc: Script, *, gaps: bool,
     for c in cmds:
         feed["cmd"].append(codec["cmd"].pack(op=[c.op], seq=[c.seq], head=[c.head],
                                              tokens=[c.tokens - 1],
-                                             value=_bits([c.value]))[0])
+                                             value=[c.window] if c.op == Op.STEP
+                                             else _bits([c.value]))[0])
         if c.op == Op.STEP:
             feed["q"] += [_bits(row) for row in np.reshape(c.q, (-1, d))]
         if c.op in (Op.STEP, Op.APPEND):
@@ -227,14 +233,15 @@ def _reference(sc: Script, cmd: Command, history) -> np.ndarray:
     k = stored_values(cfg.kv.kv_fmt, keys)
     v = k[..., :cfg.v_dim] if vals is None else stored_values(cfg.kv.kv_fmt, vals)
     out = reference(q, k, v, sinks=sc.model.sinks.astype(np.float64) if cfg.sinks else None,
-                    window=cfg.window, scale=cfg.score_scale)
+                    window=cmd.window or cfg.window, scale=cfg.score_scale)
     return beat_order(cfg, keys.shape[1], out)
 
 
 @cocotb.test()
 async def test_edges(dut):
     """Directed: a step over one token (no context); steps whose context crosses two chunk
-    boundaries and the window; in prefill, steps of one token and of a few; a step of one
+    boundaries and the window; steps with windows of their own (one starting mid chunk, one of the
+    token alone); in prefill, steps of one token and of a few; a step of one
     token more than the block takes (``bad_range``: drained, nothing stored); a step for a
     freed sequence (``no_seq``: Q, K and V drained, nothing stored); sinks for a head beyond
     ``q_heads`` (``bad_head``); an unknown command (``bad_op``); an alloc past ``max_seqs``
@@ -256,6 +263,9 @@ async def test_edges(dut):
         sc.append(b)
     sc.step(b)
     sc.step(a)
+    # Windows of their own: one starting mid chunk, one of the token alone.
+    sc.step(b, window=cfg.chunk + 5)
+    sc.step(a, window=1)
     if cfg.mode == "prefill":
         # One token, and a step of tokens that straddle two row tiles' chunks.
         sc.step(b, 1)

@@ -132,8 +132,13 @@ class Program:
         """The address of new ``ROPE`` table rows for ``positions`` (Hugging Face's default
         rotary frequencies of ``rope.dim`` at base ``theta``: each row ``dim / 2`` cosines,
         then the sines)."""
-        cos, sin = rope_golden.table({"rope_theta": theta}, self.cfg.rope.dim, positions)
-        bits = np.concatenate([cos, sin], axis=1).view(np.uint32)
+        return self.table(*rope_golden.table({"rope_theta": theta}, self.cfg.rope.dim,
+                                             positions))
+
+    def table(self, cos, sin) -> int:
+        """The address of new ``ROPE`` table rows: row ``t`` the cosines ``cos[t]`` then the
+        sines ``sin[t]`` (``rope.dim / 2`` FP32 values each)."""
+        bits = np.concatenate([cos, sin], axis=1).astype(np.float32).view(np.uint32)
         per = self.cfg.linear.weight_port_bits // 32
         return self._put([join_words(row[j:j + per].tolist(), 32) for row in bits
                           for j in range(0, len(row), per)])
@@ -502,13 +507,15 @@ def _requests(cfg, image, commands, routes) -> tuple[list, int]:
     return requests, words
 
 
-async def load_router(dut, ctx, weights) -> None:
+async def load_router(dut, ctx, weights, *, reset_first: bool = True) -> None:
     """The MoE router's columns and bias on ``wr``, a beat each (a run of its own: the
-    router keeps them through a reset)."""
+    router keeps them through a reset; ``reset_first`` false: written while the block is
+    idle after an earlier run, which it leaves as it is)."""
     cfg = ctx.config.moe
     beats = cfg.hidden // cfg.x_lanes
     rows = router_rows(ctx.codecs["wr"], cfg, weights)
-    await reset(dut, stream_names(ctx.component))
+    if reset_first:
+        await reset(dut, stream_names(ctx.component))
     bench = FreeRun(dut, ctx.component,
                     sources={"wr": (rows, ALWAYS), "cmd": ([], ALWAYS), "x": ([], ALWAYS)},
                     sinks={"req": (0, ALWAYS), "o": (0, ALWAYS), "resp": (0, ALWAYS)},
@@ -518,16 +525,24 @@ async def load_router(dut, ctx, weights) -> None:
 
 async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
                       latency: int | None = None, bytes_per_cycle: int | None = None,
-                      interrupt: bool = False) -> dict:
+                      interrupt: bool = False, model: DecoderModel | None = None,
+                      reset_first: bool = True, want=None) -> dict:
     """Run ``prog`` and check the ``OUT`` lines, the answers, the requests, the status and
-    every handshake's cycle. ``interrupt``: first run it partway and reset the block."""
+    every handshake's cycle. ``interrupt``: first run it partway and reset the block.
+    ``model``: the golden model that ran the programs before (its memory the program's
+    image), which goes on from their state, as the block does when ``reset_first`` is false
+    (the block idle after them; the router, when the program has one, written first without a
+    reset). ``want``: what the ``OUT`` lines must be (float32 arrays, in order), checked
+    against the golden model's before the block runs."""
     cfg, wl, codec = ctx.config, ctx.workload, ctx.codecs
     latency = wl.mem_latency if latency is None else latency
     bpc = wl.mem_bytes_per_cycle if bytes_per_cycle is None else bytes_per_cycle
     image = prog.image or [0]
-    model = DecoderModel(cfg, image)
-    for addr, w in prog.moe.items():
-        model.load_moe(addr, w)
+    if model is None:
+        model = DecoderModel(cfg, image)
+        for addr, w in prog.moe.items():
+            model.load_moe(addr, w)
+    model.routes, model.results = [], []
     if prog.router is not None:
         model.load_router(prog.router)
     xs = iter(prog.x)
@@ -543,12 +558,14 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
             ctx.coverage.hit_if("op:attn_answered", status != Status.OK)
         if o is not None:
             want_o += [row.tolist() for row in o]
+    if want is not None:
+        _check_want(test, want_o, want)
     status_, seq_, length_ = zip(*answers, strict=True)
     want_resp = codec["resp"].pack(status=list(status_), seq=list(seq_), length=list(length_))
     beats = [join_words(row, 32) for x in prog.x for row in np.asarray(x).view(np.uint32)]
     requests, words = _requests(cfg, image, prog.commands, model.routes)
     if prog.router is not None:
-        await load_router(dut, ctx, prog.router)
+        await load_router(dut, ctx, prog.router, reset_first=reset_first)
     tb = BlockBench(dut, ctx, test, sources=SOURCES, memories=("rdata",), sinks=SINKS,
                     gaps=gaps, idle=("wr",),
                     detail=f" (mem_latency={latency}, mem_bytes_per_cycle={bpc})")
@@ -567,7 +584,8 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
     timed = tb.predict(timing, cfg, timed_cmds, tb.valid, tb.ready,
                        MemoryAgent(latency, bpc, cfg.linear.weight_port_bits,
                                    tb.memory_valid["rdata"]))
-    seen = await tb.run(timed, slack=5000, zero=("counters", "status"), interrupt=interrupt)
+    seen = await tb.run(timed, slack=5000, zero=("counters", "status"), interrupt=interrupt,
+                        reset_first=reset_first)
     status = read_int(dut.status, "status")
     if status != answers[-1][0]:
         raise Failure(Kind.STATUS, f"{test}: status {status} after the last command, "
@@ -576,6 +594,18 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
     return tb.check(COUNTERS, commands=len(cmds), requests=len(requests),
                     weight_words=words,
                     weight_bandwidth_utilization=words * size / max(1, deliverable))
+
+
+def _check_want(test: str, got: list, want) -> None:
+    """The golden model's ``OUT`` lines ``got`` (binary32 bits, a list a line) against
+    ``want`` (float32 arrays of lines, in order), bit for bit."""
+    lines = [row.tolist() for v in want for row in np.asarray(v, np.float32).view(np.uint32)]
+    if lines != got:
+        bad = next((i for i, (a, b) in enumerate(zip(lines, got, strict=False))
+                    if a != b),
+                   min(len(lines), len(got)))
+        raise Failure(Kind.DATA, f"{test}: the engine's golden model's OUT line {bad} is not "
+                                  f"the layer model's ({len(got)} lines, {len(lines)} wanted)")
 
 
 @cocotb.test()

@@ -248,13 +248,14 @@ class _Block:
                       self.p.counters())
 
 
-def synthetic_step(config, length: int, plan: list[int] | None = None):
+def synthetic_step(config, length: int, plan: list[int] | None = None, window: int = 0):
     """A decode step as :func:`timing` reads it, without values: the append of the step's token
     (the sequence then holds ``length`` tokens) and, for each KV head, reads of ``plan``'s
-    chunk sizes (K, then V; the step's own chunks when None)."""
+    chunk sizes (K, then V; the step's own chunks when None, ``window`` its own sliding window,
+    0: the config's)."""
     kv = config.kv
     if plan is None:
-        plan = [n for _, n in config.chunk_plan(*config.attended(length))]
+        plan = [n for _, n in config.chunk_plan(*config.attended(length, window))]
     append = SimpleNamespace(op=CacheOp.APPEND, status=Status.OK, reached="done",
                              new_page=(length - 1) % kv.page_tokens == 0, copied=False,
                              data=(), walked=0)
@@ -295,7 +296,7 @@ _WARM = 4
 _WARM_HEADS = 2
 
 
-def decode_step(config, length: int) -> dict[str, int]:
+def decode_step(config, length: int, window: int = 0) -> dict[str, int]:
     """The fast path: one decode step of a sequence that holds ``length`` tokens once the
     step's own token is appended, with streams that keep up, at any size: ``cycles`` from
     the command's handshake to the answer's, plus every counter (:data:`COUNTERS`;
@@ -312,7 +313,7 @@ def decode_step(config, length: int) -> dict[str, int]:
     costs ``2 (n token_lines + 2)`` cycles when the cache's reads are the bottleneck (two reads
     of n lines, each 2 cycles apart: the default hardware), the array's two commands and the
     softmax between them otherwise."""
-    lo, hi = config.attended(length)
+    lo, hi = config.attended(length, window)
     plan = [n for _, n in config.chunk_plan(lo, hi)]
     H = config.kv.kv_heads
     middle = len(plan) - 2

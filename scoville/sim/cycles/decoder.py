@@ -662,5 +662,6 @@ def _attn_answer(config, result) -> int:
     :func:`~scoville.sim.cycles.attention.decode_step` (any context), any other's from the
     block's cycle model (:func:`~scoville.sim.cycles.attention.timing`)."""
     if result.op == AttnOp.STEP and result.status == 0 and result.tokens == 1:
-        return attention_timed.decode_step(config, result.length)["cycles"] - 1
+        return attention_timed.decode_step(config, result.length,
+                                           result.window)["cycles"] - 1
     return attention_timed.timing(config, [result]).handshakes["resp"][0]

@@ -330,12 +330,14 @@ class Command:
     """One command of the block (:data:`~scoville.rtl.attention.OPS`) with its vectors,
     float32: ``q`` (q_heads, d) for a decode step, (T, q_heads, d) for a prefill step of T
     tokens; ``k`` and ``v`` (kv_heads, d) for an append, (T, kv_heads, d) or (kv_heads, d)
-    for a step; ``head`` and ``value`` for a sink."""
+    for a step; ``head`` and ``value`` for a sink; ``window`` a step's own sliding window (0:
+    the config's; the command's ``value`` low 16 bits in hardware)."""
 
     op: int
     seq: int = 0
     head: int = 0
     value: float = 0.0
+    window: int = 0
     q: np.ndarray | None = None
     k: np.ndarray | None = None
     v: np.ndarray | None = None
@@ -353,7 +355,8 @@ class Result:
     tile's tokens, the group's heads; None without output), and what the timed model needs:
     the step's ``tokens``, the cache requests the block makes (``cache``: outcomes of the
     appends, alloc or free, then of each read) and the chunks of a step (``chunks``: ``(unit,
-    a0, n, rows)`` in order, ``unit`` = row tile x kv_heads + head, ``rows`` its rows)."""
+    a0, n, rows)`` in order, ``unit`` = row tile x kv_heads + head, ``rows`` its rows) and its
+    own ``window`` (the command's, 0: the config's)."""
 
     op: int
     status: int
@@ -363,6 +366,7 @@ class Result:
     cache: list[Outcome] = field(default_factory=list)
     chunks: list[tuple[int, int, int, int]] = field(default_factory=list)
     tokens: int = 1
+    window: int = 0
 
     def word(self) -> int:
         """The packed ``resp`` payload."""
@@ -427,7 +431,8 @@ class AttentionModel:
         if cmd.op == Op.APPEND or status != Status.OK:
             return Result(cmd.op, status, seq, length, cache=cache, tokens=tokens)
         chunks = []
-        for i, (_, count, lo, hi) in enumerate(cfg.tiles(length, tokens)):
+        window = cmd.window or cfg.window
+        for i, (_, count, lo, hi) in enumerate(cfg.tiles(length, tokens, window)):
             rows = count * cfg.group
             for h in range(H):
                 for a0, n in cfg.chunk_plan(lo, hi):
@@ -442,8 +447,8 @@ class AttentionModel:
         q = np.asarray(cmd.q, np.float32).reshape(tokens, QH, d)
         result = prefill(q, np.stack(keys, axis=1),
                          None if cfg.mla else np.stack(vals, axis=1),
-                         sinks=self.sinks if cfg.sinks else None, window=cfg.window,
+                         sinks=self.sinks if cfg.sinks else None, window=window,
                          scale=cfg.score_scale, kv_fmt=kv.kv_fmt, fmt=cfg.array.fmt,
                          config=cfg)
         return Result(cmd.op, status, seq, length, out=beat_order(cfg, length, result),
-                      cache=cache, chunks=chunks, tokens=tokens)
+                      cache=cache, chunks=chunks, tokens=tokens, window=cmd.window)

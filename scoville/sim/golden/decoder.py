@@ -919,8 +919,9 @@ class DecoderModel:
       tokens, token ``t``'s row at line ``a + t * row``, its ``q_heads`` query vectors of
       ``head_dim`` values from value ``off`` of the row, then its key vectors, then its value
       vectors (``kv_heads`` each); a step's outputs, token by token and each token's query
-      heads in order (``v_dim`` values each), into the values from line ``dst`` on; a sink's
-      head ``heads`` and logit ``value`` (binary32 bits). :attr:`answer` is its ``seq`` and
+      heads in order (``v_dim`` values each), into the values from line ``dst`` on, its own
+      sliding window ``value``'s low 16 bits (0: ``attn.window``); a sink's head ``heads`` and
+      logit ``value`` (binary32 bits). :attr:`answer` is its ``seq`` and
       ``length``, :attr:`results` the attention model's results (what the timed model needs).
 
     A refused command (:func:`check`) changes nothing."""
@@ -992,7 +993,8 @@ class DecoderModel:
                 del vectors["q"]
         value = float(np.uint32(cmd["value"]).view(np.float32))
         res = self.attention.apply(attn_golden.Command(
-            op=aop, seq=cmd["seq"], head=cmd["heads"], value=value, **vectors))
+            op=aop, seq=cmd["seq"], head=cmd["heads"], value=value,
+            window=cmd["value"] & 0xFFFF if aop == AttnOp.STEP else 0, **vectors))
         self.results.append(res)
         self.answer = (int(res.seq), int(res.length))
         if res.out is not None and res.status == CacheStatus.OK:

@@ -1,0 +1,95 @@
+"""``scoville generate``: a small model's greedy generation run through the ``decoder`` block
+in RTL, layer by layer (:mod:`scoville.testbenches.generate`), against the golden model
+(:func:`scoville.sim.golden.decoder.generate` in the engine's formats) bit for bit and the
+timed model cycle for cycle."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from scoville.blocks import get_block, parse_params
+from scoville.rtl.lib.params import ParamError
+from scoville.sim.tools import SIMULATORS
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub):
+    from scoville.sim.golden.decoder import TINY
+
+    p = sub.add_parser("generate", help="generate tokens with a small model through the "
+                                        "decoder block in RTL, checked against the golden "
+                                        "model bit for bit")
+    p.add_argument("--model", default="tiny-gpt-oss",
+                   help=f"a built-in model ({', '.join(TINY)}; seeded random weights) or a "
+                        "Hugging Face config.json (with --weights)")
+    p.add_argument("--weights", type=Path, help="a safetensors file of the state dict, in "
+                                                "Hugging Face's names (with a config file)")
+    p.add_argument("--prompt-len", type=int, default=8, help="prompt tokens (default 8)")
+    p.add_argument("--tokens", type=int, default=4, help="tokens to generate (default 4)")
+    p.add_argument("--sim", default="verilator", choices=SIMULATORS)
+    p.add_argument("--seed", type=int, default=1,
+                   help="seeds the prompt (the built-in models' weights are seed 0's)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    return p
+
+
+def _model(args) -> tuple[dict, dict]:
+    """``(config, spec)``: the model's config dict and what the test is handed."""
+    from scoville.sim.golden import decoder as golden
+
+    if args.weights is None:
+        if not Path(args.model).is_file():
+            return golden.tiny_config(args.model), {"weights": None, "weights_seed": 0}
+        raise ParamError(f"--model {args.model}: a config file needs --weights (a "
+                         "safetensors file)")
+    config, _ = golden.load(args.model, args.weights)
+    return config, {"weights": str(Path(args.weights).resolve()),
+                    "config_file": str(Path(args.model).resolve())}
+
+
+def run(args) -> int:
+    from scoville.sim import flow
+    from scoville.sim.golden import decoder as golden
+    from scoville.testbenches.generate import ENV_GENERATE, engine_params
+
+    try:
+        config, spec = _model(args)
+        s = golden.shape(config)
+        if not 1 <= args.prompt_len <= 64:
+            raise ValueError(f"--prompt-len {args.prompt_len}: allowed 1..64")
+        if not 1 <= args.tokens <= 64:
+            raise ValueError(f"--tokens {args.tokens}: allowed 1..64")
+        params = engine_params(config, args.prompt_len + args.tokens)
+    except ValueError as err:
+        raise ParamError(str(err)) from None
+    prompt = np.random.default_rng(args.seed).integers(0, s.vocab, args.prompt_len).tolist()
+    spec = {**spec, "config": config, "prompt": prompt, "steps": args.tokens}
+    block = get_block("decoder")
+    cfg, workload = parse_params(block, [f"{k}={v}" for k, v in params.items()])
+    workload = dataclasses.replace(workload, gap=0.0, backpressure=0.0)
+    block = dataclasses.replace(block, testbench="scoville.testbenches.generate")
+    result = flow.run(block, cfg, workload, args.sim, seed=args.seed, tests=["test_generate"],
+                      extra_env={ENV_GENERATE: json.dumps(spec)})
+    m = result.metrics.get("test_generate", {})
+    report = {"model": args.model, "sim": args.sim, "seed": args.seed, "prompt": prompt,
+              "tokens": m.get("tokens"), "passed": result.passed,
+              "cycles": m.get("cycles"), "model_cycles": m.get("model_cycles"),
+              "programs": m.get("programs"), "commands": m.get("commands"),
+              "log": result.log}
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"{args.model} on {args.sim}: prompt {prompt}")
+        if result.passed:
+            print(f"  generated {m['tokens']}: RTL equal to the golden model bit for bit; "
+                  f"{m['cycles']:,} cycles (timed model {m['model_cycles']:,}) over "
+                  f"{m['programs']} programs of {m['commands']} commands")
+        else:
+            print(f"  FAILED: {result.log}", file=sys.stderr)
+    return 0 if result.passed else 1

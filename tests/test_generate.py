@@ -1,0 +1,118 @@
+"""``scoville generate``: a tiny model's generation as the decoder block's programs
+(:mod:`scoville.testbenches.generate`), their golden model against the layer model bit for
+bit, the RTL run through the command, and its bad input."""
+
+import json
+
+import numpy as np
+import pytest
+
+from scoville.cli import main
+from scoville.rtl.decoder import LINE, DecoderConfig, Op
+from scoville.rtl.lib.params import build_config
+from scoville.sim.golden import decoder as golden
+from scoville.testbenches.generate import Generation, engine_params, formats_of
+
+
+def _engine_run(gen: Generation) -> list[list[np.ndarray]]:
+    """Each program's ``OUT`` lines, float32, from the engine's golden model run over every
+    program in turn (one model: its memories, cache and sequences carried on)."""
+    model = golden.DecoderModel(gen.cfg, gen.image.image)
+    for addr, w in gen.image.moe.items():
+        model.load_moe(addr, w)
+    outs = []
+    for ch in gen.chunks:
+        model.load_router(ch.router)
+        xs, got = iter(ch.prog.x), []
+        for c in ch.prog.commands:
+            status, o = model.apply(c, next(xs).view(np.uint32) if c["op"] == Op.IN else None)
+            assert status == 0, (ch.label, c)
+            if o is not None:
+                got.append(o.view(np.float32))
+        outs.append(got)
+    return outs
+
+
+@pytest.mark.parametrize(("prompt_len", "steps"), [(1, 3), (12, 4)])
+def test_programs_compute_the_layer_model_bit_for_bit(prompt_len, steps):
+    """The engine running the programs (its golden model) gives every layer's hidden states
+    and every pass's logits of the golden layer model in the engine's formats, bit for bit;
+    the tokens are the golden ``generate``'s. A prompt longer than the sliding layer's window
+    (8): the window slides in prefill and decode."""
+    config = golden.tiny_config("tiny-gpt-oss")
+    weights = golden.random_weights(config, 3)
+    cfg = build_config(DecoderConfig, engine_params(config, prompt_len + steps))
+    prompt = np.random.default_rng(prompt_len).integers(0, 256, prompt_len)
+    gen = Generation(cfg, config, weights, prompt, steps)
+    tokens, logits = golden.generate(config, weights, prompt, steps, formats=formats_of(cfg))
+    assert np.array_equal(gen.tokens, tokens)
+    assert np.array_equal(gen.logits.view(np.uint32), logits.view(np.uint32))
+    assert len(gen.chunks) == steps * 2
+    for k, got in enumerate(_engine_run(gen)):
+        want = gen.expected(k)
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert np.array_equal(g.view(np.uint32), w.view(np.uint32)), gen.chunks[k].label
+
+
+def test_the_layers_own_windows_matter():
+    """Without the sliding layer's window on its steps, the engine's results differ (the
+    window is carried by the programs, not by the config)."""
+    config = golden.tiny_config("tiny-gpt-oss")
+    weights = golden.random_weights(config, 3)
+    cfg = build_config(DecoderConfig, engine_params(config, 14))
+    assert cfg.attn.window == 0
+    gen = Generation(cfg, config, weights, np.arange(12), 2)
+    for ch in gen.chunks:
+        for c in ch.prog.commands:
+            if c["op"] == Op.ATTN and c["value"] and c["aop"] == 3:
+                c["value"] = 0
+    got = _engine_run(gen)
+    assert not np.array_equal(got[0][0], gen.expected(0)[0])
+
+
+def test_engine_params_follow_the_model():
+    config = golden.tiny_config("tiny-gpt-oss")
+    cfg = build_config(DecoderConfig, engine_params(config, 20))
+    assert (cfg.hidden, cfg.attn.q_heads, cfg.attn.kv.kv_heads, cfg.attn.kv.head_dim) == \
+        (64, 4, 2, 16)
+    assert cfg.linear.n_max >= 256 and cfg.rope.dim == 16 and cfg.attn.sinks == 1
+    assert cfg.act_lines * LINE >= 20 * 64
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["--model", "tiny-deepseek"], "model_type.*deepseek_v3.*allowed: 'gpt_oss'"),
+    (["--model", "tiny-llama"], "parameter 'model' = 'tiny-llama'.*allowed: tiny-gpt-oss"),
+    (["--prompt-len", "0"], "--prompt-len 0: allowed 1..64"),
+    (["--tokens", "65"], "--tokens 65: allowed 1..64"),
+])
+def test_bad_input_is_one_line(capsys, argv, match):
+    import re
+
+    assert main(["generate", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(match, err), err
+
+
+def test_a_config_file_needs_weights(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(golden.tiny_config("tiny-gpt-oss")))
+    assert main(["generate", "--model", str(path)]) == 2
+    assert "needs --weights" in capsys.readouterr().err
+
+
+@pytest.mark.sim
+@pytest.mark.alternate_sims
+def test_generate_rtl(simulator, seed, capsys):
+    """Tiny GPT-OSS through the RTL: a prompt of 10 (past the sliding window), 3 tokens; the
+    tokens are the golden model's and the RTL's cycles the timed model's."""
+    code = main(["generate", "--model", "tiny-gpt-oss", "--prompt-len", "10", "--tokens", "3",
+                 "--sim", simulator, "--seed", str(seed), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["passed"], report["log"]
+    config = golden.tiny_config("tiny-gpt-oss")
+    cfg = build_config(DecoderConfig, engine_params(config, 13))
+    tokens, _ = golden.generate(config, golden.random_weights(config, 0), report["prompt"], 3,
+                                formats=formats_of(cfg))
+    assert report["tokens"] == tokens.tolist()
+    assert report["cycles"] == report["model_cycles"] > 0
