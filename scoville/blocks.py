@@ -429,7 +429,8 @@ BLOCKS: dict[str, Block] = {
             timed=decoder_timed.timing,
             testbench="scoville.testbenches.decoder",
             first_look=DECODER_LOOK,
-            parts={"linear": "linear", "moe": "moe", "rope": "rope", "attn": "attention"},
+            parts={"linear": "linear", "moe": "moe", "rope": "rope", "attn": "attention",
+                   "argmax": "argmax"},
         ),
     ]
 }

@@ -673,10 +673,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="attention-window-one-short",
         models="attention: the window starts a position late (W - 1 tokens attended)",
         file="scoville/rtl/attention_walk.py",
-        edits=(Edit("pos - (cfg.window - 1), 0)", "pos - (cfg.window - 2), 0)"),),
+        edits=(Edit("pos - (window - 1), 0)", "pos - (window - 2), 0)"),),
         block="attention", params=ATTENTION, tests=("test_edges", "test_workload"),
         expect=Kind.DATA,
         why="every step after 20 tokens drops its first attended position",
+    ),
+    Mutation(
+        name="attention-own-window-ignored",
+        models="attention: a step's own window (its command's value) ignored, the config's "
+               "taken",
+        file="scoville/rtl/attention_control.py",
+        edits=(Edit("self.window.eq(Mux(own != 0, own, cfg.window))",
+                    "self.window.eq(cfg.window)"),),
+        block="attention", params=ATTENTION, tests=("test_edges",),
+        expect=Kind.DATA,
+        why="test_edges' steps with windows of their own (37 and 1 tokens) over 67 tokens",
     ),
     Mutation(
         name="attention-p-unmasked-before-window",

@@ -29,6 +29,8 @@ def _engine_run(gen: Generation) -> list[list[np.ndarray]]:
             assert status == 0, (ch.label, c)
             if o is not None:
                 got.append(o.view(np.float32))
+            if c["op"] == Op.ARGMAX:
+                got.append(model.answer[2])
         outs.append(got)
     return outs
 
@@ -48,7 +50,9 @@ def test_programs_compute_the_layer_model_bit_for_bit(prompt_len, steps):
     assert np.array_equal(gen.tokens, tokens)
     assert np.array_equal(gen.logits.view(np.uint32), logits.view(np.uint32))
     assert len(gen.chunks) == steps * 2
-    for k, got in enumerate(_engine_run(gen)):
+    runs = _engine_run(gen)
+    assert [got.pop() for got in runs[1::2]] == tokens.tolist()     # ARGMAX's answers
+    for k, got in enumerate(runs):
         want = gen.expected(k)
         assert len(got) == len(want)
         for g, w in zip(got, want, strict=True):

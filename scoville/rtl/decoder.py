@@ -21,8 +21,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .argmax import Argmax, ArgmaxConfig
 from .attention import Attention, AttentionConfig, rtl_error
 from .decoder_parts import (
+    INDEX_BITS,
     LINE,
     AttnOp,
     Joiner,
@@ -80,6 +82,9 @@ _ATTN = AttentionConfig(
     array=GemmConfig(rows=8, cols=32, fmt="bf16"), q_heads=8, sinks=1, mode="prefill",
     q_tokens=16)
 
+#: A vocabulary of 1024 tokens, a line of logits a beat.
+_ARGMAX = ArgmaxConfig(vocab=1024, lanes=LINE)
+
 #: ``rope.dim``: a vector within a line (a power of two) or whole lines.
 ROPE_DIMS = (2, 4, 8, 16, 32, 64, 96, 128)
 
@@ -111,6 +116,9 @@ class DecoderConfig:
         The attention's part (``attn.*``: the ``attention`` block, its KV cache and array):
         its head vectors (``kv.head_dim`` values; ``v_dim`` out) within a line or whole
         lines; no MLA yet.
+    argmax : ArgmaxConfig
+        Greedy sampling's part (``argmax.*``: the ``argmax`` block): ``vocab`` logits a
+        token, a line a beat.
     """
 
     hidden: int = param(256, "32..8192, a multiple of 32", "hidden size H")
@@ -120,6 +128,8 @@ class DecoderConfig:
     moe: MoeConfig = part(_MOE, "the MoE (block moe)")
     rope: RopeConfig = part(_ROPE, "the rotary embedding (block rope)")
     attn: AttentionConfig = part(_ATTN, "the attention over the KV cache (block attention)")
+    argmax: ArgmaxConfig = part(_ARGMAX, "greedy sampling (block argmax)",
+                                restrict={"lanes": (LINE,)})
 
     def __post_init__(self):
         check_parts(self)
@@ -308,6 +318,7 @@ class Decoder(wiring.Component):
         m.submodules.mplace = mplace = Placer(cfg, cfg.moe.array.cols)
         rope = self._rope_parts(m)
         attn = self._attn_parts(m)
+        m.submodules.argmax = am = Argmax(cfg.argmax)
 
         c, run = self.cmd.payload, seq.run
         wiring.connect(m, wiring.flipped(self.cmd), seq.cmd)
@@ -354,6 +365,7 @@ class Decoder(wiring.Component):
                          walker.row.eq(c.row)]
         self._rope_datapath(m, rope, ports[1])
         self._attn_datapath(m, seq, attn, ports)
+        self._answer(m, seq, attn.attn, am)
 
         # The projection and the MoE: each its command from start (offered until taken), x
         # from reader A, its output placed into lines (the MoE's in order: one "token").
@@ -372,7 +384,7 @@ class Decoder(wiring.Component):
 
         self._memory(m, proj, wfetch, moe, run)
         self._datapath(m, seq, ra, rb, norm, wvec, proj, msplit.i, (place, mplace),
-                       (rope, attn), wp)
+                       (rope, attn), am, wp)
         took = self.cmd.valid & self.cmd.ready
         count(m, self.counters, {"commands": took & seq.start, "refused": took & ~seq.start,
                                  "weight_words": self.rdata.valid & self.rdata.ready})
@@ -470,18 +482,30 @@ class Decoder(wiring.Component):
             attn.out = attn.split.o
         else:
             attn.out = blk.o
-        # The answer, taken at once.
+
+    def _answer(self, m, seq, blk, am):
+        """The answers of ``ATTN`` (the attention block's) and ``ARGMAX`` (the argmax
+        block's: the chosen index), each taken at once while its op runs."""
+        run = seq.run
         answer = blk.resp.payload
         code = Signal(Status)
         with m.Switch(answer.status):     # the cache's codes, by name
             for cache_code in CacheStatus:
                 with m.Case(cache_code):
                     m.d.comb += code.eq(Status[cache_code.name])
+        index = am.o.payload.index
+        picked = run.op == Op.ARGMAX
         # One assignment of the whole answer: a struct driven field by field from processes
         # of their own becomes Verilog that Icarus leaves at X until a field's source changes.
-        m.d.comb += [blk.resp.ready.eq(seq.active & (run.op == Op.ATTN)),
-                     seq.answered.eq(blk.resp.valid & blk.resp.ready),
-                     seq.answer.eq(Cat(code, answer.seq, answer.length))]
+        m.d.comb += [
+            blk.resp.ready.eq(seq.active & (run.op == Op.ATTN)),
+            am.o.ready.eq(seq.active & picked),
+            seq.answered.eq((blk.resp.valid & blk.resp.ready) | (am.o.valid & am.o.ready)),
+            seq.answer.eq(Mux(picked,
+                              Cat(Const(Status.OK, Status), Const(0, answer.seq.shape()),
+                                  Const(0, answer.length.shape()), index),
+                              Cat(code, answer.seq, answer.length, Const(0, INDEX_BITS)))),
+        ]
 
     def _rope_datapath(self, m, rope, port):
         """``ROPE``: the walker's lines (read on ``port``) gathered into vectors, each rotated
@@ -517,7 +541,7 @@ class Decoder(wiring.Component):
         m.d.comb += port.valid.eq(pending)
         return port.payload
 
-    def _datapath(self, m, seq, ra, rb, norm, wvec, proj, moe_x, placers, walked, wp):
+    def _datapath(self, m, seq, ra, rb, norm, wvec, proj, moe_x, placers, walked, am, wp):
         """Reader A's lines to the op's unit, and the unit's results into the write port."""
         active, op = seq.active, seq.run.op
         place, mplace = placers
@@ -533,7 +557,7 @@ class Decoder(wiring.Component):
                                              name=f"res{q}"))
         m.d.comb += [norm.i.payload.x.eq(ra.o.payload), norm.i.payload.w.eq(wvec.rdata),
                      proj.x.payload.eq(ra.o.payload), self.o.payload.eq(ra.o.payload),
-                     moe_x.payload.eq(ra.o.payload)]
+                     moe_x.payload.eq(ra.o.payload), am.i.payload.eq(ra.o.payload)]
         is_ = {o: active & (op == o) for o in Op}
         m.d.comb += [
             self.x.ready.eq(is_[Op.IN] & ~seq.counted),
@@ -541,10 +565,12 @@ class Decoder(wiring.Component):
             norm.i.valid.eq(is_[Op.NORM] & ra.o.valid),
             proj.x.valid.eq(is_[Op.LINEAR] & ra.o.valid),
             moe_x.valid.eq(is_[Op.MOE] & ra.o.valid),
+            am.i.valid.eq(is_[Op.ARGMAX] & ra.o.valid),
             ra.o.ready.eq(Mux(op == Op.ADD, both & is_[Op.ADD],
                               (is_[Op.OUT] & self.o.ready) | (is_[Op.NORM] & norm.i.ready)
                               | (is_[Op.LINEAR] & proj.x.ready)
-                              | (is_[Op.MOE] & moe_x.ready))),
+                              | (is_[Op.MOE] & moe_x.ready)
+                              | (is_[Op.ARGMAX] & am.i.ready))),
             rb.o.ready.eq(both & is_[Op.ADD]),
             norm.o.ready.eq(1), place.w.ready.eq(1), mplace.w.ready.eq(1),
             rope.out.ready.eq(1), rope.wwalk.o.ready.eq(rope.out.valid),
@@ -581,7 +607,8 @@ class Decoder(wiring.Component):
                     with m.If(placer.w.valid):
                         m.d.comb += wp.en.eq(w.mask)
         m.d.comb += seq.beats.eq(Mux(op == Op.OUT, self.o.valid & self.o.ready,
-                                     Mux(op == Op.ATTN, seq.answered, wen & active)))
+                                     Mux((op == Op.ATTN) | (op == Op.ARGMAX), seq.answered,
+                                         wen & active)))
 
     def _check(self, m, c) -> Signal:
         """The status of command ``c`` (:func:`scoville.sim.golden.decoder.check` states the
@@ -610,7 +637,8 @@ class Decoder(wiring.Component):
                                   c.count)))),
         ]
         reads_a = (c.op != Op.IN) & (~attn | walks)
-        writes_dst = (c.op != Op.OUT) & ~rope & (~attn | step)     # ROPE writes in place
+        # ROPE writes in place; ARGMAX answers
+        writes_dst = (c.op != Op.OUT) & ~rope & (~attn | step) & (c.op != Op.ARGMAX)
         over = (((c.count == 0) & (~attn | walks)) | (reads_a & (c.a + reads > N)) |
                 ((c.op == Op.ADD) & (c.b + reads > N)) | (writes_dst & (c.dst + writes > N)))
 
@@ -634,9 +662,12 @@ class Decoder(wiring.Component):
                             | (c.off + A.q_heads * D >= 1 << 16)    # the key walker's off
                             | (c.off + (A.q_heads + cfg.attn_vectors) * D > c.row * LINE)
                             | ((c.aop == AttnOp.APPEND) & (c.count != 1)))
-        with m.If(over):
+        with m.If(Value.cast(c.op) > Op.ARGMAX):
+            m.d.comb += status.eq(Status.BAD_OP)
+        with m.Elif(over):
             m.d.comb += status.eq(Status.BAD_RANGE)
-        with m.Elif(((c.op == Op.LINEAR) & bad_linear) | ((c.op == Op.NORM) & bad_norm)
+        with m.Elif(((c.op == Op.ARGMAX) & (c.count != cfg.argmax.beats))
+                    | ((c.op == Op.LINEAR) & bad_linear) | ((c.op == Op.NORM) & bad_norm)
                     | ((c.op == Op.MOE) & bad_moe) | (rope & bad_rope) | bad_attn):
             m.d.comb += status.eq(Status.BAD_SHAPE)
         with m.Else():
@@ -669,7 +700,8 @@ class Decoder(wiring.Component):
                    Mux(c.op == Op.LINEAR, c.count * (c.n // C),
                        Mux(c.op == Op.MOE, c.count * (cfg.hidden // MC),
                            Mux(c.op == Op.ROPE, c.count * c.heads * cfg.rope_lines,
-                               Mux(c.op == Op.ATTN, 1, c.count)))))
+                               Mux((c.op == Op.ATTN) | (c.op == Op.ARGMAX), 1,
+                                   c.count)))))
 
 
 def _register(m, prefix: str, parts: SimpleNamespace) -> None:

@@ -11,16 +11,18 @@ from .attention_control import Op as AttnOp
 from .kvcache import SEQ_BITS, TOKEN_BITS
 from .lib.formats import MX_BLOCK
 
-__all__ = ["LINE", "AttnOp", "Joiner", "LineReader", "Op", "OutWalker", "Placer", "Sequencer",
-           "Splitter", "Status", "VecGather", "VecLoader", "VecWalker", "command_layout",
-           "line_layout", "line_splitter", "response_layout", "walk_layout", "write_layout"]
+__all__ = ["INDEX_BITS", "LINE", "AttnOp", "Joiner", "LineReader", "Op", "OutWalker", "Placer",
+           "Sequencer", "Splitter", "Status", "VecGather", "VecLoader", "VecWalker",
+           "command_layout", "line_layout", "line_splitter", "response_layout", "walk_layout",
+           "write_layout"]
 
 #: Values of a line of the activation memory (FP32 each).
 LINE = MX_BLOCK
 
 
-class Op(enum.IntEnum, shape=3):
-    """A command's operation (``docs/decoder.md`` says what each reads and writes)."""
+class Op(enum.IntEnum, shape=4):
+    """A command's operation (``docs/decoder.md`` says what each reads and writes); the codes
+    past ``ARGMAX`` are refused (``BAD_OP``)."""
     IN = 0
     OUT = 1
     ADD = 2
@@ -29,11 +31,13 @@ class Op(enum.IntEnum, shape=3):
     MOE = 5
     ROPE = 6
     ATTN = 7
+    ARGMAX = 8
 
 
 class Status(enum.IntEnum, shape=3):
-    """Status of a command: done, or refused by the engine (and nothing changed), or an
-    ``ATTN``'s answer from the attention block (its cache's codes: ``docs/attention.md``)."""
+    """Status of a command: done, or refused by the engine (and nothing changed: ``BAD_OP``
+    for an unknown op), or an ``ATTN``'s answer from the attention block (its cache's codes:
+    ``docs/attention.md``)."""
     OK = 0
     BAD_RANGE = 1
     BAD_SHAPE = 2
@@ -56,8 +60,9 @@ def command_layout(config) -> data.StructLayout:
     ``LINEAR``'s and ``MOE``'s weights and ``ROPE``'s table rows; ``ROPE``'s ``heads``
     (vectors a token), ``stride`` and ``off`` (values: between a token's vectors, and to its
     first) and ``row`` (lines: between tokens); ``ATTN``'s ``aop`` (the attention block's
-    command), ``seq``, ``heads`` and ``value`` (a sink's head and logit), with ``a``,
-    ``row``, ``off`` and ``dst`` for its vectors (``docs/decoder.md``)."""
+    command), ``seq``, ``heads`` and ``value`` (a sink's head and logit, a step's window),
+    with ``a``, ``row``, ``off`` and ``dst`` for its vectors; ``ARGMAX``'s ``a`` and ``count``
+    (a token's logits, ``argmax.vocab / 32`` lines) (``docs/decoder.md``)."""
     line = config.line_bits
     return data.StructLayout({"op": Op, "a": line, "b": line, "dst": line, "count": 16,
                               "k": 15, "n": 21, "addr": config.linear.addr_bits, "bias": 1,
@@ -65,11 +70,16 @@ def command_layout(config) -> data.StructLayout:
                               "aop": AttnOp, "seq": SEQ_BITS, "value": 32})
 
 
+#: Bits of ``ARGMAX``'s answer: a token of the argmax block's largest vocabulary.
+INDEX_BITS = 18
+
+
 def response_layout() -> data.StructLayout:
     """A ``resp`` beat: the command's ``status``; an ``ATTN``'s ``seq`` (an ``ALLOC``'s new
     sequence) and ``length`` (the sequence's tokens after it) from the attention block's
-    answer, 0 for the other ops."""
-    return data.StructLayout({"status": Status, "seq": SEQ_BITS, "length": TOKEN_BITS})
+    answer; an ``ARGMAX``'s ``index`` (the chosen token); 0 for the other ops."""
+    return data.StructLayout({"status": Status, "seq": SEQ_BITS, "length": TOKEN_BITS,
+                              "index": INDEX_BITS})
 
 
 def write_layout(config) -> data.StructLayout:
@@ -498,10 +508,11 @@ class Sequencer(wiring.Component):
     checks keep the two counts equal: an append is one token). Otherwise ``start`` is high in
     the cycle it is taken (with ``go`` for every op but ``NORM``), and the op runs until its
     ``expect`` beats are counted (``writes`` of the activation memory; ``OUT``: beats of
-    ``o``; ``ATTN``: the attention block's answer, ``answered``, whose ``answer`` becomes the
-    command's); ``NORM`` first waits for its weights (``loaded``: ``go`` in the cycle it is
-    seen). Then ``resp`` offers the answer (the status; an ``ATTN``'s ``seq`` and
-    ``length``, else 0) until taken, and the next command is taken from the cycle after.
+    ``o``; ``ATTN`` and ``ARGMAX``: their part's answer, ``answered``, whose ``answer``
+    becomes the command's); ``NORM`` first waits for its weights (``loaded``: ``go`` in the
+    cycle it is seen). Then ``resp`` offers the answer (the status; an ``ATTN``'s ``seq`` and
+    ``length``, an ``ARGMAX``'s ``index``, else 0) until taken, and the next command is taken
+    from the cycle after.
 
     Attributes
     ----------
@@ -518,7 +529,7 @@ class Sequencer(wiring.Component):
         A counted beat in this cycle.
     answered : In(1)
     answer : In(response_layout())
-        An ``ATTN``'s answer, in the cycle its beat is counted.
+        An ``ATTN``'s or an ``ARGMAX``'s answer, in the cycle its beat is counted.
     loaded : In(1)
     active : Out(1)
         The op runs (its datapath moves beats): from the cycle after ``go``.

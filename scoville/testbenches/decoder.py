@@ -67,7 +67,8 @@ BINS = {
     "op:attn_answered": "an ATTN the attention block answers with other than OK",
     "op:rope_offset": "a ROPE whose vectors start past their token's first value",
     **{f"cmd:refused_{s}": f"a command refused with status {s}"
-       for s in ("bad_range", "bad_shape")},
+       for s in ("bad_range", "bad_shape", "bad_op")},
+    "op:argmax_ties": "an ARGMAX whose largest logit is there twice (or every logit NaN)",
 }
 
 
@@ -224,7 +225,12 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
     lin, N, hl = cfg.linear, cfg.act_lines, cfg.hidden // LINE
     top = 1 << lin.addr_bits
     K, R, S = LINE, Status.BAD_RANGE, Status.BAD_SHAPE
+    V = cfg.argmax.beats
     out = [
+        (Status.BAD_OP, {"op": len(Op)}), (Status.BAD_OP, {"op": 15, "count": 1}),
+        (R, {"op": Op.ARGMAX, "a": N - V + 1, "count": V}),
+        (S, {"op": Op.ARGMAX, "a": 0, "count": V + 1}),
+        (S, {"op": Op.ARGMAX, "a": 0, "count": V - 1}),
         (R, {"op": Op.MOE, "a": N - hl, "dst": 0, "count": 2}),
         (R, {"op": Op.IN, "count": 0}), (R, {"op": Op.OUT, "a": N - 1, "count": 2}),
         (R, {"op": Op.ADD, "a": 0, "b": N - 1, "dst": 2, "count": 2}),
@@ -309,10 +315,23 @@ def edge_commands(prog: Program) -> None:
     """A ``ROPE`` of a vector a line into its token's row, on the memory's last lines, read
     back; an ``ATTN`` step of three tokens (one in decode: a partial row tile either way
     where a tile holds two or more) over the first lines, its outputs read back; a free of a
-    sequence never allocated (the attention block's ``NO_SEQ``)."""
+    sequence never allocated (the attention block's ``NO_SEQ``); ``ARGMAX`` of logits on the
+    memory's last lines: the largest twice (the lower index chosen) after a NaN and an
+    infinity's negative, then every logit NaN (index 0), then -0 before +0 and negatives (-0
+    chosen: it equals +0)."""
     cfg = prog.cfg
     A = cfg.attn
     N, row = cfg.act_lines, cfg.rope_lines + 1
+    V = cfg.argmax.vocab
+    if V // LINE <= N:
+        lines = V // LINE
+        x = -np.abs(np.arange(V, dtype=np.float32) % 7) - 1
+        x[[0, 1]] = [np.nan, -np.inf]
+        x[[3, V - 1]] = 2.5
+        for logits in (x, np.full(V, np.nan, np.float32),
+                       np.concatenate([[-1.0, -0.0], np.full(V - 3, -2.0), [0.0]])):
+            prog.load(N - lines, np.asarray(logits, np.float32))
+            prog.cmd(Op.ARGMAX, a=N - lines, count=lines)
     prog.cmd(Op.ROPE, a=N - row, count=1, heads=1, off=LINE, row=row,
              addr=prog.rope_table([4095]))
     prog.cmd(Op.OUT, a=N - row, count=row)
@@ -348,7 +367,7 @@ def random_commands(prog: Program, rng, count: int) -> None:
     cfg, lin = prog.cfg, prog.cfg.linear
     hl, span = cfg.hidden // LINE, min(cfg.act_lines // 2, 16 * cfg.hidden // LINE)
     for _ in range(count):
-        op = Op(int(rng.integers(0, 8)))
+        op = Op(int(rng.integers(0, len(Op))))
         if rng.random() < 1 / 8:
             bad = refusals(cfg)
             prog.cmd(**bad[int(rng.integers(0, len(bad)))][1])
@@ -388,6 +407,10 @@ def random_commands(prog: Program, rng, count: int) -> None:
                      addr=prog.rope_table(p0 + np.arange(t)))
         elif op == Op.ATTN:
             _random_attn(prog, rng, span)
+        elif op == Op.ARGMAX:
+            n = cfg.argmax.beats
+            if n <= 2 * span:
+                prog.cmd(Op.ARGMAX, a=int(rng.integers(0, 2 * span - n + 1)), count=n)
         elif op == Op.MOE:
             if not prog.moe:
                 continue
@@ -459,6 +482,15 @@ def _cover(cov, cfg, c: dict) -> None:
     cov.hit_if("op:attn_tokens", step and c["count"] > 1)
     tile = min(cfg.attn.row_tokens, cfg.attn.max_step_tokens)
     cov.hit_if("op:attn_partial_tile", step and tile > 1 and c["count"] % tile != 0)
+
+
+def _cover_argmax(cov, model: DecoderModel, c: dict) -> None:
+    """An ``ARGMAX`` (run by ``model``) whose largest logit is there twice, or every one NaN."""
+    if c["op"] != Op.ARGMAX or check(model.config, c):
+        return
+    x = model.act[c["a"]:c["a"] + c["count"]].view(np.float32).ravel()
+    finite = x[~np.isnan(x)]
+    cov.hit_if("op:argmax_ties", not finite.size or np.sum(finite == finite.max()) > 1)
 
 
 def timed_commands(cfg, commands: list[dict], model: DecoderModel) -> list[dict]:
@@ -549,6 +581,7 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
     want_o, answers = [], []
     for c in prog.commands:
         _cover(ctx.coverage, cfg, c)
+        _cover_argmax(ctx.coverage, model, c)
         good_in = c["op"] == Op.IN and check(cfg, c) == Status.OK
         x = next(xs).view(np.uint32) if good_in else None
         status, o = model.apply(c, x)
@@ -560,8 +593,9 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
             want_o += [row.tolist() for row in o]
     if want is not None:
         _check_want(test, want_o, want)
-    status_, seq_, length_ = zip(*answers, strict=True)
-    want_resp = codec["resp"].pack(status=list(status_), seq=list(seq_), length=list(length_))
+    status_, seq_, length_, index_ = zip(*answers, strict=True)
+    want_resp = codec["resp"].pack(status=list(status_), seq=list(seq_), length=list(length_),
+                                   index=list(index_))
     beats = [join_words(row, 32) for x in prog.x for row in np.asarray(x).view(np.uint32)]
     requests, words = _requests(cfg, image, prog.commands, model.routes)
     if prog.router is not None:

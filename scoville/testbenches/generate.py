@@ -15,7 +15,7 @@ stacked, biases too), ``ROPE`` of the query and key heads, ``ATTN`` steps of its
 ``NORM``, ``MOE`` (the layer's router written on ``wr`` before its program: the block has
 one router), the residual ``ADD`` and the layer's hidden states ``OUT``; after the last
 layer the last token's ``NORM`` (``model.norm``) and the head's ``LINEAR``, its logits
-``OUT``.
+``OUT``, and ``ARGMAX`` of them: its answer is the next token.
 
 GPT-OSS only for now: DeepSeek-V3's MLA is not in the engine yet (a one-line error).
 """
@@ -35,6 +35,7 @@ from scoville.sim.golden import moe as moe_golden
 from scoville.sim.golden import rope as rope_golden
 
 from .decoder import Program, run_program
+from .failures import Failure, Kind
 from .kit import context, record
 
 __all__ = ["ENV_GENERATE", "Chunk", "Generation", "engine_params", "formats_of",
@@ -91,7 +92,7 @@ def engine_params(config: dict, context: int) -> dict:
         "attn.mode": "prefill", "attn.q_tokens": tokens, "attn.array.rows": 8,
         "attn.array.cols": max(8, min(64, d)), "attn.kv.banks": 2, "attn.kv.word_bits": 64,
         "attn.kv.bank_words": bank_words, "attn.kv.page_tokens": pages,
-        "attn.kv.max_seqs": max(2, s.layers), "attn.chunk": 256,
+        "attn.kv.max_seqs": max(2, s.layers), "attn.chunk": 256, "argmax.vocab": s.vocab,
     }
 
 
@@ -238,6 +239,7 @@ class Generation:
         prog.cmd(Op.LINEAR, a=Hn, dst=L, count=1, k=s.hidden, n=s.vocab, addr=self.head_addr)
         prog.cmd(Op.OUT, a=L, count=s.vocab // LINE)
         ch.outs.append(("logits", s.vocab // LINE))
+        prog.cmd(Op.ARGMAX, a=L, count=s.vocab // LINE)
 
     def expected(self, chunk: int) -> list[np.ndarray]:
         """The golden model's values of chunk ``chunk``'s ``OUT`` lines, in order (float32)."""
@@ -270,8 +272,9 @@ async def test_generate(dut):
     program run after the one before, the block idle between them (its activation memory,
     KV cache and sequences kept; the layer's router written on ``wr``), every ``OUT`` line
     (each layer's hidden states, each pass's logits) bit for bit against the golden layer
-    model, and every answer, request and handshake's cycle against the engine's golden and
-    timed models, on the workload's memory with streams that keep up."""
+    model, each pass's ``ARGMAX`` answer the golden model's token, and every answer,
+    request and handshake's cycle against the engine's golden and timed models, on the
+    workload's memory with streams that keep up."""
     ctx = context()
     spec = json.loads(os.environ[ENV_GENERATE])
     gen = Generation(ctx.config, spec["config"], model_weights(spec), spec["prompt"],
@@ -280,12 +283,18 @@ async def test_generate(dut):
     for addr, w in gen.image.moe.items():
         model.load_moe(addr, w)
     cycles = model_cycles = 0
+    tokens = []
     for k, ch in enumerate(gen.chunks):
         ch.prog.router = ch.router
         m = await run_program(dut, ctx, f"test_generate[{ch.label}]", ch.prog, gaps=False,
                               model=model, reset_first=k == 0, want=gen.expected(k))
         cycles += m["cycles"]
         model_cycles += m["model_cycles"]
-    record("test_generate", tokens=gen.tokens.tolist(), prompt=gen.prompt.tolist(),
+        if ch.prog.commands[-1]["op"] == Op.ARGMAX:     # the pass's token, the RTL's answer
+            tokens.append(model.answer[2])
+    if tokens != gen.tokens.tolist():
+        raise Failure(Kind.DATA, f"test_generate: the engine's tokens {tokens} are not the "
+                                 f"golden model's {gen.tokens.tolist()}")
+    record("test_generate", tokens=tokens, prompt=gen.prompt.tolist(),
            cycles=cycles, model_cycles=model_cycles, programs=len(gen.chunks),
            commands=sum(len(ch.prog.commands) for ch in gen.chunks))

@@ -10,7 +10,7 @@ projections (:class:`~scoville.sim.cycles.linear.Parts`), the MoE
 (a vector's lines, a table row's words), rotation
 (:class:`~scoville.sim.cycles.stream.StallPipeline`) and splitter, ``ATTN``'s attention
 (:class:`~scoville.sim.cycles.attention.Parts`) with its walkers, gatherers, output splitter
-and output walker, the memory mux
+and output walker, ``ARGMAX``'s argmax (:class:`Reducer`), the memory mux
 (:class:`~scoville.sim.cycles.memory.MemoryMux`) and the memory. The activation memory's
 write port always takes a line, so what a command writes counts in the cycle its unit hands
 it over (the placers pass the projection's rows and the MoE's words through).
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from scoville.rtl.argmax import LATENCY as ARGMAX_LATENCY
 from scoville.rtl.decoder import LINE, MUX_DEPTH, AttnOp, Op, Status
 from scoville.sim.golden.decoder import COMMAND_FIELDS, check, ranges
 
@@ -33,7 +34,8 @@ from .rmsnorm import Norm
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, StallPipeline, Timing
 from .unit import Wire, run
 
-__all__ = ["HeldSplitter", "Joiner", "LineReader", "Sequencer", "Splitter", "VecLoader",
+__all__ = ["HeldSplitter", "Joiner", "LineReader", "Reducer", "Sequencer", "Splitter",
+           "VecLoader",
            "VecWalker",
            "expect", "fast", "timing"]
 
@@ -49,8 +51,8 @@ def expect(config, fields: dict) -> int:
         return n * (config.hidden // config.moe.array.cols)
     if op == Op.ROPE:
         return n * fields["heads"] * config.rope_lines
-    if op == Op.ATTN:
-        return 1            # the attention block's answer
+    if op in (Op.ATTN, Op.ARGMAX):
+        return 1            # the attention block's answer, the argmax's
     return n
 
 
@@ -254,6 +256,39 @@ class Splitter:
             self._at = 0 if self.last else self._at + 1
 
 
+class Reducer:
+    """The argmax (:class:`scoville.rtl.argmax.Argmax`), a reducing stalling pipeline of
+    ``latency`` stages: a beat offered on ``i`` is taken while the last stage is empty or
+    its answer taken (:meth:`i_ready`); a token's last beat (every ``beats``-th) becomes its
+    answer, offered on ``o`` ``latency`` cycles after its handshake until taken."""
+
+    __slots__ = ("_beats", "_k", "_stages", "i", "o")
+
+    def __init__(self, beats: int, latency: int, i, o):
+        self._beats, self.i, self.o = beats, i, o
+        self._k, self._stages = 0, [False] * latency
+
+    @property
+    def o_valid(self) -> bool:
+        return self._stages[-1]
+
+    def i_ready(self, t: int) -> bool:
+        return not self._stages[-1] or self.o.accepts(t)
+
+    def step(self, t: int) -> None:
+        out = self._stages[-1]
+        if out and self.o.accepts(t):
+            self.o.take(t)
+        elif out:
+            return
+        last = False
+        if self.i.offers(t):
+            self.i.take(t)
+            last = self._k == self._beats - 1
+            self._k = 0 if last else self._k + 1
+        self._stages = [last, *self._stages[:-1]]
+
+
 class VecLoader:
     """The norm weights' loader (:class:`scoville.rtl.decoder_parts.VecLoader`): takes every
     word offered on ``words`` until it holds ``words_max``; :meth:`clear` starts over;
@@ -316,7 +351,7 @@ class _Block:
             "moe_cmd", "moe_x", "moe_o", "lin_req", "lin_rdata", "wf_req", "wf_rdata",
             "moe_req", "moe_rdata", "req", "rdata", "vwords", "rwords", "rl", "rg", "rrow",
             "rope_i", "rope_o", "rline", "wl", "at_cmd", "at_q", "at_kv", "at_o", "at_resp",
-            "aq_l", "akv_l", "at_oline", "ao_w")})
+            "aq_l", "akv_l", "at_oline", "ao_w", "am_i", "am_o")})
         P = cfg.linear.weight_port_bits
         self.mem = memory or MemoryAgent(1, P // 8, P)
         self.mem.attach(w.req, w.rdata, ready.get("req", ALWAYS))
@@ -347,6 +382,7 @@ class _Block:
         #: ROPE's results: a vector up to a line written as it comes; wider, split in lines.
         self.rsplit = HeldSplitter(cfg.rope_lines, w.rope_o, w.rline) \
             if cfg.rope.dim > LINE else None
+        self.argmax = Reducer(cfg.argmax.beats, ARGMAX_LATENCY, w.am_i, w.am_o)
         self.mux = MemoryMux(MUX_DEPTH, [w.lin_req, w.wf_req, w.moe_req],
                              [w.lin_rdata, w.wf_rdata, w.moe_rdata], w.req, w.rdata)
         #: The projection's, the norm fetch's, the MoE's and the attention's commands offered
@@ -361,7 +397,7 @@ class _Block:
         units = {name: getattr(self, name) for name in (
             "seq", "ra", "rb", "norm", "wfetch", "wvec", "mux", "mem", "msplit", "rwalk",
             "wwalk", "rgather", "rrows", "rope", "rsplit", "qwalk", "kvwalk", "owalk", "qgather",
-            "kvgather", "osplit") if getattr(self, name) is not None}
+            "kvgather", "osplit", "argmax") if getattr(self, name) is not None}
         inner = {f"{part}.{name}": unit for part in ("proj", "moe", "attn")
                  for name, unit in getattr(self, part).parts().items()}
         return {**units, **inner, **{f"w.{name}": wire for name, wire in vars(self.w).items()}}
@@ -462,6 +498,8 @@ class _Block:
         w.norm_i.set(op == Op.NORM and ra.valid, self.norm.i_ready(t))
         w.lin_x.set(op == Op.LINEAR and ra.valid, self.proj.x_ready)
         w.moe_x.set(op == Op.MOE and ra.valid, False)
+        w.am_i.set(op == Op.ARGMAX and ra.valid, self.argmax.i_ready(t))
+        w.am_o.set(self.argmax.o_valid, seq.active and op == Op.ARGMAX)
         out = op == Op.OUT and ra.valid and self.o.accepts(t)
         w.norm_o.set(self.norm.o_valid, True)
         w.lin_o.set(self.proj.o_valid, True)
@@ -472,14 +510,15 @@ class _Block:
         w.moe_x.ready = self.moe.x_ready(t)
         moe_line = w.moe_x.valid and w.moe_x.ready and self.msplit.last
         w.ra.set(ra.valid, both or out or moe_line or any(p.valid and p.ready for p in (
-            w.norm_i, w.lin_x)))
+            w.norm_i, w.lin_x, w.am_i)))
         w.rb.set(rb.valid, both)
         taken_x = op == Op.IN and not seq.counted and self.x.offers(t)
         # A beat counted: a line written (the write port always takes it), or one of OUT's.
         beat = (taken_x or both or out or (op == Op.NORM and w.norm_o.valid)
                 or (op == Op.LINEAR and w.lin_o.valid) or (op == Op.MOE and w.moe_o.valid)
                 or (op == Op.ROPE and w.rline.valid)
-                or (op == Op.ATTN and w.at_resp.valid and w.at_resp.ready))
+                or (op == Op.ATTN and w.at_resp.valid and w.at_resp.ready)
+                or (op == Op.ARGMAX and w.am_o.valid and w.am_o.ready))
         if taken_x:
             self.x.take(t)
         if out:
@@ -504,7 +543,8 @@ class _Block:
                 rb.start(reads[1][1])
         seq.step(t, loaded=loaded, beat=beat)
         for unit in (ra, rb, self.norm, self.wfetch, self.wvec, self.mux, self.mem,
-                     self.msplit, self.rwalk, self.wwalk, self.rgather, self.rrows, self.rope):
+                     self.msplit, self.rwalk, self.wwalk, self.rgather, self.rrows, self.rope,
+                     self.argmax):
             unit.step(t)
         if self.rsplit is not None:
             self.rsplit.step(t)
@@ -549,8 +589,9 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
     It follows the commands, not the cycles. A command taken in cycle ``t`` starts its
     datapath then (a ``NORM`` once its weights are in); its last beat ``e`` is counted at
     ``e + 1``, answered at ``e + 2``, and the next command taken at ``e + 3``. ``IN``,
-    ``OUT`` and ``ADD`` move a line a cycle from ``t + 1``; a refused command is answered at
-    ``t + 1``. A ``ROPE`` as :func:`_rope_fast` says; an ``ATTN`` (its ``result``, the
+    ``OUT`` and ``ADD`` move a line a cycle from ``t + 1``, ``ARGMAX`` too, its answer the
+    argmax's latency after its last line; a refused command is answered at ``t + 1``. A
+    ``ROPE`` as :func:`_rope_fast` says; an ``ATTN`` (its ``result``, the
     attention model's, as for :func:`timing`) is the attention block's command offered at
     ``t + 1``, its answer as :func:`_attn_answer` says. A ``NORM``'s and a ``LINEAR``'s part
     takes its command at ``t + 1``. The
@@ -582,6 +623,8 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
         op, n = Op(c["op"]), c["count"]
         if op in (Op.IN, Op.OUT, Op.ADD):
             last = t + n
+        elif op == Op.ARGMAX:
+            last = t + n + ARGMAX_LATENCY       # its answer, after the last line
         elif op == Op.NORM:
             W = cfg.norm_words
             first = t + 2 + L

@@ -807,7 +807,7 @@ def ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | 
     hl = config.hidden // 32
     if op == Op.IN:
         return [], (cmd["dst"], n)
-    if op == Op.OUT:
+    if op in (Op.OUT, Op.ARGMAX):
         return [(cmd["a"], n)], None
     if op == Op.ADD:
         return [(cmd["a"], n), (cmd["b"], n)], (cmd["dst"], n)
@@ -825,12 +825,12 @@ def ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | 
 
 def check(config, cmd: dict):
     """The :class:`~scoville.rtl.decoder.Status` the block answers ``cmd`` (its fields) with,
-    as ``docs/decoder.md`` states (every code of the 3-bit op is an op; another value is
-    ``BAD_SHAPE``): ``BAD_RANGE`` for a
+    as ``docs/decoder.md`` states: ``BAD_OP`` for an op past ``ARGMAX``; ``BAD_RANGE`` for a
     ``count`` of 0, a range past the activation memory (counted in whole lines: ``k // 32``
     and ``n // 32`` a token), or (``ADD``, ``NORM``) a written
     range that overlaps a read range without starting where it starts; then ``BAD_SHAPE`` for
-    a ``LINEAR`` the projections refuse or whose ``k`` or ``n`` is not a multiple of 32, a
+    an ``ARGMAX`` of other than a token's ``argmax.vocab / 32`` lines, a ``LINEAR`` the
+    projections refuse or whose ``k`` or ``n`` is not a multiple of 32, a
     ``MOE`` of more tokens than the MoE holds, a ``ROPE`` whose vectors do not fit
     (:func:`rope_fits`), an ``ATTN`` step or append whose token rows cannot hold its query,
     key and value heads from ``off`` (on the heads' grid; its key heads from a value below
@@ -839,7 +839,7 @@ def check(config, cmd: dict):
     ``ATTN`` of another attention command (alloc, free, sink) reads and writes no lines: the
     attention block answers it."""
     if cmd["op"] not in set(Op):
-        return Status.BAD_SHAPE
+        return Status.BAD_OP
     op, lin = Op(cmd["op"]), config.linear
     reads, write = ranges(config, cmd)
     spans = reads + ([write] if write else [])
@@ -849,6 +849,8 @@ def check(config, cmd: dict):
             s != write[0] and s < write[0] + write[1] and write[0] < s + n for s, n in reads):
         return Status.BAD_RANGE
     words = 1 << lin.addr_bits
+    if op == Op.ARGMAX and cmd["count"] != config.argmax.beats:
+        return Status.BAD_SHAPE
     if op == Op.LINEAR:
         k, n, bias = cmd["k"], cmd["n"], bool(cmd["bias"])
         if (cmd["count"] > lin.tokens or not 0 < k <= lin.k_max or not 0 < n <= lin.n_max
@@ -896,6 +898,8 @@ class DecoderModel:
 
     - ``IN``: ``count`` lines of ``x`` into lines ``dst`` on;
     - ``OUT``: lines ``a`` on, ``count`` of them, returned (``o``'s beats);
+    - ``ARGMAX``: the ``count`` lines from ``a`` (a token's logits), the lowest index of
+      the largest (:func:`~scoville.sim.golden.argmax.greedy`) its answer's ``index``;
     - ``ADD``: line ``dst + i`` = FP32 sum of lines ``a + i`` and ``b + i``, lane by lane;
     - ``NORM``: ``count`` tokens of ``H / 32`` lines each from ``a`` (token-major), normalized
       (:func:`~scoville.sim.golden.rmsnorm.normalize`, sums in beats of 32) with the weight of
@@ -938,8 +942,9 @@ class DecoderModel:
         self.attention = attn_golden.AttentionModel(self.config.attn)
         #: Each ``ATTN`` the engine passed on: the attention model's result.
         self.results: list[attn_golden.Result] = []
-        #: The last command's ``seq`` and ``length`` (an ``ATTN``'s answer; else 0, 0).
-        self.answer = (0, 0)
+        #: The last command's ``seq``, ``length`` and ``index`` (an ``ATTN``'s answer, an
+        #: ``ARGMAX``'s index; else 0).
+        self.answer = (0, 0, 0)
 
     def load_moe(self, addr: int, weights) -> None:
         """The MoE layer whose experts' weights (of ``weights``, a
@@ -996,7 +1001,7 @@ class DecoderModel:
             op=aop, seq=cmd["seq"], head=cmd["heads"], value=value,
             window=cmd["value"] & 0xFFFF if aop == AttnOp.STEP else 0, **vectors))
         self.results.append(res)
-        self.answer = (int(res.seq), int(res.length))
+        self.answer = (int(res.seq), int(res.length), 0)
         if res.out is not None and res.status == CacheStatus.OK:
             order = attn_golden.beat_order(A, res.length, np.arange(n * QH).reshape(n, QH, 1))
             out = np.empty_like(res.out)
@@ -1024,7 +1029,7 @@ class DecoderModel:
         cfg = self.config
         cmd = {f: int(cmd.get(f, 0)) for f in COMMAND_FIELDS}
         status = check(cfg, cmd)
-        self.answer = (0, 0)
+        self.answer = (0, 0, 0)
         if status != Status.OK:
             return status, None
         if cmd["op"] == Op.ATTN:
@@ -1035,6 +1040,8 @@ class DecoderModel:
             self.act[dst:dst + n] = np.asarray(x, np.uint32).reshape(n, 32)
         elif op == Op.OUT:
             return status, self.act[a:a + n].copy()
+        elif op == Op.ARGMAX:
+            self.answer = (0, 0, int(greedy(self._lines(a, n).reshape(1, -1))[0]))
         elif op == Op.ADD:
             self.act[dst:dst + n] = fp32_add(self.act[a:a + n], self.act[cmd["b"]:cmd["b"] + n])
         elif op == Op.NORM:
