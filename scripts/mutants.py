@@ -1520,6 +1520,27 @@ MUTATIONS: tuple[Mutation, ...] = (
             "steps longer than the block takes: each answered OK",
     ),
     Mutation(
+        name="decoder-argmax-index-dropped",
+        models="decoder: an ARGMAX is answered with index 0 whatever the argmax chose",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("Const(0, answer.length.shape()), index),",
+                    "Const(0, answer.length.shape()), Const(0, 1)),"),),
+        block="decoder", params=DECODER, tests=("test_edges",),
+        expect=Kind.STATUS,
+        why="test_edges' first ARGMAX chooses index 3 (the lower of two equal largest)",
+    ),
+    Mutation(
+        name="decoder-argmax-unknown-op-run",
+        models="decoder: only the last op code (15) is refused BAD_OP; the others past ARGMAX "
+               "are checked as ops",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("with m.If(Value.cast(c.op) > Op.ARGMAX):",
+                    "with m.If(Value.cast(c.op) == 15):"),),
+        block="decoder", params=DECODER, tests=("test_edges",),
+        expect=Kind.STATUS,
+        why="test_edges' refusals include op 9 (count 0): answered BAD_RANGE, not BAD_OP",
+    ),
+    Mutation(
         name="decoder-attn-append-of-two",
         models="decoder: an ATTN append of more than one token is passed to the attention "
                "block",

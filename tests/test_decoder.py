@@ -12,6 +12,7 @@ import pytest
 
 from scoville.rtl.decoder import DecoderConfig, Op, Status
 from scoville.rtl.lib.params import ParamError, build_config
+from scoville.sim.cycles.decoder import fast as decoder_fast
 from scoville.sim.cycles.decoder import timing as engine_timing
 from scoville.sim.golden import decoder
 from scoville.sim.golden import linear as linear_golden
@@ -453,6 +454,13 @@ def test_a_refused_command_changes_nothing(cfg):
     ({"op": Op.MOE, "count": 1, "addr": (1 << 14) - ENGINE_CFG.moe_words}, Status.OK),
     ({"op": Op.MOE, "count": 1, "addr": (1 << 14) - ENGINE_CFG.moe_words + 1},
      Status.BAD_SHAPE),
+    # ARGMAX (a vocabulary of 1024: 32 lines a token)
+    ({"op": Op.ARGMAX, "a": 96, "count": 32}, Status.OK),
+    ({"op": Op.ARGMAX, "a": 97, "count": 32}, Status.BAD_RANGE),
+    ({"op": Op.ARGMAX, "a": 0, "count": 31}, Status.BAD_SHAPE),
+    ({"op": Op.ARGMAX, "a": 0, "count": 0}, Status.BAD_RANGE),
+    ({"op": 9, "a": 0, "count": 1}, Status.BAD_OP),
+    ({"op": 15}, Status.BAD_OP),
 ])
 def test_engine_checks(fields, status):
     """In place is allowed, a write that overtakes a read is not (ADD and NORM; LINEAR holds
@@ -475,6 +483,34 @@ def test_engine_timing_by_hand():
     assert t.handshakes["cmd"] == [0, 6, 11]
     assert t.handshakes["o"] == [7, 8]
     assert t.counters == {"commands": 2, "refused": 1, "weight_words": 0}
+
+
+def test_engine_argmax_by_hand():
+    """ARGMAX of a token's 32 lines (1024 logits): the lowest index of the largest (NaN never
+    chosen, -0 equal to +0), in the answer's index; its lines taken in cycles 1-32 (every
+    stream keeping up), the answer valid the argmax's two cycles after the last (34) and
+    taken then, counted the cycle after, offered on ``resp`` the cycle after that."""
+    rng = np.random.default_rng(4)
+    model = decoder.DecoderModel(ENGINE_CFG)
+    cases = []
+    x = rng.standard_normal(1024).astype(np.float32)
+    cases.append((x, int(np.argmax(x))))
+    y = x.copy()
+    y[[5, 900]] = 9.0
+    y[0] = np.nan
+    cases.append((y, 5))
+    cases.append((np.full(1024, np.nan, np.float32), 0))
+    z = np.full(1024, -1.0, np.float32)
+    z[[7, 8]] = [-0.0, 0.0]
+    cases.append((z, 7))
+    for logits, want in cases:
+        model.apply({"op": Op.IN, "dst": 0, "count": 32}, logits.view(np.uint32).reshape(32, 32))
+        assert model.apply({"op": Op.ARGMAX, "a": 0, "count": 32}) == (Status.OK, None)
+        assert model.answer == (0, 0, want)
+    t = engine_timing(ENGINE_CFG, [{"op": Op.ARGMAX, "a": 0, "count": 32}])
+    assert t.handshakes["resp"] == [36]
+    assert decoder_fast(ENGINE_CFG, [{"op": Op.ARGMAX, "a": 0, "count": 32}], 1, 8)["cycles"] \
+        == 37
 
 
 @pytest.mark.parametrize(("params", "match"), [
