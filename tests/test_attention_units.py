@@ -224,6 +224,7 @@ def _run_walker(dut, cfg, steps, port: str, fields, beats: int, ready):
             ctx.set(dut.lo, base - (cfg.window - 1) if cfg.window and base >= cfg.window
                     else 0)
             ctx.set(dut.base, base)
+            ctx.set(dut.window, cfg.window)
             ctx.set(dut.tokens, tokens)
             starts.append(t)
 
@@ -305,12 +306,14 @@ def _one_step(cfg, rng) -> tuple[int, int, int, list]:
     return lo, base, tokens, _chunks(cfg, length, tokens)
 
 
-def _start_once(dut, lo, base, tokens, at: int = 1):
-    """Drive a walking unit's start in cycle ``at`` and ``attending`` from the cycle after."""
+def _start_once(dut, lo, base, tokens, window: int, at: int = 1):
+    """Drive a walking unit's start in cycle ``at`` (the step's ``window``) and ``attending``
+    from the cycle after."""
     async def start(ctx, t):
         ctx.set(dut.start, t == at)
         ctx.set(dut.lo, lo)
         ctx.set(dut.base, base)
+        ctx.set(dut.window, window)
         ctx.set(dut.tokens, tokens)
         ctx.set(dut.attending, t > at)
     return start
@@ -333,7 +336,7 @@ def test_score_unit_unit_model_is_its_rtl(look, gap):
     data = [[int(x) for x in rng.integers(0, 2**32, C)] for _ in range(rows)]
     valid, ready = Schedule([seed, 1], gap), Schedule([seed, 2], gap)
     done_at = Schedule([seed, 3], 0.5)
-    start = _start_once(dut, lo, base, tokens)
+    start = _start_once(dut, lo, base, tokens, cfg.window)
     rises = []
 
     async def control(ctx, t):
@@ -382,7 +385,7 @@ def test_a_sequencer_unit_model_is_its_rtl(look, gap):
     beats = sum(-(-n // C) * D + VT * n for _, _, n, _ in chunks)
     dut = ASequencerRtl(cfg)
     ready, rise = Schedule([seed, 1], gap), Schedule([seed, 2], 0.7)
-    start = _start_once(dut, lo, base, tokens)
+    start = _start_once(dut, lo, base, tokens, cfg.window)
     mr = [False]
 
     async def control(ctx, t):
