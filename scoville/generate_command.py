@@ -43,11 +43,26 @@ def _model(args) -> tuple[dict, dict]:
     """``(config, spec)``: the model's config dict and what the test is handed."""
     from scoville.sim.golden import decoder as golden
 
+    built_in = [name for name in golden.TINY if name != "tiny-deepseek"]
+    if args.model in golden.TINY:
+        if args.weights is not None:
+            raise ParamError(f"--weights {args.weights}: allowed only with --model "
+                             "CONFIG.json (a built-in model's weights are seeded)")
+        return golden.tiny_config(args.model), {"weights": None, "weights_seed": 0}
+    if not Path(args.model).is_file():
+        raise ParamError(f"--model {args.model}: no such built-in model or file; allowed: "
+                         f"{', '.join(built_in)}, or a Hugging Face config.json with --weights")
     if args.weights is None:
-        if not Path(args.model).is_file():
-            return golden.tiny_config(args.model), {"weights": None, "weights_seed": 0}
         raise ParamError(f"--model {args.model}: a config file needs --weights (a "
                          "safetensors file)")
+    try:
+        head = json.loads(Path(args.model).read_text())
+    except (OSError, ValueError) as err:
+        raise ParamError(f"--model {args.model}: cannot be read as JSON: {err}") from None
+    if not isinstance(head, dict) or head.get("model_type") != "gpt_oss":
+        got = head.get("model_type") if isinstance(head, dict) else None
+        raise ParamError(f"config field 'model_type' = {got!r} is not allowed in the decoder "
+                         "block yet; allowed: 'gpt_oss'")
     config, _ = golden.load(args.model, args.weights)
     return config, {"weights": str(Path(args.weights).resolve()),
                     "config_file": str(Path(args.model).resolve())}
@@ -65,7 +80,7 @@ def run(args) -> int:
             raise ValueError(f"--prompt-len {args.prompt_len}: allowed 1..64")
         if not 1 <= args.tokens <= 64:
             raise ValueError(f"--tokens {args.tokens}: allowed 1..64")
-        params = engine_params(config, args.prompt_len + args.tokens)
+        params = engine_params(config, args.prompt_len, args.prompt_len + args.tokens)
     except ValueError as err:
         raise ParamError(str(err)) from None
     prompt = np.random.default_rng(args.seed).integers(0, s.vocab, args.prompt_len).tolist()

@@ -560,6 +560,29 @@ def test_fast_path_is_the_cycle_model_at_every_count(params):
         assert timed.decode_step(cfg, length) == want, (params, length)
 
 
+def test_fast_path_takes_a_steps_own_window():
+    """A step's own window (its command's, over a config without one): :func:`decode_step`
+    with it gives the cycle-level model's cycles and counters, which differ from the whole
+    context's."""
+    cfg = build_config(AttentionConfig, {"kv.bank_words": 8192})
+    for length, window in ((300, 70), (700, 1), (65, 100)):
+        model = AttentionModel(cfg)
+        rng = np.random.default_rng(1)
+        kv, d = cfg.kv.kv_heads, cfg.kv.head_dim
+        model.apply(Command(Op.ALLOC))
+        for _ in range(length - 1):
+            model.apply(Command(Op.APPEND, k=rng.standard_normal((kv, d)),
+                                v=rng.standard_normal((kv, d))))
+        step = model.apply(Command(Op.STEP, q=rng.standard_normal((cfg.q_heads, d)),
+                                   k=rng.standard_normal((kv, d)),
+                                   v=rng.standard_normal((kv, d)), window=window))
+        assert step.status == Status.OK and step.window == window
+        t = timed.timing(cfg, [step])
+        assert timed.decode_step(cfg, length, window) == {"cycles": t.cycles, **t.counters}
+        if length > window:
+            assert timed.decode_step(cfg, length)["cycles"] > t.cycles
+
+
 @pytest.mark.parametrize("params", [{}, MLA], ids=["default", "mla"])
 def test_fast_path_scales_with_the_context_at_the_reads_line_rate(params):
     """Read-bound (the default hardware): each full chunk of n tokens adds its reads, ``n

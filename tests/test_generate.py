@@ -43,7 +43,7 @@ def test_programs_compute_the_layer_model_bit_for_bit(prompt_len, steps):
     (8): the window slides in prefill and decode."""
     config = golden.tiny_config("tiny-gpt-oss")
     weights = golden.random_weights(config, 3)
-    cfg = build_config(DecoderConfig, engine_params(config, prompt_len + steps))
+    cfg = build_config(DecoderConfig, engine_params(config, prompt_len, prompt_len + steps))
     prompt = np.random.default_rng(prompt_len).integers(0, 256, prompt_len)
     gen = Generation(cfg, config, weights, prompt, steps)
     tokens, logits = golden.generate(config, weights, prompt, steps, formats=formats_of(cfg))
@@ -64,7 +64,7 @@ def test_the_layers_own_windows_matter():
     window is carried by the programs, not by the config)."""
     config = golden.tiny_config("tiny-gpt-oss")
     weights = golden.random_weights(config, 3)
-    cfg = build_config(DecoderConfig, engine_params(config, 14))
+    cfg = build_config(DecoderConfig, engine_params(config, 12, 14))
     assert cfg.attn.window == 0
     gen = Generation(cfg, config, weights, np.arange(12), 2)
     for ch in gen.chunks:
@@ -77,7 +77,7 @@ def test_the_layers_own_windows_matter():
 
 def test_engine_params_follow_the_model():
     config = golden.tiny_config("tiny-gpt-oss")
-    cfg = build_config(DecoderConfig, engine_params(config, 20))
+    cfg = build_config(DecoderConfig, engine_params(config, 16, 20))
     assert (cfg.hidden, cfg.attn.q_heads, cfg.attn.kv.kv_heads, cfg.attn.kv.head_dim) == \
         (64, 4, 2, 16)
     assert cfg.linear.n_max >= 256 and cfg.rope.dim == 16 and cfg.attn.sinks == 1
@@ -86,7 +86,9 @@ def test_engine_params_follow_the_model():
 
 @pytest.mark.parametrize(("argv", "match"), [
     (["--model", "tiny-deepseek"], "model_type.*deepseek_v3.*allowed: 'gpt_oss'"),
-    (["--model", "tiny-llama"], "parameter 'model' = 'tiny-llama'.*allowed: tiny-gpt-oss"),
+    (["--model", "tiny-llama"], "--model tiny-llama: no such built-in model or file; allowed: "
+                                "tiny-gpt-oss, or a Hugging Face config.json"),
+    (["--weights", "w.safetensors"], "--weights w.safetensors: allowed only with --model"),
     (["--prompt-len", "0"], "--prompt-len 0: allowed 1..64"),
     (["--tokens", "65"], "--tokens 65: allowed 1..64"),
 ])
@@ -98,11 +100,41 @@ def test_bad_input_is_one_line(capsys, argv, match):
     assert len(err.splitlines()) == 1 and re.search(match, err), err
 
 
-def test_a_config_file_needs_weights(capsys, tmp_path):
+def test_a_config_file_needs_weights_and_gpt_oss(capsys, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(golden.tiny_config("tiny-gpt-oss")))
     assert main(["generate", "--model", str(path)]) == 2
     assert "needs --weights" in capsys.readouterr().err
+    path.write_text(json.dumps({**golden.tiny_config("tiny-gpt-oss"), "model_type": "llama"}))
+    assert main(["generate", "--model", str(path), "--weights", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("'model_type' = 'llama' is not allowed in the decoder block yet; "
+                        "allowed: 'gpt_oss'"), err
+
+
+def test_engine_params_refuse_what_the_engine_cannot_hold():
+    """A token's Q, K and V not whole lines (one KV head of 8 beside four query heads: 48
+    values) is refused in one line naming the config's fields."""
+    config = {**golden.tiny_config("tiny-gpt-oss"), "num_key_value_heads": 1, "head_dim": 8}
+    with pytest.raises(ValueError, match=r"num_key_value_heads\) x head_dim' = 48 is not "
+                                         r"allowed in the decoder block; allowed: a multiple"):
+        engine_params(config, 4, 8)
+
+
+@pytest.mark.parametrize(("change", "tokens"), [({}, 64), ({"head_dim": 64}, 40),
+                                                ({"num_attention_heads": 32,
+                                                  "num_key_value_heads": 2}, 16)])
+def test_engine_params_build_and_hold_the_context(change, tokens):
+    """The engine's config builds, its KV cache holds every layer's context, its activation
+    memory a prompt's pass, its projections the widest K and N."""
+    config = {**golden.tiny_config("tiny-gpt-oss"), **change}
+    s = golden.shape(config)
+    cfg = build_config(DecoderConfig, engine_params(config, tokens, 2 * tokens))
+    kv = cfg.attn.kv
+    assert kv.pages >= s.layers * -(-2 * tokens // kv.page_tokens)
+    assert cfg.linear.n_max >= s.vocab and cfg.linear.k_max >= s.heads * s.head_dim
+    assert cfg.act_lines * LINE >= tokens * (2 * s.hidden + (s.heads + 2 * s.kv_heads)
+                                             * s.head_dim + s.heads * s.head_dim)
 
 
 @pytest.mark.sim
@@ -117,7 +149,7 @@ def test_generate_rtl(seed, capsys):
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["passed"], report["log"]
     config = golden.tiny_config("tiny-gpt-oss")
-    cfg = build_config(DecoderConfig, engine_params(config, 13))
+    cfg = build_config(DecoderConfig, engine_params(config, 10, 13))
     tokens, _ = golden.generate(config, golden.random_weights(config, 0), report["prompt"], 3,
                                 formats=formats_of(cfg))
     assert report["tokens"] == tokens.tolist()

@@ -8,8 +8,10 @@ memory of lines (32 FP32 values each), one command at a time: ``IN`` (lines from
 (a projection, its weight fetched from memory: the ``linear`` block), ``MOE`` (the MoE
 layer, its experts' weights fetched from memory: the ``moe`` block) and ``ROPE`` (rotary
 embedding of vectors in place, their positions' table rows fetched from memory: the ``rope``
-block) and ``ATTN`` (the ``attention`` block's commands: a step's query, key and value
-heads from the lines, its outputs into lines; its KV cache holds the sequences). The three
+block), ``ATTN`` (the ``attention`` block's commands: a step's query, key and value
+heads from the lines, its outputs into lines; its KV cache holds the sequences) and
+``ARGMAX`` (greedy sampling of a token's logits from the lines: the ``argmax`` block, the
+chosen index in the answer). The three
 fetching parts share the memory port through :class:`~scoville.rtl.lib.memmux.MemoryMux`.
 """
 
@@ -260,8 +262,8 @@ class Decoder(wiring.Component):
     cmd : In(stream.Signature(command_layout(config)))
         Commands, one at a time.
     resp : Out(stream.Signature(response_layout()))
-        A command's answer once it is done (a refused one's at once): its status, and an
-        ``ATTN``'s sequence and length.
+        A command's answer once it is done (a refused one's at once): its status, an
+        ``ATTN``'s sequence and length, an ``ARGMAX``'s index.
     x : In(stream.Signature(line_layout()))
         ``IN``'s lines.
     o : Out(stream.Signature(line_layout()))

@@ -30,6 +30,7 @@ import cocotb
 import numpy as np
 
 from scoville.rtl.decoder import LINE, AttnOp, DecoderConfig, Op
+from scoville.rtl.kvcache import KvCacheConfig
 from scoville.sim.golden import decoder as golden
 from scoville.sim.golden import moe as moe_golden
 from scoville.sim.golden import rope as rope_golden
@@ -51,48 +52,67 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def engine_params(config: dict, context: int) -> dict:
-    """The ``decoder`` block's parameters (dotted names) for a Hugging Face ``config`` dict
-    and ``context`` tokens (the prompt and the generated ones): its hidden size, eps,
-    projections up to the head's width, the MoE's shape, the rotary and attention heads. A
-    model the engine cannot run is a one-line ``ValueError``."""
-    s = golden.shape(config)
-    if s.arch != "gpt_oss":
+def _layout(s, tokens: int) -> dict:
+    """The activation memory's lines for a pass of ``tokens`` tokens: x (``X``), the normed x
+    and the projections' outputs (``Hn``), each token's Q, K and V row (``U``, ``row`` lines
+    a token), the attention's outputs (``Att``, ``out`` lines a token), the logits (``L``);
+    ``lines`` in all."""
+    hl = s.hidden // LINE
+    row = (s.heads + 2 * s.kv_heads) * s.head_dim // LINE
+    out = s.heads * s.head_dim // LINE
+    X, Hn = 0, tokens * hl
+    U = Hn + tokens * hl
+    Att = U + tokens * row
+    L = Att + tokens * out
+    return {"hl": hl, "row": row, "out": out, "X": X, "Hn": Hn, "U": U, "Att": Att, "L": L,
+            "lines": L + s.vocab // LINE}
+
+
+def engine_params(config: dict, prompt_len: int, context: int) -> dict:
+    """The ``decoder`` block's parameters (dotted names) for a Hugging Face ``config`` dict,
+    a prompt of ``prompt_len`` tokens (the longest pass) and ``context`` tokens in all (the
+    prompt and the generated ones): its hidden size, eps, projections up to the head's width,
+    the MoE's shape, the rotary and attention heads, a KV cache holding every layer's
+    context, the vocabulary. A model the engine cannot run is a one-line ``ValueError``
+    naming the config's fields."""
+    if config.get("model_type") != "gpt_oss":
         raise ValueError(f"config field 'model_type' = {config.get('model_type')!r} is not "
                          "allowed in the decoder block yet; allowed: 'gpt_oss' (DeepSeek-V3's "
                          "MLA is not in the engine)")
+    s = golden.shape(config)
     d, H = s.head_dim, s.hidden
     qkv = (s.heads + 2 * s.kv_heads) * d
-    widths = (H, qkv, s.heads * d, s.vocab)
-    for name, value in (("hidden_size", H), ("vocab_size", s.vocab)):
+    for name, value in (("hidden_size", H), ("vocab_size", s.vocab),
+                        ("num_attention_heads x head_dim", s.heads * d),
+                        ("(num_attention_heads + 2 num_key_value_heads) x head_dim", qkv)):
         if value % LINE:
             raise ValueError(f"config field {name!r} = {value} is not allowed in the decoder "
-                             f"block; allowed: a multiple of {LINE}")
-    if (s.heads * d) % LINE:
-        raise ValueError(f"config fields 'num_attention_heads' x 'head_dim' = {s.heads * d} "
-                         f"is not allowed in the decoder block; allowed: a multiple of {LINE}")
-    width = _pow2_at_least(max(widths))
+                             f"block; allowed: a multiple of {LINE} (whole lines)")
+    group = s.heads // s.kv_heads
     tokens = 8
-    lines_a_token = (2 * H + qkv + s.heads * d + H) // LINE
-    act_lines = _pow2_at_least(context * lines_a_token + s.vocab // LINE + 16)
     pages = 4
-    per_token_words = 2 * s.kv_heads * d * 16 // 64      # K and V, BF16, 64-bit words
-    bank_words = _pow2_at_least(max(64, 2 * s.layers * (context + pages) * per_token_words // 2))
+    kv = KvCacheConfig(banks=2, word_bits=64, bank_words=65536, page_tokens=pages,
+                       max_seqs=max(2, s.layers), kv_heads=s.kv_heads, head_dim=d)
+    bank_words = _pow2_at_least(max(2, s.layers * -(-context // pages)) * kv.page_lines)
     return {
-        "hidden": H, "eps": float(s.eps), "act_lines": max(128, act_lines),
+        "hidden": H, "eps": float(s.eps),
+        "act_lines": max(128, _pow2_at_least(_layout(s, prompt_len)["lines"])),
         "linear.array.rows": 2, "linear.array.cols": 8, "linear.tokens": tokens,
-        "linear.k_max": width, "linear.n_max": width, "linear.weight_port_bits": 64,
-        "linear.addr_bits": 20,
+        "linear.k_max": _pow2_at_least(max(H, s.heads * d)),
+        "linear.n_max": _pow2_at_least(max(H, qkv, s.vocab)),
+        "linear.weight_port_bits": 64, "linear.addr_bits": 20,
         "moe.hidden": H, "moe.intermediate": s.moe_inter, "moe.experts": s.experts,
         "moe.top_k": s.top_k, "moe.tokens": tokens, "moe.array.rows": 2,
         "moe.array.cols": 8, "moe.weight_port_bits": 64, "moe.act_fmt": "mxfp8",
         "moe.x_lanes": 32,
         "rope.dim": s.rotary, "attn.kv.kv_heads": s.kv_heads, "attn.kv.head_dim": d,
         "attn.q_heads": s.heads, "attn.sinks": 1, "attn.scale": float(s.scale),
-        "attn.mode": "prefill", "attn.q_tokens": tokens, "attn.array.rows": 8,
-        "attn.array.cols": max(8, min(64, d)), "attn.kv.banks": 2, "attn.kv.word_bits": 64,
+        "attn.mode": "prefill", "attn.q_tokens": tokens,
+        "attn.array.rows": _pow2_at_least(max(8, group)),
+        "attn.array.cols": max(8, min(64, d)) if d <= 64 or d % 64 == 0 else 32,
+        "attn.kv.banks": 2, "attn.kv.word_bits": 64,
         "attn.kv.bank_words": bank_words, "attn.kv.page_tokens": pages,
-        "attn.kv.max_seqs": max(2, s.layers), "attn.chunk": 256, "argmax.vocab": s.vocab,
+        "attn.kv.max_seqs": kv.max_seqs, "attn.chunk": 256, "argmax.vocab": s.vocab,
     }
 
 
@@ -180,6 +200,10 @@ class Generation:
         positions = np.arange(len(self.prompt) + self.steps)
         cos, sin = rope_golden.table(s.rope, s.rotary, positions, s.max_positions)
         self.table_addr = img.table(cos, sin)
+        if len(img.image) > 1 << cfg.linear.addr_bits:
+            raise ValueError(f"the model's weights take {len(img.image)} words; allowed: "
+                             f"{1 << cfg.linear.addr_bits} (linear.addr_bits = "
+                             f"{cfg.linear.addr_bits})")
 
     # ---- a forward pass ------------------------------------------------------------------
 
@@ -193,13 +217,10 @@ class Generation:
     def _pass(self, n: int, ids, p0: int) -> None:
         cfg, s = self.cfg, self.s
         A = cfg.attn
-        T, hl, d = len(ids), s.hidden // LINE, s.head_dim
-        row = (s.heads + 2 * s.kv_heads) * d // LINE          # a token's Q, K, V lines
-        out = s.heads * d // LINE                              # a token's attention lines
-        X, Hn = 0, T * hl
-        U = Hn + T * hl
-        Att = U + T * row
-        L = Att + T * out
+        T, d = len(ids), s.head_dim
+        lay = _layout(s, T)
+        hl, row, out = lay["hl"], lay["row"], lay["out"]
+        X, Hn, U, Att, L = (lay[k] for k in ("X", "Hn", "U", "Att", "L"))
         steps = A.max_step_tokens
         for i in range(s.layers):
             lay = self.layer_addr[i]
@@ -219,7 +240,7 @@ class Generation:
             for t, c in _groups(T, cfg.linear.tokens):
                 prog.cmd(Op.ROPE, a=U + t * row, count=c, heads=s.heads + s.kv_heads,
                          stride=d, row=row, addr=self.table_addr + (p0 + t) * cfg.rope_words)
-            window = s.window_of(i)
+            window = min(s.window_of(i), 0xFFFF)     # the step's 16 bits (lengths fit)
             for t, c in _groups(T, steps):
                 prog.attn(AttnOp.STEP, seq=i, count=c, a=U + t * row, row=row,
                           dst=Att + t * out, value=window)
@@ -290,7 +311,9 @@ async def test_generate(dut):
                               model=model, reset_first=k == 0, want=gen.expected(k))
         cycles += m["cycles"]
         model_cycles += m["model_cycles"]
-        if ch.prog.commands[-1]["op"] == Op.ARGMAX:     # the pass's token, the RTL's answer
+        # The pass's token: the engine model's ARGMAX answer, which run_program held the
+        # RTL's resp to (its index field) bit for bit.
+        if ch.prog.commands[-1]["op"] == Op.ARGMAX:
             tokens.append(model.answer[2])
     if tokens != gen.tokens.tolist():
         raise Failure(Kind.DATA, f"test_generate: the engine's tokens {tokens} are not the "

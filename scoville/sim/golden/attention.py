@@ -431,7 +431,7 @@ class AttentionModel:
         if cmd.op == Op.APPEND or status != Status.OK:
             return Result(cmd.op, status, seq, length, cache=cache, tokens=tokens)
         chunks = []
-        window = cmd.window or cfg.window
+        window = (cmd.window & 0xFFFF) or cfg.window     # the command's 16 bits
         for i, (_, count, lo, hi) in enumerate(cfg.tiles(length, tokens, window)):
             rows = count * cfg.group
             for h in range(H):
@@ -451,4 +451,4 @@ class AttentionModel:
                          scale=cfg.score_scale, kv_fmt=kv.kv_fmt, fmt=cfg.array.fmt,
                          config=cfg)
         return Result(cmd.op, status, seq, length, out=beat_order(cfg, length, result),
-                      cache=cache, chunks=chunks, tokens=tokens, window=cmd.window)
+                      cache=cache, chunks=chunks, tokens=tokens, window=window)
