@@ -16,7 +16,7 @@ from scoville.blocks import get_block, parse_params
 from scoville.rtl.lib.params import ParamError
 from scoville.sim.tools import SIMULATORS
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "prepare", "run"]
 
 
 def add_parser(sub):
@@ -68,10 +68,12 @@ def _model(args) -> tuple[dict, dict]:
                     "config_file": str(Path(args.model).resolve())}
 
 
-def run(args) -> int:
-    from scoville.sim import flow
+def prepare(args) -> tuple[dict, dict]:
+    """What a run of ``args`` needs, checked (a one-line :class:`ParamError` otherwise): the
+    engine's parameters and the model's spec as the test takes it (``config``, ``weights``,
+    ``prompt``, ``steps``; :data:`~scoville.testbenches.generate.ENV_GENERATE`)."""
     from scoville.sim.golden import decoder as golden
-    from scoville.testbenches.generate import ENV_GENERATE, engine_params
+    from scoville.testbenches.generate import engine_params
 
     try:
         config, spec = _model(args)
@@ -84,7 +86,15 @@ def run(args) -> int:
     except ValueError as err:
         raise ParamError(str(err)) from None
     prompt = np.random.default_rng(args.seed).integers(0, s.vocab, args.prompt_len).tolist()
-    spec = {**spec, "config": config, "prompt": prompt, "steps": args.tokens}
+    return params, {**spec, "config": config, "prompt": prompt, "steps": args.tokens}
+
+
+def run(args) -> int:
+    from scoville.sim import flow
+    from scoville.testbenches.generate import ENV_GENERATE
+
+    params, spec = prepare(args)
+    prompt = spec["prompt"]
     block = get_block("decoder")
     cfg, workload = parse_params(block, [f"{k}={v}" for k, v in params.items()])
     workload = dataclasses.replace(workload, gap=0.0, backpressure=0.0)

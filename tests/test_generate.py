@@ -154,3 +154,28 @@ def test_generate_rtl(seed, capsys):
                                 formats=formats_of(cfg))
     assert report["tokens"] == tokens.tolist()
     assert report["cycles"] == report["model_cycles"] > 0
+
+
+def test_a_users_files_reach_the_test(tmp_path):
+    """``--model config.json --weights model.safetensors``: the spec the test is handed reads
+    back the same weights, and their programs give the golden ``generate``'s tokens."""
+    import argparse
+
+    from scoville.generate_command import prepare
+    from scoville.testbenches.generate import model_weights
+
+    config = golden.tiny_config("tiny-gpt-oss")
+    weights = golden.random_weights(config, 9)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    golden.save(weights, tmp_path / "model.safetensors")
+    args = argparse.Namespace(model=str(tmp_path / "config.json"),
+                              weights=tmp_path / "model.safetensors", prompt_len=5, tokens=2,
+                              seed=4)
+    params, spec = prepare(args)
+    got = model_weights(spec)
+    assert set(got) == set(weights)
+    assert all(np.array_equal(got[k], weights[k]) for k in weights)
+    cfg = build_config(DecoderConfig, params)
+    gen = Generation(cfg, spec["config"], got, spec["prompt"], spec["steps"])
+    tokens, _ = golden.generate(config, weights, spec["prompt"], 2, formats=formats_of(cfg))
+    assert gen.tokens.tolist() == tokens.tolist()
