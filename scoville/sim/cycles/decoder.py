@@ -256,24 +256,18 @@ class Splitter:
             self._at = 0 if self.last else self._at + 1
 
 
-class Reducer:
+class Reducer(StallPipeline):
     """The argmax (:class:`scoville.rtl.argmax.Argmax`), a reducing stalling pipeline of
     ``latency`` stages: a beat offered on ``i`` is taken while the last stage is empty or
-    its answer taken (:meth:`i_ready`); a token's last beat (every ``beats``-th) becomes its
-    answer, offered on ``o`` ``latency`` cycles after its handshake until taken."""
+    its answer taken (the pipeline's :meth:`i_ready`); a token's last beat (every
+    ``beats``-th) becomes its answer, offered on ``o`` ``latency`` cycles after its handshake
+    until taken."""
 
-    __slots__ = ("_beats", "_k", "_stages", "i", "o")
+    __slots__ = ("_beats", "_k")
 
     def __init__(self, beats: int, latency: int, i, o):
-        self._beats, self.i, self.o = beats, i, o
-        self._k, self._stages = 0, [False] * latency
-
-    @property
-    def o_valid(self) -> bool:
-        return self._stages[-1]
-
-    def i_ready(self, t: int) -> bool:
-        return not self._stages[-1] or self.o.accepts(t)
+        super().__init__(latency, i, o)
+        self._beats, self._k = beats, 0
 
     def step(self, t: int) -> None:
         out = self._stages[-1]
