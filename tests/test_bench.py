@@ -50,3 +50,13 @@ def test_a_handshake_never_made_stays_a_timeout_naming_the_beat():
         _explain([10, 20], [5, 6])
     assert kind_of(str(got.value)) is Kind.TIMEOUT
     assert "stream o beat 2: predicted cycle 7, observed none" in str(got.value)
+
+
+def test_a_failure_survives_pickling():
+    """A failure pickled (as a Dask worker sends it) comes back with its kind and message."""
+    import pickle
+
+    got = pickle.loads(pickle.dumps(Failure(Kind.TIMING, "resp 3: cycle 40, expected 41")))
+    assert isinstance(got, Failure) and got.kind is Kind.TIMING
+    assert str(got) == "[timing] resp 3: cycle 40, expected 41"
+    assert kind_of(str(got)) is Kind.TIMING

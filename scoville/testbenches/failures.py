@@ -39,7 +39,11 @@ class Failure(AssertionError):
 
     def __init__(self, kind: Kind, message: str):
         super().__init__(f"[{kind.value}] {message}")
-        self.kind = kind
+        self.kind, self.message = kind, message
+
+    def __reduce__(self):
+        """Pickled as its kind and message (a Dask worker's failure reaches the client)."""
+        return Failure, (self.kind, self.message)
 
 
 _TAG = re.compile(r"\s*(?:\w+: )?\[(\w+)\] ")
