@@ -138,18 +138,19 @@ def test_engine_params_build_and_hold_the_context(change, tokens):
 
 
 @pytest.mark.sim
-def test_generate_rtl(seed, capsys):
-    """Tiny GPT-OSS through the RTL on Verilator: a prompt of 10 (past the sliding window), 3
-    tokens; the tokens are the golden model's (the engine's ARGMAX answers) and the RTL's
-    cycles the timed model's. (Icarus compiles this engine, with its projections up to the
-    vocabulary's 256 and the attention's 8 x 16 array, for more than a quarter of an hour:
-    the decoder's own tests run it on both simulators at a smaller size.)"""
-    code = main(["generate", "--model", "tiny-gpt-oss", "--prompt-len", "10", "--tokens", "3",
-                 "--sim", "verilator", "--seed", str(seed), "--json"])
+@pytest.mark.alternate_sims
+@pytest.mark.parametrize("prompt_len", [pytest.param(10, marks=pytest.mark.verilator_unless_both)])
+def test_generate_rtl(simulator, seed, prompt_len, capsys):
+    """Tiny GPT-OSS through the RTL: a prompt of 10 (past the sliding window), 3 tokens; the
+    tokens are the golden model's (the engine's ARGMAX answers) and the RTL's cycles the
+    timed model's. On Verilator unless ``--both-sims`` (Icarus takes six minutes: its compile
+    and 82,000 cycles of an engine with projections up to the vocabulary's 256)."""
+    code = main(["generate", "--model", "tiny-gpt-oss", "--prompt-len", str(prompt_len),
+                 "--tokens", "3", "--sim", simulator, "--seed", str(seed), "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["passed"], report["log"]
     config = golden.tiny_config("tiny-gpt-oss")
-    cfg = build_config(DecoderConfig, engine_params(config, 10, 13))
+    cfg = build_config(DecoderConfig, engine_params(config, prompt_len, prompt_len + 3))
     tokens, _ = golden.generate(config, golden.random_weights(config, 0), report["prompt"], 3,
                                 formats=formats_of(cfg))
     assert report["tokens"] == tokens.tolist()

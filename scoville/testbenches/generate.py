@@ -104,7 +104,7 @@ def engine_params(config: dict, prompt_len: int, context: int) -> dict:
         "moe.hidden": H, "moe.intermediate": s.moe_inter, "moe.experts": s.experts,
         "moe.top_k": s.top_k, "moe.tokens": tokens, "moe.array.rows": 2,
         "moe.array.cols": 8, "moe.weight_port_bits": 64, "moe.act_fmt": "mxfp8",
-        "moe.x_lanes": 32,
+        "moe.x_lanes": 1,
         "rope.dim": s.rotary, "attn.kv.kv_heads": s.kv_heads, "attn.kv.head_dim": d,
         "attn.q_heads": s.heads, "attn.sinks": 1, "attn.scale": float(s.scale),
         "attn.mode": "prefill", "attn.q_tokens": tokens,
