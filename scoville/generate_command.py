@@ -59,10 +59,12 @@ def _model(args) -> tuple[dict, dict]:
         head = json.loads(Path(args.model).read_text())
     except (OSError, ValueError) as err:
         raise ParamError(f"--model {args.model}: cannot be read as JSON: {err}") from None
-    if not isinstance(head, dict) or head.get("model_type") != "gpt_oss":
-        got = head.get("model_type") if isinstance(head, dict) else None
-        raise ParamError(f"config field 'model_type' = {got!r} is not allowed in the decoder "
-                         "block yet; allowed: 'gpt_oss'")
+    if not isinstance(head, dict):
+        raise ParamError(f"--model {args.model}: holds a {type(head).__name__}; allowed: a "
+                         "JSON object (a Hugging Face config)")
+    if head.get("model_type") != "gpt_oss":
+        raise ParamError(f"config field 'model_type' = {head.get('model_type')!r} is not "
+                         "allowed in the decoder block yet; allowed: 'gpt_oss'")
     config, _ = golden.load(args.model, args.weights)
     return config, {"weights": str(Path(args.weights).resolve()),
                     "config_file": str(Path(args.model).resolve())}
@@ -73,7 +75,7 @@ def prepare(args) -> tuple[dict, dict]:
     engine's parameters and the model's spec as the test takes it (``config``, ``weights``,
     ``prompt``, ``steps``; :data:`~scoville.testbenches.generate.ENV_GENERATE`)."""
     from scoville.sim.golden import decoder as golden
-    from scoville.testbenches.generate import engine_params
+    from scoville.testbenches.generate import engine_params, image_words
 
     try:
         config, spec = _model(args)
@@ -82,7 +84,14 @@ def prepare(args) -> tuple[dict, dict]:
             raise ValueError(f"--prompt-len {args.prompt_len}: allowed 1..64")
         if not 1 <= args.tokens <= 64:
             raise ValueError(f"--tokens {args.tokens}: allowed 1..64")
+        if args.seed < 0:
+            raise ValueError(f"--seed {args.seed}: allowed 0 or more")
         params = engine_params(config, args.prompt_len, args.prompt_len + args.tokens)
+        words = image_words(config, params, args.prompt_len + args.tokens)
+        if words > 1 << params["linear.addr_bits"]:
+            raise ValueError(f"the model's weights take {words} words of the weight memory; "
+                             f"allowed: {1 << params['linear.addr_bits']} (its "
+                             f"linear.addr_bits = {params['linear.addr_bits']})")
     except ValueError as err:
         raise ParamError(str(err)) from None
     prompt = np.random.default_rng(args.seed).integers(0, s.vocab, args.prompt_len).tolist()

@@ -11,7 +11,7 @@ from scoville.cli import main
 from scoville.rtl.decoder import LINE, DecoderConfig, Op
 from scoville.rtl.lib.params import build_config
 from scoville.sim.golden import decoder as golden
-from scoville.testbenches.generate import Generation, engine_params, formats_of
+from scoville.testbenches.generate import Generation, engine_params, formats_of, image_words
 
 
 def _engine_run(gen: Generation) -> list[list[np.ndarray]]:
@@ -91,6 +91,7 @@ def test_engine_params_follow_the_model():
     (["--weights", "w.safetensors"], "--weights w.safetensors: allowed only with --model"),
     (["--prompt-len", "0"], "--prompt-len 0: allowed 1..64"),
     (["--tokens", "65"], "--tokens 65: allowed 1..64"),
+    (["--seed", "-1"], "--seed -1: allowed 0 or more"),
 ])
 def test_bad_input_is_one_line(capsys, argv, match):
     import re
@@ -178,5 +179,6 @@ def test_a_users_files_reach_the_test(tmp_path):
     assert all(np.array_equal(got[k], weights[k]) for k in weights)
     cfg = build_config(DecoderConfig, params)
     gen = Generation(cfg, spec["config"], got, spec["prompt"], spec["steps"])
+    assert len(gen.image.image) == image_words(config, params, 7)
     tokens, _ = golden.generate(config, weights, spec["prompt"], 2, formats=formats_of(cfg))
     assert gen.tokens.tolist() == tokens.tolist()

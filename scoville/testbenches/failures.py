@@ -43,7 +43,7 @@ class Failure(AssertionError):
 
     def __reduce__(self):
         """Pickled as its kind and message (a Dask worker's failure reaches the client)."""
-        return Failure, (self.kind, self.message)
+        return type(self), (self.kind, self.message), self.__dict__
 
 
 _TAG = re.compile(r"\s*(?:\w+: )?\[(\w+)\] ")

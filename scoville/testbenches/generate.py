@@ -40,7 +40,7 @@ from .failures import Failure, Kind
 from .kit import context, record
 
 __all__ = ["ENV_GENERATE", "Chunk", "Generation", "engine_params", "formats_of",
-           "model_weights"]
+           "image_words", "model_weights"]
 
 #: The environment variable ``scoville generate`` hands the test its model in (JSON:
 #: ``config`` a Hugging Face config dict, ``weights`` a safetensors file or null for seeded
@@ -114,6 +114,21 @@ def engine_params(config: dict, prompt_len: int, context: int) -> dict:
         "attn.kv.bank_words": bank_words, "attn.kv.page_tokens": pages,
         "attn.kv.max_seqs": kv.max_seqs, "attn.chunk": 256, "argmax.vocab": s.vocab,
     }
+
+
+def image_words(config: dict, params: dict, context: int) -> int:
+    """Words of the weight memory a model takes on the engine of ``params``
+    (:meth:`Generation._place` lays them out): each layer's two norm vectors, its Q/K/V and O
+    projections, its MoE's experts; the final norm, the head; ``context`` rotary table rows."""
+    from scoville.rtl.lib.params import build_config
+
+    cfg = build_config(DecoderConfig, params)
+    s, lin = golden.shape(config), cfg.linear
+    qkv = (s.heads + 2 * s.kv_heads) * s.head_dim
+    layer = (2 * cfg.norm_words + lin.weight_words(s.hidden, qkv, s.bias)
+             + lin.weight_words(s.heads * s.head_dim, s.hidden, s.bias) + cfg.moe_words)
+    return (s.layers * layer + cfg.norm_words + lin.weight_words(s.hidden, s.vocab, False)
+            + context * cfg.rope_words)
 
 
 def formats_of(cfg: DecoderConfig) -> golden.Formats:
