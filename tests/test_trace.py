@@ -193,3 +193,13 @@ def test_the_divergence_is_the_earliest_cycle_where_rtl_and_model_part():
     assert divergence(model, {"cmd": [1, 5, 9], "o": [6, 8]}) == (4, "cmd", 1, 4, 5)
     assert divergence(model, {"cmd": [1, 4, 9], "o": [6]}) == (7, "o", 1, 7, None)
     assert divergence(model, {"cmd": [1, 4, 9, 12], "o": [6, 7]}) == (12, "cmd", 3, None, 12)
+
+
+def test_a_units_line_holds_its_base_classes_state():
+    """A unit model built on another (the decoder's argmax on the stalling pipeline) shows the
+    base's state beside its own."""
+    from scoville.sim.cycles.decoder import Reducer
+    from scoville.sim.cycles.unit import Wire, line
+
+    unit = Reducer(4, 2, Wire(), Wire())
+    assert set(line(unit)) >= {"stages", "held", "beats", "k"}

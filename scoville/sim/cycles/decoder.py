@@ -281,6 +281,7 @@ class Reducer(StallPipeline):
             last = self._k == self._beats - 1
             self._k = 0 if last else self._k + 1
         self._stages = [last, *self._stages[:-1]]
+        self._held = sum(self._stages)      # answers in the stages (the base's count)
 
 
 class VecLoader:

@@ -149,8 +149,10 @@ def line(unit) -> str | dict[str, str]:
     if callable(line_trace):
         return line_trace()
     names = getattr(unit, "__dict__", None)
-    if names is None:
-        names = {slot: getattr(unit, slot, None) for slot in getattr(unit, "__slots__", ())}
+    if names is None:   # every class's slots, the base's first (a subclass adds its own)
+        slots = [slot for cls in reversed(type(unit).__mro__)
+                 for slot in cls.__dict__.get("__slots__", ())]
+        names = {slot: getattr(unit, slot, None) for slot in dict.fromkeys(slots)}
     words = {}
     for key, value in names.items():
         text = _short(value)
