@@ -75,7 +75,7 @@ def prepare(args) -> tuple[dict, dict]:
     engine's parameters and the model's spec as the test takes it (``config``, ``weights``,
     ``prompt``, ``steps``; :data:`~scoville.testbenches.generate.ENV_GENERATE`)."""
     from scoville.sim.golden import decoder as golden
-    from scoville.testbenches.generate import engine_params, image_words
+    from scoville.testbenches.generate import check_words, engine_params, image_words
 
     try:
         config, spec = _model(args)
@@ -87,11 +87,8 @@ def prepare(args) -> tuple[dict, dict]:
         if args.seed < 0:
             raise ValueError(f"--seed {args.seed}: allowed 0 or more")
         params = engine_params(config, args.prompt_len, args.prompt_len + args.tokens)
-        words = image_words(config, params, args.prompt_len + args.tokens)
-        if words > 1 << params["linear.addr_bits"]:
-            raise ValueError(f"the model's weights take {words} words of the weight memory; "
-                             f"allowed: {1 << params['linear.addr_bits']} (its "
-                             f"linear.addr_bits = {params['linear.addr_bits']})")
+        check_words(image_words(config, params, args.prompt_len + args.tokens),
+                    params["linear.addr_bits"])
     except ValueError as err:
         raise ParamError(str(err)) from None
     prompt = np.random.default_rng(args.seed).integers(0, s.vocab, args.prompt_len).tolist()

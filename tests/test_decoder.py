@@ -253,9 +253,7 @@ ENGINE_CFG = build_config(DecoderConfig, ENGINE)
 
 
 def _run(prog, cmds=None):
-    model = decoder.DecoderModel(prog.cfg, prog.image)
-    for addr, w in prog.moe.items():
-        model.load_moe(addr, w)
+    model = prog.golden()
     if prog.router is not None:
         model.load_router(prog.router)
     xs = iter(prog.x)

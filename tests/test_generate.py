@@ -17,9 +17,7 @@ from scoville.testbenches.generate import Generation, engine_params, formats_of,
 def _engine_run(gen: Generation) -> list[list[np.ndarray]]:
     """Each program's ``OUT`` lines, float32, from the engine's golden model run over every
     program in turn (one model: its memories, cache and sequences carried on)."""
-    model = golden.DecoderModel(gen.cfg, gen.image.image)
-    for addr, w in gen.image.moe.items():
-        model.load_moe(addr, w)
+    model = gen.image.golden()
     outs = []
     for ch in gen.chunks:
         model.load_router(ch.router)

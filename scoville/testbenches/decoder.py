@@ -101,6 +101,13 @@ class Program:
         self.x.append(x)
         self.cmd(Op.IN, dst=dst, count=len(x))
 
+    def golden(self) -> DecoderModel:
+        """A golden model of this program's weight memory, told its MoE layers' weights."""
+        model = DecoderModel(self.cfg, self.image or [0])
+        for addr, w in self.moe.items():
+            model.load_moe(addr, w)
+        return model
+
     def attn(self, aop: AttnOp, **fields) -> None:
         """An ``ATTN`` of the attention block's command ``aop``."""
         self.cmd(Op.ATTN, aop=int(aop), **fields)
@@ -571,9 +578,7 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
     bpc = wl.mem_bytes_per_cycle if bytes_per_cycle is None else bytes_per_cycle
     image = prog.image or [0]
     if model is None:
-        model = DecoderModel(cfg, image)
-        for addr, w in prog.moe.items():
-            model.load_moe(addr, w)
+        model = prog.golden()
     model.routes, model.results = [], []
     if prog.router is not None:
         model.load_router(prog.router)

@@ -39,8 +39,8 @@ from .decoder import Program, run_program
 from .failures import Failure, Kind
 from .kit import context, record
 
-__all__ = ["ENV_GENERATE", "Chunk", "Generation", "engine_params", "formats_of",
-           "image_words", "model_weights"]
+__all__ = ["ENV_GENERATE", "Chunk", "Generation", "check_words", "engine_params",
+           "formats_of", "image_words", "model_weights"]
 
 #: The environment variable ``scoville generate`` hands the test its model in (JSON:
 #: ``config`` a Hugging Face config dict, ``weights`` a safetensors file or null for seeded
@@ -131,6 +131,14 @@ def image_words(config: dict, params: dict, context: int) -> int:
             + context * cfg.rope_words)
 
 
+def check_words(words: int, addr_bits: int) -> None:
+    """A one-line ``ValueError`` when a model's ``words`` of weights overflow a weight memory
+    of ``addr_bits`` address bits."""
+    if words > 1 << addr_bits:
+        raise ValueError(f"the model's weights take {words} words of the weight memory; "
+                         f"allowed: {1 << addr_bits} (its linear.addr_bits = {addr_bits})")
+
+
 def formats_of(cfg: DecoderConfig) -> golden.Formats:
     """The formats and orders the engine ``cfg`` computes in, as :func:`~scoville.sim.golden
     .decoder.layer` takes them (its NORM sums in beats of a line)."""
@@ -160,23 +168,15 @@ class Generation:
 
     def __init__(self, cfg: DecoderConfig, config: dict, weights: dict, prompt, steps: int):
         self.cfg, self.config = cfg, config
-        self.s = s = golden.shape(config)
+        self.s = golden.shape(config)
         self.formats = formats_of(cfg)
         self.prompt = np.asarray(prompt)
         self.steps = steps
         self.weights = {k: np.asarray(v, np.float32) for k, v in weights.items()}
         # The golden passes: the ids each pass takes, its layers' outputs and its logits.
         self.passes: list[tuple[np.ndarray, list, np.ndarray]] = []
-        caches: list = [None] * s.layers
-        ids, tokens = self.prompt, []
-        for _ in range(steps):
-            outputs, logits, caches = golden.forward(config, weights, ids, caches, "hw",
-                                                     self.formats)
-            self.passes.append((ids, outputs, logits))
-            tokens.append(int(golden.argmax(logits)))
-            ids = np.array([tokens[-1]])
-        self.tokens = np.array(tokens)
-        self.logits = np.stack([p[2] for p in self.passes])
+        self.tokens, self.logits = golden.generate(config, weights, self.prompt, steps,
+                                                   formats=self.formats, passes=self.passes)
         self._place()
         self.chunks: list[Chunk] = []
         pos = 0
@@ -215,10 +215,7 @@ class Generation:
         positions = np.arange(len(self.prompt) + self.steps)
         cos, sin = rope_golden.table(s.rope, s.rotary, positions, s.max_positions)
         self.table_addr = img.table(cos, sin)
-        if len(img.image) > 1 << cfg.linear.addr_bits:
-            raise ValueError(f"the model's weights take {len(img.image)} words; allowed: "
-                             f"{1 << cfg.linear.addr_bits} (linear.addr_bits = "
-                             f"{cfg.linear.addr_bits})")
+        check_words(len(img.image), cfg.linear.addr_bits)
 
     # ---- a forward pass ------------------------------------------------------------------
 
@@ -238,20 +235,20 @@ class Generation:
         X, Hn, U, Att, L = (lay[k] for k in ("X", "Hn", "U", "Att", "L"))
         steps = A.max_step_tokens
         for i in range(s.layers):
-            lay = self.layer_addr[i]
-            ch = self._chunk(lay["moe_weights"], f"pass {n} layer {i}")
+            at = self.layer_addr[i]
+            ch = self._chunk(at["moe_weights"], f"pass {n} layer {i}")
             prog = ch.prog
             if i == 0:
                 if n == 0:
                     for _ in range(s.layers):
                         prog.attn(AttnOp.ALLOC)
                 prog.load(X, self.weights["model.embed_tokens.weight"][ids])
-            for h, v in enumerate(lay["sinks"]):
+            for h, v in enumerate(at["sinks"]):
                 prog.attn(AttnOp.SINK, heads=h, value=int(np.float32(v).view(np.uint32)))
             for t, c in _groups(T, cfg.linear.tokens):
-                prog.cmd(Op.NORM, a=X + t * hl, dst=Hn + t * hl, count=c, addr=lay["norm1"])
+                prog.cmd(Op.NORM, a=X + t * hl, dst=Hn + t * hl, count=c, addr=at["norm1"])
                 prog.cmd(Op.LINEAR, a=Hn + t * hl, dst=U + t * row, count=c, k=s.hidden,
-                         n=row * LINE, bias=int(s.bias), addr=lay["qkv"])
+                         n=row * LINE, bias=int(s.bias), addr=at["qkv"])
             for t, c in _groups(T, cfg.linear.tokens):
                 prog.cmd(Op.ROPE, a=U + t * row, count=c, heads=s.heads + s.kv_heads,
                          stride=d, row=row, addr=self.table_addr + (p0 + t) * cfg.rope_words)
@@ -261,12 +258,12 @@ class Generation:
                           dst=Att + t * out, value=window)
             for t, c in _groups(T, cfg.linear.tokens):
                 prog.cmd(Op.LINEAR, a=Att + t * out, dst=Hn + t * hl, count=c, k=out * LINE,
-                         n=s.hidden, bias=int(s.bias), addr=lay["o"])
+                         n=s.hidden, bias=int(s.bias), addr=at["o"])
             prog.cmd(Op.ADD, a=X, b=Hn, dst=X, count=T * hl)
             for t, c in _groups(T, cfg.linear.tokens):
-                prog.cmd(Op.NORM, a=X + t * hl, dst=Hn + t * hl, count=c, addr=lay["norm2"])
+                prog.cmd(Op.NORM, a=X + t * hl, dst=Hn + t * hl, count=c, addr=at["norm2"])
             for t, c in _groups(T, cfg.moe.tokens):
-                prog.cmd(Op.MOE, a=Hn + t * hl, dst=Hn + t * hl, count=c, addr=lay["moe"])
+                prog.cmd(Op.MOE, a=Hn + t * hl, dst=Hn + t * hl, count=c, addr=at["moe"])
             prog.cmd(Op.ADD, a=X, b=Hn, dst=X, count=T * hl)
             prog.cmd(Op.OUT, a=X, count=T * hl)
             ch.outs.append((f"layer {i}", T * hl))
@@ -315,9 +312,7 @@ async def test_generate(dut):
     spec = json.loads(os.environ[ENV_GENERATE])
     gen = Generation(ctx.config, spec["config"], model_weights(spec), spec["prompt"],
                      int(spec["steps"]))
-    model = golden.DecoderModel(ctx.config, gen.image.image)
-    for addr, w in gen.image.moe.items():
-        model.load_moe(addr, w)
+    model = gen.image.golden()
     cycles = model_cycles = 0
     tokens = []
     for k, ch in enumerate(gen.chunks):

@@ -695,12 +695,15 @@ def forward(config: dict, weights: dict, ids, caches: list, fmt="hw",
 
 
 def generate(config: dict, weights: dict, prompt, steps: int, fmt="hw",
-             formats: Formats | None = None, feed=None) -> tuple[np.ndarray, np.ndarray]:
+             formats: Formats | None = None, feed=None,
+             passes: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Greedy generation: the prompt's token ids in one prefill (:func:`forward`), then a
     decode step per generated token. Returns ``(tokens (steps,), logits (steps, vocab))``, the
     logits of each step's last token (float32 for ``hw``, float64 for None). ``feed``: the
     ids to decode instead of the generated ones (``steps - 1`` of them), to compare two
-    arithmetics' logits on the same inputs."""
+    arithmetics' logits on the same inputs. ``passes``: a list each pass appends its ``(ids,
+    outputs, logits)`` to (the ids it took, each layer's output hidden states, its
+    logits)."""
     s = shape(config)
     if not (isinstance(steps, int) and steps >= 1):
         raise ValueError(f"parameter 'steps' = {steps!r} is not allowed; allowed: 1 or more")
@@ -710,7 +713,9 @@ def generate(config: dict, weights: dict, prompt, steps: int, fmt="hw",
     caches: list = [None] * s.layers
     ids, tokens, logits = np.asarray(prompt), [], []
     for step in range(steps):
-        _, row, caches = forward(config, weights, ids, caches, fmt, formats)
+        outputs, row, caches = forward(config, weights, ids, caches, fmt, formats)
+        if passes is not None:
+            passes.append((ids, outputs, row))
         logits.append(row)
         tokens.append(int(argmax(row)))
         ids = np.array([tokens[-1] if feed is None or step == steps - 1 else feed[step]])
