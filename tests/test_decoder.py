@@ -457,7 +457,38 @@ def test_a_refused_command_changes_nothing(cfg):
     ({"op": Op.ARGMAX, "a": 97, "count": 32}, Status.BAD_RANGE),
     ({"op": Op.ARGMAX, "a": 0, "count": 31}, Status.BAD_SHAPE),
     ({"op": Op.ARGMAX, "a": 0, "count": 0}, Status.BAD_RANGE),
-    ({"op": 9, "a": 0, "count": 1}, Status.BAD_OP),
+    # NORM of narrower tokens, apart (hidden 64: two lines a token)
+    ({"op": Op.NORM, "a": 0, "dst": 0, "count": 3, "k": 32, "row": 5}, Status.OK),
+    ({"op": Op.NORM, "a": 117, "dst": 0, "count": 3, "k": 32, "row": 5}, Status.OK),
+    ({"op": Op.NORM, "a": 118, "dst": 0, "count": 3, "k": 32, "row": 5}, Status.BAD_RANGE),
+    ({"op": Op.NORM, "a": 0, "dst": 1, "count": 3, "k": 32, "row": 5}, Status.BAD_RANGE),
+    ({"op": Op.NORM, "a": 0, "dst": 11, "count": 3, "k": 32, "row": 5}, Status.OK),
+    ({"op": Op.NORM, "a": 0, "dst": 0, "count": 1, "k": 48}, Status.BAD_SHAPE),
+    ({"op": Op.NORM, "a": 0, "dst": 0, "count": 1, "k": 96}, Status.BAD_SHAPE),
+    ({"op": Op.NORM, "a": 0, "dst": 0, "count": 2, "row": 1}, Status.BAD_SHAPE),
+    ({"op": Op.NORM, "a": 0, "dst": 0, "count": 2, "row": 2}, Status.OK),
+    ({"op": Op.NORM, "count": 1, "k": 32, "addr": (1 << 14) - 16}, Status.OK),
+    ({"op": Op.NORM, "count": 1, "k": 32, "addr": (1 << 14) - 15}, Status.BAD_SHAPE),
+    # LINEAR's tokens apart: x a stride, outputs a row
+    ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 2, "k": 64, "n": 32, "stride": 3, "row": 4},
+     Status.OK),
+    ({"op": Op.LINEAR, "a": 123, "dst": 0, "count": 2, "k": 64, "n": 32, "stride": 3},
+     Status.OK),
+    ({"op": Op.LINEAR, "a": 124, "dst": 0, "count": 2, "k": 64, "n": 32, "stride": 3},
+     Status.BAD_RANGE),
+    ({"op": Op.LINEAR, "a": 0, "dst": 123, "count": 2, "k": 32, "n": 64, "row": 3},
+     Status.OK),
+    ({"op": Op.LINEAR, "a": 0, "dst": 124, "count": 2, "k": 32, "n": 64, "row": 3},
+     Status.BAD_RANGE),
+    ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 2, "k": 64, "n": 32, "stride": 1},
+     Status.BAD_SHAPE),
+    ({"op": Op.LINEAR, "a": 0, "dst": 0, "count": 2, "k": 32, "n": 64, "row": 1},
+     Status.BAD_SHAPE),
+    # GLU: ADD's ranges
+    ({"op": Op.GLU, "a": 0, "b": 4, "dst": 0, "count": 4}, Status.OK),
+    ({"op": Op.GLU, "a": 0, "b": 4, "dst": 1, "count": 4}, Status.BAD_RANGE),
+    ({"op": Op.GLU, "a": 0, "b": 125, "dst": 8, "count": 4}, Status.BAD_RANGE),
+    ({"op": 10, "a": 0, "count": 1}, Status.BAD_OP),
     ({"op": 15}, Status.BAD_OP),
 ])
 def test_engine_checks(fields, status):
@@ -526,9 +557,11 @@ def test_engine_argmax_by_hand():
      "'moe.array.cols' = 64 is not allowed; allowed: 2, 4, 8, 16, 32"),
     ({**ENGINE, "linear.addr_bits": 10}, "'linear.addr_bits' = 10 is not allowed with this MoE"),
     ({"moe.weight_port_bits": 64}, "'moe.weight_port_bits' = 64 is not allowed; allowed: 256"),
-    ({"attn.kv.head_dim": 48}, "'attn.kv.head_dim' = 48 is not allowed; allowed: 2, 4"),
-    ({"attn.mla": 1, "attn.kv.kv_heads": 1, "attn.kv.head_dim": 96, "attn.rope_dim": 32},
-     "'attn.mla' = 1 is not allowed in the decoder block yet"),
+    ({"attn.kv.head_dim": 48}, "'attn.kv.head_dim' = 48 is not allowed; allowed: a divisor"),
+    ({"attn.mla": 1, "attn.kv.kv_heads": 1, "attn.kv.head_dim": 64, "attn.rope_dim": 16,
+      "attn.kv.k_only": 1},
+     "'attn.rope_dim' = 16 is not allowed with attn.mla = 1 and attn.kv.head_dim = 64"),
+    ({"glu_lanes": 3}, "'glu_lanes' = 3 is not allowed; allowed: 1, 2, 4, 8, 16, 32"),
     ({"attn.array.fmt": "mxfp8"}, "'attn.array.fmt' = 'mxfp8' is not allowed in the RTL"),
 ])
 def test_engine_config_errors_are_one_line(params, match):
@@ -568,7 +601,15 @@ def test_decoder_rtl(simulator, seed, params):
                   "attn.kv.head_dim": 64, "attn.q_heads": 2, "attn.array.rows": 2,
                   "attn.array.cols": 64}, marks=pytest.mark.verilator_unless_both),
     pytest.param({**ENGINE, "rope.dim": 32}, marks=pytest.mark.verilator_unless_both),
-], ids=["rope64", "rope32"])
+    # MLA (DeepSeek's absorbed attention): four query heads and one latent key of 64 values
+    # (two lines; its first 32 the value), rotary 32; GLU two lanes a beat
+    pytest.param({**ENGINE, "rope.dim": 32, "rope.interleaved": 1, "linear.k_max": 384,
+                  "linear.n_max": 384, "attn.mla": 1, "attn.rope_dim": 32,
+                  "attn.kv.kv_heads": 1, "attn.kv.head_dim": 64, "attn.kv.k_only": 1,
+                  "attn.q_heads": 4, "attn.array.rows": 4, "attn.array.cols": 32,
+                  "attn.sinks": 0, "glu_lanes": 2, "linear.addr_bits": 18},
+                 marks=pytest.mark.verilator_unless_both),
+], ids=["rope64", "rope32", "mla"])
 def test_decoder_rtl_wide_rope(simulator, seed, params):
     """ROPE's 64 or 32 FP32 rotations a vector take Icarus minutes to compile: Verilator
     alone unless ``--both-sims``. The first also runs heads of 64 values through the

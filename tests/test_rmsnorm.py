@@ -12,8 +12,8 @@ import pytest
 from scoville.rtl.lib.params import ParamError
 from scoville.rtl.rmsnorm import RmsNormConfig
 from scoville.rtl.rmsnorm_rsqrt import Rsqrt, rsqrt_latency
-from scoville.sim.cycles.rmsnorm import ideal_cycles, timing
-from scoville.sim.cycles.stream import Schedule, Source
+from scoville.sim.cycles.rmsnorm import Norm, ideal_cycles, timing
+from scoville.sim.cycles.stream import ALWAYS, Consumer, Producer, Schedule, Source
 from scoville.sim.golden import rmsnorm
 from scoville.sim.golden.fp32_add import sum_in_order
 
@@ -94,6 +94,31 @@ def test_block_golden_takes_its_config():
     assert np.array_equal(got, rmsnorm.normalize(x, w, 1e-6, lanes=4))
     # A weight row a token: row 1 with its own weights.
     assert np.array_equal(got[1], rmsnorm.normalize(x[1:2], w[1], 1e-6, lanes=4)[0])
+    with pytest.raises(ValueError, match="'x' has 32 values a token; allowed: 64"):
+        rmsnorm.rmsnorm(cfg, x[:, :32], w[:, :32])
+
+
+@pytest.mark.parametrize("width", [1, 6, 16])
+def test_block_golden_at_a_runtime_width(width):
+    """A runtime block's tokens of ``width`` beats of 4: the mean divides by their own 4 width
+    values (24 is no power of two: fp32(1/24) is rounded), within FP32 rounding of float64."""
+    cfg = RmsNormConfig(hidden=64, lanes=4, eps=1e-6, runtime=1)
+    h = 4 * width
+    rng = np.random.default_rng(width)
+    x = (rng.standard_normal((10, h)) * 3).astype(np.float32)
+    w = (1 + 0.1 * rng.standard_normal(h)).astype(np.float32)
+    got = rmsnorm.rmsnorm(cfg, x, w)
+    assert got.shape == (10, h)
+    assert np.max(np.abs(got / rmsnorm.reference(x, w, 1e-6) - 1)) < 20 * 2.0 ** -24
+    # The steps for token 0, the reciprocal the ROM's entry for the width.
+    ss = rmsnorm.pairwise_sum((x[:1] * x[:1]).astype(np.float32), 4)
+    mean = np.float32(ss[0] * np.float32(1 / h))
+    r = rmsnorm.rsqrt(np.float32(mean + np.float32(1e-6)))
+    assert np.array_equal(got[0], ((x[0] * r).astype(np.float32) * w).astype(np.float32))
+    for bad in (h + 2, 68):
+        with pytest.raises(ValueError, match=f"'x' has {bad} values a token; allowed: a "
+                                             "multiple of 4 in 4..64"):
+            rmsnorm.rmsnorm(cfg, np.zeros((1, bad), np.float32), np.zeros(bad, np.float32))
 
 
 # ---- the rsqrt unit --------------------------------------------------------------------------
@@ -166,6 +191,61 @@ def test_timed_model_closed_form(hidden, lanes, bits):
         assert timing(cfg, tokens).cycles == ideal_cycles(cfg, tokens), tokens
 
 
+def test_timed_model_closed_form_at_runtime_widths():
+    cfg = RmsNormConfig(hidden=64, lanes=4, slots=3, runtime=1)
+    for width in (1, 2, 7, 16):
+        for tokens in (1, 2, 3, 7, 20):
+            assert timing(cfg, tokens, width=width).cycles == ideal_cycles(cfg, tokens, width)
+    # One beat a token: the rsqrt (8 cycles a token) bounds it, not the slots.
+    assert ideal_cycles(cfg, 101, 1) - ideal_cycles(cfg, 100, 1) == 8
+
+
+def test_timed_model_at_a_runtime_width_by_hand():
+    """4 beats a token at most, width 2 then 4; the rsqrt 2 cycles (26 bits a cycle); two
+    slots; streams always ready. The batches run on in one model, the width changed when it is
+    empty (as the decoder does between commands)."""
+    cfg = RmsNormConfig(hidden=32, lanes=8, rsqrt_bits=26, slots=2, runtime=1)
+    # Width 2. token: beats taken (a its last), s = max(a + 3, s before + 2) the rsqrt's take,
+    # r from s + 3: beats into the scaler (after the token before), out two cycles later.
+    #   0: in 0, 1    s = 4               enter 7, 8    out 9, 10    slot 0 free from 9
+    #   1: in 2, 3    s = max(6, 6) = 6   enter 9, 10   out 11, 12   slot 1 free from 11
+    #   2: (slot 0) in 9, 10   s = 13     enter 16, 17  out 18, 19
+    # Width 4 from cycle 20 (its beats arrive then):
+    #   3: (slot 1) in 20..23  s = 26     enter 29..32  out 31..34
+    src = Producer(Source(arrivals=[0] * 6 + [20] * 4), 10)
+    out = Consumer(ALWAYS)
+    unit = Norm(cfg, src, out)
+    unit.set_width(2)
+    assert unit.width == 2
+    t = 0
+    while len(out.cycles) < 10:
+        if t == 20:
+            assert unit.empty
+            unit.set_width(4)
+        unit.step(t)
+        if 0 < len(out.cycles) < 6:
+            assert not unit.empty
+            with pytest.raises(ValueError, match="'width' = 4 while a token of 2 beats"):
+                unit.set_width(4)
+        t += 1
+    assert src.cycles == [0, 1, 2, 3, 9, 10, 20, 21, 22, 23]
+    assert out.cycles == [9, 10, 11, 12, 18, 19, 31, 32, 33, 34]
+    # The first batch alone, from timing().
+    first = timing(cfg, 3, width=2)
+    assert first.handshakes == {"i": [0, 1, 2, 3, 9, 10], "o": [9, 10, 11, 12, 18, 19]}
+    assert first.cycles == 20 == ideal_cycles(cfg, 3, 2)
+
+
+@pytest.mark.parametrize(("params", "width", "match"), [
+    ({"runtime": 1}, 0, "'width' = 0 is not allowed; allowed: 1..8"),
+    ({"runtime": 1}, 9, "'width' = 9 is not allowed; allowed: 1..8"),
+    ({}, 4, r"'width' = 4 is not allowed; allowed: 8 \(runtime = 0\)"),
+])
+def test_timed_model_refuses_a_width(params, width, match):
+    with pytest.raises(ValueError, match=match):
+        timing(RmsNormConfig(**params), 1, width=width)
+
+
 def test_timed_model_throughput_and_back_pressure():
     # Beats bound: 8 beats a token, rsqrt 8 cycles: a token every 8 cycles in steady state.
     cfg = RmsNormConfig(hidden=64, lanes=8, rsqrt_bits=4)
@@ -187,6 +267,8 @@ def test_timed_model_throughput_and_back_pressure():
     ({"lanes": 3}, "'lanes' = 3"), ({"hidden": 60}, "'hidden' = 60 is not allowed with lanes"),
     ({"eps": 0.0}, "'eps' = 0.0"), ({"rsqrt_bits": 0}, "'rsqrt_bits' = 0"),
     ({"hidden": 4}, "'hidden' = 4 is out of range"),
+    ({"runtime": 2}, "'runtime' = 2 is out of range; allowed: 0, 1$"),
+    ({"runtime": True}, "'runtime' must be an integer; allowed: 0, 1; got True$"),
 ])
 def test_config_errors_are_one_line(params, match):
     with pytest.raises(ParamError, match=match):
@@ -200,6 +282,8 @@ def test_config_errors_are_one_line(params, match):
     {"hidden": 32, "lanes": 1, "rsqrt_bits": 1, "count": 60},
     # A token a beat: the slots fill while the rsqrt runs.
     {"hidden": 16, "lanes": 16, "rsqrt_bits": 26, "count": 300, "eps": 1e-6},
-], ids=["default", "slow-rsqrt", "one-beat-tokens"])
+    # A runtime width: tokens of 1 to 16 beats of 4 (test_widths), 3 slots.
+    {"hidden": 64, "lanes": 4, "slots": 3, "runtime": 1, "count": 40},
+], ids=["default", "slow-rsqrt", "one-beat-tokens", "runtime-width"])
 def test_rmsnorm_rtl(simulator, seed, params):
     assert_passed(simulate("rmsnorm", simulator, seed, **params))

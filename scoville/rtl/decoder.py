@@ -11,7 +11,8 @@ embedding of vectors in place, their positions' table rows fetched from memory: 
 block), ``ATTN`` (the ``attention`` block's commands: a step's query, key and value
 heads from the lines, its outputs into lines; its KV cache holds the sequences) and
 ``ARGMAX`` (greedy sampling of a token's logits from the lines: the ``argmax`` block, the
-chosen index in the answer). The three
+chosen index in the answer) and ``GLU`` (DeepSeek's gated product ``silu(a) b`` of two
+ranges of lines, lane by lane: a dense MLP's between its projections). The three
 fetching parts share the memory port through :class:`~scoville.rtl.lib.memmux.MemoryMux`.
 """
 
@@ -57,6 +58,7 @@ from .lib.params import ParamError, check_int, check_parts, param, part
 from .linear import Linear, LinearConfig
 from .moe import Moe, MoeConfig
 from .moe_router import write_layout as router_write_layout
+from .moe_swiglu import Swiglu, SwigluConfig
 from .rmsnorm import RmsNorm, RmsNormConfig
 from .rope import Rope, RopeConfig
 
@@ -89,6 +91,8 @@ _ARGMAX = ArgmaxConfig(vocab=1024, lanes=LINE)
 
 #: ``rope.dim``: a vector within a line (a power of two) or whole lines.
 ROPE_DIMS = (2, 4, 8, 16, 32, 64, 96, 128)
+#: ``glu_lanes``: the gated products a cycle (a line in ``32 / glu_lanes`` cycles).
+GLU_LANES = (1, 2, 4, 8, 16, 32)
 
 
 @dataclass(frozen=True)
@@ -117,10 +121,12 @@ class DecoderConfig:
     attn : AttentionConfig
         The attention's part (``attn.*``: the ``attention`` block, its KV cache and array):
         its head vectors (``kv.head_dim`` values; ``v_dim`` out) within a line or whole
-        lines; no MLA yet.
+        lines; with ``mla`` a step's one key vector a token is the latent one (no values).
     argmax : ArgmaxConfig
         Greedy sampling's part (``argmax.*``: the ``argmax`` block): ``vocab`` logits a
         token, a line a beat.
+    glu_lanes : int
+        ``GLU``'s gated products a cycle (a line in ``32 / glu_lanes`` cycles).
     """
 
     hidden: int = param(256, "32..8192, a multiple of 32", "hidden size H")
@@ -132,6 +138,7 @@ class DecoderConfig:
     attn: AttentionConfig = part(_ATTN, "the attention over the KV cache (block attention)")
     argmax: ArgmaxConfig = part(_ARGMAX, "greedy sampling (block argmax)",
                                 restrict={"lanes": (LINE,)})
+    glu_lanes: int = param(8, "1, 2, 4, 8, 16, 32", "GLU's gated products a cycle")
 
     def __post_init__(self):
         check_parts(self)
@@ -168,13 +175,21 @@ class DecoderConfig:
                              f"linear.weight_port_bits = {self.linear.weight_port_bits}: a "
                              f"table row must be whole words; allowed: "
                              f"{', '.join(map(str, dims)) or 'none'}")
-        if self.attn.mla:
-            raise ParamError("parameter 'attn.mla' = 1 is not allowed in the decoder block "
-                             "yet; allowed: 0")
-        if self.attn.kv.head_dim not in ROPE_DIMS:
+        if self.glu_lanes not in GLU_LANES:
+            raise ParamError(f"parameter 'glu_lanes' = {self.glu_lanes!r} is not allowed; "
+                             f"allowed: {', '.join(map(str, GLU_LANES))}")
+        def whole(d):       # a head within a line, or whole lines
+            return d < LINE and LINE % d == 0 or d % LINE == 0
+
+        if not whole(self.attn.kv.head_dim):
             raise ParamError(f"parameter 'attn.kv.head_dim' = {self.attn.kv.head_dim} is not "
-                             f"allowed; allowed: {', '.join(map(str, ROPE_DIMS))} (a head "
+                             "allowed; allowed: a divisor of 32 or a multiple of 32 (a head "
                              "within a line, or whole lines)")
+        if not whole(self.attn.v_dim):
+            raise ParamError(f"parameter 'attn.rope_dim' = {self.attn.rope_dim} is not allowed "
+                             f"with attn.mla = 1 and attn.kv.head_dim = "
+                             f"{self.attn.kv.head_dim}; allowed: a value of head_dim - "
+                             "rope_dim elements that divides 32 or is a multiple of 32")
         error = rtl_error(self.attn)
         if error:
             raise ParamError(error.replace("parameter '", "parameter 'attn.", 1))
@@ -192,13 +207,24 @@ class DecoderConfig:
 
     @property
     def norm(self) -> RmsNormConfig:
-        """The norm part: H values a token, a line a beat."""
-        return RmsNormConfig(hidden=self.hidden, lanes=LINE, eps=self.eps)
+        """The norm part: up to H values a token (a command's ``k``), a line a beat."""
+        return RmsNormConfig(hidden=self.hidden, lanes=LINE, eps=self.eps, runtime=1)
 
     @property
     def norm_words(self) -> int:
-        """Weight-port words of a norm's weight vector (H FP32 values, value 0 lowest)."""
+        """Weight-port words of a norm's weight vector of H values (FP32, value 0 lowest);
+        one of ``k`` values is ``k / H`` of it."""
         return self.hidden * 32 // self.linear.weight_port_bits
+
+    @property
+    def glu(self) -> SwigluConfig:
+        """``GLU``'s gated products: DeepSeek's, ``glu_lanes`` a beat."""
+        return SwigluConfig(kind="deepseek", lanes=self.glu_lanes)
+
+    @property
+    def glu_beats(self) -> int:
+        """Beats of a line through ``GLU``'s gated products."""
+        return LINE // self.glu_lanes
 
     @property
     def norm_fetch(self) -> FetchConfig:
@@ -220,8 +246,8 @@ class DecoderConfig:
 
     @property
     def attn_vectors(self) -> int:
-        """Key and value vectors of a token (``kv_heads`` each)."""
-        return 2 * self.attn.kv.kv_heads
+        """Key and value vectors of a token (``kv_heads`` each; MLA: the latent key alone)."""
+        return 1 if self.attn.mla else 2 * self.attn.kv.kv_heads
 
     def attn_out_lines(self, tokens: int) -> int:
         """Lines a step's outputs take: ``tokens x q_heads`` vectors of ``v_dim`` values."""
@@ -308,7 +334,7 @@ class Decoder(wiring.Component):
         m.submodules.act = act = Memory(shape=line_layout(), depth=cfg.act_lines, init=[])
         wp = act.write_port(granularity=1)   # one FP32 lane
         ports = (act.read_port(), act.read_port())
-        m.submodules.ra = ra = LineReader(cfg.line_bits, period=HL)
+        m.submodules.ra = ra = LineReader(cfg.line_bits)
         m.submodules.rb = rb = LineReader(cfg.line_bits)
         m.submodules.norm = norm = RmsNorm(cfg.norm)
         m.submodules.wfetch = wfetch = Fetch(cfg.norm_fetch)
@@ -321,6 +347,7 @@ class Decoder(wiring.Component):
         rope = self._rope_parts(m)
         attn = self._attn_parts(m)
         m.submodules.argmax = am = Argmax(cfg.argmax)
+        glu = self._glu_parts(m)
 
         c, run = self.cmd.payload, seq.run
         wiring.connect(m, wiring.flipped(self.cmd), seq.cmd)
@@ -328,9 +355,9 @@ class Decoder(wiring.Component):
         m.d.comb += [self.status.eq(seq.status), seq.good.eq(self._check(m, c)),
                      seq.expect.eq(self._expect(c)), seq.loaded.eq(wvec.loaded)]
 
-        # Readers: A (every op that reads but ROPE and ATTN) and B (ADD's second range),
-        # started on go; ROPE's walker reads on B's port, ATTN's query walker on A's and its
-        # key and value walker on B's.
+        # Readers: A (every op that reads but ROPE and ATTN) and B (ADD's and GLU's second
+        # range), started on go; ROPE's walker reads on B's port, ATTN's query walker on A's
+        # and its key and value walker on B's.
         m.d.comb += [ra.data.eq(ports[0].data), rb.data.eq(ports[1].data)]
         roping = Mux(seq.start, c.op == Op.ROPE, run.op == Op.ROPE)
         attending = Mux(seq.start, c.op == Op.ATTN, run.op == Op.ATTN)
@@ -339,21 +366,25 @@ class Decoder(wiring.Component):
                                           Mux(attending, attn.kvwalk.addr, rb.addr)))]
         m.d.comb += [ra.start.eq(seq.go & ~(seq.start & ((c.op == Op.IN) | (c.op == Op.ROPE)
                                                          | (c.op == Op.ATTN)))),
-                     rb.start.eq(seq.start & (c.op == Op.ADD)),
+                     rb.start.eq(seq.start & ((c.op == Op.ADD) | (c.op == Op.GLU))),
                      ra.base.eq(Mux(seq.start, c.a, run.a)), rb.base.eq(c.b)]
-        lines_of = Mux(c.op == Op.LINEAR, c.count * (c.k // LINE),
-                       Mux((c.op == Op.NORM) | (c.op == Op.MOE), c.count * HL, c.count))
-        m.d.comb += [ra.count.eq(Mux(seq.start, lines_of, run.count * HL)),
-                     rb.count.eq(c.count)]
+        now, later = _tokens(c, HL), _tokens(run, HL)    # a NORM's reader starts on go
+        for field in ("count", "per", "stride"):
+            m.d.comb += getattr(ra, field).eq(Mux(seq.start, getattr(now, field),
+                                                  getattr(later, field)))
+        m.d.comb += [rb.count.eq(c.count), rb.per.eq(1), rb.stride.eq(1),
+                     norm.width.eq(later.per)]
 
         # The norm's weights (into the vector loader) and ROPE's table rows (into rows):
         # fetched from start (the command offered until taken).
         fcmd = self._offer(m, wfetch.cmd, seq.start & ((c.op == Op.NORM) | (c.op == Op.ROPE)),
                            "wfetch")
         rope_now = run.op == Op.ROPE
+        P = lin.weight_port_bits
         m.d.comb += [fcmd.addr.eq(run.addr),
-                     fcmd.len.eq(Mux(rope_now, run.count * cfg.rope_words, cfg.norm_words)),
-                     wvec.clear.eq(seq.start & (c.op == Op.NORM)),
+                     fcmd.len.eq(Mux(rope_now, run.count * cfg.rope_words,
+                                     later.per * (LINE * 32 // P))),
+                     wvec.clear.eq(seq.start & (c.op == Op.NORM)), wvec.want.eq(now.per),
                      wvec.raddr.eq(ra.index_next),
                      wvec.words.payload.eq(wfetch.o.payload),
                      rope.rows.i.payload.eq(wfetch.o.payload),
@@ -376,7 +407,8 @@ class Decoder(wiring.Component):
                      pc.addr.eq(run.addr), pc.bias.eq(run.bias)]
         mc = self._offer(m, moe.cmd, seq.start & (c.op == Op.MOE), "moe")
         m.d.comb += mc.tokens.eq(run.count)
-        for placer, tokens, lines in ((place, c.count, c.n // LINE), (mplace, 1, 1)):
+        rows = Mux(c.row == 0, c.n // LINE, c.row)      # lines between a token's outputs
+        for placer, tokens, lines in ((place, c.count, rows), (mplace, 1, 1)):
             m.d.comb += [placer.start.eq(seq.start), placer.dst.eq(c.dst),
                          placer.tokens.eq(tokens), placer.lines.eq(lines)]
         wiring.connect(m, proj.o, place.i)
@@ -386,7 +418,7 @@ class Decoder(wiring.Component):
 
         self._memory(m, proj, wfetch, moe, run)
         self._datapath(m, seq, ra, rb, norm, wvec, proj, msplit.i, (place, mplace),
-                       (rope, attn), am, wp)
+                       (rope, attn, glu), am, wp)
         took = self.cmd.valid & self.cmd.ready
         count(m, self.counters, {"commands": took & seq.start, "refused": took & ~seq.start,
                                  "weight_words": self.rdata.valid & self.rdata.ready})
@@ -474,9 +506,12 @@ class Decoder(wiring.Component):
                          gather.i.payload.lane.eq(walker.o.payload.lane)]
         wiring.connect(m, attn.qgather.o, blk.q)
         kv = attn.kvgather.o
-        m.d.comb += [blk.k.valid.eq(kv.valid), blk.v.valid.eq(kv.valid),
-                     blk.k.payload.eq(kv.payload), blk.v.payload.eq(kv.payload),
-                     kv.ready.eq(blk.k.ready | blk.v.ready)]
+        if A.mla:       # the latent key alone
+            wiring.connect(m, kv, blk.k)
+        else:
+            m.d.comb += [blk.k.valid.eq(kv.valid), blk.v.valid.eq(kv.valid),
+                         blk.k.payload.eq(kv.payload), blk.v.payload.eq(kv.payload),
+                         kv.ready.eq(blk.k.ready | blk.v.ready)]
         m.d.comb += [attn.owalk.start.eq(start & step), attn.owalk.dst.eq(c.dst),
                      attn.owalk.count.eq(c.count)]
         if attn.split is not None:
@@ -484,6 +519,19 @@ class Decoder(wiring.Component):
             attn.out = attn.split.o
         else:
             attn.out = blk.o
+
+    def _glu_parts(self, m) -> SimpleNamespace:
+        """``GLU``'s parts: the splitter of a pair of lines (``a``'s and ``b``'s) into beats
+        of ``glu_lanes`` pairs, the gated products (:class:`~scoville.rtl.moe_swiglu
+        .Swiglu`, DeepSeek's), and the joiner of their beats into a line."""
+        cfg = self._config
+        G = cfg.glu_lanes
+        parts = SimpleNamespace(
+            glu=Swiglu(cfg.glu),
+            split=Splitter(2 * 32 * G, cfg.glu_beats),
+            join=Joiner(32 * G, cfg.glu_beats))
+        _register(m, "glu", parts)
+        return parts
 
     def _answer(self, m, seq, blk, am):
         """The answers of ``ATTN`` (the attention block's) and ``ARGMAX`` (the argmax
@@ -547,16 +595,33 @@ class Decoder(wiring.Component):
         """Reader A's lines to the op's unit, and the unit's results into the write port."""
         active, op = seq.active, seq.run.op
         place, mplace = placers
-        rope, attn = walked
-        line = Signal(self._config.line_bits)      # the next line written (IN, ADD, NORM)
+        rope, attn, glu = walked
+        HL = self._config.hidden // LINE
+        # The next line written (IN, ADD, NORM, GLU): lines in order from dst, a NORM's
+        # tokens row apart (its token's first line tline, its j-th line in it).
+        line, tline = Signal(self._config.line_bits), Signal(self._config.line_bits)
+        j, per, row = Signal(16), Signal(16), Signal(16)
         with m.If(seq.start):
-            m.d.sync += line.eq(self.cmd.payload.dst)
-        # ADD: the two readers' lines in step, added lane by lane.
+            c = self.cmd.payload
+            now = _tokens(c, HL)
+            is_norm = c.op == Op.NORM
+            m.d.sync += [line.eq(c.dst), tline.eq(c.dst), j.eq(0),
+                         per.eq(Mux(is_norm, now.per, 1)),
+                         row.eq(Mux(is_norm, now.stride, 1))]
+        # ADD: the two readers' lines in step, added lane by lane; GLU: their gated
+        # products, glu_lanes a beat.
         both = ra.o.valid & rb.o.valid
         total = Signal(line_layout())
         for q in range(LINE):
             m.d.comb += total[q].eq(fp32_add(m, ra.o.payload[q], rb.o.payload[q],
                                              name=f"res{q}"))
+        G = self._config.glu_lanes
+        m.d.comb += glu.split.i.payload.eq(Cat(*(
+            Cat(ra.o.payload.as_value().word_select(b, 32 * G),
+                rb.o.payload.as_value().word_select(b, 32 * G))
+            for b in range(self._config.glu_beats))))
+        wiring.connect(m, glu.split.o, glu.glu.i)
+        wiring.connect(m, glu.glu.o, glu.join.i)
         m.d.comb += [norm.i.payload.x.eq(ra.o.payload), norm.i.payload.w.eq(wvec.rdata),
                      proj.x.payload.eq(ra.o.payload), self.o.payload.eq(ra.o.payload),
                      moe_x.payload.eq(ra.o.payload), am.i.payload.eq(ra.o.payload)]
@@ -568,21 +633,25 @@ class Decoder(wiring.Component):
             proj.x.valid.eq(is_[Op.LINEAR] & ra.o.valid),
             moe_x.valid.eq(is_[Op.MOE] & ra.o.valid),
             am.i.valid.eq(is_[Op.ARGMAX] & ra.o.valid),
+            glu.split.i.valid.eq(both & is_[Op.GLU]),
             ra.o.ready.eq(Mux(op == Op.ADD, both & is_[Op.ADD],
                               (is_[Op.OUT] & self.o.ready) | (is_[Op.NORM] & norm.i.ready)
                               | (is_[Op.LINEAR] & proj.x.ready)
                               | (is_[Op.MOE] & moe_x.ready)
-                              | (is_[Op.ARGMAX] & am.i.ready))),
-            rb.o.ready.eq(both & is_[Op.ADD]),
+                              | (is_[Op.ARGMAX] & am.i.ready)
+                              | (both & is_[Op.GLU] & glu.split.i.ready))),
+            rb.o.ready.eq(both & (is_[Op.ADD] | (is_[Op.GLU] & glu.split.i.ready))),
+            glu.join.o.ready.eq(1),
             norm.o.ready.eq(1), place.w.ready.eq(1), mplace.w.ready.eq(1),
             rope.out.ready.eq(1), rope.wwalk.o.ready.eq(rope.out.valid),
             attn.out.ready.eq(1), attn.owalk.o.ready.eq(attn.out.valid),
         ]
-        # The write port: IN's, ADD's and NORM's lines in order from dst; LINEAR's and MOE's
-        # placed.
+        # The write port: IN's, ADD's, NORM's and GLU's lines in order from dst; LINEAR's and
+        # MOE's placed.
         src = {Op.IN: (self.x.valid & self.x.ready, self.x.payload),
                Op.ADD: (both & is_[Op.ADD], total),
-               Op.NORM: (norm.o.valid, norm.o.payload)}
+               Op.NORM: (norm.o.valid, norm.o.payload),
+               Op.GLU: (glu.join.o.valid, glu.join.o.payload)}
         wen = Signal()
         with m.Switch(op):
             for o, (valid, value) in src.items():
@@ -591,7 +660,11 @@ class Decoder(wiring.Component):
                                  wp.data.eq(value)]
                     with m.If(valid):
                         m.d.comb += wp.en.eq((1 << LINE) - 1)
-                        m.d.sync += line.eq(line + 1)
+                        with m.If(j == per - 1):
+                            m.d.sync += [j.eq(0), line.eq(tline + row),
+                                         tline.eq(tline + row)]
+                        with m.Else():
+                            m.d.sync += [j.eq(j + 1), line.eq(line + 1)]
             for o, D, out, spot in (
                     (Op.ROPE, self._config.rope.dim, rope.out, rope.wwalk.o.payload),
                     (Op.ATTN, self._config.attn.v_dim, attn.out, attn.owalk.o.payload)):
@@ -620,34 +693,38 @@ class Decoder(wiring.Component):
         HL, N = cfg.hidden // LINE, cfg.act_lines
         status = Signal(Status)
         kl, nl = c.k // LINE, c.n // LINE
-        reads = Signal(32)
-        writes = Signal(32)
-        tokens = (c.op == Op.NORM) | (c.op == Op.MOE)     # count tokens of H / 32 lines
+        reads = Signal(40)
+        writes = Signal(40)
+        norm = _tokens(c, HL)       # a NORM's token: per lines, stride apart
+        span = (c.count - 1) * norm.stride + norm.per
         rope = c.op == Op.ROPE
         A = cfg.attn
         attn = c.op == Op.ATTN
         step = attn & (c.aop == AttnOp.STEP)
         walks = step | (attn & (c.aop == AttnOp.APPEND))     # an ATTN that reads lines
         out_values = A.q_heads * A.v_dim
+        in_stride = Mux(c.stride == 0, kl, c.stride)     # LINEAR's tokens
+        out_row = Mux(c.row == 0, nl, c.row)
         m.d.comb += [
-            reads.eq(Mux(tokens, c.count * HL, Mux(c.op == Op.LINEAR, c.count * kl,
-                                                   Mux(rope | attn, c.count * c.row,
-                                                       c.count)))),
-            writes.eq(Mux(tokens, c.count * HL,
-                          Mux(c.op == Op.LINEAR, c.count * nl,
-                              Mux(attn, (c.count * out_values + LINE - 1) // LINE,
-                                  c.count)))),
+            reads.eq(Mux(c.op == Op.NORM, span, Mux(c.op == Op.MOE, c.count * HL,
+                     Mux(c.op == Op.LINEAR, (c.count - 1) * in_stride + kl,
+                         Mux(rope | attn, c.count * c.row, c.count))))),
+            writes.eq(Mux(c.op == Op.NORM, span, Mux(c.op == Op.MOE, c.count * HL,
+                      Mux(c.op == Op.LINEAR, (c.count - 1) * out_row + nl,
+                          Mux(attn, (c.count * out_values + LINE - 1) // LINE,
+                              c.count))))),
         ]
         reads_a = (c.op != Op.IN) & (~attn | walks)
         # ROPE writes in place; ARGMAX answers
         writes_dst = (c.op != Op.OUT) & ~rope & (~attn | step) & (c.op != Op.ARGMAX)
+        two = (c.op == Op.ADD) | (c.op == Op.GLU)       # ops that read b too
         over = (((c.count == 0) & (~attn | walks)) | (reads_a & (c.a + reads > N)) |
-                ((c.op == Op.ADD) & (c.b + reads > N)) | (writes_dst & (c.dst + writes > N)))
+                (two & (c.b + reads > N)) | (writes_dst & (c.dst + writes > N)))
 
         def clash(first):   # a read range that the written one overlaps, not from its start
             return (first != c.dst) & (first < c.dst + writes) & (c.dst < first + reads)
 
-        over |= (((c.op == Op.ADD) & (clash(c.a) | clash(c.b))) |
+        over |= ((two & (clash(c.a) | clash(c.b))) |
                  ((c.op == Op.NORM) & clash(c.a)))
         bits = c.k * lin.tile_format.row_bits + Mux(c.bias, 32 * lin.array.cols, 0)
         P = lin.weight_port_bits
@@ -655,8 +732,11 @@ class Decoder(wiring.Component):
         m.d.comb += end.eq(c.addr + (c.n // lin.array.cols) * ((bits + P - 1) // P))
         bad_linear = ((c.count > lin.tokens) | (c.k == 0) | (c.k > lin.k_max) |
                       (c.k % LINE != 0) | (c.n == 0) | (c.n > lin.n_max) | (c.n % LINE != 0) |
+                      ((c.stride != 0) & (c.stride < kl)) | ((c.row != 0) & (c.row < nl)) |
                       (end > (1 << lin.addr_bits)))
-        bad_norm = c.addr + cfg.norm_words > (1 << lin.addr_bits)
+        bad_norm = ((c.k % LINE != 0) | (c.k > cfg.hidden)
+                    | ((c.row != 0) & (c.row < norm.per))
+                    | (c.addr + norm.per * (LINE * 32 // P) > (1 << lin.addr_bits)))
         bad_moe = (c.count > cfg.moe.tokens) | (c.addr + cfg.moe_words > (1 << lin.addr_bits))
         bad_rope = self._bad_rope(m, c)
         D, g = A.kv.head_dim, min(A.kv.head_dim, LINE)
@@ -664,7 +744,7 @@ class Decoder(wiring.Component):
                             | (c.off + A.q_heads * D >= 1 << 16)    # the key walker's off
                             | (c.off + (A.q_heads + cfg.attn_vectors) * D > c.row * LINE)
                             | ((c.aop == AttnOp.APPEND) & (c.count != 1)))
-        with m.If(Value.cast(c.op) > Op.ARGMAX):
+        with m.If(Value.cast(c.op) > Op.GLU):
             m.d.comb += status.eq(Status.BAD_OP)
         with m.Elif(over):
             m.d.comb += status.eq(Status.BAD_RANGE)
@@ -698,12 +778,24 @@ class Decoder(wiring.Component):
         or ``OUT``'s lines."""
         cfg = self._config
         HL, C, MC = cfg.hidden // LINE, cfg.linear.array.cols, cfg.moe.array.cols
-        return Mux(c.op == Op.NORM, c.count * HL,
+        return Mux(c.op == Op.NORM, c.count * _tokens(c, HL).per,
                    Mux(c.op == Op.LINEAR, c.count * (c.n // C),
                        Mux(c.op == Op.MOE, c.count * (cfg.hidden // MC),
                            Mux(c.op == Op.ROPE, c.count * c.heads * cfg.rope_lines,
                                Mux((c.op == Op.ATTN) | (c.op == Op.ARGMAX), 1,
                                    c.count)))))
+
+
+def _tokens(c, hl: int) -> SimpleNamespace:
+    """Reader A's walk for command ``c`` (a view of its fields): ``count`` lines, ``per`` a
+    token, each token ``stride`` lines after the one before (``NORM``: ``k / 32`` lines a
+    token, or ``hl``, ``row`` apart; ``LINEAR``: ``k / 32``, ``stride`` apart; ``MOE``:
+    ``hl``; a zero ``row`` or ``stride`` packs them); the other ops' lines in order."""
+    norm_per = Mux(c.k == 0, hl, c.k[5:])
+    per = Mux(c.op == Op.NORM, norm_per, Mux(c.op == Op.LINEAR, c.k[5:],
+                                              Mux(c.op == Op.MOE, hl, 1)))
+    apart = Mux(c.op == Op.NORM, c.row, Mux(c.op == Op.LINEAR, c.stride, 0))
+    return SimpleNamespace(count=c.count * per, per=per, stride=Mux(apart == 0, per, apart))
 
 
 def _register(m, prefix: str, parts: SimpleNamespace) -> None:

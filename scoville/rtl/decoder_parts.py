@@ -22,7 +22,7 @@ LINE = MX_BLOCK
 
 class Op(enum.IntEnum, shape=4):
     """A command's operation (``docs/decoder.md`` says what each reads and writes); the codes
-    past ``ARGMAX`` are refused (``BAD_OP``)."""
+    past ``GLU`` are refused (``BAD_OP``)."""
     IN = 0
     OUT = 1
     ADD = 2
@@ -32,6 +32,7 @@ class Op(enum.IntEnum, shape=4):
     ROPE = 6
     ATTN = 7
     ARGMAX = 8
+    GLU = 9
 
 
 class Status(enum.IntEnum, shape=3):
@@ -56,7 +57,9 @@ def line_layout() -> data.ArrayLayout:
 def command_layout(config) -> data.StructLayout:
     """A ``cmd`` beat: ``op``; the activation lines ``a``, ``b`` (read) and ``dst`` (written);
     ``count`` (lines, or tokens for ``NORM``, ``LINEAR``, ``MOE``, ``ROPE`` and ``ATTN``);
-    ``LINEAR``'s ``k``, ``n`` and ``bias``; the memory word ``addr`` of ``NORM``'s,
+    ``LINEAR``'s ``k``, ``n``, ``bias``, ``stride`` and ``row`` (lines between tokens read and
+    written; 0: packed); ``NORM``'s ``k`` (values a token; 0: ``hidden``) and ``row`` (lines
+    between tokens; 0: packed); the memory word ``addr`` of ``NORM``'s,
     ``LINEAR``'s and ``MOE``'s weights and ``ROPE``'s table rows; ``ROPE``'s ``heads``
     (vectors a token), ``stride`` and ``off`` (values: between a token's vectors, and to its
     first) and ``row`` (lines: between tokens); ``ATTN``'s ``aop`` (the attention block's
@@ -174,47 +177,53 @@ class Joiner(wiring.Component):
 
 
 class LineReader(wiring.Component):
-    """Reads ``count`` lines from ``base`` of a memory with a synchronous read port and offers
-    them on ``o``, in order. A cycle with ``start`` high takes ``base`` and ``count``; line 0
-    is offered from the next cycle, each next line from the cycle after the previous one is
-    taken. ``addr`` drives the read port (the line to be offered next cycle). With
-    ``period`` P, ``index`` is the line offered (and ``index_next`` the next) modulo P.
+    """Reads ``count`` lines of a memory with a synchronous read port and offers them on
+    ``o``, in order: ``per`` lines a token, token ``t``'s from line ``base + t * stride`` (a
+    ``stride`` of ``per``: consecutive lines). A cycle with ``start`` high takes ``base``,
+    ``count``, ``per`` and ``stride``; line 0 is offered from the next cycle, each next line
+    from the cycle after the previous one is taken. ``addr`` drives the read port (the line
+    to be offered next cycle); ``index`` is the offered line's place in its token (and
+    ``index_next`` the next one's).
 
     Attributes
     ----------
     start : In(1)
-    base, count : In
+    base : In(line address)
+    count, per, stride : In(16)
     addr : Out(line address)
     data : In(line_layout())
     o : Out(stream.Signature(line_layout()))
-    index, index_next : Out(range(period))
+    index, index_next : Out(16)
     """
 
-    def __init__(self, line_bits: int, period: int = 1):
-        self._period = period
+    def __init__(self, line_bits: int):
         super().__init__({
-            "start": In(1), "base": In(line_bits), "count": In(16),
-            "addr": Out(line_bits), "data": In(line_layout()),
+            "start": In(1), "base": In(line_bits), "count": In(16), "per": In(16),
+            "stride": In(16), "addr": Out(line_bits), "data": In(line_layout()),
             "o": Out(stream.Signature(line_layout())),
-            "index": Out(range(max(period, 2))), "index_next": Out(range(max(period, 2))),
+            "index": Out(16), "index_next": Out(16),
         })
 
     def elaborate(self, platform):
         m = Module()
-        P = self._period
-        cur = Signal.like(self.addr)
-        left = Signal(16)
+        cur, tline = Signal.like(self.addr), Signal.like(self.addr)   # the line; its token's
+        left, per, stride = Signal(16), Signal(16), Signal(16)
         fire = self.o.valid & self.o.ready
+        wraps = self.index == per - 1
+        nxt = Mux(wraps, tline + stride, cur + 1)
         m.d.comb += [self.o.valid.eq(left != 0), self.o.payload.eq(self.data),
-                     self.addr.eq(Mux(self.start, self.base, Mux(fire, cur + 1, cur)))]
-        with m.If(fire):
-            m.d.sync += [cur.eq(cur + 1), left.eq(left - 1)]
-        wraps = self.index == P - 1
-        m.d.comb += self.index_next.eq(Mux(self.start, 0, Mux(fire, Mux(wraps, 0, self.index + 1),
-                                                              self.index)))
+                     self.addr.eq(Mux(self.start, self.base, Mux(fire, nxt, cur))),
+                     self.index_next.eq(Mux(self.start, 0,
+                                            Mux(fire, Mux(wraps, 0, self.index + 1),
+                                                self.index)))]
         m.d.sync += self.index.eq(self.index_next)
+        with m.If(fire):
+            m.d.sync += [cur.eq(nxt), left.eq(left - 1)]
+            with m.If(wraps):
+                m.d.sync += tline.eq(tline + stride)
         with m.If(self.start):
-            m.d.sync += [cur.eq(self.base), left.eq(self.count)]
+            m.d.sync += [cur.eq(self.base), tline.eq(self.base), left.eq(self.count),
+                         per.eq(self.per), stride.eq(self.stride)]
         return m
 
 
@@ -398,16 +407,18 @@ class VecGather(wiring.Component):
 
 
 class VecLoader(wiring.Component):
-    """A weight vector of ``lines`` lines (a norm's weights), from the weight port's words into
-    a memory of lines: ``clear`` starts over; each word on ``words`` is taken at once and
-    fills the next ``1 / per_line`` of a line (word 0 the lowest bits); ``loaded`` is high
-    from the cycle after the last line is written. ``raddr`` reads a line onto ``rdata`` the
-    next cycle.
+    """A weight vector of up to ``lines`` lines (a norm's weights), from the weight port's words
+    into a memory of lines: ``clear`` starts over, for a vector of ``want`` lines (1..
+    ``lines``, taken with ``clear``); each word on ``words`` is taken at once and fills the
+    next ``1 / per_line`` of a line (word 0 the lowest bits); ``loaded`` is high from the
+    cycle after its last line is written. ``raddr`` reads a line onto ``rdata`` the next
+    cycle.
 
     Attributes
     ----------
     words : In(stream.Signature(word_bits))
     clear : In(1)
+    want : In(range(lines + 1))
     loaded : Out(1)
     raddr : In(range(lines))
     rdata : Out(line_layout())
@@ -416,7 +427,8 @@ class VecLoader(wiring.Component):
     def __init__(self, lines: int, word_bits: int):
         self._lines, self._word = lines, word_bits
         super().__init__({
-            "words": In(stream.Signature(word_bits)), "clear": In(1), "loaded": Out(1),
+            "words": In(stream.Signature(word_bits)), "clear": In(1),
+            "want": In(range(lines + 1)), "loaded": Out(1),
             "raddr": In(range(max(lines, 2))), "rdata": Out(line_layout()),
         })
 
@@ -428,17 +440,18 @@ class VecLoader(wiring.Component):
         wp = mem.write_port(granularity=W // 32)   # a word's FP32 values
         rp = mem.read_port()
         line = Signal(range(L + 1))
+        want = Signal(range(L + 1), init=L)
         part = Signal(range(max(per, 2)))
-        m.d.comb += [self.words.ready.eq(line != L), rp.addr.eq(self.raddr),
+        m.d.comb += [self.words.ready.eq(line != want), rp.addr.eq(self.raddr),
                      self.rdata.eq(rp.data), wp.addr.eq(line),
                      wp.data.as_value().eq(self.words.payload.replicate(per))]
         with m.If(self.words.valid & self.words.ready):
             m.d.comb += wp.en.bit_select(part, 1).eq(1)
             last = part == per - 1
             m.d.sync += [part.eq(Mux(last, 0, part + 1)), line.eq(line + last)]
-        m.d.comb += self.loaded.eq(line == L)
+        m.d.comb += self.loaded.eq(line == want)
         with m.If(self.clear):
-            m.d.sync += [line.eq(0), part.eq(0)]
+            m.d.sync += [line.eq(0), part.eq(0), want.eq(self.want)]
         return m
 
 

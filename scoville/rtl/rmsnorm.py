@@ -3,18 +3,29 @@ by a weight, as Hugging Face's ``GptOssRMSNorm`` and ``DeepseekV3RMSNorm`` in FP
 
 The function (:mod:`scoville.sim.golden.rmsnorm` states it to the bit): the sum of squares
 in beats of ``lanes`` (each beat's squares added as a binary tree, the beat sums in order from
-+0), ``mean = fp32(ss * fp32(1 / hidden))``, ``r = rsqrt(fp32(mean + fp32(eps)))`` correctly
-rounded (:mod:`scoville.rtl.rmsnorm_rsqrt`), ``y = fp32(fp32(x r) w)``.
++0), ``mean = fp32(ss * fp32(1 / H))`` (``H`` the token's values: ``hidden``, or ``width *
+lanes`` with ``runtime``), ``r = rsqrt(fp32(mean + fp32(eps)))`` correctly rounded
+(:mod:`scoville.rtl.rmsnorm_rsqrt`), ``y = fp32(fp32(x r) w)``.
 
-Streams: ``i`` takes a token as ``hidden / lanes`` beats, each ``lanes`` values ``x`` and
+Streams: ``i`` takes a token as ``n = hidden / lanes`` beats, each ``lanes`` values ``x`` and
 their weights ``w`` (the caller replays the weight vector with every token); ``o`` gives the
-token's ``y`` in the same beats. The parts:
+token's ``y`` in the same beats.
+
+Runtime width (``runtime = 1``): the port ``width`` (1 to ``hidden / lanes``) is the beats of
+a token, ``n = width``, and ``H = width * lanes``; ``fp32(1 / H)`` comes from a ROM of one
+entry a width, read into a register every cycle. The caller holds ``width`` while any token
+is in the block (from its first beat's handshake until its last output beat is taken) and
+changes it only when the block is empty; a token narrower than ``hidden`` takes the first
+``width`` beats of its slot. With ``runtime = 0`` there is no port and ``n = hidden / lanes``.
+
+The parts:
 
 - **the buffer** (``amaranth.lib.memory``): ``slots`` slots of a token's beats; a token takes
   the next slot in turn (token k slot k mod ``slots``);
 - **the accumulator**: a beat's squares and their tree in the cycle it is taken, into a
   register; the next cycle that sum into the token's running FP32 sum; the cycle after its last
-  beat's sum, ``v = fp32(mean + eps)`` into the slot's ``v`` register;
+  beat's sum, ``v = fp32(mean + eps)`` into the slot's ``v`` register (``fp32(1 / H)`` a
+  constant, or the ROM's register);
 - **the rsqrt unit** (:class:`~scoville.rtl.rmsnorm_rsqrt.Rsqrt`): the slots' ``v`` in token
   order, one at a time, its result into the slot's ``r`` register the cycle it is valid;
 - **the scaler**: a two-stage stalling pipeline (the buffer's read, then the two products into
@@ -72,6 +83,10 @@ class RmsNormConfig:
         ``ceil(26 / rsqrt_bits) + 1`` cycles).
     slots : int
         Tokens the buffer holds.
+    runtime : int
+        1: the port ``width`` sets a token's beats at run time, 1 to ``hidden / lanes``
+        (``mean = fp32(ss * fp32(1 / (width * lanes)))``, the reciprocal from a ROM), held
+        while any token is in the block; 0: every token is ``hidden`` values.
     """
 
     hidden: int = param(64, "lanes..8192, a multiple of lanes", "values a token")
@@ -79,6 +94,7 @@ class RmsNormConfig:
     eps: float = param(1e-5, "a positive number below 1", "added to the mean square")
     rsqrt_bits: int = param(4, f"1..{ROOT_BITS}", "the rsqrt recurrence's bits a cycle")
     slots: int = param(4, "2..8", "tokens the buffer holds")
+    runtime: int = param(0, "0, 1", "1: a token's beats from the port width (1..hidden/lanes)")
 
     def __post_init__(self):
         check_int("lanes", self.lanes, 1, 32, choices=LANES)
@@ -92,6 +108,7 @@ class RmsNormConfig:
                              "positive number below 1")
         check_int("rsqrt_bits", self.rsqrt_bits, 1, ROOT_BITS)
         check_int("slots", self.slots, 2, 8)
+        check_int("runtime", self.runtime, 0, 1, choices=(0, 1))
 
     @property
     def beats(self) -> int:
@@ -111,12 +128,15 @@ def in_layout(config: RmsNormConfig) -> data.StructLayout:
 
 
 class RmsNorm(wiring.Component):
-    """Normalizes tokens of ``hidden`` values (the module says how and when).
+    """Normalizes tokens of ``hidden`` values, or of ``width`` beats (the module says how and
+    when).
 
     Attributes
     ----------
     i : In(stream.Signature(in_layout(config)))
     o : Out(stream.Signature(ArrayLayout(32, lanes)))
+    width : In(range(1, hidden / lanes + 1))
+        The beats of a token; only with ``runtime = 1``.
     """
 
     def __init__(self, config: RmsNormConfig):
@@ -124,6 +144,7 @@ class RmsNorm(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(in_layout(config))),
             "o": Out(stream.Signature(data.ArrayLayout(32, config.lanes))),
+            **({"width": In(range(1, config.beats + 1))} if config.runtime else {}),
         })
 
     @property
@@ -148,7 +169,8 @@ class RmsNorm(wiring.Component):
         m.d.comb += [self.i.ready.eq((in_beat != 0) | ~busy.bit_select(in_slot, 1)),
                      wp.addr.eq(in_slot * n + in_beat), wp.data.eq(self.i.payload),
                      wp.en.eq(take)]
-        first, last = in_beat == 0, in_beat == n - 1
+        last_beat = self.width - 1 if cfg.runtime else n - 1
+        first, last = in_beat == 0, in_beat == last_beat
         with m.If(take):
             m.d.sync += in_beat.eq(Mux(last, 0, in_beat + 1))
             with m.If(last):
@@ -184,7 +206,7 @@ class RmsNorm(wiring.Component):
         with m.If(en):
             m.d.sync += self.o.payload.eq(Cat(*ys))
         addr_take = src.valid & src.ready
-        done = addr_take & (out_beat == n - 1)
+        done = addr_take & (out_beat == last_beat)
         with m.If(addr_take):
             m.d.sync += out_beat.eq(Mux(done, 0, out_beat + 1))
             with m.If(done):
@@ -223,9 +245,22 @@ class RmsNorm(wiring.Component):
         with m.If(sq_valid):
             m.d.sync += [acc.eq(Mux(sq_first, sq, fp32_add(m, acc, sq, name="acc"))),
                          acc_slot.eq(sq_slot)]
-        mean = fp32_mul(m, acc, Const(fp32_bits(1.0 / cfg.hidden), 32), name="mean")
+        mean = fp32_mul(m, acc, self._reciprocal(m), name="mean")
         v = fp32_add(m, mean, Const(fp32_bits(cfg.eps), 32), name="v")
         return v, acc_slot, acc_last
+
+    def _reciprocal(self, m):
+        """``fp32(1 / H)``: a constant, or with ``runtime`` the register of a ROM's entry for
+        ``width`` (read every cycle: ``width`` is held while the token is in the block)."""
+        cfg = self._config
+        if not cfg.runtime:
+            return Const(fp32_bits(1.0 / cfg.hidden), 32)
+        m.submodules.reciprocal = rom = Memory(
+            shape=32, depth=cfg.beats,
+            init=[fp32_bits(1.0 / (w * cfg.lanes)) for w in range(1, cfg.beats + 1)])
+        port = rom.read_port()
+        m.d.comb += port.addr.eq(self.width - 1)
+        return port.data
 
 
 def _next(counter, modulus: int):

@@ -30,7 +30,7 @@ from scoville.sim.cycles.memory import MemoryAgent
 from scoville.sim.cycles.stream import ALWAYS
 from scoville.sim.golden import moe as moe_golden
 from scoville.sim.golden import rope as rope_golden
-from scoville.sim.golden.decoder import COMMAND_FIELDS, DecoderModel, check
+from scoville.sim.golden.decoder import COMMAND_FIELDS, DecoderModel, check, norm_words
 from scoville.sim.golden.fetch import fetch
 from scoville.sim.golden.linear import tile_words
 from scoville.sim.harness import stream_names
@@ -56,7 +56,9 @@ COUNTERS = ("commands", "refused", "weight_words")
 #: Coverage bins (:mod:`scoville.testbenches.coverage`), hit from each command.
 BINS = {
     **{f"op:{name}": f"an {name.upper()} command run" for name in OPS},
-    "op:in_place": "an ADD or NORM written over its own input",
+    "op:in_place": "an ADD, GLU or NORM written over its own input",
+    "op:norm_narrow": "a NORM of tokens narrower than hidden (its k)",
+    "op:strided": "a NORM or LINEAR whose tokens lie apart (its row or stride)",
     "op:linear_bias": "a projection with a bias",
     "op:linear_tokens": "a projection of the most tokens the block takes",
     "op:moe_tokens": "a MoE layer of the most tokens the MoE holds",
@@ -245,6 +247,17 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
         (R, {"op": Op.ADD, "a": 0, "b": 5, "dst": 4, "count": 2}),    # dst over b, shifted
         (R, {"op": Op.NORM, "a": 0, "dst": 1, "count": 2}),           # dst over a, shifted
         (R, {"op": Op.NORM, "a": 0, "dst": N - hl, "count": 2}),
+        (R, {"op": Op.NORM, "a": N - 3, "dst": 0, "count": 2, "k": K, "row": 3}),
+        (R, {"op": Op.GLU, "a": 0, "b": N - 1, "dst": 2, "count": 2}),
+        (R, {"op": Op.GLU, "a": 0, "b": 5, "dst": 4, "count": 2}),    # dst over b, shifted
+        (R, {"op": Op.LINEAR, "a": 0, "dst": N - 3, "count": 2, "k": K, "n": LINE,
+             "row": 3}),
+        (S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 1, "k": K // 2}),
+        (S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 1, "k": cfg.hidden + K}),
+        (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 2, "k": 2 * K, "n": LINE,
+             "stride": 1}),
+        (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 2, "k": K, "n": 2 * LINE,
+             "row": 1}),
         (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": lin.tokens + 1, "k": K, "n": LINE}),
         (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": K + 1, "n": LINE}),
         (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": lin.k_max + K, "n": LINE}),
@@ -284,6 +297,8 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
     if cfg.norm_words > 1:    # weights that run past the memory's last word
         out.append((S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 1,
                         "addr": top - cfg.norm_words + 1}))
+    if hl > 1:                # a NORM's tokens that overlap
+        out.append((S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 2, "row": hl - 1}))
     if (cfg.moe.tokens + 1) * hl <= N:
         out.append((S, {"op": Op.MOE, "a": 0, "dst": 0, "count": cfg.moe.tokens + 1}))
     if cfg.moe_words > 1:
@@ -316,6 +331,24 @@ def top_edges(prog: Program, rng) -> None:
     prog.cmd(Op.NORM, a=N - hl, dst=N - hl, count=1, addr=norm_at)
     prog.cmd(Op.LINEAR, a=N - 1, dst=N - 1, count=1, k=LINE, n=LINE, addr=lin_at)
     prog.cmd(Op.OUT, a=N - hl, count=hl)
+
+
+def strided_edges(prog: Program, rng) -> None:
+    """Tokens apart: a ``NORM`` of a line a token (narrower than ``hidden``) in place on
+    three tokens three lines apart; a ``LINEAR`` of those lines (a ``stride`` of three) into
+    two lines a token three apart (a ``row``); ``GLU`` of their first lines and the next
+    ones; each read back."""
+    cfg = prog.cfg
+    if cfg.act_lines < 40 or cfg.linear.n_max < 2 * LINE or cfg.linear.tokens < 3:
+        return
+    prog.load(0, rng.standard_normal((40, LINE)) * 2)
+    prog.cmd(Op.NORM, a=1, dst=1, count=3, k=LINE, row=3,
+             addr=prog.norm_weight(rng.standard_normal(LINE)))
+    w = (rng.standard_normal((2 * LINE, LINE)) / 4).astype(np.float32)
+    prog.cmd(Op.LINEAR, a=1, dst=12, count=3, k=LINE, n=2 * LINE, stride=3, row=3,
+             addr=prog.linear_weight(w))
+    prog.cmd(Op.GLU, a=12, b=13, dst=30, count=8)
+    prog.cmd(Op.OUT, a=0, count=40)
 
 
 def edge_commands(prog: Program) -> None:
@@ -385,20 +418,24 @@ def random_commands(prog: Program, rng, count: int) -> None:
         elif op == Op.OUT:
             n = int(rng.integers(1, 9))
             prog.cmd(Op.OUT, a=int(rng.integers(0, 2 * span - n)), count=n)
-        elif op == Op.ADD:
+        elif op in (Op.ADD, Op.GLU):
             n = int(rng.integers(1, 9))
             a, b = (int(v) for v in rng.integers(0, span - n, 2))
             dst = [a, b, span + int(rng.integers(0, span - n))][int(rng.integers(0, 3))]
-            if check(cfg, {"op": Op.ADD, "a": a, "b": b, "dst": dst, "count": n, "k": 0,
-                           "n": 0, "addr": 0, "bias": 0}) != Status.OK:
+            if check(cfg, {f: 0 for f in COMMAND_FIELDS} | {
+                    "op": op, "a": a, "b": b, "dst": dst, "count": n}) != Status.OK:
                 dst = span + int(rng.integers(0, span - n))
-            prog.cmd(Op.ADD, a=a, b=b, dst=dst, count=n)
+            prog.cmd(op, a=a, b=b, dst=dst, count=n)
         elif op == Op.NORM:
+            # all of hidden or fewer lines a token, packed or apart
+            kl = hl if rng.random() < 0.5 else int(rng.integers(1, hl + 1))
+            row = 0 if rng.random() < 0.5 else kl + int(rng.integers(0, 3))
             t = int(rng.integers(1, 3))
-            a = hl * int(rng.integers(0, span // hl - t))
-            dst = a if rng.random() < 0.5 else span + hl * int(rng.integers(0, span // hl - t))
-            prog.cmd(Op.NORM, a=a, dst=dst, count=t,
-                     addr=prog.norm_weight(rng.standard_normal(cfg.hidden)))
+            lines = (t - 1) * (row or kl) + kl
+            a = int(rng.integers(0, span - lines + 1))
+            dst = a if rng.random() < 0.5 else span + int(rng.integers(0, span - lines + 1))
+            prog.cmd(Op.NORM, a=a, dst=dst, count=t, k=0 if kl == hl else kl * LINE, row=row,
+                     addr=prog.norm_weight(rng.standard_normal(kl * LINE)))
         elif op == Op.ROPE:
             d, g = cfg.rope.dim, min(cfg.rope.dim, LINE)
             heads = int(rng.integers(1, 4))
@@ -431,10 +468,17 @@ def random_commands(prog: Program, rng, count: int) -> None:
             n = LINE * int(rng.integers(1, min(lin.n_max // LINE, 4) + 1))
             b = rng.standard_normal(n).astype(np.float32) if rng.random() < 0.5 else None
             w = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
-            a = int(rng.integers(0, 2 * span - t * k // LINE + 1))
-            dst = int(rng.integers(0, 2 * span - t * n // LINE + 1))   # over x or not
+            # packed, or the tokens apart (a row of their outputs, a stride of their x)
+            stride = 0 if rng.random() < 0.6 else k // LINE + int(rng.integers(0, 3))
+            row = 0 if rng.random() < 0.6 else n // LINE + int(rng.integers(0, 3))
+            reads = (t - 1) * (stride or k // LINE) + k // LINE
+            writes = (t - 1) * (row or n // LINE) + n // LINE
+            if max(reads, writes) > 2 * span:
+                continue
+            a = int(rng.integers(0, 2 * span - reads + 1))
+            dst = int(rng.integers(0, 2 * span - writes + 1))   # over x or not
             prog.cmd(Op.LINEAR, a=a, dst=dst, count=t, k=k, n=n, bias=b is not None,
-                     addr=prog.linear_weight(w, b))
+                     stride=stride, row=row, addr=prog.linear_weight(w, b))
     prog.cmd(Op.OUT, a=0, count=2 * span)
 
 
@@ -479,7 +523,12 @@ def _cover(cov, cfg, c: dict) -> None:
         return
     op = Op(c["op"])
     cov.hit(f"op:{op.name.lower()}")
-    cov.hit_if("op:in_place", op in (Op.ADD, Op.NORM) and c["dst"] in (c["a"], c["b"]))
+    cov.hit_if("op:in_place", op in (Op.ADD, Op.GLU, Op.NORM)
+               and c["dst"] in (c["a"], c["b"]))
+    cov.hit_if("op:norm_narrow", op == Op.NORM and 0 < c["k"] < cfg.hidden)
+    cov.hit_if("op:strided", (op == Op.NORM and c["row"] > (c["k"] or cfg.hidden) // LINE)
+               or (op == Op.LINEAR and (c["stride"] > c["k"] // LINE
+                                        or c["row"] > c["n"] // LINE)))
     cov.hit_if("op:linear_bias", op == Op.LINEAR and c["bias"])
     cov.hit_if("op:linear_tokens", op == Op.LINEAR and c["count"] == cfg.linear.tokens)
     cov.hit_if("op:moe_tokens", op == Op.MOE and c["count"] == cfg.moe.tokens)
@@ -526,7 +575,7 @@ def _requests(cfg, image, commands, routes) -> tuple[list, int]:
         if check(cfg, c):
             continue
         if c["op"] == Op.NORM:
-            got = fetch(port, image, [(c["addr"], cfg.norm_words)])
+            got = fetch(port, image, [(c["addr"], norm_words(cfg, c))])
         elif c["op"] == Op.ROPE:
             got = fetch(port, image, [(c["addr"], c["count"] * cfg.rope_words)])
         elif c["op"] == Op.LINEAR:
@@ -670,6 +719,7 @@ async def test_edges(dut):
                                        f"{want.name}")
         prog.cmd(**bad)
         prog.cmd(Op.OUT, a=0, count=min(cfg.act_lines, 16))
+    strided_edges(prog, rng)
     top_edges(prog, rng)
     await run_program(dut, ctx, "test_edges", prog, gaps=False, **fast)
     for i, (_, bad) in enumerate(refusals(cfg)):

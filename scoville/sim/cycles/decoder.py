@@ -8,7 +8,8 @@ its weights' fetch engine (:class:`~scoville.sim.cycles.fetch.Engine`) and loade
 projections (:class:`~scoville.sim.cycles.linear.Parts`), the MoE
 (:class:`~scoville.sim.cycles.moe.Parts`) and its line splitter, ``ROPE``'s walkers, joiners
 (a vector's lines, a table row's words), rotation
-(:class:`~scoville.sim.cycles.stream.StallPipeline`) and splitter, ``ATTN``'s attention
+(:class:`~scoville.sim.cycles.stream.StallPipeline`) and splitter, ``GLU``'s splitter, gated
+products (a stalling pipeline) and joiner, ``ATTN``'s attention
 (:class:`~scoville.sim.cycles.attention.Parts`) with its walkers, gatherers, output splitter
 and output walker, ``ARGMAX``'s argmax (:class:`Reducer`), the memory mux
 (:class:`~scoville.sim.cycles.memory.MemoryMux`) and the memory. The activation memory's
@@ -22,7 +23,7 @@ from types import SimpleNamespace
 
 from scoville.rtl.argmax import LATENCY as ARGMAX_LATENCY
 from scoville.rtl.decoder import LINE, MUX_DEPTH, AttnOp, Op, Status
-from scoville.sim.golden.decoder import COMMAND_FIELDS, check, ranges
+from scoville.sim.golden.decoder import COMMAND_FIELDS, check, norm_words, walk
 
 from . import attention as attention_timed
 from . import fetch as fetch_timed
@@ -44,7 +45,7 @@ def expect(config, fields: dict) -> int:
     projection's rows of a column tile), ``OUT``'s lines."""
     op, n = fields["op"], fields["count"]
     if op == Op.NORM:
-        return n * (config.hidden // LINE)
+        return walk(config, fields)[0]
     if op == Op.LINEAR:
         return n * (fields["n"] // config.linear.array.cols)
     if op == Op.MOE:
@@ -286,16 +287,16 @@ class Reducer(StallPipeline):
 
 class VecLoader:
     """The norm weights' loader (:class:`scoville.rtl.decoder_parts.VecLoader`): takes every
-    word offered on ``words`` until it holds ``words_max``; :meth:`clear` starts over;
-    ``loaded`` from the cycle after its last word."""
+    word offered on ``words`` until it holds the vector's; :meth:`clear` starts over for a
+    vector of ``words`` words; ``loaded`` from the cycle after its last word."""
 
     __slots__ = ("_clear", "_max", "held", "words")
 
     def __init__(self, words_max: int, words):
-        self._max, self.words, self.held, self._clear = words_max, words, 0, False
+        self._max, self.words, self.held, self._clear = words_max, words, 0, None
 
-    def clear(self) -> None:
-        self._clear = True
+    def clear(self, words: int) -> None:
+        self._clear = words
 
     @property
     def ready(self) -> bool:
@@ -309,8 +310,8 @@ class VecLoader:
         if self.ready and self.words.offers(t):
             self.words.take(t)
             self.held += 1
-        if self._clear:
-            self.held, self._clear = 0, False
+        if self._clear is not None:
+            self.held, self._max, self._clear = 0, self._clear, None
 
 
 def timing(config, commands, sources: dict[str, Source] | None = None,
@@ -346,7 +347,8 @@ class _Block:
             "moe_cmd", "moe_x", "moe_o", "lin_req", "lin_rdata", "wf_req", "wf_rdata",
             "moe_req", "moe_rdata", "req", "rdata", "vwords", "rwords", "rl", "rg", "rrow",
             "rope_i", "rope_o", "rline", "wl", "at_cmd", "at_q", "at_kv", "at_o", "at_resp",
-            "aq_l", "akv_l", "at_oline", "ao_w", "am_i", "am_o")})
+            "aq_l", "akv_l", "at_oline", "ao_w", "am_i", "am_o", "glu_i", "glu_o",
+            "glu_line")})
         P = cfg.linear.weight_port_bits
         self.mem = memory or MemoryAgent(1, P // 8, P)
         self.mem.attach(w.req, w.rdata, ready.get("req", ALWAYS))
@@ -378,6 +380,9 @@ class _Block:
         self.rsplit = HeldSplitter(cfg.rope_lines, w.rope_o, w.rline) \
             if cfg.rope.dim > LINE else None
         self.argmax = Reducer(cfg.argmax.beats, ARGMAX_LATENCY, w.am_i, w.am_o)
+        self.gsplit = Splitter(cfg.glu_beats, w.glu_i)
+        self.glu = StallPipeline(cfg.glu.latency, w.glu_i, w.glu_o)
+        self.gjoin = Joiner(cfg.glu_beats, w.glu_o, w.glu_line)
         self.mux = MemoryMux(MUX_DEPTH, [w.lin_req, w.wf_req, w.moe_req],
                              [w.lin_rdata, w.wf_rdata, w.moe_rdata], w.req, w.rdata)
         #: The projection's, the norm fetch's, the MoE's and the attention's commands offered
@@ -392,7 +397,8 @@ class _Block:
         units = {name: getattr(self, name) for name in (
             "seq", "ra", "rb", "norm", "wfetch", "wvec", "mux", "mem", "msplit", "rwalk",
             "wwalk", "rgather", "rrows", "rope", "rsplit", "qwalk", "kvwalk", "owalk", "qgather",
-            "kvgather", "osplit", "argmax") if getattr(self, name) is not None}
+            "kvgather", "osplit", "argmax", "gsplit", "glu", "gjoin")
+            if getattr(self, name) is not None}
         inner = {f"{part}.{name}": unit for part in ("proj", "moe", "attn")
                  for name, unit in getattr(self, part).parts().items()}
         return {**units, **inner, **{f"w.{name}": wire for name, wire in vars(self.w).items()}}
@@ -427,7 +433,7 @@ class _Block:
                                                 "n": lin["n"], "addr": lin["addr"],
                                                 "bias": lin["bias"]})
         w.wf_cmd.set(vec is not None, self.wfetch.ready,
-                     None if vec is None else (vec["addr"], cfg.norm_words
+                     None if vec is None else (vec["addr"], norm_words(cfg, vec)
                                                if vec["op"] == Op.NORM
                                                else vec["count"] * cfg.rope_words))
         w.moe_cmd.set(moe is not None, self.moe.seq.state == "IDLE",
@@ -488,8 +494,12 @@ class _Block:
         self._part_commands()
         self._rope_wires(t)
         self._attn_wires(t, op)
-        # Reader A's lines to the op's unit (ADD: with reader B's, in step).
+        # Reader A's lines to the op's unit (ADD, GLU: with reader B's, in step).
         both = ra.valid and rb.valid and op == Op.ADD
+        w.glu_i.set(ra.valid and rb.valid and op == Op.GLU, self.glu.i_ready(t))
+        w.glu_o.set(self.glu.o_valid, self.gjoin.i_ready(t))
+        w.glu_line.set(self.gjoin.o_valid(t), True)
+        glu_lines = w.glu_i.valid and w.glu_i.ready and self.gsplit.last
         w.norm_i.set(op == Op.NORM and ra.valid, self.norm.i_ready(t))
         w.lin_x.set(op == Op.LINEAR and ra.valid, self.proj.x_ready)
         w.moe_x.set(op == Op.MOE and ra.valid, False)
@@ -504,16 +514,17 @@ class _Block:
         self.moe.wires(t)
         w.moe_x.ready = self.moe.x_ready(t)
         moe_line = w.moe_x.valid and w.moe_x.ready and self.msplit.last
-        w.ra.set(ra.valid, both or out or moe_line or any(p.valid and p.ready for p in (
-            w.norm_i, w.lin_x, w.am_i)))
-        w.rb.set(rb.valid, both)
+        w.ra.set(ra.valid, both or out or moe_line or glu_lines or any(
+            p.valid and p.ready for p in (w.norm_i, w.lin_x, w.am_i)))
+        w.rb.set(rb.valid, both or glu_lines)
         taken_x = op == Op.IN and not seq.counted and self.x.offers(t)
         # A beat counted: a line written (the write port always takes it), or one of OUT's.
         beat = (taken_x or both or out or (op == Op.NORM and w.norm_o.valid)
                 or (op == Op.LINEAR and w.lin_o.valid) or (op == Op.MOE and w.moe_o.valid)
                 or (op == Op.ROPE and w.rline.valid)
                 or (op == Op.ATTN and w.at_resp.valid and w.at_resp.ready)
-                or (op == Op.ARGMAX and w.am_o.valid and w.am_o.ready))
+                or (op == Op.ARGMAX and w.am_o.valid and w.am_o.ready)
+                or (op == Op.GLU and w.glu_line.valid))
         if taken_x:
             self.x.take(t)
         if out:
@@ -525,21 +536,21 @@ class _Block:
         if started is not None and started["op"] in _PARTS:
             self._pending[_PARTS[started["op"]]] = started
         if started is not None and started["op"] == Op.NORM:
-            self.wvec.clear()
+            self.wvec.clear(norm_words(cfg, started))
+            self.norm.set_width(walk(cfg, started)[1])
         if started is not None and started["op"] == Op.ROPE:
             for walker in (self.rwalk, self.wwalk):
                 walker.start_tokens(started["count"], started["heads"] * cfg.rope_lines)
         if started is not None and started["op"] == Op.ATTN:
             self._start_attn(started)
         if go is not None and go["op"] not in (Op.IN, Op.ROPE, Op.ATTN):
-            reads, _ = ranges(cfg, go)     # reader A's range, and B's for ADD
-            ra.start(reads[0][1])
-            if go["op"] == Op.ADD:
-                rb.start(reads[1][1])
+            ra.start(walk(cfg, go)[0])      # reader A's lines, and B's for ADD and GLU
+            if go["op"] in (Op.ADD, Op.GLU):
+                rb.start(go["count"])
         seq.step(t, loaded=loaded, beat=beat)
         for unit in (ra, rb, self.norm, self.wfetch, self.wvec, self.mux, self.mem,
                      self.msplit, self.rwalk, self.wwalk, self.rgather, self.rrows, self.rope,
-                     self.argmax):
+                     self.argmax, self.gsplit, self.glu, self.gjoin):
             unit.step(t)
         if self.rsplit is not None:
             self.rsplit.step(t)
@@ -618,10 +629,12 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
         op, n = Op(c["op"]), c["count"]
         if op in (Op.IN, Op.OUT, Op.ADD):
             last = t + n
+        elif op == Op.GLU:      # a line's beats through the gated products
+            last = t + n * cfg.glu_beats + cfg.glu.latency
         elif op == Op.ARGMAX:
             last = t + n + ARGMAX_LATENCY       # its answer, after the last line
         elif op == Op.NORM:
-            W = cfg.norm_words
+            W = norm_words(cfg, c)
             first = t + 2 + L
             direct = min(W, fc.buffer)
             arrived = first + (direct - 1) / rho
@@ -629,7 +642,7 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
                 rate = min(rho, (fc.buffer - fc.burst / 2) / (L + 3))
                 arrived += (W - direct) / rate
             go = arrived + 3
-            last = go + ideal_cycles(cfg.norm, n)
+            last = go + ideal_cycles(cfg.norm, n, width=walk(cfg, c)[1])
             words += W
         elif op == Op.ROPE:
             last = _rope_fast(cfg, c, t, L, rho)

@@ -806,18 +806,37 @@ COMMAND_FIELDS = ("op", "a", "b", "dst", "count", "k", "n", "addr", "bias", "hea
                   "off", "row", "aop", "seq", "value")
 
 
-def ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
-    """The line ranges ``(first, lines)`` a command reads, and the one it writes."""
+def walk(config, cmd: dict) -> tuple[int, int, int]:
+    """Reader A's walk of a command that reads through it: ``(lines, per, stride)``, ``per``
+    lines a token, each token ``stride`` lines after the one before (``NORM``: ``k / 32``
+    lines a token, or ``H / 32`` for a ``k`` of 0, ``row`` apart; ``LINEAR``: ``k / 32``,
+    ``stride`` apart; ``MOE``: ``H / 32``; a zero ``row`` or ``stride`` packs them); the other
+    ops' ``count`` lines in order."""
     op, n = cmd["op"], cmd["count"]
-    hl = config.hidden // 32
+    per, apart = 1, 0
+    if op == Op.NORM:
+        per, apart = cmd["k"] // 32 if cmd["k"] else config.hidden // 32, cmd["row"]
+    elif op == Op.LINEAR:
+        per, apart = cmd["k"] // 32, cmd["stride"]
+    elif op == Op.MOE:
+        per = config.hidden // 32
+    return n * per, per, apart or per
+
+
+def ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+    """The line ranges ``(first, lines)`` a command reads, and the one it writes (a strided
+    walk's from its first line to its last)."""
+    op, n = cmd["op"], cmd["count"]
     if op == Op.IN:
         return [], (cmd["dst"], n)
     if op in (Op.OUT, Op.ARGMAX):
         return [(cmd["a"], n)], None
-    if op == Op.ADD:
+    if op in (Op.ADD, Op.GLU):
         return [(cmd["a"], n), (cmd["b"], n)], (cmd["dst"], n)
     if op in (Op.NORM, Op.MOE):
-        return [(cmd["a"], n * hl)], (cmd["dst"], n * hl)
+        _, per, stride = walk(config, cmd)
+        span = (n - 1) * stride + per
+        return [(cmd["a"], span)], (cmd["dst"], span)
     if op == Op.ROPE:      # in place
         return [(cmd["a"], n * cmd["row"])], (cmd["a"], n * cmd["row"])
     if op == Op.ATTN:
@@ -825,17 +844,22 @@ def ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | 
             return [], None
         write = (cmd["dst"], config.attn_out_lines(n)) if cmd["aop"] == AttnOp.STEP else None
         return [(cmd["a"], n * cmd["row"])], write
-    return [(cmd["a"], n * (cmd["k"] // 32))], (cmd["dst"], n * (cmd["n"] // 32))
+    kl, nl = cmd["k"] // 32, cmd["n"] // 32
+    return ([(cmd["a"], (n - 1) * (cmd["stride"] or kl) + kl)],
+            (cmd["dst"], (n - 1) * (cmd["row"] or nl) + nl))
 
 
 def check(config, cmd: dict):
     """The :class:`~scoville.rtl.decoder.Status` the block answers ``cmd`` (its fields) with,
-    as ``docs/decoder.md`` states: ``BAD_OP`` for an op past ``ARGMAX``; ``BAD_RANGE`` for a
+    as ``docs/decoder.md`` states: ``BAD_OP`` for an op past ``GLU``; ``BAD_RANGE`` for a
     ``count`` of 0, a range past the activation memory (counted in whole lines: ``k // 32``
-    and ``n // 32`` a token), or (``ADD``, ``NORM``) a written
-    range that overlaps a read range without starting where it starts; then ``BAD_SHAPE`` for
+    and ``n // 32`` a token, from the first token's first line to the last one's last), or
+    (``ADD``, ``GLU``, ``NORM``) a written range that overlaps a read range without starting
+    where it starts; then ``BAD_SHAPE`` for
     an ``ARGMAX`` of other than a token's ``argmax.vocab / 32`` lines, a ``LINEAR`` the
-    projections refuse or whose ``k`` or ``n`` is not a multiple of 32, a
+    projections refuse or whose ``k`` or ``n`` is not a multiple of 32 or whose tokens
+    overlap (a ``stride`` or ``row`` other than 0 below a token's lines), a ``NORM`` whose
+    ``k`` is not a multiple of 32 or past ``hidden`` or whose tokens overlap, a
     ``MOE`` of more tokens than the MoE holds, a ``ROPE`` whose vectors do not fit
     (:func:`rope_fits`), an ``ATTN`` step or append whose token rows cannot hold its query,
     key and value heads from ``off`` (on the heads' grid; its key heads from a value below
@@ -850,7 +874,7 @@ def check(config, cmd: dict):
     spans = reads + ([write] if write else [])
     if spans and (cmd["count"] == 0 or any(s + n > config.act_lines for s, n in spans)):
         return Status.BAD_RANGE
-    if op in (Op.ADD, Op.NORM) and any(
+    if op in (Op.ADD, Op.GLU, Op.NORM) and any(
             s != write[0] and s < write[0] + write[1] and write[0] < s + n for s, n in reads):
         return Status.BAD_RANGE
     words = 1 << lin.addr_bits
@@ -859,10 +883,14 @@ def check(config, cmd: dict):
     if op == Op.LINEAR:
         k, n, bias = cmd["k"], cmd["n"], bool(cmd["bias"])
         if (cmd["count"] > lin.tokens or not 0 < k <= lin.k_max or not 0 < n <= lin.n_max
-                or k % 32 or n % 32 or cmd["addr"] + lin.weight_words(k, n, bias) > words):
+                or k % 32 or n % 32 or 0 < cmd["stride"] < k // 32 or 0 < cmd["row"] < n // 32
+                or cmd["addr"] + lin.weight_words(k, n, bias) > words):
             return Status.BAD_SHAPE
-    if op == Op.NORM and cmd["addr"] + config.norm_words > words:
-        return Status.BAD_SHAPE
+    if op == Op.NORM:
+        _, per, _ = walk(config, cmd)
+        if (cmd["k"] % 32 or cmd["k"] > config.hidden or 0 < cmd["row"] < per
+                or cmd["addr"] + norm_words(config, cmd) > words):
+            return Status.BAD_SHAPE
     if op == Op.MOE and (cmd["count"] > config.moe.tokens
                          or cmd["addr"] + config.moe_words > words):
         return Status.BAD_SHAPE
@@ -879,6 +907,11 @@ def check(config, cmd: dict):
     return Status.OK
 
 
+def norm_words(config, cmd: dict) -> int:
+    """Weight-port words of a ``NORM``'s weight vector (``k`` FP32 values, or ``H``)."""
+    return (cmd["k"] or config.hidden) * 32 // config.linear.weight_port_bits
+
+
 def rope_fits(config, cmd: dict) -> bool:
     """Whether a ``ROPE``'s vectors fit: at least one a token; ``off`` and ``stride`` on the
     vectors' grid (``min(dim, 32)`` values: a vector within one line, or whole lines); no two
@@ -892,6 +925,12 @@ def rope_fits(config, cmd: dict) -> bool:
             and cmd["off"] + (heads - 1) * cmd["stride"] + d <= cmd["row"] * 32
             and words < 1 << config.linear.fetch.len_bits
             and cmd["addr"] + words <= 1 << config.linear.addr_bits)
+
+
+def _rows(first: int, tokens: int, per: int, stride: int) -> np.ndarray:
+    """The lines of ``tokens`` tokens of ``per`` lines each, ``stride`` apart from ``first``,
+    in order."""
+    return (first + stride * np.arange(tokens)[:, None] + np.arange(per)).reshape(-1)
 
 
 class DecoderModel:
@@ -970,11 +1009,12 @@ class DecoderModel:
         words += [0] * (n - len(words))
         return sum(int(v) << (p * i) for i, v in enumerate(words))
 
-    def norm_weight(self, addr: int) -> np.ndarray:
-        """The ``H`` FP32 values of a norm's weight at word ``addr``."""
+    def norm_weight(self, addr: int, values: int | None = None) -> np.ndarray:
+        """The ``values`` (``H`` when None) FP32 values of a norm's weight at word ``addr``."""
         cfg = self.config
-        value = self._words_value(addr, cfg.norm_words)
-        bits = [(value >> (32 * i)) & 0xFFFFFFFF for i in range(cfg.hidden)]
+        values = values or cfg.hidden
+        value = self._words_value(addr, values * 32 // cfg.linear.weight_port_bits)
+        bits = [(value >> (32 * i)) & 0xFFFFFFFF for i in range(values)]
         return np.array(bits, np.uint32).view(np.float32)
 
     def table_row(self, addr: int) -> tuple[np.ndarray, np.ndarray]:
@@ -995,7 +1035,9 @@ class DecoderModel:
         if aop in (AttnOp.STEP, AttnOp.APPEND):
             flat = self.act.reshape(-1)
             first = (cmd["a"] + cmd["row"] * np.arange(n)) * 32 + cmd["off"]
-            for name, h0, heads in (("q", 0, QH), ("k", QH, KH), ("v", QH + KH, KH)):
+            kinds = (("q", 0, QH), ("k", QH, KH)) if A.mla else \
+                (("q", 0, QH), ("k", QH, KH), ("v", QH + KH, KH))
+            for name, h0, heads in kinds:
                 idx = first[:, None, None] + (h0 + np.arange(heads))[:, None] * d \
                     + np.arange(d)
                 vectors[name] = flat[idx].view(np.float32)
@@ -1049,10 +1091,16 @@ class DecoderModel:
             self.answer = (0, 0, int(greedy(self._lines(a, n).reshape(1, -1))[0]))
         elif op == Op.ADD:
             self.act[dst:dst + n] = fp32_add(self.act[a:a + n], self.act[cmd["b"]:cmd["b"] + n])
+        elif op == Op.GLU:
+            gate, up = self._lines(a, n).reshape(1, -1), self._lines(cmd["b"], n).reshape(1, -1)
+            y = moe_golden.silu_glu(np.concatenate([gate, up], axis=1))
+            self.act[dst:dst + n] = y.view(np.uint32).reshape(n, 32)
         elif op == Op.NORM:
-            xs = self._lines(a, n * hl).reshape(n, cfg.hidden)
-            y = norm_golden.normalize(xs, self.norm_weight(cmd["addr"]), cfg.eps, lanes=32)
-            self.act[dst:dst + n * hl] = y.view(np.uint32).reshape(n * hl, 32)
+            _, per, stride = walk(cfg, cmd)
+            xs = self.act[_rows(a, n, per, stride)].view(np.float32).reshape(n, per * 32)
+            w = self.norm_weight(cmd["addr"], per * 32)
+            y = norm_golden.normalize(xs, w, cfg.eps, lanes=32)
+            self.act[_rows(dst, n, per, stride)] = y.view(np.uint32).reshape(n * per, 32)
         elif op == Op.ROPE:
             self._rope(cmd)
         elif op == Op.MOE:
@@ -1070,9 +1118,10 @@ class DecoderModel:
             self.act[dst:dst + n * hl] = y.view(np.uint32).reshape(n * hl, 32)
         else:
             k, m = cmd["k"], cmd["n"]
-            xs = self._lines(a, n * k // 32).reshape(n, k).copy()
+            xs = self.act[_rows(a, n, k // 32, cmd["stride"] or k // 32)].view(np.float32)
             w, b = linear_golden.read_weight(cfg.linear, self.memory, cmd["addr"], k, m,
                                              bool(cmd["bias"]))
-            y = linear_golden.apply(xs, w, b)
-            self.act[dst:dst + n * m // 32] = y.view(np.uint32).reshape(n * m // 32, 32)
+            y = linear_golden.apply(xs.reshape(n, k), w, b)
+            out = _rows(dst, n, m // 32, cmd["row"] or m // 32)
+            self.act[out] = y.view(np.uint32).reshape(n * m // 32, 32)
         return status, None

@@ -84,8 +84,17 @@ def pairwise_sum(values, lanes: int) -> np.ndarray:
 
 def rmsnorm(config, x, weight) -> np.ndarray:
     """The ``rmsnorm`` block's outputs (:class:`~scoville.rtl.rmsnorm.RmsNormConfig`: its
-    ``eps`` and ``lanes``) for tokens ``x`` (T, hidden) and weights (hidden,) or a row a token
-    (T, hidden): (T, hidden) float32."""
+    ``eps`` and ``lanes``) for tokens ``x`` (T, H) and weights (H,) or a row a token (T, H):
+    (T, H) float32. ``H`` is ``hidden``, or with ``runtime`` the tokens' width (``width *
+    lanes`` values, ``width`` 1 to ``hidden / lanes``): step 2 divides by the tokens' own
+    ``H``."""
+    h = np.shape(x)[-1]
+    if config.runtime:
+        if h % config.lanes or not config.lanes <= h <= config.hidden:
+            raise ValueError(f"parameter 'x' has {h} values a token; allowed: a multiple of "
+                             f"{config.lanes} in {config.lanes}..{config.hidden}")
+    elif h != config.hidden:
+        raise ValueError(f"parameter 'x' has {h} values a token; allowed: {config.hidden}")
     return normalize(x, weight, config.eps, lanes=config.lanes)
 
 
