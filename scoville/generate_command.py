@@ -43,7 +43,7 @@ def _model(args) -> tuple[dict, dict]:
     """``(config, spec)``: the model's config dict and what the test is handed."""
     from scoville.sim.golden import decoder as golden
 
-    built_in = [name for name in golden.TINY if name != "tiny-deepseek"]
+    built_in = list(golden.TINY)
     if args.model in golden.TINY:
         if args.weights is not None:
             raise ParamError(f"--weights {args.weights}: allowed only with --model "
@@ -62,9 +62,9 @@ def _model(args) -> tuple[dict, dict]:
     if not isinstance(head, dict):
         raise ParamError(f"--model {args.model}: holds a {type(head).__name__}; allowed: a "
                          "JSON object (a Hugging Face config)")
-    if head.get("model_type") != "gpt_oss":
+    if head.get("model_type") not in ("gpt_oss", "deepseek_v3"):
         raise ParamError(f"config field 'model_type' = {head.get('model_type')!r} is not "
-                         "allowed in the decoder block yet; allowed: 'gpt_oss'")
+                         "allowed; allowed: 'gpt_oss', 'deepseek_v3'")
     config, _ = golden.load(args.model, args.weights)
     return config, {"weights": str(Path(args.weights).resolve()),
                     "config_file": str(Path(args.model).resolve())}

@@ -124,8 +124,11 @@ def test_mla_absorbed_at_run_time_is_the_expanded_layer(monkeypatch):
         return decoder.attn_golden.reference(q, k, k[..., :config.v_dim], scale=scale)
 
     monkeypatch.setattr(decoder.attn_golden, "prefill", attend)
-    monkeypatch.setattr(decoder.moe_golden, "swiglu_mlp",
-                        lambda x, g, u, d, act_fmt: decoder._swiglu64(x, g, u, d))
+    def glu64(h):
+        gate, up = np.split(np.asarray(h, np.float64), 2, axis=1)
+        return gate / (1 + np.exp(-gate)) * up
+
+    monkeypatch.setattr(decoder.moe_golden, "silu_glu", glu64)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((6, 64)).astype(np.float32)
     past = decoder.layer(x[:4], w, config, layer_idx=0, positions=np.arange(4), fmt=None)[1]

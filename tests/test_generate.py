@@ -33,13 +33,16 @@ def _engine_run(gen: Generation) -> list[list[np.ndarray]]:
     return outs
 
 
-@pytest.mark.parametrize(("prompt_len", "steps"), [(1, 3), (12, 4)])
-def test_programs_compute_the_layer_model_bit_for_bit(prompt_len, steps):
+@pytest.mark.parametrize(("name", "prompt_len", "steps"), [
+    ("tiny-gpt-oss", 1, 3), ("tiny-gpt-oss", 12, 4), ("tiny-deepseek", 1, 3),
+    ("tiny-deepseek", 12, 3)])
+def test_programs_compute_the_layer_model_bit_for_bit(name, prompt_len, steps):
     """The engine running the programs (its golden model) gives every layer's hidden states
     and every pass's logits of the golden layer model in the engine's formats, bit for bit;
-    the tokens are the golden ``generate``'s. A prompt longer than the sliding layer's window
-    (8): the window slides in prefill and decode."""
-    config = golden.tiny_config("tiny-gpt-oss")
+    the tokens are the golden ``generate``'s. GPT-OSS with a prompt longer than the sliding
+    layer's window (8): the window slides in prefill and decode; DeepSeek's MLA over more
+    tokens than a projection takes (8), its dense layer then its MoE layer."""
+    config = golden.tiny_config(name)
     weights = golden.random_weights(config, 3)
     cfg = build_config(DecoderConfig, engine_params(config, prompt_len, prompt_len + steps))
     prompt = np.random.default_rng(prompt_len).integers(0, 256, prompt_len)
@@ -83,9 +86,8 @@ def test_engine_params_follow_the_model():
 
 
 @pytest.mark.parametrize(("argv", "match"), [
-    (["--model", "tiny-deepseek"], "model_type.*deepseek_v3.*allowed: 'gpt_oss'"),
     (["--model", "tiny-llama"], "--model tiny-llama: no such built-in model or file; allowed: "
-                                "tiny-gpt-oss, or a Hugging Face config.json"),
+                                "tiny-gpt-oss, tiny-deepseek, or a Hugging Face config.json"),
     (["--weights", "w.safetensors"], "--weights w.safetensors: allowed only with --model"),
     (["--prompt-len", "0"], "--prompt-len 0: allowed 1..64"),
     (["--tokens", "65"], "--tokens 65: allowed 1..64"),
@@ -107,8 +109,37 @@ def test_a_config_file_needs_weights_and_gpt_oss(capsys, tmp_path):
     path.write_text(json.dumps({**golden.tiny_config("tiny-gpt-oss"), "model_type": "llama"}))
     assert main(["generate", "--model", str(path), "--weights", str(path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith("'model_type' = 'llama' is not allowed in the decoder block yet; "
-                        "allowed: 'gpt_oss'"), err
+    assert err.endswith("'model_type' = 'llama' is not allowed; allowed: 'gpt_oss', "
+                        "'deepseek_v3'"), err
+
+
+def test_deepseek_engine_params_follow_the_model():
+    """Tiny DeepSeek on the engine: MLA's one latent key of the latent and rotary widths,
+    its value the latent; DeepSeek's router with the shared expert; interleaved rotary pairs
+    of the rotary width; no sinks."""
+    config = golden.tiny_config("tiny-deepseek")
+    cfg = build_config(DecoderConfig, engine_params(config, 12, 16))
+    A = cfg.attn
+    assert (A.mla, A.kv.kv_heads, A.kv.head_dim, A.rope_dim, A.v_dim, A.q_heads, A.sinks) == \
+        (1, 1, 64, 32, 32, 4, 0)
+    assert (cfg.moe.router, cfg.moe.shared, cfg.moe.n_group, cfg.rope.dim,
+            cfg.rope.interleaved) == ("deepseek", 1, 2, 32, 1)
+    assert A.scale == pytest.approx(golden.shape(config).scale)
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    ({"rms_norm_eps": 1e-5}, r"'rms_norm_eps' = 1e-05 is not allowed in the decoder block; "
+                             r"allowed: 1e-06"),
+    ({"n_shared_experts": 2}, r"'n_shared_experts' = 2 is not allowed in the decoder block; "
+                              r"allowed: 0, 1"),
+    ({"qk_rope_head_dim": 16}, r"'qk_rope_head_dim' = 16 is not allowed in the decoder block; "
+                               r"allowed: a multiple of 32"),
+])
+def test_deepseek_engine_params_refuse_in_one_line(change, match):
+    config = {**golden.tiny_config("tiny-deepseek"), **change}
+    with pytest.raises(ValueError, match=match) as err:
+        engine_params(config, 4, 8)
+    assert "\n" not in str(err.value)
 
 
 def test_engine_params_refuse_what_the_engine_cannot_hold():
@@ -138,17 +169,20 @@ def test_engine_params_build_and_hold_the_context(change, tokens):
 
 @pytest.mark.sim
 @pytest.mark.alternate_sims
-@pytest.mark.parametrize("prompt_len", [pytest.param(10, marks=pytest.mark.verilator_unless_both)])
-def test_generate_rtl(simulator, seed, prompt_len, capsys):
-    """Tiny GPT-OSS through the RTL: a prompt of 10 (past the sliding window), 3 tokens; the
-    tokens are the golden model's (the engine's ARGMAX answers) and the RTL's cycles the
-    timed model's. On Verilator unless ``--both-sims`` (Icarus takes six minutes: its compile
-    and 82,000 cycles of an engine with projections up to the vocabulary's 256)."""
-    code = main(["generate", "--model", "tiny-gpt-oss", "--prompt-len", str(prompt_len),
+@pytest.mark.parametrize(("name", "prompt_len"), [
+    pytest.param("tiny-gpt-oss", 10, marks=pytest.mark.verilator_unless_both),
+    pytest.param("tiny-deepseek", 10, marks=pytest.mark.verilator_unless_both)])
+def test_generate_rtl(simulator, seed, name, prompt_len, capsys):
+    """A tiny model through the RTL: a prompt of 10 (GPT-OSS: past the sliding window;
+    DeepSeek: past a projection's 8 tokens), 3 tokens; the tokens are the golden model's (the
+    engine's ARGMAX answers) and the RTL's cycles the timed model's. On Verilator unless
+    ``--both-sims`` (Icarus takes six minutes or more: its compile and some 80,000 cycles of
+    an engine with projections up to the vocabulary's 256)."""
+    code = main(["generate", "--model", name, "--prompt-len", str(prompt_len),
                  "--tokens", "3", "--sim", simulator, "--seed", str(seed), "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["passed"], report["log"]
-    config = golden.tiny_config("tiny-gpt-oss")
+    config = golden.tiny_config(name)
     cfg = build_config(DecoderConfig, engine_params(config, prompt_len, prompt_len + 3))
     tokens, _ = golden.generate(config, golden.random_weights(config, 0), report["prompt"], 3,
                                 formats=formats_of(cfg))
@@ -156,15 +190,17 @@ def test_generate_rtl(simulator, seed, prompt_len, capsys):
     assert report["cycles"] == report["model_cycles"] > 0
 
 
-def test_a_users_files_reach_the_test(tmp_path):
+@pytest.mark.parametrize("name", ["tiny-gpt-oss", "tiny-deepseek"])
+def test_a_users_files_reach_the_test(tmp_path, name):
     """``--model config.json --weights model.safetensors``: the spec the test is handed reads
-    back the same weights, and their programs give the golden ``generate``'s tokens."""
+    back the same weights, their image is the size ``image_words`` counts, and their programs
+    give the golden ``generate``'s tokens."""
     import argparse
 
     from scoville.generate_command import prepare
     from scoville.testbenches.generate import model_weights
 
-    config = golden.tiny_config("tiny-gpt-oss")
+    config = golden.tiny_config(name)
     weights = golden.random_weights(config, 9)
     (tmp_path / "config.json").write_text(json.dumps(config))
     golden.save(weights, tmp_path / "model.safetensors")

@@ -33,11 +33,12 @@ out) plus its bias, ``fp32(y + b)``; RoPE is :func:`~scoville.sim.golden.rope.ro
 the table of :func:`~scoville.sim.golden.rope.table`; attention is the attention block's
 (:func:`~scoville.sim.golden.attention.prefill`, K and V stored in ``kv``, its matmuls in
 ``attn``); the MoE is the MoE block's (:mod:`scoville.sim.golden.moe`, activations in
-``moe_act``, weights MXFP4) and the dense MLP the same arithmetic
-(:func:`~scoville.sim.golden.moe.swiglu_mlp`); each residual is ``fp32(x + y)``. MLA runs in
+``moe_act``, weights MXFP4, its shared expert too); the dense MLP is three projections with
+``silu(gate) up`` between them in FP32 (:func:`~scoville.sim.golden.moe.silu_glu`, the
+decoder block's ``GLU``); each residual is ``fp32(x + y)``. MLA runs in
 absorbed form in decode and prefill alike, absorbed at run time: per head, ``q_lat = q_nope
 W_UK`` and, after attention over the latents, ``v = o_lat W_UV^T`` (``kv_b_proj``'s two parts
-per head, each a matmul on the array), so the cache holds the latent alone; prefill pays
+per head, each a projection on the array), so the cache holds the latent alone; prefill pays
 attention's 3.4x more operations than the unabsorbed form for one datapath and no second copy
 of ``kv_b_proj`` in memory.
 
@@ -352,8 +353,8 @@ def _checked(weights: dict, shapes: dict, where: str = "") -> dict:
 def _mxfp4_axis(name: str, s: Shape) -> int | None:
     if name.endswith(("experts.gate_up_proj", "experts.down_proj")):
         return 1 if s.arch == "gpt_oss" else 2
-    if ".mlp." in f".{name}" and name.endswith("_proj.weight"):
-        return 1  # nn.Linear (out, in): the dense MLP and the shared expert
+    if "shared_experts." in name and name.endswith("_proj.weight"):
+        return 1  # nn.Linear (out, in): the shared expert (the dense MLP's are BF16)
     return None
 
 
@@ -562,14 +563,15 @@ def _deepseek(ops: _Ops, s: Shape, w: dict, x, positions, cache, layer_idx):
     rots = np.concatenate([past_rot, k_rot[None]], axis=1)
     kv_b = w[f"{a}kv_b_proj.weight"].reshape(nq, s.nope + s.v_dim, lat)
     if ops.hw:
-        # Absorbed at run time: per head q_lat = q_nope W_UK; o_lat W_UV^T after attention.
-        q_lat = np.stack([ops.matmul(q_nope[:, i], kv_b[i, :s.nope]) for i in range(nq)], 1)
+        # Absorbed at run time: per head q_lat = q_nope W_UK; o_lat W_UV^T after attention
+        # (each a projection of the engine: nn.Linear weights W_UK^T and W_UV).
+        q_lat = np.stack([ops.linear(q_nope[:, i], kv_b[i, :s.nope].T) for i in range(nq)], 1)
         query = np.concatenate([q_lat, q_rot], axis=-1)
         keys = np.concatenate([latents, rots], axis=-1)
         o_lat = attn_golden.prefill(query, keys, None, scale=s.scale, kv_fmt=ops.f.kv,
                                     fmt=ops.f.attn,
                                     config=ops.attention_config(s, 0, mla=True))
-        att = np.stack([ops.matmul(o_lat[:, i], kv_b[i, s.nope:].T) for i in range(nq)], 1)
+        att = np.stack([ops.linear(o_lat[:, i], kv_b[i, s.nope:]) for i in range(nq)], 1)
     else:
         # Hugging Face's form: kv_b_proj expands every latent into K's nope part and V.
         kv = np.einsum("ld,hed->hle", latents[0], kv_b)
@@ -584,8 +586,11 @@ def _deepseek(ops: _Ops, s: Shape, w: dict, x, positions, cache, layer_idx):
     m = "mlp."
     if not s.is_moe(layer_idx):
         parts = (w[f"{m}gate_proj.weight"], w[f"{m}up_proj.weight"], w[f"{m}down_proj.weight"])
-        y = moe_golden.swiglu_mlp(h2, *parts, act_fmt=ops.f.moe_act) if ops.hw else \
-            _swiglu64(h2, *parts)
+        if ops.hw:      # the projections' arithmetic, the gated product in FP32
+            gate, up = ops.linear(h2, parts[0]), ops.linear(h2, parts[1])
+            y = ops.linear(moe_golden.silu_glu(np.concatenate([gate, up], axis=1)), parts[2])
+        else:
+            y = _swiglu64(h2, *parts)
     elif ops.hw:
         p = f"{m}shared_experts."
         shared = [w[f"{p}{n}_proj.weight"] for n in ("gate", "up", "down")] if s.shared \
@@ -742,8 +747,8 @@ TINY = {
     "tiny-deepseek": {
         "model_type": "deepseek_v3", "num_hidden_layers": 2, "hidden_size": 64,
         "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 32,
-        "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 16,
-        "v_head_dim": 16, "intermediate_size": 128, "moe_intermediate_size": 32,
+        "kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 32,
+        "v_head_dim": 32, "intermediate_size": 128, "moe_intermediate_size": 32,
         "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2,
         "n_group": 2, "topk_group": 1, "norm_topk_prob": True, "routed_scaling_factor": 2.5,
         "first_k_dense_replace": 1, "vocab_size": 256, "rms_norm_eps": 1e-6,
