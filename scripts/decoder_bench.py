@@ -54,6 +54,9 @@ ENGINE_HEAD = ("| case | cycles | fast path | fast vs model | weight bytes | mem
                "array busy | model wall s |\n|---|---:|---:|---:|---:|---:|---:|---:|")
 #: Fetch buffers that cover the memory's round trip (latency x words a cycle, and a burst).
 BUFFER = 512
+#: The MoE's column-tile descriptors queued ahead of its loader (its requests run two tiles
+#: ahead: the words in flight cover the round trip).
+TILE_QUEUE = 2
 
 
 def engine_config(tokens: int) -> DecoderConfig:
@@ -65,7 +68,8 @@ def engine_config(tokens: int) -> DecoderConfig:
         "moe.experts": EXPERTS, "moe.top_k": TOP_K, "moe.hidden": H,
         "moe.intermediate": INTER, "moe.array.rows": ARRAY["rows"],
         "moe.array.cols": ARRAY["cols"], "moe.weight_port_bits": PORT,
-        "moe.fetch_buffer": BUFFER, "moe.tokens": max(tokens, 8), "rope.dim": HEAD,
+        "moe.fetch_buffer": BUFFER, "moe.tile_queue": TILE_QUEUE,
+        "moe.tokens": max(tokens, 8), "rope.dim": HEAD,
         "attn.kv.kv_heads": KV_HEADS, "attn.kv.head_dim": HEAD, "attn.q_heads": Q_HEADS,
         "attn.sinks": 1, "attn.kv.banks": 4, "attn.kv.word_bits": 64,
         "attn.kv.bank_words": 65536, "attn.kv.max_seqs": 8, "attn.array.rows": ARRAY["rows"],
@@ -143,6 +147,27 @@ def run_engine(tokens: int, rng, cycle_model: bool) -> dict:
     return out
 
 
+#: The decode rows the breakdown splits.
+BREAKDOWN = {"decode, batch 1": 1, "decode, batch 8": 8}
+
+
+def _breakdown(rng) -> str:
+    """Rows of the breakdown table: each op's fast-path cycles (its commands run alone,
+    summed) and its weight bytes' cycles at the memory's rate, per decode row."""
+    by_op: dict[str, list[str]] = {}
+    for tokens in BREAKDOWN.values():
+        cfg = engine_config(tokens)
+        sums: dict[str, list[float]] = {}
+        for c in engine_program(cfg, tokens, rng):
+            got = decoder_timed.fast(cfg, [c], LATENCY, BPC)
+            cell = sums.setdefault(Op(c["op"]).name, [0.0, 0.0])
+            cell[0] += got["cycles"]
+            cell[1] += got["weight_words"] * PORT / 8 / BPC
+        for name, (cycles, stream) in sums.items():
+            by_op.setdefault(name, []).append(f"{cycles:,.0f} | {stream:,.0f}")
+    return "\n".join(f"| {name} | {' | '.join(cells)} |" for name, cells in by_op.items())
+
+
 def busy(part: dict) -> tuple[float, float]:
     pes = ARRAY["rows"] * ARRAY["cols"]
     return (part["bytes"] / (part["cycles"] * BPC), part["macs"] / (pes * part["cycles"]))
@@ -156,11 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     engine_rows = []
     moe_cfg = engine_config(8).moe
-    moe_note = ("`moe_timed.buffer_covers` is false: its issuer asks for a column tile's "
-                f"{moe_cfg.tile_words(H)} words once the loader has started the tile before it, "
-                f"fewer than the {LATENCY * BPC // (PORT // 8)} words a round trip needs in "
-                "flight" if not moe_timed.buffer_covers(moe_cfg, LATENCY, BPC)
-                else "its weight stream covers the round trip")
+    moe_note = ("the MoE's weight stream does not hide the round trip "
+                "(`moe_timed.buffer_covers` is false)"
+                if not moe_timed.buffer_covers(moe_cfg, LATENCY, BPC)
+                else "the MoE's weights stream at the memory's rate (its requests run "
+                f"{TILE_QUEUE} column tiles ahead of its loader: `moe_timed.buffer_covers`)")
+    breakdown = _breakdown(np.random.default_rng(args.seed))
     for label, tokens in (("decode, batch 1", 1), ("decode, batch 8", 8),
                           ("prefill, 256 tokens (attention left out)", 256)):
         e = run_engine(tokens, rng, cycle_model=tokens <= 8)
@@ -181,7 +207,8 @@ The configuration (issue #34): GPT-OSS-shaped, hidden {H}, {Q_HEADS} query and {
 heads of {HEAD}, {EXPERTS} experts top-{TOP_K} of intermediate {INTER}, an
 {ARRAY['rows']} x {ARRAY['cols']} BF16 array for the projections (MXFP4 weights for the
 experts), a {PORT}-bit weight port, the memory at {BPC} bytes a cycle and {LATENCY} cycles
-away, fetch buffers of {BUFFER} words, a {CONTEXT}-token context. **Memory busy** = weight
+away, fetch buffers of {BUFFER} words (the MoE's column-tile descriptors queued
+{TILE_QUEUE} deep), a {CONTEXT}-token context. **Memory busy** = weight
 bytes delivered / (cycles x {BPC}); **array busy** = useful MACs / ({ARRAY['rows']} x
 {ARRAY['cols']} PEs x cycles), over everything the row covers. The targets: decode at batch 1
 and 8 memory busy at least 90%; prefill of 256 tokens after 1k of context array busy at least
@@ -201,11 +228,20 @@ part's MACs (the attention's too) over one array's PEs.
 {ENGINE_HEAD}
 {chr(10).join(engine_rows)}
 
-What stands between these and the targets, read off the rows: the projections keep the
-memory busy (each command pays the memory's latency once); the MoE's weight stream does not
-hide a {LATENCY}-cycle round trip ({moe_note}); in decode the attention's cycles leave the
-memory idle (its K and V are on chip; nothing fetches the next weights meanwhile). In
-prefill the projections and experts keep the array busy; the attention is not yet counted.
+Where the cycles go (the fast path of each command run alone, summed by op; **stream** =
+its weight bytes at {BPC} bytes a cycle, the least the memory lets it take):
+
+| op | {' | '.join(f'{label}: cycles | stream' for label in BREAKDOWN)} |
+|---|{'---:|---:|' * len(BREAKDOWN)}
+{breakdown}
+
+What stands between these and the targets, read off the rows: {moe_note}; each command pays
+the memory's latency once before its weights flow (a command waits for the one before it);
+in decode the attention steps leave the memory idle (their K and V are on chip, and nothing
+fetches the next command's weights meanwhile): at batch 8 their cycles alone keep the layer
+under the target, since the MoE's experts (most of the weights) depend on the router, which
+waits for the attention. In prefill the projections and experts keep the array busy; the
+attention is not yet counted.
 """
     (ROOT / args.out).write_text(text)
     print(f"wrote {args.out}", file=sys.stderr)

@@ -774,6 +774,16 @@ MUTATIONS: tuple[Mutation, ...] = (
             "nothing",
     ),
     Mutation(
+        name="moe-tile-queue-one-deep",
+        models="MoE: the column-tile descriptors' queue holds one, whatever tile_queue says",
+        file="scoville/rtl/moe.py",
+        edits=(Edit("room = q.level < cfg.tile_queue", "room = q.level < 1"),),
+        block="moe", params={**MOE_DEEPSEEK, "tile_queue": 2, "fetch_buffer": 64},
+        tests=("test_edges",), expect=Kind.TIMING, streams=("req",),
+        why="test_edges' full batch: the requests run one tile ahead, not two, so the fetch "
+            "engine's requests come later than the timed model has them",
+    ),
+    Mutation(
         name="moe-burst-end-off-by-one",
         models="MoE: the `last` check expects a burst one word longer than the fetch engine's",
         file="scoville/rtl/moe_requests.py",
@@ -1587,6 +1597,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         block="decoder", params=DECODER, tests=("test_edges",),
         expect=Kind.DATA,
         why="strided_edges' LINEAR writes two lines a token packed, not three apart",
+    ),
+    Mutation(
+        name="decoder-linear-stride-range-unchecked",
+        models="decoder: a LINEAR's read range is counted packed, whatever its stride",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("(c.count - 1) * in_stride + kl", "(c.count - 1) * kl + kl"),),
+        block="decoder", params=DECODER, tests=("test_edges",),
+        expect=Kind.STATUS, also=Kind.DATA,
+        why="test_edges' refusal of a LINEAR whose strided tokens run past the last line: "
+            "run instead",
+    ),
+    Mutation(
+        name="decoder-norm-weights-bound-of-hidden",
+        models="decoder: a narrow NORM's weights are bounded as a whole hidden vector's",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("(c.addr + norm.per * (LINE * 32 // P) > (1 << lin.addr_bits))",
+                    "(c.addr + cfg.norm_words > (1 << lin.addr_bits))"),),
+        block="decoder", params=DECODER, tests=("test_edges",),
+        expect=Kind.STATUS,
+        why="top_edges' NORM of the last line alone, its line of weights ending at the "
+            "memory's last word, is refused",
     ),
     Mutation(
         name="decoder-glu-b-unchecked",

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scoville.rtl.decoder import DecoderConfig, Op, Status
+from scoville.rtl.decoder import LINE, AttnOp, DecoderConfig, Op, Status
 from scoville.rtl.lib.params import ParamError, build_config
 from scoville.sim.cycles.decoder import fast as decoder_fast
 from scoville.sim.cycles.decoder import timing as engine_timing
@@ -495,8 +495,9 @@ def test_a_refused_command_changes_nothing(cfg):
     ({"op": 15}, Status.BAD_OP),
 ])
 def test_engine_checks(fields, status):
-    """In place is allowed, a write that overtakes a read is not (ADD and NORM; LINEAR holds
-    its x first); the edges of the memory; the projections' shapes; ROPE's vectors within
+    """In place is allowed, a write that overtakes a read is not (ADD, GLU and NORM; LINEAR
+    holds its x first); the edges of the memory, a strided walk's from its first line to its
+    last; the projections' shapes and tokens apart; a NORM's width; ROPE's vectors within
     their rows, on their grid, apart, and its table within one fetch and the memory."""
     cmd = {f: 0 for f in decoder.COMMAND_FIELDS} | fields
     assert decoder.check(ENGINE_CFG, cmd) == status
@@ -564,7 +565,7 @@ def test_engine_argmax_by_hand():
     ({"attn.mla": 1, "attn.kv.kv_heads": 1, "attn.kv.head_dim": 64, "attn.rope_dim": 16,
       "attn.kv.k_only": 1},
      "'attn.rope_dim' = 16 is not allowed with attn.mla = 1 and attn.kv.head_dim = 64"),
-    ({"glu_lanes": 3}, "'glu_lanes' = 3 is not allowed; allowed: 1, 2, 4, 8, 16, 32"),
+    ({"glu_lanes": 3}, "'glu_lanes' = 3 is out of range; allowed: 1, 2, 4, 8, 16, 32"),
     ({"attn.array.fmt": "mxfp8"}, "'attn.array.fmt' = 'mxfp8' is not allowed in the RTL"),
 ])
 def test_engine_config_errors_are_one_line(params, match):
@@ -602,8 +603,10 @@ def test_decoder_rtl(simulator, seed, params):
     pytest.param({**ENGINE, "rope.dim": 64, "rope.interleaved": 1, "rope.latency": 3,
                   "linear.k_max": 256, "linear.n_max": 256, "attn.kv.kv_heads": 1,
                   "attn.kv.head_dim": 64, "attn.q_heads": 2, "attn.array.rows": 2,
-                  "attn.array.cols": 64}, marks=pytest.mark.verilator_unless_both),
-    pytest.param({**ENGINE, "rope.dim": 32}, marks=pytest.mark.verilator_unless_both),
+                  "attn.array.cols": 64, "glu_lanes": 1},
+                 marks=pytest.mark.verilator_unless_both),
+    pytest.param({**ENGINE, "rope.dim": 32, "glu_lanes": 32},
+                 marks=pytest.mark.verilator_unless_both),
     # MLA (DeepSeek's absorbed attention): four query heads and one latent key of 64 values
     # (two lines; its first 32 the value), rotary 32; GLU two lanes a beat
     pytest.param({**ENGINE, "rope.dim": 32, "rope.interleaved": 1, "linear.k_max": 384,
@@ -616,7 +619,8 @@ def test_decoder_rtl(simulator, seed, params):
 def test_decoder_rtl_wide_rope(simulator, seed, params):
     """ROPE's 64 or 32 FP32 rotations a vector take Icarus minutes to compile: Verilator
     alone unless ``--both-sims``. The first also runs heads of 64 values through the
-    attention (its gatherers join two lines, its outputs split into two)."""
+    attention (its gatherers join two lines, its outputs split into two) and GLU a lane a
+    beat; the second GLU a line a beat; the third MLA."""
     assert_passed(simulate("decoder", simulator, seed, **params))
 
 
@@ -682,3 +686,21 @@ def test_engine_fast_path_within_2_percent_of_the_cycle_model(case):
     got = fast(cfg, cmds, latency, bpc)
     assert abs(got["cycles"] / model.cycles - 1) <= 0.02, (got["cycles"], model.cycles)
     assert got["weight_words"] == model.counters["weight_words"]
+
+
+@pytest.mark.parametrize(("length", "window"), [(9, 0), (40, 0), (40, 6)])
+def test_a_synthetic_step_takes_the_same_cycles_in_the_fast_path_and_the_cycle_model(
+        length, window):
+    """The benchmark's attention steps (:func:`~scoville.sim.cycles.attention
+    .synthetic_step`: a cache's reads without its values) run through the engine's fast
+    path and its cycle model alike, a step's own window too."""
+    from scoville.sim.cycles import attention as attention_timed
+    from scoville.sim.cycles.memory import MemoryAgent
+
+    cfg = ENGINE_CFG
+    rows = -(-(cfg.attn.q_heads + cfg.attn_vectors) * cfg.attn.kv.head_dim // LINE)
+    step = attention_timed.synthetic_step(cfg.attn, length, window=window)
+    cmds = [{"op": Op.ATTN, "aop": AttnOp.STEP, "count": 1, "a": 0, "row": rows, "dst": 20,
+             "value": window, "result": step}]
+    model = engine_timing(cfg, cmds, memory=MemoryAgent(20, 8, 64))
+    assert decoder_fast(cfg, cmds, 20, 8)["cycles"] == model.cycles

@@ -101,7 +101,7 @@ def test_bad_input_is_one_line(capsys, argv, match):
     assert len(err.splitlines()) == 1 and re.search(match, err), err
 
 
-def test_a_config_file_needs_weights_and_gpt_oss(capsys, tmp_path):
+def test_a_config_file_needs_weights_and_a_known_model_type(capsys, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(golden.tiny_config("tiny-gpt-oss")))
     assert main(["generate", "--model", str(path)]) == 2

@@ -102,7 +102,7 @@ class DecoderConfig:
     Attributes
     ----------
     hidden : int
-        The hidden size H: a ``NORM`` token's values.
+        The hidden size H: a ``NORM`` token's values unless its ``k`` says fewer.
     eps : float
         ``NORM``'s eps.
     act_lines : int
@@ -175,9 +175,7 @@ class DecoderConfig:
                              f"linear.weight_port_bits = {self.linear.weight_port_bits}: a "
                              f"table row must be whole words; allowed: "
                              f"{', '.join(map(str, dims)) or 'none'}")
-        if self.glu_lanes not in GLU_LANES:
-            raise ParamError(f"parameter 'glu_lanes' = {self.glu_lanes!r} is not allowed; "
-                             f"allowed: {', '.join(map(str, GLU_LANES))}")
+        check_int("glu_lanes", self.glu_lanes, 1, LINE, choices=GLU_LANES)
         def whole(d):       # a head within a line, or whole lines
             return d < LINE and LINE % d == 0 or d % LINE == 0
 
@@ -186,10 +184,12 @@ class DecoderConfig:
                              "allowed; allowed: a divisor of 32 or a multiple of 32 (a head "
                              "within a line, or whole lines)")
         if not whole(self.attn.v_dim):
+            d = self.attn.kv.head_dim
+            ok = [r for r in range(1, d) if whole(d - r)][:6]
             raise ParamError(f"parameter 'attn.rope_dim' = {self.attn.rope_dim} is not allowed "
-                             f"with attn.mla = 1 and attn.kv.head_dim = "
-                             f"{self.attn.kv.head_dim}; allowed: a value of head_dim - "
-                             "rope_dim elements that divides 32 or is a multiple of 32")
+                             f"with attn.mla = 1 and attn.kv.head_dim = {d}; allowed: "
+                             f"{', '.join(map(str, ok))}, ... (the value, head_dim - rope_dim "
+                             "elements, within a line or whole lines)")
         error = rtl_error(self.attn)
         if error:
             raise ParamError(error.replace("parameter '", "parameter 'attn.", 1))

@@ -458,9 +458,10 @@ class VecLoader(wiring.Component):
 class Placer(wiring.Component):
     """A part's outputs (``cols`` values a beat: column tile after column tile, each the T
     tokens' rows) into writes of the activation memory: beat (tile j, token t) goes to line
-    ``dst + t * n / 32 + floor(j * cols / 32)``, lanes ``j * cols mod 32`` on. ``start``
-    takes ``dst``, ``tokens`` and ``lines`` (``n / 32``); with ``tokens`` 1 the beats fill
-    the lines from ``dst`` in order. A pass-through: ``w`` is ``i`` placed.
+    ``dst + t * lines + floor(j * cols / 32)``, lanes ``j * cols mod 32`` on. ``start``
+    takes ``dst``, ``tokens`` and ``lines`` (the lines between tokens' outputs: ``n / 32``
+    packed, or a ``LINEAR``'s ``row``); with ``tokens`` 1 the beats fill the lines from
+    ``dst`` in order. A pass-through: ``w`` is ``i`` placed.
 
     Attributes
     ----------

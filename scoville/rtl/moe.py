@@ -13,8 +13,9 @@ grouped top-k, weights normalized and scaled; ``DeepseekV3TopkRouter``).
 import dataclasses
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Shape, Signal
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from .fetch import Fetch, FetchConfig, request_layout
@@ -99,6 +100,11 @@ class MoeConfig:
         Width of the port the experts' weights arrive on.
     tokens : int
         The most tokens a batch holds (the on-chip buffers' depth).
+    tile_queue : int
+        Column-tile descriptors queued between the weight requests and the loader: the
+        requests (and so the fetch engine) run that many tiles further ahead of the tile
+        being loaded; 0 hands each descriptor over directly (the requests wait for the
+        loader to start the tile before).
     """
 
     array: GemmConfig = part(_ARRAY, "the array (block gemm); its formats follow act_fmt",
@@ -124,6 +130,8 @@ class MoeConfig:
                               "(cover the memory's round trip: latency x words a cycle + 16)")
     expert_counters: int = param(1, "0, 1", "a tokens and a cycles counter per expert "
                                  "(2 x 32 flip-flops an expert)")
+    tile_queue: int = param(0, "0..16", "column-tile descriptors queued ahead of the loader "
+                            "(0: handed over directly)")
 
     def __post_init__(self):
         check_parts(self)
@@ -157,6 +165,7 @@ class MoeConfig:
         check_int("tokens", self.tokens, 1, 256)
         check_int("fetch_buffer", self.fetch_buffer, 32, 4096)
         check_int("expert_counters", self.expert_counters, 0, 1)
+        check_int("tile_queue", self.tile_queue, 0, 16)
         cols = self.array.cols
         if cols not in COLS or self.hidden % cols:
             raise ParamError(f"parameter 'array.cols' = {cols} is not allowed with hidden = "
@@ -413,7 +422,16 @@ class Moe(wiring.Component):
         # The experts' weights: requests, the memory's words (checked) into the tiles.
         m.d.comb += [reqs.sorting.eq(disp.sorting), reqs.experts.eq(disp.experts)]
         wiring.connect(m, reqs.fetch, fetch.cmd)
-        wiring.connect(m, reqs.tile, tiles.tile)
+        if cfg.tile_queue:      # the descriptors queued: the requests run ahead
+            # (a memory of two at least: one entry would have no address bits)
+            m.submodules.tileq = q = SyncFIFO(width=Shape.cast(reqs.tile.payload.shape()).width,
+                                              depth=max(2, cfg.tile_queue))
+            room = q.level < cfg.tile_queue
+            m.d.comb += [q.w_data.eq(reqs.tile.payload), q.w_en.eq(reqs.tile.valid & room),
+                         reqs.tile.ready.eq(q.w_rdy & room), tiles.tile.valid.eq(q.r_rdy),
+                         tiles.tile.payload.eq(q.r_data), q.r_en.eq(tiles.tile.ready)]
+        else:
+            wiring.connect(m, reqs.tile, tiles.tile)
         wiring.connect(m, fetch.req, wiring.flipped(self.req))
         m.d.comb += [fetch.rdata.valid.eq(self.rdata.valid),
                      fetch.rdata.payload.eq(self.rdata.payload.data),

@@ -115,7 +115,8 @@ class Program:
         self.cmd(Op.ATTN, aop=int(aop), **fields)
 
     def norm_weight(self, w) -> int:
-        """The address of a new norm weight vector ``w`` (H,)."""
+        """The address of a new norm weight vector ``w`` (H values, or a narrower NORM's
+        ``k``)."""
         return self.norm_weight_at(w, len(self.image))
 
     def linear_weight(self, w, b=None) -> int:
@@ -252,6 +253,8 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
         (R, {"op": Op.GLU, "a": 0, "b": 5, "dst": 4, "count": 2}),    # dst over b, shifted
         (R, {"op": Op.LINEAR, "a": 0, "dst": N - 3, "count": 2, "k": K, "n": LINE,
              "row": 3}),
+        (R, {"op": Op.LINEAR, "a": N - 3, "dst": 0, "count": 2, "k": K, "n": LINE,
+             "stride": 3}),
         (S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 1, "k": K // 2}),
         (S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 1, "k": cfg.hidden + K}),
         (S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 2, "k": 2 * K, "n": LINE,
@@ -297,6 +300,10 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
     if cfg.norm_words > 1:    # weights that run past the memory's last word
         out.append((S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 1,
                         "addr": top - cfg.norm_words + 1}))
+    line_words = LINE * 32 // lin.weight_port_bits     # a line of a norm's weights
+    if line_words > 1:        # a narrow NORM's weights past the memory's last word
+        out.append((S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 1, "k": K,
+                        "addr": top - line_words + 1}))
     if hl > 1:                # a NORM's tokens that overlap
         out.append((S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 2, "row": hl - 1}))
     if (cfg.moe.tokens + 1) * hl <= N:
@@ -312,7 +319,8 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
 
 def top_edges(prog: Program, rng) -> None:
     """Good commands at the top of both memories: ``IN`` and ``ADD`` on the last two lines,
-    an in-place ``NORM`` of the last token with its weights ending at the last word, a
+    an in-place ``NORM`` of the last token with its weights ending at the last word (and one
+    of the last line alone, its line of weights ending there), a
     ``LINEAR`` of the last line onto itself with its weights ending there too, each read
     back (the weights only where the memory's image can hold them: ``addr_bits`` at most
     16); :func:`edge_commands` before those."""
@@ -329,19 +337,28 @@ def top_edges(prog: Program, rng) -> None:
     lin_at = prog._put(tile_words(lin, w), top - cfg.norm_words - words)
     norm_at = prog.norm_weight_at(rng.standard_normal(cfg.hidden), top - cfg.norm_words)
     prog.cmd(Op.NORM, a=N - hl, dst=N - hl, count=1, addr=norm_at)
+    if hl > 1:      # a line's NORM whose weights (the last line of those) end there too
+        prog.cmd(Op.NORM, a=N - 1, dst=N - 1, count=1, k=LINE,
+                 addr=top - LINE * 32 // lin.weight_port_bits)
     prog.cmd(Op.LINEAR, a=N - 1, dst=N - 1, count=1, k=LINE, n=LINE, addr=lin_at)
     prog.cmd(Op.OUT, a=N - hl, count=hl)
 
 
 def strided_edges(prog: Program, rng) -> None:
-    """Tokens apart: a ``NORM`` of a line a token (narrower than ``hidden``) in place on
-    three tokens three lines apart; a ``LINEAR`` of those lines (a ``stride`` of three) into
-    two lines a token three apart (a ``row``); ``GLU`` of their first lines and the next
-    ones; each read back."""
+    """Tokens apart: ``GLU`` of special values (infinities, NaN, a huge gate, -0); a ``NORM``
+    of a line a token (narrower than ``hidden``) in place on three tokens three lines apart;
+    a ``LINEAR`` of those lines (a ``stride`` of three) into two lines a token three apart (a
+    ``row``); ``GLU`` of their first lines and the next ones; each read back."""
     cfg = prog.cfg
     if cfg.act_lines < 40 or cfg.linear.n_max < 2 * LINE or cfg.linear.tokens < 3:
         return
-    prog.load(0, rng.standard_normal((40, LINE)) * 2)
+    x = rng.standard_normal((40, LINE)) * 2
+    # GLU's special values (lines 30 on: its gate, lines 31 on: its up): inf and NaN through
+    # the sigmoid, a huge gate times inf, -0
+    x[30, :6] = [np.inf, -np.inf, np.nan, -100.0, 1e30, -0.0]
+    x[31, :6] = [1.0, 1.0, 2.0, np.inf, np.inf, 3.0]
+    prog.load(0, x)
+    prog.cmd(Op.GLU, a=30, b=31, dst=38, count=2)
     prog.cmd(Op.NORM, a=1, dst=1, count=3, k=LINE, row=3,
              addr=prog.norm_weight(rng.standard_normal(LINE)))
     w = (rng.standard_normal((2 * LINE, LINE)) / 4).astype(np.float32)

@@ -121,10 +121,28 @@ def engine_params(config: dict, prompt_len: int, context: int) -> dict:
             raise ValueError(f"config field 'n_shared_experts' = {s.shared} is not allowed "
                              "in the decoder block; allowed: 0, 1 (the MoE block's shared "
                              "expert is moe_intermediate_size wide)")
+        for name, value in (("q_lora_rank", s.q_lora), ("kv_lora_rank", s.kv_lora)):
+            if value > H:
+                raise ValueError(f"config field {name!r} = {value} is not allowed with "
+                                 f"hidden_size = {H} in the decoder block; allowed: at most "
+                                 "hidden_size (a NORM's tokens are at most hidden wide)")
+        if s.heads > 64:
+            raise ValueError(f"config field 'num_attention_heads' = {s.heads} is not allowed "
+                             "in the decoder block with MLA; allowed: 1..64 (the attention's "
+                             "query heads on its one latent head: the array's rows)")
     for name, value in whole:
         if value % LINE:
             raise ValueError(f"config field {name!r} = {value} is not allowed in the decoder "
                              f"block; allowed: a multiple of {LINE} (whole lines)")
+    if max(ks) > 16384:
+        raise ValueError(f"the model's widest projection input is {max(ks)} values (of "
+                         "hidden_size, the heads, the LoRA ranks, intermediate_size); allowed: "
+                         "16384 (the decoder block's linear.k_max)")
+    lines = _layout(s, prompt_len)["lines"]
+    if lines > 32768:
+        raise ValueError(f"--prompt-len {prompt_len}: a pass takes {lines} lines of "
+                         "activations for this model; allowed: 32768 (the decoder block's "
+                         "act_lines): a shorter prompt")
     tokens = 8
     pages = 4
     kv = KvCacheConfig(banks=2, word_bits=64, bank_words=65536, page_tokens=pages,
@@ -146,7 +164,7 @@ def engine_params(config: dict, prompt_len: int, context: int) -> dict:
         "attn.q_heads": s.heads, "attn.sinks": int(s.arch == "gpt_oss"),
         "attn.scale": float(s.scale), "attn.mode": "prefill", "attn.q_tokens": tokens,
         "attn.array.rows": _pow2_at_least(max(8, q_per_kv)),
-        "attn.array.cols": max(8, min(64, d)) if d <= 64 or d % 64 == 0 else 32,
+        "attn.array.cols": _attn_cols(d, d - s.rope_dim if s.arch != "gpt_oss" else d),
         "attn.kv.banks": 2, "attn.kv.word_bits": 64,
         "attn.kv.bank_words": bank_words, "attn.kv.page_tokens": pages,
         "attn.kv.max_seqs": kv.max_seqs, "attn.chunk": 256, "argmax.vocab": s.vocab,
@@ -158,6 +176,15 @@ def engine_params(config: dict, prompt_len: int, context: int) -> dict:
             "moe.norm_topk_prob": int(s.norm_topk),
             "moe.routed_scaling_factor": float(s.scaling_factor), "moe.shared": s.shared})
     return params
+
+
+def _attn_cols(d: int, v: int) -> int:
+    """The attention array's columns for keys of ``d`` values and values of ``v``: up to 64,
+    dividing the key and the value (or at least the value: one column tile of it)."""
+    cols = max(8, min(64, d))
+    if (d > 64 and d % cols) or (v > cols and v % cols):
+        cols = 32
+    return cols
 
 
 def image_words(config: dict, params: dict, context: int) -> int:

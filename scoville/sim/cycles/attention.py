@@ -271,7 +271,7 @@ def synthetic_step(config, length: int, plan: list[int] | None = None, window: i
                                      data=range(n * config.v_lines), walked=0)
             cache += [k_read] + [v_read] * config.v_tiles
     return SimpleNamespace(op=Op.STEP, status=Status.OK, out=range(config.q_heads), length=length,
-                           cache=cache, chunks=chunks, tokens=1)
+                           cache=cache, chunks=chunks, tokens=1, window=window)
 
 
 def _with_heads(config, heads: int):

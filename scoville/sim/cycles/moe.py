@@ -43,7 +43,7 @@ from .moe_requests import WeightRequests
 from .moe_router import Dispatch, Router
 from .moe_sequencer import Sequencer
 from .moe_weights import TileStream, WeightTiles, tile_fields
-from .stream import ALWAYS, Consumer, Producer, Schedule, Source, StallPipeline, Timing
+from .stream import ALWAYS, Consumer, Producer, Queue, Schedule, Source, StallPipeline, Timing
 from .unit import Wire, run
 
 __all__ = ["COUNTERS", "Batch", "Parts", "dispatch_latency", "layer", "route_cycles",
@@ -154,7 +154,7 @@ class Parts:
         self.w = w = SimpleNamespace(**{name: Wire() for name in (
             "router", "line", "xq", "xst", "c", "entry", "fcmd", "tile", "words", "g_cmd",
             "g_a", "g_b", "g_o", "feed", "xcmd", "hcmd", "a_x", "a_h", "glu", "pack", "hq",
-            "hw", "hst", "rows")})
+            "hw", "hst", "rows", "tileq")})
         self._k, self._rows = (I_, H), R  # the array's K in the down and gate-up phases
         XL = cfg.x_lanes
         self.fetch = fetch_timed.Engine(cfg.fetch, w.fcmd, req, rdata, w.words)
@@ -166,7 +166,10 @@ class Parts:
         self.xq = StallPipeline(_MXQ_LATENCY, w.line, w.xq)
         self.xw = StoreWriter(w.xq, w.xst)
         self.requests = WeightRequests(cfg, w.fcmd, w.tile)
-        self.tiles = WeightTiles(cfg.tile_format, w.tile, w.words, w.feed, w.g_b)
+        #: The descriptors' queue (``tile_queue``): the requests run ahead of the loader.
+        self.tileq = Queue(cfg.tile_queue, w.tile, w.tileq) if cfg.tile_queue else None
+        self.tiles = WeightTiles(cfg.tile_format, w.tileq if cfg.tile_queue else w.tile,
+                                 w.words, w.feed, w.g_b)
         self.xfeed = StoreFeeder(H, R, w.xcmd, w.a_x)
         self.hfeed = StoreFeeder(I_, R, w.hcmd, w.a_h)
         self.glu = StallPipeline(_GLU_LATENCY, w.glu, w.pack)
@@ -186,9 +189,10 @@ class Parts:
 
     def parts(self) -> dict:
         """The unit models, then the wires between them, by name (a trace's columns)."""
-        units = ("seq", "split", "router", "dispatch", "xq", "xw", "requests", "fetch",
+        units = ("seq", "split", "router", "dispatch", "xq", "xw", "requests", "tileq", "fetch",
                  "tiles", "array", "xfeed", "hfeed", "glu", "pack", "hq", "hw", "combine")
-        return {**{name: getattr(self, name) for name in units},
+        return {**{name: getattr(self, name) for name in units
+                   if getattr(self, name) is not None},
                 **{f"w.{name}": wire for name, wire in vars(self.w).items()}}
 
     def wires(self, t: int) -> None:
@@ -213,7 +217,12 @@ class Parts:
         # The weights: requests, fetch and the memory, the tiles.
         f_valid, t_valid = req.fetch_valid, req.tile_valid
         w.fcmd.set(f_valid, fetch.ready, req.fetch_payload if f_valid else None)
-        w.tile.set(t_valid, tiles.tile_ready, req.tile_payload if t_valid else None)
+        q = self.tileq
+        if q is None:
+            w.tile.set(t_valid, tiles.tile_ready, req.tile_payload if t_valid else None)
+        else:
+            w.tileq.set(q.o_valid, tiles.tile_ready, q.o_payload)
+            w.tile.set(t_valid, q.i_ready(t), req.tile_payload if t_valid else None)
         w.words.set(fetch.o_valid, tiles.words_ready)
         # A column tile's commands; A, B; the array's rows to SwiGLU (gate-up) or the
         # combine (down); SwiGLU's lines quantized into the h store (always ready).
@@ -291,6 +300,8 @@ class Parts:
                      self.fetch, self.tiles, self.array, self.xfeed, self.hfeed,
                      self.glu, self.pack, self.hq, self.hw, comb):
             unit.step(t)
+        if self.tileq is not None:
+            self.tileq.step(t)
         self.routed = 0 if event == "batch" else self.routed + self.w.c.taken
         self.n = n
 
@@ -338,7 +349,8 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
     routed = len(groups) - int(cfg.shared)
     d_emit = tc + 1 + dispatch_latency(cfg, tokens, routed)
     issue0 = tc + 2                    # the issuer's first descriptor and fetch command
-    stream = TileStream(cfg.tile_format, cfg.fetch, mem_latency, mem_bytes_per_cycle, issue0)
+    stream = TileStream(cfg.tile_format, cfg.fetch, mem_latency, mem_bytes_per_cycle, issue0,
+                        cfg.tile_queue)
     tau = None
     busy = stall_b = stall_a = 0.0
     own = dict.fromkeys(OWN_COUNTERS, 0)
@@ -391,16 +403,17 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
 
 def buffer_covers(config, mem_latency: int, mem_bytes_per_cycle: int) -> bool:
     """Whether the weight stream hides the memory's round trip: the words in flight (the fetch
-    buffer less a burst, and at most a column tile: the issuer asks for a tile's words once
-    the loader has started the tile before it) cover ``mem_latency`` at the stream's pace
-    (the memory's rate or the loader's field a cycle). Where they do not, the stream is
-    latency-bound: a larger ``fetch_buffer`` or tile is the fix."""
+    buffer less a burst, and at most ``tile_queue + 1`` column tiles: the issuer asks for a
+    tile's words once the loader has started the tile ``tile_queue + 1`` before it) cover
+    ``mem_latency`` at the stream's pace (the memory's rate or the loader's field a cycle).
+    Where they do not, the stream is latency-bound: a larger ``fetch_buffer``, ``tile_queue``
+    or tile is the fix."""
     P = config.weight_port_bits
     rho = min(1.0, mem_bytes_per_cycle / -(-P // 8))
     pace = []
     for k in (config.hidden, config.intermediate):
         W = config.tile_words(k)
-        window = min(config.fetch.buffer - config.fetch.burst, W)
+        window = min(config.fetch.buffer - config.fetch.burst, (config.tile_queue + 1) * W)
         fields = tile_fields(config.tile_format, k, config.biases)
         pace.append((mem_latency + 4) / window <= max(1.0, fields / W, 1 / rho))
     return all(pace)

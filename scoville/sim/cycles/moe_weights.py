@@ -24,8 +24,10 @@ class TileStream:
     ``depth`` before it has left the buffer; the loader then takes a word every ``sigma``
     cycles (a field a cycle), the words beyond the buffered ones arriving at the stream's
     rate: the memory's (``min(1, bytes_per_cycle / word bytes)``), the latency's (``depth``
-    words a round trip) or the loader's. A tile loads into a slot once the tile two before it
-    has been fed (:meth:`fed`).
+    words a round trip) or the loader's. A tile's words are asked for once the loader has
+    started the tile ``queue + 1`` before it (its descriptor queue's room: ``queue``
+    descriptors wait, one is being loaded). A tile loads into a slot once the tile two before
+    it has been fed (:meth:`fed`).
 
     Parameters
     ----------
@@ -34,16 +36,20 @@ class TileStream:
     mem_latency, mem_bytes_per_cycle : int
     issue0 : int
         The cycle the issuer offers its first descriptor and fetch command.
+    queue : int
+        The descriptors' queue between the issuer and the loader (0: handed over directly).
     """
 
-    def __init__(self, fmt, fetch, mem_latency: int, mem_bytes_per_cycle: int, issue0: int):
-        self._fmt, self._L = fmt, mem_latency
+    def __init__(self, fmt, fetch, mem_latency: int, mem_bytes_per_cycle: int, issue0: int,
+                 queue: int = 0):
+        self._fmt, self._L, self._queue = fmt, mem_latency, queue
         self._rho = min(1.0, mem_bytes_per_cycle / -(-fmt.port_bits // 8))
         self._window = fetch.buffer - fetch.burst / 2   # words in flight, on average
         self._arr_last = issue0 + 1 + mem_latency + 2 - 1 / self._rho
         self._pops: list[tuple[int, float, float]] = []  # per tile: first word, pops
         self._words = 0
-        self._lf_prev = issue0 - 1 - 1   # the loader takes its first descriptor at issue0
+        # the loader takes its first descriptor at issue0 (through a queue: a cycle later)
+        self._lf_prev = issue0 - 2 + (1 if queue else 0)
         self._feed_end: list[float] = []
         self._loaded: list[float] = []   # per tile: the loader's last field
 
@@ -63,8 +69,9 @@ class TileStream:
         W, F = fmt.tile_words(k, bias), tile_fields(fmt, k, bias)
         i = len(self._loaded)
         sigma = max(1.0, F / W)
+        ahead = 2 + self._queue          # the tile whose start lets this one be asked for
         a_first = max(self._arr_last + 1 / rho, self._popped(self._words - window) + L + 3,
-                      self._loaded[i - 2] + L + 4 if i >= 2 else 0)
+                      self._loaded[i - ahead] + L + 4 if i >= ahead else 0)
         slot = self._feed_end[i - 2] + 1 if i >= 2 else float("-inf")
         f = max(self._lf_prev + 3, slot, a_first + 3)
         ready_words = min(W, window, 1 + (f - 3 - a_first) * rho)

@@ -32,6 +32,7 @@ import numpy as np
 __all__ = [
     "Consumer",
     "Producer",
+    "Queue",
     "Schedule",
     "Source",
     "StallPipeline",
@@ -354,3 +355,37 @@ class StallPipeline:
             stages.pop()
             stages.insert(0, i_valid)
             self._held += i_valid - out
+
+
+class Queue:
+    """A first-word-fall-through queue of ``depth`` entries between input port ``i`` and
+    output port ``o`` (``amaranth.lib.fifo.SyncFIFO``): ``i`` is ready while it holds fewer
+    than ``depth`` (as the cycle starts), ``o`` offers its oldest entry while it holds any;
+    an entry written in cycle ``t`` is offered from ``t + 1``."""
+
+    __slots__ = ("_depth", "_items", "i", "o")
+
+    def __init__(self, depth: int, i, o):
+        self._depth, self.i, self.o = depth, i, o
+        self._items: list = []
+
+    def i_ready(self, t: int) -> bool:
+        return len(self._items) < self._depth
+
+    @property
+    def o_valid(self) -> bool:
+        return bool(self._items)
+
+    @property
+    def o_payload(self):
+        return self._items[0] if self._items else None
+
+    def step(self, t: int) -> None:
+        pop = bool(self._items) and self.o.accepts(t)
+        if pop:
+            self.o.take(t)
+        if self.i.offers(t) and self.i_ready(t):
+            self.i.take(t)
+            self._items.append(self.i.payload)
+        if pop:
+            self._items.pop(0)

@@ -69,7 +69,7 @@ from . import moe as moe_golden
 from . import rmsnorm as norm_golden
 from . import rope as rope_golden
 from .argmax import greedy
-from .fp32_add import fp32_add
+from .fp32_add import canonical_bits, fp32_add
 from .gemm import matmul
 from .mx import dequantize_mxfp4, quantize_bf16, quantize_mxfp4
 
@@ -1099,7 +1099,7 @@ class DecoderModel:
         elif op == Op.GLU:
             gate, up = self._lines(a, n).reshape(1, -1), self._lines(cmd["b"], n).reshape(1, -1)
             y = moe_golden.silu_glu(np.concatenate([gate, up], axis=1))
-            self.act[dst:dst + n] = y.view(np.uint32).reshape(n, 32)
+            self.act[dst:dst + n] = canonical_bits(y).reshape(n, 32)   # NaN: the unit's
         elif op == Op.NORM:
             _, per, stride = walk(cfg, cmd)
             xs = self.act[_rows(a, n, per, stride)].view(np.float32).reshape(n, per * 32)
