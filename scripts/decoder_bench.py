@@ -54,8 +54,8 @@ ENGINE_HEAD = ("| case | cycles | fast path | fast vs model | weight bytes | mem
                "array busy | model wall s |\n|---|---:|---:|---:|---:|---:|---:|---:|")
 #: Fetch buffers that cover the memory's round trip (latency x words a cycle, and a burst).
 BUFFER = 512
-#: The MoE's column-tile descriptors queued ahead of its loader (its requests run two tiles
-#: ahead: the words in flight cover the round trip).
+#: The MoE's column-tile descriptors queued ahead of its loader (its requests run up to
+#: three tiles ahead of the tile being loaded: the words in flight cover the round trip).
 TILE_QUEUE = 2
 
 
@@ -184,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     moe_note = ("the MoE's weight stream does not hide the round trip "
                 "(`moe_timed.buffer_covers` is false)"
                 if not moe_timed.buffer_covers(moe_cfg, LATENCY, BPC)
-                else "the MoE's weights stream at the memory's rate (its requests run "
-                f"{TILE_QUEUE} column tiles ahead of its loader: `moe_timed.buffer_covers`)")
+                else "the MoE's weights stream at the memory's rate (its column tiles' "
+                f"descriptors queued {TILE_QUEUE} deep, its requests run up to "
+                f"{TILE_QUEUE + 1} tiles ahead of the tile being loaded: "
+                "`moe_timed.buffer_covers`)")
     breakdown = _breakdown(np.random.default_rng(args.seed))
     for label, tokens in (("decode, batch 1", 1), ("decode, batch 8", 8),
                           ("prefill, 256 tokens (attention left out)", 256)):

@@ -776,12 +776,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="moe-tile-queue-one-deep",
         models="MoE: the column-tile descriptors' queue holds one, whatever tile_queue says",
-        file="scoville/rtl/moe.py",
-        edits=(Edit("room = q.level < cfg.tile_queue", "room = q.level < 1"),),
+        file="scoville/rtl/lib/queue.py",
+        edits=(Edit("room = q.level < D", "room = q.level < 1"),),
         block="moe", params={**MOE_DEEPSEEK, "tile_queue": 2, "fetch_buffer": 64},
         tests=("test_edges",), expect=Kind.TIMING, streams=("req",),
-        why="test_edges' full batch: the requests run one tile ahead, not two, so the fetch "
-            "engine's requests come later than the timed model has them",
+        why="test_edges' first batch (one token): with one descriptor queued, not two, the "
+            "fetch engine's requests come later than the timed model has them (request 6 at "
+            "cycle 85, not 54)",
     ),
     Mutation(
         name="moe-burst-end-off-by-one",

@@ -134,12 +134,29 @@ def test_deepseek_engine_params_follow_the_model():
                               r"allowed: 0, 1"),
     ({"qk_rope_head_dim": 16}, r"'qk_rope_head_dim' = 16 is not allowed in the decoder block; "
                                r"allowed: a multiple of 32"),
+    ({"q_lora_rank": 96}, r"'q_lora_rank' = 96 is not allowed with hidden_size = 64 in the "
+                          r"decoder block; allowed: at most hidden_size"),
+    ({"num_attention_heads": 128, "num_key_value_heads": 128},
+     r"'num_attention_heads' = 128 is not allowed in the decoder block with MLA; allowed: "
+     r"1..64"),
+    ({"intermediate_size": 16416}, r"widest projection input is 16416 values .* allowed: "
+                                   r"16384"),
+    ({"vocab_size": 1 << 20}, r"--prompt-len 4: a pass takes \d+ lines of activations for "
+                              r"this model; allowed: 32768"),
 ])
 def test_deepseek_engine_params_refuse_in_one_line(change, match):
     config = {**golden.tiny_config("tiny-deepseek"), **change}
     with pytest.raises(ValueError, match=match) as err:
         engine_params(config, 4, 8)
     assert "\n" not in str(err.value)
+
+
+def test_mla_attention_array_divides_the_value():
+    """A latent of 160 values and a rotary part of 32 (keys of 192): the attention array's
+    columns divide the value (32), where 64 would not; the engine builds."""
+    config = {**golden.tiny_config("tiny-deepseek"), "hidden_size": 256, "kv_lora_rank": 160}
+    cfg = build_config(DecoderConfig, engine_params(config, 4, 8))
+    assert cfg.attn.array.cols == 32 and cfg.attn.v_dim == 160
 
 
 def test_engine_params_refuse_what_the_engine_cannot_hold():

@@ -594,3 +594,35 @@ def test_sequencer_unit_model_is_its_rtl(name, gap):
     assert events == rtl_events and unit.state == "IDLE"
     words = sum(b.tokens * cfg.down_tiles for b in batches if b.groups and not b.fault)
     assert sum(what == "word" for _, what in events) == words
+
+
+@pytest.mark.parametrize("depth", [1, 2, 5])
+@pytest.mark.parametrize("gap", GAPS)
+def test_queue_unit_model_is_its_rtl(depth, gap):
+    """The column tiles' descriptor queue (``tile_queue``, :class:`scoville.rtl.lib.queue
+    .Queue`) against :class:`scoville.sim.cycles.stream.Queue`: gaps in, back-pressure out,
+    the queue filling and draining (a write refused while full, a read and a write in one
+    cycle), handshake for handshake and beat for beat."""
+    from scoville.rtl.lib.queue import Queue as QueueRtl
+    from scoville.sim.cycles.stream import Queue
+
+    seed = _seed("queue", depth, gap)
+    rng = np.random.default_rng(seed)
+    beats = [int(v) for v in rng.integers(0, 256, 80)]
+    dut = QueueRtl(8, depth)
+    valid, ready = Schedule([seed, 1], gap), Schedule([seed, 2], 1 - (1 - gap) / 2)
+    got = handshakes(dut, {"i": (beats, valid)}, {"o": (len(beats), ready)})
+    i, o = Producer(Source(valid), len(beats), beats), Consumer(ready)
+    unit = Queue(depth, i, o)
+    out = []
+
+    def cycle(t):
+        if unit.o_valid and o.accepts(t):
+            out.append(unit.o_payload)
+        unit.step(t)
+        return t + 1
+
+    run("queue", cycle, lambda: len(o.cycles) == len(beats), 100_000)
+    assert {"i": i.cycles, "o": o.cycles} == got
+    assert out == beats
+    assert depth == 1 or any(a == b for a in i.cycles for b in o.cycles)   # both in a cycle

@@ -13,9 +13,8 @@ grouped top-k, weights normalized and scaled; ``DeepseekV3TopkRouter``).
 import dataclasses
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, Shape, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from .fetch import Fetch, FetchConfig, request_layout
@@ -25,6 +24,7 @@ from .lib.codes import names
 from .lib.counters import count, counter_layout
 from .lib.formats import MX_BLOCK
 from .lib.params import ParamError, check_choice, check_int, check_parts, param, part
+from .lib.queue import Queue
 from .moe_acts import ActStore, LinePacker, StoreWriter
 from .moe_combine import Combine
 from .moe_dispatch import Dispatch
@@ -34,7 +34,7 @@ from .moe_router import Router
 from .moe_router import write_layout as router_write_layout
 from .moe_sequencer import ExpertList, Sequencer, Status, command_layout
 from .moe_swiglu import ALPHA, LIMIT, Swiglu, SwigluConfig
-from .moe_weights import TileFormat, WeightTiles
+from .moe_weights import TileFormat, WeightTiles, tile_layout
 from .mx_quant import MxQuant, MxQuantConfig
 
 __all__ = ["ACT_FORMATS", "ARRAY_FORMATS", "COLS", "COUNTERS", "EXPERT_COUNTERS", "OWN_COUNTERS",
@@ -423,13 +423,9 @@ class Moe(wiring.Component):
         m.d.comb += [reqs.sorting.eq(disp.sorting), reqs.experts.eq(disp.experts)]
         wiring.connect(m, reqs.fetch, fetch.cmd)
         if cfg.tile_queue:      # the descriptors queued: the requests run ahead
-            # (a memory of two at least: one entry would have no address bits)
-            m.submodules.tileq = q = SyncFIFO(width=Shape.cast(reqs.tile.payload.shape()).width,
-                                              depth=max(2, cfg.tile_queue))
-            room = q.level < cfg.tile_queue
-            m.d.comb += [q.w_data.eq(reqs.tile.payload), q.w_en.eq(reqs.tile.valid & room),
-                         reqs.tile.ready.eq(q.w_rdy & room), tiles.tile.valid.eq(q.r_rdy),
-                         tiles.tile.payload.eq(q.r_data), q.r_en.eq(tiles.tile.ready)]
+            m.submodules.tileq = q = Queue(tile_layout(cfg.tile_format), cfg.tile_queue)
+            wiring.connect(m, reqs.tile, q.i)
+            wiring.connect(m, q.o, tiles.tile)
         else:
             wiring.connect(m, reqs.tile, tiles.tile)
         wiring.connect(m, fetch.req, wiring.flipped(self.req))

@@ -32,6 +32,7 @@ from scoville.rtl.gemm import COUNTERS as GEMM_COUNTER_LAYOUT
 from scoville.rtl.moe import OWN_COUNTERS
 from scoville.rtl.moe_swiglu import SwigluConfig
 from scoville.rtl.mx_quant import MxQuantConfig
+from scoville.sim.harness import MEM_QUEUE
 
 from . import fetch as fetch_timed
 from . import gemm as gemm_timed
@@ -326,8 +327,9 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
     transitions between tiles, phases and experts, and the array's command cycles
     (:func:`~scoville.sim.cycles.gemm.command_cycles`) are exact; the weights are a fluid: the
     memory streams words at ``min(1, bytes_per_cycle / word bytes)`` a word a cycle, at most
-    the fetch buffer's words ahead of the loader and a column tile ahead of it (the issuer
-    asks for a tile's words once the loader has started the tile before it), each word
+    the fetch buffer's words ahead of the loader and ``tile_queue + 1`` column tiles ahead of
+    it (the issuer asks for a tile's words once the loader has started the tile
+    ``tile_queue + 1`` before it), each word
     ``mem_latency`` cycles after its request; the loader writes a field (a row, a scale row
     or a bias) a cycle and takes a word a cycle. Each tile's array command starts when its
     TILE state is entered and its weights are in a slot; a slot frees when the array has taken
@@ -403,17 +405,20 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
 
 def buffer_covers(config, mem_latency: int, mem_bytes_per_cycle: int) -> bool:
     """Whether the weight stream hides the memory's round trip: the words in flight (the fetch
-    buffer less a burst, and at most ``tile_queue + 1`` column tiles: the issuer asks for a
-    tile's words once the loader has started the tile ``tile_queue + 1`` before it) cover
-    ``mem_latency`` at the stream's pace (the memory's rate or the loader's field a cycle).
-    Where they do not, the stream is latency-bound: a larger ``fetch_buffer``, ``tile_queue``
-    or tile is the fix."""
+    buffer less a burst, at most ``tile_queue + 1`` column tiles: the issuer asks for a
+    tile's words once the loader has started the tile ``tile_queue + 1`` before it, and at
+    most the harness memory agent's queue of :data:`~scoville.sim.harness.MEM_QUEUE` bursts)
+    cover ``mem_latency`` at the stream's pace (the memory's rate or the loader's field a
+    cycle). Where they do not, the stream is latency-bound: a larger ``fetch_buffer``,
+    ``tile_queue`` or tile is the fix (beyond the agent's queue, a memory that keeps more
+    requests in flight, as a real one does)."""
     P = config.weight_port_bits
     rho = min(1.0, mem_bytes_per_cycle / -(-P // 8))
     pace = []
     for k in (config.hidden, config.intermediate):
         W = config.tile_words(k)
-        window = min(config.fetch.buffer - config.fetch.burst, (config.tile_queue + 1) * W)
+        window = min(config.fetch.buffer - config.fetch.burst, (config.tile_queue + 1) * W,
+                     MEM_QUEUE * config.fetch.burst)
         fields = tile_fields(config.tile_format, k, config.biases)
         pace.append((mem_latency + 4) / window <= max(1.0, fields / W, 1 / rho))
     return all(pace)

@@ -385,7 +385,7 @@ class Queue:
         if pop:
             self.o.take(t)
         if self.i.offers(t) and self.i_ready(t):
-            self.i.take(t)
             self._items.append(self.i.payload)
+            self.i.take(t)
         if pop:
             self._items.pop(0)
