@@ -1613,7 +1613,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="decoder-norm-weights-bound-of-hidden",
         models="decoder: a narrow NORM's weights are bounded as a whole hidden vector's",
         file="scoville/rtl/decoder.py",
-        edits=(Edit("(c.addr + norm.per * (LINE * 32 // P) > (1 << lin.addr_bits))",
+        edits=(Edit("(c.addr + norm.per * cfg.norm_line_words > (1 << lin.addr_bits))",
                     "(c.addr + cfg.norm_words > (1 << lin.addr_bits))"),),
         block="decoder", params=DECODER, tests=("test_edges",),
         expect=Kind.DATA, also=Kind.STATUS,

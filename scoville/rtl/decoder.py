@@ -212,9 +212,14 @@ class DecoderConfig:
 
     @property
     def norm_words(self) -> int:
-        """Weight-port words of a norm's weight vector of H values (FP32, value 0 lowest);
-        one of ``k`` values is ``k / H`` of it."""
-        return self.hidden * 32 // self.linear.weight_port_bits
+        """Weight-port words of a norm's weight vector of H values (FP32, value 0 lowest)."""
+        return self.hidden // LINE * self.norm_line_words
+
+    @property
+    def norm_line_words(self) -> int:
+        """Weight-port words of a line of a norm's weight vector (32 FP32 values): a
+        ``NORM`` of ``k`` values fetches ``k / 32`` of them."""
+        return LINE * 32 // self.linear.weight_port_bits
 
     @property
     def glu(self) -> SwigluConfig:
@@ -380,10 +385,9 @@ class Decoder(wiring.Component):
         fcmd = self._offer(m, wfetch.cmd, seq.start & ((c.op == Op.NORM) | (c.op == Op.ROPE)),
                            "wfetch")
         rope_now = run.op == Op.ROPE
-        P = lin.weight_port_bits
         m.d.comb += [fcmd.addr.eq(run.addr),
                      fcmd.len.eq(Mux(rope_now, run.count * cfg.rope_words,
-                                     later.per * (LINE * 32 // P))),
+                                     later.per * cfg.norm_line_words)),
                      wvec.clear.eq(seq.start & (c.op == Op.NORM)), wvec.want.eq(now.per),
                      wvec.raddr.eq(ra.index_next),
                      wvec.words.payload.eq(wfetch.o.payload),
@@ -736,7 +740,7 @@ class Decoder(wiring.Component):
                       (end > (1 << lin.addr_bits)))
         bad_norm = ((c.k % LINE != 0) | (c.k > cfg.hidden)
                     | ((c.row != 0) & (c.row < norm.per))
-                    | (c.addr + norm.per * (LINE * 32 // P) > (1 << lin.addr_bits)))
+                    | (c.addr + norm.per * cfg.norm_line_words > (1 << lin.addr_bits)))
         bad_moe = (c.count > cfg.moe.tokens) | (c.addr + cfg.moe_words > (1 << lin.addr_bits))
         bad_rope = self._bad_rope(m, c)
         D, g = A.kv.head_dim, min(A.kv.head_dim, LINE)

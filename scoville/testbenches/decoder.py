@@ -300,7 +300,7 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
     if cfg.norm_words > 1:    # weights that run past the memory's last word
         out.append((S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 1,
                         "addr": top - cfg.norm_words + 1}))
-    line_words = LINE * 32 // lin.weight_port_bits     # a line of a norm's weights
+    line_words = cfg.norm_line_words
     if line_words > 1:        # a narrow NORM's weights past the memory's last word
         out.append((S, {"op": Op.NORM, "a": 0, "dst": 0, "count": 1, "k": K,
                         "addr": top - line_words + 1}))
@@ -339,7 +339,7 @@ def top_edges(prog: Program, rng) -> None:
     prog.cmd(Op.NORM, a=N - hl, dst=N - hl, count=1, addr=norm_at)
     if hl > 1:      # a line's NORM whose weights (the last line of those) end there too
         prog.cmd(Op.NORM, a=N - 1, dst=N - 1, count=1, k=LINE,
-                 addr=top - LINE * 32 // lin.weight_port_bits)
+                 addr=top - cfg.norm_line_words)
     prog.cmd(Op.LINEAR, a=N - 1, dst=N - 1, count=1, k=LINE, n=LINE, addr=lin_at)
     prog.cmd(Op.OUT, a=N - hl, count=hl)
 

@@ -205,7 +205,7 @@ def image_words(config: dict, params: dict, context: int) -> int:
                                       s.bias)
         else:
             d = s.kv_lora + s.rope_dim
-            total += ((s.q_lora + s.kv_lora) * 32 // lin.weight_port_bits
+            total += ((s.q_lora + s.kv_lora) // LINE * cfg.norm_line_words
                       + lin.weight_words(s.hidden, d + s.q_lora, s.bias)
                       + lin.weight_words(s.q_lora, s.heads * s.nope, False)
                       + s.heads * (lin.weight_words(s.q_lora, s.rope_dim, False)
