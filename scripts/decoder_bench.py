@@ -8,17 +8,18 @@ weight rate (8 bytes a cycle) 500 cycles away, a 1k context.
 
 The layer as the ``decoder`` block runs it (its commands: ``IN``, ``NORM``, the Q/K/V
 projection, ``ROPE`` of the query and key heads (one command a sequence in decode, its
-position's table row; in prefill one a chunk of 64 consecutive positions), in decode an
-``ATTN`` step a sequence (each over a cache of ``CONTEXT`` tokens, its own array), the O
-projection on the attention's output, the residual ``ADD``, the
-  second ``NORM``, the ``MOE`` (router, experts, combine; each token's four experts drawn
-uniformly at random, seeded), the residual, ``OUT``), from its cycle-level timed model
-(which the testbench holds to the RTL's every handshake at other sizes) and its fast path
-beside it; prefill from the fast path alone (the cycle model takes minutes there), its
-attention left out (the attention block's model of a 256-token step: minutes a point). The
-attention steps' cache reads are the timed model's of a step over ``CONTEXT`` tokens
-(:func:`scoville.sim.cycles.attention.synthetic_step`: the timing does not depend on the
-values).
+position's table row; in prefill one a chunk of 64 consecutive positions), ``ATTN`` (decode: a
+step a sequence, each over a cache of ``CONTEXT`` tokens; prefill: one sequence, steps of
+``STEP_TOKENS`` tokens after ``CONTEXT``), the O projection on the attention's output, the
+residual ``ADD``, the second ``NORM``, the ``MOE`` (router, experts, combine; each token's four
+experts drawn uniformly at random, seeded), the residual, ``OUT``), from its cycle-level timed
+model (which the testbench holds to the RTL's every handshake at other sizes) and its fast
+path beside it; prefill from the fast path alone (the cycle model takes minutes there). The
+attention steps' cache reads are the golden model's without the values
+(:func:`scoville.sim.cycles.attention.synthetic_step`: the timing does not depend on them;
+``tests/test_attention.py`` holds it to the golden model's steps). The attention block has
+its own array of as many PEs as the projections', shaped ``ATTN_ARRAY`` (its rows a decode
+step's group of 4 query heads), fed by a KV cache of 4 banks of ``KV_WORD_BITS`` bits.
 
 Memory busy = weight bytes delivered / (cycles x 8); array busy = useful MACs / (128 PEs x
 cycles), both over the whole of what the row covers.
@@ -34,6 +35,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -49,6 +51,12 @@ ROOT = Path(__file__).resolve().parents[1]
 H, Q_HEADS, KV_HEADS, HEAD = 256, 8, 2, 32
 EXPERTS, TOP_K, INTER = 16, 4, 256
 ARRAY = {"rows": 8, "cols": 16}
+#: The attention block's own array: as many PEs, its rows a decode step's group of query
+#: heads (a decode step fills ``group`` = 4 rows), fed by a KV cache of 4 banks of 128 bits.
+ATTN_ARRAY = {"rows": 4, "cols": 32}
+KV_WORD_BITS = 128
+#: Tokens an attention step takes in prefill (the attention block's ``q_tokens``).
+STEP_TOKENS = 16
 PORT, LATENCY, BPC, CONTEXT = 256, 500, 8, 1024
 ENGINE_HEAD = ("| case | cycles | fast path | fast vs model | weight bytes | memory busy | "
                "array busy | model wall s |\n|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -71,9 +79,9 @@ def engine_config(tokens: int) -> DecoderConfig:
         "moe.fetch_buffer": BUFFER, "moe.tile_queue": TILE_QUEUE,
         "moe.tokens": max(tokens, 8), "rope.dim": HEAD,
         "attn.kv.kv_heads": KV_HEADS, "attn.kv.head_dim": HEAD, "attn.q_heads": Q_HEADS,
-        "attn.sinks": 1, "attn.kv.banks": 4, "attn.kv.word_bits": 64,
-        "attn.kv.bank_words": 65536, "attn.kv.max_seqs": 8, "attn.array.rows": ARRAY["rows"],
-        "attn.array.cols": ARRAY["cols"]})
+        "attn.sinks": 1, "attn.kv.banks": 4, "attn.kv.word_bits": KV_WORD_BITS,
+        "attn.kv.bank_words": 32768, "attn.kv.max_seqs": 8, "attn.q_tokens": STEP_TOKENS,
+        "attn.array.rows": ATTN_ARRAY["rows"], "attn.array.cols": ATTN_ARRAY["cols"]})
 
 
 def engine_program(cfg: DecoderConfig, tokens: int, rng) -> list[dict]:
@@ -105,10 +113,18 @@ def engine_program(cfg: DecoderConfig, tokens: int, rng) -> list[dict]:
              "heads": Q_HEADS + KV_HEADS, "stride": HEAD, "row": row,
              "addr": table + (CONTEXT + t) * cfg.rope_words}
             for t in range(0, tokens, chunk)]
-    step = attention_timed.synthetic_step(cfg.attn, CONTEXT)
-    attend = [{"op": Op.ATTN, "aop": AttnOp.STEP, "seq": t, "count": 1, "a": QKV + t * row,
-               "row": row, "dst": OUT + t * cfg.attn_out_lines(1), "result": step}
-              for t in range(tokens if tokens <= 8 else 0)]
+    if tokens <= 8:     # decode: a step a sequence, each over CONTEXT tokens
+        step = attention_timed.synthetic_step(cfg.attn, CONTEXT)
+        attend = [{"op": Op.ATTN, "aop": AttnOp.STEP, "seq": t, "count": 1,
+                   "a": QKV + t * row, "row": row, "dst": OUT + t * cfg.attn_out_lines(1),
+                   "result": step} for t in range(tokens)]
+    else:               # prefill: one sequence, steps of STEP_TOKENS after CONTEXT tokens
+        attend = [{"op": Op.ATTN, "aop": AttnOp.STEP, "seq": 0, "count": n,
+                   "a": QKV + t * row, "row": row, "dst": OUT + cfg.attn_out_lines(t),
+                   "result": attention_timed.synthetic_step(cfg.attn, CONTEXT + t + n,
+                                                            tokens=n)}
+                  for t in range(0, tokens, STEP_TOKENS)
+                  for n in [min(STEP_TOKENS, tokens - t)]]
     return [{"op": Op.IN, "dst": X, "count": tokens * hl},
             {"op": Op.NORM, "a": X, "dst": N, "count": tokens, "addr": weights(cfg.norm_words)},
             {"op": Op.LINEAR, "a": N, "dst": QKV, "count": tokens, "k": H, "n": qkv,
@@ -125,9 +141,13 @@ def engine_program(cfg: DecoderConfig, tokens: int, rng) -> list[dict]:
 
 
 def engine_macs(tokens: int) -> int:
-    """The projections', the router's, the experts' and (decode) the attention's MACs."""
+    """The useful MACs: the projections', the router's, the experts' and the attention's
+    (``Q K^T`` and ``P V`` of each query head over the positions it attends: decode's
+    ``CONTEXT``, prefill's token ``i`` the ``CONTEXT + i + 1`` up to its own)."""
     proj = tokens * H * ((Q_HEADS + 2 * KV_HEADS) * HEAD + Q_HEADS * HEAD)
-    attention = tokens * 2 * Q_HEADS * HEAD * CONTEXT if tokens <= 8 else 0
+    attended = (tokens * CONTEXT if tokens <= 8
+                else sum(CONTEXT + i + 1 for i in range(tokens)))
+    attention = 2 * Q_HEADS * HEAD * attended
     return proj + tokens * H * EXPERTS + tokens * TOP_K * 3 * H * INTER + attention
 
 
@@ -168,6 +188,23 @@ def _breakdown(rng) -> str:
     return "\n".join(f"| {name} | {' | '.join(cells)} |" for name, cells in by_op.items())
 
 
+def batch_bound(tokens: int, weight_bytes: int, target: float = 0.9) -> SimpleNamespace:
+    """What the decode layer of ``tokens`` sequences (its weights ``weight_bytes``) leaves to
+    reach ``target`` memory busy: the cycles it may spend not streaming (``allowed``); the
+    attention's (its steps', and their compute floor: MACs on the attention's PEs), which
+    must finish before the MoE's experts are known; the O projection's weights' stream, all
+    that could flow meanwhile; and the most memory busy with nothing else exposed."""
+    cfg = engine_config(tokens)
+    stream = weight_bytes // BPC
+    macs = 2 * Q_HEADS * HEAD * CONTEXT * tokens
+    floor = -(-macs // (ATTN_ARRAY["rows"] * ATTN_ARRAY["cols"]))
+    steps = tokens * attention_timed.decode_step(cfg.attn, CONTEXT)["cycles"]
+    o_stream = cfg.linear.weight_words(Q_HEADS * HEAD, H, True) * PORT // 8 // BPC
+    return SimpleNamespace(floor=floor, steps=steps, o_stream=o_stream,
+                           allowed=round(stream / target) - stream,
+                           busy=stream / (stream + max(0, floor - o_stream)))
+
+
 def busy(part: dict) -> tuple[float, float]:
     pes = ARRAY["rows"] * ARRAY["cols"]
     return (part["bytes"] / (part["cycles"] * BPC), part["macs"] / (pes * part["cycles"]))
@@ -190,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                 "`moe_timed.buffer_covers`)")
     breakdown = _breakdown(np.random.default_rng(args.seed))
     for label, tokens in (("decode, batch 1", 1), ("decode, batch 8", 8),
-                          ("prefill, 256 tokens (attention left out)", 256)):
+                          ("prefill, 256 tokens", 256)):
         e = run_engine(tokens, rng, cycle_model=tokens <= 8)
         mem, arr = busy(e)
         model = f"{e['cycles']:,}" if e["wall"] is not None else "(fast path only)"
@@ -200,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             + (f"{e['fast'] / e['cycles'] - 1:+.2%}" if e["wall"] is not None else "")
             + f" | {e['bytes']:,} | {mem:.1%} | {arr:.1%} | {wall} |")
         print(engine_rows[-1], file=sys.stderr)
+        if tokens == 8:
+            bound = batch_bound(tokens, e["bytes"])
     text = f"""# The decoder layer's benchmark
 
 Generated by `python scripts/decoder_bench.py --seed {args.seed}`; do not edit by hand.
@@ -220,12 +259,15 @@ and 8 memory busy at least 90%; prefill of 256 tokens after 1k of context array 
 
 The commands `IN`, `NORM`, Q/K/V projection (N = {(Q_HEADS + 2 * KV_HEADS) * HEAD}, biases),
 `ROPE` of the query and key heads (their table rows from memory: counted in the weight
-bytes), in decode an `ATTN` step for each sequence (over {CONTEXT} tokens of its cache, the
-attention block's own {ARRAY['rows']} x {ARRAY['cols']} array), O projection, residual
-`ADD`, `NORM`, `MOE`, residual `ADD`, `OUT`, one at a time: cycles from the timed model (cycle
-for cycle the RTL's, as the testbench checks at other sizes), the fast path beside. Prefill's
-row leaves its attention out (labelled: not the whole layer). The array busy counts every
-part's MACs (the attention's too) over one array's PEs.
+bytes), `ATTN` (decode: a step for each sequence over {CONTEXT} tokens of its cache; prefill:
+steps of {STEP_TOKENS} tokens after {CONTEXT}), O projection, residual `ADD`, `NORM`, `MOE`,
+residual `ADD`, `OUT`, one at a time: cycles from the timed model (cycle for cycle the RTL's,
+as the testbench checks at other sizes), the fast path beside. The attention block has its own
+array of {ATTN_ARRAY['rows'] * ATTN_ARRAY['cols']} PEs, {ATTN_ARRAY['rows']} x
+{ATTN_ARRAY['cols']} (a decode step's group of {Q_HEADS // KV_HEADS} query heads fills its
+rows), its KV cache read {KV_WORD_BITS * 4} bits a cycle (4 banks). The array busy counts every
+part's useful MACs (the attention's too, over the positions each query attends) over one
+array's {ARRAY['rows'] * ARRAY['cols']} PEs.
 
 {ENGINE_HEAD}
 {chr(10).join(engine_rows)}
@@ -240,10 +282,15 @@ its weight bytes at {BPC} bytes a cycle, the least the memory lets it take):
 What stands between these and the targets, read off the rows: {moe_note}; each command pays
 the memory's latency once before its weights flow (a command waits for the one before it);
 in decode the attention steps leave the memory idle (their K and V are on chip, and nothing
-fetches the next command's weights meanwhile): at batch 8 their cycles alone keep the layer
-under the target, since the MoE's experts (most of the weights) depend on the router, which
-waits for the attention. In prefill the projections and experts keep the array busy; the
-attention is not yet counted.
+fetches the next command's weights meanwhile). At batch 8 the target leaves
+{bound.allowed:,} cycles of the layer not streaming weights, and the attention steps alone
+take {bound.steps:,} (their compute floor on the
+attention's PEs {bound.floor:,}). Only the O projection's weights ({bound.o_stream:,} cycles of
+stream) could flow during them: the MoE's experts, most of the weights, depend on the router,
+which waits for every sequence's attention. With the attention at its floor, a buffer holding
+all of O and nothing else exposed (no latency, norms or rotations) the memory would be busy
+{bound.busy:.1%}: the target needs nearly all of that, or the next layer's weights fetched
+during this one's attention (weights staged on chip), or a larger attention array.
 """
     (ROOT / args.out).write_text(text)
     print(f"wrote {args.out}", file=sys.stderr)

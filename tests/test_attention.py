@@ -636,6 +636,36 @@ def test_prefill_step_appends_t_tokens_and_attends_in_row_tiles():
     assert len(t.handshakes["q"]) == 14 * cfg.q_heads
 
 
+@pytest.mark.parametrize(("params", "context", "tokens", "window"), [
+    (PREFILL, 40, 5, 0), (PREFILL, 70, 8, 0), (PREFILL, 70, 3, 33), ({}, 100, 1, 0),
+    ({}, 100, 1, 37), (MLA, 50, 1, 0),
+], ids=["prefill", "prefill-long", "prefill-window", "decode", "decode-window", "mla"])
+def test_a_synthetic_step_times_as_the_golden_models_step(params, context, tokens, window):
+    """:func:`~scoville.sim.cycles.attention.synthetic_step` (the benchmarks' steps: no
+    values) carries the golden model's chunks and the same cache requests' sizes, and the
+    timed model gives it the golden step's handshakes and counters."""
+    cfg = build_config(AttentionConfig, {"kv.bank_words": 8192, **params})
+    rng = np.random.default_rng(3)
+    model = AttentionModel(cfg)
+    d, kv = cfg.kv.head_dim, cfg.kv.kv_heads
+    model.apply(Command(Op.ALLOC))
+    vec = 1 if cfg.mla else 2
+    for _ in range(context):
+        model.apply(Command(Op.APPEND, k=rng.standard_normal((kv, d)),
+                            v=None if vec == 1 else rng.standard_normal((kv, d))))
+    step = model.apply(Command(
+        Op.STEP, q=rng.standard_normal((tokens, cfg.q_heads, d)),
+        k=rng.standard_normal((tokens, kv, d)),
+        v=None if vec == 1 else rng.standard_normal((tokens, kv, d)), window=window))
+    assert step.status == Status.OK
+    synth = timed.synthetic_step(cfg, context + tokens, window=window, tokens=tokens)
+    assert synth.chunks == step.chunks
+    assert ([(o.op, len(o.data)) for o in synth.cache]
+            == [(o.op, len(o.data)) for o in step.cache])
+    want, got = timed.timing(cfg, [step]), timed.timing(cfg, [synth])
+    assert got.handshakes == want.handshakes and got.counters == want.counters
+
+
 def test_mla_step_reads_the_latent_lines_once_stored_and_attends_as_decode_mla():
     """MLA: an append stores the latent vector alone (one vector a token, no V copy); a step
     reads each chunk's K lines whole, then V as one window of each token's K lines per column
@@ -668,12 +698,19 @@ def test_mla_step_reads_the_latent_lines_once_stored_and_attends_as_decode_mla()
     assert 2 * cfg.v_tiles == 32 < kv.token_lines
 
 
-def test_the_timed_model_refuses_a_decode_group_above_the_rows():
-    """A decode group larger than the array's rows (the RTL refuses it: ``rtl_error``) is a
-    one-line error in the timed model, not a run that never ends."""
+@pytest.mark.parametrize(("params", "message"), [
+    ({"mla": 1, "kv.head_dim": 576, "q_heads": 16},
+     "parameter 'q_heads' = 16 .* at most array.rows"),
+    # A column tile of V narrower than a line: the RTL refuses it (no line count to divide).
+    ({"kv.head_dim": 32, "array.cols": 16, "kv.banks": 4, "kv.word_bits": 128},
+     "parameter 'array.cols' = 16 is not allowed with a value of 32 elements"),
+], ids=["group-above-rows", "v-tile-below-a-line"])
+def test_the_timed_model_refuses_what_the_rtl_cannot_build(params, message):
+    """A config the RTL refuses (``rtl_error``) is the same one-line error in the timed model
+    and its fast path, not a run that never ends or a division by zero."""
     from scoville.sim.cycles import attention as attention_timed
 
-    cfg = build_config(AttentionConfig, {"mla": 1, "kv.head_dim": 576, "q_heads": 16})
-    assert cfg.group > cfg.array.rows
-    with pytest.raises(ValueError, match="parameter 'q_heads' = 16 .* at most array.rows"):
+    cfg = build_config(AttentionConfig, params)
+    assert rtl_error(cfg)
+    with pytest.raises(ValueError, match=message):
         attention_timed.decode_step(cfg, 256)

@@ -33,7 +33,7 @@ import dataclasses
 import functools
 from types import SimpleNamespace
 
-from scoville.rtl.attention import OWN_COUNTERS, Op, Status
+from scoville.rtl.attention import OWN_COUNTERS, Op, Status, rtl_error
 from scoville.rtl.gemm import COUNTERS as GEMM_COUNTER_LAYOUT
 from scoville.rtl.kvcache import COUNTERS as CACHE_COUNTERS
 from scoville.rtl.kvcache import Op as CacheOp
@@ -72,11 +72,9 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     schedules of ``o`` and ``resp``. Returns the handshake cycles of the six streams and every
     counter (:data:`COUNTERS`)."""
     cfg = config
-    if cfg.mode == "decode" and cfg.group > cfg.array.rows:
-        # The RTL refuses it (rtl_error): a decode group is the array's M.
-        raise ValueError(f"parameter 'q_heads' = {cfg.q_heads} is not allowed with "
-                         f"array.rows = {cfg.array.rows} in the timed model; allowed: at most "
-                         f"array.rows * kv.kv_heads = {cfg.array.rows * cfg.kv.kv_heads}")
+    error = rtl_error(cfg)
+    if error:       # the model is the RTL's: what it cannot build, the model does not time
+        raise ValueError(error)
     block = _Block(cfg, list(results), sources or {}, ready or {})
     run("attention", block.cycle, block.done, 10_000_000, block.parts)
     return block.timing()
@@ -248,30 +246,42 @@ class _Block:
                       self.p.counters())
 
 
-def synthetic_step(config, length: int, plan: list[int] | None = None, window: int = 0):
-    """A decode step as :func:`timing` reads it, without values: the append of the step's token
-    (the sequence then holds ``length`` tokens) and, for each KV head, reads of ``plan``'s
-    chunk sizes (K, then V; the step's own chunks when None, ``window`` its own sliding window,
-    0: the config's)."""
-    kv = config.kv
-    if plan is None:
-        plan = [n for _, n in config.chunk_plan(*config.attended(length, window))]
-    append = SimpleNamespace(op=CacheOp.APPEND, status=Status.OK, reached="done",
-                             new_page=(length - 1) % kv.page_tokens == 0, copied=False,
-                             data=(), walked=0)
-    chunks, cache = [], [append]
-    for h in range(kv.kv_heads):
-        a0 = 0
-        for n in plan:
-            chunks.append((h, a0, n, config.group))
-            a0 += n
-            k_read = SimpleNamespace(op=CacheOp.READ, status=Status.OK,
-                                     data=range(n * kv.token_lines), walked=0)
-            v_read = SimpleNamespace(op=CacheOp.READ, status=Status.OK,
-                                     data=range(n * config.v_lines), walked=0)
-            cache += [k_read] + [v_read] * config.v_tiles
-    return SimpleNamespace(op=Op.STEP, status=Status.OK, out=range(config.q_heads), length=length,
-                           cache=cache, chunks=chunks, tokens=1, window=window)
+def synthetic_step(config, length: int, plan: list[int] | None = None, window: int = 0,
+                   tokens: int = 1):
+    """A step as :func:`timing` reads it, without values (the timing does not depend on them):
+    the appends of the step's ``tokens`` new tokens (the sequence then holds ``length``) and,
+    for each row tile (:meth:`~scoville.rtl.attention.AttentionConfig.tiles`) and KV head,
+    reads of its chunks (K, then V's column tiles), as the golden model's
+    :class:`~scoville.sim.golden.attention.Result` carries them. ``plan``: a decode step's
+    chunk sizes (None: its own); ``window`` the step's own sliding window (0: the config's)."""
+    kv, H = config.kv, config.kv.kv_heads
+    cache = [SimpleNamespace(op=CacheOp.APPEND, status=Status.OK, reached="done",
+                             new_page=(p - 1) % kv.page_tokens == 0, copied=False, data=(),
+                             walked=0)
+             for p in range(length - tokens + 1, length + 1)]
+    if plan is not None:
+        assert tokens == 1, "a plan is a decode step's"
+        tiles = [(0, [(None, n) for n in plan])]
+    else:
+        tiles = [(count, config.chunk_plan(lo, hi))
+                 for _, count, lo, hi in config.tiles(length, tokens, window)]
+    chunks = []
+    for i, (count, plan_i) in enumerate(tiles):
+        rows = count * config.group if count else config.group
+        for h in range(H):
+            a0 = 0
+            for start, n in plan_i:
+                a0 = a0 if start is None else start
+                chunks.append((i * H + h, a0, n, rows))
+                a0 += n
+                k_read = SimpleNamespace(op=CacheOp.READ, status=Status.OK,
+                                         data=range(n * kv.token_lines), walked=0)
+                v_read = SimpleNamespace(op=CacheOp.READ, status=Status.OK,
+                                         data=range(n * config.v_lines), walked=0)
+                cache += [k_read] + [v_read] * config.v_tiles
+    return SimpleNamespace(op=Op.STEP, status=Status.OK, out=range(config.q_heads * tokens),
+                           length=length, cache=cache, chunks=chunks, tokens=tokens,
+                           window=window)
 
 
 def _with_heads(config, heads: int):
