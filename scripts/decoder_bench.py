@@ -11,15 +11,16 @@ projection, ``ROPE`` of the query and key heads (one command a sequence in decod
 position's table row; in prefill one a chunk of 64 consecutive positions), ``ATTN`` (decode: a
 step a sequence, each over a cache of ``CONTEXT`` tokens; prefill: one sequence, steps of
 ``STEP_TOKENS`` tokens after ``CONTEXT``), the O projection on the attention's output, the
-residual ``ADD``, the second ``NORM``, the ``MOE`` (router, experts, combine; each token's four
-experts drawn uniformly at random, seeded), the residual, ``OUT``), from its cycle-level timed
-model (which the testbench holds to the RTL's every handshake at other sizes) and its fast
-path beside it; prefill from the fast path alone (the cycle model takes minutes there). The
-attention steps' cache reads are the golden model's without the values
-(:func:`scoville.sim.cycles.attention.synthetic_step`: the timing does not depend on them;
-``tests/test_attention.py`` holds it to the golden model's steps). The attention block has
-its own array of as many PEs as the projections', shaped ``ATTN_ARRAY`` (its rows a decode
-step's group of 4 query heads), fed by a KV cache of 4 banks of ``KV_WORD_BITS`` bits.
+residual ``ADD``, the second ``NORM``, ``ROUTER`` (the router's weights from memory), the
+``MOE`` (router, experts, combine; each token's four experts drawn uniformly at random,
+seeded), the residual, ``OUT``), from its cycle-level timed model (which the testbench holds to
+the RTL's every handshake at other sizes) and its fast path beside it; prefill from the fast
+path alone (the cycle model takes minutes there). The attention steps' cache reads are the
+golden model's without the values (:func:`scoville.sim.cycles.attention.synthetic_step`: the
+timing does not depend on them; ``tests/test_attention.py`` holds it to the golden model's
+steps). The attention block has its own array of as many PEs as the projections', shaped
+``ATTN_ARRAY`` (its rows a decode step's group of 4 query heads), fed by a KV cache of 4 banks
+of ``KV_WORD_BITS`` bits.
 
 Memory busy = weight bytes delivered / (cycles x 8); array busy = useful MACs / (128 PEs x
 cycles), both over the whole of what the row covers.
@@ -134,6 +135,7 @@ def engine_program(cfg: DecoderConfig, tokens: int, rng) -> list[dict]:
              "n": H, "bias": 1, "addr": weights(lin.weight_words(Q_HEADS * HEAD, H, True))},
             {"op": Op.ADD, "a": X, "b": N, "dst": X, "count": tokens * hl},
             {"op": Op.NORM, "a": X, "dst": N, "count": tokens, "addr": weights(cfg.norm_words)},
+            {"op": Op.ROUTER, "addr": weights(cfg.router_words)},
             {"op": Op.MOE, "a": N, "dst": N, "count": tokens, "addr": weights(cfg.moe_words),
              "groups": groups},
             {"op": Op.ADD, "a": X, "b": N, "dst": X, "count": tokens * hl},
@@ -260,8 +262,9 @@ and 8 memory busy at least 90%; prefill of 256 tokens after 1k of context array 
 The commands `IN`, `NORM`, Q/K/V projection (N = {(Q_HEADS + 2 * KV_HEADS) * HEAD}, biases),
 `ROPE` of the query and key heads (their table rows from memory: counted in the weight
 bytes), `ATTN` (decode: a step for each sequence over {CONTEXT} tokens of its cache; prefill:
-steps of {STEP_TOKENS} tokens after {CONTEXT}), O projection, residual `ADD`, `NORM`, `MOE`,
-residual `ADD`, `OUT`, one at a time: cycles from the timed model (cycle for cycle the RTL's,
+steps of {STEP_TOKENS} tokens after {CONTEXT}), O projection, residual `ADD`, `NORM`, `ROUTER`
+(the router's weights from memory: counted in the weight bytes), `MOE`, residual `ADD`, `OUT`,
+one at a time: cycles from the timed model (cycle for cycle the RTL's,
 as the testbench checks at other sizes), the fast path beside. The attention block has its own
 array of {ATTN_ARRAY['rows'] * ATTN_ARRAY['cols']} PEs, {ATTN_ARRAY['rows']} x
 {ATTN_ARRAY['cols']} (a decode step's group of {Q_HEADS // KV_HEADS} query heads fills its

@@ -1667,6 +1667,40 @@ MUTATIONS: tuple[Mutation, ...] = (
         expect=Kind.TIMING, streams=("resp", "cmd", "x", "o", "req", "rdata"),
         why="every ATTN's answer comes a cycle late, and every command after it",
     ),
+    Mutation(
+        name="decoder-router-address-stuck",
+        models="decoder: ROUTER writes every beat of the router's weights at address 0",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("m.d.sync += router.addr.eq(router.addr + 1)",
+                    "m.d.sync += router.addr.eq(router.addr)"),),
+        block="decoder", params=DECODER, tests=("test_edges",),
+        expect=Kind.DATA,
+        why="the layer's MOE routes with the bias in the first column and the rest of the "
+            "weights from an earlier router: the experts chosen differ",
+    ),
+    Mutation(
+        name="decoder-router-not-reset",
+        models="decoder: ROUTER's beat address is not cleared when it starts",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("        with m.If(seq.start):\n            m.d.sync += router.addr.eq(0)\n"
+                    "        with m.Elif(wr.valid & wr.ready):",
+                    "        with m.If(wr.valid & wr.ready):"),),
+        block="decoder", params=DECODER, tests=("test_edges",),
+        expect=Kind.DATA,
+        why="top_moe loads a router over another: the second ROUTER's beats are written from "
+            "where the first left off, past the router's words, and its MOE routes with the "
+            "first's weights",
+    ),
+    Mutation(
+        name="decoder-router-range-unchecked",
+        models="decoder: a ROUTER whose weights run past the memory's last word is run",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("| (router & bad_router)):", "):"),),
+        block="decoder", params=DECODER, tests=("test_edges",),
+        expect=Kind.DATA, also=Kind.STATUS,
+        why="test_edges' refusal of a ROUTER one word past the top is run: it asks for words "
+            "the golden fetch never does (the requests are compared before the status)",
+    ),
 )
 
 

@@ -257,8 +257,6 @@ ENGINE_CFG = build_config(DecoderConfig, ENGINE)
 
 def _run(prog, cmds=None):
     model = prog.golden()
-    if prog.router is not None:
-        model.load_router(prog.router)
     xs = iter(prog.x)
     outs = []
     for c in cmds or prog.commands:
@@ -287,6 +285,7 @@ def test_engine_ops_against_float64():
     prog.cmd(Op.LINEAR, a=0, dst=24, count=3, k=64, n=64, bias=1,
              addr=prog.linear_weight(w, b))
     moe = moe_golden.random_weights(ENGINE_CFG.moe, rng)
+    prog.cmd(Op.ROUTER, addr=prog.router_weights(moe))
     prog.cmd(Op.MOE, a=0, dst=30, count=3, addr=prog.moe_weights(moe))
     prog.cmd(Op.OUT, a=0, count=36)
     _, outs = _run(prog)
@@ -300,6 +299,41 @@ def test_engine_ops_against_float64():
     assert np.abs(got[24:30].reshape(3, 64) - lin).max() <= 2e-2 * np.abs(lin).max()
     assert np.array_equal(got[24:30].reshape(3, 64), linear_golden.apply(x, w, b))
     assert np.array_equal(got[30:36].reshape(3, 64), moe_golden.moe(ENGINE_CFG.moe, moe, x))
+
+
+@pytest.mark.parametrize(("lanes", "experts", "port"), [(1, 4, 64), (4, 6, 64), (32, 4, 256)])
+def test_router_words_are_the_documented_layout(lanes, experts, port):
+    """``ROUTER``'s words (:func:`~scoville.sim.golden.decoder.router_words`) as
+    ``docs/decoder.md`` lays them out, read bit by bit: beat ``b``'s column ``q`` (weight
+    column ``b L + q``) from bit ``32 E q`` of the beat, expert 0 lowest; the bias beat's
+    first column; beats of ``ceil(L E 32 / port)`` words, zeros above; and the golden model
+    reads them back (``router_at``) as they were."""
+    cfg = build_config(DecoderConfig, {**ENGINE, "moe.x_lanes": lanes, "moe.experts": experts,
+                                       "linear.weight_port_bits": port,
+                                       "moe.weight_port_bits": port, "rope.dim": 32})
+    H, E, L = cfg.hidden, experts, lanes
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((E, H)).astype(np.float32)
+    b = rng.standard_normal(E).astype(np.float32)
+    words = decoder.router_words(cfg, w, b)
+    per = -(-L * E * 32 // port)
+    assert cfg.router_beat_words == per and len(words) == (H // L + 1) * per
+    bits = w.view(np.uint32)
+
+    def beat(k):
+        return sum(int(v) << (port * j) for j, v in enumerate(words[k * per:(k + 1) * per]))
+
+    for k in range(H // L):
+        value = beat(k)
+        for q in range(L):
+            for e in range(E):
+                assert (value >> (32 * (E * q + e))) & 0xFFFFFFFF == bits[e, k * L + q]
+        assert value >> (32 * E * L) == 0
+    assert beat(H // L) == sum(int(v) << (32 * e) for e, v in enumerate(b.view(np.uint32)))
+    model = decoder.DecoderModel(cfg, [0] * 3 + words)
+    got_w, got_b = model.router_at(3)
+    assert np.array_equal(got_w.view(np.uint32), bits)
+    assert np.array_equal(got_b.view(np.uint32), b.view(np.uint32))
 
 
 @pytest.mark.parametrize(("dim", "interleaved"), [(16, 0), (16, 1), (64, 0), (64, 1)])
@@ -491,7 +525,11 @@ def test_a_refused_command_changes_nothing(cfg):
     ({"op": Op.GLU, "a": 0, "b": 4, "dst": 0, "count": 4}, Status.OK),
     ({"op": Op.GLU, "a": 0, "b": 4, "dst": 1, "count": 4}, Status.BAD_RANGE),
     ({"op": Op.GLU, "a": 0, "b": 125, "dst": 8, "count": 4}, Status.BAD_RANGE),
-    ({"op": 10, "a": 0, "count": 1}, Status.BAD_OP),
+    ({"op": 11, "a": 0, "count": 1}, Status.BAD_OP),
+    ({"op": Op.ROUTER, "addr": 0}, Status.OK),            # no lines: its count ignored
+    ({"op": Op.ROUTER, "addr": 0, "count": 3, "a": 2000}, Status.OK),
+    ({"op": Op.ROUTER, "addr": (1 << 14) - 130}, Status.OK),      # its last word the top
+    ({"op": Op.ROUTER, "addr": (1 << 14) - 129}, Status.BAD_SHAPE),
     ({"op": 15}, Status.BAD_OP),
 ])
 def test_engine_checks(fields, status):
@@ -552,9 +590,8 @@ def test_engine_argmax_by_hand():
      "'linear.array.cols' = 64 is not allowed"),
     ({"act_lines": 8}, "act_lines"),
     ({"eps": 0.0}, "eps"),
-    ({"hidden": 8192, "moe.hidden": 8192, "moe.experts": 2, "moe.top_k": 1,
-      "linear.k_max": 32},
-     "fewer words than a column tile"),
+    ({"hidden": 8192, "moe.hidden": 8192, "moe.experts": 128, "linear.addr_bits": 32},
+     "'moe.experts' = 128 is not allowed with moe.hidden = 8192: the router's weights"),
     ({"hidden": 128}, "'moe.hidden' = 256 is not allowed; allowed: 128"),
     ({"moe.x_fmt": "bf16"}, "'moe.x_fmt' = 'bf16' is not allowed; allowed: 'fp32'"),
     ({"moe.array.cols": 64, "moe.hidden": 256},

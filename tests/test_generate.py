@@ -20,7 +20,6 @@ def _engine_run(gen: Generation) -> list[list[np.ndarray]]:
     model = gen.image.golden()
     outs = []
     for ch in gen.chunks:
-        model.load_router(ch.router)
         xs, got = iter(ch.prog.x), []
         for c in ch.prog.commands:
             status, o = model.apply(c, next(xs).view(np.uint32) if c["op"] == Op.IN else None)

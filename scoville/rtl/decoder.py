@@ -11,11 +11,14 @@ embedding of vectors in place, their positions' table rows fetched from memory: 
 block), ``ATTN`` (the ``attention`` block's commands: a step's query, key and value
 heads from the lines, its outputs into lines; its KV cache holds the sequences) and
 ``ARGMAX`` (greedy sampling of a token's logits from the lines: the ``argmax`` block, the
-chosen index in the answer) and ``GLU`` (DeepSeek's gated product ``silu(a) b`` of two
-ranges of lines, lane by lane: a dense MLP's between its projections). The three
-fetching parts share the memory port through :class:`~scoville.rtl.lib.memmux.MemoryMux`.
+chosen index in the answer), ``GLU`` (DeepSeek's gated product ``silu(a) b`` of two
+ranges of lines, lane by lane: a dense MLP's between its projections) and ``ROUTER`` (the
+MoE router's weights and bias fetched from memory into the router, for the ``MOE`` commands
+after it). The three fetching parts share the memory port through
+:class:`~scoville.rtl.lib.memmux.MemoryMux`.
 """
 
+import dataclasses
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -57,7 +60,6 @@ from .lib.memmux import MemoryMux
 from .lib.params import ParamError, check_int, check_parts, param, part
 from .linear import Linear, LinearConfig
 from .moe import Moe, MoeConfig
-from .moe_router import write_layout as router_write_layout
 from .moe_swiglu import Swiglu, SwigluConfig
 from .rmsnorm import RmsNorm, RmsNormConfig
 from .rope import Rope, RopeConfig
@@ -194,11 +196,12 @@ class DecoderConfig:
         if error:
             raise ParamError(error.replace("parameter '", "parameter 'attn.", 1))
         _ = self.norm  # eps is checked by the norm's config
-        if self.norm_words >= 1 << self.linear.fetch.len_bits:
-            raise ParamError(f"parameter 'hidden' = {self.hidden} is not allowed with "
-                             f"linear.k_max = {self.linear.k_max}: a norm's weights ("
-                             f"{self.norm_words} words) must fit one fetch command; allowed: "
-                             "a hidden size whose weights are fewer words than a column tile")
+        # (A norm's weights are never more words than the router's: one fetch holds both.)
+        if self.router_words >= 1 << 16:
+            raise ParamError(f"parameter 'moe.experts' = {self.moe.experts} is not allowed "
+                             f"with moe.hidden = {self.moe.hidden}: the router's weights "
+                             f"({self.router_words} words) must fit one fetch command; "
+                             "allowed: fewer than 65536 words")
 
     @property
     def line_bits(self) -> int:
@@ -233,9 +236,12 @@ class DecoderConfig:
 
     @property
     def norm_fetch(self) -> FetchConfig:
-        """The norm weights' fetch engine: the projections' (one request layout on the
-        port)."""
-        return self.linear.fetch
+        """The fetch engine of the norms' weights, ``ROPE``'s table rows and the router's
+        weights: the projections' (one request layout on the port), its commands long
+        enough for the router's."""
+        fc = self.linear.fetch
+        return dataclasses.replace(fc, len_bits=max(fc.len_bits,
+                                                    self.router_words.bit_length()))
 
     @property
     def rope_words(self) -> int:
@@ -262,7 +268,26 @@ class DecoderConfig:
     def len_bits(self) -> int:
         """Bits of a read request's ``len`` on the block's port: the longest of its
         clients'."""
-        return max(self.linear.fetch.len_bits, self.moe.fetch.len_bits)
+        return max(self.norm_fetch.len_bits, self.moe.fetch.len_bits)
+
+    @property
+    def router_beat_words(self) -> int:
+        """Weight-port words of one of the router's beats (``moe.x_lanes`` columns of
+        ``moe.experts`` FP32 values, column 0 and expert 0 lowest; the top word padded with
+        zeros)."""
+        m = self.moe
+        return -(-m.x_lanes * m.experts * 32 // self.linear.weight_port_bits)
+
+    @property
+    def router_beats(self) -> int:
+        """Beats of the router's weights: ``moe.hidden / moe.x_lanes`` of columns, then the
+        bias's (one FP32 per expert in its first column)."""
+        return self.moe.hidden // self.moe.x_lanes + 1
+
+    @property
+    def router_words(self) -> int:
+        """Words of a ``ROUTER``'s weights in memory, from its ``addr``."""
+        return self.router_beats * self.router_beat_words
 
     @property
     def moe_words(self) -> int:
@@ -299,12 +324,10 @@ class Decoder(wiring.Component):
         ``IN``'s lines.
     o : Out(stream.Signature(line_layout()))
         ``OUT``'s lines.
-    wr : In(stream.Signature(the moe block's router write layout))
-        The MoE router's weights and bias, written as the ``moe`` block's (kept through a
-        reset), before the ``MOE`` commands that use them.
     req, rdata :
         Read requests and the memory's words (:attr:`memory_ports`): the norms' weight
-        vectors, the projections' and the experts' weights.
+        vectors, the projections', the router's and the experts' weights, ``ROPE``'s table
+        rows.
     status : Out(Status)
         Of the latest command.
     counters : Out(COUNTERS)
@@ -320,7 +343,6 @@ class Decoder(wiring.Component):
             "resp": Out(stream.Signature(response_layout())),
             "x": In(stream.Signature(line_layout())),
             "o": Out(stream.Signature(line_layout())),
-            "wr": In(stream.Signature(router_write_layout(config.moe))),
             "req": Out(stream.Signature(request_layout(lin.addr_bits, config.len_bits))),
             "rdata": In(stream.Signature(lin.weight_port_bits)),
             "status": Out(Status),
@@ -350,6 +372,7 @@ class Decoder(wiring.Component):
         m.submodules.msplit = msplit = line_splitter(cfg.moe.x_lanes)
         m.submodules.mplace = mplace = Placer(cfg, cfg.moe.array.cols)
         rope = self._rope_parts(m)
+        router = self._router_parts(m)
         attn = self._attn_parts(m)
         m.submodules.argmax = am = Argmax(cfg.argmax)
         glu = self._glu_parts(m)
@@ -360,7 +383,7 @@ class Decoder(wiring.Component):
         m.d.comb += [self.status.eq(seq.status), seq.good.eq(self._check(m, c)),
                      seq.expect.eq(self._expect(c)), seq.loaded.eq(wvec.loaded)]
 
-        # Readers: A (every op that reads but ROPE and ATTN) and B (ADD's and GLU's second
+        # Readers: A (every op that reads lines but ROPE and ATTN) and B (ADD's and GLU's second
         # range), started on go; ROPE's walker reads on B's port, ATTN's query walker on A's
         # and its key and value walker on B's.
         m.d.comb += [ra.data.eq(ports[0].data), rb.data.eq(ports[1].data)]
@@ -370,7 +393,8 @@ class Decoder(wiring.Component):
                      ports[1].addr.eq(Mux(roping, rope.rwalk.addr,
                                           Mux(attending, attn.kvwalk.addr, rb.addr)))]
         m.d.comb += [ra.start.eq(seq.go & ~(seq.start & ((c.op == Op.IN) | (c.op == Op.ROPE)
-                                                         | (c.op == Op.ATTN)))),
+                                                         | (c.op == Op.ATTN)
+                                                         | (c.op == Op.ROUTER)))),
                      rb.start.eq(seq.start & ((c.op == Op.ADD) | (c.op == Op.GLU))),
                      ra.base.eq(Mux(seq.start, c.a, run.a)), rb.base.eq(c.b)]
         now, later = _tokens(c, HL), _tokens(run, HL)    # a NORM's reader starts on go
@@ -382,19 +406,25 @@ class Decoder(wiring.Component):
 
         # The norm's weights (into the vector loader) and ROPE's table rows (into rows):
         # fetched from start (the command offered until taken).
-        fcmd = self._offer(m, wfetch.cmd, seq.start & ((c.op == Op.NORM) | (c.op == Op.ROPE)),
-                           "wfetch")
-        rope_now = run.op == Op.ROPE
+        fcmd = self._offer(m, wfetch.cmd, seq.start & ((c.op == Op.NORM) | (c.op == Op.ROPE)
+                                                       | (c.op == Op.ROUTER)), "wfetch")
+        rope_now, router_now = run.op == Op.ROPE, run.op == Op.ROUTER
         m.d.comb += [fcmd.addr.eq(run.addr),
                      fcmd.len.eq(Mux(rope_now, run.count * cfg.rope_words,
-                                     later.per * cfg.norm_line_words)),
+                                     Mux(router_now, cfg.router_words,
+                                         later.per * cfg.norm_line_words))),
                      wvec.clear.eq(seq.start & (c.op == Op.NORM)), wvec.want.eq(now.per),
                      wvec.raddr.eq(ra.index_next),
                      wvec.words.payload.eq(wfetch.o.payload),
                      rope.rows.i.payload.eq(wfetch.o.payload),
-                     wvec.words.valid.eq(wfetch.o.valid & ~rope_now),
+                     router.words.i.payload.eq(wfetch.o.payload),
+                     wvec.words.valid.eq(wfetch.o.valid & ~rope_now & ~router_now),
                      rope.rows.i.valid.eq(wfetch.o.valid & rope_now),
-                     wfetch.o.ready.eq(Mux(rope_now, rope.rows.i.ready, wvec.words.ready))]
+                     router.words.i.valid.eq(wfetch.o.valid & router_now),
+                     wfetch.o.ready.eq(Mux(rope_now, rope.rows.i.ready,
+                                           Mux(router_now, router.words.i.ready,
+                                               wvec.words.ready)))]
+        self._router_load(m, seq, router, moe)
         for walker in (rope.rwalk, rope.wwalk):
             m.d.comb += [walker.start.eq(seq.start & (c.op == Op.ROPE)), walker.base.eq(c.a),
                          walker.count.eq(c.count), walker.heads.eq(c.heads),
@@ -418,11 +448,10 @@ class Decoder(wiring.Component):
         wiring.connect(m, proj.o, place.i)
         wiring.connect(m, moe.o, mplace.i)
         wiring.connect(m, msplit.o, moe.x)
-        wiring.connect(m, wiring.flipped(self.wr), moe.wr)
 
         self._memory(m, proj, wfetch, moe, run)
         self._datapath(m, seq, ra, rb, norm, wvec, proj, msplit.i, (place, mplace),
-                       (rope, attn, glu), am, wp)
+                       (rope, attn, glu), am, wp, moe.wr)
         took = self.cmd.valid & self.cmd.ready
         count(m, self.counters, {"commands": took & seq.start, "refused": took & ~seq.start,
                                  "weight_words": self.rdata.valid & self.rdata.ready})
@@ -464,6 +493,30 @@ class Decoder(wiring.Component):
             split=Splitter(line_layout(), cfg.rope_lines, held=True) if D > LINE else None)
         _register(m, "rope", parts)
         return parts
+
+    def _router_parts(self, m) -> SimpleNamespace:
+        """``ROUTER``'s parts: the joiner of a router beat's words (the port's words, the
+        fetch engine's) and the beat's address."""
+        cfg = self._config
+        parts = SimpleNamespace(
+            words=Joiner(cfg.linear.weight_port_bits, cfg.router_beat_words),
+            addr=Signal(range(cfg.router_beats), name="router_addr"))
+        m.submodules.router_words = parts.words
+        return parts
+
+    def _router_load(self, m, seq, router, moe) -> None:
+        """``ROUTER``: each beat joined from its words written into the MoE's router (idle
+        between commands, so it takes a beat a cycle), the beats at addresses 0 on."""
+        wr = moe.wr
+        m.d.comb += [wr.valid.eq(router.words.o.valid & (seq.run.op == Op.ROUTER)),
+                     wr.payload.addr.eq(router.addr),
+                     wr.payload.data.eq(router.words.o.payload[:Value.cast(wr.payload.data)
+                                                               .shape().width]),
+                     router.words.o.ready.eq(wr.ready)]
+        with m.If(seq.start):
+            m.d.sync += router.addr.eq(0)
+        with m.Elif(wr.valid & wr.ready):
+            m.d.sync += router.addr.eq(router.addr + 1)
 
     def _attn_parts(self, m) -> SimpleNamespace:
         """``ATTN``'s parts: the ``attention`` block, the walkers of a step's query vectors
@@ -595,8 +648,9 @@ class Decoder(wiring.Component):
         m.d.comb += port.valid.eq(pending)
         return port.payload
 
-    def _datapath(self, m, seq, ra, rb, norm, wvec, proj, moe_x, placers, walked, am, wp):
-        """Reader A's lines to the op's unit, and the unit's results into the write port."""
+    def _datapath(self, m, seq, ra, rb, norm, wvec, proj, moe_x, placers, walked, am, wp, wr):
+        """Reader A's lines to the op's unit, and the unit's results into the write port (or
+        ``ROUTER``'s beats into the router, ``wr``)."""
         active, op = seq.active, seq.run.op
         place, mplace = placers
         rope, attn, glu = walked
@@ -687,7 +741,8 @@ class Decoder(wiring.Component):
                         m.d.comb += wp.en.eq(w.mask)
         m.d.comb += seq.beats.eq(Mux(op == Op.OUT, self.o.valid & self.o.ready,
                                      Mux((op == Op.ATTN) | (op == Op.ARGMAX), seq.answered,
-                                         wen & active)))
+                                         Mux(op == Op.ROUTER, wr.valid & wr.ready & active,
+                                             wen & active))))
 
     def _check(self, m, c) -> Signal:
         """The status of command ``c`` (:func:`scoville.sim.golden.decoder.check` states the
@@ -718,11 +773,13 @@ class Decoder(wiring.Component):
                           Mux(attn, (c.count * out_values + LINE - 1) // LINE,
                               c.count))))),
         ]
-        reads_a = (c.op != Op.IN) & (~attn | walks)
+        router = c.op == Op.ROUTER      # reads and writes no lines
+        reads_a = (c.op != Op.IN) & (~attn | walks) & ~router
         # ROPE writes in place; ARGMAX answers
-        writes_dst = (c.op != Op.OUT) & ~rope & (~attn | step) & (c.op != Op.ARGMAX)
+        writes_dst = ((c.op != Op.OUT) & ~rope & (~attn | step) & (c.op != Op.ARGMAX)
+                      & ~router)
         two = (c.op == Op.ADD) | (c.op == Op.GLU)       # ops that read b too
-        over = (((c.count == 0) & (~attn | walks)) | (reads_a & (c.a + reads > N)) |
+        over = (((c.count == 0) & (~attn | walks) & ~router) | (reads_a & (c.a + reads > N)) |
                 (two & (c.b + reads > N)) | (writes_dst & (c.dst + writes > N)))
 
         def clash(first):   # a read range that the written one overlaps, not from its start
@@ -742,19 +799,21 @@ class Decoder(wiring.Component):
                     | ((c.row != 0) & (c.row < norm.per))
                     | (c.addr + norm.per * cfg.norm_line_words > (1 << lin.addr_bits)))
         bad_moe = (c.count > cfg.moe.tokens) | (c.addr + cfg.moe_words > (1 << lin.addr_bits))
+        bad_router = c.addr + cfg.router_words > (1 << lin.addr_bits)
         bad_rope = self._bad_rope(m, c)
         D, g = A.kv.head_dim, min(A.kv.head_dim, LINE)
         bad_attn = walks & ((c.count > 256) | (c.off % g != 0)
                             | (c.off + A.q_heads * D >= 1 << 16)    # the key walker's off
                             | (c.off + (A.q_heads + cfg.attn_vectors) * D > c.row * LINE)
                             | ((c.aop == AttnOp.APPEND) & (c.count != 1)))
-        with m.If(Value.cast(c.op) > Op.GLU):
+        with m.If(Value.cast(c.op) > Op.ROUTER):
             m.d.comb += status.eq(Status.BAD_OP)
         with m.Elif(over):
             m.d.comb += status.eq(Status.BAD_RANGE)
         with m.Elif(((c.op == Op.ARGMAX) & (c.count != cfg.argmax.beats))
                     | ((c.op == Op.LINEAR) & bad_linear) | ((c.op == Op.NORM) & bad_norm)
-                    | ((c.op == Op.MOE) & bad_moe) | (rope & bad_rope) | bad_attn):
+                    | ((c.op == Op.MOE) & bad_moe) | (rope & bad_rope) | bad_attn
+                    | (router & bad_router)):
             m.d.comb += status.eq(Status.BAD_SHAPE)
         with m.Else():
             m.d.comb += status.eq(Status.OK)
@@ -774,12 +833,12 @@ class Decoder(wiring.Component):
                      span.eq(c.off + (c.heads - 1) * c.stride + D)]
         return ((c.heads == 0) | (c.off % g != 0) | (c.stride % g != 0)
                 | ((c.heads > 1) & (c.stride < D)) | (span > c.row * LINE)
-                | (words >= (1 << lin.fetch.len_bits))
+                | (words >= (1 << cfg.norm_fetch.len_bits))
                 | (c.addr + words > (1 << lin.addr_bits)))
 
     def _expect(self, c):
         """The beats an op counts: lines written (``LINEAR``, ``MOE``: their beats placed),
-        or ``OUT``'s lines."""
+        ``OUT``'s lines, or ``ROUTER``'s beats written into the router."""
         cfg = self._config
         HL, C, MC = cfg.hidden // LINE, cfg.linear.array.cols, cfg.moe.array.cols
         return Mux(c.op == Op.NORM, c.count * _tokens(c, HL).per,
@@ -787,7 +846,8 @@ class Decoder(wiring.Component):
                        Mux(c.op == Op.MOE, c.count * (cfg.hidden // MC),
                            Mux(c.op == Op.ROPE, c.count * c.heads * cfg.rope_lines,
                                Mux((c.op == Op.ATTN) | (c.op == Op.ARGMAX), 1,
-                                   c.count)))))
+                                   Mux(c.op == Op.ROUTER, cfg.router_beats,
+                                       c.count))))))
 
 
 def _tokens(c, hl: int) -> SimpleNamespace:

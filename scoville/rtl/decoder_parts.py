@@ -22,7 +22,7 @@ LINE = MX_BLOCK
 
 class Op(enum.IntEnum, shape=4):
     """A command's operation (``docs/decoder.md`` says what each reads and writes); the codes
-    past ``GLU`` are refused (``BAD_OP``)."""
+    past ``ROUTER`` are refused (``BAD_OP``)."""
     IN = 0
     OUT = 1
     ADD = 2
@@ -33,6 +33,7 @@ class Op(enum.IntEnum, shape=4):
     ATTN = 7
     ARGMAX = 8
     GLU = 9
+    ROUTER = 10
 
 
 class Status(enum.IntEnum, shape=3):
@@ -60,7 +61,7 @@ def command_layout(config) -> data.StructLayout:
     ``LINEAR``'s ``k``, ``n``, ``bias``, ``stride`` and ``row`` (lines between tokens read and
     written; 0: packed); ``NORM``'s ``k`` (values a token; 0: ``hidden``) and ``row`` (lines
     between tokens; 0: packed); the memory word ``addr`` of ``NORM``'s,
-    ``LINEAR``'s and ``MOE``'s weights and ``ROPE``'s table rows; ``ROPE``'s ``heads``
+    ``LINEAR``'s, ``MOE``'s and ``ROUTER``'s weights and ``ROPE``'s table rows; ``ROPE``'s ``heads``
     (vectors a token), ``stride`` and ``off`` (values: between a token's vectors, and to its
     first) and ``row`` (lines: between tokens); ``ATTN``'s ``aop`` (the attention block's
     command), ``seq``, ``heads`` and ``value`` (a sink's head and logit, a step's window),

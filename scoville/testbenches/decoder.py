@@ -27,28 +27,29 @@ from amaranth.hdl import Shape
 from scoville.rtl.decoder import LINE, OPS, AttnOp, Op, Status, command_layout
 from scoville.sim.cycles.decoder import timing
 from scoville.sim.cycles.memory import MemoryAgent
-from scoville.sim.cycles.stream import ALWAYS
 from scoville.sim.golden import moe as moe_golden
 from scoville.sim.golden import rope as rope_golden
-from scoville.sim.golden.decoder import COMMAND_FIELDS, DecoderModel, check, norm_words
+from scoville.sim.golden.decoder import (
+    COMMAND_FIELDS,
+    DecoderModel,
+    check,
+    norm_words,
+    router_words,
+)
 from scoville.sim.golden.fetch import fetch
 from scoville.sim.golden.linear import tile_words
-from scoville.sim.harness import stream_names
 
 from .bench import BlockBench
 from .failures import Failure, Kind
-from .freerun import FreeRun, Memory, read_int
-from .kit import context, join_words, reset
-from .moe import router_rows
+from .freerun import Memory, read_int
+from .kit import context, join_words
 
 SOURCES = ("cmd", "x")
 SINKS = ("req", "o", "resp")
 
 #: Streams whose beats cannot wait (no stall bin): the fetch engines reserve room for a burst
 #: before they ask.
-NEVER_WAITS = {"rdata": "the fetch engines reserve room for a burst before they ask",
-               "wr": "the router's weights are loaded while the block is idle (always "
-                     "ready); the checked runs leave it idle"}
+NEVER_WAITS = {"rdata": "the fetch engines reserve room for a burst before they ask"}
 
 #: The block's counters, as the testbench reads them.
 COUNTERS = ("commands", "refused", "weight_words")
@@ -76,16 +77,17 @@ BINS = {
 
 class Program:
     """A program being written: its commands, ``IN``'s lines and the weight memory (the
-    norms' vectors and the projections' tiles, each at the next free word)."""
+    norms' vectors, the projections' tiles, the routers' and experts' weights, ``ROPE``'s
+    table rows, each at the next free word)."""
 
     def __init__(self, cfg):
         self.cfg = cfg
         self.commands: list[dict] = []
         self.x: list[np.ndarray] = []
         self.image: list[int] = []
-        #: The MoE layers' weights by address; the router's loaded on ``wr`` (the last's).
+        #: The MoE layers' weights by address (their experts' words there: the golden model
+        #: is told them).
         self.moe: dict[int, moe_golden.MoeWeights] = {}
-        self.router: moe_golden.MoeWeights | None = None
 
     def cmd(self, op: Op, **fields) -> None:
         """A command of ``fields`` (a missing one 0); each must fit its field of ``cmd``."""
@@ -124,12 +126,17 @@ class Program:
         return self._put(tile_words(self.cfg.linear, w, b))
 
     def moe_weights(self, w, addr: int | None = None) -> int:
-        """The address of a new MoE layer's weights ``w``
-        (:class:`~scoville.sim.golden.moe.MoeWeights`; at ``addr``, or the next free word),
-        its router's to be loaded on ``wr`` (the block has one router: the last given)."""
+        """The address of a new MoE layer's experts' weights (of ``w``, a
+        :class:`~scoville.sim.golden.moe.MoeWeights`; at ``addr``, or the next free word)."""
         addr = self._put(moe_golden.memory_image(self.cfg.moe, w), addr)
-        self.moe[addr] = self.router = w
+        self.moe[addr] = w
         return addr
+
+    def router_weights(self, w, addr: int | None = None) -> int:
+        """The address of a router's weights (``w``'s ``router_weight`` and ``router_bias``,
+        as ``ROUTER`` reads them: :func:`~scoville.sim.golden.decoder.router_words`; at
+        ``addr``, or the next free word)."""
+        return self._put(router_words(self.cfg, w.router_weight, w.router_bias), addr)
 
     def _put(self, words: list[int], addr: int | None = None) -> int:
         """``words`` at the next free word, or at ``addr`` (zeros before it)."""
@@ -218,6 +225,7 @@ def layer(prog: Program, rng, tokens: int, specials: bool = False) -> None:
     prog.cmd(Op.OUT, a=X, count=tokens * hl)
     prog.cmd(Op.NORM, a=X, dst=Hd, count=tokens, addr=prog.norm_weight(rng.standard_normal(H)))
     moe = moe_golden.random_weights(cfg.moe, rng)
+    prog.cmd(Op.ROUTER, addr=prog.router_weights(moe))
     # Not the NaN token itself (the attention has spread NaN over the others' values; the
     # router ranks NaN first in both models).
     first = 1 if specials and tokens > 1 else 0
@@ -294,7 +302,7 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
         out.append((S, step | {"off": min(A.kv.head_dim, LINE) // 2, "row": rows + 1}))
     if cfg.rope_words > 1:     # a row past the memory's last word
         out.append((S, rope | {"addr": top - cfg.rope_words + 1}))
-    longest = (1 << lin.fetch.len_bits) // cfg.rope_words     # rows of one fetch, and one
+    longest = (1 << cfg.norm_fetch.len_bits) // cfg.rope_words    # rows of one fetch, and one
     if (longest + 1) * rl <= N and longest < 1 << 16:
         out.append((S, rope | {"count": longest + 1}))
     if cfg.norm_words > 1:    # weights that run past the memory's last word
@@ -311,6 +319,7 @@ def refusals(cfg) -> list[tuple[Status, dict]]:
     if cfg.moe_words > 1:
         out.append((S, {"op": Op.MOE, "a": 0, "dst": 0, "count": 1,
                         "addr": top - cfg.moe_words + 1}))
+    out.append((S, {"op": Op.ROUTER, "addr": top - cfg.router_words + 1}))
     if lin.weight_words(K, LINE, False) > 1:
         out.append((S, {"op": Op.LINEAR, "a": 0, "dst": 8, "count": 1, "k": K, "n": LINE,
                         "addr": top - lin.weight_words(K, LINE, False) + 1}))
@@ -406,13 +415,17 @@ def edge_commands(prog: Program) -> None:
 def top_moe(prog: Program, rng) -> None:
     """A ``MOE`` of the most tokens it holds, over the activation memory's last tokens in
     place, its experts' weights ending at the memory's last word (where the image can hold
-    them), read back."""
+    them; its router's before them, loaded over another router), read back."""
     cfg = prog.cfg
     N, hl, top = cfg.act_lines, cfg.hidden // LINE, 1 << cfg.linear.addr_bits
     t = min(cfg.moe.tokens, N // hl)
     if cfg.linear.addr_bits > 16:
         return
-    addr = prog.moe_weights(moe_golden.random_weights(cfg.moe, rng), top - cfg.moe_words)
+    w = moe_golden.random_weights(cfg.moe, rng)
+    other = moe_golden.random_weights(cfg.moe, rng)     # a router loaded over another
+    prog.cmd(Op.ROUTER, addr=prog.router_weights(other))
+    prog.cmd(Op.ROUTER, addr=prog.router_weights(w))
+    addr = prog.moe_weights(w, top - cfg.moe_words)
     prog.cmd(Op.MOE, a=N - t * hl, dst=N - t * hl, count=t, addr=addr)
     prog.cmd(Op.OUT, a=N - t * hl, count=t * hl)
 
@@ -472,8 +485,12 @@ def random_commands(prog: Program, rng, count: int) -> None:
             n = cfg.argmax.beats
             if n <= 2 * span:
                 prog.cmd(Op.ARGMAX, a=int(rng.integers(0, 2 * span - n + 1)), count=n)
+        elif op == Op.ROUTER:      # a new router (its count ignored)
+            w = moe_golden.random_weights(cfg.moe, rng)
+            prog.cmd(Op.ROUTER, count=int(rng.integers(0, 3)), addr=prog.router_weights(w))
         elif op == Op.MOE:
-            if not prog.moe:
+            routed = any(c["op"] == Op.ROUTER and not check(cfg, c) for c in prog.commands)
+            if not prog.moe or not routed:
                 continue
             t = int(rng.integers(1, cfg.moe.tokens + 1))
             a = hl * int(rng.integers(0, 2 * span // hl - t + 1))
@@ -595,6 +612,8 @@ def _requests(cfg, image, commands, routes) -> tuple[list, int]:
             got = fetch(port, image, [(c["addr"], norm_words(cfg, c))])
         elif c["op"] == Op.ROPE:
             got = fetch(port, image, [(c["addr"], c["count"] * cfg.rope_words)])
+        elif c["op"] == Op.ROUTER:
+            got = fetch(port, image, [(c["addr"], cfg.router_words)])
         elif c["op"] == Op.LINEAR:
             n = cfg.linear.tile_words(c["k"], bool(c["bias"]))
             got = fetch(port, image, [(c["addr"] + j * n, n)
@@ -612,22 +631,6 @@ def _requests(cfg, image, commands, routes) -> tuple[list, int]:
     return requests, words
 
 
-async def load_router(dut, ctx, weights, *, reset_first: bool = True) -> None:
-    """The MoE router's columns and bias on ``wr``, a beat each (a run of its own: the
-    router keeps them through a reset; ``reset_first`` false: written while the block is
-    idle after an earlier run, which it leaves as it is)."""
-    cfg = ctx.config.moe
-    beats = cfg.hidden // cfg.x_lanes
-    rows = router_rows(ctx.codecs["wr"], cfg, weights)
-    if reset_first:
-        await reset(dut, stream_names(ctx.component))
-    bench = FreeRun(dut, ctx.component,
-                    sources={"wr": (rows, ALWAYS), "cmd": ([], ALWAYS), "x": ([], ALWAYS)},
-                    sinks={"req": (0, ALWAYS), "o": (0, ALWAYS), "resp": (0, ALWAYS)},
-                    memories={"rdata": Memory([0], 0, 1, 1)})
-    await bench.run(timeout=10 * beats + 1000, expect=beats + 1)
-
-
 async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
                       latency: int | None = None, bytes_per_cycle: int | None = None,
                       interrupt: bool = False, model: DecoderModel | None = None,
@@ -636,9 +639,8 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
     every handshake's cycle. ``interrupt``: first run it partway and reset the block.
     ``model``: the golden model that ran the programs before (its memory the program's
     image), which goes on from their state, as the block does when ``reset_first`` is false
-    (the block idle after them; the router, when the program has one, written first without a
-    reset). ``want``: what the ``OUT`` lines must be (float32 arrays, in order), checked
-    against the golden model's before the block runs."""
+    (the block idle after them). ``want``: what the ``OUT`` lines must be (float32 arrays,
+    in order), checked against the golden model's before the block runs."""
     cfg, wl, codec = ctx.config, ctx.workload, ctx.codecs
     latency = wl.mem_latency if latency is None else latency
     bpc = wl.mem_bytes_per_cycle if bytes_per_cycle is None else bytes_per_cycle
@@ -646,8 +648,6 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
     if model is None:
         model = prog.golden()
     model.routes, model.results = [], []
-    if prog.router is not None:
-        model.load_router(prog.router)
     xs = iter(prog.x)
     want_o, answers = [], []
     for c in prog.commands:
@@ -669,10 +669,8 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
                                    index=list(index_))
     beats = [join_words(row, 32) for x in prog.x for row in np.asarray(x).view(np.uint32)]
     requests, words = _requests(cfg, image, prog.commands, model.routes)
-    if prog.router is not None:
-        await load_router(dut, ctx, prog.router, reset_first=reset_first)
     tb = BlockBench(dut, ctx, test, sources=SOURCES, memories=("rdata",), sinks=SINKS,
-                    gaps=gaps, idle=("wr",),
+                    gaps=gaps,
                     detail=f" (mem_latency={latency}, mem_bytes_per_cycle={bpc})")
     cmds = prog.commands
     timed_cmds = timed_commands(cfg, cmds, model)

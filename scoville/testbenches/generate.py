@@ -3,19 +3,19 @@ model (:func:`engine_params`), the hardware formats the golden model then comput
 (:func:`formats_of`), and each forward pass written as commands, a program a layer
 (:class:`Generation`).
 
-The programs (``docs/decoder.md`` states them): every weight placed once in the weight
-memory (each layer's norms, its fused Q/K/V projection and biases, O projection, MoE experts;
-the final norm and the head), then the rotary table rows of every position. Each layer keeps
-its KV cache as a sequence of its own in the attention block (allocated by the first pass).
-A forward pass of T tokens at positions ``p0 ..``: the embeddings ``IN`` (the host's table
-lookup, as a chip's host would send them), then per layer its sink logits (``ATTN`` sinks:
-the block holds one set), ``NORM``, the Q/K/V ``LINEAR`` (one projection of the three weights
-stacked, biases too), ``ROPE`` of the query and key heads, ``ATTN`` steps of its sequence
-(the layer's sliding window as the step's own), the O ``LINEAR``, the residual ``ADD``,
-``NORM``, ``MOE`` (the layer's router written on ``wr`` before its program: the block has
-one router), the residual ``ADD`` and the layer's hidden states ``OUT``; after the last
-layer the last token's ``NORM`` (``model.norm``) and the head's ``LINEAR``, its logits
-``OUT``, and ``ARGMAX`` of them: its answer is the next token.
+The programs (``docs/decoder.md`` states them): every weight placed once in the weight memory
+(each layer's norms, its fused Q/K/V projection and biases, O projection, MoE router and
+experts; the final norm and the head), then the rotary table rows of every position. Each layer
+keeps its KV cache as a sequence of its own in the attention block (allocated by the first
+pass). A forward pass of T tokens at positions ``p0 ..``: the embeddings ``IN`` (the host's
+table lookup, as a chip's host would send them), then per layer its sink logits (``ATTN``
+sinks: the block holds one set), ``NORM``, the Q/K/V ``LINEAR`` (one projection of the three
+weights stacked, biases too), ``ROPE`` of the query and key heads, ``ATTN`` steps of its
+sequence (the layer's sliding window as the step's own), the O ``LINEAR``, the residual
+``ADD``, ``NORM``, ``ROUTER`` (the layer's router from memory: the block holds one) and
+``MOE``, the residual ``ADD`` and the layer's hidden states ``OUT``; after the last layer the
+last token's ``NORM`` (``model.norm``) and the head's ``LINEAR``, its logits ``OUT``, and
+``ARGMAX`` of them: its answer is the next token.
 
 DeepSeek-V3's layers: its MLA absorbed at run time (:meth:`Generation._mla`), its dense MLP
 (:meth:`Generation._dense`) in its first layers, its MoE (DeepSeek's router, the shared
@@ -190,7 +190,7 @@ def _attn_cols(d: int, v: int) -> int:
 def image_words(config: dict, params: dict, context: int) -> int:
     """Words of the weight memory a model takes on the engine of ``params``
     (:meth:`Generation._place` lays them out): each layer's norms, its attention's
-    projections, its MoE's experts (or its dense MLP's projections); the final norm, the
+    projections, its MoE's router and experts (or its dense MLP's projections); the final norm, the
     head; ``context`` rotary table rows."""
     from scoville.rtl.lib.params import build_config
 
@@ -212,7 +212,7 @@ def image_words(config: dict, params: dict, context: int) -> int:
                                    + lin.weight_words(s.nope, s.kv_lora, False)
                                    + lin.weight_words(s.kv_lora, s.v_dim, False)))
         if s.is_moe(i):
-            total += cfg.moe_words
+            total += cfg.moe_words + cfg.router_words
         else:
             total += (2 * lin.weight_words(s.hidden, s.inter, False)
                       + lin.weight_words(s.inter, s.hidden, False))
@@ -239,12 +239,10 @@ def formats_of(cfg: DecoderConfig) -> golden.Formats:
 
 @dataclass
 class Chunk:
-    """One program run on its own (the block idle before it): ``router`` the MoE router the
-    block holds for it (written on ``wr`` first; None: the one it holds), what it is
-    (``label``), and which ``OUT`` lines are a layer's hidden states or the logits."""
+    """One program run on its own (the block idle before it): what it is (``label``), and
+    which ``OUT`` lines are a layer's hidden states or the logits."""
 
     prog: Program
-    router: moe_golden.MoeWeights | None
     label: str
     outs: list[tuple[str, int]] = field(default_factory=list)   # (what, lines)
 
@@ -302,7 +300,7 @@ class Generation:
                         w[f"{m}gate.weight"], w[f"{m}gate.e_score_correction_bias"],
                         w[f"{m}experts.gate_up_proj"], w[f"{m}experts.down_proj"], None, None,
                         *shared)
-                at.update({"moe": img.moe_weights(moe), "moe_weights": moe})
+                at.update({"moe": img.moe_weights(moe), "router": img.router_weights(moe)})
             self.layer_addr.append(at)
         self.norm_addr = img.norm_weight(w["model.norm.weight"])
         self.head_addr = img.linear_weight(w["lm_head.weight"])
@@ -349,10 +347,10 @@ class Generation:
 
     # ---- a forward pass ------------------------------------------------------------------
 
-    def _chunk(self, router, label: str) -> Chunk:
+    def _chunk(self, label: str) -> Chunk:
         prog = Program(self.cfg)
         prog.image, prog.moe = self.image.image, self.image.moe
-        chunk = Chunk(prog, router, label)
+        chunk = Chunk(prog, label)
         self.chunks.append(chunk)
         return chunk
 
@@ -364,7 +362,7 @@ class Generation:
         X, Hn, L = lay["X"], lay["Hn"], lay["L"]
         for i in range(s.layers):
             at = self.layer_addr[i]
-            ch = self._chunk(at.get("moe_weights"), f"pass {n} layer {i}")
+            ch = self._chunk(f"pass {n} layer {i}")
             prog = ch.prog
             if i == 0:
                 if n == 0:
@@ -377,6 +375,7 @@ class Generation:
             for t, c in _groups(T, cfg.linear.tokens):
                 prog.cmd(Op.NORM, a=X + t * hl, dst=Hn + t * hl, count=c, addr=at["norm2"])
             if s.is_moe(i):
+                prog.cmd(Op.ROUTER, addr=at["router"])
                 for t, c in _groups(T, cfg.moe.tokens):
                     prog.cmd(Op.MOE, a=Hn + t * hl, dst=Hn + t * hl, count=c, addr=at["moe"])
             else:
@@ -500,7 +499,7 @@ def model_weights(spec: dict) -> dict:
 async def test_generate(dut):
     """Greedy generation through the block (the model in :data:`ENV_GENERATE`): each layer's
     program run after the one before, the block idle between them (its activation memory,
-    KV cache and sequences kept; the layer's router written on ``wr``), every ``OUT`` line
+    KV cache and sequences kept), every ``OUT`` line
     (each layer's hidden states, each pass's logits) bit for bit against the golden layer
     model, each pass's ``ARGMAX`` answer the golden model's token, and every answer,
     request and handshake's cycle against the engine's golden and timed models, on the
@@ -513,7 +512,6 @@ async def test_generate(dut):
     cycles = model_cycles = 0
     tokens = []
     for k, ch in enumerate(gen.chunks):
-        ch.prog.router = ch.router
         m = await run_program(dut, ctx, f"test_generate[{ch.label}]", ch.prog, gaps=False,
                               model=model, reset_first=k == 0, want=gen.expected(k))
         cycles += m["cycles"]

@@ -4,7 +4,8 @@
 per RTL part, joined by wires as the RTL connects them and stepped together cycle by cycle:
 the sequencer and the two line readers (below, from the docstrings of
 :mod:`scoville.rtl.decoder_parts`), the norm (:class:`~scoville.sim.cycles.rmsnorm.Norm`),
-its weights' fetch engine (:class:`~scoville.sim.cycles.fetch.Engine`) and loader, the
+its weights' fetch engine (:class:`~scoville.sim.cycles.fetch.Engine`) and loader (and
+``ROUTER``'s joiner of a router beat's words), the
 projections (:class:`~scoville.sim.cycles.linear.Parts`), the MoE
 (:class:`~scoville.sim.cycles.moe.Parts`) and its line splitter, ``ROPE``'s walkers, joiners
 (a vector's lines, a table row's words), rotation
@@ -54,6 +55,8 @@ def expect(config, fields: dict) -> int:
         return n * fields["heads"] * config.rope_lines
     if op in (Op.ATTN, Op.ARGMAX):
         return 1            # the attention block's answer, the argmax's
+    if op == Op.ROUTER:
+        return config.router_beats      # beats written into the router
     return n
 
 
@@ -348,7 +351,7 @@ class _Block:
             "moe_req", "moe_rdata", "req", "rdata", "vwords", "rwords", "rl", "rg", "rrow",
             "rope_i", "rope_o", "rline", "wl", "at_cmd", "at_q", "at_kv", "at_o", "at_resp",
             "aq_l", "akv_l", "at_oline", "ao_w", "am_i", "am_o", "glu_i", "glu_o",
-            "glu_line")})
+            "glu_line", "twords", "tbeat")})
         P = cfg.linear.weight_port_bits
         self.mem = memory or MemoryAgent(1, P // 8, P)
         self.mem.attach(w.req, w.rdata, ready.get("req", ALWAYS))
@@ -365,6 +368,7 @@ class _Block:
         self.rwalk, self.wwalk = VecWalker(w.rl), VecWalker(w.wl)
         self.rgather = Joiner(cfg.rope_lines if cfg.rope.dim >= LINE else 1, w.rl, w.rg)
         self.rrows = Joiner(cfg.rope_words, w.rwords, w.rrow)
+        self.rtjoin = Joiner(cfg.router_beat_words, w.twords, w.tbeat)
         self.rope = StallPipeline(cfg.rope.latency, w.rope_i, w.rope_o)
         A = cfg.attn
         self.attn = attention_timed.Parts(A, w.at_cmd, w.at_q, w.at_kv, w.at_kv, w.at_o,
@@ -396,7 +400,8 @@ class _Block:
         """The unit models, then the wires between them, by name (a trace's columns)."""
         units = {name: getattr(self, name) for name in (
             "seq", "ra", "rb", "norm", "wfetch", "wvec", "mux", "mem", "msplit", "rwalk",
-            "wwalk", "rgather", "rrows", "rope", "rsplit", "qwalk", "kvwalk", "owalk", "qgather",
+            "wwalk", "rgather", "rrows", "rtjoin", "rope", "rsplit", "qwalk", "kvwalk", "owalk",
+            "qgather",
             "kvgather", "osplit", "argmax", "gsplit", "glu", "gjoin")
             if getattr(self, name) is not None}
         inner = {f"{part}.{name}": unit for part in ("proj", "moe", "attn")
@@ -425,30 +430,34 @@ class _Block:
     def _part_commands(self) -> None:
         """The parts' commands on their wires (the ones pending)."""
         cfg, w = self.cfg, self.w
-        lin, vec, moe, attn = self._pending      # vec: a NORM's weights or a ROPE's rows
+        lin, vec, moe, attn = self._pending   # vec: a NORM's, a ROPE's or a ROUTER's words
         w.at_cmd.set(attn is not None, self.attn.cmd_ready,
                      None if attn is None else attn["result"])
         w.lin_cmd.set(lin is not None, self.proj.seq.state == "IDLE",
                       None if lin is None else {"tokens": lin["count"], "k": lin["k"],
                                                 "n": lin["n"], "addr": lin["addr"],
                                                 "bias": lin["bias"]})
+        lengths = {Op.NORM: lambda c: norm_words(cfg, c),
+                   Op.ROPE: lambda c: c["count"] * cfg.rope_words,
+                   Op.ROUTER: lambda c: cfg.router_words}
         w.wf_cmd.set(vec is not None, self.wfetch.ready,
-                     None if vec is None else (vec["addr"], norm_words(cfg, vec)
-                                               if vec["op"] == Op.NORM
-                                               else vec["count"] * cfg.rope_words))
+                     None if vec is None else (vec["addr"], lengths[vec["op"]](vec)))
         w.moe_cmd.set(moe is not None, self.moe.seq.state == "IDLE",
                       None if moe is None else Batch(moe["count"], tuple(moe["groups"])))
 
     def _rope_wires(self, t: int) -> None:
-        """The fetch engine's words to the norm's loader or ``ROPE``'s rows (by the command
-        run), and ``ROPE``'s datapath: a vector's lines and its token's row into the rotation
-        together (the row taken with the token's last vector), its result split into the
-        lines written (the write port always takes them; the write walker steps with
-        them)."""
+        """The fetch engine's words to the norm's loader, ``ROPE``'s rows or ``ROUTER``'s
+        joiner (by the command run), and ``ROPE``'s datapath: a vector's lines and its
+        token's row into the rotation together (the row taken with the token's last vector),
+        its result split into the lines written (the write port always takes them; the
+        write walker steps with them)."""
         w = self.w
-        roping = self.seq.op == Op.ROPE
-        w.vwords.set(self.wfetch.o_valid and not roping, self.wvec.ready)
+        roping, routing = self.seq.op == Op.ROPE, self.seq.op == Op.ROUTER
+        w.vwords.set(self.wfetch.o_valid and not roping and not routing, self.wvec.ready)
         w.rwords.set(self.wfetch.o_valid and roping)
+        # ROUTER's words joined into beats, each written into the router (idle: ready).
+        w.twords.set(self.wfetch.o_valid and routing, self.rtjoin.i_ready(t))
+        w.tbeat.set(self.rtjoin.o_valid(t), True)
         w.rl.set(self.rwalk.valid)
         gv, rv = self.rgather.o_valid(t), self.rrows.o_valid(t)
         if self.rsplit is None:
@@ -463,7 +472,8 @@ class _Block:
         w.rrow.set(rv, ri and gv and self.rwalk.last)
         w.rl.ready = self.rgather.i_ready(t)
         w.rwords.ready = self.rrows.i_ready(t)
-        w.words.set(self.wfetch.o_valid, w.rwords.ready if roping else self.wvec.ready)
+        w.words.set(self.wfetch.o_valid, w.rwords.ready if roping
+                    else w.twords.ready if routing else self.wvec.ready)
         w.wl.set(self.wwalk.valid, w.rline.valid)
 
     def _attn_wires(self, t: int, op) -> None:
@@ -524,7 +534,8 @@ class _Block:
                 or (op == Op.ROPE and w.rline.valid)
                 or (op == Op.ATTN and w.at_resp.valid and w.at_resp.ready)
                 or (op == Op.ARGMAX and w.am_o.valid and w.am_o.ready)
-                or (op == Op.GLU and w.glu_line.valid))
+                or (op == Op.GLU and w.glu_line.valid)
+                or (op == Op.ROUTER and w.tbeat.valid))
         if taken_x:
             self.x.take(t)
         if out:
@@ -543,13 +554,14 @@ class _Block:
                 walker.start_tokens(started["count"], started["heads"] * cfg.rope_lines)
         if started is not None and started["op"] == Op.ATTN:
             self._start_attn(started)
-        if go is not None and go["op"] not in (Op.IN, Op.ROPE, Op.ATTN):
+        if go is not None and go["op"] not in (Op.IN, Op.ROPE, Op.ATTN, Op.ROUTER):
             ra.start(walk(cfg, go)[0])      # reader A's lines, and B's for ADD and GLU
             if go["op"] in (Op.ADD, Op.GLU):
                 rb.start(go["count"])
         seq.step(t, loaded=loaded, beat=beat)
         for unit in (ra, rb, self.norm, self.wfetch, self.wvec, self.mux, self.mem,
-                     self.msplit, self.rwalk, self.wwalk, self.rgather, self.rrows, self.rope,
+                     self.msplit, self.rwalk, self.wwalk, self.rgather, self.rrows,
+                     self.rtjoin, self.rope,
                      self.argmax, self.gsplit, self.glu, self.gjoin):
             unit.step(t)
         if self.rsplit is not None:
@@ -581,7 +593,7 @@ class _Block:
 
 
 #: The ops whose part takes a command of its own, and its place in ``_Block._pending``.
-_PARTS = {Op.LINEAR: 0, Op.NORM: 1, Op.MOE: 2, Op.ROPE: 1, Op.ATTN: 3}
+_PARTS = {Op.LINEAR: 0, Op.NORM: 1, Op.MOE: 2, Op.ROPE: 1, Op.ATTN: 3, Op.ROUTER: 1}
 
 
 def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
@@ -601,9 +613,9 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
     attention model's, as for :func:`timing`) is the attention block's command offered at
     ``t + 1``, its answer as :func:`_attn_answer` says. A ``NORM``'s and a ``LINEAR``'s part
     takes its command at ``t + 1``. The
-    ``NORM``'s vector arrives as the fetch engine's stream (the memory's rate, or ``buffer``
-    words a round trip when that is slower), each word two cycles after the memory gives it;
-    the norm runs as :func:`~scoville.sim.cycles.rmsnorm.ideal_cycles` says. The ``LINEAR`` is
+    ``NORM``'s vector and a ``ROUTER``'s words arrive as :func:`_arrived` says (a
+    ``ROUTER``'s last beat written with its last word); the norm runs as
+    :func:`~scoville.sim.cycles.rmsnorm.ideal_cycles` says. The ``LINEAR`` is
     :func:`scoville.sim.cycles.linear.fast` from then, a ``MOE`` (its ``groups`` as for
     :func:`timing`) :func:`scoville.sim.cycles.moe.layer`. ``tests/test_decoder.py`` holds it
     to the cycle model, where the memory's queue holds a round trip's words as
@@ -635,15 +647,12 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
             last = t + n + ARGMAX_LATENCY       # its answer, after the last line
         elif op == Op.NORM:
             W = norm_words(cfg, c)
-            first = t + 2 + L
-            direct = min(W, fc.buffer)
-            arrived = first + (direct - 1) / rho
-            if W > direct:
-                rate = min(rho, (fc.buffer - fc.burst / 2) / (L + 3))
-                arrived += (W - direct) / rate
-            go = arrived + 3
+            go = _arrived(fc, t, W, L, rho) + 1       # loaded, then go
             last = go + ideal_cycles(cfg.norm, n, width=walk(cfg, c)[1])
             words += W
+        elif op == Op.ROUTER:   # the last beat written with its last word
+            last = _arrived(fc, t, cfg.router_words, L, rho)
+            words += cfg.router_words
         elif op == Op.ROPE:
             last = _rope_fast(cfg, c, t, L, rho)
             words += n * cfg.rope_words
@@ -665,6 +674,26 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
         t = last + 3
     return {"cycles": end + 1, "weight_words": words, "macs": macs}
 
+
+
+def _arrived(fc, t: float, words: int, latency: int, rho: float) -> float:
+    """The cycle the fetch engine (``fc``) offers the last of ``words`` words to a consumer
+    that takes each at once, for a command taken at ``t``: bursts requested from ``t + 2``
+    (each once the buffer has room for it: the words asked and not yet taken at most
+    ``buffer``), the memory giving each word ``latency`` cycles after its request at ``rho``
+    words a cycle, each offered two cycles after."""
+    requests: list[float] = []
+    taken: list[float] = []
+    given = -1.0
+    for k in range(words):
+        b = k // fc.burst
+        if b == len(requests):
+            room = min((b + 1) * fc.burst, words) - fc.buffer - 1
+            ask = t + 2 if not b else requests[-1] + 1
+            requests.append(max(ask, taken[room] + 1) if room >= 0 else ask)
+        given = max(requests[b] + latency, given + 1 / rho)
+        taken.append(given + 2)
+    return taken[-1]
 
 
 def _rope_fast(cfg, c: dict, t: float, latency: int, rho: float) -> float:

@@ -844,6 +844,8 @@ def ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | 
         return [(cmd["a"], span)], (cmd["dst"], span)
     if op == Op.ROPE:      # in place
         return [(cmd["a"], n * cmd["row"])], (cmd["a"], n * cmd["row"])
+    if op == Op.ROUTER:
+        return [], None
     if op == Op.ATTN:
         if cmd["aop"] not in (AttnOp.STEP, AttnOp.APPEND):
             return [], None
@@ -856,7 +858,7 @@ def ranges(config, cmd: dict) -> tuple[list[tuple[int, int]], tuple[int, int] | 
 
 def check(config, cmd: dict):
     """The :class:`~scoville.rtl.decoder.Status` the block answers ``cmd`` (its fields) with,
-    as ``docs/decoder.md`` states: ``BAD_OP`` for an op past ``GLU``; ``BAD_RANGE`` for a
+    as ``docs/decoder.md`` states: ``BAD_OP`` for an op past ``ROUTER``; ``BAD_RANGE`` for a
     ``count`` of 0, a range past the activation memory (counted in whole lines: ``k // 32``
     and ``n // 32`` a token, from the first token's first line to the last one's last), or
     (``ADD``, ``GLU``, ``NORM``) a written range that overlaps a read range without starting
@@ -869,9 +871,9 @@ def check(config, cmd: dict):
     (:func:`rope_fits`), an ``ATTN`` step or append whose token rows cannot hold its query,
     key and value heads from ``off`` (on the heads' grid; its key heads from a value below
     65536), of more than 256 tokens, or an append of other than one, or weights (or table
-    rows) past the memory's addresses. An
-    ``ATTN`` of another attention command (alloc, free, sink) reads and writes no lines: the
-    attention block answers it."""
+    rows, a ``ROUTER``'s :attr:`~scoville.rtl.decoder.DecoderConfig.router_words`) past the
+    memory's addresses. An ``ATTN`` of another attention command (alloc, free, sink) and a
+    ``ROUTER`` read and write no lines (a ``count`` of 0 is theirs to ignore)."""
     if cmd["op"] not in set(Op):
         return Status.BAD_OP
     op, lin = Op(cmd["op"]), config.linear
@@ -899,6 +901,8 @@ def check(config, cmd: dict):
     if op == Op.MOE and (cmd["count"] > config.moe.tokens
                          or cmd["addr"] + config.moe_words > words):
         return Status.BAD_SHAPE
+    if op == Op.ROUTER and cmd["addr"] + config.router_words > words:
+        return Status.BAD_SHAPE
     if op == Op.ROPE and not rope_fits(config, cmd):
         return Status.BAD_SHAPE
     if op == Op.ATTN and spans:
@@ -917,6 +921,27 @@ def norm_words(config, cmd: dict) -> int:
     return (cmd["k"] or config.hidden) * 32 // config.linear.weight_port_bits
 
 
+def router_words(config, weight, bias) -> list[int]:
+    """The memory words of a ``ROUTER``'s weights (``config`` the block's): the router's
+    ``weight`` (experts x hidden) and ``bias`` (experts) as FP32, in
+    :attr:`~scoville.rtl.decoder.DecoderConfig.router_beats` beats of ``router_beat_words``
+    words each (the first word lowest): beat ``b`` below ``hidden / x_lanes`` the columns
+    ``W[:, b L .. b L + L - 1]`` (``L`` = ``moe.x_lanes``; column ``q`` from bit ``32 E q``,
+    expert 0 lowest in it), the last the bias in its first column; zeros above."""
+    m, p = config.moe, config.linear.weight_port_bits
+    L = m.x_lanes
+    cols = np.concatenate([np.asarray(weight, np.float32).T,
+                           np.asarray(bias, np.float32)[None]]).view(np.uint32)
+    words, mask = [], (1 << p) - 1
+    for b in range(config.router_beats):
+        beat = cols[b * L:(b + 1) * L] if b < config.router_beats - 1 else cols[-1:]
+        value = 0
+        for i, bits in enumerate(np.asarray(beat).reshape(-1).tolist()):
+            value |= int(bits) << (32 * i)
+        words += [(value >> (p * j)) & mask for j in range(config.router_beat_words)]
+    return words
+
+
 def rope_fits(config, cmd: dict) -> bool:
     """Whether a ``ROPE``'s vectors fit: at least one a token; ``off`` and ``stride`` on the
     vectors' grid (``min(dim, 32)`` values: a vector within one line, or whole lines); no two
@@ -928,7 +953,7 @@ def rope_fits(config, cmd: dict) -> bool:
     return (heads >= 1 and cmd["off"] % g == 0 and cmd["stride"] % g == 0
             and (heads == 1 or cmd["stride"] >= d)
             and cmd["off"] + (heads - 1) * cmd["stride"] + d <= cmd["row"] * 32
-            and words < 1 << config.linear.fetch.len_bits
+            and words < 1 << config.norm_fetch.len_bits
             and cmd["addr"] + words <= 1 << config.linear.addr_bits)
 
 
@@ -960,8 +985,10 @@ class DecoderModel:
     - ``MOE``: ``count`` tokens of ``H / 32`` lines from ``a``, through the MoE layer
       (:func:`~scoville.sim.golden.moe.moe`) whose experts' weights are at word ``addr``
       (:func:`~scoville.sim.golden.moe.memory_image` laid out from there; the model is told
-      them with :meth:`load_moe`) and the router's written on ``wr`` (:meth:`load_router`),
-      into ``dst`` on; :attr:`routes` records each one's expert groups;
+      them with :meth:`load_moe`) and the router the last ``ROUTER`` loaded, into ``dst``
+      on; :attr:`routes` records each one's expert groups;
+    - ``ROUTER``: the MoE router's weight and bias from word ``addr`` (:func:`router_words`
+      lays them out), which every ``MOE`` after it uses;
     - ``ROPE``: in place, for each of ``count`` tokens (token ``t``'s row at line ``a + t *
       row``) its ``heads`` vectors of ``rope.dim`` values (vector ``h`` from value ``off + h *
       stride`` of the row) rotated (:func:`~scoville.sim.golden.rope.rotate`, the pairs as
@@ -984,7 +1011,8 @@ class DecoderModel:
         self.memory = list(memory)
         self.act = np.zeros((self.config.act_lines, 32), np.uint32)
         self._moe: dict[int, moe_golden.MoeWeights] = {}
-        self._router: moe_golden.MoeWeights | None = None
+        #: The router's weight and bias, as the last ``ROUTER`` loaded them.
+        self._router: tuple[np.ndarray, np.ndarray] | None = None
         #: Each ``MOE`` run's expert groups ``((expert, tokens), ...)``, as its dispatch
         #: sorts them (what the timed model needs of it).
         self.routes: list[tuple[tuple[int, int], ...]] = []
@@ -1000,10 +1028,19 @@ class DecoderModel:
         :class:`~scoville.sim.golden.moe.MoeWeights`) the memory holds from word ``addr``."""
         self._moe[addr] = weights
 
-    def load_router(self, weights) -> None:
-        """The router's weight and bias (of ``weights``) written on ``wr``: the block has one
-        router, which every ``MOE`` after this uses."""
-        self._router = weights
+    def router_at(self, addr: int) -> tuple[np.ndarray, np.ndarray]:
+        """The router's weight (experts x hidden) and bias (experts), FP32, at word ``addr``
+        (:func:`router_words`' layout)."""
+        cfg = self.config
+        m, per = cfg.moe, cfg.router_beat_words
+        E, L = m.experts, m.x_lanes
+        cols = []
+        for b in range(cfg.router_beats):
+            value = self._words_value(addr + b * per, per)
+            cols += [[(value >> (32 * (q * E + e))) & 0xFFFFFFFF for e in range(E)]
+                     for q in range(L if b < cfg.router_beats - 1 else 1)]
+        cols = np.array(cols, np.uint32).view(np.float32)
+        return cols[:-1].T.copy(), cols[-1].copy()
 
     def _lines(self, first: int, n: int) -> np.ndarray:
         return self.act[first:first + n].view(np.float32)
@@ -1108,14 +1145,16 @@ class DecoderModel:
             self.act[_rows(dst, n, per, stride)] = y.view(np.uint32).reshape(n * per, 32)
         elif op == Op.ROPE:
             self._rope(cmd)
+        elif op == Op.ROUTER:
+            self._router = self.router_at(cmd["addr"])
         elif op == Op.MOE:
             if cmd["addr"] not in self._moe or self._router is None:
                 raise ValueError(f"MOE at word {cmd['addr']}: the model was not told the "
-                                 "experts' weights there (load_moe) or the router's "
-                                 "(load_router)")
+                                 "experts' weights there (load_moe), or no ROUTER ran "
+                                 "before it")
             weights = dataclasses.replace(self._moe[cmd["addr"]],
-                                          router_weight=self._router.router_weight,
-                                          router_bias=self._router.router_bias)
+                                          router_weight=self._router[0],
+                                          router_bias=self._router[1])
             xs = self._lines(a, n * hl).reshape(n, cfg.hidden).copy()
             self.routes.append(tuple((e, len(rows)) for e, rows, _ in moe_golden.dispatch(
                 *moe_golden.routing(cfg.moe, weights, xs))))
