@@ -9,12 +9,19 @@ Verilator at reduced size, against the models the exploration uses.
   (within its tolerance, 2.5%).
 - ``attention`` decode on an 8 x 64 array: the RTL's cycles and the timed model's (equal; the
   decode fast path the blocks chip uses equals the timed model, ``tests/test_attention.py``).
+- ``decoder``: tiny GPT-OSS's two layers and head in the decoder block (``scoville generate``,
+  a prompt of 4 and one token: the prefill pass, a program a layer): the RTL's cycles, the
+  timed model's (equal) and the decoder's fast path (:func:`scoville.sim.cycles.decoder.fast`,
+  within its tolerance, 2%), the model's token the golden model's.
 
 Streams keep up (no gaps, no back-pressure), as the exploration assumes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import sys
 
 from scoville.blocks import get_block
@@ -28,6 +35,8 @@ __all__ = ["verify"]
 
 #: The MoE fast path's tolerance against the cycle model (``tests/test_moe_fast.py``).
 MOE_TOLERANCE = 0.025
+#: The decoder fast path's (``tests/test_decoder.py``, ``tests/test_generate.py``).
+DECODER_TOLERANCE = 0.02
 
 
 def _run(name: str, params: dict, seed: int):
@@ -41,8 +50,22 @@ def _run(name: str, params: dict, seed: int):
     return config, result.metrics[block.workload_test]
 
 
+def _generate(model: str, prompt_len: int, tokens: int, seed: int) -> dict:
+    """``scoville generate --json`` of ``model`` on Verilator: its report."""
+    import argparse
+
+    from scoville.generate_command import run
+
+    args = argparse.Namespace(model=model, weights=None, prompt_len=prompt_len, tokens=tokens,
+                              sim="verilator", seed=seed, json=True)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        run(args)
+    return json.loads(buf.getvalue())
+
+
 def verify(seed: int = 1, out=sys.stdout) -> int:
-    """Run the three blocks; print a table; 0 when every model agrees, else 1."""
+    """Run the four blocks; print a table; 0 when every model agrees, else 1."""
     rows, ok = [], True
     shape = (16, 64, 32)
     params = {"rows": 8, "cols": 8, "fmt": "mxfp4", "m": shape[0], "k": shape[1],
@@ -75,6 +98,14 @@ def verify(seed: int = 1, out=sys.stdout) -> int:
     ok &= good
     rows.append(("attention decode, 2 KV heads x 8, 8x64, 100 tokens, 2 steps", m["cycles"],
                  m["model_cycles"], None, "", good))
+
+    m = _generate("tiny-gpt-oss", 4, 1, seed)
+    good = (m["passed"] and m["cycles"] == m["model_cycles"]
+            and abs(m["fast_cycles"] / m["cycles"] - 1) <= DECODER_TOLERANCE)
+    ok &= good
+    rows.append((f"decoder: tiny GPT-OSS, 2 layers and head, prefill of 4 "
+                 f"({m['commands']} commands)", m["cycles"], m["model_cycles"],
+                 m["fast_cycles"], "fast path", good))
 
     print("| block, point | RTL cycles | timed model | exploration's model | agrees |",
           file=out)

@@ -111,6 +111,7 @@ def run(args) -> int:
     report = {"model": args.model, "sim": args.sim, "seed": args.seed, "prompt": prompt,
               "tokens": m.get("tokens"), "passed": result.passed,
               "cycles": m.get("cycles"), "model_cycles": m.get("model_cycles"),
+              "fast_cycles": m.get("fast_cycles"),
               "programs": m.get("programs"), "commands": m.get("commands"),
               "log": result.log}
     if args.json:
@@ -119,7 +120,8 @@ def run(args) -> int:
         print(f"{args.model} on {args.sim}: prompt {prompt}")
         if result.passed:
             print(f"  generated {m['tokens']}: RTL equal to the golden model bit for bit; "
-                  f"{m['cycles']:,} cycles (timed model {m['model_cycles']:,}) over "
+                  f"{m['cycles']:,} cycles (timed model {m['model_cycles']:,}, fast path "
+                  f"{m['fast_cycles']:,}) over "
                   f"{m['programs']} programs of {m['commands']} commands")
         else:
             print(f"  FAILED: {result.log}", file=sys.stderr)

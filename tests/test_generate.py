@@ -193,7 +193,8 @@ def test_generate_rtl(simulator, seed, name, prompt_len, capsys):
     DeepSeek: past a projection's 8 tokens), 3 tokens; the tokens are the golden model's (the
     engine's ARGMAX answers) and the RTL's cycles the timed model's. On Verilator unless
     ``--both-sims`` (Icarus takes six minutes or more: its compile and some 80,000 cycles of
-    an engine with projections up to the vocabulary's 256)."""
+    an engine with projections up to the vocabulary's 256). The decoder's fast path is within
+    2% of the RTL's cycles."""
     code = main(["generate", "--model", name, "--prompt-len", str(prompt_len),
                  "--tokens", "3", "--sim", simulator, "--seed", str(seed), "--json"])
     report = json.loads(capsys.readouterr().out)
@@ -204,6 +205,8 @@ def test_generate_rtl(simulator, seed, name, prompt_len, capsys):
                                 formats=formats_of(cfg))
     assert report["tokens"] == tokens.tolist()
     assert report["cycles"] == report["model_cycles"] > 0
+    # The fast path (what the exploration reads) within its 2% of the RTL's whole run.
+    assert abs(report["fast_cycles"] / report["cycles"] - 1) <= 0.02, report
 
 
 @pytest.mark.parametrize("name", ["tiny-gpt-oss", "tiny-deepseek"])

@@ -25,7 +25,7 @@ import numpy as np
 from amaranth.hdl import Shape
 
 from scoville.rtl.decoder import LINE, OPS, AttnOp, Op, Status, command_layout
-from scoville.sim.cycles.decoder import timing
+from scoville.sim.cycles.decoder import fast, timing
 from scoville.sim.cycles.memory import MemoryAgent
 from scoville.sim.golden import moe as moe_golden
 from scoville.sim.golden import rope as rope_golden
@@ -694,7 +694,10 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
         raise Failure(Kind.STATUS, f"{test}: status {status} after the last command, "
                                    f"expected {answers[-1][0]}")
     deliverable = seen.cycles * min(bpc, size)
+    # The fast path's cycles where the streams keep up, as it assumes (None under gaps).
+    fast_cycles = None if gaps else fast(cfg, timed_cmds, latency, bpc)["cycles"]
     return tb.check(COUNTERS, commands=len(cmds), requests=len(requests),
+                    fast_cycles=fast_cycles,
                     weight_words=words,
                     weight_bandwidth_utilization=words * size / max(1, deliverable))
 
