@@ -56,7 +56,8 @@ COUNTERS = ("commands", "refused", "weight_words")
 
 #: Coverage bins (:mod:`scoville.testbenches.coverage`), hit from each command.
 BINS = {
-    **{f"op:{name}": f"an {name.upper()} command run" for name in OPS},
+    **{f"op:{name}": f"{'an' if name[0] in 'aeiou' else 'a'} {name.upper()} command run"
+       for name in OPS},
     "op:in_place": "an ADD, GLU or NORM written over its own input",
     "op:norm_narrow": "a NORM of tokens narrower than hidden (its k)",
     "op:strided": "a NORM or LINEAR whose tokens lie apart (its row or stride)",
