@@ -1554,14 +1554,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         name="decoder-argmax-unknown-op-run",
-        models="decoder: only the last op code (15) is refused BAD_OP; the others past GLU "
+        models="decoder: only the last op code (15) is refused BAD_OP; the others past ROUTER "
                "are checked as ops",
         file="scoville/rtl/decoder.py",
-        edits=(Edit("with m.If(Value.cast(c.op) > Op.GLU):",
+        edits=(Edit("with m.If(Value.cast(c.op) > Op.ROUTER):",
                     "with m.If(Value.cast(c.op) == 15):"),),
         block="decoder", params=DECODER, tests=("test_edges",),
         expect=Kind.STATUS,
-        why="test_edges' refusals include op 10 (count 0): answered BAD_RANGE, not BAD_OP",
+        why="test_edges' refusals include op 11 (count 0): answered BAD_RANGE, not BAD_OP",
     ),
     Mutation(
         name="decoder-norm-width-of-hidden",

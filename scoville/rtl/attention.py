@@ -192,6 +192,45 @@ class AttentionConfig:
         consecutive rows. (A decode step is one tile of one token.)"""
         return max(1, min(self.q_tokens, self.array.rows // self.group))
 
+    def rtl_error(self) -> str | None:
+        """Why the RTL block cannot be built with this config (None when it can): what the
+        golden model covers and the RTL does not yet, and the shapes its dataflow needs (the
+        timed model, the RTL's picture, refuses the same)."""
+        cfg = self
+        checks = [
+            ("array.fmt", cfg.array.fmt, ("bf16",), "bf16"),
+            ("array.b_fmt", cfg.array.b_fmt, ("same",), "same"),
+        ]
+        for name, value, allowed, text in checks:
+            if value not in allowed:
+                return (f"parameter '{name}' = {value!r} is not allowed in the RTL block yet; "
+                        f"allowed: {text}")
+        if cfg.group > cfg.array.rows:
+            return (f"parameter 'q_heads' = {cfg.q_heads} is not allowed with array.rows = "
+                    f"{cfg.array.rows}; allowed: at most array.rows * kv.kv_heads = "
+                    f"{cfg.array.rows * cfg.kv.kv_heads} (the group is the array's M)")
+        if cfg.mla and cfg.kv.kv_fmt == "mxfp4":
+            # V is the first v_dim elements of the stored vector, but MXFP4's scales follow all
+            # head_dim elements: V's lines are not a prefix of K's.
+            return ("parameter 'kv.kv_fmt' = 'mxfp4' is not allowed with mla = 1 in the RTL "
+                    "block; allowed: bf16, fp8_e4m3")
+        if cfg.v_tiles > 1:
+            # Column tiles of P V: each reads its columns of V as whole lines of each token.
+            kv, cols = cfg.kv, cfg.array.cols
+            if kv.kv_fmt == "mxfp4":
+                return (f"parameter 'kv.kv_fmt' = 'mxfp4' is not allowed with a value of "
+                        f"{cfg.v_dim} elements on array.cols = {cols}; allowed: bf16, fp8_e4m3 "
+                        "(a column tile of V is whole lines; MXFP4's scales follow the elements)")
+            if cfg.v_dim % cols or (cols * kv.bits) % kv.line_bits:
+                return (f"parameter 'array.cols' = {cols} is not allowed with a value of "
+                        f"{cfg.v_dim} elements in lines of {kv.line_bits} bits; allowed: a "
+                        f"divisor of {cfg.v_dim} whose {kv.bits}-bit elements fill whole lines, "
+                        f"or at least {cfg.v_dim}")
+        if cfg.kv.line_bits < _BF16:
+            return (f"parameter 'kv.word_bits' = {cfg.kv.word_bits} is not allowed with kv.banks "
+                    f"= {cfg.kv.banks}; allowed: a line of at least {_BF16} bits")
+        return None
+
     def window_start(self, pos: int, window: int = 0) -> int:
         """The first position a query at ``pos`` attends, ``window`` the step's own sliding
         window (0: ``self.window``)."""
@@ -249,42 +288,9 @@ COUNTERS = data.StructLayout({
 
 
 def rtl_error(config: AttentionConfig) -> str | None:
-    """Why the RTL block cannot be built with ``config`` (None when it can): what the golden
-    model covers and the RTL does not yet, and the shapes its dataflow needs."""
-    cfg = config
-    checks = [
-        ("array.fmt", cfg.array.fmt, ("bf16",), "bf16"),
-        ("array.b_fmt", cfg.array.b_fmt, ("same",), "same"),
-    ]
-    for name, value, allowed, text in checks:
-        if value not in allowed:
-            return (f"parameter '{name}' = {value!r} is not allowed in the RTL block yet; "
-                    f"allowed: {text}")
-    if cfg.group > cfg.array.rows:
-        return (f"parameter 'q_heads' = {cfg.q_heads} is not allowed with array.rows = "
-                f"{cfg.array.rows}; allowed: at most array.rows * kv.kv_heads = "
-                f"{cfg.array.rows * cfg.kv.kv_heads} (the group is the array's M)")
-    if cfg.mla and cfg.kv.kv_fmt == "mxfp4":
-        # V is the first v_dim elements of the stored vector, but MXFP4's scales follow all
-        # head_dim elements: V's lines are not a prefix of K's.
-        return ("parameter 'kv.kv_fmt' = 'mxfp4' is not allowed with mla = 1 in the RTL "
-                "block; allowed: bf16, fp8_e4m3")
-    if cfg.v_tiles > 1:
-        # Column tiles of P V: each reads its columns of V as whole lines of each token.
-        kv, cols = cfg.kv, cfg.array.cols
-        if kv.kv_fmt == "mxfp4":
-            return (f"parameter 'kv.kv_fmt' = 'mxfp4' is not allowed with a value of "
-                    f"{cfg.v_dim} elements on array.cols = {cols}; allowed: bf16, fp8_e4m3 "
-                    "(a column tile of V is whole lines; MXFP4's scales follow the elements)")
-        if cfg.v_dim % cols or (cols * kv.bits) % kv.line_bits:
-            return (f"parameter 'array.cols' = {cols} is not allowed with a value of "
-                    f"{cfg.v_dim} elements in lines of {kv.line_bits} bits; allowed: a "
-                    f"divisor of {cfg.v_dim} whose {kv.bits}-bit elements fill whole lines, "
-                    f"or at least {cfg.v_dim}")
-    if cfg.kv.line_bits < _BF16:
-        return (f"parameter 'kv.word_bits' = {cfg.kv.word_bits} is not allowed with kv.banks "
-                f"= {cfg.kv.banks}; allowed: a line of at least {_BF16} bits")
-    return None
+    """Why the RTL block cannot be built with ``config`` (None when it can):
+    :meth:`AttentionConfig.rtl_error`."""
+    return config.rtl_error()
 
 
 _BF16 = 16

@@ -33,7 +33,7 @@ import dataclasses
 import functools
 from types import SimpleNamespace
 
-from scoville.rtl.attention import OWN_COUNTERS, Op, Status, rtl_error
+from scoville.rtl.attention import OWN_COUNTERS, Op, Status
 from scoville.rtl.gemm import COUNTERS as GEMM_COUNTER_LAYOUT
 from scoville.rtl.kvcache import COUNTERS as CACHE_COUNTERS
 from scoville.rtl.kvcache import Op as CacheOp
@@ -72,7 +72,7 @@ def timing(config, results, sources: dict[str, Source] | None = None,
     schedules of ``o`` and ``resp``. Returns the handshake cycles of the six streams and every
     counter (:data:`COUNTERS`)."""
     cfg = config
-    error = rtl_error(cfg)
+    error = cfg.rtl_error()
     if error:       # the model is the RTL's: what it cannot build, the model does not time
         raise ValueError(error)
     block = _Block(cfg, list(results), sources or {}, ready or {})

@@ -676,56 +676,53 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
 
 
 
+class _Fetched:
+    """The fetch engine's words as the fast path sees them, for a command taken at ``t``:
+    bursts of ``total`` words requested from ``t + 2`` (each once the buffer has room for it:
+    the words asked and not yet taken at most ``buffer``), the memory giving each word
+    ``latency`` cycles after its request at ``rho`` words a cycle, each offered two cycles
+    after. :attr:`taken` holds the cycle each word is taken (set by the consumer's model)."""
+
+    def __init__(self, fc, t: float, total: int, latency: int, rho: float):
+        self.fc, self.t, self.total, self.latency, self.rho = fc, t, total, latency, rho
+        self.taken: list[float] = [0.0] * total
+        self.requests: list[float] = []
+        self.given = -1.0                   # the memory's last word
+
+    def offered(self, k: int) -> float:
+        """The cycle word ``k`` is offered (its burst asked first)."""
+        fc, b = self.fc, k // self.fc.burst
+        if b == len(self.requests):
+            room = min((b + 1) * fc.burst, self.total) - fc.buffer - 1
+            ask = self.t + 2 if not b else self.requests[-1] + 1
+            self.requests.append(max(ask, self.taken[room] + 1) if room >= 0 else ask)
+        self.given = max(self.requests[b] + self.latency, self.given + 1 / self.rho)
+        return self.given + 2
+
+
 def _arrived(fc, t: float, words: int, latency: int, rho: float) -> float:
     """The cycle the fetch engine (``fc``) offers the last of ``words`` words to a consumer
-    that takes each at once, for a command taken at ``t``: bursts requested from ``t + 2``
-    (each once the buffer has room for it: the words asked and not yet taken at most
-    ``buffer``), the memory giving each word ``latency`` cycles after its request at ``rho``
-    words a cycle, each offered two cycles after."""
-    requests: list[float] = []
-    taken: list[float] = []
-    given = -1.0
+    that takes each at once (:class:`_Fetched`), for a command taken at ``t``."""
+    got = _Fetched(fc, t, words, latency, rho)
     for k in range(words):
-        b = k // fc.burst
-        if b == len(requests):
-            room = min((b + 1) * fc.burst, words) - fc.buffer - 1
-            ask = t + 2 if not b else requests[-1] + 1
-            requests.append(max(ask, taken[room] + 1) if room >= 0 else ask)
-        given = max(requests[b] + latency, given + 1 / rho)
-        taken.append(given + 2)
-    return taken[-1]
+        got.taken[k] = got.offered(k)
+    return got.taken[-1]
 
 
 def _rope_fast(cfg, c: dict, t: float, latency: int, rho: float) -> float:
-    """The cycle of a ``ROPE``'s last write, taken at ``t``: its table's words requested by
-    the fetch engine in bursts from ``t + 2`` (a burst once the buffer has room for it: the
-    words asked and not yet taken at most ``buffer``), the memory giving each ``latency``
-    cycles after its request at ``rho`` words a cycle, each offered to the row joiner two
-    cycles after. The joiner takes a row's words but the last one a cycle, from the cycle
-    after the previous row was taken; the row is whole (``R``) once its last word is
-    offered. A token's ``V`` lines (``heads`` vectors of ``Lv`` lines) go one a cycle, a
-    vector's first ``Lv - 1`` ahead of its row, so its last vector enters the rotation, and
-    takes the row, at ``E = max(R, E' + Lv) + V - Lv`` (``E'`` the previous token's, ``t`` at
-    first); the last write is ``latency`` cycles after it (and ``Lv`` more through the
-    splitter of a vector wider than a line)."""
-    fc, RW, Lv = cfg.norm_fetch, cfg.rope_words, cfg.rope_lines
+    """The cycle of a ``ROPE``'s last write, taken at ``t``: its table's words as
+    :class:`_Fetched` has them, offered to the row joiner. The joiner takes a row's words but
+    the last one a cycle, from the cycle after the previous row was taken; the row is whole
+    (``R``) once its last word is offered. A token's ``V`` lines (``heads`` vectors of ``Lv``
+    lines) go one a cycle, a vector's first ``Lv - 1`` ahead of its row, so its last vector
+    enters the rotation, and takes the row, at ``E = max(R, E' + Lv) + V - Lv`` (``E'`` the
+    previous token's, ``t`` at first); the last write is ``latency`` cycles after it (and
+    ``Lv`` more through the splitter of a vector wider than a line)."""
+    RW, Lv = cfg.rope_words, cfg.rope_lines
     n, V = c["count"], c["heads"] * cfg.rope_lines
-    total = n * RW
-    taken: list[float] = [0.0] * total     # the cycle each word is taken from the engine
-    requests: list[float] = []
-    given = -1.0                           # the memory's last word
+    got = _Fetched(cfg.norm_fetch, t, n * RW, latency, rho)
+    taken, offered = got.taken, got.offered
     end = t
-
-    def offered(k: int) -> float:          # word k at the joiner (its burst asked first)
-        nonlocal given
-        b = k // fc.burst
-        if b == len(requests):
-            room = min((b + 1) * fc.burst, total) - fc.buffer - 1
-            ask = t + 2 if not b else requests[-1] + 1
-            requests.append(max(ask, taken[room] + 1) if room >= 0 else ask)
-        given = max(requests[b] + latency, given + 1 / rho)
-        return given + 2
-
     for r in range(n):
         prev = end
         for k in range(r * RW, (r + 1) * RW - 1):
