@@ -100,7 +100,9 @@ def verify(seed: int = 1, out=sys.stdout) -> int:
                  m["model_cycles"], None, "", good))
 
     m = _generate("tiny-gpt-oss", 4, 1, seed)
-    good = (m["passed"] and m["cycles"] == m["model_cycles"]
+    if not m["passed"]:
+        raise RuntimeError(f"decoder: the RTL run failed ({m['log']})")
+    good = ( m["cycles"] == m["model_cycles"]
             and abs(m["fast_cycles"] / m["cycles"] - 1) <= DECODER_TOLERANCE)
     ok &= good
     rows.append((f"decoder: tiny GPT-OSS, 2 layers and head, prefill of 4 "

@@ -142,15 +142,15 @@ def engine_program(cfg: DecoderConfig, tokens: int, rng) -> list[dict]:
             {"op": Op.OUT, "a": X, "count": tokens * hl}]
 
 
-def engine_macs(tokens: int) -> int:
+def engine_macs(tokens: int, attention: bool = True) -> int:
     """The useful MACs: the projections', the router's, the experts' and the attention's
     (``Q K^T`` and ``P V`` of each query head over the positions it attends: decode's
     ``CONTEXT``, prefill's token ``i`` the ``CONTEXT + i + 1`` up to its own)."""
     proj = tokens * H * ((Q_HEADS + 2 * KV_HEADS) * HEAD + Q_HEADS * HEAD)
     attended = (tokens * CONTEXT if tokens <= 8
                 else sum(CONTEXT + i + 1 for i in range(tokens)))
-    attention = 2 * Q_HEADS * HEAD * attended
-    return proj + tokens * H * EXPERTS + tokens * TOP_K * 3 * H * INTER + attention
+    attn = 2 * Q_HEADS * HEAD * attended if attention else 0
+    return proj + tokens * H * EXPERTS + tokens * TOP_K * 3 * H * INTER + attn
 
 
 def run_engine(tokens: int, rng, cycle_model: bool) -> dict:
@@ -160,6 +160,7 @@ def run_engine(tokens: int, rng, cycle_model: bool) -> dict:
     assert not refused, f"the bench's program has refused commands: {refused[:1]}"
     fast = decoder_timed.fast(cfg, cmds, LATENCY, BPC)
     out = {"fast": fast["cycles"], "macs": engine_macs(tokens), "wall": None,
+           "macs_no_attention": engine_macs(tokens, attention=False),
            "cycles": fast["cycles"], "bytes": fast["weight_words"] * PORT // 8}
     if cycle_model:
         start = time.perf_counter()
@@ -194,17 +195,19 @@ def batch_bound(tokens: int, weight_bytes: int, target: float = 0.9) -> SimpleNa
     """What the decode layer of ``tokens`` sequences (its weights ``weight_bytes``) leaves to
     reach ``target`` memory busy: the cycles it may spend not streaming (``allowed``); the
     attention's (its steps', and their compute floor: MACs on the attention's PEs), which
-    must finish before the MoE's experts are known; the O projection's weights' stream, all
-    that could flow meanwhile; and the most memory busy with nothing else exposed."""
+    must finish before the MoE's experts are known; the stream of the weights that do not
+    wait for it (the O projection's, the second norm's, the router's), all that could flow
+    meanwhile; and the most memory busy with nothing else exposed."""
     cfg = engine_config(tokens)
     stream = weight_bytes // BPC
     macs = 2 * Q_HEADS * HEAD * CONTEXT * tokens
     floor = -(-macs // (ATTN_ARRAY["rows"] * ATTN_ARRAY["cols"]))
     steps = tokens * attention_timed.decode_step(cfg.attn, CONTEXT)["cycles"]
-    o_stream = cfg.linear.weight_words(Q_HEADS * HEAD, H, True) * PORT // 8 // BPC
-    return SimpleNamespace(floor=floor, steps=steps, o_stream=o_stream,
+    free = (cfg.linear.weight_words(Q_HEADS * HEAD, H, True) + cfg.router_words
+            + cfg.norm_words) * PORT // 8 // BPC
+    return SimpleNamespace(floor=floor, steps=steps, free=free,
                            allowed=round(stream / target) - stream,
-                           busy=stream / (stream + max(0, floor - o_stream)))
+                           busy=stream / (stream + max(0, floor - free)))
 
 
 def busy(part: dict) -> tuple[float, float]:
@@ -218,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="docs/decoder-bench.md")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
-    engine_rows = []
+    engine_rows, no_attention = [], []
     moe_cfg = engine_config(8).moe
     moe_note = ("the MoE's weight stream does not hide the round trip "
                 "(`moe_timed.buffer_covers` is false)"
@@ -232,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                           ("prefill, 256 tokens", 256)):
         e = run_engine(tokens, rng, cycle_model=tokens <= 8)
         mem, arr = busy(e)
+        no_attention.append(f"{label} {busy({**e, 'macs': e['macs_no_attention']})[1]:.1%}")
         model = f"{e['cycles']:,}" if e["wall"] is not None else "(fast path only)"
         wall = f"{e['wall']:.1f}" if e["wall"] is not None else ""
         engine_rows.append(
@@ -275,6 +279,11 @@ array's {ARRAY['rows'] * ARRAY['cols']} PEs.
 {ENGINE_HEAD}
 {chr(10).join(engine_rows)}
 
+The attention runs on its own array, the projections and experts on theirs; the commands run
+one at a time, so at most one of them works in a cycle, and the array busy above counts both's
+MACs over one array's PEs. The projections', router's and experts' MACs alone over the same
+cycles: {'; '.join(no_attention)}.
+
 Where the cycles go (the fast path of each command run alone, summed by op; **stream** =
 its weight bytes at {BPC} bytes a cycle, the least the memory lets it take):
 
@@ -288,10 +297,11 @@ in decode the attention steps leave the memory idle (their K and V are on chip, 
 fetches the next command's weights meanwhile). At batch 8 the target leaves
 {bound.allowed:,} cycles of the layer not streaming weights, and the attention steps alone
 take {bound.steps:,} (their compute floor on the
-attention's PEs {bound.floor:,}). Only the O projection's weights ({bound.o_stream:,} cycles of
-stream) could flow during them: the MoE's experts, most of the weights, depend on the router,
-which waits for every sequence's attention. With the attention at its floor, a buffer holding
-all of O and nothing else exposed (no latency, norms or rotations) the memory would be busy
+attention's PEs {bound.floor:,}). Only the weights that do not wait for them (the O
+projection's, the second norm's and the router's: {bound.free:,} cycles of stream) could flow
+during them: the MoE's experts, most of the weights, depend on the router, which waits for
+every sequence's attention. With the attention at its floor, buffers holding all of those
+weights and nothing else exposed (no latency, norms or rotations) the memory would be busy
 {bound.busy:.1%}: the target needs nearly all of that, or the next layer's weights fetched
 during this one's attention (weights staged on chip), or a larger attention array.
 """

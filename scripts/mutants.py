@@ -1692,6 +1692,17 @@ MUTATIONS: tuple[Mutation, ...] = (
             "first's weights",
     ),
     Mutation(
+        name="decoder-router-last-word-refused",
+        models="decoder: a ROUTER whose weights end at the memory's last word is refused",
+        file="scoville/rtl/decoder.py",
+        edits=(Edit("bad_router = c.addr + cfg.router_words > (1 << lin.addr_bits)",
+                    "bad_router = c.addr + cfg.router_words >= (1 << lin.addr_bits)"),),
+        block="decoder", params=DECODER, tests=("test_edges",),
+        expect=Kind.DATA, also=Kind.STATUS,
+        why="top_router's ROUTER ends at the last word: refused, its words are never asked "
+            "for (the requests are compared before the answers)",
+    ),
+    Mutation(
         name="decoder-router-count-checked",
         models="decoder: a ROUTER's count (which it ignores) of 0 is refused as an empty range",
         file="scoville/rtl/decoder.py",

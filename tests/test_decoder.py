@@ -301,13 +301,15 @@ def test_engine_ops_against_float64():
     assert np.array_equal(got[30:36].reshape(3, 64), moe_golden.moe(ENGINE_CFG.moe, moe, x))
 
 
-@pytest.mark.parametrize(("lanes", "experts", "port"), [(1, 4, 64), (4, 6, 64), (32, 4, 256)])
+@pytest.mark.parametrize(("lanes", "experts", "port"),
+                         [(1, 4, 64), (4, 6, 64), (32, 4, 256), (1, 3, 64), (2, 3, 128)])
 def test_router_words_are_the_documented_layout(lanes, experts, port):
     """``ROUTER``'s words (:func:`~scoville.sim.golden.decoder.router_words`) as
     ``docs/decoder.md`` lays them out, read bit by bit: beat ``b``'s column ``q`` (weight
     column ``b L + q``) from bit ``32 E q`` of the beat, expert 0 lowest; the bias beat's
     first column; beats of ``ceil(L E 32 / port)`` words, zeros above; and the golden model
-    reads them back (``router_at``) as they were."""
+    reads them back (``router_at``) as they were (the last two cases pad each beat's top
+    word)."""
     cfg = build_config(DecoderConfig, {**ENGINE, "moe.x_lanes": lanes, "moe.experts": experts,
                                        "linear.weight_port_bits": port,
                                        "moe.weight_port_bits": port, "rope.dim": 32})
@@ -591,7 +593,9 @@ def test_engine_argmax_by_hand():
     ({"act_lines": 8}, "act_lines"),
     ({"eps": 0.0}, "eps"),
     ({"hidden": 8192, "moe.hidden": 8192, "moe.experts": 128, "linear.addr_bits": 32},
-     "'moe.experts' = 128 is not allowed with moe.hidden = 8192: the router's weights"),
+     "'moe.experts' = 128 is not allowed with moe.hidden = 8192, moe.x_lanes = 32 and "
+     r"linear.weight_port_bits = 256: the router's weights \(131584 words\) must fit one fetch "
+     "command; allowed: at most 63"),
     ({"hidden": 128}, "'moe.hidden' = 256 is not allowed; allowed: 128"),
     ({"moe.x_fmt": "bf16"}, "'moe.x_fmt' = 'bf16' is not allowed; allowed: 'fp32'"),
     ({"moe.array.cols": 64, "moe.hidden": 256},
@@ -642,7 +646,8 @@ def test_decoder_rtl(simulator, seed, params):
                   "attn.kv.head_dim": 64, "attn.q_heads": 2, "attn.array.rows": 2,
                   "attn.array.cols": 64, "glu_lanes": 1},
                  marks=pytest.mark.verilator_unless_both),
-    pytest.param({**ENGINE, "rope.dim": 32, "glu_lanes": 32},
+    # ... and three experts: a router beat of 96 bits, its top word padded
+    pytest.param({**ENGINE, "rope.dim": 32, "glu_lanes": 32, "moe.experts": 3},
                  marks=pytest.mark.verilator_unless_both),
     # MLA (DeepSeek's absorbed attention): four query heads and one latent key of 64 values
     # (two lines; its first 32 the value), rotary 32; GLU two lanes a beat
@@ -680,6 +685,24 @@ def test_rope_fast_path_is_the_cycle_model():
                 model = engine_timing(cfg, cmds, memory=MemoryAgent(latency, bpc, port))
                 assert fast(cfg, cmds, latency, bpc)["cycles"] == model.cycles, (
                     dim, heads, count, latency, bpc)
+
+
+@pytest.mark.parametrize(("lanes", "experts", "buffer"), [(1, 4, 64), (32, 4, 64), (4, 3, 32)])
+def test_router_and_norm_fast_path_is_the_cycle_model(lanes, experts, buffer):
+    """A ROUTER and a NORM (of H and of a line) alone, their words within the fetch buffer and
+    past it, memories near and far: the fast path's cycles are the cycle model's."""
+    from scoville.sim.cycles.memory import MemoryAgent
+
+    cfg = build_config(DecoderConfig, {**ENGINE, "moe.x_lanes": lanes, "moe.experts": experts,
+                                       "linear.fetch_buffer": buffer})
+    assert cfg.router_words > buffer
+    cmds = ([{"op": Op.ROUTER, "addr": 7}], [{"op": Op.NORM, "count": 2, "dst": 8, "addr": 3}],
+            [{"op": Op.NORM, "count": 1, "k": LINE, "dst": 8, "addr": 3}])
+    for cmd in cmds:
+        for latency, bpc in ((1, 8), (20, 4), (100, 8), (300, 2)):
+            model = engine_timing(cfg, cmd, memory=MemoryAgent(latency, bpc, 64))
+            assert decoder_fast(cfg, cmd, latency, bpc)["cycles"] == model.cycles, (
+                cmd, latency, bpc)
 
 
 def _fast_cases():

@@ -198,10 +198,14 @@ class DecoderConfig:
         _ = self.norm  # eps is checked by the norm's config
         # (A norm's weights are never more words than the router's: one fetch holds both.)
         if self.router_words >= 1 << 16:
+            words = ((1 << 16) - 1) // self.router_beats     # a beat's most words
+            most = words * self.linear.weight_port_bits // (32 * self.moe.x_lanes)
             raise ParamError(f"parameter 'moe.experts' = {self.moe.experts} is not allowed "
-                             f"with moe.hidden = {self.moe.hidden}: the router's weights "
+                             f"with moe.hidden = {self.moe.hidden}, moe.x_lanes = "
+                             f"{self.moe.x_lanes} and linear.weight_port_bits = "
+                             f"{self.linear.weight_port_bits}: the router's weights "
                              f"({self.router_words} words) must fit one fetch command; "
-                             "allowed: fewer than 65536 words")
+                             f"allowed: at most {most}")
 
     @property
     def line_bits(self) -> int:

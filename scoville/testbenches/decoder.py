@@ -431,6 +431,21 @@ def top_moe(prog: Program, rng) -> None:
     prog.cmd(Op.OUT, a=N - t * hl, count=t * hl)
 
 
+def top_router(prog: Program, rng) -> None:
+    """A ``ROUTER`` whose words end at the memory's last word (where the image can hold them),
+    then a ``MOE`` that routes with it, read back."""
+    cfg = prog.cfg
+    N, hl, top = cfg.act_lines, cfg.hidden // LINE, 1 << cfg.linear.addr_bits
+    if cfg.linear.addr_bits > 16:
+        return
+    w = moe_golden.random_weights(cfg.moe, rng)
+    addr = prog.moe_weights(w)
+    prog.cmd(Op.ROUTER, addr=prog.router_weights(w, top - cfg.router_words))
+    t = min(cfg.moe.tokens, N // hl)
+    prog.cmd(Op.MOE, a=0, dst=0, count=t, addr=addr)
+    prog.cmd(Op.OUT, a=0, count=t * hl)
+
+
 def random_commands(prog: Program, rng, count: int) -> None:
     """``count`` random commands over the first lines of the activation memory (each op;
     in place or over another's lines now and then; one in eight refused), then every one of
@@ -721,7 +736,8 @@ async def test_edges(dut):
     every refusal between good commands, each followed by reading back what it would have
     changed; good commands at the top of both memories (:func:`top_edges`); then each
     refusal as the last command of a short run (the status it leaves); then a ``MOE`` at the
-    top of both (:func:`top_moe`)."""
+    top of both (:func:`top_moe`); then a ``ROUTER`` at the top of the weights
+    (:func:`top_router`)."""
     ctx = context()
     cfg = ctx.config
     rng = ctx.rng(1)
@@ -750,6 +766,10 @@ async def test_edges(dut):
     fill(prog, rng)
     top_moe(prog, rng)
     await run_program(dut, ctx, "test_edges[top moe]", prog, gaps=False, **fast)
+    prog = Program(cfg)
+    fill(prog, rng)
+    top_router(prog, rng)
+    await run_program(dut, ctx, "test_edges[top router]", prog, gaps=False, **fast)
 
 
 @cocotb.test()
