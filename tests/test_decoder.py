@@ -616,6 +616,7 @@ def test_engine_config_errors_are_one_line(params, match):
 
 
 @pytest.mark.sim
+@pytest.mark.alternate_sims
 @pytest.mark.parametrize("params", [
     ENGINE,
     # three lines a token, four columns, a wide port, a slow far memory, heavy gaps and
