@@ -102,7 +102,7 @@ def verify(seed: int = 1, out=sys.stdout) -> int:
     m = _generate("tiny-gpt-oss", 4, 1, seed)
     if not m["passed"]:
         raise RuntimeError(f"decoder: the RTL run failed ({m['log']})")
-    good = ( m["cycles"] == m["model_cycles"]
+    good = (m["cycles"] == m["model_cycles"]
             and abs(m["fast_cycles"] / m["cycles"] - 1) <= DECODER_TOLERANCE)
     ok &= good
     rows.append((f"decoder: tiny GPT-OSS, 2 layers and head, prefill of 4 "

@@ -143,14 +143,20 @@ def engine_program(cfg: DecoderConfig, tokens: int, rng) -> list[dict]:
 
 
 def engine_macs(tokens: int, attention: bool = True) -> int:
-    """The useful MACs: the projections', the router's, the experts' and the attention's
-    (``Q K^T`` and ``P V`` of each query head over the positions it attends: decode's
-    ``CONTEXT``, prefill's token ``i`` the ``CONTEXT + i + 1`` up to its own)."""
+    """The useful MACs: the projections', the router's, the experts' and (``attention``) the
+    attention's (:func:`attention_macs`)."""
     proj = tokens * H * ((Q_HEADS + 2 * KV_HEADS) * HEAD + Q_HEADS * HEAD)
+    attn = attention_macs(tokens) if attention else 0
+    return proj + tokens * H * EXPERTS + tokens * TOP_K * 3 * H * INTER + attn
+
+
+def attention_macs(tokens: int) -> int:
+    """The attention's useful MACs: ``Q K^T`` and ``P V`` of each query head over the
+    positions it attends (decode, up to 8 tokens: ``CONTEXT`` each; prefill: token ``i`` the
+    ``CONTEXT + i + 1`` up to its own)."""
     attended = (tokens * CONTEXT if tokens <= 8
                 else sum(CONTEXT + i + 1 for i in range(tokens)))
-    attn = 2 * Q_HEADS * HEAD * attended if attention else 0
-    return proj + tokens * H * EXPERTS + tokens * TOP_K * 3 * H * INTER + attn
+    return 2 * Q_HEADS * HEAD * attended
 
 
 def run_engine(tokens: int, rng, cycle_model: bool) -> dict:
@@ -200,8 +206,7 @@ def batch_bound(tokens: int, weight_bytes: int, target: float = 0.9) -> SimpleNa
     meanwhile; and the most memory busy with nothing else exposed."""
     cfg = engine_config(tokens)
     stream = weight_bytes // BPC
-    macs = 2 * Q_HEADS * HEAD * CONTEXT * tokens
-    floor = -(-macs // (ATTN_ARRAY["rows"] * ATTN_ARRAY["cols"]))
+    floor = -(-attention_macs(tokens) // (ATTN_ARRAY["rows"] * ATTN_ARRAY["cols"]))
     steps = tokens * attention_timed.decode_step(cfg.attn, CONTEXT)["cycles"]
     free = (cfg.linear.weight_words(Q_HEADS * HEAD, H, True) + cfg.router_words
             + cfg.norm_words) * PORT // 8 // BPC

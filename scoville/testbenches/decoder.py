@@ -25,7 +25,8 @@ import numpy as np
 from amaranth.hdl import Shape
 
 from scoville.rtl.decoder import LINE, OPS, AttnOp, Op, Status, command_layout
-from scoville.sim.cycles.decoder import fast, timing
+from scoville.sim.cycles.decoder import fast as fast_path
+from scoville.sim.cycles.decoder import timing
 from scoville.sim.cycles.memory import MemoryAgent
 from scoville.sim.golden import moe as moe_golden
 from scoville.sim.golden import rope as rope_golden
@@ -711,7 +712,7 @@ async def run_program(dut, ctx, test: str, prog: Program, *, gaps: bool,
                                    f"expected {answers[-1][0]}")
     deliverable = seen.cycles * min(bpc, size)
     # The fast path's cycles where the streams keep up, as it assumes (None under gaps).
-    fast_cycles = None if gaps else fast(cfg, timed_cmds, latency, bpc)["cycles"]
+    fast_cycles = None if gaps else fast_path(cfg, timed_cmds, latency, bpc)["cycles"]
     return tb.check(COUNTERS, commands=len(cmds), requests=len(requests),
                     fast_cycles=fast_cycles,
                     weight_words=words,
