@@ -382,17 +382,19 @@ MOE_SIM_CONFIGS = {
     # The router a beat of x a cycle (x_lanes: the beat's products as a tree).
     "deepseek-x-lanes-4-bf16": {**MOE_SIM, "router": "deepseek", "n_group": 2, "topk_group": 1,
                                 "x_lanes": 4, "x_fmt": "bf16"},
-    # ... with one column-tile descriptor queued (a queue of two entries, one used).
-    "gpt-oss-x-lanes-8-tile-queue-1": {**MOE_SIM, "hidden": 64, "x_lanes": 8, "tile_queue": 1},
     # Column-tile descriptors queued ahead of the loader: the requests run two tiles ahead
     # (the fetch buffer's room permitting), under the workload's back-pressure.
     "deepseek-tile-queue-2": {**MOE_SIM, "router": "deepseek", "n_group": 2, "topk_group": 1,
                               "shared": 1, "tile_queue": 2, "fetch_buffer": 64,
                               "backpressure": 0.6},
 }
-#: A line of x a cycle (32 lanes: 128 FP32 multipliers and their trees for 4 experts), on
-#: Verilator (Icarus takes over ten minutes to compile it) unless --both-sims.
-MOE_SIM_WIDE = {"gpt-oss-x-lanes-32": {**MOE_SIM, "hidden": 64, "x_lanes": 32}}
+#: A line of x a cycle (32 lanes: 128 FP32 multipliers and their trees for 4 experts), and
+#: 8 lanes with one column-tile descriptor queued (a queue of two entries, one used), on
+#: Verilator (Icarus takes over ten minutes to compile the first, over two the second) unless
+#: --both-sims.
+MOE_SIM_WIDE = {"gpt-oss-x-lanes-32": {**MOE_SIM, "hidden": 64, "x_lanes": 32},
+                "gpt-oss-x-lanes-8-tile-queue-1": {**MOE_SIM, "hidden": 64, "x_lanes": 8,
+                                                   "tile_queue": 1}}
 
 
 @pytest.mark.sim

@@ -179,10 +179,11 @@ def engine_params(config: dict, prompt_len: int, context: int) -> dict:
 
 
 def _attn_cols(d: int, v: int) -> int:
-    """The attention array's columns for keys of ``d`` values and values of ``v``: up to 64,
+    """The attention array's columns for keys of ``d`` values and values of ``v``: up to 32
+    (a line; wider arrays multiply the RTL's build time for little simulated speed),
     dividing the key and the value (or at least the value: one column tile of it)."""
-    cols = max(8, min(64, d))
-    if (d > 64 and d % cols) or (v > cols and v % cols):
+    cols = max(8, min(32, d))
+    if (d > 32 and d % cols) or (v > cols and v % cols):
         cols = 32
     return cols
 
