@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from types import SimpleNamespace
 
 from scoville.rtl.attention import OWN_COUNTERS, Op, Status
@@ -51,7 +52,8 @@ from .attention_walk import CommandIssuer, ReadIssuer
 from .stream import ALWAYS, Consumer, Producer, Schedule, Source, Timing
 from .unit import Wire, run
 
-__all__ = ["COUNTERS", "Parts", "decode_step", "macs", "synthetic_step", "timing"]
+__all__ = ["COUNTERS", "Parts", "decode_step", "macs", "prefill_step", "synthetic_step",
+           "timing"]
 
 #: Every counter of the block, by its dotted name.
 COUNTERS = (*(f"kv.{c}" for c in CACHE_COUNTERS),
@@ -253,15 +255,16 @@ def synthetic_step(config, length: int, plan: list[int] | None = None, window: i
     for each row tile (:meth:`~scoville.rtl.attention.AttentionConfig.tiles`) and KV head,
     reads of its chunks (K, then V's column tiles), as the golden model's
     :class:`~scoville.sim.golden.attention.Result` carries them. ``plan``: a decode step's
-    chunk sizes (None: its own); ``window`` the step's own sliding window (0: the config's)."""
+    chunk sizes for a step of one row tile (None: its own); ``window`` the step's own sliding
+    window (0: the config's)."""
     kv, H = config.kv, config.kv.kv_heads
     cache = [SimpleNamespace(op=CacheOp.APPEND, status=Status.OK, reached="done",
                              new_page=(p - 1) % kv.page_tokens == 0, copied=False, data=(),
                              walked=0)
              for p in range(length - tokens + 1, length + 1)]
     if plan is not None:
-        assert tokens == 1, "a plan is a decode step's"
-        tiles = [(0, [(None, n) for n in plan])]
+        assert tokens <= config.row_tokens, "a plan is a step of one row tile's"
+        tiles = [(tokens, [(None, n) for n in plan])]
     else:
         tiles = [(count, config.chunk_plan(lo, hi))
                  for _, count, lo, hi in config.tiles(length, tokens, window)]
@@ -291,11 +294,13 @@ def _with_heads(config, heads: int):
 
 
 @functools.cache
-def _step_counts(config, length: int, heads: int, plan: tuple[int, ...]) -> dict[str, int]:
-    """:func:`timing` of one step (streams that keep up) on ``config`` with ``heads`` KV heads,
-    its command offered from cycle 0: ``cycles`` to its answer, and every counter."""
+def _step_counts(config, length: int, heads: int, plan: tuple[int, ...],
+                 tokens: int = 1) -> dict[str, int]:
+    """:func:`timing` of one step of one row tile of ``tokens`` tokens (streams that keep up)
+    on ``config`` with ``heads`` KV heads, its command offered from cycle 0: ``cycles`` to its
+    answer, and every counter."""
     cfg = _with_heads(config, heads)
-    t = timing(cfg, [synthetic_step(cfg, length, list(plan))])
+    t = timing(cfg, [synthetic_step(cfg, length, list(plan), tokens=tokens)])
     return {"cycles": t.cycles, **t.counters}
 
 
@@ -323,8 +328,14 @@ def decode_step(config, length: int, window: int = 0) -> dict[str, int]:
     costs ``2 (n token_lines + 2)`` cycles when the cache's reads are the bottleneck (two reads
     of n lines, each 2 cycles apart: the default hardware), the array's two commands and the
     softmax between them otherwise."""
-    lo, hi = config.attended(length, window)
-    plan = [n for _, n in config.chunk_plan(lo, hi)]
+    return _tile(config, length, config.attended(length, window), 1)
+
+
+def _tile(config, length: int, span: tuple[int, int], tokens: int) -> dict[str, int]:
+    """Every count of a step of one row tile of ``tokens`` tokens attending positions ``span``
+    (its sequence then holding ``length``), from :func:`timing` on small steps (see
+    :func:`decode_step`)."""
+    plan = [n for _, n in config.chunk_plan(*span)]
     H = config.kv.kv_heads
     middle = len(plan) - 2
     # The points to run: the step itself where it is small, else two settled sizes.
@@ -333,7 +344,7 @@ def decode_step(config, length: int, window: int = 0) -> dict[str, int]:
 
     def counts(h, mm):
         chunks = plan if mm == middle else (plan[0], *[plan[1]] * mm, plan[-1])
-        return _step_counts(config, length, h, tuple(chunks))
+        return _step_counts(config, length, h, tuple(chunks), tokens)
 
     t = {(h, mm): counts(h, mm) for h in hs for mm in ms}
     h0, m0 = hs[0], ms[0]
@@ -346,3 +357,56 @@ def decode_step(config, length: int, window: int = 0) -> dict[str, int]:
         cross = t[hs[-1], ms[-1]][k] - t[hs[-1], m0][k] - per_m
         out[k] = base + per_h * dh + per_m * dm + cross * dh * dm
     return out
+
+
+def prefill_step(config, length: int, tokens: int, window: int = 0) -> dict[str, int]:
+    """The fast path of a prefill step: ``tokens`` new tokens (at most ``q_tokens``), the
+    sequence then holding ``length`` (``window`` the step's own, 0: the config's), with
+    streams that keep up, at any size: ``cycles`` from the command's handshake to the
+    answer's, plus every counter.
+
+    The step's row tiles (:meth:`~scoville.rtl.attention.AttentionConfig.tiles`) run one after
+    another, each its tokens' appends and then its KV heads' chunks: a step costs what its
+    tiles cost as steps of their own (each as :func:`decode_step` computes one, from small
+    steps of that tile's tokens), less what each pair of consecutive tiles shares (the second
+    starts while the first drains; the overlap depends on the tile sizes and on the size of
+    the first's last chunk, and is measured by :func:`timing` on a two-tile step against its
+    tiles alone). Below :data:`_SETTLED` chunks of context the cycle model runs itself. Each
+    size of a last chunk costs a few small runs of the cycle model (cached): the fast path
+    pays off on long sequences, where the cycle model's time grows with the context.
+    ``tests/test_attention.py`` holds ``cycles`` and every count of work to the cycle model;
+    the cache's idle, wait and stall counters (``kv.idle``, ``kv.read_waits``,
+    ``kv.read_cycles``, ``kv.read_stalls``) are the tiles' sums less the overlaps', near the
+    cycle model's but not equal to them."""
+    base = length - tokens
+    if base < _SETTLED * config.chunk:      # a short sequence: the cycle model itself
+        t = timing(config, [synthetic_step(config, length, window=window, tokens=tokens)])
+        return {"cycles": t.cycles, **t.counters}
+    tiles = config.tiles(length, tokens, window)
+    out = dict.fromkeys(("cycles", *COUNTERS), 0)
+    for first, count, lo, hi in tiles:
+        for k, v in _tile(config, base + first + count, (lo, hi), count).items():
+            out[k] += v
+    for (_, a, _, hi), (_, b, _, _) in itertools.pairwise(tiles):
+        # the first tile's last chunk: chunks are aligned to multiples of ``chunk``
+        for k, v in _overlap(config, a, b, hi % config.chunk + 1).items():
+            out[k] -= v
+    return out
+
+
+#: Chunks of context before a prefill step's tiles overlap as they do at any longer context.
+_SETTLED = 2
+
+
+@functools.cache
+def _overlap(config, a: int, b: int, last: int) -> dict[str, int]:
+    """What consecutive row tiles of ``a`` and ``b`` tokens share, the first's last chunk of
+    ``last`` tokens (the shorter it is, the more of the first's end the second's start
+    hides): their counts as steps of their own less a two-tile step's, on a sequence of
+    :data:`_SETTLED` chunks before that chunk."""
+    base = _SETTLED * config.chunk + last - a
+    two = timing(config, [synthetic_step(config, base + a + b, tokens=a + b)])
+    ones = [timing(config, [synthetic_step(config, base + a, tokens=a)]),
+            timing(config, [synthetic_step(config, base + a + b, tokens=b)])]
+    return {k: sum(o.counters[k] for o in ones) - two.counters[k] for k in COUNTERS} | {
+        "cycles": sum(o.cycles for o in ones) - two.cycles}
