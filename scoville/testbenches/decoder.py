@@ -450,14 +450,19 @@ def top_router(prog: Program, rng) -> None:
 def random_commands(prog: Program, rng, count: int) -> None:
     """``count`` random commands over the first lines of the activation memory (each op;
     in place or over another's lines now and then; one in eight refused), then every one of
-    those lines out."""
+    those lines out. Once the weights placed so far reach the top of the weight memory, the
+    ops that would place new ones are drawn no more (a weight running past the top is
+    refused, and tested, as any other)."""
     cfg, lin = prog.cfg, prog.cfg.linear
     hl, span = cfg.hidden // LINE, min(cfg.act_lines // 2, 16 * cfg.hidden // LINE)
+    placing = (Op.NORM, Op.ROPE, Op.ROUTER, Op.LINEAR)
     for _ in range(count):
         op = Op(int(rng.integers(0, len(Op))))
         if rng.random() < 1 / 8:
             bad = refusals(cfg)
             prog.cmd(**bad[int(rng.integers(0, len(bad)))][1])
+            continue
+        if op in placing and len(prog.image) >= 1 << lin.addr_bits:
             continue
         if op == Op.IN:
             n = int(rng.integers(1, 5))
