@@ -648,23 +648,23 @@ def test_decoder_rtl(simulator, seed, params):
                   "attn.kv.head_dim": 64, "attn.q_heads": 2, "attn.array.rows": 2,
                   "attn.array.cols": 32, "glu_lanes": 1},
                  marks=pytest.mark.verilator_unless_both),
-    # ... and three experts: a router beat of 96 bits, its top word padded
-    pytest.param({**ENGINE, "rope.dim": 32, "glu_lanes": 32, "moe.experts": 3},
-                 marks=pytest.mark.verilator_unless_both),
     # MLA (DeepSeek's absorbed attention): four query heads and one latent key of 64 values
-    # (two lines; its first 32 the value), rotary 32; GLU two lanes a beat
+    # (two lines; its first 32 the value), a line's ROPE (rotary 32); GLU a line a beat;
+    # three experts: a router beat of 96 bits, its top word padded
     pytest.param({**ENGINE, "rope.dim": 32, "rope.interleaved": 1, "linear.k_max": 384,
                   "linear.n_max": 384, "attn.mla": 1, "attn.rope_dim": 32,
                   "attn.kv.kv_heads": 1, "attn.kv.head_dim": 64, "attn.kv.k_only": 1,
                   "attn.q_heads": 4, "attn.array.rows": 4, "attn.array.cols": 32,
-                  "attn.sinks": 0, "glu_lanes": 2, "linear.addr_bits": 18},
+                  "attn.sinks": 0, "glu_lanes": 32, "moe.experts": 3,
+                  "linear.addr_bits": 18},
                  marks=pytest.mark.verilator_unless_both),
-], ids=["rope64", "rope32", "mla"])
+], ids=["rope64", "mla"])
 def test_decoder_rtl_wide_rope(simulator, seed, params):
     """ROPE's 64 or 32 FP32 rotations a vector take Icarus minutes to compile: Verilator
     alone unless ``--both-sims``. The first also runs heads of 64 values through the
-    attention (its gatherers join two lines, its outputs split into two) and GLU a lane a
-    beat; the second GLU a line a beat; the third MLA."""
+    attention (its gatherers join two lines, its outputs split into two, P V in two column
+    tiles) and GLU a lane a beat; the second MLA, GLU a line a beat and a padded router
+    beat."""
     assert_passed(simulate("decoder", simulator, seed, **params))
 
 
