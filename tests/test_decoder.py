@@ -641,8 +641,7 @@ def test_decoder_rtl(simulator, seed, params):
 @pytest.mark.alternate_sims
 @pytest.mark.parametrize("params", [
     # ROPE's and the attention's vectors of two lines (joined, split), interleaved pairs,
-    # two query heads on one KV head (256 values a token), P V in two column tiles of 32;
-    # a line's ROPE (32 values)
+    # two query heads on one KV head (256 values a token), P V in two column tiles of 32
     pytest.param({**ENGINE, "rope.dim": 64, "rope.interleaved": 1, "rope.latency": 3,
                   "linear.k_max": 256, "linear.n_max": 256, "attn.kv.kv_heads": 1,
                   "attn.kv.head_dim": 64, "attn.q_heads": 2, "attn.array.rows": 2,

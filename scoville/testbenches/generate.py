@@ -164,7 +164,7 @@ def engine_params(config: dict, prompt_len: int, context: int) -> dict:
         "attn.q_heads": s.heads, "attn.sinks": int(s.arch == "gpt_oss"),
         "attn.scale": float(s.scale), "attn.mode": "prefill", "attn.q_tokens": tokens,
         "attn.array.rows": _pow2_at_least(max(8, q_per_kv)),
-        "attn.array.cols": _attn_cols(d, d - s.rope_dim if s.arch != "gpt_oss" else d),
+        "attn.array.cols": _attn_cols(d),
         "attn.kv.banks": 2, "attn.kv.word_bits": 64,
         "attn.kv.bank_words": bank_words, "attn.kv.page_tokens": pages,
         "attn.kv.max_seqs": kv.max_seqs, "attn.chunk": 256, "argmax.vocab": s.vocab,
@@ -178,14 +178,12 @@ def engine_params(config: dict, prompt_len: int, context: int) -> dict:
     return params
 
 
-def _attn_cols(d: int, v: int) -> int:
-    """The attention array's columns for keys of ``d`` values and values of ``v``: up to 32
-    (a line; wider arrays multiply the RTL's build time for little simulated speed),
-    dividing the key and the value (or at least the value: one column tile of it)."""
-    cols = max(8, min(32, d))
-    if (d > 32 and d % cols) or (v > cols and v % cols):
-        cols = 32
-    return cols
+def _attn_cols(d: int) -> int:
+    """The attention array's columns for keys of ``d`` values: the key's width up to a line
+    of 32 (wider arrays multiply the RTL's build time for little simulated speed), at least
+    8. A key of a line or more is whole lines (the attention block refuses others), which 32
+    columns divide, and so is its value."""
+    return max(8, min(LINE, d))
 
 
 def image_words(config: dict, params: dict, context: int) -> int:

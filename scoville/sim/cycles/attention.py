@@ -255,8 +255,8 @@ def synthetic_step(config, length: int, plan: list[int] | None = None, window: i
     for each row tile (:meth:`~scoville.rtl.attention.AttentionConfig.tiles`) and KV head,
     reads of its chunks (K, then V's column tiles), as the golden model's
     :class:`~scoville.sim.golden.attention.Result` carries them. ``plan``: a decode step's
-    chunk sizes for a step of one row tile (None: its own); ``window`` the step's own sliding
-    window (0: the config's)."""
+    the chunk sizes of a step of one row tile of ``tokens`` tokens (None: its own;
+    ``window`` then unused); ``window`` the step's own sliding window (0: the config's)."""
     kv, H = config.kv, config.kv.kv_heads
     cache = [SimpleNamespace(op=CacheOp.APPEND, status=Status.OK, reached="done",
                              new_page=(p - 1) % kv.page_tokens == 0, copied=False, data=(),
@@ -336,6 +336,9 @@ def _tile(config, length: int, span: tuple[int, int], tokens: int) -> dict[str, 
     (its sequence then holding ``length``), from :func:`timing` on small steps (see
     :func:`decode_step`)."""
     plan = [n for _, n in config.chunk_plan(*span)]
+    # The steps' timing sees the length only in which appends open a page: any length with
+    # the same place in a page gives the same counts (and the same cached run).
+    canon = tokens + (length - tokens) % config.kv.page_tokens
     H = config.kv.kv_heads
     middle = len(plan) - 2
     # The points to run: the step itself where it is small, else two settled sizes.
@@ -344,7 +347,7 @@ def _tile(config, length: int, span: tuple[int, int], tokens: int) -> dict[str, 
 
     def counts(h, mm):
         chunks = plan if mm == middle else (plan[0], *[plan[1]] * mm, plan[-1])
-        return _step_counts(config, length, h, tuple(chunks), tokens)
+        return _step_counts(config, canon, h, tuple(chunks), tokens)
 
     t = {(h, mm): counts(h, mm) for h in hs for mm in ms}
     h0, m0 = hs[0], ms[0]
@@ -371,24 +374,29 @@ def prefill_step(config, length: int, tokens: int, window: int = 0) -> dict[str,
     steps of that tile's tokens), less what each pair of consecutive tiles shares (the second
     starts while the first drains; the overlap depends on the tile sizes and on the size of
     the first's last chunk, and is measured by :func:`timing` on a two-tile step against its
-    tiles alone). Below :data:`_SETTLED` chunks of context the cycle model runs itself. Each
-    size of a last chunk costs a few small runs of the cycle model (cached): the fast path
-    pays off on long sequences, where the cycle model's time grows with the context.
+    tiles alone). Below :data:`_SETTLED` chunks of context, and where a window starts a tile
+    past position 0 (its time then bounded by the window), the cycle model runs itself. Each
+    size of a tile's last chunk costs a few small runs of the cycle model (cached): at a few
+    thousand tokens the fast path takes about as long as the cycle model, and it pays off on
+    longer sequences, where the cycle model's time grows with the context.
     ``tests/test_attention.py`` holds ``cycles`` and every count of work to the cycle model;
     the cache's idle, wait and stall counters (``kv.idle``, ``kv.read_waits``,
     ``kv.read_cycles``, ``kv.read_stalls``) are the tiles' sums less the overlaps', near the
     cycle model's but not equal to them."""
     base = length - tokens
-    if base < _SETTLED * config.chunk:      # a short sequence: the cycle model itself
+    tiles = config.tiles(length, tokens, window)
+    if base < _SETTLED * config.chunk or tiles[-1][2] > 0:
+        # a short sequence, or a window (each tile attends at most its window): the cycle
+        # model itself, whose time does not grow with the context there
         t = timing(config, [synthetic_step(config, length, window=window, tokens=tokens)])
         return {"cycles": t.cycles, **t.counters}
-    tiles = config.tiles(length, tokens, window)
     out = dict.fromkeys(("cycles", *COUNTERS), 0)
     for first, count, lo, hi in tiles:
         for k, v in _tile(config, base + first + count, (lo, hi), count).items():
             out[k] += v
     for (_, a, _, hi), (_, b, _, _) in itertools.pairwise(tiles):
-        # the first tile's last chunk: chunks are aligned to multiples of ``chunk``
+        # the first tile's last chunk: every tile attends from position 0, in chunks aligned
+        # to multiples of ``chunk``
         for k, v in _overlap(config, a, b, hi % config.chunk + 1).items():
             out[k] -= v
     return out
