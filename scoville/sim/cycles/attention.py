@@ -254,9 +254,9 @@ def synthetic_step(config, length: int, plan: list[int] | None = None, window: i
     the appends of the step's ``tokens`` new tokens (the sequence then holds ``length``) and,
     for each row tile (:meth:`~scoville.rtl.attention.AttentionConfig.tiles`) and KV head,
     reads of its chunks (K, then V's column tiles), as the golden model's
-    :class:`~scoville.sim.golden.attention.Result` carries them. ``plan``: a decode step's
-    the chunk sizes of a step of one row tile of ``tokens`` tokens (None: its own;
-    ``window`` then unused); ``window`` the step's own sliding window (0: the config's)."""
+    :class:`~scoville.sim.golden.attention.Result` carries them. ``plan``: the chunk sizes of
+    a step of one row tile of ``tokens`` tokens (None: its own; ``window`` then unused);
+    ``window`` the step's own sliding window (0: the config's)."""
     kv, H = config.kv, config.kv.kv_heads
     cache = [SimpleNamespace(op=CacheOp.APPEND, status=Status.OK, reached="done",
                              new_page=(p - 1) % kv.page_tokens == 0, copied=False, data=(),
@@ -300,7 +300,12 @@ def _step_counts(config, length: int, heads: int, plan: tuple[int, ...],
     on ``config`` with ``heads`` KV heads, its command offered from cycle 0: ``cycles`` to its
     answer, and every counter."""
     cfg = _with_heads(config, heads)
-    t = timing(cfg, [synthetic_step(cfg, length, list(plan), tokens=tokens)])
+    return _run(cfg, synthetic_step(cfg, length, list(plan), tokens=tokens))
+
+
+def _run(config, step) -> dict[str, int]:
+    """:func:`timing` of ``step`` alone: ``cycles`` to its answer, and every counter."""
+    t = timing(config, [step])
     return {"cycles": t.cycles, **t.counters}
 
 
@@ -388,8 +393,7 @@ def prefill_step(config, length: int, tokens: int, window: int = 0) -> dict[str,
     if base < _SETTLED * config.chunk or tiles[-1][2] > 0:
         # a short sequence, or a window (each tile attends at most its window): the cycle
         # model itself, whose time does not grow with the context there
-        t = timing(config, [synthetic_step(config, length, window=window, tokens=tokens)])
-        return {"cycles": t.cycles, **t.counters}
+        return _run(config, synthetic_step(config, length, window=window, tokens=tokens))
     out = dict.fromkeys(("cycles", *COUNTERS), 0)
     for first, count, lo, hi in tiles:
         for k, v in _tile(config, base + first + count, (lo, hi), count).items():
@@ -413,8 +417,7 @@ def _overlap(config, a: int, b: int, last: int) -> dict[str, int]:
     hides): their counts as steps of their own less a two-tile step's, on a sequence of
     :data:`_SETTLED` chunks before that chunk."""
     base = _SETTLED * config.chunk + last - a
-    two = timing(config, [synthetic_step(config, base + a + b, tokens=a + b)])
-    ones = [timing(config, [synthetic_step(config, base + a, tokens=a)]),
-            timing(config, [synthetic_step(config, base + a + b, tokens=b)])]
-    return {k: sum(o.counters[k] for o in ones) - two.counters[k] for k in COUNTERS} | {
-        "cycles": sum(o.cycles for o in ones) - two.cycles}
+    first = _run(config, synthetic_step(config, base + a, tokens=a))
+    second = _run(config, synthetic_step(config, base + a + b, tokens=b))
+    two = _run(config, synthetic_step(config, base + a + b, tokens=a + b))
+    return {k: first[k] + second[k] - two[k] for k in two}
