@@ -7,7 +7,10 @@ import io
 import json
 import math
 import shutil
+import subprocess
+import sys
 from contextlib import redirect_stdout
+from pathlib import Path
 
 import pytest
 
@@ -24,8 +27,10 @@ from scoville.explore.specs import (
     load_chip,
     load_model,
 )
+from scoville.rtl.decoder import DecoderConfig, Op
 from scoville.rtl.gemm import GemmConfig
 from scoville.rtl.lib.params import build_config
+from scoville.sim.cycles import decoder as decoder_timed
 from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import moe as moe_timed
 from scoville.synth.yosys import NODES
@@ -115,6 +120,79 @@ def test_a_blocks_chip_takes_its_moe_times_from_the_moe_fast_path():
                                20)["cycles"]
         assert blocks.moe_cycles(*args, count) == pytest.approx(want, abs=count)
     assert cfg.fetch_buffer > 32 and moe_timed.buffer_covers(cfg, blocks.MEM_LATENCY, 20)
+
+
+def test_the_blocks_chips_router_load_is_the_decoder_engines_router():
+    """A MoE layer's ``ROUTER`` on the blocks chip is the decoder engine's fast path of that
+    command on an engine with the model's router (GPT-OSS-120B's fits one: 128 experts at
+    hidden 2880), its words given a port word a cycle, and its hand-over: the chip's own
+    count of the router's words agrees with the RTL config's."""
+    m = MODELS["gpt-oss-120b"]
+    cfg = build_config(DecoderConfig, {
+        "hidden": 2880, "act_lines": 32768, "moe.hidden": 2880, "moe.experts": 128,
+        "moe.top_k": 4, "moe.intermediate": 2880, "linear.weight_port_bits": 1024,
+        "moe.weight_port_bits": 1024, "linear.fetch_buffer": blocks.GLUE_BUFFER,
+        "linear.addr_bits": 32, "rope.dim": 64, "glu_lanes": 32})
+    want = decoder_timed.fast(cfg, [{"op": Op.ROUTER, "addr": 0}], blocks.MEM_LATENCY,
+                              128)["cycles"]
+    assert blocks.glue(m, 1, True, False)["ROUTER"] == want
+    # About a word a cycle after the memory's latency.
+    assert cfg.router_words + blocks.MEM_LATENCY < want < 1.05 * cfg.router_words + 600
+    assert "ROUTER" not in blocks.glue(MODELS["deepseek-r1"], 1, True, True)
+
+
+def test_the_blocks_chips_glue_is_the_decoder_engines_commands():
+    """Between the blocks a core runs the decoder engine's commands on its tokens: two norms
+    and two residual adds a layer (MLA: the q_a and latent norms too); in decode a rotation
+    command a sequence, each paying the memory's latency for its table row, where prefill
+    rotates consecutive positions in one; a residual add is a line a cycle."""
+    gpt, ds = MODELS["gpt-oss-120b"], MODELS["deepseek-r1"]
+    kinds = [Op(c["op"]).name for c in blocks._glue_commands(gpt, 3, True, False)]
+    assert kinds == ["NORM", "ROPE", "ROPE", "ROPE", "ADD", "NORM", "ADD"]
+    kinds = [Op(c["op"]).name for c in blocks._glue_commands(ds, 3, False, True)]
+    assert kinds == ["NORM", "NORM", "NORM", "ROPE", "ADD", "NORM", "GLU", "ADD"]
+    one, two = blocks.glue(gpt, 1, True, False), blocks.glue(gpt, 2, True, False)
+    assert two["ROPE"] - one["ROPE"] > blocks.MEM_LATENCY
+    pre = blocks.glue(gpt, 2, False, False)
+    assert pre["ROPE"] - one["ROPE"] < 200
+    # ADD: a line a cycle, then the hand-over.
+    assert two["ADD"] == 2 * (2 * 2880 // 32 + blocks.HANDOVER)
+    # A prefill too long for the activation memory runs as several commands.
+    assert len(blocks._glue_commands(gpt, 1000, False, False)) > 7
+    assert blocks.glue_cycles(gpt, 1, True, False, 10) == sum(one.values()) + 30
+
+
+def test_the_blocks_chip_adds_its_glue_to_each_layer(monkeypatch):
+    """A decode step on the blocks chip is its blocks' times plus every layer's glue
+    (:func:`blocks.glue_cycles`) over the clock, nothing else."""
+    chip, m = CHIPS["scoville-a64"], MODELS["deepseek-r1"]
+    par = perf.Parallelism("ep", 8)
+    args = (chip, m, par, 64, 2048, 60.0, 64)
+    seen = []
+
+    def glue(model, tokens, decode, dense, handovers):
+        seen.append((tokens, decode, dense))
+        return 1000 if dense else 3000
+
+    with_glue = blocks.blocks_phase(*args, decode=True)
+    monkeypatch.setattr(blocks, "glue_cycles", glue)
+    fake = blocks.blocks_phase(*args, decode=True)
+    monkeypatch.setattr(blocks, "glue_cycles", lambda *a: 0)
+    bare = blocks.blocks_phase(*args, decode=True)
+    layers = (m.layers - m.dense_layers) * 3000 + m.dense_layers * 1000
+    assert fake.seconds - bare.seconds == pytest.approx(layers / 1.5e9)
+    assert seen == [(1, True, False), (1, True, True)]
+    assert with_glue.seconds > bare.seconds
+
+
+def test_the_blocks_glue_doc_is_what_its_script_writes_today(tmp_path):
+    """docs/explore-blocks.md is scripts/blocks_glue.py's output on today's engine and
+    models: a change that moves a cycle shows here until it is regenerated."""
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "explore-blocks.md"
+    subprocess.run([sys.executable, str(root / "scripts" / "blocks_glue.py"), "--out",
+                    str(out)], check=True, capture_output=True, cwd=root)
+    assert out.read_text() == (root / "docs" / "explore-blocks.md").read_text()
 
 
 def test_a_bigger_array_makes_the_blocks_chip_faster_in_prefill():

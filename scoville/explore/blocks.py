@@ -18,7 +18,14 @@ layer's blocks run one after another:
   chips and cores (each expert's weights streamed once a batch of at most 256 tokens, from
   the core's share of the HBM bandwidth), each expert receiving the batch's choices evenly.
   The routed experts run in MXFP4 (the MoE block's weight format) whatever the model's
-  checkpoint format.
+  checkpoint format;
+- between the blocks, the commands of the ``decoder`` block's engine
+  (:func:`~scoville.sim.cycles.decoder.fast`, one core's engine at the model's widths:
+  :func:`glue_cycles`): the norms, the rotations (in decode a command a sequence: each
+  waits for its table rows from HBM), the residual adds, the dense layers' gated products,
+  the router's weights (``ROUTER``, every MoE layer), and every command's hand-over. The
+  weights every core needs whole (the norms', the rotary table's, the router's) are read
+  once and given to every core, a port word a cycle.
 """
 
 from __future__ import annotations
@@ -27,23 +34,34 @@ import functools
 import math
 
 from scoville.rtl.attention import AttentionConfig, rtl_error
+from scoville.rtl.decoder import LINE, DecoderConfig, Op
 from scoville.rtl.gemm import GemmConfig
-from scoville.rtl.lib.params import build_config
+from scoville.rtl.lib.params import ParamError, build_config
 from scoville.rtl.moe import MoeConfig
 from scoville.sim.cycles import attention as attention_timed
+from scoville.sim.cycles import decoder as decoder_timed
 from scoville.sim.cycles import gemm as gemm_timed
 from scoville.sim.cycles import moe as moe_timed
+from scoville.sim.golden.decoder import COMMAND_FIELDS, check
 
 from . import shapes
 from .parallel import Phase, comm, kv_split
 from .specs import bytes_per_param
 
-__all__ = ["blocks_phase", "moe_cycles", "weight_rate"]
+__all__ = ["blocks_phase", "glue_cycles", "moe_cycles", "weight_rate"]
 
 #: The memory's latency in cycles as the MoE block sees it (HBM, a few hundred ns).
 MEM_LATENCY = 500
 #: The most tokens the MoE block holds in a batch.
 MOE_TOKENS = 256
+#: Bits of a core's weight port (the MoE block's and the decoder engine's).
+PORT_BITS = 1024
+#: Words the decoder engine's fetch of the shared weights (norms, rotary table, router) asks
+#: ahead: more than the memory's round trip at a word a cycle.
+GLUE_BUFFER = 1024
+#: Hand-over cycles between two of the engine's commands (a command's last beat is counted
+#: the cycle after, answered the next, and the next command taken the one after).
+HANDOVER = 3
 
 
 @functools.cache
@@ -120,6 +138,97 @@ def _attention_line(model, q_per_kv: int, window: int) -> tuple[float, float]:
     c_hi = attention_timed.decode_step(cfg, hi)["cycles"]
     per = (c_hi - c_lo) / (hi - lo)
     return steps * (c_lo - per * lo), steps * per
+
+
+@functools.cache
+def _engine(model) -> DecoderConfig:
+    """One core's ``decoder`` engine at ``model``'s widths (its hidden size, its rotary
+    vectors), for the commands between the blocks."""
+    a = model.attention
+    params = {"hidden": model.hidden, "act_lines": 32768, "moe.hidden": model.hidden,
+              "linear.weight_port_bits": PORT_BITS, "moe.weight_port_bits": PORT_BITS,
+              "linear.fetch_buffer": GLUE_BUFFER, "linear.addr_bits": 32,
+              "rope.dim": a.head_dim if a.kind == "gqa" else a.qk_rope, "glu_lanes": LINE}
+    try:
+        return build_config(DecoderConfig, params)
+    except ParamError as e:
+        raise ValueError(f"{model.name}: the decoder engine cannot be built: {e}") from None
+
+
+def _chunks(tokens: int, per: int, most: int = 32768) -> list[int]:
+    """``tokens`` split into commands whose ``per`` lines a token fit the engine's activation
+    memory, at most ``most`` tokens a command."""
+    most = max(1, min(most, 32768 // per))
+    return [most] * (tokens // most) + ([tokens % most] if tokens % most else [])
+
+
+def _glue_commands(model, tokens: int, decode: bool, dense: bool) -> list[dict]:
+    """One layer's commands between the blocks on a core's ``tokens`` tokens: the input norm
+    (MLA: and the ``q_a`` and latent norms), the rotations (decode: a command a sequence, each
+    at its own position; prefill: consecutive positions), the residual add, the MoE's norm, the
+    dense layer's gated products (or those of the shared experts), the residual add. Addresses
+    0: they do not change the cycles."""
+    a, hl = model.attention, model.hidden // LINE
+    cfg = _engine(model)
+    # The rotated vectors of a token: every query head's and key head's (MLA: the one
+    # rotary key).
+    heads = a.q_heads + (a.kv_heads if a.kind == "gqa" else 1)
+    norms = [0] + ([a.q_lora_rank, a.kv_lora_rank] if a.kind == "mla" else [])
+    rope_lines = heads * cfg.rope_lines
+    glu = (model.dense_intermediate if dense else model.shared * model.shared_intermediate)
+    cmds = [{"op": Op.NORM, "a": 0, "dst": 0, "count": c, "k": k, "addr": 0}
+            for k in norms for c in _chunks(tokens, (k or model.hidden) // LINE)]
+    # A rotation's table rows are one fetch command long at most.
+    rows = ((1 << cfg.norm_fetch.len_bits) - 1) // cfg.rope_words
+    for c in [1] * tokens if decode else _chunks(tokens, rope_lines, rows):
+        cmds.append({"op": Op.ROPE, "a": 0, "count": c, "heads": heads,
+                     "stride": cfg.rope.dim, "row": rope_lines, "addr": 0})
+    adds = [{"op": Op.ADD, "a": 0, "b": 16384, "dst": 0, "count": c * hl}
+            for c in _chunks(tokens, 2 * hl)]
+    cmds += adds + [{"op": Op.NORM, "a": 0, "dst": 0, "count": c, "addr": 0}
+                    for c in _chunks(tokens, hl)]
+    if glu:
+        cmds += [{"op": Op.GLU, "a": 0, "b": 16384, "dst": 0, "count": c * glu // LINE}
+                 for c in _chunks(tokens, 2 * glu // LINE)]
+    return cmds + adds
+
+
+@functools.cache
+def _router_cycles(model) -> int:
+    """A MoE layer's ``ROUTER``: its weights (``H / 32`` beats of columns and the bias's, each
+    32 columns of the experts' FP32 logit weights) read once for every core, a port word a
+    cycle, the last beat written with the last word, then the hand-over."""
+    fetch = _engine(model).norm_fetch
+    beat_words = -(-LINE * model.experts * 32 // PORT_BITS)
+    words = (model.hidden // LINE + 1) * beat_words
+    return math.ceil(decoder_timed.arrived(fetch, 0, words, MEM_LATENCY, 1.0)) + HANDOVER
+
+
+@functools.cache
+def glue(model, tokens: int, decode: bool, dense: bool) -> dict[str, int]:
+    """One layer's commands between the blocks on one core's ``tokens`` tokens
+    (:func:`_glue_commands`; a MoE layer's ``ROUTER``, :func:`_router_cycles`): cycles by
+    op, each command's the decoder engine's fast path
+    (:func:`~scoville.sim.cycles.decoder.fast`: a command's cycles with its hand-over; the
+    commands run one after another, so a layer's are their sum)."""
+    cfg = _engine(model)
+    out: dict[str, int] = {}
+    for c in _glue_commands(model, tokens, decode, dense):
+        if check(cfg, {f: c.get(f, 0) for f in COMMAND_FIELDS}):    # a bug here: say which
+            raise AssertionError(f"{model.name}: the decoder engine refuses {c}")
+        name = Op(c["op"]).name
+        got = decoder_timed.fast(cfg, [c], MEM_LATENCY, PORT_BITS // 8)["cycles"]
+        out[name] = out.get(name, 0) + int(got)
+    if not dense:
+        out["ROUTER"] = _router_cycles(model)
+    return out
+
+
+def glue_cycles(model, tokens: int, decode: bool, dense: bool, handovers: int) -> int:
+    """Cycles of one layer's commands between the blocks on one core (:func:`glue`) and the
+    hand-overs of ``handovers`` commands of the blocks (projections, attention steps, MoE
+    batches), whose own cycles the blocks' models give."""
+    return sum(glue(model, tokens, decode, dense).values()) + HANDOVER * handovers
 
 
 def _matmuls(model) -> list[tuple[int, int, int, str]]:
@@ -218,7 +327,7 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
     if decode:
         seqs = math.ceil(kv_reads / dp)
         units = seqs * heads
-        per_core = math.ceil(units / chip.cores)
+        per_core = steps = math.ceil(units / chip.cores)
         cycles = 0.0
         full = m.layers - (a.window_layers if a.window else 0)
         for count, ctx, window in ((full, context, 0),
@@ -244,6 +353,7 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
                                        256, d, chip.array_cols)
                / gemm_cycles(chip.array_rows, chip.array_cols, 256, d, chip.array_cols))
         t += att_flops / (peak * eff)
+        steps = math.ceil(tokens / dp / MOE_TOKENS)
     # The MoE layers: the chip's share of the touched experts over its cores; fewer experts
     # than cores split each expert's column tiles over several cores.
     if moe_layers:
@@ -264,6 +374,14 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
         hbm += moe_layers * per_chip * expert_bytes * batches
         flops += moe_layers * 2 * tokens * m.top_k * shapes.ffn_params(
             m.hidden, m.moe_intermediate) / par.width
+    # Between the blocks: the decoder engine's commands, each core's on its share of the
+    # tokens (the cores in parallel), and the blocks' commands' hand-overs.
+    per_core = max(1, math.ceil(tokens / dp / chip.cores))
+    per_layer = len(_matmuls(m)) + steps
+    for count, dense in ((moe_layers, False), (dense_layers, True)):
+        if count:
+            cyc = glue_cycles(m, per_core, decode, dense, per_layer + (2 if dense else 1))
+            t += count * cyc / clock
     t_comm, link = comm(chip, m, par, tokens)
     # The sequencing between layers: the chip's own fixed time a layer (0 until the decoder
     # layer's RTL measures it).

@@ -39,7 +39,7 @@ from .unit import Wire, run
 __all__ = ["HeldSplitter", "Joiner", "LineReader", "Reducer", "Sequencer", "Splitter",
            "VecLoader",
            "VecWalker",
-           "expect", "fast", "timing"]
+           "arrived", "expect", "fast", "timing"]
 
 def expect(config, fields: dict) -> int:
     """The beats a command counts before it is done: lines written (``LINEAR``: the
@@ -613,7 +613,7 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
     attention model's, as for :func:`timing`) is the attention block's command offered at
     ``t + 1``, its answer as :func:`_attn_answer` says. A ``NORM``'s and a ``LINEAR``'s part
     takes its command at ``t + 1``. The
-    ``NORM``'s vector and a ``ROUTER``'s words arrive as :func:`_arrived` says (a
+    ``NORM``'s vector and a ``ROUTER``'s words arrive as :func:`arrived` says (a
     ``ROUTER``'s last beat written with its last word); the norm runs as
     :func:`~scoville.sim.cycles.rmsnorm.ideal_cycles` says. The ``LINEAR`` is
     :func:`scoville.sim.cycles.linear.fast` from then, a ``MOE`` (its ``groups`` as for
@@ -647,11 +647,11 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
             last = t + n + ARGMAX_LATENCY       # its answer, after the last line
         elif op == Op.NORM:
             W = norm_words(cfg, c)
-            go = _arrived(fc, t, W, L, rho) + 1       # loaded, then go
+            go = arrived(fc, t, W, L, rho) + 1       # loaded, then go
             last = go + ideal_cycles(cfg.norm, n, width=walk(cfg, c)[1])
             words += W
         elif op == Op.ROUTER:   # the last beat written with its last word
-            last = _arrived(fc, t, cfg.router_words, L, rho)
+            last = arrived(fc, t, cfg.router_words, L, rho)
             words += cfg.router_words
         elif op == Op.ROPE:
             last = _rope_fast(cfg, c, t, L, rho)
@@ -700,7 +700,7 @@ class _Fetched:
         return self.given + 2
 
 
-def _arrived(fc, t: float, words: int, latency: int, rho: float) -> float:
+def arrived(fc, t: float, words: int, latency: int, rho: float) -> float:
     """The cycle the fetch engine (``fc``) offers the last of ``words`` words to a consumer
     that takes each at once (:class:`_Fetched`), for a command taken at ``t``."""
     got = _Fetched(fc, t, words, latency, rho)
