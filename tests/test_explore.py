@@ -195,6 +195,23 @@ def test_the_blocks_glue_doc_is_what_its_script_writes_today(tmp_path):
     assert out.read_text() == (root / "docs" / "explore-blocks.md").read_text()
 
 
+def test_the_stored_attention_lines_are_the_fast_paths():
+    """Every decode-step line the sweep reads from scoville/explore/attention_lines.json is
+    the attention block's fast path today (regenerate it with
+    scripts/explore_attention_lines.py), and the blocks chip uses it."""
+    assert blocks.LINES, "scoville/explore/attention_lines.json is missing"
+    stored = dict(blocks.LINES)
+    try:
+        blocks.LINES.clear()
+        for key, line in stored.items():
+            assert list(blocks.attention_line(json.loads(key))) == line, key
+    finally:
+        blocks.LINES.update(stored)
+    m = MODELS["deepseek-r1"]
+    key = blocks.line_key(blocks._attention_params(m, 16, 0))
+    assert blocks._attention_line(m, 16, 0) == tuple(stored[key])
+
+
 def test_a_bigger_array_makes_the_blocks_chip_faster_in_prefill():
     small = dataclasses.replace(CHIPS["scoville-a64"], array_rows=32, array_cols=32)
     big = CHIPS["scoville-a64"]

@@ -31,7 +31,9 @@ layer's blocks run one after another:
 from __future__ import annotations
 
 import functools
+import json
 import math
+from pathlib import Path
 
 from scoville.rtl.attention import AttentionConfig, rtl_error
 from scoville.rtl.decoder import LINE, DecoderConfig, Op
@@ -48,7 +50,8 @@ from . import shapes
 from .parallel import Phase, comm, kv_split
 from .specs import bytes_per_param
 
-__all__ = ["blocks_phase", "glue_cycles", "moe_cycles", "weight_rate"]
+__all__ = ["LINES", "attention_line", "blocks_phase", "glue_cycles", "line_key", "moe_cycles",
+           "weight_rate"]
 
 #: The memory's latency in cycles as the MoE block sees it (HBM, a few hundred ns).
 MEM_LATENCY = 500
@@ -104,8 +107,9 @@ def moe_cycles(rows, cols, hidden, inter, experts, top_k, bpc, n: int, count: in
     return one + (count - 1) * (two - one)
 
 
-def _attention_config(model, q_per_kv: int, window: int):
-    """The attention block for one KV head of ``model`` with ``q_per_kv`` query heads."""
+def _attention_params(model, q_per_kv: int, window: int) -> dict:
+    """The attention block's parameters for one KV head of ``model`` with ``q_per_kv`` query
+    heads."""
     a = model.attention
     kv_fmt = "bf16" if model.kv_fmt == "bf16" else "fp8_e4m3"
     if a.kind == "gqa":
@@ -120,24 +124,56 @@ def _attention_config(model, q_per_kv: int, window: int):
                    "array.rows": min(64, max(2, q_per_kv))})
     if a.kind == "gqa" and a.window:
         params["sinks"] = 1
-    cfg = build_config(AttentionConfig, params)
+    return params
+
+
+def _attention_config(model, q_per_kv: int, window: int):
+    """The attention block for one KV head of ``model`` with ``q_per_kv`` query heads."""
+    cfg = build_config(AttentionConfig, _attention_params(model, q_per_kv, window))
     error = rtl_error(cfg)
     if error:
         raise ValueError(f"{model.name}: the attention block cannot be built: {error}")
     return cfg
 
 
-@functools.cache
-def _attention_line(model, q_per_kv: int, window: int) -> tuple[float, float]:
-    """``(base, per token)`` cycles of one sequence's decode step with one KV head of
-    ``q_per_kv`` query heads: the fast path at two context lengths (affine in them)."""
-    steps = math.ceil(q_per_kv / 64)
-    cfg = _attention_config(model, math.ceil(q_per_kv / steps), window)
+#: The decode-step lines (:func:`attention_line`) the default sweep asks for, by the attention
+#: block's parameters (``python scripts/explore_attention_lines.py`` writes them;
+#: ``tests/test_explore.py`` recomputes each): the fast path runs the cycle model on small
+#: steps, seconds for each of MLA's configurations, in every process of a sweep.
+LINES_FILE = Path(__file__).parent / "attention_lines.json"
+LINES: dict[str, list[float]] = (json.loads(LINES_FILE.read_text()) if LINES_FILE.exists()
+                                 else {})
+
+
+def line_key(params: dict) -> str:
+    """:data:`LINES`'s key of the attention block's parameters."""
+    return json.dumps(params, sort_keys=True)
+
+
+def attention_line(params: dict) -> tuple[float, float]:
+    """``(base, per token)`` cycles of one sequence's decode step on the attention block of
+    ``params`` (:data:`LINES`'s where it holds them): its fast path at two context lengths,
+    4 and 8 chunks (affine in them)."""
+    known = LINES.get(line_key(params))
+    if known:
+        return known[0], known[1]
+    cfg = build_config(AttentionConfig, params)
     lo, hi = 4 * cfg.chunk, 8 * cfg.chunk
     c_lo = attention_timed.decode_step(cfg, lo)["cycles"]
     c_hi = attention_timed.decode_step(cfg, hi)["cycles"]
     per = (c_hi - c_lo) / (hi - lo)
-    return steps * (c_lo - per * lo), steps * per
+    return c_lo - per * lo, per
+
+
+@functools.cache
+def _attention_line(model, q_per_kv: int, window: int) -> tuple[float, float]:
+    """``(base, per token)`` cycles of one sequence's decode step with one KV head of
+    ``q_per_kv`` query heads (groups above 64 in steps of at most 64)."""
+    steps = math.ceil(q_per_kv / 64)
+    q = math.ceil(q_per_kv / steps)
+    _attention_config(model, q, window)         # a config the block cannot build says why
+    base, per = attention_line(_attention_params(model, q, window))
+    return steps * base, steps * per
 
 
 @functools.cache
@@ -211,17 +247,23 @@ def glue(model, tokens: int, decode: bool, dense: bool) -> dict[str, int]:
     op, each command's the decoder engine's fast path
     (:func:`~scoville.sim.cycles.decoder.fast`: a command's cycles with its hand-over; the
     commands run one after another, so a layer's are their sum)."""
-    cfg = _engine(model)
     out: dict[str, int] = {}
     for c in _glue_commands(model, tokens, decode, dense):
-        if check(cfg, {f: c.get(f, 0) for f in COMMAND_FIELDS}):    # a bug here: say which
-            raise AssertionError(f"{model.name}: the decoder engine refuses {c}")
         name = Op(c["op"]).name
-        got = decoder_timed.fast(cfg, [c], MEM_LATENCY, PORT_BITS // 8)["cycles"]
-        out[name] = out.get(name, 0) + int(got)
+        out[name] = out.get(name, 0) + _command_cycles(model, tuple(c.items()))
     if not dense:
         out["ROUTER"] = _router_cycles(model)
     return out
+
+
+@functools.cache
+def _command_cycles(model, fields: tuple) -> int:
+    """One command's cycles with its hand-over on :func:`_engine` (the decoder engine's fast
+    path; many of a sweep's layers share their commands)."""
+    cfg, c = _engine(model), dict(fields)
+    if check(cfg, {f: c.get(f, 0) for f in COMMAND_FIELDS}):    # a bug here: say which
+        raise AssertionError(f"{model.name}: the decoder engine refuses {c}")
+    return int(decoder_timed.fast(cfg, [c], MEM_LATENCY, PORT_BITS // 8)["cycles"])
 
 
 def glue_cycles(model, tokens: int, decode: bool, dense: bool, handovers: int) -> int:
