@@ -3,8 +3,9 @@
 (``scoville.explore.blocks.attention_line``: the attention block's fast path at two context
 lengths), computed once and written to ``scoville/explore/attention_lines.json``, so that a
 sweep reads them instead of running the cycle model on small steps in each of its
-processes. Run it after changing the attention block's timed model or the blocks chip's
-attention configurations; ``tests/test_explore.py`` recomputes every entry.
+processes. The file carries a digest of the timed models' sources: after a change to them
+the sweep ignores it (and recomputes) and ``tests/test_explore.py`` fails until this script
+is run again.
 
 Usage: ``python scripts/explore_attention_lines.py [--out FILE]``
 """
@@ -28,14 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     asked: dict[str, list[float]] = {}
     compute = blocks.attention_line
 
-    def record(params):
-        asked[blocks.line_key(params)] = list(compute(params))
-        return asked[blocks.line_key(params)]
+    def record(config):
+        asked[blocks.line_key(config)] = list(compute(config))
+        return asked[blocks.line_key(config)]
 
     blocks.attention_line = record
     chips = [name for name, chip in CHIPS.items() if chip.kind == "blocks"]
     sweep.explore(chips=chips)
-    Path(args.out).write_text(json.dumps(dict(sorted(asked.items())), indent=1) + "\n")
+    stored = {"digest": blocks.timed_digest(), "lines": dict(sorted(asked.items()))}
+    Path(args.out).write_text(json.dumps(stored, indent=1) + "\n")
     print(f"wrote {len(asked)} lines to {args.out}", file=sys.stderr)
     return 0
 

@@ -9,6 +9,7 @@ import math
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -122,66 +123,115 @@ def test_a_blocks_chip_takes_its_moe_times_from_the_moe_fast_path():
     assert cfg.fetch_buffer > 32 and moe_timed.buffer_covers(cfg, blocks.MEM_LATENCY, 20)
 
 
-def test_the_blocks_chips_router_load_is_the_decoder_engines_router():
+LINES = 2048        # a scoville-a64 core's activation memory
+
+
+@pytest.mark.parametrize("name,experts,top_k,inter", [("gpt-oss-120b", 128, 4, 2880),
+                                                      ("deepseek-r1", 256, 8, 2048)])
+def test_the_blocks_chips_router_load_is_the_decoder_engines_router(name, experts, top_k,
+                                                                     inter):
     """A MoE layer's ``ROUTER`` on the blocks chip is the decoder engine's fast path of that
-    command on an engine with the model's router (GPT-OSS-120B's fits one: 128 experts at
-    hidden 2880), its words given a port word a cycle, and its hand-over: the chip's own
-    count of the router's words agrees with the RTL config's."""
-    m = MODELS["gpt-oss-120b"]
+    command on an engine with the model's router, its words given a port word a cycle; Kimi
+    K2's router, past one fetch command, is the same fetch of its words (about a word a
+    cycle after the memory's latency)."""
+    m = MODELS[name]
+    assert blocks.engine_lines(CHIPS["scoville-a64"]) == LINES
     cfg = build_config(DecoderConfig, {
-        "hidden": 2880, "act_lines": 32768, "moe.hidden": 2880, "moe.experts": 128,
-        "moe.top_k": 4, "moe.intermediate": 2880, "linear.weight_port_bits": 1024,
+        "hidden": m.hidden, "act_lines": LINES, "moe.hidden": m.hidden, "moe.experts": experts,
+        "moe.top_k": top_k, "moe.intermediate": inter, "linear.weight_port_bits": 1024,
         "moe.weight_port_bits": 1024, "linear.fetch_buffer": blocks.GLUE_BUFFER,
         "linear.addr_bits": 32, "rope.dim": 64, "glu_lanes": 32})
-    want = decoder_timed.fast(cfg, [{"op": Op.ROUTER, "addr": 0}], blocks.MEM_LATENCY,
-                              128)["cycles"]
-    assert blocks.glue(m, 1, True, False)["ROUTER"] == want
-    # About a word a cycle after the memory's latency.
-    assert cfg.router_words + blocks.MEM_LATENCY < want < 1.05 * cfg.router_words + 600
-    assert "ROUTER" not in blocks.glue(MODELS["deepseek-r1"], 1, True, True)
+    want = decoder_timed.fast(cfg, [{"op": Op.ROUTER, "addr": 0}], blocks.MEM_LATENCY, 128)
+    got = blocks.glue(m, LINES, 1, 1, True, False, 1)
+    assert got.cycles["ROUTER"] == want["cycles"]
+    assert cfg.router_words + blocks.MEM_LATENCY < want["cycles"] < 1.05 * cfg.router_words + 600
+    # The norms' weights besides (MLA: the q_a and latent norms' too), 32 FP32 a port word.
+    a = m.attention
+    extra = (a.q_lora_rank + a.kv_lora_rank) * 32 // 1024 if a.kind == "mla" else 0
+    assert got.shared == want["weight_words"] + 2 * cfg.norm_words + extra
+    assert "ROUTER" not in blocks.glue(m, LINES, 1, 1, True, True, 1).cycles
+    kimi = MODELS["kimi-k2"]
+    assert not blocks._engine(kimi, LINES).router_fits
+    words = (7168 // 32 + 1) * 384
+    assert words + 500 < blocks.glue(kimi, LINES, 1, 1, True, False, 1).cycles["ROUTER"] \
+        < 1.05 * words + 600
 
 
 def test_the_blocks_chips_glue_is_the_decoder_engines_commands():
     """Between the blocks a core runs the decoder engine's commands on its tokens: two norms
     and two residual adds a layer (MLA: the q_a and latent norms too); in decode a rotation
-    command a sequence, each paying the memory's latency for its table row, where prefill
-    rotates consecutive positions in one; a residual add is a line a cycle."""
+    command a sequence (with MTP, of its 1 + mtp tokens), each paying the memory's latency for
+    its table rows, where prefill rotates consecutive positions in one; a residual add is a
+    line a cycle; a memory too small for the tokens splits a command, each part fetching its
+    weights again."""
     gpt, ds = MODELS["gpt-oss-120b"], MODELS["deepseek-r1"]
-    kinds = [Op(c["op"]).name for c in blocks._glue_commands(gpt, 3, True, False)]
-    assert kinds == ["NORM", "ROPE", "ROPE", "ROPE", "ADD", "NORM", "ADD"]
-    kinds = [Op(c["op"]).name for c in blocks._glue_commands(ds, 3, False, True)]
-    assert kinds == ["NORM", "NORM", "NORM", "ROPE", "ADD", "NORM", "GLU", "ADD"]
-    one, two = blocks.glue(gpt, 1, True, False), blocks.glue(gpt, 2, True, False)
-    assert two["ROPE"] - one["ROPE"] > blocks.MEM_LATENCY
-    pre = blocks.glue(gpt, 2, False, False)
-    assert pre["ROPE"] - one["ROPE"] < 200
-    # ADD: a line a cycle, then the hand-over.
-    assert two["ADD"] == 2 * (2 * 2880 // 32 + blocks.HANDOVER)
-    # A prefill too long for the activation memory runs as several commands.
-    assert len(blocks._glue_commands(gpt, 1000, False, False)) > 7
-    assert blocks.glue_cycles(gpt, 1, True, False, 10) == sum(one.values()) + 30
+
+    def ops(*args):
+        return [(Op(c["op"]).name, c["count"]) for c in blocks._glue_commands(*args)]
+
+    hl = 2880 // 32
+    assert ops(gpt, LINES, 3, 1, True, False, 72) == [
+        ("NORM", 3), ("ROPE", 1), ("ROPE", 1), ("ROPE", 1), ("ADD", 3 * hl), ("NORM", 3),
+        ("ADD", 3 * hl)]
+    # DeepSeek's dense layer, 3 sequences of 2 tokens (MTP): four norms, a rotation of two
+    # tokens a sequence, adds of 4 tokens (2 x 224 lines each), the gated products of 18,432
+    # values a token one token a command (2 x 576 lines).
+    got = Counter(ops(ds, LINES, 3, 2, True, True, 129))
+    assert got == {("NORM", 6): 4, ("ROPE", 2): 3, ("ADD", 4 * 224): 2, ("ADD", 2 * 224): 2,
+                   ("GLU", 576): 6}
+    one = blocks.glue(gpt, LINES, 1, 1, True, False, 72).cycles
+    two = blocks.glue(gpt, LINES, 2, 1, True, False, 72).cycles
+    pre = blocks.glue(gpt, LINES, 2, 1, False, False, 72).cycles
+    assert two["ROPE"] - one["ROPE"] > blocks.MEM_LATENCY > pre["ROPE"] - one["ROPE"]
+    assert two["ADD"] == 2 * (2 * hl + blocks.HANDOVER)
+    # 100 tokens of 90 lines in 2048 lines: norms of 22 tokens, adds of 11 (a and b).
+    counts = ops(gpt, LINES, 100, 1, False, False, 72)
+    assert counts.count(("NORM", 22)) == 8 and counts.count(("ADD", 11 * hl)) == 18
+    small = blocks.glue(gpt, 256, 100, 1, False, False, 72).cycles["NORM"]
+    assert small > blocks.glue(gpt, LINES, 100, 1, False, False, 72).cycles["NORM"] + 5000
+    # Rotating fewer heads (a tensor-parallel chip's share) takes fewer cycles in prefill.
+    assert (blocks.glue(gpt, LINES, 64, 1, False, False, 9).cycles["ROPE"]
+            < blocks.glue(gpt, LINES, 64, 1, False, False, 72).cycles["ROPE"] / 4)
+
+
+def test_a_model_the_engine_cannot_run_is_one_line():
+    """A TOML model past the decoder engine's widths (hidden above 8192) is a SpecError."""
+    big = dataclasses.replace(MODELS["gpt-oss-120b"], name="wide", hidden=12288)
+    with pytest.raises(SpecError, match="model wide: a blocks chip's decoder engine cannot "
+                                        "run it: parameter 'hidden'"):
+        blocks.glue(big, LINES, 1, 1, True, False, 8)
 
 
 def test_the_blocks_chip_adds_its_glue_to_each_layer(monkeypatch):
     """A decode step on the blocks chip is its blocks' times plus every layer's glue
-    (:func:`blocks.glue_cycles`) over the clock, nothing else."""
+    (:func:`blocks.glue_cycles`) over the clock, with a core's share of the sequences (MTP:
+    each of 1 + mtp tokens) and the chip's share of the rotated heads; its bytes are the
+    glue's too."""
     chip, m = CHIPS["scoville-a64"], MODELS["deepseek-r1"]
-    par = perf.Parallelism("ep", 8)
-    args = (chip, m, par, 64, 2048, 60.0, 64)
     seen = []
 
-    def glue(model, tokens, decode, dense, handovers):
-        seen.append((tokens, decode, dense))
-        return 1000 if dense else 3000
+    def glue(chip, model, seqs, per_seq, decode, dense, heads, handovers, busy):
+        seen.append((seqs, per_seq, decode, dense, heads, busy))
+        return (1000, 10.0) if dense else (3000, 20.0)
 
-    with_glue = blocks.blocks_phase(*args, decode=True)
+    def phase(par, tokens, kv_reads):
+        return blocks.blocks_phase(chip, m, par, tokens, 2048, 60.0, kv_reads, decode=True)
+
+    ep8, tp8 = perf.Parallelism("ep", 8), perf.Parallelism("tp", 8)
+    with_glue = phase(ep8, 1024, 512)
     monkeypatch.setattr(blocks, "glue_cycles", glue)
-    fake = blocks.blocks_phase(*args, decode=True)
-    monkeypatch.setattr(blocks, "glue_cycles", lambda *a: 0)
-    bare = blocks.blocks_phase(*args, decode=True)
+    fake = phase(ep8, 1024, 512)
+    phase(tp8, 64, 64)
+    monkeypatch.setattr(blocks, "glue_cycles", lambda *a: (0, 0.0))
+    bare = phase(ep8, 1024, 512)
     layers = (m.layers - m.dense_layers) * 3000 + m.dense_layers * 1000
-    assert fake.seconds - bare.seconds == pytest.approx(layers / 1.5e9)
-    assert seen == [(1, True, False), (1, True, True)]
+    assert fake.seconds - bare.seconds == pytest.approx(layers / (chip.clock_ghz * 1e9))
+    read = (m.layers - m.dense_layers) * 20 + m.dense_layers * 10
+    assert fake.hbm_bytes - bare.hbm_bytes == pytest.approx(read)
+    # ep8: 512 / 8 = 64 sequences a chip, one a core on 64 cores, each of two tokens (MTP),
+    # all 129 heads; tp8: 64 sequences on every chip, 16 + 1 heads.
+    assert seen[:2] == [(1, 2, True, False, 129, 64), (1, 2, True, True, 129, 64)]
+    assert seen[2] == (1, 1, True, False, 17, 64)
     assert with_glue.seconds > bare.seconds
 
 
@@ -195,21 +245,26 @@ def test_the_blocks_glue_doc_is_what_its_script_writes_today(tmp_path):
     assert out.read_text() == (root / "docs" / "explore-blocks.md").read_text()
 
 
-def test_the_stored_attention_lines_are_the_fast_paths():
-    """Every decode-step line the sweep reads from scoville/explore/attention_lines.json is
-    the attention block's fast path today (regenerate it with
-    scripts/explore_attention_lines.py), and the blocks chip uses it."""
-    assert blocks.LINES, "scoville/explore/attention_lines.json is missing"
-    stored = dict(blocks.LINES)
+def test_the_stored_attention_lines_are_current(monkeypatch):
+    """scoville/explore/attention_lines.json was computed with today's timed models (else the
+    sweep recomputes every line: regenerate it with scripts/explore_attention_lines.py); a
+    sample of its lines are the fast path's; the blocks chip reads them."""
+    stored = json.loads(blocks.LINES_FILE.read_text())
+    assert stored["digest"] == blocks.timed_digest(), "run scripts/explore_attention_lines.py"
+    assert blocks.LINES == stored["lines"]
+    gpt, ds = MODELS["gpt-oss-120b"], MODELS["deepseek-r1"]
+    sample = [blocks._attention_config(gpt, 8, 0), blocks._attention_config(ds, 16, 0)]
+    monkeypatch.setattr(blocks, "LINES", {})
+    for cfg in sample:
+        assert list(blocks.attention_line(cfg)) == stored["lines"][blocks.line_key(cfg)]
+    # The sweep's lines come from the table: a sentinel there comes back.
+    cfg = blocks._attention_config(ds, 16, 0)
+    monkeypatch.setattr(blocks, "LINES", {blocks.line_key(cfg): [1.0, 2.0]})
+    blocks._attention_line.cache_clear()
     try:
-        blocks.LINES.clear()
-        for key, line in stored.items():
-            assert list(blocks.attention_line(json.loads(key))) == line, key
+        assert blocks._attention_line(ds, 16, 0) == (1.0, 2.0)
     finally:
-        blocks.LINES.update(stored)
-    m = MODELS["deepseek-r1"]
-    key = blocks.line_key(blocks._attention_params(m, 16, 0))
-    assert blocks._attention_line(m, 16, 0) == tuple(stored[key])
+        blocks._attention_line.cache_clear()
 
 
 def test_a_bigger_array_makes_the_blocks_chip_faster_in_prefill():

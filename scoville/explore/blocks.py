@@ -2,8 +2,9 @@
 
 Each of the chip's ``cores`` has one array of ``array_rows`` x ``array_cols`` (the ``gemm``
 block's, in the MoE block's MXFP4 weights and the model's activations), the MoE block's weight
-path and the attention block's KV cache. A layer's work is spread evenly over the cores, and a
-layer's blocks run one after another:
+path, the attention block's KV cache, and a ``decoder`` engine's activation memory (its share
+of the SRAM the KV cache leaves: :func:`engine_lines`) and units between the blocks. A
+layer's work is spread evenly over the cores, and a layer's blocks run one after another:
 
 - GEMMs (attention projections, shared experts, dense FFNs, the head):
   :func:`~scoville.sim.cycles.gemm.command_cycles` of one core's command (M the tokens, K the
@@ -21,19 +22,24 @@ layer's blocks run one after another:
   checkpoint format;
 - between the blocks, the commands of the ``decoder`` block's engine
   (:func:`~scoville.sim.cycles.decoder.fast`, one core's engine at the model's widths:
-  :func:`glue_cycles`): the norms, the rotations (in decode a command a sequence: each
-  waits for its table rows from HBM), the residual adds, the dense layers' gated products,
-  the router's weights (``ROUTER``, every MoE layer), and every command's hand-over. The
-  weights every core needs whole (the norms', the rotary table's, the router's) are read
-  once and given to every core, a port word a cycle.
+  :func:`glue`), each core on its share of the sequences or tokens: the norms, the rotations
+  (in decode a command a sequence: each waits for its table rows from HBM), the residual
+  adds, the dense layers' gated products, the router's weights (``ROUTER``, every MoE
+  layer), and every command's hand-over. The weights every core needs whole (the norms',
+  the router's) are read once and given to every core, a port word a cycle; each core reads
+  its own tokens' rotary table rows.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
+from typing import NamedTuple
 
 from scoville.rtl.attention import AttentionConfig, rtl_error
 from scoville.rtl.decoder import LINE, DecoderConfig, Op
@@ -48,10 +54,10 @@ from scoville.sim.golden.decoder import COMMAND_FIELDS, check
 
 from . import shapes
 from .parallel import Phase, comm, kv_split
-from .specs import bytes_per_param
+from .specs import SpecError, bytes_per_param
 
-__all__ = ["LINES", "attention_line", "blocks_phase", "glue_cycles", "line_key", "moe_cycles",
-           "weight_rate"]
+__all__ = ["LINES", "Engine", "Glue", "attention_line", "blocks_phase", "engine_lines", "glue",
+           "glue_cycles", "line_key", "moe_cycles", "timed_digest", "weight_rate"]
 
 #: The memory's latency in cycles as the MoE block sees it (HBM, a few hundred ns).
 MEM_LATENCY = 500
@@ -136,31 +142,43 @@ def _attention_config(model, q_per_kv: int, window: int):
     return cfg
 
 
+def timed_digest() -> str:
+    """A digest of the timed models' sources (``scoville/sim/cycles``), which the stored
+    attention lines were computed with."""
+    from scoville.sim import cycles
+
+    h = hashlib.sha256()
+    for path in sorted(Path(cycles.__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 #: The decode-step lines (:func:`attention_line`) the default sweep asks for, by the attention
-#: block's parameters (``python scripts/explore_attention_lines.py`` writes them;
-#: ``tests/test_explore.py`` recomputes each): the fast path runs the cycle model on small
-#: steps, seconds for each of MLA's configurations, in every process of a sweep.
+#: block's config (``python scripts/explore_attention_lines.py`` writes them; the fast path
+#: runs the cycle model on small steps, seconds for each of MLA's configurations, in every
+#: process of a sweep). Read only while they were computed with today's timed models
+#: (:func:`timed_digest`; ``tests/test_explore.py`` checks it).
 LINES_FILE = Path(__file__).parent / "attention_lines.json"
-LINES: dict[str, list[float]] = (json.loads(LINES_FILE.read_text()) if LINES_FILE.exists()
-                                 else {})
+_STORED = json.loads(LINES_FILE.read_text()) if LINES_FILE.exists() else {}
+LINES: dict[str, list[float]] = (_STORED["lines"]
+                                 if _STORED.get("digest") == timed_digest() else {})
 
 
-def line_key(params: dict) -> str:
-    """:data:`LINES`'s key of the attention block's parameters."""
-    return json.dumps(params, sort_keys=True)
+def line_key(config) -> str:
+    """:data:`LINES`'s key of an attention block's config (every field, defaults too)."""
+    return repr(config)
 
 
-def attention_line(params: dict) -> tuple[float, float]:
-    """``(base, per token)`` cycles of one sequence's decode step on the attention block of
-    ``params`` (:data:`LINES`'s where it holds them): its fast path at two context lengths,
+def attention_line(config) -> tuple[float, float]:
+    """``(base, per token)`` cycles of one sequence's decode step on the attention block
+    ``config`` (:data:`LINES`'s where it holds them): its fast path at two context lengths,
     4 and 8 chunks (affine in them)."""
-    known = LINES.get(line_key(params))
+    known = LINES.get(line_key(config))
     if known:
         return known[0], known[1]
-    cfg = build_config(AttentionConfig, params)
-    lo, hi = 4 * cfg.chunk, 8 * cfg.chunk
-    c_lo = attention_timed.decode_step(cfg, lo)["cycles"]
-    c_hi = attention_timed.decode_step(cfg, hi)["cycles"]
+    lo, hi = 4 * config.chunk, 8 * config.chunk
+    c_lo = attention_timed.decode_step(config, lo)["cycles"]
+    c_hi = attention_timed.decode_step(config, hi)["cycles"]
     per = (c_hi - c_lo) / (hi - lo)
     return c_lo - per * lo, per
 
@@ -170,113 +188,167 @@ def _attention_line(model, q_per_kv: int, window: int) -> tuple[float, float]:
     """``(base, per token)`` cycles of one sequence's decode step with one KV head of
     ``q_per_kv`` query heads (groups above 64 in steps of at most 64)."""
     steps = math.ceil(q_per_kv / 64)
-    q = math.ceil(q_per_kv / steps)
-    _attention_config(model, q, window)         # a config the block cannot build says why
-    base, per = attention_line(_attention_params(model, q, window))
+    base, per = attention_line(_attention_config(model, math.ceil(q_per_kv / steps), window))
     return steps * base, steps * per
 
 
+def engine_lines(chip) -> int:
+    """Lines (32 FP32 values) of a core's activation memory: its share of the SRAM the KV
+    cache leaves, within what the engine allows."""
+    free = chip.sram_mib * 2**20 * (1 - chip.kv_sram_frac) / max(1, chip.cores)
+    return max(16, min(32768, int(free // (LINE * 4))))
+
+
+class Engine(NamedTuple):
+    """One core's ``decoder`` engine for a model: its config, and whether the model's router
+    fits one of its fetch commands (``ROUTER``)."""
+
+    config: DecoderConfig
+    router_fits: bool
+
+
 @functools.cache
-def _engine(model) -> DecoderConfig:
+def _engine(model, act_lines: int) -> Engine:
     """One core's ``decoder`` engine at ``model``'s widths (its hidden size, its rotary
-    vectors), for the commands between the blocks."""
+    vectors, its router) with ``act_lines`` of activation memory, for the commands between
+    the blocks. A router past one fetch command (Kimi K2's 384 experts at hidden 7168: 86,400
+    words of 1024 bits, past 65,535) leaves the engine's router at its default."""
     a = model.attention
-    params = {"hidden": model.hidden, "act_lines": 32768, "moe.hidden": model.hidden,
+    params = {"hidden": model.hidden, "act_lines": act_lines, "moe.hidden": model.hidden,
               "linear.weight_port_bits": PORT_BITS, "moe.weight_port_bits": PORT_BITS,
               "linear.fetch_buffer": GLUE_BUFFER, "linear.addr_bits": 32,
               "rope.dim": a.head_dim if a.kind == "gqa" else a.qk_rope, "glu_lanes": LINE}
+    router = {"moe.experts": model.experts, "moe.top_k": model.top_k,
+              "moe.intermediate": model.moe_intermediate}
     try:
-        return build_config(DecoderConfig, params)
+        return Engine(build_config(DecoderConfig, {**params, **router}), True)
+    except ParamError:
+        pass
+    try:
+        return Engine(build_config(DecoderConfig, params), False)
     except ParamError as e:
-        raise ValueError(f"{model.name}: the decoder engine cannot be built: {e}") from None
+        raise SpecError(f"model {model.name}: a blocks chip's decoder engine cannot run it: "
+                        f"{e}") from None
 
 
-def _chunks(tokens: int, per: int, most: int = 32768) -> list[int]:
-    """``tokens`` split into commands whose ``per`` lines a token fit the engine's activation
-    memory, at most ``most`` tokens a command."""
-    most = max(1, min(most, 32768 // per))
+def _chunks(tokens: int, per: int, lines: int, most: int = 1 << 16) -> list[int]:
+    """``tokens`` split into commands whose ``per`` lines a token fit ``lines`` lines of the
+    activation memory, at most ``most`` tokens a command."""
+    most = max(1, min(most, lines // per))
     return [most] * (tokens // most) + ([tokens % most] if tokens % most else [])
 
 
-def _glue_commands(model, tokens: int, decode: bool, dense: bool) -> list[dict]:
-    """One layer's commands between the blocks on a core's ``tokens`` tokens: the input norm
-    (MLA: and the ``q_a`` and latent norms), the rotations (decode: a command a sequence, each
-    at its own position; prefill: consecutive positions), the residual add, the MoE's norm, the
-    dense layer's gated products (or those of the shared experts), the residual add. Addresses
-    0: they do not change the cycles."""
+def _glue_commands(model, lines: int, seqs: int, per_seq: int, decode: bool, dense: bool,
+                   heads: int) -> list[dict]:
+    """One layer's commands between the blocks on a core's ``seqs`` sequences of ``per_seq``
+    tokens each (decode: a step's tokens, ``1 + mtp``; prefill: ``seqs`` tokens of one),
+    ``heads`` rotated vectors a token, ``lines`` of activation memory: the input norm (MLA:
+    and the ``q_a`` and latent norms), the rotations (decode: a command a sequence, its
+    tokens at their own positions; prefill: consecutive positions), the residual add, the
+    MoE's norm, the dense layer's gated products (or those of the shared experts), the
+    residual add. Addresses from 0: they do not change the cycles."""
     a, hl = model.attention, model.hidden // LINE
-    cfg = _engine(model)
-    # The rotated vectors of a token: every query head's and key head's (MLA: the one
-    # rotary key).
-    heads = a.q_heads + (a.kv_heads if a.kind == "gqa" else 1)
+    cfg = _engine(model, lines).config
+    tokens = seqs * per_seq
     norms = [0] + ([a.q_lora_rank, a.kv_lora_rank] if a.kind == "mla" else [])
     rope_lines = heads * cfg.rope_lines
-    glu = (model.dense_intermediate if dense else model.shared * model.shared_intermediate)
+    gl = (model.dense_intermediate if dense else model.shared * model.shared_intermediate) // LINE
     cmds = [{"op": Op.NORM, "a": 0, "dst": 0, "count": c, "k": k, "addr": 0}
-            for k in norms for c in _chunks(tokens, (k or model.hidden) // LINE)]
+            for k in norms for c in _chunks(tokens, (k or model.hidden) // LINE, lines)]
     # A rotation's table rows are one fetch command long at most.
     rows = ((1 << cfg.norm_fetch.len_bits) - 1) // cfg.rope_words
-    for c in [1] * tokens if decode else _chunks(tokens, rope_lines, rows):
+    for c in [per_seq] * seqs if decode else _chunks(tokens, rope_lines, lines, rows):
         cmds.append({"op": Op.ROPE, "a": 0, "count": c, "heads": heads,
                      "stride": cfg.rope.dim, "row": rope_lines, "addr": 0})
-    adds = [{"op": Op.ADD, "a": 0, "b": 16384, "dst": 0, "count": c * hl}
-            for c in _chunks(tokens, 2 * hl)]
+    adds = [{"op": Op.ADD, "a": 0, "b": c * hl, "dst": 0, "count": c * hl}
+            for c in _chunks(tokens, 2 * hl, lines)]
     cmds += adds + [{"op": Op.NORM, "a": 0, "dst": 0, "count": c, "addr": 0}
-                    for c in _chunks(tokens, hl)]
-    if glu:
-        cmds += [{"op": Op.GLU, "a": 0, "b": 16384, "dst": 0, "count": c * glu // LINE}
-                 for c in _chunks(tokens, 2 * glu // LINE)]
+                    for c in _chunks(tokens, hl, lines)]
+    if gl:
+        cmds += [{"op": Op.GLU, "a": 0, "b": c * gl, "dst": 0, "count": c * gl}
+                 for c in _chunks(tokens, 2 * gl, lines)]
     return cmds + adds
 
 
 @functools.cache
-def _router_cycles(model) -> int:
-    """A MoE layer's ``ROUTER``: its weights (``H / 32`` beats of columns and the bias's, each
-    32 columns of the experts' FP32 logit weights) read once for every core, a port word a
-    cycle, the last beat written with the last word, then the hand-over."""
-    fetch = _engine(model).norm_fetch
-    beat_words = -(-LINE * model.experts * 32 // PORT_BITS)
-    words = (model.hidden // LINE + 1) * beat_words
-    return math.ceil(decoder_timed.arrived(fetch, 0, words, MEM_LATENCY, 1.0)) + HANDOVER
+def _router(model, lines: int) -> tuple[int, int]:
+    """A MoE layer's ``ROUTER`` (its weights, ``H / 32`` beats of 32 columns of the experts'
+    FP32 logit weights and the bias's beat, read once for every core, a port word a cycle):
+    its cycles with the hand-over and its words. The engine's fast path of the command
+    where the router fits one fetch command; else (Kimi K2) the same fetch of its words, as
+    if the fetch's length field were wider."""
+    engine = _engine(model, lines)
+    if engine.router_fits:
+        got = decoder_timed.fast(engine.config, [{"op": Op.ROUTER, "addr": 0}], MEM_LATENCY,
+                                 PORT_BITS // 8)
+        return int(got["cycles"]), got["weight_words"]
+    words = (model.hidden // LINE + 1) * -(-LINE * model.experts * 32 // PORT_BITS)
+    fetch = engine.config.norm_fetch
+    return (math.ceil(decoder_timed.arrived(fetch, 0, words, MEM_LATENCY, 1.0)) + HANDOVER,
+            words)
+
+
+class Glue(NamedTuple):
+    """One layer's commands between the blocks on a core: ``cycles`` by op (each with its
+    hand-over), and the weight-port words they read: ``shared`` (the norms' and the router's,
+    the same for every core), ``own`` (the rotations' table rows of the core's tokens)."""
+
+    cycles: Mapping[str, int]
+    shared: int
+    own: int
 
 
 @functools.cache
-def glue(model, tokens: int, decode: bool, dense: bool) -> dict[str, int]:
-    """One layer's commands between the blocks on one core's ``tokens`` tokens
-    (:func:`_glue_commands`; a MoE layer's ``ROUTER``, :func:`_router_cycles`): cycles by
-    op, each command's the decoder engine's fast path
-    (:func:`~scoville.sim.cycles.decoder.fast`: a command's cycles with its hand-over; the
-    commands run one after another, so a layer's are their sum)."""
-    out: dict[str, int] = {}
-    for c in _glue_commands(model, tokens, decode, dense):
+def glue(model, lines: int, seqs: int, per_seq: int, decode: bool, dense: bool,
+         heads: int) -> Glue:
+    """:func:`_glue_commands` (and a MoE layer's ``ROUTER``, :func:`_router`), each command
+    the decoder engine's fast path (:func:`~scoville.sim.cycles.decoder.fast`; the commands
+    run one after another, so a layer's are their sum)."""
+    cycles: dict[str, int] = {}
+    shared = own = 0
+    for c in _glue_commands(model, lines, seqs, per_seq, decode, dense, heads):
         name = Op(c["op"]).name
-        out[name] = out.get(name, 0) + _command_cycles(model, tuple(c.items()))
+        cyc, words = _command(model, lines, tuple(c.items()))
+        cycles[name] = cycles.get(name, 0) + cyc
+        own, shared = (own + words, shared) if name == "ROPE" else (own, shared + words)
     if not dense:
-        out["ROUTER"] = _router_cycles(model)
-    return out
+        cycles["ROUTER"], words = _router(model, lines)
+        shared += words
+    return Glue(MappingProxyType(cycles), shared, own)
+
+
+#: Bits of the ``cmd`` beat's fields the glue's commands could outgrow
+#: (:func:`scoville.rtl.decoder_parts.command_layout`).
+_FIELD_BITS = {"count": 16, "heads": 8, "row": 16, "stride": 16}
 
 
 @functools.cache
-def _command_cycles(model, fields: tuple) -> int:
-    """One command's cycles with its hand-over on :func:`_engine` (the decoder engine's fast
-    path; many of a sweep's layers share their commands)."""
-    cfg, c = _engine(model), dict(fields)
-    if check(cfg, {f: c.get(f, 0) for f in COMMAND_FIELDS}):    # a bug here: say which
-        raise AssertionError(f"{model.name}: the decoder engine refuses {c}")
-    return int(decoder_timed.fast(cfg, [c], MEM_LATENCY, PORT_BITS // 8)["cycles"])
+def _command(model, lines: int, fields: tuple) -> tuple[int, int]:
+    """One command's cycles with its hand-over and its weight words on :func:`_engine` (the
+    decoder engine's fast path; many of a sweep's layers share their commands)."""
+    cfg, c = _engine(model, lines).config, dict(fields)
+    wide = [f for f, bits in _FIELD_BITS.items() if c.get(f, 0) >> bits]
+    if wide or check(cfg, {f: c.get(f, 0) for f in COMMAND_FIELDS}):
+        raise SpecError(f"model {model.name}: a blocks chip's decoder engine cannot run "
+                        f"{Op(c['op']).name} {c}" + (f" (field {wide[0]})" if wide else ""))
+    got = decoder_timed.fast(cfg, [c], MEM_LATENCY, PORT_BITS // 8)
+    return int(got["cycles"]), got["weight_words"]
 
 
-def glue_cycles(model, tokens: int, decode: bool, dense: bool, handovers: int) -> int:
-    """Cycles of one layer's commands between the blocks on one core (:func:`glue`) and the
+def glue_cycles(chip, model, seqs: int, per_seq: int, decode: bool, dense: bool, heads: int,
+                handovers: int, busy: int) -> tuple[int, float]:
+    """One layer's cycles between the blocks on a core of ``chip`` (:func:`glue`) with the
     hand-overs of ``handovers`` commands of the blocks (projections, attention steps, MoE
-    batches), whose own cycles the blocks' models give."""
-    return sum(glue(model, tokens, decode, dense).values()) + HANDOVER * handovers
+    batches: counted roughly, 3 cycles each), and the bytes the chip reads for them: the
+    shared words once, the rotations' table rows of ``busy`` cores."""
+    g = glue(model, engine_lines(chip), seqs, per_seq, decode, dense, heads)
+    return (sum(g.cycles.values()) + HANDOVER * handovers,
+            (g.shared + g.own * busy) * PORT_BITS / 8)
 
 
 def _matmuls(model) -> list[tuple[int, int, int, str]]:
-    """``(K, N, count, format)`` of one layer's GEMMs outside the routed experts and the
-    attention products: the attention projections (MLA's up-projection absorbed: per head a
-    ``qk_nope x kv_lora`` and a ``kv_lora x v_head_dim``), the shared experts."""
+    """``(K, N, count, format)`` of one layer's attention projections (MLA's up-projection
+    absorbed: per head a ``qk_nope x kv_lora`` and a ``kv_lora x v_head_dim``)."""
     a, H, wf = model.attention, model.hidden, model.weight_fmt
     if a.kind == "gqa":
         q, kv = a.q_heads * a.head_dim, a.kv_heads * a.head_dim
@@ -287,10 +359,13 @@ def _matmuls(model) -> list[tuple[int, int, int, str]]:
               (a.qk_nope, a.kv_lora_rank, a.q_heads, wf),
               (a.kv_lora_rank, a.v_head_dim, a.q_heads, wf),
               (a.q_heads * a.v_head_dim, H, 1, wf)]
-    if model.shared:
-        mm += [(H, 2 * model.shared * model.shared_intermediate, 1, wf),
-               (model.shared * model.shared_intermediate, H, 1, wf)]
     return mm
+
+
+def _shared(model) -> list[tuple[int, int, int, str]]:
+    """``(K, N, count, format)`` of a MoE layer's shared experts' GEMMs."""
+    width, H, wf = model.shared * model.shared_intermediate, model.hidden, model.weight_fmt
+    return [(H, 2 * width, 1, wf), (width, H, 1, wf)] if width else []
 
 
 def _port_bytes(chip) -> int:
@@ -348,7 +423,7 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
     split = par.width // dp                           # ways the non-expert columns split
     t = flops = hbm = sram = 0.0
     # GEMMs outside the experts, per layer; the dense FFNs and the head.
-    gemms = [(*mm, layers) for mm in _matmuls(m)] + [
+    gemms = [(*mm, layers) for mm in _matmuls(m)] + [(*mm, moe_layers) for mm in _shared(m)] + [
         (m.hidden, 2 * m.dense_intermediate, 1, m.weight_fmt, dense_layers),
         (m.dense_intermediate, m.hidden, 1, m.weight_fmt, dense_layers),
         (m.hidden, m.vocab, 1, m.weight_fmt, 1 / par.pp)]
@@ -417,15 +492,26 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
         flops += moe_layers * 2 * tokens * m.top_k * shapes.ffn_params(
             m.hidden, m.moe_intermediate) / par.width
     # Between the blocks: the decoder engine's commands, each core's on its share of the
-    # tokens (the cores in parallel), and the blocks' commands' hand-overs.
-    per_core = max(1, math.ceil(tokens / dp / chip.cores))
-    per_layer = len(_matmuls(m)) + steps
+    # chip's sequences (decode: each of 1 + mtp tokens) or tokens (the cores in parallel), on
+    # the chip's share of the rotated heads; and the blocks' commands' hand-overs.
+    units = kv_reads / dp if decode else tokens / dp
+    per_seq = max(1, round(tokens / kv_reads)) if decode and kv_reads else 1
+    seqs = max(1, math.ceil(units / chip.cores))
+    busy = min(chip.cores, max(1, math.ceil(units / seqs)))
+    if a.kind == "gqa":
+        rotated = math.ceil(a.q_heads / split) + math.ceil(a.kv_heads / min(split, a.kv_heads))
+    else:
+        rotated = math.ceil(a.q_heads / split) + 1      # MLA: the one rotary key
     for count, dense in ((moe_layers, False), (dense_layers, True)):
         if count:
-            cyc = glue_cycles(m, per_core, decode, dense, per_layer + (2 if dense else 1))
-            t += count * cyc / clock
+            # The blocks' commands: projections, attention steps, the FFN's two GEMMs or the
+            # shared experts' and the MoE.
+            blocks_commands = (len(_matmuls(m)) + steps
+                               + (2 if dense else len(_shared(m)) + 1))
+            cyc, read = glue_cycles(chip, m, seqs, per_seq, decode, dense, rotated,
+                                    blocks_commands, busy)
+            t, hbm = t + count * cyc / clock, hbm + count * read
     t_comm, link = comm(chip, m, par, tokens)
-    # The sequencing between layers: the chip's own fixed time a layer (0 until the decoder
-    # layer's RTL measures it).
+    # Besides, the chip's own fixed time a layer (a spec: 0 unless a TOML chip sets it).
     t += chip.layer_us * 1e-6 * layers
     return Phase(t + t_comm, flops, hbm, sram, link)

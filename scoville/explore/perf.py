@@ -38,8 +38,9 @@ array, the columns spread over the cores, never faster than their weights stream
 attention (:func:`scoville.sim.cycles.attention.decode_step` of one sequence on a core,
 sequences spread over the cores; its KV cache on chip while ``kv_sram_frac`` of the SRAM holds
 it, else never faster than HBM), the MoE layer (:func:`scoville.sim.cycles.moe.layer`, its
-routed experts spread over the cores, each core's share of the HBM bandwidth); communication
-after them.
+routed experts spread over the cores, each core's share of the HBM bandwidth), and between
+them the ``decoder`` engine's commands (norms, rotations, residual adds, gated products, the
+router's weights: :func:`scoville.explore.blocks.glue`); communication after them.
 
 **A request's life**, aggregated (prefill and decode on the same chips): the replica
 prefills its requests' ``isl`` tokens (in the ``pp`` micro-batches, pipelined as decode is)
@@ -360,8 +361,9 @@ def step(chip: Chip, m: Model, par: Parallelism, batch: int, context: float,
 
 @functools.cache
 def _mtp_module(m: Model) -> Model:
-    """The model a draft pass runs: DeepSeek-V3's MTP module is one MoE layer (its own
-    projections and norms, not counted) under the main model's embedding and head."""
+    """The model a draft pass runs: DeepSeek-V3's MTP module is one MoE layer (its
+    own norms and projection of the embedding and hidden state besides a layer's, not
+    counted) under the main model's embedding and head."""
     a = dataclasses.replace(m.attention, window_layers=min(m.attention.window_layers, 1))
     return dataclasses.replace(m, layers=1, dense_layers=0, attention=a)
 
