@@ -565,6 +565,20 @@ def test_fast_path_is_the_cycle_model_at_every_count(params):
 _WAITS = ("kv.idle", "kv.read_waits", "kv.read_cycles", "kv.read_stalls")
 
 
+def test_a_step_the_block_refuses_is_not_timed():
+    """A step of several tokens on a decode-mode block (or more than ``q_tokens`` in prefill
+    mode) is one the block refuses: the timed model says so at once (it used to wait for an
+    answer that never came, ten million cycles)."""
+    decode = build_config(AttentionConfig, {})
+    with pytest.raises(ValueError, match="a step of 2 tokens: the attention block in decode "
+                                         "mode takes 1..1"):
+        timed.synthetic_step(decode, 64, tokens=2)
+    prefill = build_config(AttentionConfig, {"mode": "prefill", "q_tokens": 4})
+    with pytest.raises(ValueError, match="in prefill mode takes 1..4"):
+        timed.prefill_step(prefill, 640, 5)
+    assert timed.prefill_step(prefill, 64, 4)["cycles"] > 0
+
+
 @pytest.mark.parametrize("params", [
     {},
     {"chunk": 32, "q_heads": 12, "kv.kv_heads": 3, "kv.head_dim": 32, "array.cols": 32,

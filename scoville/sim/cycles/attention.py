@@ -257,6 +257,7 @@ def synthetic_step(config, length: int, plan: list[int] | None = None, window: i
     :class:`~scoville.sim.golden.attention.Result` carries them. ``plan``: the chunk sizes of
     a step of one row tile of ``tokens`` tokens (None: its own; ``window`` then unused);
     ``window`` the step's own sliding window (0: the config's)."""
+    _check_tokens(config, tokens)
     kv, H = config.kv, config.kv.kv_heads
     cache = [SimpleNamespace(op=CacheOp.APPEND, status=Status.OK, reached="done",
                              new_page=(p - 1) % kv.page_tokens == 0, copied=False, data=(),
@@ -285,6 +286,14 @@ def synthetic_step(config, length: int, plan: list[int] | None = None, window: i
     return SimpleNamespace(op=Op.STEP, status=Status.OK, out=range(config.q_heads * tokens),
                            length=length, cache=cache, chunks=chunks, tokens=tokens,
                            window=window)
+
+
+def _check_tokens(config, tokens: int) -> None:
+    """A step the block refuses (more tokens than its mode takes) has no time: say so."""
+    most = config.q_tokens if config.mode == "prefill" else 1
+    if not 1 <= tokens <= most:
+        raise ValueError(f"a step of {tokens} tokens: the attention block in {config.mode} "
+                         f"mode takes 1..{most}")
 
 
 def _with_heads(config, heads: int):
@@ -388,6 +397,7 @@ def prefill_step(config, length: int, tokens: int, window: int = 0) -> dict[str,
     the cache's idle, wait and stall counters (``kv.idle``, ``kv.read_waits``,
     ``kv.read_cycles``, ``kv.read_stalls``) are the tiles' sums less the overlaps', near the
     cycle model's but not equal to them."""
+    _check_tokens(config, tokens)
     base = length - tokens
     tiles = config.tiles(length, tokens, window)
     if base < _SETTLED * config.chunk or tiles[-1][2] > 0:
