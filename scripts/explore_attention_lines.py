@@ -3,9 +3,10 @@
 (``scoville.explore.blocks.attention_line``: the attention block's fast path at two context
 lengths), computed once and written to ``scoville/explore/attention_lines.json``, so that a
 sweep reads them instead of running the cycle model on small steps in each of its
-processes. The file carries a digest of the timed models' sources: after a change to them
-the sweep ignores it (and recomputes) and ``tests/test_explore.py`` fails until this script
-is run again.
+processes. The file carries a digest of the sources the lines come from (the attention
+block's timed model and every module it imports, its config's too): after a change to them
+the sweep ignores the file (and recomputes) and ``tests/test_explore.py`` fails until this
+script is run again.
 
 Usage: ``python scripts/explore_attention_lines.py [--out FILE]``
 """
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(blocks.LINES_FILE))
     args = parser.parse_args(argv)
-    blocks.LINES.clear()                # compute every line afresh
+    blocks.LINES = {}                   # compute every line afresh
     asked: dict[str, list[float]] = {}
     compute = blocks.attention_line
 

@@ -251,7 +251,7 @@ def test_the_stored_attention_lines_are_current(monkeypatch):
     sample of its lines are the fast path's; the blocks chip reads them."""
     stored = json.loads(blocks.LINES_FILE.read_text())
     assert stored["digest"] == blocks.timed_digest(), "run scripts/explore_attention_lines.py"
-    assert blocks.LINES == stored["lines"]
+    assert blocks.stored_lines() == stored["lines"]
     gpt, ds = MODELS["gpt-oss-120b"], MODELS["deepseek-r1"]
     sample = [blocks._attention_config(gpt, 8, 0), blocks._attention_config(ds, 16, 0)]
     monkeypatch.setattr(blocks, "LINES", {})

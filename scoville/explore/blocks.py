@@ -32,8 +32,10 @@ layer's work is spread evenly over the cores, and a layer's blocks run one after
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
+import importlib.util
 import json
 import math
 from collections.abc import Mapping
@@ -57,7 +59,8 @@ from .parallel import Phase, comm, kv_split
 from .specs import SpecError, bytes_per_param
 
 __all__ = ["LINES", "Engine", "Glue", "attention_line", "blocks_phase", "engine_lines", "glue",
-           "glue_cycles", "line_key", "moe_cycles", "timed_digest", "weight_rate"]
+           "glue_cycles", "line_key", "moe_cycles", "stored_lines", "timed_digest",
+           "weight_rate"]
 
 #: The memory's latency in cycles as the MoE block sees it (HBM, a few hundred ns).
 MEM_LATENCY = 500
@@ -142,26 +145,62 @@ def _attention_config(model, q_per_kv: int, window: int):
     return cfg
 
 
-def timed_digest() -> str:
-    """A digest of the timed models' sources (``scoville/sim/cycles``), which the stored
-    attention lines were computed with."""
-    from scoville.sim import cycles
+def _source(name: str) -> Path | None:
+    """The file of ``scoville`` module ``name`` (None: not a module, e.g. a name in one)."""
+    path = Path(__file__).parent.parent.joinpath(*name.split(".")[1:])
+    for f in (path.with_suffix(".py"), path / "__init__.py"):
+        if f.is_file():
+            return f
+    return None
 
+
+def _imports(name: str) -> set[str]:
+    """The ``scoville`` modules that module ``name`` imports (absolute or relative)."""
+    path = _source(name)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = (importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+                    if node.level else node.module)
+            found |= {base} | {f"{base}.{alias.name}" for alias in node.names}
+    return {m for m in found if m.startswith("scoville.") and _source(m)}
+
+
+def timed_digest() -> str:
+    """A digest of the sources the attention lines are computed from: the attention block's
+    timed model and every ``scoville`` module it imports, transitively (its config's too)."""
+    seen, todo = set(), ["scoville.sim.cycles.attention"]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += _imports(name)
     h = hashlib.sha256()
-    for path in sorted(Path(cycles.__file__).parent.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    for name in sorted(seen):
+        h.update(name.encode() + b"\0" + _source(name).read_bytes())
     return h.hexdigest()[:16]
 
 
 #: The decode-step lines (:func:`attention_line`) the default sweep asks for, by the attention
 #: block's config (``python scripts/explore_attention_lines.py`` writes them; the fast path
 #: runs the cycle model on small steps, seconds for each of MLA's configurations, in every
-#: process of a sweep). Read only while they were computed with today's timed models
-#: (:func:`timed_digest`; ``tests/test_explore.py`` checks it).
+#: process of a sweep). Read, on first use (:func:`stored_lines`), only while they were
+#: computed from today's sources (:func:`timed_digest`; ``tests/test_explore.py`` checks it).
 LINES_FILE = Path(__file__).parent / "attention_lines.json"
-_STORED = json.loads(LINES_FILE.read_text()) if LINES_FILE.exists() else {}
-LINES: dict[str, list[float]] = (_STORED["lines"]
-                                 if _STORED.get("digest") == timed_digest() else {})
+LINES: dict[str, list[float]] | None = None
+
+
+def stored_lines() -> dict[str, list[float]]:
+    """:data:`LINES`, read from :data:`LINES_FILE` the first time (empty if the file is missing
+    or was computed from other sources)."""
+    global LINES
+    if LINES is None:
+        stored = json.loads(LINES_FILE.read_text()) if LINES_FILE.exists() else {}
+        LINES = stored["lines"] if stored.get("digest") == timed_digest() else {}
+    return LINES
 
 
 def line_key(config) -> str:
@@ -173,7 +212,7 @@ def attention_line(config) -> tuple[float, float]:
     """``(base, per token)`` cycles of one sequence's decode step on the attention block
     ``config`` (:data:`LINES`'s where it holds them): its fast path at two context lengths,
     4 and 8 chunks (affine in them)."""
-    known = LINES.get(line_key(config))
+    known = stored_lines().get(line_key(config))
     if known:
         return known[0], known[1]
     lo, hi = 4 * config.chunk, 8 * config.chunk
