@@ -25,11 +25,12 @@ OPS = ("NORM", "ROPE", "ADD", "GLU", "ROUTER")
 CONTEXT = 1024
 
 
-def _width(chip, m) -> int:
-    """The fewest chips (expert-parallel, attention data-parallel) that hold ``m`` and one
-    sequence at 1k/1k."""
-    return next(w for w in (1, 2, 4, 8, 16, 32, 64)
-                if perf.fits(chip, m, perf.Parallelism("ep", w), Scenario(1024, 1024), 1))
+def _layout(chip, m) -> perf.Parallelism:
+    """The fewest chips (expert-parallel, attention data-parallel; one chip: ``tp1``) that
+    hold ``m`` and one sequence at 1k/1k."""
+    width = next(w for w in (1, 2, 4, 8, 16, 32, 64)
+                 if perf.fits(chip, m, perf.Parallelism("ep", w), Scenario(1024, 1024), 1))
+    return perf.Parallelism("ep" if width > 1 else "tp", width)
 
 
 def render() -> str:
@@ -59,21 +60,22 @@ def render() -> str:
         out += [f"## {name}: a MoE layer", "",
                 "| case | " + " | ".join(OPS) + " | total | us a layer |",
                 "|---|" + "---:|" * (len(OPS) + 2)]
+        shared = m.shared * m.shared_intermediate
         for label, n, decode in CASES:
-            got = blocks.glue(m, lines, n, 1, decode, False, heads).cycles
+            got = blocks.glue(m, lines, n, 1, decode, False, heads, shared).cycles
             total = sum(got.values())
             out.append(f"| {label} | " + " | ".join(f"{got.get(op, 0):,}" for op in OPS)
                        + f" | {total:,} | {total / clock:.1f} |")
-        width = _width(chip, m)
-        par = perf.Parallelism("ep", width)
+        par = _layout(chip, m)
         step = perf.step(chip, m, par, 1, CONTEXT).seconds * 1e6
-        layer = {kind: blocks.glue(m, lines, 1, 1, True, kind, heads).cycles
+        layer = {kind: blocks.glue(m, lines, 1, 1, True, kind, heads,
+                                   m.dense_intermediate if kind else shared).cycles
                  for kind in (False, True)}
         kinds = ((m.layers - m.dense_layers, False), (m.dense_layers, True))
         glue = sum(count * sum(layer[kind].values()) / clock for count, kind in kinds)
         router = (m.layers - m.dense_layers) * layer[False]["ROUTER"] / clock
         out += ["", f"A decode step of one sequence at {CONTEXT} tokens on "
-                f"{width} chip(s) ({par.label}, `scoville.explore.perf.step`): "
+                f"{par.width} chip(s) ({par.label}, `scoville.explore.perf.step`): "
                 f"{step:,.0f} us; its layers' commands between the blocks (dense layers: "
                 f"no `ROUTER`) {glue:,.0f} us ({glue / step:.0%}), the routers' weights "
                 f"{router:,.0f} us of it ({router / step:.0%}).", ""]

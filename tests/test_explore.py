@@ -123,7 +123,7 @@ def test_a_blocks_chip_takes_its_moe_times_from_the_moe_fast_path():
     assert cfg.fetch_buffer > 32 and moe_timed.buffer_covers(cfg, blocks.MEM_LATENCY, 20)
 
 
-LINES = 2048        # a scoville-a64 core's activation memory
+CORE_LINES = 2048   # a scoville-a64 core's activation memory
 
 
 @pytest.mark.parametrize("name,experts,top_k,inter", [("gpt-oss-120b", 128, 4, 2880),
@@ -135,25 +135,26 @@ def test_the_blocks_chips_router_load_is_the_decoder_engines_router(name, expert
     K2's router, past one fetch command, is the same fetch of its words (about a word a
     cycle after the memory's latency)."""
     m = MODELS[name]
-    assert blocks.engine_lines(CHIPS["scoville-a64"]) == LINES
+    assert blocks.engine_lines(CHIPS["scoville-a64"]) == CORE_LINES
     cfg = build_config(DecoderConfig, {
-        "hidden": m.hidden, "act_lines": LINES, "moe.hidden": m.hidden, "moe.experts": experts,
+        "hidden": m.hidden, "act_lines": CORE_LINES, "moe.hidden": m.hidden,
+        "moe.experts": experts,
         "moe.top_k": top_k, "moe.intermediate": inter, "linear.weight_port_bits": 1024,
         "moe.weight_port_bits": 1024, "linear.fetch_buffer": blocks.GLUE_BUFFER,
         "linear.addr_bits": 32, "rope.dim": 64, "glu_lanes": 32})
     want = decoder_timed.fast(cfg, [{"op": Op.ROUTER, "addr": 0}], blocks.MEM_LATENCY, 128)
-    got = blocks.glue(m, LINES, 1, 1, True, False, 1)
+    got = blocks.glue(m, CORE_LINES, 1, 1, True, False, 1, 0)
     assert got.cycles["ROUTER"] == want["cycles"]
     assert cfg.router_words + blocks.MEM_LATENCY < want["cycles"] < 1.05 * cfg.router_words + 600
     # The norms' weights besides (MLA: the q_a and latent norms' too), 32 FP32 a port word.
     a = m.attention
     extra = (a.q_lora_rank + a.kv_lora_rank) * 32 // 1024 if a.kind == "mla" else 0
     assert got.shared == want["weight_words"] + 2 * cfg.norm_words + extra
-    assert "ROUTER" not in blocks.glue(m, LINES, 1, 1, True, True, 1).cycles
+    assert "ROUTER" not in blocks.glue(m, CORE_LINES, 1, 1, True, True, 1, 0).cycles
     kimi = MODELS["kimi-k2"]
-    assert not blocks._engine(kimi, LINES).router_fits
+    assert not blocks._engine(kimi, CORE_LINES).router_fits
     words = (7168 // 32 + 1) * 384
-    assert words + 500 < blocks.glue(kimi, LINES, 1, 1, True, False, 1).cycles["ROUTER"] \
+    assert words + 500 < blocks.glue(kimi, CORE_LINES, 1, 1, True, False, 1, 0).cycles["ROUTER"] \
         < 1.05 * words + 600
 
 
@@ -170,28 +171,32 @@ def test_the_blocks_chips_glue_is_the_decoder_engines_commands():
         return [(Op(c["op"]).name, c["count"]) for c in blocks._glue_commands(*args)]
 
     hl = 2880 // 32
-    assert ops(gpt, LINES, 3, 1, True, False, 72) == [
+    assert ops(gpt, CORE_LINES, 3, 1, True, False, 72, 0) == [
         ("NORM", 3), ("ROPE", 1), ("ROPE", 1), ("ROPE", 1), ("ADD", 3 * hl), ("NORM", 3),
         ("ADD", 3 * hl)]
     # DeepSeek's dense layer, 3 sequences of 2 tokens (MTP): four norms, a rotation of two
-    # tokens a sequence, adds of 4 tokens (2 x 224 lines each), the gated products of 18,432
-    # values a token one token a command (2 x 576 lines).
-    got = Counter(ops(ds, LINES, 3, 2, True, True, 129))
-    assert got == {("NORM", 6): 4, ("ROPE", 2): 3, ("ADD", 4 * 224): 2, ("ADD", 2 * 224): 2,
-                   ("GLU", 576): 6}
-    one = blocks.glue(gpt, LINES, 1, 1, True, False, 72).cycles
-    two = blocks.glue(gpt, LINES, 2, 1, True, False, 72).cycles
-    pre = blocks.glue(gpt, LINES, 2, 1, False, False, 72).cycles
+    # tokens a sequence, adds of 6 x 224 lines and gated products of 6 x 576 lines in
+    # commands of at most 1024 lines (their two ranges in 2048).
+    got = Counter(ops(ds, CORE_LINES, 3, 2, True, True, 129, 18432))
+    assert got == {("NORM", 6): 4, ("ROPE", 2): 3, ("ADD", 1024): 2, ("ADD", 320): 2,
+                   ("GLU", 1024): 3, ("GLU", 384): 1}
+    one = blocks.glue(gpt, CORE_LINES, 1, 1, True, False, 72, 0).cycles
+    two = blocks.glue(gpt, CORE_LINES, 2, 1, True, False, 72, 0).cycles
+    pre = blocks.glue(gpt, CORE_LINES, 2, 1, False, False, 72, 0).cycles
     assert two["ROPE"] - one["ROPE"] > blocks.MEM_LATENCY > pre["ROPE"] - one["ROPE"]
     assert two["ADD"] == 2 * (2 * hl + blocks.HANDOVER)
-    # 100 tokens of 90 lines in 2048 lines: norms of 22 tokens, adds of 11 (a and b).
-    counts = ops(gpt, LINES, 100, 1, False, False, 72)
-    assert counts.count(("NORM", 22)) == 8 and counts.count(("ADD", 11 * hl)) == 18
-    small = blocks.glue(gpt, 256, 100, 1, False, False, 72).cycles["NORM"]
-    assert small > blocks.glue(gpt, LINES, 100, 1, False, False, 72).cycles["NORM"] + 5000
+    # 100 tokens of 90 lines in 2048 lines: norms of 22 tokens, adds of 1024 lines (a and b).
+    counts = ops(gpt, CORE_LINES, 100, 1, False, False, 72, 0)
+    assert counts.count(("NORM", 22)) == 8 and counts.count(("ADD", 1024)) == 16
+    # A token that does not fit the memory is the chip's error, in one line.
+    with pytest.raises(SpecError, match="activation memory of 64 lines .* cannot hold one of "
+                                        "model gpt-oss-120b's tokens \\(90 lines\\)"):
+        blocks.glue(gpt, 64, 1, 1, True, False, 72, 0)
+    small = blocks.glue(gpt, 256, 100, 1, False, False, 72, 0).cycles["NORM"]
+    assert small > blocks.glue(gpt, CORE_LINES, 100, 1, False, False, 72, 0).cycles["NORM"] + 5000
     # Rotating fewer heads (a tensor-parallel chip's share) takes fewer cycles in prefill.
-    assert (blocks.glue(gpt, LINES, 64, 1, False, False, 9).cycles["ROPE"]
-            < blocks.glue(gpt, LINES, 64, 1, False, False, 72).cycles["ROPE"] / 4)
+    assert (blocks.glue(gpt, CORE_LINES, 64, 1, False, False, 9, 0).cycles["ROPE"]
+            < blocks.glue(gpt, CORE_LINES, 64, 1, False, False, 72, 0).cycles["ROPE"] / 4)
 
 
 def test_a_model_the_engine_cannot_run_is_one_line():
@@ -199,7 +204,7 @@ def test_a_model_the_engine_cannot_run_is_one_line():
     big = dataclasses.replace(MODELS["gpt-oss-120b"], name="wide", hidden=12288)
     with pytest.raises(SpecError, match="model wide: a blocks chip's decoder engine cannot "
                                         "run it: parameter 'hidden'"):
-        blocks.glue(big, LINES, 1, 1, True, False, 8)
+        blocks.glue(big, CORE_LINES, 1, 1, True, False, 8, 0)
 
 
 def test_the_blocks_chip_adds_its_glue_to_each_layer(monkeypatch):
@@ -210,8 +215,8 @@ def test_the_blocks_chip_adds_its_glue_to_each_layer(monkeypatch):
     chip, m = CHIPS["scoville-a64"], MODELS["deepseek-r1"]
     seen = []
 
-    def glue(chip, model, seqs, per_seq, decode, dense, heads, handovers, busy):
-        seen.append((seqs, per_seq, decode, dense, heads, busy))
+    def glue(chip, model, seqs, per_seq, decode, dense, heads, ffn, handovers, busy):
+        seen.append((seqs, per_seq, decode, dense, heads, ffn, busy))
         return (1000, 10.0) if dense else (3000, 20.0)
 
     def phase(par, tokens, kv_reads):
@@ -228,10 +233,11 @@ def test_the_blocks_chip_adds_its_glue_to_each_layer(monkeypatch):
     assert fake.seconds - bare.seconds == pytest.approx(layers / (chip.clock_ghz * 1e9))
     read = (m.layers - m.dense_layers) * 20 + m.dense_layers * 10
     assert fake.hbm_bytes - bare.hbm_bytes == pytest.approx(read)
-    # ep8: 512 / 8 = 64 sequences a chip, one a core on 64 cores, each of two tokens (MTP),
-    # all 129 heads; tp8: 64 sequences on every chip, 16 + 1 heads.
-    assert seen[:2] == [(1, 2, True, False, 129, 64), (1, 2, True, True, 129, 64)]
-    assert seen[2] == (1, 1, True, False, 17, 64)
+    # ep8: 512 / 8 = 64 sequences a chip, one a core on 64 of the 256 cores, each of two
+    # tokens (MTP), all 129 heads and gated products; tp8: 64 sequences on every chip, 16 + 1
+    # heads, an eighth of the gated products.
+    assert seen[:2] == [(1, 2, True, False, 129, 2048, 64), (1, 2, True, True, 129, 18432, 64)]
+    assert seen[2:4] == [(1, 1, True, False, 17, 256, 64), (1, 1, True, True, 17, 2304, 64)]
     assert with_glue.seconds > bare.seconds
 
 

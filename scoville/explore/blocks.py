@@ -36,8 +36,10 @@ import ast
 import functools
 import hashlib
 import importlib.util
+import inspect
 import json
 import math
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -58,7 +60,7 @@ from . import shapes
 from .parallel import Phase, comm, kv_split
 from .specs import SpecError, bytes_per_param
 
-__all__ = ["LINES", "Engine", "Glue", "attention_line", "blocks_phase", "engine_lines", "glue",
+__all__ = ["Engine", "Glue", "attention_line", "blocks_phase", "engine_lines", "glue",
            "glue_cycles", "line_key", "moe_cycles", "stored_lines", "timed_digest",
            "weight_rate"]
 
@@ -68,8 +70,8 @@ MEM_LATENCY = 500
 MOE_TOKENS = 256
 #: Bits of a core's weight port (the MoE block's and the decoder engine's).
 PORT_BITS = 1024
-#: Words the decoder engine's fetch of the shared weights (norms, rotary table, router) asks
-#: ahead: more than the memory's round trip at a word a cycle.
+#: Words the decoder engine's fetch (of the norms' and router's weights, the rotary table's
+#: rows) asks ahead: more than the memory's round trip at a word a cycle.
 GLUE_BUFFER = 1024
 #: Hand-over cycles between two of the engine's commands (a command's last beat is counted
 #: the cycle after, answered the next, and the next command taken the one after).
@@ -159,7 +161,7 @@ def _imports(name: str) -> set[str]:
     path = _source(name)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_bytes())):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -178,7 +180,7 @@ def timed_digest() -> str:
         if name not in seen:
             seen.add(name)
             todo += _imports(name)
-    h = hashlib.sha256()
+    h = hashlib.sha256(_LINE_SOURCE.encode())
     for name in sorted(seen):
         h.update(name.encode() + b"\0" + _source(name).read_bytes())
     return h.hexdigest()[:16]
@@ -200,6 +202,10 @@ def stored_lines() -> dict[str, list[float]]:
     if LINES is None:
         stored = json.loads(LINES_FILE.read_text()) if LINES_FILE.exists() else {}
         LINES = stored["lines"] if stored.get("digest") == timed_digest() else {}
+        if stored and not LINES:
+            warnings.warn(f"{LINES_FILE.name} is stale (the attention timed model changed): "
+                          "its lines are computed again; run "
+                          "scripts/explore_attention_lines.py", stacklevel=2)
     return LINES
 
 
@@ -222,6 +228,11 @@ def attention_line(config) -> tuple[float, float]:
     return c_lo - per * lo, per
 
 
+#: How :func:`attention_line` computes a line (part of :func:`timed_digest`), read when it is
+#: defined.
+_LINE_SOURCE = inspect.getsource(attention_line)
+
+
 @functools.cache
 def _attention_line(model, q_per_kv: int, window: int) -> tuple[float, float]:
     """``(base, per token)`` cycles of one sequence's decode step with one KV head of
@@ -235,7 +246,12 @@ def engine_lines(chip) -> int:
     """Lines (32 FP32 values) of a core's activation memory: its share of the SRAM the KV
     cache leaves, within what the engine allows."""
     free = chip.sram_mib * 2**20 * (1 - chip.kv_sram_frac) / max(1, chip.cores)
-    return max(16, min(32768, int(free // (LINE * 4))))
+    lines = min(32768, int(free // (LINE * 4)))
+    if lines < 16:
+        raise SpecError(f"chip {chip.name}: a core's activation memory (its share of the SRAM "
+                        f"the KV cache leaves, sram_mib x (1 - kv_sram_frac) / cores) is "
+                        f"{lines} lines of 128 bytes; the decoder engine needs at least 16")
+    return lines
 
 
 class Engine(NamedTuple):
@@ -244,6 +260,12 @@ class Engine(NamedTuple):
 
     config: DecoderConfig
     router_fits: bool
+
+
+def _router_words(model) -> int:
+    """Port words of ``model``'s router as ``ROUTER`` reads it (``H / 32`` beats of 32 columns
+    of the experts' FP32 weights, and the bias's beat)."""
+    return (model.hidden // LINE + 1) * -(-LINE * model.experts * 32 // PORT_BITS)
 
 
 @functools.cache
@@ -259,53 +281,63 @@ def _engine(model, act_lines: int) -> Engine:
               "rope.dim": a.head_dim if a.kind == "gqa" else a.qk_rope, "glu_lanes": LINE}
     router = {"moe.experts": model.experts, "moe.top_k": model.top_k,
               "moe.intermediate": model.moe_intermediate}
+    fits = _router_words(model) < 1 << 16
     try:
-        return Engine(build_config(DecoderConfig, {**params, **router}), True)
-    except ParamError:
-        pass
-    try:
-        return Engine(build_config(DecoderConfig, params), False)
+        return Engine(build_config(DecoderConfig, {**params, **router} if fits else params),
+                      fits)
     except ParamError as e:
         raise SpecError(f"model {model.name}: a blocks chip's decoder engine cannot run it: "
                         f"{e}") from None
 
 
-def _chunks(tokens: int, per: int, lines: int, most: int = 1 << 16) -> list[int]:
+def _chunks(model, tokens: int, per: int, lines: int, most: int = 1 << 16) -> list[int]:
     """``tokens`` split into commands whose ``per`` lines a token fit ``lines`` lines of the
-    activation memory, at most ``most`` tokens a command."""
+    activation memory, at most ``most`` tokens a command; a token that does not fit is the
+    chip's error."""
+    if per > lines:
+        raise SpecError(f"a blocks chip's activation memory of {lines} lines (a core's share "
+                        f"of the SRAM the KV cache leaves) cannot hold one of model "
+                        f"{model.name}'s tokens ({per} lines)")
     most = max(1, min(most, lines // per))
     return [most] * (tokens // most) + ([tokens % most] if tokens % most else [])
 
 
+def _line_chunks(total: int, lines: int) -> list[int]:
+    """``total`` lines of a two-operand op (``ADD``, ``GLU``: a line at a time, the result over
+    the first) split into commands whose two ranges fit ``lines`` lines."""
+    most = max(1, lines // 2)
+    return [most] * (total // most) + ([total % most] if total % most else [])
+
+
 def _glue_commands(model, lines: int, seqs: int, per_seq: int, decode: bool, dense: bool,
-                   heads: int) -> list[dict]:
+                   heads: int, ffn: int) -> list[dict]:
     """One layer's commands between the blocks on a core's ``seqs`` sequences of ``per_seq``
     tokens each (decode: a step's tokens, ``1 + mtp``; prefill: ``seqs`` tokens of one),
-    ``heads`` rotated vectors a token, ``lines`` of activation memory: the input norm (MLA:
-    and the ``q_a`` and latent norms), the rotations (decode: a command a sequence, its
-    tokens at their own positions; prefill: consecutive positions), the residual add, the
-    MoE's norm, the dense layer's gated products (or those of the shared experts), the
-    residual add. Addresses from 0: they do not change the cycles."""
+    ``heads`` rotated vectors a token and ``ffn`` gated products a token (the chip's shares),
+    ``lines`` of activation memory: the input norm (MLA: and the ``q_a`` and latent norms),
+    the rotations (decode: a command a sequence, its tokens at their own positions; prefill:
+    consecutive positions), the residual add, the MoE's norm, the dense layer's gated
+    products (or those of the shared experts), the residual add. Addresses from 0: they do
+    not change the cycles."""
     a, hl = model.attention, model.hidden // LINE
     cfg = _engine(model, lines).config
     tokens = seqs * per_seq
     norms = [0] + ([a.q_lora_rank, a.kv_lora_rank] if a.kind == "mla" else [])
     rope_lines = heads * cfg.rope_lines
-    gl = (model.dense_intermediate if dense else model.shared * model.shared_intermediate) // LINE
     cmds = [{"op": Op.NORM, "a": 0, "dst": 0, "count": c, "k": k, "addr": 0}
-            for k in norms for c in _chunks(tokens, (k or model.hidden) // LINE, lines)]
+            for k in norms for c in _chunks(model, tokens, (k or model.hidden) // LINE, lines)]
     # A rotation's table rows are one fetch command long at most.
     rows = ((1 << cfg.norm_fetch.len_bits) - 1) // cfg.rope_words
-    for c in [per_seq] * seqs if decode else _chunks(tokens, rope_lines, lines, rows):
+    _chunks(model, 1, rope_lines, lines)        # a token's vectors fit
+    for c in [per_seq] * seqs if decode else _chunks(model, tokens, rope_lines, lines, rows):
         cmds.append({"op": Op.ROPE, "a": 0, "count": c, "heads": heads,
                      "stride": cfg.rope.dim, "row": rope_lines, "addr": 0})
-    adds = [{"op": Op.ADD, "a": 0, "b": c * hl, "dst": 0, "count": c * hl}
-            for c in _chunks(tokens, 2 * hl, lines)]
+    adds = [{"op": Op.ADD, "a": 0, "b": n, "dst": 0, "count": n}
+            for n in _line_chunks(tokens * hl, lines)]
     cmds += adds + [{"op": Op.NORM, "a": 0, "dst": 0, "count": c, "addr": 0}
-                    for c in _chunks(tokens, hl, lines)]
-    if gl:
-        cmds += [{"op": Op.GLU, "a": 0, "b": c * gl, "dst": 0, "count": c * gl}
-                 for c in _chunks(tokens, 2 * gl, lines)]
+                    for c in _chunks(model, tokens, hl, lines)]
+    cmds += [{"op": Op.GLU, "a": 0, "b": n, "dst": 0, "count": n}
+             for n in _line_chunks(tokens * -(-ffn // LINE), lines)]
     return cmds + adds
 
 
@@ -321,7 +353,7 @@ def _router(model, lines: int) -> tuple[int, int]:
         got = decoder_timed.fast(engine.config, [{"op": Op.ROUTER, "addr": 0}], MEM_LATENCY,
                                  PORT_BITS // 8)
         return int(got["cycles"]), got["weight_words"]
-    words = (model.hidden // LINE + 1) * -(-LINE * model.experts * 32 // PORT_BITS)
+    words = _router_words(model)
     fetch = engine.config.norm_fetch
     return (math.ceil(decoder_timed.arrived(fetch, 0, words, MEM_LATENCY, 1.0)) + HANDOVER,
             words)
@@ -339,13 +371,13 @@ class Glue(NamedTuple):
 
 @functools.cache
 def glue(model, lines: int, seqs: int, per_seq: int, decode: bool, dense: bool,
-         heads: int) -> Glue:
+         heads: int, ffn: int) -> Glue:
     """:func:`_glue_commands` (and a MoE layer's ``ROUTER``, :func:`_router`), each command
     the decoder engine's fast path (:func:`~scoville.sim.cycles.decoder.fast`; the commands
     run one after another, so a layer's are their sum)."""
     cycles: dict[str, int] = {}
     shared = own = 0
-    for c in _glue_commands(model, lines, seqs, per_seq, decode, dense, heads):
+    for c in _glue_commands(model, lines, seqs, per_seq, decode, dense, heads, ffn):
         name = Op(c["op"]).name
         cyc, words = _command(model, lines, tuple(c.items()))
         cycles[name] = cycles.get(name, 0) + cyc
@@ -375,12 +407,12 @@ def _command(model, lines: int, fields: tuple) -> tuple[int, int]:
 
 
 def glue_cycles(chip, model, seqs: int, per_seq: int, decode: bool, dense: bool, heads: int,
-                handovers: int, busy: int) -> tuple[int, float]:
+                ffn: int, handovers: int, busy: int) -> tuple[int, float]:
     """One layer's cycles between the blocks on a core of ``chip`` (:func:`glue`) with the
     hand-overs of ``handovers`` commands of the blocks (projections, attention steps, MoE
     batches: counted roughly, 3 cycles each), and the bytes the chip reads for them: the
     shared words once, the rotations' table rows of ``busy`` cores."""
-    g = glue(model, engine_lines(chip), seqs, per_seq, decode, dense, heads)
+    g = glue(model, engine_lines(chip), seqs, per_seq, decode, dense, heads, ffn)
     return (sum(g.cycles.values()) + HANDOVER * handovers,
             (g.shared + g.own * busy) * PORT_BITS / 8)
 
@@ -482,7 +514,8 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
     flops += att_flops
     if decode:
         seqs = math.ceil(kv_reads / dp)
-        units = seqs * heads
+        # A decode-mode block steps one token: MTP's 1 + mtp tokens are as many steps.
+        units = seqs * heads * max(1, round(tokens / kv_reads))
         per_core = steps = math.ceil(units / chip.cores)
         cycles = 0.0
         full = m.layers - (a.window_layers if a.window else 0)
@@ -547,8 +580,9 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
             # shared experts' and the MoE.
             blocks_commands = (len(_matmuls(m)) + steps
                                + (2 if dense else len(_shared(m)) + 1))
+            gated = m.dense_intermediate if dense else m.shared * m.shared_intermediate
             cyc, read = glue_cycles(chip, m, seqs, per_seq, decode, dense, rotated,
-                                    blocks_commands, busy)
+                                    math.ceil(gated / split), blocks_commands, busy)
             t, hbm = t + count * cyc / clock, hbm + count * read
     t_comm, link = comm(chip, m, par, tokens)
     # Besides, the chip's own fixed time a layer (a spec: 0 unless a TOML chip sets it).

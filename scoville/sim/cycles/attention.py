@@ -290,7 +290,7 @@ def synthetic_step(config, length: int, plan: list[int] | None = None, window: i
 
 def _check_tokens(config, tokens: int) -> None:
     """A step the block refuses (more tokens than its mode takes) has no time: say so."""
-    most = config.q_tokens if config.mode == "prefill" else 1
+    most = config.max_step_tokens
     if not 1 <= tokens <= most:
         raise ValueError(f"a step of {tokens} tokens: the attention block in {config.mode} "
                          f"mode takes 1..{most}")
