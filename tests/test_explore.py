@@ -241,6 +241,33 @@ def test_the_blocks_chip_adds_its_glue_to_each_layer(monkeypatch):
     assert with_glue.seconds > bare.seconds
 
 
+def test_a_prefill_on_the_blocks_chip_spreads_its_glue_over_the_cores(monkeypatch):
+    """In prefill every core runs the glue on its share of the chip's tokens (8,192 tokens on
+    256 cores: 32 each, all cores busy), and its time is the same layer's glue at those
+    tokens as blocks.glue gives it."""
+    chip, m = CHIPS["scoville-a64"], MODELS["gpt-oss-120b"]
+    seen = []
+    real = blocks.glue_cycles
+
+    def spy(*args):
+        seen.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(blocks, "glue_cycles", spy)
+    phase = blocks.blocks_phase(chip, m, perf.Parallelism("tp", 1), 8192, 4096, 128.0, 0,
+                                decode=False)
+    (_, _, seqs, per_seq, decode, dense, heads, ffn, _, busy), = seen
+    assert (seqs, per_seq, decode, dense, heads, ffn, busy) == (32, 1, False, False, 72, 0,
+                                                                256)
+    g = blocks.glue(m, CORE_LINES, 32, 1, False, False, 72, 0)
+    monkeypatch.setattr(blocks, "glue_cycles", lambda *a: (0, 0.0))
+    bare = blocks.blocks_phase(chip, m, perf.Parallelism("tp", 1), 8192, 4096, 128.0, 0,
+                               decode=False)
+    assert phase.seconds - bare.seconds >= m.layers * sum(g.cycles.values()) / 1.5e9
+    assert phase.hbm_bytes - bare.hbm_bytes == pytest.approx(
+        m.layers * (g.shared + 256 * g.own) * 128)
+
+
 def test_the_blocks_glue_doc_is_what_its_script_writes_today(tmp_path):
     """docs/explore-blocks.md is scripts/blocks_glue.py's output on today's engine and
     models: a change that moves a cycle shows here until it is regenerated."""
