@@ -55,21 +55,20 @@ def render() -> str:
         f"own commands' hand-overs, {blocks.HANDOVER} cycles each, are not in these rows):",
         ""]
     for name, m in MODELS.items():
-        a = m.attention
-        heads = a.q_heads + (a.kv_heads if a.kind == "gqa" else 1)
+        heads = blocks.rotated_heads(m)
         out += [f"## {name}: a MoE layer", "",
                 "| case | " + " | ".join(OPS) + " | total | us a layer |",
                 "|---|" + "---:|" * (len(OPS) + 2)]
-        shared = m.shared * m.shared_intermediate
         for label, n, decode in CASES:
-            got = blocks.glue(m, lines, n, 1, decode, False, heads, shared).cycles
+            got = blocks.glue(m, lines, n, 1, decode, False, heads,
+                              blocks.gated_width(m, False)).cycles
             total = sum(got.values())
             out.append(f"| {label} | " + " | ".join(f"{got.get(op, 0):,}" for op in OPS)
                        + f" | {total:,} | {total / clock:.1f} |")
         par = _layout(chip, m)
         step = perf.step(chip, m, par, 1, CONTEXT).seconds * 1e6
         layer = {kind: blocks.glue(m, lines, 1, 1, True, kind, heads,
-                                   m.dense_intermediate if kind else shared).cycles
+                                   blocks.gated_width(m, kind)).cycles
                  for kind in (False, True)}
         kinds = ((m.layers - m.dense_layers, False), (m.dense_layers, True))
         glue = sum(count * sum(layer[kind].values()) / clock for count, kind in kinds)

@@ -61,8 +61,8 @@ from .parallel import Phase, comm, kv_split
 from .specs import SpecError, bytes_per_param
 
 __all__ = ["Engine", "Glue", "attention_line", "blocks_phase", "engine_lines", "glue",
-           "glue_cycles", "line_key", "moe_cycles", "stored_lines", "timed_digest",
-           "weight_rate"]
+           "glue_cycles", "gated_width", "line_key", "moe_cycles", "rotated_heads",
+           "stored_lines", "timed_digest", "weight_rate"]
 
 #: The memory's latency in cycles as the MoE block sees it (HBM, a few hundred ns).
 MEM_LATENCY = 500
@@ -298,14 +298,17 @@ def _chunks(model, tokens: int, per: int, lines: int, most: int = 1 << 16) -> li
         raise SpecError(f"a blocks chip's activation memory of {lines} lines (a core's share "
                         f"of the SRAM the KV cache leaves) cannot hold one of model "
                         f"{model.name}'s tokens ({per} lines)")
-    most = max(1, min(most, lines // per))
-    return [most] * (tokens // most) + ([tokens % most] if tokens % most else [])
+    return _pieces(tokens, max(1, min(most, lines // per)))
 
 
 def _line_chunks(total: int, lines: int) -> list[int]:
     """``total`` lines of a two-operand op (``ADD``, ``GLU``: a line at a time, the result over
     the first) split into commands whose two ranges fit ``lines`` lines."""
-    most = max(1, lines // 2)
+    return _pieces(total, max(1, lines // 2))
+
+
+def _pieces(total: int, most: int) -> list[int]:
+    """``total`` in pieces of ``most``, the rest last."""
     return [most] * (total // most) + ([total % most] if total % most else [])
 
 
@@ -350,9 +353,7 @@ def _router(model, lines: int) -> tuple[int, int]:
     if the fetch's length field were wider."""
     engine = _engine(model, lines)
     if engine.router_fits:
-        got = decoder_timed.fast(engine.config, [{"op": Op.ROUTER, "addr": 0}], MEM_LATENCY,
-                                 PORT_BITS // 8)
-        return int(got["cycles"]), got["weight_words"]
+        return _command(model, lines, (("op", Op.ROUTER), ("addr", 0)))
     words = _router_words(model)
     fetch = engine.config.norm_fetch
     return (math.ceil(decoder_timed.arrived(fetch, 0, words, MEM_LATENCY, 1.0)) + HANDOVER,
@@ -381,7 +382,10 @@ def glue(model, lines: int, seqs: int, per_seq: int, decode: bool, dense: bool,
         name = Op(c["op"]).name
         cyc, words = _command(model, lines, tuple(c.items()))
         cycles[name] = cycles.get(name, 0) + cyc
-        own, shared = (own + words, shared) if name == "ROPE" else (own, shared + words)
+        if name == "ROPE":
+            own += words
+        else:
+            shared += words
     if not dense:
         cycles["ROUTER"], words = _router(model, lines)
         shared += words
@@ -415,6 +419,22 @@ def glue_cycles(chip, model, seqs: int, per_seq: int, decode: bool, dense: bool,
     g = glue(model, engine_lines(chip), seqs, per_seq, decode, dense, heads, ffn)
     return (sum(g.cycles.values()) + HANDOVER * handovers,
             (g.shared + g.own * busy) * PORT_BITS / 8)
+
+
+def rotated_heads(model, split: int = 1) -> int:
+    """Vectors a token rotates on a chip holding ``1 / split`` of the attention's heads: its
+    query heads' and key heads' (MLA: the one rotary key, on every chip)."""
+    a = model.attention
+    if a.kind == "gqa":
+        return math.ceil(a.q_heads / split) + math.ceil(a.kv_heads / min(split, a.kv_heads))
+    return math.ceil(a.q_heads / split) + 1
+
+
+def gated_width(model, dense: bool, split: int = 1) -> int:
+    """Gated products a token on a chip holding ``1 / split`` of the FFN's columns: a dense
+    layer's FFN, or a MoE layer's shared experts."""
+    return math.ceil((model.dense_intermediate if dense
+                      else model.shared * model.shared_intermediate) / split)
 
 
 def _matmuls(model) -> list[tuple[int, int, int, str]]:
@@ -512,10 +532,12 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
             q_per_kv = math.ceil(a.q_heads / par.width)
     att_flops = shapes.attention_flops(m, context) * tokens / par.chips
     flops += att_flops
+    # A decode step's tokens a sequence: 1 + mtp.
+    per_seq = max(1, round(tokens / kv_reads)) if decode and kv_reads else 1
     if decode:
         seqs = math.ceil(kv_reads / dp)
         # A decode-mode block steps one token: MTP's 1 + mtp tokens are as many steps.
-        units = seqs * heads * max(1, round(tokens / kv_reads))
+        units = seqs * heads * per_seq
         per_core = steps = math.ceil(units / chip.cores)
         cycles = 0.0
         full = m.layers - (a.window_layers if a.window else 0)
@@ -566,23 +588,18 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
     # Between the blocks: the decoder engine's commands, each core's on its share of the
     # chip's sequences (decode: each of 1 + mtp tokens) or tokens (the cores in parallel), on
     # the chip's share of the rotated heads; and the blocks' commands' hand-overs.
-    units = kv_reads / dp if decode else tokens / dp
-    per_seq = max(1, round(tokens / kv_reads)) if decode and kv_reads else 1
-    seqs = max(1, math.ceil(units / chip.cores))
-    busy = min(chip.cores, max(1, math.ceil(units / seqs)))
-    if a.kind == "gqa":
-        rotated = math.ceil(a.q_heads / split) + math.ceil(a.kv_heads / min(split, a.kv_heads))
-    else:
-        rotated = math.ceil(a.q_heads / split) + 1      # MLA: the one rotary key
+    spread = kv_reads / dp if decode else tokens / dp     # sequences or tokens over the cores
+    seqs = max(1, math.ceil(spread / chip.cores))
+    busy = min(chip.cores, max(1, math.ceil(spread / seqs)))
     for count, dense in ((moe_layers, False), (dense_layers, True)):
         if count:
             # The blocks' commands: projections, attention steps, the FFN's two GEMMs or the
             # shared experts' and the MoE.
             blocks_commands = (len(_matmuls(m)) + steps
                                + (2 if dense else len(_shared(m)) + 1))
-            gated = m.dense_intermediate if dense else m.shared * m.shared_intermediate
-            cyc, read = glue_cycles(chip, m, seqs, per_seq, decode, dense, rotated,
-                                    math.ceil(gated / split), blocks_commands, busy)
+            cyc, read = glue_cycles(chip, m, seqs, per_seq, decode, dense,
+                                    rotated_heads(m, split), gated_width(m, dense, split),
+                                    blocks_commands, busy)
             t, hbm = t + count * cyc / clock, hbm + count * read
     t_comm, link = comm(chip, m, par, tokens)
     # Besides, the chip's own fixed time a layer (a spec: 0 unless a TOML chip sets it).
