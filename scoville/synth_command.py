@@ -25,6 +25,9 @@ def add_parser(sub):
                         "workload (its parameters by --param; no gaps or back-pressure unless "
                         "given): energy_pj_per_op")
     p.add_argument("--seed", type=int, default=1, help="the energy workload's seed")
+    p.add_argument("--share", action="store_true",
+                   help="run Yosys's share pass too (slow on arrays; it merges nothing in "
+                        "the blocks docs/synth-check.md compares)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
@@ -51,7 +54,7 @@ def run(args) -> int:
         raise SynthError(f"{block.name} does not elaborate with these parameters: "
                          f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"
                          ) from None
-    result = synthesize(verilog, block.name, args.node)
+    result = synthesize(verilog, block.name, args.node, share=args.share)
     params = dict(p.split("=", 1) for p in args.param)
     report = {"block": block.name, "params": params, **result}
     if args.fpga:

@@ -100,6 +100,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "area.md"))
     parser.add_argument("--data", default=str(ROOT / "scoville" / "explore" / "synth.json"))
     args = parser.parse_args(argv)
+    started = time.monotonic()
     node = args.node
     sizes = [int(s) for s in args.sizes.split(",")]
     dataflows = ("os",) if args.quick else ("os", "ws")
@@ -141,17 +142,28 @@ def main(argv=None) -> int:
         "utilization). Energy (`--energy`) is measured at 45 nm, Horowitz's node, and scaled "
         f"to {node} by {scale:.4f} (Stillmaker and Baas; [synth.md](synth.md)).",
         "",
+        "*depth*: Yosys's longest path in gates (`ltp`, through memories as if they were "
+        "gates); *levels*: the critical path with each net's fanout as a tree of four a "
+        "level and an SRAM read a stage of its own; *fmax GHz*: those levels and a "
+        f"register at {node}'s FO4 delay, devices alone (an upper bound; "
+        "[synth.md](synth.md)). The issue's budget (#36): at most 40 levels a cycle.",
+        "",
+        f"This run: {time.monotonic() - started:,.0f} s on {args.jobs} processes (results "
+        "are cached by the Verilog's hash); Yosys's own time over every table's synthesis, "
+        f"when each ran: {sum(r.get('yosys_s', 0) for r in res.values()):,.0f} s.",
+        "",
         "## Arithmetic units",
         "",
         "| unit | block and parameters | gate cells | flip-flops | transistors | depth | "
-        f"area um^2 ({node}) |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        f"levels | fmax GHz ({node}) | area um^2 ({node}) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for lab, block, params in UNITS:
         r = res[("unit", lab)]
         spec = " ".join(f"{k}={v}" for k, v in params.items())
         lines.append(f"| {lab} | `{block} {spec}` | {r['cells']:,} | {r['flip_flops']:,} | "
-                     f"{r['transistors']:,} | {r['logic_depth']} | {um2(r['area_mm2'])} |")
+                     f"{r['transistors']:,} | {r['logic_depth']} | {r['levels']} | "
+                     f"{r['fmax_ghz']:.2f} | {um2(r['area_mm2'])} |")
     lines += [
         "",
         "## The GEMM engine by format (8 x 8)",
@@ -163,15 +175,14 @@ def main(argv=None) -> int:
         "the block formats the `os` array holds its columns' block converters and FP32 "
         "adders, `ws` has them in the accumulator: compare engines across dataflows.",
         "",
-        "| format | dataflow | gate cells | flip-flops | transistors | depth | logic um^2 | "
-        "SRAM um^2 | flow transistors per PE | flow um^2 per PE |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| format | dataflow | gate cells | flip-flops | transistors | depth | levels | "
+        "fmax GHz | logic um^2 | SRAM um^2 | flow transistors per PE | flow um^2 per PE | "
+        "Yosys s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     left = [label(*p) for p in PAIRS if p not in pairs8]
     if left:
-        lines.insert(-3, f"Not in this run (`--array-formats`): {', '.join(left)} (their 8 x 8 "
-                         "`os` engines take Yosys tens of minutes each; their energy per MAC is "
-                         "below).")
+        lines.insert(-3, f"Not in this run (`--array-formats`): {', '.join(left)}.")
         lines.insert(-3, "")
     per_pe = {}
     for fmt, b_fmt in pairs8:
@@ -182,9 +193,10 @@ def main(argv=None) -> int:
                 per_pe[label(fmt, b_fmt)] = r["logic_mm2"] / 64
             lines.append(
                 f"| {label(fmt, b_fmt)} | {df} | {r['cells']:,} | {r['flip_flops']:,} | "
-                f"{r['transistors']:,} | {r['logic_depth']} | {um2(r['logic_mm2'])} | "
+                f"{r['transistors']:,} | {r['logic_depth']} | {r['levels']} | "
+                f"{r['fmax_ghz']:.2f} | {um2(r['logic_mm2'])} | "
                 f"{um2(r['sram_mm2'])} | {flow['transistors'] / 64:,.0f} | "
-                f"{flow['logic_mm2'] / 64 * 1e6:,.1f} |")
+                f"{flow['logic_mm2'] / 64 * 1e6:,.1f} | {r['yosys_s']:,.0f} |")
     lines += [
         "",
         "## The int8 engine by size",
@@ -192,17 +204,17 @@ def main(argv=None) -> int:
         "`scoville synth gemm --param rows=N --param cols=N` (int8, `os`), plotted in "
         "[area.png](area.png).",
         "",
-        "| array | PEs | gate cells | flip-flops | transistors | depth | logic um^2 | "
-        "SRAM um^2 | logic over the smallest's |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| array | PEs | gate cells | flip-flops | transistors | depth | levels | logic um^2 | "
+        "SRAM um^2 | logic over the smallest's | Yosys s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     base = res[("size", min(sizes))]["logic_mm2"]
     for size in sizes:
         r = res[("size", size)]
         lines.append(f"| {size} x {size} | {size * size} | {r['cells']:,} | "
                      f"{r['flip_flops']:,} | {r['transistors']:,} | {r['logic_depth']} | "
-                     f"{um2(r['logic_mm2'])} | {um2(r['sram_mm2'])} | "
-                     f"{r['logic_mm2'] / base:.2f} |")
+                     f"{r['levels']} | {um2(r['logic_mm2'])} | {um2(r['sram_mm2'])} | "
+                     f"{r['logic_mm2'] / base:.2f} | {r['yosys_s']:,.0f} |")
     lines += [
         "",
         "## The KV cache by size",

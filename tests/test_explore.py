@@ -18,6 +18,7 @@ import pytest
 from scoville.cli import main
 from scoville.explore import blocks, perf, shapes, sweep
 from scoville.explore.bands import BANDS
+from scoville.explore.die import die_mm2
 from scoville.explore.specs import (
     CHIPS,
     MODELS,
@@ -332,8 +333,28 @@ def test_the_blocks_chip_takes_its_area_and_energy_from_synthesis():
                  if (p := perf.evaluate(c, m, sc, 8, par)))
         if c.area_mm2:
             assert p["tok_s_mm2"] == pytest.approx(p["tok_s_chip"] / c.area_mm2)
+            # A GPU's area is its die; the blocks chip's die estimate is more than its arrays.
+            die = c.die_mm2 if name == "scoville-a64" else c.area_mm2
+            assert p["tok_s_mm2_die"] == pytest.approx(p["tok_s_chip"] / die)
         else:
-            assert name == "b200" and p["tok_s_mm2"] is None
+            assert name == "b200" and p["tok_s_mm2"] is None is p["tok_s_mm2_die"]
+    a64 = CHIPS["scoville-a64"]
+    assert a64.die_mm2 == pytest.approx(die_mm2(a64.area_mm2, node=SYNTH["node"], hbm_stacks=8,
+                                                links=18)["total"])
+
+
+def test_the_die_estimate_adds_the_parts_we_do_not_build():
+    """A die of 100 mm^2 built, 8 HBM stacks, 18 links, PCIe x16 at n5, by hand: the PHYs at
+    their areas, the controllers' transistors at n5's density (171.3 MTr/mm^2 at 70%), the
+    network on chip and the rest at the A100's shares of the whole."""
+    parts = die_mm2(100.0, node="n5", hbm_stacks=8, links=18, pcie_lanes=16)
+    per_mm2 = 171.3e6 * 0.7
+    assert parts["hbm"] == pytest.approx(8 * (10.45 + 552_743_000 / per_mm2))
+    assert parts["links"] == pytest.approx(18 * (0.965 + 86_628_000 / per_mm2))
+    assert parts["host"] == pytest.approx(16 * (0.64 + 5_372_100 / per_mm2))
+    built = 100 + parts["hbm"] + parts["links"] + parts["host"]
+    assert parts["total"] == pytest.approx(built / (1 - 76.44 / 822.72 - 40 / 822.72))
+    assert parts["noc"] + parts["other"] + built == pytest.approx(parts["total"])
 
 
 @pytest.mark.skipif(shutil.which("yosys") is None, reason="no yosys")
@@ -544,3 +565,18 @@ def test_the_list_names_each_chip_and_the_kernels_that_time_it(capsys):
     assert all(name in out for name in CHIPS) and all(name in out for name in MODELS)
     asic = next(line for line in out.splitlines() if line.strip().startswith("asic-2026"))
     assert asic.endswith("operations timed by gb200's measured kernels")
+
+
+def test_the_report_shows_the_blocks_chips_die_by_part():
+    """Only a blocks chip has a die estimate's table; its row is the estimate's parts, and
+    they add up to its total."""
+    from scoville.explore import report
+    from scoville.explore.specs import DIES
+
+    assert report._dies(["b200", "h100"]) == []
+    lines = report._dies(["b200", "scoville-a64"])
+    row = next(line for line in lines if line.startswith("| scoville-a64 |"))
+    cells = [float(c.replace(",", "")) for c in row.strip("| \n").split(" | ")[1:]]
+    parts = DIES["scoville-a64"]
+    assert cells == [round(parts[k]) for k in report.DIE_PARTS]
+    assert sum(parts[k] for k in report.DIE_PARTS[:-1]) == pytest.approx(parts["total"])

@@ -498,14 +498,14 @@ def test_a_pipelined_prefill_worker_starts_a_batch_every_stage_time():
 
 
 def test_the_attribution_groups_cover_every_spec_that_times_a_chip():
-    """Every Chip field but its name, kind, description and area (which only tokens/s per
+    """Every Chip field but its name, kind, description and areas (which only tokens/s per
     mm^2 reads) is in one group, so the coalition of all groups is chip A itself."""
     from scoville.explore.specs import Chip
     grouped = [f for fields in attribute.GROUPS.values() for f in fields]
     assert len(grouped) == len(set(grouped))
     rest = {f.name for f in dataclasses.fields(Chip)} - set(grouped)
-    assert rest == {"name", "kind", "description", "area_mm2"}
+    assert rest == {"name", "kind", "description", "area_mm2", "die_mm2"}
     a, b = CHIPS["asic-2026"], CHIPS["b200"]
     whole = attribute._hybrid(a, b, list(attribute.GROUPS))
     assert dataclasses.replace(whole, name=a.name, description=a.description,
-                               area_mm2=a.area_mm2) == a
+                               area_mm2=a.area_mm2, die_mm2=a.die_mm2) == a

@@ -9,6 +9,7 @@ from contextlib import redirect_stdout
 import pytest
 
 from scoville.cli import main
+from scoville.synth.timing import FO4_PS, fmax_ghz
 from scoville.synth.yosys import CMOS, FF_TRANSISTORS, NODES
 
 pytestmark = pytest.mark.skipif(shutil.which("yosys") is None, reason="no yosys")
@@ -16,7 +17,11 @@ needs_nextpnr = pytest.mark.skipif(shutil.which("nextpnr-ice40") is None,
                                    reason="no nextpnr-ice40")
 
 KEYS = {"block", "params", "node", "cells", "cells_by_type", "flip_flops", "transistors",
-        "logic_depth", "sram_bits", "area_mm2", "logic_mm2", "sram_mm2", "components"}
+        "logic_depth", "sram_bits", "area_mm2", "logic_mm2", "sram_mm2", "components",
+        "levels", "levels_path", "fmax_ghz", "yosys_s"}
+#: What a component reports (the block's path, its clock and Yosys's time are the block's).
+COMPONENT_KEYS = KEYS - {"block", "params", "node", "components", "levels_path", "fmax_ghz",
+                         "yosys_s"}
 
 
 def _synth(*argv) -> dict:
@@ -35,7 +40,7 @@ def test_gemm_reports_every_key_and_its_memories_as_sram():
     assert KEYS <= set(d)
     assert set(d["components"]) == {"abuf", "bbuf", "flow"}
     for c in d["components"].values():
-        assert KEYS - {"block", "params", "node", "components"} <= set(c)
+        assert COMPONENT_KEYS <= set(c)
     # The operand buffers are SRAM macros (64 beats of 32 bits each), not flip-flops.
     assert d["sram_bits"] == 2 * 64 * 32 == d["components"]["abuf"]["sram_bits"] * 2
     assert all(t in CMOS or "DFF" in t for t in d["cells_by_type"])
@@ -43,6 +48,11 @@ def test_gemm_reports_every_key_and_its_memories_as_sram():
                                     if t in CMOS) + FF_TRANSISTORS * d["flip_flops"])
     assert d["area_mm2"] == pytest.approx(d["logic_mm2"] + d["sram_mm2"])
     assert 20 < d["logic_depth"] < 200
+    # The path in levels: the gates on it and their fanout trees; the block's is its longest
+    # component's or one between them; the clock is the node's for those levels.
+    assert d["levels"] >= d["levels_path"]["gates"] > 0
+    assert d["levels"] >= max(c["levels"] for c in d["components"].values()) > 0
+    assert d["fmax_ghz"] == pytest.approx(fmax_ghz(d["levels"], "n5"), abs=1e-3)
 
 
 def test_an_8x8_array_is_about_four_times_a_4x4():
@@ -59,6 +69,10 @@ def test_kvcache_memories_are_macros_and_the_node_sets_the_area():
     n7 = _synth("kvcache", "--node", "n7")
     ratio = NODES["n5"].bitcell_um2 / NODES["n7"].bitcell_um2
     assert d["sram_mm2"] == pytest.approx(n7["sram_mm2"] * ratio)
+
+
+def test_every_node_has_a_delay():
+    assert set(FO4_PS) == set(NODES)
 
 
 def test_an_unknown_node_is_one_line_and_exit_2(capsys):

@@ -430,6 +430,7 @@ def _point(chip: Chip, m: Model, sc: Scenario, concurrency: int, label: str, chi
         "tok_s_kw_lo": generated * lo / power_kw, "tok_s_kw_hi": generated * hi / power_kw,
         "tok_s_mw": generated / (chip.allin_kw / 1e3),
         "tok_s_mm2": generated / chip.area_mm2 if chip.area_mm2 else None,
+        "tok_s_mm2_die": generated / die if (die := chip.die_mm2 or chip.area_mm2) else None,
         "decode_step_s": t_step, "disaggregated": False,
     }
 

@@ -16,7 +16,9 @@ FIELDS = ("chip", "model", "scenario", "isl", "osl", "concurrency", "parallelism
           "disaggregated", "chips",
           "ttft_s", "tpot_s", "tok_s_user", "tok_s_chip", "tok_s_chip_lo", "tok_s_chip_hi",
           "tok_s_chip_total", "power_w", "tok_s_kw", "tok_s_kw_lo", "tok_s_kw_hi", "tok_s_mw",
-          "tok_s_mm2", "decode_step_s")
+          "tok_s_mm2", "tok_s_mm2_die", "decode_step_s")
+#: The die estimate's parts, in the report's order.
+DIE_PARTS = ("built", "hbm", "links", "host", "noc", "other", "total")
 #: Interactivity levels (tokens/s per user) the report compares chips at.
 TARGETS = (10, 20, 50, 100, 200, 500)
 #: The published claim for the reported ASIC (../shared/MODELS.md's source): 1.5 to 1.9 times
@@ -81,20 +83,22 @@ def _markdown(results: list[dict], plots: dict) -> str:
              "(tokens/s per user) on each chip's Pareto frontier, never past a curve's end "
              f"(–). Ratios are against `{base}`. Tokens/s per mm^2 (at the peak) where the "
              "chip's area is known: the blocks chip's from `scoville synth` (its arrays and "
-             "SRAM only, docs/area.md: a lower bound of its die), a GPU's published whole "
-             "die.", ""]
+             "SRAM only, docs/area.md: a lower bound of its die) and of its die estimate "
+             "(those and the memory and link PHYs and controllers, host interface and network "
+             "on chip at public die shares: docs/explore.md), a GPU's published whole die in "
+             "both.", ""]
     for key in dict.fromkeys((r["model"], r["scenario"]) for r in results):
         model, scenario = key
         rs = {r["chip"]: r for r in results if (r["model"], r["scenario"]) == key}
         lines += [f"## {model}, {scenario}", ""]
         lines += ["| chip | peak tok/s per chip (at tok/s/user) | tok/s per mm^2 at the peak | "
-                  "most tok/s per user | "
+                  "per mm^2 of die (est.) | most tok/s per user | "
                   + " | ".join(f"x {base} per chip @ {t}" for t in TARGETS) + " | "
                   + " | ".join(f"x {base} per kW @ {t}" for t in TARGETS) + " |",
-                  "|---|---:|---:|---:|" + "---:|" * (2 * len(TARGETS))]
+                  "|---|---:|---:|---:|---:|" + "---:|" * (2 * len(TARGETS))]
         for chip, r in rs.items():
             if not r["points"]:
-                lines.append(f"| {chip} | does not fit | | |" + " |" * (2 * len(TARGETS)))
+                lines.append(f"| {chip} | does not fit | | | |" + " |" * (2 * len(TARGETS)))
                 continue
             f = r["pareto"]
             top = max(f, key=lambda p: p["tok_s_chip"])
@@ -105,14 +109,30 @@ def _markdown(results: list[dict], plots: dict) -> str:
                     cells.append(_fmt(iso_ratio(r["points"], rs[base]["points"], t, y)
                                       if ok else None))
             lines.append(f"| {chip} | {top['tok_s_chip']:,.0f} ({top['tok_s_user']:.0f}) | "
-                         f"{_fmt(top.get('tok_s_mm2'))} | "
+                         f"{_fmt(top.get('tok_s_mm2'))} | {_fmt(top.get('tok_s_mm2_die'))} | "
                          f"{f[-1]['tok_s_user']:,.0f} | " + " | ".join(cells) + " |")
         lines.append("")
         for name in plots.get(key, []):
             if name.endswith(".png"):
                 lines += [f"![{model} {scenario}]({name})", ""]
+    lines += _dies(chips)
     lines += _claim(results)
     return "\n".join(lines) + "\n"
+
+
+def _dies(chips: list[str]) -> list[str]:
+    """The die estimate of each reported ``blocks`` chip, by part (docs/explore.md)."""
+    from .specs import DIES
+
+    rows = [f"| {c} | " + " | ".join(f"{DIES[c][k]:,.0f}" for k in DIE_PARTS) + " |"
+            for c in chips if c in DIES]
+    if not rows:
+        return []
+    return ["## The blocks chip as a die", "",
+            "Its measured arrays and SRAM (`built`) and the parts it does not build, mm^2 "
+            "(`scoville/explore/die.py`; docs/explore.md says where each comes from):", "",
+            "| chip | " + " | ".join(DIE_PARTS) + " |",
+            "|---|" + "---:|" * len(DIE_PARTS), *rows, ""]
 
 
 def _claim(results: list[dict]) -> list[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from scoville.synth.yosys import sram_pj_per_bit
 
+from .die import die_mm2
 from .kernels import TABLE
 
 __all__ = ["CHIPS", "MODELS", "Chip", "Model", "Scenario", "SpecError", "bytes_per_param",
@@ -141,7 +142,13 @@ class Chip:
         A ``blocks`` chip's cores, each with one array of rows x cols processing elements.
     area_mm2 : float
         Silicon area, 0 where not known: a ``blocks`` chip's from synthesis (its arrays and
-        SRAM, ``scoville synth``), a GPU's die where published. Gives tokens/s per mm^2.
+        SRAM, ``scoville synth``: a lower bound of its die), a GPU's die where published.
+        Gives tokens/s per mm^2.
+    die_mm2 : float
+        A ``blocks`` chip's die estimate: ``area_mm2`` and the parts we do not build (memory
+        and link PHYs and controllers, host interface, network on chip;
+        :func:`scoville.explore.die.die_mm2`). 0: ``area_mm2`` is the whole die (a GPU's).
+        Gives tokens/s per mm^2 of die.
     """
 
     name: str
@@ -173,6 +180,7 @@ class Chip:
     array_rows: int = 0
     array_cols: int = 0
     area_mm2: float = 0.0
+    die_mm2: float = 0.0
     description: str = ""
 
     def __post_init__(self):
@@ -600,6 +608,9 @@ CHIPS: dict[str, Chip] = {
 #: command, which must not need it.
 _SYNTH_FILE = Path(__file__).parent / "synth.json"
 SYNTH = json.loads(_SYNTH_FILE.read_text()) if _SYNTH_FILE.exists() else None
+#: Each built-in ``blocks`` chip's die estimate by part (:func:`~.die.die_mm2`), for the
+#: report.
+DIES: dict[str, dict[str, float]] = {}
 #: The array format of each compute format of a ``blocks`` chip.
 _ARRAY_FMT = {"fp4": "mxfp4", "fp8": "mxfp8", "bf16": "bf16"}
 
@@ -625,12 +636,16 @@ def _blocks_chip() -> Chip:
     # 64 PEs) for every PE, and the SRAM as macros; no I/O, HBM PHYs or network on chip.
     area = (cores * rows * cols * SYNTH["logic_mm2_per_pe"]["mxfp4"]
             + sram_mib * 2**23 * SYNTH["sram_mm2_per_bit"])
+    # The die: those and a B200's memory and links (8 HBM stacks, 18 links of 50 GB/s a
+    # direction) and a PCIe 5 x16 host interface, at public die shares (scoville.explore.die).
+    DIES["scoville-a64"] = die_mm2(area, node=SYNTH["node"], hbm_stacks=8, links=18)
+    die = DIES["scoville-a64"]["total"]
     return Chip(name="scoville-a64", kind="blocks", clock_ghz=ghz,
                 tflops={"fp4": fp4, "fp8": fp4 / 2, "bf16": fp4 / 4}, hbm_gb=180, hbm_tb_s=8.0,
                 link_gb_s=900, link_latency_us=2.0, domain=64, power_w=700,
                 allin_kw=2.1 / 1.2 * 0.7, energy=energy, sram_mib=sram_mib, sram_tb_s=64,
                 kv_sram_frac=0.75, cores=cores, array_rows=rows, array_cols=cols,
-                area_mm2=area,
+                area_mm2=area, die_mm2=die,
                 description="256 cores of Scoville's 64 x 64 MXFP4 array, 256 MiB SRAM, "
                             "B200-class HBM and links")
 

@@ -2,7 +2,8 @@
 depth and area, memories apart as SRAM macros, in total and per sub-component.
 
 The script (:data:`SCRIPT`): Yosys's ``synth`` up to its fine-grained stage, without
-flattening, so every Amaranth memory stays one ``$mem_v2`` cell (``memory -nomap``); then the
+flattening and without its ``share`` pass (:data:`SCRIPT`'s comment says why), so every
+Amaranth memory stays one ``$mem_v2`` cell (``memory -nomap``); then the
 logic is mapped to simple gates (``techmap``, ``abc -g`` :data:`GATES`). Per module: the cells
 by type; the longest combinational path in gates (``ltp -noff``); then, flattened, the
 block's. Memories are not flip-flops: each ``$mem_v2`` is reported as an SRAM macro (words x
@@ -24,12 +25,15 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import timing
+
 __all__ = ["CMOS", "FF_TRANSISTORS", "GATES", "NODES", "Node", "SRAM_45NM", "SynthError",
-           "gate_netlist", "ice40", "netlist_key", "sram_pj_per_bit", "stillmaker",
-           "synthesize"]
+           "gate_netlist", "ice40", "netlist_key", "script", "sram_pj_per_bit",
+           "stillmaker", "synthesize"]
 
 #: The simple gates ABC maps to.
 GATES = "AND,NAND,OR,NOR,XOR,XNOR,ANDNOT,ORNOT,MUX"
@@ -110,8 +114,13 @@ def sram_pj_per_bit(macro_bytes: float, node: str = "45nm") -> float:
     return pj64 / 64 * NODES[node].energy_vs_45nm
 
 
+#: ``-noshare``: Yosys's ``share`` (SAT-based sharing of arithmetic behind exclusive
+#: multiplexers) merges nothing in our blocks: ``scripts/synth_check.py`` compares every 4 x 4
+#: GEMM engine and arithmetic unit with and without it, cell for cell
+#: (``docs/synth-check.md``); it took 40% of a 4 x 4 bf16 engine's synthesis and most of an
+#: 8 x 8's (20 minutes and more), its pairs of candidates growing as the square of the PEs.
 SCRIPT = f"""read_verilog -sv {{src}}
-synth -top {{top}} -run begin:fine
+synth -top {{top}} -noshare -run begin:fine
 opt -fast -full
 techmap
 opt -fast
@@ -122,6 +131,7 @@ tee -q -o {{ltp_modules}} ltp -noff
 flatten
 opt_clean
 tee -q -o {{ltp_top}} ltp -noff
+write_json {{flat}}
 """
 
 
@@ -181,10 +191,23 @@ def _cached(name: str, text: str, compute) -> dict:
     return result
 
 
-def _run(verilog: str, top: str) -> dict:
+def script(share: bool = False) -> str:
+    """:data:`SCRIPT`, or with ``share`` Yosys's ``synth`` whole (its ``share`` pass run)."""
+    return SCRIPT.replace(" -noshare", "") if share else SCRIPT
+
+
+def _run(verilog: str, top: str, share: bool = False) -> dict:
     """Yosys on ``verilog``: per module its cells by type, submodule instances, memories and
-    logic depth; the flattened design's depth. Cached."""
-    return _cached(top, SCRIPT + top + "\0" + verilog, lambda: _yosys_run(verilog, top))
+    logic depth; the flattened design's depth; the seconds Yosys took. Cached."""
+    text = script(share)
+    # The path analysis is part of what is kept: its source is in the key.
+    key = text + _timing_source() + top + "\0" + verilog
+    return _cached(top, key, lambda: _yosys_run(verilog, top, text))
+
+
+@functools.cache
+def _timing_source() -> str:
+    return Path(timing.__file__).read_text()
 
 
 def _script(d: Path, script: str, verilog: str, top: str, **paths) -> None:
@@ -199,14 +222,17 @@ def _script(d: Path, script: str, verilog: str, top: str, **paths) -> None:
         raise SynthError(f"yosys failed on {top}: {last[0]}")
 
 
-def _yosys_run(verilog: str, top: str) -> dict:
+def _yosys_run(verilog: str, top: str, text: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         paths = {name: d / f"{name}.txt" for name in ("ltp_modules", "ltp_top")}
-        _script(d, SCRIPT, verilog, top, net=d / "net.json", **paths)
+        start = time.monotonic()
+        _script(d, text, verilog, top, net=d / "net.json", flat=d / "flat.json", **paths)
+        seconds = time.monotonic() - start
         net = json.loads((d / "net.json").read_text())
         depth = _depths(paths["ltp_modules"].read_text())
         top_depth = _depths(paths["ltp_top"].read_text()).get(top, 0)
+        path = timing.levels(json.loads((d / "flat.json").read_text())["modules"][top])
     modules = {}
     for name, mod in net["modules"].items():
         if mod.get("attributes", {}).get("blackbox"):
@@ -226,7 +252,8 @@ def _yosys_run(verilog: str, top: str) -> dict:
                 cells[t] = cells.get(t, 0) + 1
         modules[name] = {"cells": cells, "subs": subs, "memories": mems,
                          "depth": depth.get(name, 0)}
-    return {"modules": modules, "top_depth": top_depth}
+    return {"modules": modules, "top_depth": top_depth, "path": path,
+            "seconds": round(seconds, 1)}
 
 
 @functools.cache
@@ -337,20 +364,28 @@ def _totals(modules: dict, name: str, node: Node) -> dict:
             "sram_mm2": sram_um2 * 1e-6, "area_mm2": logic + sram_um2 * 1e-6}
 
 
-def synthesize(verilog: str, top: str, node: str = "n5") -> dict:
+def synthesize(verilog: str, top: str, node: str = "n5", *, share: bool = False) -> dict:
     """The block's synthesis results at ``node`` (:data:`NODES`): the totals (the keys of
     ``scoville synth --json``) and ``components``, the same keys for each sub-component (each
-    instance the top module holds)."""
+    instance the top module holds); ``yosys_s``, the seconds Yosys took when it ran (a cached
+    result keeps them). ``share``: with Yosys's ``share`` pass (:data:`SCRIPT`)."""
     if node not in NODES:
         raise SynthError(f"unknown node {node!r}; allowed: {', '.join(NODES)}")
     n = NODES[node]
-    run = _run(verilog, top)
+    run = _run(verilog, top, share)
     modules = run["modules"]
     out = _totals(modules, top, n)
     out["logic_depth"] = run["top_depth"]
+    path = run["path"]
+    out["levels"] = path["levels"]
+    out["levels_path"] = {k: path[k] for k in ("gates", "start", "end")}
+    out["fmax_ghz"] = round(timing.fmax_ghz(path["levels"], node), 3)
     out["node"] = node
+    out["yosys_s"] = run["seconds"]
     out["components"] = {inst.lstrip("\\"): _totals(modules, sub, n)
                          for inst, sub in modules[top]["subs"]}
+    for name, comp in out["components"].items():
+        comp["levels"] = path["components"].get(name, 0)
     return out
 
 
