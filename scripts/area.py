@@ -144,7 +144,7 @@ def main(argv=None) -> int:
         "",
         "*depth*: Yosys's longest path in gates (`ltp`, through memories as if they were "
         "gates); *levels*: the critical path with each net's fanout as a tree of four a "
-        "level and an SRAM read a stage of its own; *fmax GHz*: those levels and a "
+        "level and an SRAM read a stage of its own; *fmax GHz bound*: those levels and a "
         f"register at {node}'s FO4 delay, devices alone (an upper bound; "
         "[synth.md](synth.md)). The issue's budget (#36): at most 40 levels a cycle.",
         "",
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
         "## Arithmetic units",
         "",
         "| unit | block and parameters | gate cells | flip-flops | transistors | depth | "
-        f"levels | fmax GHz ({node}) | area um^2 ({node}) |",
+        f"levels | fmax GHz bound ({node}) | area um^2 ({node}) |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for lab, block, params in UNITS:
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
         "adders, `ws` has them in the accumulator: compare engines across dataflows.",
         "",
         "| format | dataflow | gate cells | flip-flops | transistors | depth | levels | "
-        "fmax GHz | logic um^2 | SRAM um^2 | flow transistors per PE | flow um^2 per PE | "
+        "fmax GHz bound | logic um^2 | SRAM um^2 | flow transistors per PE | flow um^2 per PE | "
         "Yosys s |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]

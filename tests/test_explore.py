@@ -18,7 +18,7 @@ import pytest
 from scoville.cli import main
 from scoville.explore import blocks, perf, shapes, sweep
 from scoville.explore.bands import BANDS
-from scoville.explore.die import die_mm2
+from scoville.explore.die import die_mm2, die_parts
 from scoville.explore.specs import (
     CHIPS,
     MODELS,
@@ -338,9 +338,14 @@ def test_the_blocks_chip_takes_its_area_and_energy_from_synthesis():
             assert p["tok_s_mm2_die"] == pytest.approx(p["tok_s_chip"] / die)
         else:
             assert name == "b200" and p["tok_s_mm2"] is None is p["tok_s_mm2_die"]
+    # A B200's memory and links: 8 HBM stacks, 18 links.
     a64 = CHIPS["scoville-a64"]
     assert a64.die_mm2 == pytest.approx(die_mm2(a64.area_mm2, node=SYNTH["node"], hbm_stacks=8,
                                                 links=18)["total"])
+    # A blocks chip without a die estimate (a chip file's) has none in tokens/s per mm^2.
+    bare = dataclasses.replace(a64, die_mm2=0.0)
+    p = next(p for par in perf.parallelisms(bare, m) if (p := perf.evaluate(bare, m, sc, 8, par)))
+    assert p["tok_s_mm2"] and p["tok_s_mm2_die"] is None
 
 
 def test_the_die_estimate_adds_the_parts_we_do_not_build():
@@ -354,7 +359,11 @@ def test_the_die_estimate_adds_the_parts_we_do_not_build():
     assert parts["host"] == pytest.approx(16 * (0.64 + 5_372_100 / per_mm2))
     built = 100 + parts["hbm"] + parts["links"] + parts["host"]
     assert parts["total"] == pytest.approx(built / (1 - 76.44 / 822.72 - 40 / 822.72))
-    assert parts["noc"] + parts["other"] + built == pytest.approx(parts["total"])
+    assert parts["noc"] == pytest.approx(parts["total"] * 76.44 / 822.72)
+    # A chip's stacks and links from its bandwidths: 8 TB/s and 900 GB/s are a B200's.
+    assert die_parts(100.0, node="n5", hbm_tb_s=8.0, link_gb_s=900) == parts
+    assert die_parts(100.0, node="n5", hbm_tb_s=8.1, link_gb_s=901)["hbm"] == \
+        pytest.approx(parts["hbm"] * 9 / 8)
 
 
 @pytest.mark.skipif(shutil.which("yosys") is None, reason="no yosys")
@@ -571,12 +580,13 @@ def test_the_report_shows_the_blocks_chips_die_by_part():
     """Only a blocks chip has a die estimate's table; its row is the estimate's parts, and
     they add up to its total."""
     from scoville.explore import report
-    from scoville.explore.specs import DIES
+    from scoville.explore.specs import blocks_die
 
     assert report._dies(["b200", "h100"]) == []
     lines = report._dies(["b200", "scoville-a64"])
     row = next(line for line in lines if line.startswith("| scoville-a64 |"))
     cells = [float(c.replace(",", "")) for c in row.strip("| \n").split(" | ")[1:]]
-    parts = DIES["scoville-a64"]
+    parts = blocks_die(CHIPS["scoville-a64"])
+    assert parts["total"] == CHIPS["scoville-a64"].die_mm2
     assert cells == [round(parts[k]) for k in report.DIE_PARTS]
     assert sum(parts[k] for k in report.DIE_PARTS[:-1]) == pytest.approx(parts["total"])

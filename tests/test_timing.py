@@ -125,3 +125,42 @@ def test_a_combinational_loop_is_an_error():
 def test_the_clock_is_levels_and_a_register_at_the_nodes_fo4():
     assert fmax_ghz(40, "n5") == pytest.approx(1000 / ((40 * LEVEL_FO4 + REGISTER_FO4) * 2.16))
     assert fmax_ghz(40, "45nm") < fmax_ghz(40, "n16") < fmax_ghz(40, "n7") < fmax_ghz(40, "n5")
+
+
+def test_enables_resets_and_memory_writes_end_paths_and_their_clocks_do_not_count():
+    """A deep path into a flip-flop's enable (``$_SDFFE_PP0P_``: data, enable, reset) ends
+    there; a path into a memory's write address ends there; the memory's clocks, shared with
+    a thousand flip-flops, add no level; a ``$_FF_`` (global clock) is a register too. The
+    register ``r`` drives four pins: no tree."""
+    n = Netlist()
+    q = n.ff("$r", n.bit(), "r")
+    for i in range(1000):
+        n.ff(f"$x{i}", n.bit(), f"x{i}")
+    deep = q
+    for i in range(5):
+        deep = n.gate(f"$e{i}", deep, kind="$_NOT_")
+    held = n.bit("held")
+    n.cells["$en"] = {"type": "$_SDFFE_PP0P_",
+                      "port_directions": {"C": "input", "D": "input", "E": "input",
+                                          "R": "input", "Q": "output"},
+                      "connections": {"C": [1], "D": [q], "E": [deep], "R": [n.bit()],
+                                      "Q": [held]}}
+    waddr = n.gate("$w2", n.gate("$w1", q, kind="$_NOT_"), q)
+    n.cells["$mem"] = {"type": "$mem_v2",
+                       "port_directions": {"WR_ADDR": "input", "WR_CLK": "input",
+                                           "RD_CLK": "input"},
+                       "connections": {"WR_ADDR": [waddr], "WR_CLK": [1], "RD_CLK": [1]}}
+    out = levels(n.module())
+    assert (out["levels"], out["end"]) == (5, "held")
+    # Through the enable's flip-flop: its output starts a path of its own.
+    n.ff("$after", n.gate("$a", held, kind="$_NOT_"), "after")
+    assert levels(n.module())["levels"] == 5
+    # The memory's write address alone: two levels.
+    for i in range(5):
+        del n.cells[f"$e{i}"]
+    n.cells["$en"]["connections"]["E"] = [q]
+    assert levels(n.module())["levels"] == 2
+    g = n.bit("g")
+    n.cells["$g"] = {"type": "$_FF_", "port_directions": {"D": "input", "Q": "output"},
+                     "connections": {"D": [g], "Q": [g]}}
+    assert levels(n.module())["levels"] == 2

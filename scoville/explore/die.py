@@ -19,9 +19,12 @@ chip and the rest (clocks, control, test). Their sizes, all from LLMCompass (Zha
 
 from __future__ import annotations
 
+import math
+
 from scoville.synth.yosys import NODES, UTILIZATION
 
-__all__ = ["HBM_PHY_MM2", "NOC_SHARE", "OTHER_SHARE", "die_mm2"]
+__all__ = ["HBM_PHY_MM2", "HBM_STACK_TB_S", "LINK_GB_S", "NOC_SHARE", "OTHER_SHARE", "die_mm2",
+           "die_parts"]
 
 #: PHY area a unit, mm^2 (LLMCompass): an HBM2E stack (1024 bits), an NVLink4 link, a PCIe 5
 #: lane.
@@ -34,6 +37,20 @@ _A100 = {"cores": 476.25, "interconnect": 76.44, "global buffer": 119.31, "hbm p
          "memory controller": 31.77, "link phy": 20.95, "link control": 0.0, "other": 40.0}
 NOC_SHARE = _A100["interconnect"] / sum(_A100.values())
 OTHER_SHARE = _A100["other"] / sum(_A100.values())
+
+
+#: An HBM3E stack's bandwidth (1024 bits at 8 Gb/s a pin: a B200's 8 stacks give its 8 TB/s)
+#: and a chip-to-chip link's each way (NVLink 5: 18 links give a B200's 900 GB/s): a chip's
+#: stacks and links from its bandwidths.
+HBM_STACK_TB_S, LINK_GB_S = 1.0, 50.0
+
+
+def die_parts(built_mm2: float, *, node: str, hbm_tb_s: float, link_gb_s: float,
+              pcie_lanes: int = 16) -> dict[str, float]:
+    """:func:`die_mm2` of a chip with these bandwidths: as many HBM stacks and links as they
+    take (:data:`HBM_STACK_TB_S`, :data:`LINK_GB_S`, rounded up)."""
+    return die_mm2(built_mm2, node=node, hbm_stacks=math.ceil(hbm_tb_s / HBM_STACK_TB_S),
+                   links=math.ceil(link_gb_s / LINK_GB_S), pcie_lanes=pcie_lanes)
 
 
 def die_mm2(built_mm2: float, *, node: str, hbm_stacks: int, links: int,

@@ -430,9 +430,15 @@ def _point(chip: Chip, m: Model, sc: Scenario, concurrency: int, label: str, chi
         "tok_s_kw_lo": generated * lo / power_kw, "tok_s_kw_hi": generated * hi / power_kw,
         "tok_s_mw": generated / (chip.allin_kw / 1e3),
         "tok_s_mm2": generated / chip.area_mm2 if chip.area_mm2 else None,
-        "tok_s_mm2_die": generated / die if (die := chip.die_mm2 or chip.area_mm2) else None,
+        "tok_s_mm2_die": generated / die if (die := _die_mm2(chip)) else None,
         "decode_step_s": t_step, "disaggregated": False,
     }
+
+
+def _die_mm2(chip: Chip) -> float:
+    """The whole die's area, 0 where not known: a ``blocks`` chip's estimate (its area is its
+    arrays and SRAM alone), a GPU's published die."""
+    return chip.die_mm2 if chip.kind == "blocks" else chip.die_mm2 or chip.area_mm2
 
 
 def _full_batch(sc: Scenario) -> int:

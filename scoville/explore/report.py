@@ -122,10 +122,12 @@ def _markdown(results: list[dict], plots: dict) -> str:
 
 def _dies(chips: list[str]) -> list[str]:
     """The die estimate of each reported ``blocks`` chip, by part (docs/explore.md)."""
-    from .specs import DIES
+    from .specs import CHIPS, blocks_die
 
-    rows = [f"| {c} | " + " | ".join(f"{DIES[c][k]:,.0f}" for k in DIE_PARTS) + " |"
-            for c in chips if c in DIES]
+    dies = {c: blocks_die(CHIPS[c]) for c in chips
+            if c in CHIPS and CHIPS[c].kind == "blocks" and CHIPS[c].die_mm2}
+    rows = [f"| {c} | " + " | ".join(f"{d[k]:,.0f}" for k in DIE_PARTS) + " |"
+            for c, d in dies.items()]
     if not rows:
         return []
     return ["## The blocks chip as a die", "",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from scoville.synth.yosys import sram_pj_per_bit
 
-from .die import die_mm2
+from .die import die_parts
 from .kernels import TABLE
 
 __all__ = ["CHIPS", "MODELS", "Chip", "Model", "Scenario", "SpecError", "bytes_per_param",
@@ -608,18 +608,17 @@ CHIPS: dict[str, Chip] = {
 #: command, which must not need it.
 _SYNTH_FILE = Path(__file__).parent / "synth.json"
 SYNTH = json.loads(_SYNTH_FILE.read_text()) if _SYNTH_FILE.exists() else None
-#: Each built-in ``blocks`` chip's die estimate by part (:func:`~.die.die_mm2`), for the
-#: report.
-DIES: dict[str, dict[str, float]] = {}
 #: The array format of each compute format of a ``blocks`` chip.
 _ARRAY_FMT = {"fp4": "mxfp4", "fp8": "mxfp8", "bf16": "bf16"}
 
 
 def _blocks_chip() -> Chip:
     """``scoville-a64``: 256 cores, each a 64 x 64 array of Scoville's MXFP4 processing
-    elements at 1.5 GHz (an assumed clock: synthesis gives logic depth in gates, not a
-    timing), with the MoE block's weight path and the attention block's KV cache; a B200's
-    HBM and links. Area and energy per MAC from synthesis (:data:`SYNTH`)."""
+    elements at 1.5 GHz (an assumed clock: ``scoville synth``'s ``fmax_ghz`` is a bound from
+    devices without wires, and the arrays are not yet pipelined to a clock: issue #36), with
+    the MoE block's weight path and the attention block's KV cache; a B200's HBM and links.
+    Area and energy per MAC from synthesis (:data:`SYNTH`); the die estimated from it
+    (:func:`blocks_die`)."""
     cores, rows, cols, ghz, sram_mib = 256, 64, 64, 1.5, 256
     fp4 = 2 * cores * rows * cols * ghz * 1e9 / 1e12
     # Energy per operation: the array's measured energy per MAC (gate-level toggles over
@@ -636,18 +635,23 @@ def _blocks_chip() -> Chip:
     # 64 PEs) for every PE, and the SRAM as macros; no I/O, HBM PHYs or network on chip.
     area = (cores * rows * cols * SYNTH["logic_mm2_per_pe"]["mxfp4"]
             + sram_mib * 2**23 * SYNTH["sram_mm2_per_bit"])
-    # The die: those and a B200's memory and links (8 HBM stacks, 18 links of 50 GB/s a
-    # direction) and a PCIe 5 x16 host interface, at public die shares (scoville.explore.die).
-    DIES["scoville-a64"] = die_mm2(area, node=SYNTH["node"], hbm_stacks=8, links=18)
-    die = DIES["scoville-a64"]["total"]
-    return Chip(name="scoville-a64", kind="blocks", clock_ghz=ghz,
+    chip = Chip(name="scoville-a64", kind="blocks", clock_ghz=ghz,
                 tflops={"fp4": fp4, "fp8": fp4 / 2, "bf16": fp4 / 4}, hbm_gb=180, hbm_tb_s=8.0,
                 link_gb_s=900, link_latency_us=2.0, domain=64, power_w=700,
                 allin_kw=2.1 / 1.2 * 0.7, energy=energy, sram_mib=sram_mib, sram_tb_s=64,
                 kv_sram_frac=0.75, cores=cores, array_rows=rows, array_cols=cols,
-                area_mm2=area, die_mm2=die,
+                area_mm2=area,
                 description="256 cores of Scoville's 64 x 64 MXFP4 array, 256 MiB SRAM, "
                             "B200-class HBM and links")
+    return dataclasses.replace(chip, die_mm2=blocks_die(chip)["total"])
+
+
+def blocks_die(chip: Chip) -> dict[str, float]:
+    """A ``blocks`` chip's die estimate by part (:func:`~.die.die_parts`): its synthesized
+    area, the PHYs and controllers of its memory and links (as many HBM stacks and links as
+    its bandwidths take), a PCIe 5 x16 host interface, the network on chip and the rest."""
+    return die_parts(chip.area_mm2, node=SYNTH["node"], hbm_tb_s=chip.hbm_tb_s,
+                     link_gb_s=chip.link_gb_s)
 
 
 if SYNTH is not None:

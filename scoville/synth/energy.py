@@ -28,12 +28,12 @@ from pathlib import Path
 
 from ..sim.flow import run as flow_run
 from ..sim.flow import to_verilog
+from .timing import is_ff
 from .yosys import (
     CMOS,
     FF_TRANSISTORS,
     NODES,
     SynthError,
-    _is_ff,
     gate_netlist,
     sram_pj_per_bit,
 )
@@ -58,7 +58,7 @@ class EnergyError(SynthError):
 
 def _cell_pins(driver: str) -> float:
     """A driving cell's own load, in input pins: its transistors over four."""
-    if _is_ff(driver):
+    if is_ff(driver):
         return FF_TRANSISTORS / 4
     return CMOS.get(driver, 4) / 4 if driver else 0.0
 

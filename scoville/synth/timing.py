@@ -20,14 +20,17 @@ from __future__ import annotations
 import math
 from collections import deque
 
-__all__ = ["FANOUT", "FO4_PS", "LEVEL_FO4", "REGISTER_FO4", "buffer_levels", "cycle_ps",
-           "fmax_ghz", "levels"]
+__all__ = ["CLOCK_PORTS", "FANOUT", "FO4_PS", "FORMAT", "LEVEL_FO4", "REGISTER_FO4",
+           "buffer_levels", "component", "cycle_ps", "fmax_ghz", "is_ff", "levels"]
 
 #: The input pins one gate drives at one level's delay: a fan-out of four, the load of the
 #: FO4 delay that a level's delay is quoted at.
 FANOUT = 4
 #: The clock pins of flip-flops and memories: not data paths.
 CLOCK_PORTS = frozenset({"C", "CLK", "RD_CLK", "WR_CLK"})
+#: The version of what :func:`levels` computes: part of the synthesis cache's key (raise it
+#: when the analysis changes; the delays below are applied after the cache).
+FORMAT = 1
 #: One level in FO4 delays: Hrishikesh et al., "The optimal logic depth per pipeline stage is
 #: 6 to 8 FO4 inverter delays" (ISCA 2002), appendix A: a gate equivalent (a 4-input NAND
 #: driving a 5-input NAND) is 1.36 FO4 in SPICE.
@@ -57,12 +60,16 @@ def buffer_levels(fanout: int) -> int:
     return math.ceil(math.log(fanout) / math.log(FANOUT) - 1e-9) - 1
 
 
-def _is_ff(cell_type: str) -> bool:
-    return "DFF" in cell_type or "DLATCH" in cell_type or cell_type.startswith("$_SR")
+def is_ff(cell_type: str) -> bool:
+    """Whether a Yosys cell type holds state a cycle: a flip-flop (``$_DFF_P_``,
+    ``$_SDFFE_PP0P_``, ``$_FF_``, a coarse ``$dff``...), a latch or an SR cell."""
+    t = cell_type.upper()
+    return "DFF" in t or "DLATCH" in t or t.startswith("$_SR") or t in ("$_FF_", "$FF")
 
 
-def _component(cell: str) -> str:
-    """The top-level instance a flattened cell came from (``""``: the top's own)."""
+def component(cell: str) -> str:
+    """The top-level instance a flattened cell came from (``""``: the top's own): Yosys's
+    ``flatten`` names a cell ``$flatten\\inst.\\sub.$...`` or, when public, ``\\inst.sub.x``."""
     if "$flatten\\" in cell:
         return cell.split("$flatten\\", 1)[1].split(".", 1)[0]
     name = cell.removeprefix("\\")
@@ -106,12 +113,12 @@ def levels(module: dict) -> dict:
                if isinstance(b, int)]
         outs = [b for p, bits in cell["connections"].items() if dirs.get(p) == "output"
                 for b in bits if isinstance(b, int)]
-        if _is_ff(t) or t.startswith("$mem"):
+        if is_ff(t) or t.startswith("$mem"):
             for b in outs:
                 arrival[b] = (buffer_levels(fanout.get(b, 0)), 0)
                 source[b] = b
             # A flip-flop is named by the register it holds (its output), a memory by itself.
-            ends.append((name, ins, outs[0] if _is_ff(t) and outs else None))
+            ends.append((name, ins, outs[0] if is_ff(t) and outs else None))
         else:
             gates[name] = (ins, outs)
     # Gates in topological order (Kahn): a gate is ready when all its inputs have arrived.
@@ -145,7 +152,10 @@ def levels(module: dict) -> dict:
                 if missing[nxt] == 0:
                     ready.append(nxt)
     if done != len(gates):
-        raise ValueError(f"{len(gates) - done} gates are on a combinational loop or undriven")
+        names = _bit_names(module)
+        stuck = next(b for b, cells_ in waiting.items() if cells_)
+        raise ValueError(f"{len(gates) - done} gates are on a combinational loop or wait for "
+                         f"an undriven net (net {names.get(stuck, stuck)})")
     for port_name, port in module["ports"].items():
         if port["direction"] == "output":
             ends.append((port_name, [b for b in port["bits"] if isinstance(b, int)], None))
@@ -157,7 +167,7 @@ def levels(module: dict) -> dict:
             if b not in arrival:
                 continue
             lv, n = arrival[b]
-            comp = _component(end) if end in cells else ""
+            comp = component(end) if end in cells else ""
             comps[comp] = max(comps.get(comp, 0), lv)
             if lv > best["levels"]:
                 best = {"levels": lv, "gates": n, "start": names.get(source[b], str(source[b])),

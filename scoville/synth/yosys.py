@@ -12,7 +12,8 @@ width, ports) and its area estimated from the node's bit cell (:data:`NODES`).
 Transistors: Yosys's CMOS cost of each simple gate (its ``stat -tech cmos`` table,
 :data:`CMOS`) plus :data:`FF_TRANSISTORS` per flip-flop (Yosys leaves flip-flops out of its
 count); SRAM is apart (``sram_*``). Logic area: transistors over the node's logic density at
-:data:`UTILIZATION`. Results are cached by the Verilog's and the script's hash.
+:data:`UTILIZATION`. Results are cached by the hash of the Verilog, the script, the Yosys that
+ran it and the path analysis's format (:data:`~scoville.synth.timing.FORMAT`).
 """
 
 from __future__ import annotations
@@ -152,8 +153,6 @@ NETLIST_FORMAT = 4
 #: A Verilog identifier that needs no escaping, and an escaped one (its name, then a space).
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ESCAPED = re.compile(r"\\(\S+)(?= )")
-#: The clock inputs of flip-flops and memories (their energy is the clock term, apart).
-_CLOCK_PORTS = {"C", "CLK", "RD_CLK", "WR_CLK"}
 
 
 class SynthError(RuntimeError):
@@ -200,14 +199,14 @@ def _run(verilog: str, top: str, share: bool = False) -> dict:
     """Yosys on ``verilog``: per module its cells by type, submodule instances, memories and
     logic depth; the flattened design's depth; the seconds Yosys took. Cached."""
     text = script(share)
-    # The path analysis is part of what is kept: its source is in the key.
-    key = text + _timing_source() + top + "\0" + verilog
+    # What is kept depends on the script, the Yosys that runs it and the path analysis.
+    key = f"{text}\0{_yosys_version()}\0{timing.FORMAT}\0{top}\0{verilog}"
     return _cached(top, key, lambda: _yosys_run(verilog, top, text))
 
 
 @functools.cache
-def _timing_source() -> str:
-    return Path(timing.__file__).read_text()
+def _yosys_version() -> str:
+    return subprocess.run([_yosys(), "-V"], capture_output=True, text=True).stdout.strip()
 
 
 def _script(d: Path, script: str, verilog: str, top: str, **paths) -> None:
@@ -232,7 +231,10 @@ def _yosys_run(verilog: str, top: str, text: str) -> dict:
         net = json.loads((d / "net.json").read_text())
         depth = _depths(paths["ltp_modules"].read_text())
         top_depth = _depths(paths["ltp_top"].read_text()).get(top, 0)
-        path = timing.levels(json.loads((d / "flat.json").read_text())["modules"][top])
+        try:
+            path = timing.levels(json.loads((d / "flat.json").read_text())["modules"][top])
+        except ValueError as err:
+            raise SynthError(f"{top}: {err}") from None
     modules = {}
     for name, mod in net["modules"].items():
         if mod.get("attributes", {}).get("blackbox"):
@@ -261,8 +263,7 @@ def netlist_key() -> str:
     """What a gate netlist depends on besides the Verilog: the script, the format of what is
     kept and the Yosys that runs it (the netlist build's cache key holds it too); asked of
     Yosys once a process."""
-    proc = subprocess.run([_yosys(), "-V"], capture_output=True, text=True)
-    return f"{NETLIST_FORMAT}\0{NETLIST_SCRIPT}\0{proc.stdout.strip()}"
+    return f"{NETLIST_FORMAT}\0{NETLIST_SCRIPT}\0{_yosys_version()}"
 
 
 def gate_netlist(verilog: str, top: str) -> dict:
@@ -289,7 +290,7 @@ def _netlist_run(verilog: str, top: str) -> dict:
     clocks: set[int] = set()
     for cname, cell in mod["cells"].items():
         t = cell["type"]
-        if _is_ff(t):
+        if timing.is_ff(t):
             ffs[t] = ffs.get(t, 0) + 1
         name = cname.removeprefix("\\")
         comp = name.split(".", 1)[0] if "." in name and not name.startswith("$") else ""
@@ -301,7 +302,7 @@ def _netlist_run(verilog: str, top: str) -> dict:
                         driver[b] = (t, comp)
                     else:
                         fanout[b] = fanout.get(b, 0) + 1
-                        if port in _CLOCK_PORTS:
+                        if port in timing.CLOCK_PORTS:  # the clock term, apart
                             clocks.add(b)
     for port in mod["ports"].values():
         for b in port["bits"]:
@@ -332,10 +333,6 @@ def _netlist_run(verilog: str, top: str) -> dict:
     return {"verilog": text, "nets": nets, "bits": bits, "clocks": sorted(clocks), "ffs": ffs}
 
 
-def _is_ff(cell_type: str) -> bool:
-    return "DFF" in cell_type or "DLATCH" in cell_type or cell_type.startswith("$_SR")
-
-
 def _totals(modules: dict, name: str, node: Node) -> dict:
     """The keys of module ``name`` with everything under it."""
     cells, mems, depth = {}, [], modules[name]["depth"]
@@ -351,7 +348,7 @@ def _totals(modules: dict, name: str, node: Node) -> dict:
             walk(sub)
 
     walk(name)
-    ffs = sum(n for t, n in cells.items() if _is_ff(t))
+    ffs = sum(n for t, n in cells.items() if timing.is_ff(t))
     transistors = sum(CMOS.get(t, 0) * n for t, n in cells.items()) + FF_TRANSISTORS * ffs
     sram_bits = sum(m["words"] * m["width"] for m in mems)
     sram_um2 = sum(m["words"] * m["width"] * node.bitcell_um2 / SRAM_EFFICIENCY
