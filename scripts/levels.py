@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Every block at its default configuration against issue #36's budget of 40 levels a cycle:
+``scoville synth BLOCK --json``'s critical path in levels (fanout counted, an SRAM read a
+stage of its own; ``docs/synth.md``), where it starts and ends, and the clock bound it gives.
+
+A block whose synthesis takes longer than ``--timeout`` seconds is listed as not measured.
+
+Writes ``docs/levels.md``.
+
+Usage: ``python scripts/levels.py [--jobs 2] [--timeout 900] [--out FILE.md]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from scoville.blocks import BLOCKS
+from scoville.synth.timing import FO4_PS, LEVEL_FO4, REGISTER_FO4
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Issue #36's budget: levels a cycle.
+BUDGET = 40
+
+
+def synth(block: str, timeout: float) -> dict | None:
+    """``scoville synth BLOCK --json`` at its defaults; None past ``timeout``."""
+    cmd = [sys.executable, "-m", "scoville.cli", "synth", block, "--json"]
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"{block}: over {timeout:.0f} s", flush=True)
+        return None
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd[3:])} failed: {proc.stderr.strip()[-800:]}")
+    out = json.loads(proc.stdout)
+    print(f"{block}: {out['levels']} levels, {time.monotonic() - start:.0f} s", flush=True)
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "levels.md"))
+    args = parser.parse_args(argv)
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        res = dict(zip(BLOCKS, pool.map(lambda b: synth(b, args.timeout), BLOCKS),
+                       strict=True))
+    node = "n5"
+    lines = [
+        "# Levels a cycle, every block at its defaults",
+        "",
+        "Made by `python scripts/levels.py`; do not edit by hand. `scoville synth BLOCK` at the "
+        "block's default parameters: *depth* is Yosys's gates on the longest path (`ltp`); "
+        "*levels* the critical path with fanout trees of four and an SRAM read a stage of its "
+        "own ([synth.md](synth.md)); the budget of issue #36 is "
+        f"**{BUDGET} levels** a cycle; *fmax bound* at {node} is (levels x {LEVEL_FO4} + "
+        f"{REGISTER_FO4}) FO4 of {FO4_PS[node][0]} ps (devices alone, an upper bound).",
+        "",
+        "| block | gate cells | flip-flops | depth | levels | over the budget | fmax bound GHz "
+        "(n5) | critical path from | to |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    over = []
+    for name, r in res.items():
+        if r is None:
+            lines.append(f"| {name} | not measured (synthesis over {args.timeout:.0f} s) "
+                         "| | | | | | | |")
+            continue
+        path = r["levels_path"]
+        x = r["levels"] / BUDGET
+        if r["levels"] > BUDGET:
+            over.append(name)
+        lines.append(f"| {name} | {r['cells']:,} | {r['flip_flops']:,} | {r['logic_depth']} | "
+                     f"{r['levels']} | {x:.1f}x | {r['fmax_ghz']:.2f} | `{path['start']}` | "
+                     f"`{path['end']}` |")
+    measured = [n for n, r in res.items() if r is not None]
+    lines += ["", f"{len(over)} of the {len(measured)} blocks measured are over the budget"
+                  + (f": {', '.join(over)}." if over else ".")]
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
