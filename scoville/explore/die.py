@@ -15,6 +15,9 @@ chip and the rest (clocks, control, test). Their sizes, all from LLMCompass (Zha
   as synthesis's logic): 552.7 M an HBM stack, 86.6 M a link, 5.37 M a PCIe lane;
 - the network on chip and "other" as shares of the die: the A100's 76.44 and 40 of 823 mm^2
   (9.3% and 4.9%).
+
+Both the HBM2E and NVLink4 figures stand for faster parts (an HBM3E stack, an NVLink 5 link):
+the estimate is low there, and ``built`` is a blocks chip's arrays and SRAM alone.
 """
 
 from __future__ import annotations

@@ -614,8 +614,9 @@ _ARRAY_FMT = {"fp4": "mxfp4", "fp8": "mxfp8", "bf16": "bf16"}
 
 def _blocks_chip() -> Chip:
     """``scoville-a64``: 256 cores, each a 64 x 64 array of Scoville's MXFP4 processing
-    elements at 1.5 GHz (an assumed clock: ``scoville synth``'s ``fmax_ghz`` is a bound from
-    devices without wires, and the arrays are not yet pipelined to a clock: issue #36), with
+    elements at 1.5 GHz (an assumed clock, above the bound ``scoville synth`` gives the
+    unpipelined MXFP4 engine even at devices' delays, docs/area.md: it assumes the arrays
+    pipelined to a clock, issue #36, whose flip-flops the area and energy do not hold), with
     the MoE block's weight path and the attention block's KV cache; a B200's HBM and links.
     Area and energy per MAC from synthesis (:data:`SYNTH`); the die estimated from it
     (:func:`blocks_die`)."""

@@ -116,12 +116,11 @@ def sram_pj_per_bit(macro_bytes: float, node: str = "45nm") -> float:
 
 
 #: ``-noshare``: Yosys's ``share`` (SAT-based sharing of arithmetic behind exclusive
-#: multiplexers) merges nothing in our blocks (it removes cells that are never active, which
-#: later passes remove too); ABC then maps a slightly different netlist, so the totals move a
-#: little: ``scripts/synth_check.py`` compares every 4 x 4 GEMM engine and arithmetic unit
-#: both ways (``docs/synth-check.md``: transistors within 0.4%, levels within 3). It took 40%
-#: of a 4 x 4 bf16 engine's synthesis and most of an 8 x 8's (20 minutes and more), its pairs
-#: of candidates growing as the square of the PEs.
+#: multiplexers) merged nothing in the logs we read (it removes cells that are never active,
+#: which later passes remove too), and its pairs of candidates grow as the square of an
+#: array's PEs (an 8 x 8 wide-format engine: over 20 minutes with it, minutes without). ABC
+#: then maps a slightly different netlist: ``scripts/synth_check.py`` gives the differences
+#: (``docs/synth-check.md``).
 SCRIPT = f"""read_verilog -sv {{src}}
 synth -top {{top}} -noshare -run begin:fine
 opt -fast -full
