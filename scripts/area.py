@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -56,17 +58,28 @@ HOROWITZ_MAC = {"int8": (0.2 + 0.1, "INT8 multiply 0.2 + INT32 add 0.1"),
                 "bf16": (1.1 + 0.9, "FP16 multiply 1.1 + FP32 add 0.9")}
 
 
-def synth(block: str, params: dict, node: str, energy: bool = False) -> dict:
-    """``scoville synth BLOCK --param ... --node NODE --json [--energy]``, parsed."""
+def synth(block: str, params: dict, node: str, energy: bool = False,
+          timeout: float | None = None) -> dict | None:
+    """``scoville synth BLOCK --param ... --node NODE --json [--energy]``, parsed; None past
+    ``timeout`` seconds (the command and the Yosys it started stopped: they run in a process
+    group of their own)."""
     cmd = [sys.executable, "-m", "scoville.cli", "synth", block, "--node", node, "--json"]
     cmd += [a for k, v in params.items() for a in ("--param", f"{k}={v}")]
     if energy:
         cmd.append("--energy")
     start = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        print(f"{block} {params}: over {timeout:.0f} s", flush=True)
+        return None
     if proc.returncode:
-        raise RuntimeError(f"{' '.join(cmd[3:])} failed: {proc.stderr.strip()[-800:]}")
-    out = json.loads(proc.stdout)
+        raise RuntimeError(f"{' '.join(cmd[3:])} failed: {stderr.strip()[-800:]}")
+    out = json.loads(stdout)
     out["seconds"] = time.monotonic() - start
     print(f"{block} {params} {'energy ' if energy else ''}{out['seconds']:.0f} s", flush=True)
     return out

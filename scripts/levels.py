@@ -14,12 +14,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from scoville.blocks import BLOCKS
@@ -28,37 +23,19 @@ from scoville.synth.timing import BUDGET, FO4_PS, LEVEL_FO4, REGISTER_FO4
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def synth(block: str, timeout: float) -> dict | None:
-    """``scoville synth BLOCK --json`` at its defaults; None past ``timeout`` (the command
-    and the Yosys it started stopped: they run in a process group of their own)."""
-    cmd = [sys.executable, "-m", "scoville.cli", "synth", block, "--json"]
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        print(f"{block}: over {timeout:.0f} s", flush=True)
-        return None
-    if proc.returncode:
-        raise RuntimeError(f"{' '.join(cmd[3:])} failed: {stderr.strip()[-800:]}")
-    out = json.loads(stdout)
-    print(f"{block}: {out['levels']} levels, {time.monotonic() - start:.0f} s", flush=True)
-    return out
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=90.0)
     parser.add_argument("--out", default=str(ROOT / "docs" / "levels.md"))
     args = parser.parse_args(argv)
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        res = dict(zip(BLOCKS, pool.map(lambda b: synth(b, args.timeout), BLOCKS),
-                       strict=True))
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from area import synth  # its runner of ``scoville synth --json``, with the timeout
+
     node = "n5"
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        res = dict(zip(BLOCKS, pool.map(lambda b: synth(b, {}, node, timeout=args.timeout),
+                                        BLOCKS), strict=True))
     lines = [
         "# Levels a cycle, every block at its defaults",
         "",

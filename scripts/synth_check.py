@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -39,16 +38,11 @@ KEYS = ("cells", "transistors", "flip_flops", "sram_bits", "logic_depth", "level
 TOLERANCE, LEVELS = 0.01, 0.05
 
 
-def _area():
-    spec = importlib.util.spec_from_file_location("area", ROOT / "scripts" / "area.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def designs() -> list[tuple[str, str, dict]]:
     """(label, block, parameters) of every design compared."""
-    area = _area()
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import area  # the tables' designs
+
     out = []
     for fmt, b_fmt in PAIRS:
         for df in ("os", "ws"):

@@ -71,11 +71,12 @@ def is_ff(cell_type: str) -> bool:
 
 def component(cell: str) -> str:
     """The top-level instance a flattened cell came from (``""``: the top's own): Yosys's
-    ``flatten`` names a cell ``$flatten\\inst.\\sub.$...`` or, when public, ``\\inst.sub.x``."""
+    ``flatten`` names a cell ``$flatten\\inst.\\sub.$...`` or, when public (and after
+    ``autoname``), ``\\inst.sub.x``; a name that starts with ``$`` is not an instance's."""
     if "$flatten\\" in cell:
         return cell.split("$flatten\\", 1)[1].split(".", 1)[0]
     name = cell.removeprefix("\\")
-    return name.split(".", 1)[0] if "." in name and not cell.startswith("$") else ""
+    return name.split(".", 1)[0] if "." in name and not name.startswith("$") else ""
 
 
 def levels(module: dict) -> dict:

@@ -293,8 +293,7 @@ def _netlist_run(verilog: str, top: str) -> dict:
         t = cell["type"]
         if timing.is_ff(t):
             ffs[t] = ffs.get(t, 0) + 1
-        name = cname.removeprefix("\\")
-        comp = name.split(".", 1)[0] if "." in name and not name.startswith("$") else ""
+        comp = timing.component(cname)
         for port, bits in cell["connections"].items():
             out = cell["port_directions"].get(port) == "output"
             for b in bits:
