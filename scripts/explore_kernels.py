@@ -168,20 +168,29 @@ def _model(chip, row: dict, p: kernels.OpParams) -> float:
         return kernels.allreduce_seconds(chip, p, int(row["n"]),
                                          float(row["m"]) * kernels.ACT_BYTES[row["fmt"]])
     f, b, n = kernels.cost(row)
-    return kernels.seconds(chip, row["op"], row["fmt"], p, f, b, n)
+    return kernels.seconds(chip, row["op"], row["fmt"], p, f, b, n, kernels.shape(row))
+
+
+def _aic(residuals: list[float], k: int) -> float:
+    """Akaike's information criterion of a least-squares fit of ``k`` numbers."""
+    n = len(residuals)
+    return n * math.log(max(sum(r * r for r in residuals), 1e-30) / n) + 2 * k
 
 
 def _fit(chip, group: list[dict]) -> dict:
     """The numbers of one (GPU, operation, format) on its rows: compute, bandwidth and floor
-    (the all-reduce: bandwidth, floor and its two-shot's fixed time)."""
+    (the all-reduce: bandwidth, floor and its two-shot's fixed time); a GEMM's or a MoE's
+    also its pads, kept where they lower Akaike's criterion (else 0: rows that do not
+    determine them)."""
     from scipy.optimize import least_squares
 
     measured = [float(r["us"]) * 1e-6 for r in group]
     allreduce = group[0]["op"] == "allreduce"
 
     def numbers(x):
-        return kernels.OpParams(0.5, x[0], x[1], x[2]) if allreduce else \
-            kernels.OpParams(x[0], x[1], x[2])
+        if allreduce:
+            return kernels.OpParams(0.5, x[0], x[1], x[2])
+        return kernels.OpParams(x[0], x[1], x[2], 0.0, *(x[3:] if len(x) > 3 else (0.0, 0.0)))
 
     def residuals(x):
         p = numbers(x)
@@ -189,12 +198,22 @@ def _fit(chip, group: list[dict]) -> dict:
 
     start, lo, hi = (([0.7, 5.0, 10.0], [0.01, 0.0, 0.0], [1.0, 1000.0, 1000.0]) if allreduce
                      else ([0.5, 0.7, 5.0], [0.01, 0.01, 0.0], [1.0, 1.0, 1000.0]))
-    p = numbers(least_squares(residuals, start, bounds=(lo, hi)).x)
+    x = least_squares(residuals, start, bounds=(lo, hi)).x
+    padded = group[0]["op"] in ("gemm", "moe")
+    if padded:
+        xp = least_squares(residuals, start + [16.0, 16.0], bounds=(lo + [0.0, 0.0],
+                                                                    hi + [4096.0, 4096.0])).x
+        if _aic(residuals(xp), len(xp)) < _aic(residuals(x), len(x)):
+            x = xp
+    p = numbers(x)
     binds = not allreduce and any(
-        c > b for c, b in (kernels.busy(chip, r["op"], r["fmt"], p, *kernels.cost(r)[:2])
+        c > b for c, b in (kernels.busy(chip, r["op"], r["fmt"], p, *kernels.cost(r)[:2],
+                                        kernels.shape(r))
                            for r in group))
     out = {"compute": round(p.compute, 4), "bandwidth": round(p.bandwidth, 4),
            "floor_us": round(p.floor_us, 3), "rows": len(group), "compute_binds": binds}
+    if padded:
+        out |= {"pad_m": round(p.pad_m, 2), "pad_n": round(p.pad_n, 2)}
     return out | ({"switch_us": round(p.switch_us, 3)} if allreduce else {})
 
 
@@ -234,16 +253,18 @@ def main() -> None:
         f"at most {SAMPLE} rows of each GPU, operation and format. The model of an operation "
         "(`scoville.explore.kernels`): a latency floor plus the longer of its compute at a "
         "fraction of the GPU's peak in its format and its bytes at a fraction of HBM "
-        "bandwidth (the collectives': of its links' bandwidth, and no compute); each (GPU, "
+        "bandwidth (the collectives': of its links' bandwidth, and no compute), a GEMM's and "
+        "a MoE's operations padded by pad M rows and pad N columns (M: rows, a MoE's tokens "
+        "a touched expert; N: output columns, a MoE's expert width a rank holds); each (GPU, "
         "operation, format) fitted by least squares on log latency (compute –: no row is "
         "compute-bound, so the fraction is not determined; it stays at the fit's start, "
         "0.5). "
         "Error = model / measured - 1. *Held out*: the GPU's numbers taken from the other GPUs "
         "of its architecture (`kernels.params` of `kernels.transfer`'s GPUs: the geometric mean of "
         "theirs), as the exploration's leave-one-hardware-out validation does.", "",
-        "| GPU | operation | format | rows | compute | bandwidth | floor (us) "
+        "| GPU | operation | format | rows | compute | bandwidth | floor (us) | pad M | pad N "
         "| median abs. error | 90th pct. | held out: median | held out: 90th pct. |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for (name, op, fmt), group in sorted(groups.items()):
         chip = load_chip(name)
         p = kernels.params(name, op, fmt)
@@ -251,8 +272,9 @@ def main() -> None:
         held = _errors(chip, group, kernels.params(kernels.transfer(name), op, fmt))
         binds = kernels.TABLE[name][op][fmt]["compute_binds"]
         compute = f"{p.compute:.2f}" if binds else "–"
+        pads = (f"{p.pad_m:.0f} | {p.pad_n:.0f}" if op in ("gemm", "moe") else "– | –")
         lines.append(f"| {name} | {op} | {fmt} | {len(group)} | {compute} | "
-                     f"{p.bandwidth:.2f} | {p.floor_us:.1f} | "
+                     f"{p.bandwidth:.2f} | {p.floor_us:.1f} | {pads} | "
                      f"{statistics.median(map(abs, own)):.0%} | {_pct(own, 0.9):.0%} | "
                      f"{statistics.median(map(abs, held)):.0%} | {_pct(held, 0.9):.0%} |")
     lines += ["", kernels.__doc__.strip().split("\n\n", 1)[1], ""]

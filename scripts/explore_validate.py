@@ -70,6 +70,30 @@ MEAN_LENGTH = (1 + 0.8) / 2
 #: the fitted rate (``accept`` of :data:`FACTORS`).
 MTP_DRAFTS = {r["id"]: int(r["draft_tokens"])
               for r in csv.DictReader((DATA.parent / "inferencex-mtp.csv").open())}
+#: Each point's serving limits as its run's recipe or script set them
+#: (``scoville/explore/data/inferencex-serving.csv``, each row citing its source).
+LIMITS = {r["id"]: r for r in csv.DictReader((DATA.parent / "inferencex-serving.csv").open())}
+#: Tokens a prefill pass computes where the recipe leaves the engine's default: SGLang's
+#: ``chunked_prefill_size`` and TensorRT-LLM's ``max_num_tokens`` default to 8192 on these
+#: GPUs, vLLM's ``max_num_batched_tokens`` likewise for online serving.
+DEFAULT_PREFILL_TOKENS = 8192
+
+
+def limits(row: dict) -> dict:
+    """``perf.Serving``'s limits for ``row`` from :data:`LIMITS`: tokens and requests a
+    prefill pass, and sequences a decode worker (a per-rank limit times the worker's
+    attention data-parallel ranks); a limit its recipe does not set is none."""
+    got = LIMITS[row["id"]]
+    chunk = got["prefill_chunk_tokens"]
+    out = {"prefill_tokens": DEFAULT_PREFILL_TOKENS if chunk in ("", "default") else int(chunk),
+           "prefill_requests": int(got["prefill_max_requests"] or 0)}
+    decode = int(got["decode_max_requests"] or 0)
+    if decode and got["decode_max_requests_scope"] == "rank":
+        disagg = row["disagg"] == "true"
+        gpus = (int(row["decode_gpus"]) // int(row["decode_workers"]) if disagg
+                else int(row["gpus"]))
+        decode *= gpus
+    return out | {"decode_requests": decode}
 
 
 def at_precision(model, precision: str):
@@ -138,7 +162,7 @@ def predict(row: dict, factors: dict | None = None, held: str = "") -> dict | No
     mtp = MTP_DRAFTS[row["id"]] if row["spec_method"] == "mtp" else 0
     serving = perf.Serving(mtp=mtp, accept=factors["accept"] if mtp else 0.85,
                            request_s=factors["request_s"],
-                           handoff_s=factors["handoff_s"])
+                           handoff_s=factors["handoff_s"], **limits(row))
     c = int(row["concurrency"])
     if row["disagg"] != "true":
         return perf.evaluate(chip, model, scenario, c,

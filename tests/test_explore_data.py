@@ -50,6 +50,30 @@ def test_every_mtp_point_has_its_runs_draft_tokens_and_their_source():
         assert 1 <= int(r["draft_tokens"]) <= 3 and r["source"].strip(), r["id"]
 
 
+def test_every_point_has_its_runs_serving_limits_and_their_source():
+    """inferencex-serving.csv: for every point, the limits its run's recipe or script set
+    (tokens and requests a prefill pass, sequences a decode worker or rank), each a count or
+    left to the engine, and where that is written; the validation reads them as
+    perf.Serving's limits (a per-rank limit times the worker's ranks)."""
+    sys.path.insert(0, str(DATA.parent.parent.parent / "scripts"))
+    import explore_validate as validate
+
+    points = {r["id"]: r for r in _rows("inferencex.csv")}
+    limits = _rows("inferencex-serving.csv")
+    assert [r["id"] for r in limits] == list(points)
+    for r in limits:
+        assert r["source"].strip(), r["id"]
+        assert r["prefill_chunk_tokens"] == "default" or int(r["prefill_chunk_tokens"]) > 0
+        for column in ("prefill_max_requests", "decode_max_requests"):
+            assert r[column] == "" or int(r[column]) > 0, (r["id"], column)
+        assert r["decode_max_requests_scope"] in ("worker", "rank"), r["id"]
+    # H100's TensorRT-LLM decode of 16 data-parallel ranks a worker, 32 a rank: 512 a worker;
+    # its context worker 2,048 tokens and 2 requests a pass.
+    row = points["deepseek-r1_h100_dynamo-trt_fp8_mtp_p16tp16ep16dpa-d16tp16ep16dpa_1k1k_c615"]
+    assert validate.limits(row) == {"prefill_tokens": 2048, "prefill_requests": 2,
+                                    "decode_requests": 512}
+
+
 def test_every_left_out_point_says_why():
     rows = _rows("inferencex-excluded.csv")
     assert rows and all(r["reason"].strip() for r in rows)

@@ -115,6 +115,57 @@ def test_an_operation_takes_its_floors_and_the_longer_of_compute_and_memory():
         flops / (2250e12 * 0.5))
 
 
+def test_a_small_gemm_is_padded_to_its_tiles():
+    """A GEMM's or a MoE's operations count as if its rows and columns were ``pad_m`` and
+    ``pad_n`` larger: a GEMM of 16 rows with pad_m 48 computes 4x its operations, one of 64
+    columns with pad_n 64 twice; a large one nearly its own."""
+    chip = CHIPS["b200"]
+    p = kernels.OpParams(compute=0.5, bandwidth=0.8, floor_us=10.0, pad_m=48.0, pad_n=64.0)
+    flops = 1e12
+    plain = flops / (4500e12 * 0.5)
+    assert kernels.busy(chip, "gemm", "fp8", p, flops, 0, (16, 1e12))[0] == pytest.approx(
+        4 * plain)
+    assert kernels.busy(chip, "gemm", "fp8", p, flops, 0, (1e12, 64))[0] == pytest.approx(
+        2 * plain)
+    assert kernels.busy(chip, "gemm", "fp8", p, flops, 0, (16, 64))[0] == pytest.approx(
+        8 * plain)
+    assert kernels.busy(chip, "gemm", "fp8", p, flops, 0)[0] == pytest.approx(plain)
+    # A table's rows: a GEMM's m and n; a MoE's tokens a touched expert on a rank (8 tokens
+    # x top-2 over 4 ranks: 4 choices a rank on its 2 experts) and its width over tp.
+    assert kernels.shape({"op": "gemm", "m": "16", "n": "512"}) == (16, 512)
+    moe = {"op": "moe", "tokens": "8", "topk": "2", "experts": "8", "ep": "4",
+           "inter": "2048", "tp": "2"}
+    assert kernels.shape(moe) == (2, 1024)
+    # Fewer choices than experts: each choice its own expert.
+    assert kernels.shape(moe | {"tokens": "1"}) == (1, 1024)
+    assert kernels.shape({"op": "decode_mla"}) is None
+
+
+def test_the_gemms_outside_the_experts_are_the_models_dense_weights():
+    """shapes.dense_gemms lists every matrix outside the routed experts once: their
+    parameters add up to the model's attention, shared, router, dense and head weights; the
+    columns a chip's GEMMs weigh in split with the column-parallel matrices only."""
+    for m in MODELS.values():
+        b = shapes.model_bytes(m)
+        params = (b["attention"] + b["shared"] + b["dense"] + b["head"]) / \
+            shapes.bytes_per_param(m.weight_fmt)
+        assert sum(n * k * c for n, k, c, _ in shapes.dense_gemms(m)) == params
+    gpt = MODELS["gpt-oss-120b"]
+    a, H = gpt.attention, gpt.hidden
+    qkv = (a.q_heads + 2 * a.kv_heads) * a.head_dim
+    assert shapes.dense_gemms(gpt) == [(qkv, H, gpt.layers, "n"),
+                                       (H, a.q_heads * a.head_dim, gpt.layers, "k"),
+                                       (gpt.experts, H, gpt.layers, "-"),
+                                       (gpt.vocab, H, 1, "n")]
+    rows = (H + a.q_heads * a.head_dim + H) * gpt.layers + H
+    ops8 = ((qkv / 8) * H + H * a.q_heads * a.head_dim / 8 + gpt.experts * H) * gpt.layers \
+        + gpt.vocab / 8 * H
+    rows8 = (H + a.q_heads * a.head_dim / 8 + H) * gpt.layers + H
+    assert shapes.gemm_columns(gpt, 8) == pytest.approx(ops8 / rows8)
+    assert shapes.gemm_columns(gpt, 1) == pytest.approx(
+        sum(n * k * c for n, k, c, _ in shapes.dense_gemms(gpt)) / rows)
+
+
 def test_a_chip_takes_the_geometric_mean_of_the_gpus_it_names():
     a, b = kernels.params("h100", "gemm", "fp8"), kernels.params("h200", "gemm", "fp8")
     both = kernels.params("h100,h200", "gemm", "fp8")
@@ -164,17 +215,23 @@ def test_a_decode_step_is_the_sum_of_its_operations():
     dense_params = (b["attention"] + b["shared"] + b["dense"] + b["head"]) / \
         shapes.bytes_per_param(m.weight_fmt)
     expert_bytes = b["expert"] * moe_layers * touched
+    # The GEMMs' shapes: the batch's rows, and the columns of one chip's matrices as their
+    # operations weigh them; each touched expert's rows, an expert's whole width (tp1).
+    columns = sum(n * k * c for n, k, c, _ in shapes.dense_gemms(m)) / sum(
+        k * c for _, k, c, _ in shapes.dense_gemms(m))
     ops = [("gemm", "bf16", 2 * dense_params * tokens,
-            b["attention"] + b["shared"] + b["dense"] + b["head"], 3 * m.layers + 1),
+            b["attention"] + b["shared"] + b["dense"] + b["head"], (tokens, columns),
+            3 * m.layers + 1),
            ("moe", "w4a16", 2 * moe_layers * m.top_k * b["expert"]
-            / shapes.bytes_per_param(m.expert_fmt) * tokens, expert_bytes, moe_layers),
+            / shapes.bytes_per_param(m.expert_fmt) * tokens, expert_bytes,
+            (tokens * m.top_k / touched, m.moe_intermediate), moe_layers),
            ("decode_gqa", "bf16", shapes.attention_flops(m, context) * tokens,
-            tokens * shapes.kv_bytes(m, context), m.layers)]
+            tokens * shapes.kv_bytes(m, context), None, m.layers)]
     want = 0.0
-    for op, fmt, flops, bytes_, n in ops:
+    for op, fmt, flops, bytes_, shape, n in ops:
         p = kernels.params("h200", op, fmt)
         want += n * p.floor_us * 1e-6 * chip.floor_share + max(
-            kernels.busy(chip, op, fmt, p, flops, bytes_))
+            kernels.busy(chip, op, fmt, p, flops, bytes_, shape))
     small = shapes.kernels(m) + shapes.STEP_KERNELS - (3 * m.layers + 1) - m.layers \
         - perf.MOE_OP_KERNELS * moe_layers
     assert small == 3 * m.layers + shapes.STEP_KERNELS - 1     # 2 norms and RoPE a layer

@@ -92,11 +92,12 @@ def test_mtp_gains_the_accepted_tokens_per_step():
 
 
 def test_mtp_at_batch_one_nearly_doubles_a_users_tokens():
-    """At batch 1 a step reads the weights (memory-bound): verifying two tokens costs about
-    what one does, plus a draft pass (the MTP module, one layer, and the head: a step of its
-    own, its fixed costs included), so with every draft accepted a user gets well over 1.5x
-    the tokens a second, short of 2x by the draft pass; the weights are read once, not twice
-    (only the experts the second token adds)."""
+    """At batch 1 a step reads the weights (memory-bound, or bound by its small GEMMs'
+    padded compute, which a second row hardly adds to): verifying two tokens costs about
+    what one does (the second token's experts added), plus a draft pass (the MTP module, one
+    layer, and the head: a step of its own, its fixed costs included), so with every draft
+    accepted a user gets well over 1.5x the tokens a second, short of 2x by the draft pass;
+    the weights are read once, not twice (only the experts the second token adds)."""
     chip, sc, par = CHIPS["b200"], Scenario(1024, 1024), Parallelism("tp", 8)
     plain = perf.evaluate(chip, DS, sc, 1, par)
     sure = perf.evaluate(chip, DS, sc, 1, par, perf.Serving(mtp=1, accept=1.0))
@@ -104,7 +105,7 @@ def test_mtp_at_batch_one_nearly_doubles_a_users_tokens():
     two = perf.step(chip, DS, par, 1, 1536, serving=perf.Serving(mtp=1))
     draft = perf.step(chip, perf._mtp_module(DS), par, 1, 1536)
     verify = two.seconds - draft.seconds
-    assert one.seconds < verify < 1.1 * one.seconds
+    assert one.seconds < verify < 1.2 * one.seconds
     assert draft.seconds < 0.15 * one.seconds
     ratio = sure["tok_s_user"] / plain["tok_s_user"]
     assert 1.5 < ratio < 2 * one.seconds / (one.seconds + draft.seconds)
@@ -152,6 +153,62 @@ def test_a_saturated_prefill_pool_sets_the_rate_and_the_wait():
     light = perf.evaluate_disaggregated(chip, DS, sc, 128, _disagg(2))
     fixed = perf.REQUEST_S + perf.HANDOFF_S
     assert fixed < light["ttft_s"] < fixed + 1 < two["ttft_s"] < one["ttft_s"]
+
+
+def test_a_request_longer_than_a_prefill_pass_is_prefilled_in_passes():
+    """prefill_tokens 2048 and an 8k request: four passes one after another, each its 2,048
+    tokens against those before it; a saturated worker's batch is one request. Shorter
+    requests batch up to the pass's tokens, at most prefill_requests of them."""
+    chip, par = CHIPS["b200"], Parallelism("tp", 8)
+    sc, serving = Scenario(8192, 1024), perf.Serving(prefill_tokens=2048)
+    passes = [perf.prefill(chip, DS, par, 1, s + 2048, s) for s in (0, 2048, 4096, 6144)]
+    got = perf._prefill_passes(chip, DS, par, 1, sc, 2048)
+    assert got.seconds == pytest.approx(sum(p.seconds for p in passes))
+    assert got.flops == pytest.approx(sum(p.flops for p in passes))
+    # More work than one pass of the whole request: the later passes attend more, and each
+    # pays its kernels' floors.
+    whole = perf.prefill(chip, DS, par, 1, 8192)
+    assert got.seconds > whole.seconds
+    assert perf._full_batch(sc, serving) == 1
+    assert perf._prefill_timing(chip, DS, par, sc, serving)(1)[0] == pytest.approx(
+        perf._powered(chip, DS, got)[0])
+    short = Scenario(1024, 1024)
+    assert perf._full_batch(short, perf.Serving(prefill_tokens=8192)) == 8
+    assert perf._full_batch(short, perf.Serving(prefill_tokens=8192, prefill_requests=2)) == 2
+    assert perf._full_batch(short) == perf.PREFILL_TOKENS // 1024
+    with pytest.raises(ValueError, match="prefill_tokens 0 \\(>= 1\\)"):
+        perf.Serving(prefill_tokens=0)
+
+
+def test_a_decode_worker_holds_at_most_its_sequences():
+    """decode_requests 16 a worker, 2 workers, 256 requests: 32 decode at once, each a step
+    of 16 a worker; requests complete as the 32 places free up (32 / (osl TPOT)) and the
+    rest wait, the wait in TTFT (Little's law: concurrency / rate in all)."""
+    chip, sc = CHIPS["b200"], Scenario(1024, 1024)
+    serving = perf.Serving(decode_requests=16)
+    p = perf.evaluate_disaggregated(chip, DS, sc, 256, _disagg(2), serving)
+    step = perf.step(chip, DS, Parallelism("ep", 8), 16, 1024 + 512, 2048)
+    assert p["decode_step_s"] == pytest.approx(perf._powered(chip, DS, step)[0])
+    rate = p["tok_s_chip"] * p["chips"] / sc.osl
+    assert rate == pytest.approx(32 / (sc.osl * p["tpot_s"]))
+    assert p["ttft_s"] == pytest.approx(256 / rate - sc.osl * p["tpot_s"])
+    # Without the limit the 256 share the two workers' steps.
+    free = perf.evaluate_disaggregated(chip, DS, sc, 256, _disagg(2))
+    assert free["decode_step_s"] > p["decode_step_s"] and free["ttft_s"] < p["ttft_s"]
+
+
+def test_an_engine_runs_at_most_its_sequences():
+    """Aggregated, 64 requests on an engine that runs 16: the replica serves 16 at a time
+    (their step, their life), completes 16 a life, and the others wait: TTFT adds
+    concurrency / rate - life."""
+    chip, sc, par = CHIPS["b200"], Scenario(1024, 1024), Parallelism("tp", 8)
+    capped = perf.evaluate(chip, DS, sc, 64, par, perf.Serving(decode_requests=16))
+    sixteen = perf.evaluate(chip, DS, sc, 16, par)
+    assert capped["decode_step_s"] == pytest.approx(sixteen["decode_step_s"])
+    assert capped["tok_s_chip"] == pytest.approx(sixteen["tok_s_chip"])
+    life = sc.osl * sixteen["tpot_s"]
+    rate = 16 / life
+    assert capped["ttft_s"] == pytest.approx(sixteen["ttft_s"] + 64 / rate - life)
 
 
 def test_a_paged_cache_holds_the_mean_context():
@@ -216,11 +273,12 @@ def test_attribution_of_two_groups_is_their_shapley_values():
         assert math.log(row["factors"]["power"]) == pytest.approx(((v2 - v0) + (v12 - v1)) / 2)
         assert row["ratio"] == pytest.approx(math.prod(row["factors"].values()))
         assert row["ratio"] == pytest.approx(math.exp(v12 - v0))
-    # At 100 tokens/s per user decode is memory-bound past its kernels' fixed time (about
-    # half the step): more HBM bandwidth raises throughput per chip; power specs alone do not
-    # (no cap here).
+    # At 100 tokens/s per user a decode step is mostly its kernels' fixed time and its
+    # experts' compute padded to their tiles (a few tokens an expert), partly memory-bound:
+    # more HBM bandwidth raises throughput per chip a little; power specs alone do not (no
+    # cap here).
     chip_row = next(r for r in got["at"] if r["metric"] == "tok_s_chip")
-    assert chip_row["factors"]["HBM bandwidth"] > 1.05
+    assert chip_row["factors"]["HBM bandwidth"] > 1.005
     assert chip_row["factors"]["power"] == pytest.approx(1.0)
 
 

@@ -4,7 +4,12 @@ An operation of ``flops`` operations and ``bytes`` of memory traffic, launched a
 kernels, takes ``n x floor + max(flops / (peak x compute), bytes / (HBM x bandwidth))``: a
 latency floor per kernel, then the longer of its compute at a fraction ``compute`` of the
 chip's peak in the operation's format and its traffic at a fraction ``bandwidth`` of its HBM
-bandwidth. The three numbers are the chip's own, per operation class and format
+bandwidth. A GEMM's and a MoE's operations are counted as if its rows M (a MoE: each touched
+expert's tokens on a rank) and output columns N (a MoE: the expert's width a rank holds) were
+``pad_m`` and ``pad_n`` larger, ``flops x (1 + pad_m / M) (1 + pad_n / N)`` (:func:`busy`,
+:func:`shape`): the tiles a few rows leave idle, and the waves too few output tiles leave the
+GPU's multiprocessors idle in, so a small or narrow GEMM reaches a smaller fraction of peak
+than a large one. The numbers are the chip's own, per operation class and format
 (:data:`TABLE`, ``kernels.json``), fitted by ``scripts/explore_kernels.py`` to NVIDIA
 AIConfigurator 0.12's measured TensorRT-LLM kernel tables (docs/explore-kernels.md gives each
 fit's error, on its own GPU and held out). A chip names the GPUs whose numbers it takes
@@ -91,6 +96,8 @@ class OpParams:
     bandwidth: float
     floor_us: float
     switch_us: float = 0.0
+    pad_m: float = 0.0
+    pad_n: float = 0.0
 
 
 def transfer(name: str) -> str:
@@ -115,7 +122,8 @@ def params(names: str, op: str, fmt: str) -> OpParams:
         got = [TABLE[g][op][f] for g in gpus if f in TABLE.get(g, {}).get(op, {})]
         if got:
             return OpParams(*(_geomean([g.get(key, 0.0) for g in got])
-                              for key in ("compute", "bandwidth", "floor_us", "switch_us")))
+                              for key in ("compute", "bandwidth", "floor_us", "switch_us",
+                                          "pad_m", "pad_n")))
     unknown = [g for g in gpus if g not in TABLE]
     raise ValueError(f"kernels: no measured {op} for {names!r}"
                      + (f" (unknown: {', '.join(unknown)}; known: {', '.join(sorted(TABLE))})"
@@ -143,20 +151,39 @@ def allreduce_seconds(chip, p: OpParams, n: int, message_bytes: float) -> float:
 
 
 def seconds(chip, op: str, fmt: str, p: OpParams, flops: float, bytes_: float,
-            n: float = 1.0) -> float:
+            n: float = 1.0, shape: tuple[float, float] | None = None) -> float:
     """Seconds of an operation of class ``op`` (``n`` kernels) on ``chip``; its compute in
     ``fmt`` (attention's in BF16)."""
-    return n * p.floor_us * 1e-6 + max(*busy(chip, op, fmt, p, flops, bytes_))
+    return n * p.floor_us * 1e-6 + max(*busy(chip, op, fmt, p, flops, bytes_, shape))
 
 
-def busy(chip, op: str, fmt: str, p: OpParams, flops: float, bytes_: float
-         ) -> tuple[float, float]:
-    """Seconds the compute units and the memory are busy with an operation."""
+def busy(chip, op: str, fmt: str, p: OpParams, flops: float, bytes_: float,
+         shape: tuple[float, float] | None = None) -> tuple[float, float]:
+    """Seconds the compute units and the memory are busy with an operation. A GEMM's or a
+    MoE's ``shape`` (:func:`shape`: its rows M, a grouped GEMM's rows an expert, and its
+    output columns N) pads its operations to ``(M + pad_m) (N + pad_n)`` of every ``M N``
+    (tiles and waves a small GEMM leaves idle)."""
     if op in LINK_OPS:
         return 0.0, bytes_ / (chip.link_gb_s * 1e9 * p.bandwidth)
     peak = chip.peak_flops("bf16" if op.startswith(("decode", "prefill"))
                            else COMPUTE.get(fmt, fmt))
+    if shape is not None and flops:
+        rows, cols = shape
+        flops *= (1 + p.pad_m / max(rows, 1e-9)) * (1 + p.pad_n / max(cols, 1e-9))
     return flops / (peak * p.compute), bytes_ / (chip.hbm_tb_s * 1e12 * p.bandwidth)
+
+
+def shape(row: dict) -> tuple[float, float] | None:
+    """A kernel table's GEMM or MoE row's rows M and output columns N a GPU computes (a MoE:
+    each touched expert's tokens on a rank, and the expert's width over ``tp``); None for the
+    other classes."""
+    g = functools.partial(_int, row)
+    if row["op"] == "gemm":
+        return g("m"), g("n")
+    if row["op"] == "moe":
+        choices = g("tokens") * g("topk") / g("ep")
+        return choices / min(g("experts") / g("ep"), choices), g("inter") / g("tp")
+    return None
 
 
 def _int(row, key) -> float:

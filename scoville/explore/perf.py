@@ -167,8 +167,14 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
         expert_bytes *= min(_imbalance(experts_read, par.width), m.experts / experts_read)
     kv = kv_reads * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
     if chip.kernels:
-        return _measured(chip, m, par, tokens, (dense_flops, dense_bytes),
-                         (expert_flops, expert_bytes), (attention_flops, kv), absorbed)
+        dp = par.attention_dp > 1
+        dense_shape = (tokens / par.width if dp else tokens,
+                       shapes.gemm_columns(m, 1 if dp else par.width))
+        expert_shape = (tokens * m.top_k / max(experts_read, 1e-9),
+                        m.moe_intermediate / (1 if par.experts_spread else par.width))
+        return _measured(chip, m, par, tokens, (dense_flops, dense_bytes, dense_shape),
+                         (expert_flops, expert_bytes, expert_shape),
+                         (attention_flops, kv, None), absorbed)
     ops = ((dense_flops, m.act_fmt, dense_bytes, None),
            (expert_flops, m.expert_compute_fmt, expert_bytes, None),
            (attention_flops, ATTENTION_FMT, kv, chip.attention_eff))
@@ -236,22 +242,26 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
     phase = "decode" if absorbed else "prefill"
     if not absorbed:            # a prefill reads and writes its tokens' Q, K, V and output
         attention = (attention[0], attention[1]
-                     + shapes.attention_io_bytes(m, tokens) / par.width / par.pp)
+                     + shapes.attention_io_bytes(m, tokens) / par.width / par.pp, None)
     ops = (("gemm", _gemm_format(m), *dense, gemms),
            ("moe", _moe_format(chip, m), *expert, moe_layers),
            (f"{phase}_{m.attention.kind}", ATTENTION_FMT, *attention, m.layers))
     t = compute_s = memory_s = 0.0
-    for op, fmt, flops, bytes_, n in ops:
+    for op, fmt, flops, bytes_, shape, n in ops:
         if op == "moe" and not moe_layers:
             continue
         p = kernels.params(chip.kernels, op, fmt)
-        c, b = kernels.busy(chip, op, fmt, p, flops, bytes_)
+        c, b = kernels.busy(chip, op, fmt, p, flops, bytes_, shape)
         t += n / par.pp * p.floor_us * 1e-6 * chip.floor_share + max(c, b)
-        compute_s, memory_s = compute_s + c, memory_s + b
+        # Busy for power: the operations padded to their tiles' rows (the tensor cores run
+        # whole tiles), not the multiprocessors too few output tiles leave idle (pad_n).
+        useful = kernels.busy(chip, op, fmt, p, flops, 0.0,
+                              shape and (shape[0], math.inf))[0]
+        compute_s, memory_s = compute_s + useful, memory_s + b
     t += (small / par.pp * kernels.params(chip.kernels, "gemm", "bf16").floor_us * 1e-6
           * chip.floor_share)
     t_comm, link_bytes = comm(chip, m, par, tokens)
-    pj = sum(f * chip.pj_per_flop(kernels.COMPUTE.get(fmt, fmt)) for _, fmt, f, _, _ in ops)
+    pj = sum(f * chip.pj_per_flop(kernels.COMPUTE.get(fmt, fmt)) for _, fmt, f, *_ in ops)
     return Phase(t + t_comm, sum(o[2] for o in ops), sum(o[3] for o in ops), 0.0,
                  link_bytes, pj, compute_s, memory_s)
 
@@ -259,8 +269,8 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
 #: :class:`Serving`'s defaults for a request's fixed seconds and a disaggregated hand-off's:
 #: fitted with the GPUs' other serving numbers by ``scripts/explore_validate.py`` on
 #: InferenceX's measured TTFT and throughput (docs/explore-validation.md).
-REQUEST_S = 0.261
-HANDOFF_S = 0.75
+REQUEST_S = 0.250
+HANDOFF_S = 0.42
 
 
 @dataclass(frozen=True)
@@ -284,12 +294,26 @@ class Serving:
         Disaggregated serving: seconds a request's hand-off from the prefill pool to the
         decode pool takes besides moving its KV cache's bytes (the transfer's set-up, the
         decode worker's admission).
+    prefill_tokens : int
+        Tokens a prefill pass computes at most (SGLang's ``--chunked-prefill-size``,
+        TensorRT-LLM's ``max_num_tokens``): a saturated prefill worker batches requests up to
+        it, and a longer request is prefilled in passes of it, one after another.
+    prefill_requests : int
+        Requests a prefill pass holds at most (a prefill worker's ``max-running-requests``
+        or ``max_batch_size``); 0: no limit but ``prefill_tokens``.
+    decode_requests : int
+        Sequences a decode worker (an aggregated replica: the engine) holds at most
+        (``max-running-requests``, ``max_batch_size`` times its attention's data-parallel
+        ranks); 0: no limit. Requests past it wait, their wait in TTFT.
     """
 
     mtp: int = 0
     accept: float = 0.85
     request_s: float = REQUEST_S
     handoff_s: float = HANDOFF_S
+    prefill_tokens: int = PREFILL_TOKENS
+    prefill_requests: int = 0
+    decode_requests: int = 0
 
     def __post_init__(self):
         if self.mtp < 0 or not 0 <= self.accept <= 1:
@@ -298,6 +322,10 @@ class Serving:
         if not (self.request_s >= 0 and self.handoff_s >= 0):
             raise ValueError(f"serving: request_s {self.request_s} and handoff_s "
                              f"{self.handoff_s} must be >= 0")
+        if self.prefill_tokens < 1 or self.prefill_requests < 0 or self.decode_requests < 0:
+            raise ValueError(f"serving: prefill_tokens {self.prefill_tokens} (>= 1), "
+                             f"prefill_requests {self.prefill_requests} and decode_requests "
+                             f"{self.decode_requests} (>= 0; 0: no limit)")
 
     @property
     def tokens_per_step(self) -> float:
@@ -441,19 +469,39 @@ def _die_mm2(chip: Chip) -> float:
     return chip.die_mm2 if chip.kind == "blocks" else chip.die_mm2 or chip.area_mm2
 
 
-def _full_batch(sc: Scenario) -> int:
-    """Requests a saturated prefill worker batches: :data:`PREFILL_TOKENS` tokens computed."""
-    return max(1, math.ceil(PREFILL_TOKENS / (sc.isl - sc.cached)))
+def _full_batch(sc: Scenario, serving: Serving = AGGREGATED) -> int:
+    """Requests a saturated prefill worker batches: its ``prefill_tokens`` tokens computed
+    (one request when a request is longer), at most its ``prefill_requests``."""
+    r = max(1, math.ceil(serving.prefill_tokens / (sc.isl - sc.cached)))
+    return min(r, serving.prefill_requests) if serving.prefill_requests else r
 
 
-def _prefill_timing(chip: Chip, m: Model, par: Parallelism, sc: Scenario):
+def _prefill_passes(chip: Chip, m: Model, par: Parallelism, r: int, sc: Scenario,
+                    chunk: int) -> Phase:
+    """The prefill of ``r`` requests in passes of at most ``chunk`` tokens: one pass when a
+    request fits one, else each request's passes one after another, each computing its
+    chunk against the tokens before it (:func:`prefill`'s ``cached``)."""
+    todo = sc.isl - sc.cached
+    if todo <= chunk:
+        return prefill(chip, m, par, r, sc.isl, sc.cached)
+    starts = range(math.ceil(sc.cached), math.ceil(sc.isl), chunk)
+    passes = [prefill(chip, m, par, 1, min(s + chunk, sc.isl), s) for s in starts]
+    total = passes[0].plus(passes[0], r - 1)
+    for p in passes[1:]:
+        total = total.plus(p, r)
+    return total
+
+
+def _prefill_timing(chip: Chip, m: Model, par: Parallelism, sc: Scenario,
+                    serving: Serving = AGGREGATED):
     """A prefill worker's batch of ``r`` requests, as a function of ``r`` (each computed
     once): its latency through every stage (the batch's TTFT), its stage time (a busy worker
     starts a batch every stage time, the stages working on successive ones) and its
-    watts."""
+    watts; a request longer than ``serving.prefill_tokens`` in passes of that many
+    (:func:`_prefill_passes`)."""
     @functools.cache
     def timing(r: int) -> tuple[float, float, float]:
-        phase = prefill(chip, m, par, r, sc.isl, sc.cached)
+        phase = _prefill_passes(chip, m, par, r, sc, serving.prefill_tokens)
         t, w = _powered(chip, m, phase)
         latency = par.pp * t + (par.pp - 1) * hop(chip, par, r * (sc.isl - sc.cached),
                                                   m.hidden)
@@ -482,8 +530,10 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
     when the replica cannot hold the model and their KV cache."""
     if not fits(chip, m, par, sc, concurrency):
         return None
-    micro = max(1, math.ceil(concurrency / par.pp))
-    t_step, w_dec = _decode_step(chip, m, par, sc, concurrency, serving)
+    # The engine runs at most decode_requests sequences; the rest wait for a place.
+    running = min(concurrency, serving.decode_requests or concurrency)
+    micro = max(1, math.ceil(running / par.pp))
+    t_step, w_dec = _decode_step(chip, m, par, sc, running, serving)
     # The prefill in the same micro-batches: each stage busy with one while the others run.
     t_prefill, w_pre = _pipelined(chip, m, par, prefill(chip, m, par, micro, sc.isl, sc.cached),
                                   micro * (sc.isl - sc.cached))
@@ -491,14 +541,16 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
     life = serving.request_s + t_prefill + steps * t_step
     # A request's first token: the prefill of the requests that arrived during the last
     # decode step and prefill, batched, after the running step and prefill (half of them, on
-    # average, as busy as they keep the replica).
-    rate = concurrency / life
-    timing = _prefill_timing(chip, m, par, sc)
-    ttft = serving.request_s + _batched_ttft(lambda r: timing(r)[0], rate, t_step, micro)[0]
+    # average, as busy as they keep the replica); and its wait for a place, if any (Little's
+    # law: a request spends concurrency / rate in all).
+    rate = running / life
+    timing = _prefill_timing(chip, m, par, sc, serving)
+    ttft = (serving.request_s + _batched_ttft(lambda r: timing(r)[0], rate, t_step, micro)[0]
+            + concurrency / rate - life)
     power = (w_pre * t_prefill + w_dec * steps * t_step
              + chip.energy.static_w * serving.request_s) / life
     return _point(chip, m, sc, concurrency, par.label, par.chips, ttft, life / sc.osl,
-                  concurrency / life, power, t_step, serving)
+                  rate, power, t_step, serving)
 
 
 def _decode_step(chip: Chip, m: Model, par: Parallelism, sc: Scenario, sequences: int,
@@ -524,7 +576,10 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
     law) are in the decode step."""
     dec, pre = layout.decode, layout.prefill
     batch = max(1, math.ceil(concurrency / layout.decode_workers))
-    full = _full_batch(sc)
+    if serving.decode_requests:
+        batch = min(batch, serving.decode_requests)
+    slots = batch * layout.decode_workers           # sequences decoding at most
+    full = _full_batch(sc, serving)
     if not (fits(chip, m, dec, sc, batch) and fits(chip, m, pre, sc, full, context=sc.isl)):
         return None
 
@@ -533,7 +588,7 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
 
     t_step, w_dec = decode(batch)
     tpot = t_step / serving.tokens_per_step
-    timing = _prefill_timing(chip, m, pre, sc)
+    timing = _prefill_timing(chip, m, pre, sc, serving)
 
     def latency(r):
         return timing(r)[0]
@@ -552,14 +607,19 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
         ttft += move
     rate = concurrency / (ttft + sc.osl * tpot)
     capacity = pw * full / timing(full)[1]
-    if rate > capacity:
-        # Prefill-bound: requests complete at its rate; by Little's law only rate x osl x TPOT
-        # of them are decoding, the rest wait for prefill. The decode step is of those.
-        rate, r = capacity, full
+    if rate > capacity or concurrency > slots:
+        # Prefill-bound, or more requests than the decode workers hold: requests complete at
+        # the prefill pool's rate or as fast as the slots free up, the slower; by Little's
+        # law only rate x osl x TPOT of them are decoding, the rest wait (for prefill or a
+        # place). The decode step is of those.
+        if rate > capacity:
+            r = full
         for _ in range(8):
-            decoding = min(concurrency, rate * sc.osl * tpot)
+            rate = min(capacity, slots / (sc.osl * tpot))
+            decoding = min(concurrency, slots, rate * sc.osl * tpot)
             t_step, w_dec = decode(math.ceil(decoding / layout.decode_workers))
             tpot = t_step / serving.tokens_per_step
+        rate = min(capacity, slots / (sc.osl * tpot))
         ttft = concurrency / rate - sc.osl * tpot
     # The prefill workers busy with batches of the r requests the TTFT's batching forms.
     _, stage, w_pre = timing(r)

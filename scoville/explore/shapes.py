@@ -8,7 +8,8 @@ import functools
 from .specs import Model, bytes_per_param
 
 __all__ = ["STEP_KERNELS", "attention_flops", "attention_io_bytes", "attention_params",
-           "ffn_params", "kernels", "kv_bytes", "model_bytes", "touched"]
+           "dense_gemms", "ffn_params", "gemm_columns", "kernels", "kv_bytes", "model_bytes",
+           "touched"]
 
 
 def attention_params(m: Model) -> int:
@@ -23,6 +24,46 @@ def attention_params(m: Model) -> int:
             + H * (a.kv_lora_rank + a.qk_rope)
             + a.kv_lora_rank * a.q_heads * (a.qk_nope + a.v_head_dim)
             + a.q_heads * a.v_head_dim * H)
+
+
+def dense_gemms(m: Model) -> list[tuple[int, int, int, str]]:
+    """The model's matrices outside the routed experts as GEMMs: ``(n, k, count, split)``,
+    output columns, inner dimension, how many the model holds, and which dimension tensor
+    parallelism splits (``n`` column-parallel, ``k`` row-parallel, ``-`` replicated: MLA's
+    down-projections and the router, as SGLang and TensorRT-LLM hold them). Their
+    ``n k count`` add up to :func:`attention_params` over the layers, the shared experts',
+    routers' and dense FFNs' parameters and the head."""
+    a, H, moe_layers = m.attention, m.hidden, m.layers - m.dense_layers
+    if a.kind == "gqa":
+        attn = [((a.q_heads + 2 * a.kv_heads) * a.head_dim, H, "n"),
+                (H, a.q_heads * a.head_dim, "k")]
+    else:
+        attn = [(a.q_lora_rank, H, "-"), (a.q_heads * (a.qk_nope + a.qk_rope), a.q_lora_rank, "n"),
+                (a.kv_lora_rank + a.qk_rope, H, "-"),
+                (a.q_heads * (a.qk_nope + a.v_head_dim), a.kv_lora_rank, "n"),
+                (H, a.q_heads * a.v_head_dim, "k")]
+    out = [(n, k, m.layers, split) for n, k, split in attn]
+    if moe_layers:
+        out.append((m.experts, H, moe_layers, "-"))
+        if m.shared:
+            si = m.shared * m.shared_intermediate
+            out += [(2 * si, H, moe_layers, "n"), (H, si, moe_layers, "k")]
+    if m.dense_layers:
+        out += [(2 * m.dense_intermediate, H, m.dense_layers, "n"),
+                (H, m.dense_intermediate, m.dense_layers, "k")]
+    return out + [(m.vocab, H, 1, "n")]
+
+
+def gemm_columns(m: Model, width: int) -> float:
+    """The output columns a chip's GEMMs outside the experts have, weighted as their
+    operations are (the padding :func:`scoville.explore.kernels.busy` adds for ``N``
+    columns, summed over the GEMMs, is that for this ``N``), ``width`` chips splitting them
+    as :func:`dense_gemms` says."""
+    ops = rows = 0.0
+    for n, k, count, split in dense_gemms(m):
+        n, k = (n / width, k) if split == "n" else (n, k / width) if split == "k" else (n, k)
+        ops, rows = ops + n * k * count, rows + k * count
+    return ops / rows
 
 
 def ffn_params(hidden: int, width: int) -> int:
