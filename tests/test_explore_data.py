@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from scoville.explore.parallel import Parallelism
+
 DATA = Path(__file__).resolve().parent.parent / "scoville" / "explore" / "data"
 MODELS = {"deepseek-r1", "gpt-oss-120b", "kimi-k2"}
 HARDWARE = {"h100", "h200", "b200", "gb200", "gb300"}
@@ -72,6 +74,18 @@ def test_every_point_has_its_runs_serving_limits_and_their_source():
     row = points["deepseek-r1_h100_dynamo-trt_fp8_mtp_p16tp16ep16dpa-d16tp16ep16dpa_1k1k_c615"]
     assert validate.limits(row) == {"prefill_tokens": 2048, "prefill_requests": 2,
                                     "decode_requests": 512}
+    # Where the published layout is a placeholder, the pools that ran, of the same GPUs.
+    ran = {r["id"]: r["layout_ran"] for r in limits if r["layout_ran"]}
+    assert len(ran) == 12
+    for point, layout in ran.items():
+        pools = validate._pools(layout)
+        row = points[point]
+        assert pools.prefill.chips * pools.prefill_workers == int(row["prefill_gpus"])
+        assert pools.decode.chips * pools.decode_workers == int(row["decode_gpus"])
+    pools = validate._pools("p4xdep4-d1xdep32")
+    assert (pools.prefill.mode, pools.prefill.width, pools.prefill_workers) == ("ep", 4, 4)
+    assert (pools.decode.mode, pools.decode.width, pools.decode_workers) == ("ep", 32, 1)
+    assert validate._pools("p1xtp4-d2xtp4").decode == Parallelism("tp", 4)
 
 
 def test_every_left_out_point_says_why():

@@ -270,7 +270,7 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
 #: fitted with the GPUs' other serving numbers by ``scripts/explore_validate.py`` on
 #: InferenceX's measured TTFT and throughput (docs/explore-validation.md).
 REQUEST_S = 0.250
-HANDOFF_S = 0.42
+HANDOFF_S = 0.41
 
 
 @dataclass(frozen=True)
