@@ -171,6 +171,12 @@ def _model(chip, row: dict, p: kernels.OpParams) -> float:
     return kernels.seconds(chip, row["op"], row["fmt"], p, f, b, n, kernels.shape(row))
 
 
+#: A pad is fitted only where its dimension takes at least this many values in the rows.
+PAD_VALUES = 3
+#: The largest pad the fit may give (rows or columns); one at it is flagged in the doc.
+PAD_MAX = 4096.0
+
+
 def _aic(residuals: list[float], k: int) -> float:
     """Akaike's information criterion of a least-squares fit of ``k`` numbers."""
     n = len(residuals)
@@ -180,8 +186,9 @@ def _aic(residuals: list[float], k: int) -> float:
 def _fit(chip, group: list[dict]) -> dict:
     """The numbers of one (GPU, operation, format) on its rows: compute, bandwidth and floor
     (the all-reduce: bandwidth, floor and its two-shot's fixed time); a GEMM's or a MoE's
-    also its pads, kept where they lower Akaike's criterion (else 0: rows that do not
-    determine them)."""
+    also its pads: each a candidate where its dimension varies in the rows
+    (:data:`PAD_VALUES`), the candidates' fit of least Akaike criterion kept (a pad left out
+    is 0)."""
     from scipy.optimize import least_squares
 
     measured = [float(r["us"]) * 1e-6 for r in group]
@@ -201,10 +208,32 @@ def _fit(chip, group: list[dict]) -> dict:
     x = least_squares(residuals, start, bounds=(lo, hi)).x
     padded = group[0]["op"] in ("gemm", "moe")
     if padded:
-        xp = least_squares(residuals, start + [16.0, 16.0], bounds=(lo + [0.0, 0.0],
-                                                                    hi + [4096.0, 4096.0])).x
-        if _aic(residuals(xp), len(xp)) < _aic(residuals(x), len(x)):
-            x = xp
+        # A pad is a candidate only where its dimension takes several values in the rows
+        # (with one N, pad_n and the compute fraction are the same number); of the
+        # candidates, the fit of least AIC.
+        shapes = [kernels.shape(r) for r in group]
+        varies = [len({s[i] for s in shapes}) >= PAD_VALUES for i in (0, 1)]
+        best = (_aic(residuals(x), len(x)), x)
+        for use in ((True, False), (False, True), (True, True)):
+            if not all(v or not u for u, v in zip(use, varies, strict=True)):
+                continue
+            pads = [i for i in (0, 1) if use[i]]
+
+            def padded_res(y, pads=pads):
+                full = list(y[:3]) + [0.0, 0.0]
+                for i, v in zip(pads, y[3:], strict=True):
+                    full[3 + i] = v
+                return residuals(full)
+
+            y = least_squares(padded_res, start + [16.0] * len(pads),
+                              bounds=(lo + [0.0] * len(pads), hi + [PAD_MAX] * len(pads))).x
+            aic = _aic(padded_res(y), len(y))
+            if aic < best[0]:
+                full = list(y[:3]) + [0.0, 0.0]
+                for i, v in zip(pads, y[3:], strict=True):
+                    full[3 + i] = v
+                best = (aic, full)
+        x = best[1]
     p = numbers(x)
     binds = not allreduce and any(
         c > b for c, b in (kernels.busy(chip, r["op"], r["fmt"], p, *kernels.cost(r)[:2],
@@ -255,13 +284,17 @@ def main() -> None:
         "fraction of the GPU's peak in its format and its bytes at a fraction of HBM "
         "bandwidth (the collectives': of its links' bandwidth, and no compute), a GEMM's and "
         "a MoE's operations padded by pad M rows and pad N columns (M: rows, a MoE's tokens "
-        "a touched expert; N: output columns, a MoE's expert width a rank holds); each (GPU, "
+        "a touched expert; N: output columns, a MoE's expert width a rank holds; a pad fitted "
+        f"only where its dimension takes {PAD_VALUES} or more values in the rows and kept "
+        "where it lowers Akaike's criterion, else 0; *(bound)*: at the fit's largest, "
+        f"{PAD_MAX:.0f}); each (GPU, "
         "operation, format) fitted by least squares on log latency (compute –: no row is "
         "compute-bound, so the fraction is not determined; it stays at the fit's start, "
         "0.5). "
         "Error = model / measured - 1. *Held out*: the GPU's numbers taken from the other GPUs "
         "of its architecture (`kernels.params` of `kernels.transfer`'s GPUs: the geometric mean of "
-        "theirs), as the exploration's leave-one-hardware-out validation does.", "",
+        "their fractions and floors, the mean of their pads), as the exploration's "
+        "leave-one-hardware-out validation does.", "",
         "| GPU | operation | format | rows | compute | bandwidth | floor (us) | pad M | pad N "
         "| median abs. error | 90th pct. | held out: median | held out: 90th pct. |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -272,7 +305,8 @@ def main() -> None:
         held = _errors(chip, group, kernels.params(kernels.transfer(name), op, fmt))
         binds = kernels.TABLE[name][op][fmt]["compute_binds"]
         compute = f"{p.compute:.2f}" if binds else "–"
-        pads = (f"{p.pad_m:.0f} | {p.pad_n:.0f}" if op in ("gemm", "moe") else "– | –")
+        pads = (" | ".join(f"{v:.0f}" + (" (bound)" if v >= PAD_MAX - 0.5 else "")
+                           for v in (p.pad_m, p.pad_n)) if op in ("gemm", "moe") else "– | –")
         lines.append(f"| {name} | {op} | {fmt} | {len(group)} | {compute} | "
                      f"{p.bandwidth:.2f} | {p.floor_us:.1f} | {pads} | "
                      f"{statistics.median(map(abs, own)):.0%} | {_pct(own, 0.9):.0%} | "

@@ -59,7 +59,7 @@ FACTORS = (("floor_share", 0.05, 2.0, 0.5), ("accept", 0.2, 0.95, 0.7),
 CHIP_FIELDS = ("floor_share",)
 #: The acceptance fitted on all points (the doc shows it beside a fresh fit). The sweep keeps
 #: DeepSeek-V3's published 85% (``perf.Serving``).
-BENCH_ACCEPT = 0.56
+BENCH_ACCEPT = 0.58
 #: InferenceX draws each request's input and output lengths uniformly between 0.8 and 1 times
 #: the scenario's (its benchmark client's ``--random-range-ratio 0.8``, with vLLM's
 #: ``benchmark_serving.py`` sampling ``randint(int(len * ratio), len + 1)``; InferenceMAX's
@@ -73,27 +73,35 @@ MTP_DRAFTS = {r["id"]: int(r["draft_tokens"])
 #: Each point's serving limits as its run's recipe or script set them
 #: (``scoville/explore/data/inferencex-serving.csv``, each row citing its source).
 LIMITS = {r["id"]: r for r in csv.DictReader((DATA.parent / "inferencex-serving.csv").open())}
-#: Tokens a prefill pass computes where the recipe leaves the engine's default: SGLang's
-#: ``chunked_prefill_size`` and TensorRT-LLM's ``max_num_tokens`` default to 8192 on these
-#: GPUs, vLLM's ``max_num_batched_tokens`` likewise for online serving.
+#: Tokens a prefill pass computes where the recipe leaves the engine's default (only vLLM
+#: rows do: vLLM's ``max_num_batched_tokens`` for online serving, 8192).
 DEFAULT_PREFILL_TOKENS = 8192
 
 
 def limits(row: dict) -> dict:
     """``perf.Serving``'s limits for ``row`` from :data:`LIMITS`: tokens and requests a
-    prefill pass, and sequences a decode worker (a per-rank limit times the worker's
-    attention data-parallel ranks); a limit its recipe does not set is none."""
+    prefill pass, and sequences a decode worker, a per-rank limit times the worker's
+    attention data-parallel ranks (a decode limit its scope says is per rank; TensorRT-LLM's
+    ``max_num_tokens`` and ``max_batch_size`` of a context worker or server with attention
+    data parallelism); a limit its recipe does not set is none."""
     got = LIMITS[row["id"]]
+    disagg = row["disagg"] == "true"
     chunk = got["prefill_chunk_tokens"]
-    out = {"prefill_tokens": DEFAULT_PREFILL_TOKENS if chunk in ("", "default") else int(chunk),
-           "prefill_requests": int(got["prefill_max_requests"] or 0)}
+    prefill = [DEFAULT_PREFILL_TOKENS if chunk in ("", "default") else int(chunk),
+               int(got["prefill_max_requests"] or 0)]
+    if "trt" in row["engine"]:
+        if disagg and row["prefill_dp_attention"] == "true":
+            prefill = [v * (int(row["prefill_gpus"]) // int(row["prefill_workers"]))
+                       for v in prefill]
+        elif not disagg and got["decode_max_requests_scope"] == "rank":
+            prefill = [v * int(row["gpus"]) for v in prefill]
     decode = int(got["decode_max_requests"] or 0)
     if decode and got["decode_max_requests_scope"] == "rank":
-        disagg = row["disagg"] == "true"
         gpus = (int(row["decode_gpus"]) // int(row["decode_workers"]) if disagg
                 else int(row["gpus"]))
         decode *= gpus
-    return out | {"decode_requests": decode}
+    return {"prefill_tokens": prefill[0], "prefill_requests": prefill[1],
+            "decode_requests": decode}
 
 
 def at_precision(model, precision: str):

@@ -70,10 +70,14 @@ def test_every_point_has_its_runs_serving_limits_and_their_source():
             assert r[column] == "" or int(r[column]) > 0, (r["id"], column)
         assert r["decode_max_requests_scope"] in ("worker", "rank"), r["id"]
     # H100's TensorRT-LLM decode of 16 data-parallel ranks a worker, 32 a rank: 512 a worker;
-    # its context worker 2,048 tokens and 2 requests a pass.
+    # its context worker of 16 ranks too, 2,048 tokens and 2 requests a rank.
     row = points["deepseek-r1_h100_dynamo-trt_fp8_mtp_p16tp16ep16dpa-d16tp16ep16dpa_1k1k_c615"]
-    assert validate.limits(row) == {"prefill_tokens": 2048, "prefill_requests": 2,
+    assert validate.limits(row) == {"prefill_tokens": 16 * 2048, "prefill_requests": 16 * 2,
                                     "decode_requests": 512}
+    # SGLang's limits are the worker's whatever its data parallelism.
+    row = points["deepseek-r1_h100_dynamo-sglang_fp8_mtp_p16tp16ep1-d16tp16ep16dpa_1k1k_c1"]
+    assert validate.limits(row) == {"prefill_tokens": 2048, "prefill_requests": 4,
+                                    "decode_requests": 64}
     # Where the published layout is a placeholder, the pools that ran, of the same GPUs.
     ran = {r["id"]: r["layout_ran"] for r in limits if r["layout_ran"]}
     assert len(ran) == 12

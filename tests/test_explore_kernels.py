@@ -158,9 +158,12 @@ def test_the_gemms_outside_the_experts_are_the_models_dense_weights():
                                        (gpt.experts, H, gpt.layers, "-"),
                                        (gpt.vocab, H, 1, "n")]
     rows = (H + a.q_heads * a.head_dim + H) * gpt.layers + H
-    ops8 = ((qkv / 8) * H + H * a.q_heads * a.head_dim / 8 + gpt.experts * H) * gpt.layers \
-        + gpt.vocab / 8 * H
-    rows8 = (H + a.q_heads * a.head_dim / 8 + H) * gpt.layers + H
+    # At tp8: QKV and the head split their columns, O its rows, the replicated router counted
+    # as split along its rows (the model splits every matrix's operations over the chips).
+    ops8 = ((qkv / 8) * H + H * a.q_heads * a.head_dim / 8 + gpt.experts * H / 8) \
+        * gpt.layers + gpt.vocab / 8 * H
+    rows8 = (H + a.q_heads * a.head_dim / 8 + H / 8) * gpt.layers + H
+    assert ops8 * 8 == pytest.approx(sum(n * k * c for n, k, c, _ in shapes.dense_gemms(gpt)))
     assert shapes.gemm_columns(gpt, 8) == pytest.approx(ops8 / rows8)
     assert shapes.gemm_columns(gpt, 1) == pytest.approx(
         sum(n * k * c for n, k, c, _ in shapes.dense_gemms(gpt)) / rows)

@@ -195,6 +195,20 @@ def test_a_decode_worker_holds_at_most_its_sequences():
     # Without the limit the 256 share the two workers' steps.
     free = perf.evaluate_disaggregated(chip, DS, sc, 256, _disagg(2))
     assert free["decode_step_s"] > p["decode_step_s"] and free["ttft_s"] < p["ttft_s"]
+    # Just past the places, a request's TTFT outside a slot leaves them free at times: the
+    # rate is at most the slots' and the closed loop's, no TTFT is shorter than a lone
+    # request's, and more requests never complete fewer or wait less.
+    lone = perf.evaluate_disaggregated(chip, DS, sc, 1, _disagg(2), serving)
+    last = None
+    for c in (33, 40, 64, 256):
+        q = perf.evaluate_disaggregated(chip, DS, sc, c, _disagg(2), serving)
+        rate = q["tok_s_chip"] * q["chips"] / sc.osl
+        assert rate <= 32 / (sc.osl * q["tpot_s"]) * (1 + 1e-9), c
+        assert rate == pytest.approx(c / (q["ttft_s"] + sc.osl * q["tpot_s"]))
+        assert q["ttft_s"] >= lone["ttft_s"] * (1 - 1e-9), c
+        if last is not None:
+            assert q["ttft_s"] >= last["ttft_s"] and rate >= last["rate"] * (1 - 1e-9), c
+        last = q | {"rate": rate}
 
 
 def test_an_engine_runs_at_most_its_sequences():

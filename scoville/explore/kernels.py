@@ -114,16 +114,20 @@ def transfer(name: str) -> str:
 def params(names: str, op: str, fmt: str) -> OpParams:
     """The numbers of operation class ``op`` in ``fmt`` for a chip that takes those of the
     GPUs ``names`` (comma-separated; a GPU held out takes :func:`transfer`'s): the geometric
-    mean over those that have the class in that format, else in the nearest
+    mean of the fractions and floors and the mean of the pads over those that have the class
+    in that format, else in the nearest
     wider format they have (``fp4`` -> ``fp8`` -> ``bf16``; ``w4a8`` -> ``w4a16``)."""
     gpus = [name.strip() for name in names.split(",")]
     chain = ("w4a8", "w4a16") if fmt.startswith("w4") else ("fp4", "fp8", "bf16")
     for f in chain[chain.index(fmt):]:
         got = [TABLE[g][op][f] for g in gpus if f in TABLE.get(g, {}).get(op, {})]
         if got:
+            # Fractions and times: their geometric mean; pads (0 where a fit left one out):
+            # their mean.
             return OpParams(*(_geomean([g.get(key, 0.0) for g in got])
-                              for key in ("compute", "bandwidth", "floor_us", "switch_us",
-                                          "pad_m", "pad_n")))
+                              for key in ("compute", "bandwidth", "floor_us", "switch_us")),
+                            *(sum(g.get(key, 0.0) for g in got) / len(got)
+                              for key in ("pad_m", "pad_n")))
     unknown = [g for g in gpus if g not in TABLE]
     raise ValueError(f"kernels: no measured {op} for {names!r}"
                      + (f" (unknown: {', '.join(unknown)}; known: {', '.join(sorted(TABLE))})"

@@ -270,7 +270,7 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
 #: fitted with the GPUs' other serving numbers by ``scripts/explore_validate.py`` on
 #: InferenceX's measured TTFT and throughput (docs/explore-validation.md).
 REQUEST_S = 0.250
-HANDOFF_S = 0.41
+HANDOFF_S = 0.42
 
 
 @dataclass(frozen=True)
@@ -528,15 +528,18 @@ def evaluate(chip: Chip, m: Model, sc: Scenario, concurrency: int, par: Parallel
              serving: Serving = AGGREGATED) -> dict | None:
     """One point: the metrics of ``concurrency`` requests on a replica of ``par``, or None
     when the replica cannot hold the model and their KV cache."""
-    if not fits(chip, m, par, sc, concurrency):
-        return None
-    # The engine runs at most decode_requests sequences; the rest wait for a place.
+    # The engine runs at most decode_requests sequences (their KV cache held); the rest wait
+    # for a place.
     running = min(concurrency, serving.decode_requests or concurrency)
+    if not fits(chip, m, par, sc, running):
+        return None
     micro = max(1, math.ceil(running / par.pp))
     t_step, w_dec = _decode_step(chip, m, par, sc, running, serving)
-    # The prefill in the same micro-batches: each stage busy with one while the others run.
-    t_prefill, w_pre = _pipelined(chip, m, par, prefill(chip, m, par, micro, sc.isl, sc.cached),
-                                  micro * (sc.isl - sc.cached))
+    # The prefill in the same micro-batches: each stage busy with one while the others run;
+    # a request longer than a pass in passes.
+    t_prefill, w_pre = _pipelined(
+        chip, m, par, _prefill_passes(chip, m, par, micro, sc, serving.prefill_tokens),
+        micro * (sc.isl - sc.cached))
     steps = sc.osl / serving.tokens_per_step
     life = serving.request_s + t_prefill + steps * t_step
     # A request's first token: the prefill of the requests that arrived during the last
@@ -571,9 +574,10 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
     domain's links when both pools are in one domain, else the scale-out network) and half a
     decode step. Requests cycle (closed loop: each finished request is replaced) at
     ``concurrency / (TTFT + osl TPOT)`` a second unless the prefill pool, batching
-    :data:`PREFILL_TOKENS` tokens a pass, cannot keep up: then they complete at its rate and
-    wait for it, the wait counted in TTFT, and only ``rate x osl x TPOT`` of them (Little's
-    law) are in the decode step."""
+    ``serving.prefill_tokens`` tokens a pass, cannot keep up, or the decode workers hold
+    fewer than the requests (``serving.decode_requests`` each): then they complete at the
+    slower rate and wait, the wait counted in TTFT, and only ``rate x osl x TPOT`` of them
+    (Little's law) are in the decode step."""
     dec, pre = layout.decode, layout.prefill
     batch = max(1, math.ceil(concurrency / layout.decode_workers))
     if serving.decode_requests:
@@ -609,18 +613,23 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
     capacity = pw * full / timing(full)[1]
     if rate > capacity or concurrency > slots:
         # Prefill-bound, or more requests than the decode workers hold: requests complete at
-        # the prefill pool's rate or as fast as the slots free up, the slower; by Little's
-        # law only rate x osl x TPOT of them are decoding, the rest wait (for prefill or a
-        # place). The decode step is of those.
-        if rate > capacity:
-            r = full
+        # the slowest of the prefill pool's rate, the rate the slots free up at, and the
+        # closed loop's own (a request spends its TTFT outside a slot: a few requests past
+        # the slots may find them free); by Little's law only rate x osl x TPOT of them are
+        # decoding, the rest wait (for prefill or a place). The decode step is of those.
+        unbound = ttft
+
+        def bound(tpot):
+            return min(capacity, slots / (sc.osl * tpot),
+                       concurrency / (unbound + sc.osl * tpot))
+
         for _ in range(8):
-            rate = min(capacity, slots / (sc.osl * tpot))
-            decoding = min(concurrency, slots, rate * sc.osl * tpot)
+            decoding = min(concurrency, slots, bound(tpot) * sc.osl * tpot)
             t_step, w_dec = decode(math.ceil(decoding / layout.decode_workers))
             tpot = t_step / serving.tokens_per_step
-        rate = min(capacity, slots / (sc.osl * tpot))
+        rate = bound(tpot)
         ttft = concurrency / rate - sc.osl * tpot
+        r = full if rate >= capacity else _batched_ttft(latency, rate / pw, 0.0, full)[1]
     # The prefill workers busy with batches of the r requests the TTFT's batching forms.
     _, stage, w_pre = timing(r)
     busy = min(1.0, rate / pw * stage / r)
@@ -632,8 +641,9 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
 
 
 def prefill_throughput(chip: Chip, m: Model, par: Parallelism, sc: Scenario) -> float:
-    """Requests a second a saturated prefill worker of ``par`` completes (batches of
-    :data:`PREFILL_TOKENS` computed tokens, one starting every stage time)."""
+    """Requests a second a saturated prefill worker of ``par`` completes at the sweep's
+    limits (batches of :data:`PREFILL_TOKENS` computed tokens, one starting every stage
+    time)."""
     full = _full_batch(sc)
     return full / _prefill_timing(chip, m, par, sc)(full)[1]
 

@@ -58,10 +58,12 @@ def gemm_columns(m: Model, width: int) -> float:
     """The output columns a chip's GEMMs outside the experts have, weighted as their
     operations are (the padding :func:`scoville.explore.kernels.busy` adds for ``N``
     columns, summed over the GEMMs, is that for this ``N``), ``width`` chips splitting them
-    as :func:`dense_gemms` says."""
+    as :func:`dense_gemms` says. The performance model counts every matrix's operations
+    split over the chips (``2 params tokens / chips``), so a replicated one counts here as
+    split along its inner dimension: whole columns, a ``width``-th of the rows."""
     ops = rows = 0.0
     for n, k, count, split in dense_gemms(m):
-        n, k = (n / width, k) if split == "n" else (n, k / width) if split == "k" else (n, k)
+        n, k = (n / width, k) if split == "n" else (n, k / width)
         ops, rows = ops + n * k * count, rows + k * count
     return ops / rows
 

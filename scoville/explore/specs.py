@@ -84,7 +84,7 @@ class Energy:
 #: The share of its measured kernels' latency floors a step pays on a chip with ``kernels``
 #: (fitted with the serving numbers by scripts/explore_validate.py; :data:`GPU_FACTORS`): a
 #: chip of a TOML file that names ``kernels`` takes it unless it sets its own.
-FLOOR_SHARE = 0.73
+FLOOR_SHARE = 0.76
 
 
 @dataclass(frozen=True)
