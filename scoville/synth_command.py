@@ -28,6 +28,9 @@ def add_parser(sub):
     p.add_argument("--share", action="store_true",
                    help="run Yosys's share pass too (slow on arrays; it merges nothing in "
                         "the blocks docs/synth-check.md compares)")
+    p.add_argument("--retime", action="store_true",
+                   help="let ABC retime each module's registers (a pipeline's stages moved "
+                        "into its logic; levels, flip-flops and area of the retimed netlist)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
@@ -54,7 +57,10 @@ def run(args) -> int:
         raise SynthError(f"{block.name} does not elaborate with these parameters: "
                          f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"
                          ) from None
-    result = synthesize(verilog, block.name, args.node, share=args.share)
+    if args.retime and (args.energy or args.fpga):
+        raise SynthError("--retime: not with --energy or --fpga (they run the netlist as "
+                         "written; docs/synth.md)")
+    result = synthesize(verilog, block.name, args.node, share=args.share, retime=args.retime)
     params = dict(p.split("=", 1) for p in args.param)
     report = {"block": block.name, "params": params, **result}
     if args.fpga:
@@ -66,7 +72,8 @@ def run(args) -> int:
         return 0
     print(f"{block.name} at {args.node}: {result['cells']:,} cells, {result['flip_flops']:,} "
           f"flip-flops, {result['transistors']:,} transistors, logic depth "
-          f"{result['logic_depth']}, SRAM {result['sram_bits']:,} bits; "
+          f"{result['logic_depth']}, {result['levels']} levels (fmax bound "
+          f"{result['fmax_ghz']:.2f} GHz), SRAM {result['sram_bits']:,} bits; "
           f"{result['area_mm2']:.5f} mm^2 ({result['logic_mm2']:.5f} logic, "
           f"{result['sram_mm2']:.5f} SRAM)"
           + (f"; iCE40 HX8K {report['luts']:,} LUTs, {report['fmax_mhz']} MHz"

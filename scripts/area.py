@@ -59,14 +59,16 @@ HOROWITZ_MAC = {"int8": (0.2 + 0.1, "INT8 multiply 0.2 + INT32 add 0.1"),
 
 
 def synth(block: str, params: dict, node: str, energy: bool = False,
-          timeout: float | None = None) -> dict | None:
-    """``scoville synth BLOCK --param ... --node NODE --json [--energy]``, parsed; None past
-    ``timeout`` seconds (the command and the Yosys it started stopped: they run in a process
-    group of their own)."""
+          timeout: float | None = None, retime: bool = False) -> dict | None:
+    """``scoville synth BLOCK --param ... --node NODE --json [--energy] [--retime]``, parsed;
+    None past ``timeout`` seconds (the command and the Yosys it started stopped: they run in
+    a process group of their own)."""
     cmd = [sys.executable, "-m", "scoville.cli", "synth", block, "--node", node, "--json"]
     cmd += [a for k, v in params.items() for a in ("--param", f"{k}={v}")]
     if energy:
         cmd.append("--energy")
+    if retime:
+        cmd.append("--retime")
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -81,7 +83,8 @@ def synth(block: str, params: dict, node: str, energy: bool = False,
         raise RuntimeError(f"{' '.join(cmd[3:])} failed: {stderr.strip()[-800:]}")
     out = json.loads(stdout)
     out["seconds"] = time.monotonic() - start
-    print(f"{block} {params} {'energy ' if energy else ''}{out['seconds']:.0f} s", flush=True)
+    print(f"{block} {params} {'energy ' if energy else ''}{'retimed ' if retime else ''}"
+          f"{out['seconds']:.0f} s", flush=True)
     return out
 
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Every block at its default configuration against issue #36's budget of 40 levels a cycle:
 ``scoville synth BLOCK --json``'s critical path in levels (fanout counted, an SRAM read a
-stage of its own; ``docs/synth.md``), where it starts and ends, and the clock bound it gives.
+stage of its own; ``docs/synth.md``), where it starts and ends, and the clock bound it gives;
+beside it the same with each module's registers retimed (``--retime``). Then the units whose
+register stages follow their logic (``latency``) at every latency they allow, retimed: how
+far stages alone take each towards the budget.
 
-A block whose synthesis takes longer than ``--timeout`` seconds is listed as not measured.
+A synthesis that takes longer than ``--timeout`` seconds is listed as not measured.
 
 Writes ``docs/levels.md``.
 
@@ -21,6 +24,10 @@ from scoville.blocks import BLOCKS
 from scoville.synth.timing import BUDGET, FO4_PS, LEVEL_FO4, REGISTER_FO4
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The units whose ``latency`` register stages follow their logic (``lib.pipeline``'s
+#: ``LaneUnit`` and its kind), with the latencies their configs allow.
+STAGED = {"fp32_add": range(1, 5), "exp2": range(1, 5), "fp4_mul": range(1, 5),
+          "rope": range(1, 5), "mx_quant": range(2, 7)}
 
 
 def main(argv=None) -> int:
@@ -33,9 +40,12 @@ def main(argv=None) -> int:
     from area import synth  # its runner of ``scoville synth --json``, with the timeout
 
     node = "n5"
+    runs = [(b, {}, r) for b in BLOCKS for r in (False, True)]
+    runs += [(b, {"latency": n}, True) for b, lat in STAGED.items() for n in lat]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        res = dict(zip(BLOCKS, pool.map(lambda b: synth(b, {}, node, timeout=args.timeout),
-                                        BLOCKS), strict=True))
+        got = dict(zip(((b, tuple(p.items()), r) for b, p, r in runs),
+                       pool.map(lambda x: synth(x[0], x[1], node, timeout=args.timeout,
+                                                retime=x[2]), runs), strict=True))
     lines = [
         "# Levels a cycle, every block at its defaults",
         "",
@@ -44,31 +54,59 @@ def main(argv=None) -> int:
         "*levels* the critical path with fanout trees of four and an SRAM read a stage of its "
         "own ([synth.md](synth.md)); the budget of issue #36 is "
         f"**{BUDGET} levels** a cycle; *fmax bound* at {node} is (levels x {LEVEL_FO4} + "
-        f"{REGISTER_FO4}) FO4 of {FO4_PS[node][0]} ps (devices alone: optimistic). A block "
-        f"whose synthesis took over {args.timeout:.0f} s (`--timeout`) is not measured.",
+        f"{REGISTER_FO4}) FO4 of {FO4_PS[node][0]} ps (devices alone: optimistic). *Retimed*: "
+        "`scoville synth --retime`, ABC moving each module's registers across its logic "
+        "towards the shortest path, as a synthesis flow pipelines a datapath whose stages "
+        "the RTL writes after its logic (within a module: ABC runs before flattening). A "
+        f"synthesis that took over {args.timeout:.0f} s (`--timeout`) is not measured.",
         "",
         "| block | gate cells | flip-flops | depth | levels | levels / budget | fmax bound GHz "
-        "(n5) | critical path from | to |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+        "(n5) | critical path from | to | retimed: flip-flops | retimed: levels |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|",
     ]
-    over = []
-    for name, r in res.items():
+    over, over_retimed = [], []
+    for name in BLOCKS:
+        r, t = got[(name, (), False)], got[(name, (), True)]
         if r is None:
             lines.append(f"| {name} | not measured (synthesis over {args.timeout:.0f} s) "
-                         "| | | | | | | |")
+                         "| | | | | | | | | |")
             continue
         path = r["levels_path"]
-        x = r["levels"] / BUDGET
         if r["levels"] > BUDGET:
             over.append(name)
+        if t is None or t["levels"] > BUDGET:
+            over_retimed.append(name)
+        retimed = (f"{t['flip_flops']:,} | {t['levels']}" if t is not None
+                   else "not measured | not measured")
         lines.append(f"| {name} | {r['cells']:,} | {r['flip_flops']:,} | {r['logic_depth']} | "
-                     f"{r['levels']} | {x:.1f}x | {r['fmax_ghz']:.2f} | `{path['start']}` | "
-                     f"`{path['end']}` |")
-    measured = [n for n, r in res.items() if r is not None]
-    left = [n for n, r in res.items() if r is None]
+                     f"{r['levels']} | {r['levels'] / BUDGET:.1f}x | {r['fmax_ghz']:.2f} | "
+                     f"`{path['start']}` | `{path['end']}` | {retimed} |")
+    measured = [n for n in BLOCKS if got[(n, (), False)] is not None]
+    left = [n for n in BLOCKS if got[(n, (), False)] is None]
     lines += ["", f"{len(over)} of the {len(measured)} blocks measured are over the budget"
                   + (f": {', '.join(over)}." if over else ".")
-                  + (f" Not measured: {', '.join(left)}." if left else "")]
+                  + (f" Not measured: {', '.join(left)}." if left else "")
+                  + f" Retimed at their defaults, {len(over_retimed)} of them still are"
+                  + (f": {', '.join(over_retimed)}." if over_retimed else "."), ""]
+    lines += [
+        "## Register stages, retimed",
+        "",
+        "The units whose `latency` register stages follow their logic, at every latency "
+        "their configs allow, retimed (`--retime`): levels and flip-flops. A unit's timed "
+        "model takes its latency from the config, so a deeper setting costs cycles of "
+        "latency, not throughput (one item a cycle still).",
+        "",
+        "| unit | latency | flip-flops | levels | levels / budget | fmax bound GHz (n5) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, lat in STAGED.items():
+        for n in lat:
+            t = got[(name, (("latency", n),), True)]
+            if t is None:
+                lines.append(f"| {name} | {n} | not measured | | | |")
+                continue
+            lines.append(f"| {name} | {n} | {t['flip_flops']:,} | {t['levels']} | "
+                         f"{t['levels'] / BUDGET:.1f}x | {t['fmax_ghz']:.2f} |")
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -81,6 +81,29 @@ def test_an_unknown_node_is_one_line_and_exit_2(capsys):
     assert len(err) == 1 and "unknown node '3nm'" in err[0]
 
 
+def test_retiming_moves_a_pipelines_registers_into_its_logic():
+    """fp32_add's register stages follow its adder in the RTL (``LaneUnit``): as written, one
+    stage or four leave the whole adder in one cycle; retimed (``--retime``), four stages cut
+    its path to well under half, with more flip-flops (the stages now hold the adder's
+    middle). ``--retime`` does not go with ``--energy`` (the energy run simulates the netlist
+    as written): one line, exit 2."""
+    one = _synth("fp32_add", "--param", "latency=1")
+    four = _synth("fp32_add", "--param", "latency=4")
+    timed = _synth("fp32_add", "--param", "latency=4", "--retime")
+    assert four["levels"] >= one["levels"] > 150
+    assert timed["levels"] < 0.4 * four["levels"]
+    assert timed["flip_flops"] > 2 * four["flip_flops"]
+    assert timed["fmax_ghz"] > 2.5 * four["fmax_ghz"]
+    assert main(["synth", "fp32_add", "--retime", "--energy"]) == 2
+
+
+def test_the_text_report_gives_the_levels_and_the_clock(capsys):
+    assert main(["synth", "fp4_mul"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    d = _synth("fp4_mul")
+    assert f"{d['levels']} levels (fmax bound {d['fmax_ghz']:.2f} GHz)" in line
+
+
 @needs_nextpnr
 def test_the_fpga_check_gives_luts_and_fmax():
     d = _synth("fp4_mul", "--param", "lanes=4", "--fpga")

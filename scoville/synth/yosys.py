@@ -191,15 +191,25 @@ def _cached(name: str, text: str, compute) -> dict:
     return result
 
 
-def script(share: bool = False) -> str:
-    """:data:`SCRIPT`, or with ``share`` Yosys's ``synth`` whole (its ``share`` pass run)."""
-    return SCRIPT.replace(" -noshare", "") if share else SCRIPT
+#: ABC's mapping with the flip-flops passed through it (``-dff``: each clock and enable
+#: domain's registers, which ``dretime`` moves across the logic) towards the shortest delay
+#: (``-D 1``, in ABC's unit delays): register retiming, as a synthesis flow pipelines a
+#: datapath whose register stages the RTL places after its logic (``lib.pipeline.LaneUnit``).
+#: Within each module (ABC runs before the design is flattened); memories stay.
+RETIME = " -dff -D 1"
 
 
-def _run(verilog: str, top: str, share: bool = False) -> dict:
+def script(share: bool = False, retime: bool = False) -> str:
+    """:data:`SCRIPT`, or with ``share`` Yosys's ``synth`` whole (its ``share`` pass run);
+    with ``retime`` ABC retimes each module's registers (:data:`RETIME`)."""
+    text = SCRIPT.replace(" -noshare", "") if share else SCRIPT
+    return text.replace(f"abc -g {GATES}\n", f"abc -g {GATES}{RETIME}\n") if retime else text
+
+
+def _run(verilog: str, top: str, share: bool = False, retime: bool = False) -> dict:
     """Yosys on ``verilog``: per module its cells by type, submodule instances, memories and
     logic depth; the flattened design's depth; the seconds Yosys took. Cached."""
-    text = script(share)
+    text = script(share, retime)
     # What is kept depends on the script, the Yosys that runs it and the path analysis.
     key = f"{text}\0{_yosys_version()}\0{timing.FORMAT}\0{top}\0{verilog}"
     return _cached(top, key, lambda: _yosys_run(verilog, top, text))
@@ -361,15 +371,17 @@ def _totals(modules: dict, name: str, node: Node) -> dict:
             "sram_mm2": sram_um2 * 1e-6, "area_mm2": logic + sram_um2 * 1e-6}
 
 
-def synthesize(verilog: str, top: str, node: str = "n5", *, share: bool = False) -> dict:
+def synthesize(verilog: str, top: str, node: str = "n5", *, share: bool = False,
+               retime: bool = False) -> dict:
     """The block's synthesis results at ``node`` (:data:`NODES`): the totals (the keys of
     ``scoville synth --json``) and ``components``, the same keys for each sub-component (each
     instance the top module holds); ``yosys_s``, the seconds Yosys took when it ran (a cached
-    result keeps them). ``share``: with Yosys's ``share`` pass (:data:`SCRIPT`)."""
+    result keeps them). ``share``: with Yosys's ``share`` pass (:data:`SCRIPT`); ``retime``:
+    with each module's registers retimed (:data:`RETIME`)."""
     if node not in NODES:
         raise SynthError(f"unknown node {node!r}; allowed: {', '.join(NODES)}")
     n = NODES[node]
-    run = _run(verilog, top, share)
+    run = _run(verilog, top, share, retime)
     modules = run["modules"]
     out = _totals(modules, top, n)
     out["logic_depth"] = run["top_depth"]
