@@ -46,6 +46,9 @@ def run(args) -> int:
     if args.node not in NODES:
         raise SynthError(f"unknown node {args.node!r}; allowed: {', '.join(NODES)}")
     block = get_block(args.block)
+    if args.retime and (args.energy or args.fpga):
+        raise SynthError("--retime: not with --energy or --fpga (they run the netlist as "
+                         "written; docs/synth.md)")
     if args.energy and block.operation is None:
         allowed = ", ".join(b.name for b in BLOCKS.values() if b.operation)
         raise SynthError(f"--energy: block {block.name} has no operation to count energy "
@@ -57,9 +60,6 @@ def run(args) -> int:
         raise SynthError(f"{block.name} does not elaborate with these parameters: "
                          f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"
                          ) from None
-    if args.retime and (args.energy or args.fpga):
-        raise SynthError("--retime: not with --energy or --fpga (they run the netlist as "
-                         "written; docs/synth.md)")
     result = synthesize(verilog, block.name, args.node, share=args.share, retime=args.retime)
     params = dict(p.split("=", 1) for p in args.param)
     report = {"block": block.name, "params": params, **result}

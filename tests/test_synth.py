@@ -85,8 +85,7 @@ def test_retiming_moves_a_pipelines_registers_into_its_logic():
     """fp32_add's register stages follow its adder in the RTL (``LaneUnit``): as written, one
     stage or four leave the whole adder in one cycle; retimed (``--retime``), four stages cut
     its path to well under half, with more flip-flops (the stages now hold the adder's
-    middle). ``--retime`` does not go with ``--energy`` (the energy run simulates the netlist
-    as written): one line, exit 2."""
+    middle); the report says it is retimed."""
     one = _synth("fp32_add", "--param", "latency=1")
     four = _synth("fp32_add", "--param", "latency=4")
     timed = _synth("fp32_add", "--param", "latency=4", "--retime")
@@ -94,7 +93,16 @@ def test_retiming_moves_a_pipelines_registers_into_its_logic():
     assert timed["levels"] < 0.4 * four["levels"]
     assert timed["flip_flops"] > 2 * four["flip_flops"]
     assert timed["fmax_ghz"] > 2.5 * four["fmax_ghz"]
-    assert main(["synth", "fp32_add", "--retime", "--energy"]) == 2
+    assert timed["retimed"] and not four["retimed"]
+
+
+@pytest.mark.parametrize("other", ["--energy", "--fpga"])
+def test_retiming_is_not_simulated_or_placed(capsys, other):
+    """The energy run and the FPGA check take the netlist as written: with --retime, one line
+    naming the option, exit 2, before anything is elaborated."""
+    assert main(["synth", "gemm", "--retime", other]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--retime: not with --energy or --fpga" in err[0]
 
 
 def test_the_text_report_gives_the_levels_and_the_clock(capsys):

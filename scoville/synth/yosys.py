@@ -191,11 +191,15 @@ def _cached(name: str, text: str, compute) -> dict:
     return result
 
 
-#: ABC's mapping with the flip-flops passed through it (``-dff``: each clock and enable
-#: domain's registers, which ``dretime`` moves across the logic) towards the shortest delay
-#: (``-D 1``, in ABC's unit delays): register retiming, as a synthesis flow pipelines a
+#: ABC's mapping with the flip-flops passed through it (``-dff``: each domain's registers, a
+#: domain a clock, an enable and a reset; its sequential passes, ``scorr`` merging registers,
+#: act on them too) and a delay target (``-D 1``, which makes Yosys add ABC's ``retime``,
+#: min-area then min-delay, towards a target no netlist meets: as short as it gets, in
+#: levels of ABC's and-inverter graph): register retiming, as a synthesis flow pipelines a
 #: datapath whose register stages the RTL places after its logic (``lib.pipeline.LaneUnit``).
-#: Within each module (ABC runs before the design is flattened); memories stay.
+#: Within each module (ABC runs before the design is flattened), its ports free (an output
+#: register may move into the logic); memories stay; ABC computes a moved register's reset
+#: value.
 RETIME = " -dff -D 1"
 
 
@@ -203,7 +207,13 @@ def script(share: bool = False, retime: bool = False) -> str:
     """:data:`SCRIPT`, or with ``share`` Yosys's ``synth`` whole (its ``share`` pass run);
     with ``retime`` ABC retimes each module's registers (:data:`RETIME`)."""
     text = SCRIPT.replace(" -noshare", "") if share else SCRIPT
-    return text.replace(f"abc -g {GATES}\n", f"abc -g {GATES}{RETIME}\n") if retime else text
+    if not retime:
+        return text
+    line = f"abc -g {GATES}\n"
+    if text.count(line) != 1:
+        raise SynthError(f"the synthesis script has {text.count(line)} lines {line.strip()!r}; "
+                         "retiming needs one")
+    return text.replace(line, f"abc -g {GATES}{RETIME}\n")
 
 
 def _run(verilog: str, top: str, share: bool = False, retime: bool = False) -> dict:
@@ -390,6 +400,7 @@ def synthesize(verilog: str, top: str, node: str = "n5", *, share: bool = False,
     out["levels_path"] = {k: path[k] for k in ("gates", "start", "end")}
     out["fmax_ghz"] = round(timing.fmax_ghz(path["levels"], node), 3)
     out["node"] = node
+    out["retimed"] = retime
     out["yosys_s"] = run["seconds"]
     out["components"] = {inst.lstrip("\\"): _totals(modules, sub, n)
                          for inst, sub in modules[top]["subs"]}
