@@ -158,15 +158,44 @@ def test_the_gemms_outside_the_experts_are_the_models_dense_weights():
                                        (gpt.experts, H, gpt.layers, "-"),
                                        (gpt.vocab, H, 1, "n")]
     rows = (H + a.q_heads * a.head_dim + H) * gpt.layers + H
-    # At tp8: QKV and the head split their columns, O its rows, the replicated router counted
-    # as split along its rows (the model splits every matrix's operations over the chips).
-    ops8 = ((qkv / 8) * H + H * a.q_heads * a.head_dim / 8 + gpt.experts * H / 8) \
-        * gpt.layers + gpt.vocab / 8 * H
-    rows8 = (H + a.q_heads * a.head_dim / 8 + H / 8) * gpt.layers + H
-    assert ops8 * 8 == pytest.approx(sum(n * k * c for n, k, c, _ in shapes.dense_gemms(gpt)))
+    # At tp8: QKV and the head split their columns, O its rows, the router whole on every
+    # chip (replicated, as the engines hold it).
+    ops8 = ((qkv / 8) * H + H * a.q_heads * a.head_dim / 8 + gpt.experts * H) * gpt.layers \
+        + gpt.vocab / 8 * H
+    rows8 = (H + a.q_heads * a.head_dim / 8 + H) * gpt.layers + H
+    assert shapes.dense_params_per_chip(gpt, 8) == pytest.approx(ops8)
     assert shapes.gemm_columns(gpt, 8) == pytest.approx(ops8 / rows8)
     assert shapes.gemm_columns(gpt, 1) == pytest.approx(
         sum(n * k * c for n, k, c, _ in shapes.dense_gemms(gpt)) / rows)
+
+
+def test_replicated_matrices_are_whole_on_every_tensor_parallel_chip():
+    """DeepSeek-R1 at tp8: each chip holds and multiplies an eighth of the split matrices
+    and the whole of MLA's down-projections and the routers (SGLang's and TensorRT-LLM's
+    replicated layers); with data-parallel attention every chip holds them all. The weights
+    a decode step reads are those, and its GEMMs' operations those times the tokens."""
+    ds = MODELS["deepseek-r1"]
+    a, H = ds.attention, ds.hidden
+    moe_layers = ds.layers - ds.dense_layers
+    replicated = (H * a.q_lora_rank + H * (a.kv_lora_rank + a.qk_rope)) * ds.layers \
+        + ds.experts * H * moe_layers
+    total = sum(n * k * c for n, k, c, _ in shapes.dense_gemms(ds))
+    assert shapes.dense_params_per_chip(ds, 8) == pytest.approx(
+        (total - replicated) / 8 + replicated)
+    assert shapes.dense_params_per_chip(ds, 1) == total
+    wb = shapes.bytes_per_param(ds.weight_fmt)
+    b = shapes.model_bytes(ds)
+    experts = b["expert"] * moe_layers * 8
+    tp = perf._weights_per_chip(ds, Parallelism("tp", 8), 8)
+    assert tp == pytest.approx(shapes.dense_params_per_chip(ds, 8) * wb + experts / 8)
+    dp = perf._weights_per_chip(ds, Parallelism("ep", 8), 8)
+    assert dp == pytest.approx(total * wb + experts / 8)
+    step = perf._roofline(CHIPS["h200"], ds, Parallelism("tp", 8), 4, 1024, 8, 4)
+    dense = 2 * shapes.dense_params_per_chip(ds, 8) * 4
+    expert = 2 * moe_layers * ds.top_k * b["expert"] / shapes.bytes_per_param(
+        ds.expert_fmt) * 4 / 8
+    attention = shapes.attention_flops(ds, 1024) * 4 / 8
+    assert step.flops == pytest.approx(dense + expert + attention)
 
 
 def test_a_chip_takes_the_geometric_mean_of_the_gpus_it_names():

@@ -50,12 +50,16 @@ def test_the_sweep_tries_the_widths_of_an_nvl72():
 
 
 def test_only_data_parallel_attention_holds_a_full_copy_of_the_dense_weights():
+    """Tensor-parallel attention: a chip holds its share of the split matrices and the
+    replicated ones whole, well under a full copy; data-parallel: every chip a full copy."""
     b = shapes.model_bytes(DS)
     dense = b["attention"] + b["shared"] + b["dense"] + b["head"]
+    share = shapes.dense_params_per_chip(DS, 8) * shapes.bytes_per_param(DS.weight_fmt)
+    assert dense / 8 < share < dense / 4
     experts = b["expert"] * (DS.layers - DS.dense_layers) * DS.experts
-    for mode, copies in (("tp", 1), ("tpep", 1), ("ep", 8)):
+    for mode, held_dense in (("tp", share), ("tpep", share), ("ep", dense)):
         held = perf._weights_per_chip(DS, Parallelism(mode, 8), None)
-        assert held == pytest.approx((dense * copies + experts) / 8)
+        assert held == pytest.approx(held_dense + experts / 8)
 
 
 def test_the_busiest_chip_of_spread_experts():

@@ -95,8 +95,12 @@ def _weights_per_chip(m: Model, par: Parallelism, experts_read: float) -> float:
     if par.experts_spread:
         held = math.ceil(m.experts / par.width) * par.width   # redundant copies fill the slots
     routed = b["expert"] * moe_layers * (held if experts_read is None else experts_read)
-    rest = b["attention"] + b["shared"] + b["dense"] + b["head"]
-    return (rest * par.attention_dp + routed) / par.width / par.pp
+    if par.attention_dp > 1:        # every chip holds every matrix outside the experts
+        rest = b["attention"] + b["shared"] + b["dense"] + b["head"]
+    else:                           # split, but the replicated ones whole (MLA's down, router)
+        rest = shapes.dense_params_per_chip(m, par.width) * shapes.bytes_per_param(
+            m.weight_fmt)
+    return (rest + routed / par.width) / par.pp
 
 
 def fits(chip: Chip, m: Model, par: Parallelism, sc: Scenario, concurrency: int,
@@ -155,7 +159,10 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
     moe_layers = m.layers - m.dense_layers
     dense_params = (b["attention"] + b["shared"] + b["dense"] + b["head"]) / wb
     expert_flops = 2 * moe_layers * m.top_k * b["expert"] / eb * tokens / par.chips
-    dense_flops = 2 * dense_params * tokens / par.chips
+    # Data-parallel attention: each chip its tokens through every matrix; tensor-parallel:
+    # every token through each chip's share, a replicated matrix whole on every chip.
+    dense_flops = (2 * dense_params * tokens / par.chips if par.attention_dp > 1 else
+                   2 * shapes.dense_params_per_chip(m, par.width) * tokens / par.pp)
     attention_flops = shapes.attention_flops(m, context, absorbed) * tokens / par.chips
     weights_all = _weights_per_chip(m, par, experts_read)
     expert_bytes = b["expert"] * moe_layers * experts_read / par.width / par.pp
@@ -269,7 +276,7 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
 #: :class:`Serving`'s defaults for a request's fixed seconds and a disaggregated hand-off's:
 #: fitted with the GPUs' other serving numbers by ``scripts/explore_validate.py`` on
 #: InferenceX's measured TTFT and throughput (docs/explore-validation.md).
-REQUEST_S = 0.250
+REQUEST_S = 0.248
 HANDOFF_S = 0.42
 
 

@@ -8,8 +8,8 @@ import functools
 from .specs import Model, bytes_per_param
 
 __all__ = ["STEP_KERNELS", "attention_flops", "attention_io_bytes", "attention_params",
-           "dense_gemms", "ffn_params", "gemm_columns", "kernels", "kv_bytes", "model_bytes",
-           "touched"]
+           "dense_gemms", "dense_params_per_chip", "ffn_params", "gemm_columns", "kernels",
+           "kv_bytes", "model_bytes", "touched"]
 
 
 def attention_params(m: Model) -> int:
@@ -54,16 +54,30 @@ def dense_gemms(m: Model) -> list[tuple[int, int, int, str]]:
     return out + [(m.vocab, H, 1, "n")]
 
 
+def _per_chip(n: int, k: int, split: str, width: int) -> tuple[float, float]:
+    """A matrix's columns and rows on one of ``width`` tensor-parallel chips."""
+    return (n / width, k) if split == "n" else (n, k / width) if split == "k" else (n, k)
+
+
+@functools.cache
+def dense_params_per_chip(m: Model, width: int) -> float:
+    """Parameters of the matrices outside the routed experts that one of ``width``
+    tensor-parallel chips holds and multiplies: a ``width``-th of each split one, the whole
+    of each replicated one (:func:`dense_gemms`)."""
+    return sum(n * k * count for n, k, count in
+               ((*_per_chip(n, k, split, width), count)
+                for n, k, count, split in dense_gemms(m)))
+
+
+@functools.cache
 def gemm_columns(m: Model, width: int) -> float:
     """The output columns a chip's GEMMs outside the experts have, weighted as their
     operations are (the padding :func:`scoville.explore.kernels.busy` adds for ``N``
     columns, summed over the GEMMs, is that for this ``N``), ``width`` chips splitting them
-    as :func:`dense_gemms` says. The performance model counts every matrix's operations
-    split over the chips (``2 params tokens / chips``), so a replicated one counts here as
-    split along its inner dimension: whole columns, a ``width``-th of the rows."""
+    as :func:`dense_gemms` says (a replicated one whole on every chip)."""
     ops = rows = 0.0
     for n, k, count, split in dense_gemms(m):
-        n, k = (n / width, k) if split == "n" else (n, k / width)
+        n, k = _per_chip(n, k, split, width)
         ops, rows = ops + n * k * count, rows + k * count
     return ops / rows
 

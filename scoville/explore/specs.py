@@ -84,7 +84,7 @@ class Energy:
 #: The share of its measured kernels' latency floors a step pays on a chip with ``kernels``
 #: (fitted with the serving numbers by scripts/explore_validate.py; :data:`GPU_FACTORS`): a
 #: chip of a TOML file that names ``kernels`` takes it unless it sets its own.
-FLOOR_SHARE = 0.76
+FLOOR_SHARE = 0.68
 
 
 @dataclass(frozen=True)
@@ -523,7 +523,7 @@ _HBM_PJ_B, _LINK_PJ_B, _SRAM_PJ_B = 3.9 * 8, 1.3 * 8, 0.3
 #: ML.ENERGY's measured H100 power serving Llama 3.1 and tested on its B200 DeepSeek-R1
 #: points and InferenceX's H100 GPT-OSS-120B ones by ``scripts/explore_power.py``
 #: (docs/explore-power.md).
-GPU_POWER = {"compute": 1.03, "memory": 0.56}
+GPU_POWER = {"compute": 1.03, "memory": 0.55}
 
 
 def gpu_energy(name: str, tflops: dict, power_w: float, power: dict | None = None) -> Energy:
