@@ -647,12 +647,13 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
                   power, t_step, serving) | {"disaggregated": True}
 
 
-def prefill_throughput(chip: Chip, m: Model, par: Parallelism, sc: Scenario) -> float:
-    """Requests a second a saturated prefill worker of ``par`` completes at the sweep's
-    limits (batches of :data:`PREFILL_TOKENS` computed tokens, one starting every stage
-    time)."""
-    full = _full_batch(sc)
-    return full / _prefill_timing(chip, m, par, sc)(full)[1]
+def prefill_throughput(chip: Chip, m: Model, par: Parallelism, sc: Scenario,
+                       serving: Serving = AGGREGATED) -> float:
+    """Requests a second a saturated prefill worker of ``par`` completes at ``serving``'s
+    limits (batches of its ``prefill_tokens`` computed tokens, :data:`PREFILL_TOKENS` by
+    default, one starting every stage time)."""
+    full = _full_batch(sc, serving)
+    return full / _prefill_timing(chip, m, par, sc, serving)(full)[1]
 
 
 def prefill_layouts(chip: Chip, m: Model, sc: Scenario) -> list[Parallelism]:
@@ -687,7 +688,7 @@ def disaggregate(chip: Chip, m: Model, sc: Scenario, concurrency: int, decode: P
         return None
     t_step = _decode_step(chip, m, decode, sc, concurrency, serving)[0]
     rate = concurrency * serving.tokens_per_step / (sc.osl * t_step)
-    capacity = prefill_throughput(chip, m, prefill_par, sc)
+    capacity = prefill_throughput(chip, m, prefill_par, sc, serving)
     layout = Disaggregated(prefill_par, rate / (capacity * load), decode, 1)
     return evaluate_disaggregated(chip, m, sc, concurrency, layout, serving)
 
