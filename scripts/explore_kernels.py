@@ -183,6 +183,15 @@ def _aic(residuals: list[float], k: int) -> float:
     return n * math.log(max(sum(r * r for r in residuals), 1e-30) / n) + 2 * k
 
 
+def _with_pads(y, pads: tuple[int, ...]) -> list[float]:
+    """A fit's numbers ``y`` (three, then one for each pad in ``pads``: 0 for M, 1 for N) as
+    five: the three, then pad M and pad N (0 where left out)."""
+    full = [*y[:3], 0.0, 0.0]
+    for i, v in zip(pads, y[3:], strict=True):
+        full[3 + i] = v
+    return full
+
+
 def _fit(chip, group: list[dict]) -> dict:
     """The numbers of one (GPU, operation, format) on its rows: compute, bandwidth and floor
     (the all-reduce: bandwidth, floor and its two-shot's fixed time); a GEMM's or a MoE's
@@ -197,7 +206,7 @@ def _fit(chip, group: list[dict]) -> dict:
     def numbers(x):
         if allreduce:
             return kernels.OpParams(0.5, x[0], x[1], x[2])
-        return kernels.OpParams(x[0], x[1], x[2], 0.0, *(x[3:] if len(x) > 3 else (0.0, 0.0)))
+        return kernels.OpParams(x[0], x[1], x[2], 0.0, x[3], x[4])
 
     def residuals(x):
         p = numbers(x)
@@ -205,35 +214,26 @@ def _fit(chip, group: list[dict]) -> dict:
 
     start, lo, hi = (([0.7, 5.0, 10.0], [0.01, 0.0, 0.0], [1.0, 1000.0, 1000.0]) if allreduce
                      else ([0.5, 0.7, 5.0], [0.01, 0.01, 0.0], [1.0, 1.0, 1000.0]))
-    x = least_squares(residuals, start, bounds=(lo, hi)).x
+    # The fits tried: without pads, and for a GEMM or a MoE with each pad whose dimension
+    # takes several values in the rows (with one N, pad_n and the compute fraction are the
+    # same number); the one of least AIC is kept.
+    candidates = [()]
     padded = group[0]["op"] in ("gemm", "moe")
     if padded:
-        # A pad is a candidate only where its dimension takes several values in the rows
-        # (with one N, pad_n and the compute fraction are the same number); of the
-        # candidates, the fit of least AIC.
-        shapes = [kernels.shape(r) for r in group]
-        varies = [len({s[i] for s in shapes}) >= PAD_VALUES for i in (0, 1)]
-        best = (_aic(residuals(x), len(x)), x)
-        for use in ((True, False), (False, True), (True, True)):
-            if not all(v or not u for u, v in zip(use, varies, strict=True)):
-                continue
-            pads = [i for i in (0, 1) if use[i]]
+        dims = [kernels.shape(r) for r in group]
+        varies = [len({d[i] for d in dims}) >= PAD_VALUES for i in (0, 1)]
+        candidates += [pads for pads in ((0,), (1,), (0, 1)) if all(varies[i] for i in pads)]
+    best = None
+    for pads in candidates:
+        def fitted(y, pads=pads):
+            return residuals(_with_pads(y, pads))
 
-            def padded_res(y, pads=pads):
-                full = list(y[:3]) + [0.0, 0.0]
-                for i, v in zip(pads, y[3:], strict=True):
-                    full[3 + i] = v
-                return residuals(full)
-
-            y = least_squares(padded_res, start + [16.0] * len(pads),
-                              bounds=(lo + [0.0] * len(pads), hi + [PAD_MAX] * len(pads))).x
-            aic = _aic(padded_res(y), len(y))
-            if aic < best[0]:
-                full = list(y[:3]) + [0.0, 0.0]
-                for i, v in zip(pads, y[3:], strict=True):
-                    full[3 + i] = v
-                best = (aic, full)
-        x = best[1]
+        y = least_squares(fitted, start + [16.0] * len(pads),
+                          bounds=(lo + [0.0] * len(pads), hi + [PAD_MAX] * len(pads))).x
+        aic = _aic(fitted(y), len(y))
+        if best is None or aic < best[0]:
+            best = (aic, _with_pads(y, pads))
+    x = best[1]
     p = numbers(x)
     binds = not allreduce and any(
         c > b for c, b in (kernels.busy(chip, r["op"], r["fmt"], p, *kernels.cost(r)[:2],

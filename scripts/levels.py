@@ -83,7 +83,6 @@ def main(argv=None) -> int:
                      f"`{path['start']}` | `{path['end']}` | {retimed} |")
     measured = [n for n in BLOCKS if got[(n, (), False)] is not None]
     left = [n for n in BLOCKS if got[(n, (), False)] is None]
-    over_retimed = [n for n in over_retimed if n in measured]
     lines += ["", f"{len(over)} of the {len(measured)} blocks measured are over the budget"
                   + (f": {', '.join(over)}." if over else ".")
                   + (f" Not measured: {', '.join(left)}." if left else "")

@@ -161,7 +161,8 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
     expert_flops = 2 * moe_layers * m.top_k * b["expert"] / eb * tokens / par.chips
     # Data-parallel attention: each chip its tokens through every matrix; tensor-parallel:
     # every token through each chip's share, a replicated matrix whole on every chip.
-    dense_flops = (2 * dense_params * tokens / par.chips if par.attention_dp > 1 else
+    dp = par.attention_dp > 1
+    dense_flops = (2 * dense_params * tokens / par.chips if dp else
                    2 * shapes.dense_params_per_chip(m, par.width) * tokens / par.pp)
     attention_flops = shapes.attention_flops(m, context, absorbed) * tokens / par.chips
     weights_all = _weights_per_chip(m, par, experts_read)
@@ -174,7 +175,6 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
         expert_bytes *= min(_imbalance(experts_read, par.width), m.experts / experts_read)
     kv = kv_reads * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
     if chip.kernels:
-        dp = par.attention_dp > 1
         dense_shape = (tokens / par.width if dp else tokens,
                        shapes.gemm_columns(m, 1 if dp else par.width))
         expert_shape = (tokens * m.top_k / max(experts_read, 1e-9),

@@ -4,6 +4,7 @@ bytes per token, operations per token, and the experts a batch touches."""
 from __future__ import annotations
 
 import functools
+import math
 
 from .specs import Model, bytes_per_param
 
@@ -64,9 +65,8 @@ def dense_params_per_chip(m: Model, width: int) -> float:
     """Parameters of the matrices outside the routed experts that one of ``width``
     tensor-parallel chips holds and multiplies: a ``width``-th of each split one, the whole
     of each replicated one (:func:`dense_gemms`)."""
-    return sum(n * k * count for n, k, count in
-               ((*_per_chip(n, k, split, width), count)
-                for n, k, count, split in dense_gemms(m)))
+    return sum(math.prod(_per_chip(n, k, split, width)) * count
+               for n, k, count, split in dense_gemms(m))
 
 
 @functools.cache
