@@ -242,6 +242,48 @@ def test_the_blocks_chip_adds_its_glue_to_each_layer(monkeypatch):
     assert with_glue.seconds > bare.seconds
 
 
+def test_the_blocks_chip_with_spread_experts_runs_at_its_busiest_chips_pace(monkeypatch):
+    """Experts spread over the chips (ep8): the MoE's cycles are the busiest chip's, as a
+    roofline chip's: its touched experts ``shapes.busiest(experts, 8)`` times the mean (a
+    batch of 1,024 tokens touches all 256: none more), its tokens an expert its choices' share
+    over them (the router's skew: a balanced router's are the mean's to within a token or two);
+    sliced experts (tp8) see no skew."""
+    chip, m = CHIPS["scoville-a64"], MODELS["deepseek-r1"]
+    calls = []
+    real = blocks.moe_cycles
+
+    def spy(*args):
+        if sys._getframe(1).f_code.co_name == "blocks_phase":
+            calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(blocks, "moe_cycles", spy)
+    real_busiest = shapes.busiest
+
+    def tokens_an_expert(model, par, tokens, touched):
+        calls.clear()
+        blocks.blocks_phase(chip, model, par, tokens, 2048, touched, max(1, tokens // 2),
+                            decode=True)
+        return calls[0][7]
+
+    ep8, tp8 = perf.Parallelism("ep", 8), perf.Parallelism("tp", 8)
+    flat = dataclasses.replace(m, expert_cv=0.0)
+    mean = 1024 * m.top_k / m.experts                                   # 32
+    balanced, skewed = tokens_an_expert(flat, ep8, 1024, 256), tokens_an_expert(m, ep8, 1024, 256)
+    assert mean <= balanced <= mean * shapes.busiest(1024 * m.top_k, 8) + 1
+    assert skewed == round(mean * shapes.busiest(1024 * m.top_k, 8, shapes.expert_skew(m, 8)))
+    assert tokens_an_expert(m, tp8, 1024, 256) == tokens_an_expert(flat, tp8, 1024, 256) == 32
+    # One token's 8 experts: the busiest chip reads ~3 of them (their bytes), each with the
+    # one token.
+    one = blocks.blocks_phase(chip, m, ep8, 1, 2048, 8.0, 1, decode=True)
+    assert tokens_an_expert(m, ep8, 1, 8.0) == 1
+    monkeypatch.setattr(shapes, "busiest", lambda *a: 1.0)
+    even = blocks.blocks_phase(chip, m, ep8, 1, 2048, 8.0, 1, decode=True)
+    expert = (m.layers - m.dense_layers) * blocks._expert_bytes(m)
+    assert one.hbm_bytes - even.hbm_bytes == pytest.approx(
+        expert * (real_busiest(8.0, 8) - 1), rel=1e-6)
+
+
 def test_a_prefill_on_the_blocks_chip_spreads_its_glue_over_the_cores(monkeypatch):
     """In prefill every core runs the glue on its share of the chip's tokens (8,192 tokens on
     256 cores: 32 each, all cores busy), and its time is the same layer's glue at those

@@ -69,6 +69,22 @@ def test_every_point_has_its_runs_serving_limits_and_their_source():
         for column in ("prefill_max_requests", "decode_max_requests"):
             assert r[column] == "" or int(r[column]) > 0, (r["id"], column)
         assert r["decode_max_requests_scope"] in ("worker", "rank"), r["id"]
+        # Expert-parallel load balancing, each pool's, where its experts are spread.
+        point, ran = points[r["id"]], r["layout_ran"]
+        spread = int(point["ep"] or 1) > 1 or int(point["prefill_ep"] or 1) > 1 or "dep" in ran
+        for column in ("expert_balance", "prefill_expert_balance"):
+            assert r[column] in (("none", "copies", "recorded", "online") if spread
+                                 else ("",)), (r["id"], column)
+        assert bool(r["expert_balance_source"].strip()) == spread, r["id"]
+    balanced = {r["id"] for r in limits if validate.balanced(points[r["id"]])}
+    assert len(balanced) == 7 and all("gb200" in p or "gb300" in p for p in balanced)
+    # TensorRT-LLM's online balancer on GB300's decode pool, its prefill pool not balanced.
+    row = points["deepseek-r1_gb300_dynamo-trt_fp4_mtp_p6tp2ep2dpa-d16tp16ep16dpa_1k1k_c2253"]
+    assert validate.balanced(row) and not validate.balanced(row, "prefill")
+    # SGLang's redundant experts placed without load statistics do not balance.
+    row = points["deepseek-r1_gb200_dynamo-sglang_fp4_none_p16tp1ep1dpa-d32tp1ep1dpa_1k1k_c15000"]
+    assert validate.LIMITS[row["id"]]["expert_balance"] == "copies"
+    assert not validate.balanced(row)
     # H100's TensorRT-LLM decode of 16 data-parallel ranks a worker, 32 a rank: 512 a worker;
     # its context worker of 16 ranks too, 2,048 tokens and 2 requests a rank.
     row = points["deepseek-r1_h100_dynamo-trt_fp8_mtp_p16tp16ep16dpa-d16tp16ep16dpa_1k1k_c615"]

@@ -63,13 +63,41 @@ def test_only_data_parallel_attention_holds_a_full_copy_of_the_dense_weights():
 
 
 def test_the_busiest_chip_of_spread_experts():
-    assert perf._imbalance(100, 1) == 1.0
+    assert shapes.busiest(100, 1) == 1.0
     # 8 choices over 8 chips: 1 + sqrt(2 * 7 * ln 8 / 8).
-    assert perf._imbalance(8, 8) == pytest.approx(1 + math.sqrt(2 * 7 * math.log(8) / 8))
-    assert perf._imbalance(1, 64) == 64                     # the one choice on one chip
-    assert perf._imbalance(0.5, 64) == 64                   # never more than all on one chip
-    assert 4 <= perf._imbalance(16, 64) < 64                # a whole choice on the busiest
-    assert perf._imbalance(1e9, 8) == pytest.approx(1, abs=1e-3)
+    assert shapes.busiest(8, 8) == pytest.approx(1 + math.sqrt(2 * 7 * math.log(8) / 8))
+    assert shapes.busiest(1, 64) == 64                     # the one choice on one chip
+    assert shapes.busiest(0.5, 64) == 64                   # never more than all on one chip
+    assert 4 <= shapes.busiest(16, 64) < 64                # a whole choice on the busiest
+    assert shapes.busiest(1e9, 8) == pytest.approx(1, abs=1e-3)
+
+
+def test_a_skewed_router_loads_the_busiest_chip_more_however_large_the_batch():
+    """Experts of uneven load (``Model.expert_cv``): a chip holding ``E / w`` of them has an
+    expected share whose relative variance is ``cv^2 w / E``, added to the uniform choices'
+    ``(w - 1) / items``; a large batch no longer evens the chips out."""
+    skewed = dataclasses.replace(DS, expert_cv=1.5)
+    assert shapes.expert_skew(skewed, 32) == pytest.approx(1.5 ** 2 * 32 / 256)
+    assert shapes.expert_skew(dataclasses.replace(DS, expert_cv=0.0), 32) == 0.0
+    # By hand: 1 + sqrt(2 ln 32 (31 / 1e9 + 0.28125)) = 1 + sqrt(6.931 * 0.28125) = 2.396.
+    assert shapes.busiest(1e9, 32, shapes.expert_skew(skewed, 32)) == pytest.approx(2.396,
+                                                                                  abs=1e-3)
+    assert shapes.busiest(64, 8, 0.1) > shapes.busiest(64, 8)
+    assert shapes.busiest(4, 8, 100.0) == 8                  # never more than all on one chip
+    with pytest.raises(SpecError, match="expert_cv"):
+        dataclasses.replace(DS, expert_cv=-0.1)
+
+
+def test_the_built_in_router_skew_gives_the_busiest_rank_tensorrt_llm_measured():
+    """``specs.EXPERT_CV`` is not fitted: it is the value at which the busiest of 32 ranks
+    holds the measured 2.564 times the mean (DeepSeek-R1, 32 x 1,024 choices a step)."""
+    from scoville.explore.specs import EP32_BUSIEST, EXPERT_CV
+
+    assert DS.expert_cv == EXPERT_CV == pytest.approx(1.678, abs=1e-3)
+    m = dataclasses.replace(DS, experts=EP32_BUSIEST["experts"])
+    got = shapes.busiest(EP32_BUSIEST["choices"], EP32_BUSIEST["ranks"],
+                         shapes.expert_skew(m, EP32_BUSIEST["ranks"]))
+    assert got == pytest.approx(EP32_BUSIEST["busiest"], rel=1e-9)
 
 
 def test_spread_experts_cost_the_busiest_chip_and_no_more():
@@ -84,7 +112,8 @@ def test_spread_experts_cost_the_busiest_chip_and_no_more():
     b = shapes.model_bytes(DS)
     experts = (2 * (DS.layers - DS.dense_layers) * DS.top_k * b["expert"]
                / shapes.bytes_per_param(DS.expert_fmt) * 64 / 16)
-    assert gap == pytest.approx(experts * (perf._imbalance(64 * DS.top_k, 8) - 1), rel=1e-6)
+    busiest = shapes.busiest(64 * DS.top_k, 8, shapes.expert_skew(DS, 8))
+    assert gap == pytest.approx(experts * (busiest - 1), rel=1e-6)
 
 
 def test_mtp_gains_the_accepted_tokens_per_step():
@@ -157,6 +186,25 @@ def test_a_saturated_prefill_pool_sets_the_rate_and_the_wait():
     light = perf.evaluate_disaggregated(chip, DS, sc, 128, _disagg(2))
     fixed = perf.REQUEST_S + perf.HANDOFF_S
     assert fixed < light["ttft_s"] < fixed + 1 < two["ttft_s"] < one["ttft_s"]
+
+
+def test_each_pool_runs_its_own_experts_balance():
+    """``prefill_model``: a run that balanced its decode pool's experts only (TensorRT-LLM's
+    online balancer) runs the prefill pool's spread experts at the router's skew: its
+    prefill slower, its decode steps those of the balanced model, saturated or not."""
+    chip, sc = CHIPS["b200"], Scenario(8192, 1024)
+    flat = dataclasses.replace(DS, expert_cv=0.0)
+    layout = perf.Disaggregated(Parallelism("ep", 8), 1, Parallelism("ep", 8), 2)
+    for c in (4, 1024):
+        both = perf.evaluate_disaggregated(chip, flat, sc, c, layout)
+        mixed = perf.evaluate_disaggregated(chip, flat, sc, c, layout, prefill_model=DS)
+        assert mixed["ttft_s"] > both["ttft_s"]
+        assert mixed["tok_s_chip"] <= both["tok_s_chip"]
+    light = perf.evaluate_disaggregated(chip, flat, sc, 4, layout, prefill_model=DS)
+    assert light["decode_step_s"] == perf.evaluate_disaggregated(chip, flat, sc, 4,
+                                                                 layout)["decode_step_s"]
+    assert perf.evaluate_disaggregated(chip, DS, sc, 4, layout, prefill_model=DS) == \
+        perf.evaluate_disaggregated(chip, DS, sc, 4, layout)
 
 
 def test_a_request_longer_than_a_prefill_pass_is_prefilled_in_passes():

@@ -566,10 +566,18 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
         t += att_flops / (peak * eff)
         steps = math.ceil(tokens / dp / MOE_TOKENS)
     # The MoE layers: the chip's share of the touched experts over its cores; fewer experts
-    # than cores split each expert's column tiles over several cores.
+    # than cores split each expert's column tiles over several cores. Experts spread over the
+    # chips: the busiest chip's, as on a roofline chip (``shapes.busiest``): its touched
+    # experts, and its choices (the router's skew too) over them.
     if moe_layers:
         n = max(1, math.ceil(tokens * m.top_k / experts))
         per_chip = experts / par.width
+        if par.experts_spread:
+            more = min(shapes.busiest(experts, par.width), m.experts / experts)
+            choices = shapes.busiest(tokens * m.top_k, par.width,
+                                     shapes.expert_skew(m, par.width))
+            per_chip *= more
+            n = max(n, round(tokens * m.top_k / experts * choices / more))
         bpc = _port_bytes(chip)
         args = (chip.array_rows, chip.array_cols, m.hidden, m.moe_intermediate, m.experts,
                 m.top_k, bpc, n)

@@ -125,17 +125,6 @@ ATTENTION_FMT = "bf16"
 PREFILL_TOKENS = 16384
 
 
-def _imbalance(items: float, bins: int) -> float:
-    """The busiest of ``bins`` chips' share over the mean when ``items`` choices fall on them
-    uniformly at random: a binomial's mean plus its expected maximum deviation over the bins,
-    ``1 + sqrt(2 (bins - 1) ln(bins) / items)``; at least ``bins / items`` (the busiest
-    holds a whole choice), at most ``bins`` (it holds them all)."""
-    if bins <= 1 or items <= 0:
-        return 1.0
-    spread = 1 + math.sqrt(2 * (bins - 1) * math.log(bins) / items)
-    return min(float(bins), max(spread, bins / items))
-
-
 def _op(flops: float, fmt_peak: float, bytes_: float, chip: Chip,
         compute_eff: float | None = None) -> tuple[float, float]:
     """One operation's compute and memory seconds on a ``roofline`` chip, each at the chip's
@@ -171,8 +160,9 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
     if par.experts_spread:
         # Every layer routes the stage's tokens: tokens x top_k choices over the chips; a chip
         # owns E / width experts, so when all are touched each reads the same.
-        expert_flops *= _imbalance(tokens * m.top_k, par.width)
-        expert_bytes *= min(_imbalance(experts_read, par.width), m.experts / experts_read)
+        expert_flops *= shapes.busiest(tokens * m.top_k, par.width,
+                                       shapes.expert_skew(m, par.width))
+        expert_bytes *= min(shapes.busiest(experts_read, par.width), m.experts / experts_read)
     kv = kv_reads * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
     if chip.kernels:
         dense_shape = (tokens / par.width if dp else tokens,
@@ -276,8 +266,8 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
 #: :class:`Serving`'s defaults for a request's fixed seconds and a disaggregated hand-off's:
 #: fitted with the GPUs' other serving numbers by ``scripts/explore_validate.py`` on
 #: InferenceX's measured TTFT and throughput (docs/explore-validation.md).
-REQUEST_S = 0.248
-HANDOFF_S = 0.42
+REQUEST_S = 0.241
+HANDOFF_S = 0.45
 
 
 @dataclass(frozen=True)
@@ -573,8 +563,8 @@ def _decode_step(chip: Chip, m: Model, par: Parallelism, sc: Scenario, sequences
 
 
 def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
-                           layout: Disaggregated, serving: Serving = AGGREGATED
-                           ) -> dict | None:
+                           layout: Disaggregated, serving: Serving = AGGREGATED,
+                           prefill_model: Model | None = None) -> dict | None:
     """One point of disaggregated serving. The decode workers share the ``concurrency``
     requests (a step of ``concurrency / decode_workers`` sequences at the mean context); a
     request's TTFT is its prefill alone on a prefill worker, its KV cache's move (over the
@@ -584,14 +574,17 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
     ``serving.prefill_tokens`` tokens a pass, cannot keep up, or the decode workers hold
     fewer than the requests (``serving.decode_requests`` each): then they complete at the
     slower rate and wait, the wait counted in TTFT, and only ``rate x osl x TPOT`` of them
-    (Little's law) are in the decode step."""
+    (Little's law) are in the decode step. ``prefill_model`` (default ``m``): the model as the
+    prefill pool runs it, where it differs (a run that balanced one pool's experts only:
+    ``Model.expert_cv``)."""
     dec, pre = layout.decode, layout.prefill
+    pm = prefill_model or m
     batch = max(1, math.ceil(concurrency / layout.decode_workers))
     if serving.decode_requests:
         batch = min(batch, serving.decode_requests)
     slots = batch * layout.decode_workers           # sequences decoding at most
     full = _full_batch(sc, serving)
-    if not (fits(chip, m, dec, sc, batch) and fits(chip, m, pre, sc, full, context=sc.isl)):
+    if not (fits(chip, m, dec, sc, batch) and fits(chip, pm, pre, sc, full, context=sc.isl)):
         return None
 
     def decode(sequences):
@@ -599,7 +592,7 @@ def evaluate_disaggregated(chip: Chip, m: Model, sc: Scenario, concurrency: int,
 
     t_step, w_dec = decode(batch)
     tpot = t_step / serving.tokens_per_step
-    timing = _prefill_timing(chip, m, pre, sc, serving)
+    timing = _prefill_timing(chip, pm, pre, sc, serving)
 
     def latency(r):
         return timing(r)[0]

@@ -9,8 +9,8 @@ import math
 from .specs import Model, bytes_per_param
 
 __all__ = ["STEP_KERNELS", "attention_flops", "attention_io_bytes", "attention_params",
-           "dense_gemms", "dense_params_per_chip", "ffn_params", "gemm_columns", "kernels",
-           "kv_bytes", "model_bytes", "touched"]
+           "busiest", "dense_gemms", "dense_params_per_chip", "expert_skew", "ffn_params",
+           "gemm_columns", "kernels", "kv_bytes", "model_bytes", "touched"]
 
 
 def attention_params(m: Model) -> int:
@@ -191,3 +191,23 @@ def kernels(m: Model) -> float:
     moe = k["moe"] + k["shared"] * m.shared
     return (m.layers * attention + (m.layers - m.dense_layers) * moe
             + m.dense_layers * k["dense"])
+
+
+def busiest(items: float, bins: int, skew: float = 0.0) -> float:
+    """The busiest of ``bins`` chips' share over the mean when ``items`` choices fall on them
+    at random: its expected maximum deviation over the bins, ``1 + sqrt(2 ln(bins) ((bins - 1)
+    / items + skew))`` (a binomial's relative variance, uniform choices, plus ``skew``: the
+    relative variance of the chips' expected shares, :func:`expert_skew`); at least ``bins /
+    items`` (the busiest holds a whole choice), at most ``bins`` (it holds them all)."""
+    if bins <= 1 or items <= 0:
+        return 1.0
+    spread = 1 + math.sqrt(2 * math.log(bins) * ((bins - 1) / items + skew))
+    return min(float(bins), max(spread, bins / items))
+
+
+def expert_skew(m: Model, bins: int) -> float:
+    """The relative variance of ``bins`` chips' expected shares of a layer's expert choices
+    when each holds ``experts / bins`` of them and the experts' loads vary with the model's
+    coefficient of variation (``Model.expert_cv``): a chip's share sums ``experts / bins``
+    loads, so its relative variance is ``expert_cv^2 bins / experts``."""
+    return m.expert_cv ** 2 * bins / m.experts

@@ -84,7 +84,7 @@ class Energy:
 #: The share of its measured kernels' latency floors a step pays on a chip with ``kernels``
 #: (fitted with the serving numbers by scripts/explore_validate.py; :data:`GPU_FACTORS`): a
 #: chip of a TOML file that names ``kernels`` takes it unless it sets its own.
-FLOOR_SHARE = 0.68
+FLOOR_SHARE = 0.74
 
 
 @dataclass(frozen=True)
@@ -279,6 +279,25 @@ class Attention:
     v_head_dim: int = 0
 
 
+#: The busiest rank's routed tokens over the mean that TensorRT-LLM measured serving
+#: DeepSeek-R1 without load balancing, expert-parallel over 32 GB200s (decode, 1,024 routed
+#: tokens a rank a step on average, a machine-translation dataset; the mean over MoE layers 3-60
+#: and steps 100-200 of ``(max - mean) / mean`` = 1.564): NVIDIA/TensorRT-LLM
+#: ``docs/source/blogs/tech_blog/blog4_Scaling_Expert_Parallelism_in_TensorRT-LLM.md``
+#: (at 1d263f15a9), "The effect of EP Load Balancer", table 1. The same table's per-expert
+#: loads: standard deviation 164.1 over a mean of 128 (a coefficient of variation of 1.28).
+EP32_BUSIEST = {"ranks": 32, "experts": 256, "choices": 32 * 1024, "busiest": 2.564}
+#: The experts' loads' coefficient of variation over a batch (``Model.expert_cv``) of every
+#: built-in model and of a model file that does not set it: the value at which
+#: ``shapes.busiest`` gives :data:`EP32_BUSIEST`'s measured busiest rank, 1.68 (its
+#: maximum is a normal tail's: at the measured per-expert 1.28 it would give 2.19, the
+#: measured loads' tail is heavier). Not fitted to InferenceX (``scripts/explore_validate.py``
+#: tests it there, a run that balanced its experts at 0).
+EXPERT_CV = math.sqrt(((EP32_BUSIEST["busiest"] - 1) ** 2 / (2 * math.log(EP32_BUSIEST["ranks"]))
+                       - (EP32_BUSIEST["ranks"] - 1) / EP32_BUSIEST["choices"])
+                      * EP32_BUSIEST["experts"] / EP32_BUSIEST["ranks"])
+
+
 @dataclass(frozen=True)
 class Model:
     """A transformer's shapes and formats.
@@ -305,6 +324,12 @@ class Model:
         The array format of the routed experts' matmuls; empty: ``act_fmt``. (Attention's
         score and value products run in BF16 on a ``roofline`` chip, as FlashAttention and
         FlashMLA do.)
+    expert_cv : float
+        How unevenly its router loads the experts over a batch: the coefficient of variation
+        (standard deviation over mean) of the experts' shares of a layer's choices. Spread
+        experts (expert parallelism) put a busier chip's share above the mean by it
+        (``perf.expert_skew``); 0: every expert equally loaded (as expert-parallel load
+        balancing makes the chips). Default :data:`EXPERT_CV`.
     """
 
     name: str
@@ -326,6 +351,7 @@ class Model:
     description: str = ""
     expert_act_fmt: str = ""
     mtp_modules: int = 0
+    expert_cv: float = EXPERT_CV
 
     @property
     def expert_compute_fmt(self) -> str:
@@ -334,6 +360,9 @@ class Model:
     def __post_init__(self):
         if self.mtp_modules < 0:
             raise SpecError(f"model {self.name}: field 'mtp_modules' must be >= 0")
+        if not 0 <= self.expert_cv <= 10:
+            raise SpecError(f"model {self.name}: field 'expert_cv' = {self.expert_cv}; "
+                            "allowed: 0..10")
         if self.expert_act_fmt not in ("", *COMPUTE_FORMATS):
             raise SpecError(f"model {self.name}: field 'expert_act_fmt' = "
                             f"{self.expert_act_fmt!r}; allowed: {', '.join(COMPUTE_FORMATS)}")
@@ -523,7 +552,7 @@ _HBM_PJ_B, _LINK_PJ_B, _SRAM_PJ_B = 3.9 * 8, 1.3 * 8, 0.3
 #: ML.ENERGY's measured H100 power serving Llama 3.1 and tested on its B200 DeepSeek-R1
 #: points and InferenceX's H100 GPT-OSS-120B ones by ``scripts/explore_power.py``
 #: (docs/explore-power.md).
-GPU_POWER = {"compute": 1.03, "memory": 0.55}
+GPU_POWER = {"compute": 1.03, "memory": 0.56}
 
 
 def gpu_energy(name: str, tflops: dict, power_w: float, power: dict | None = None) -> Energy:
