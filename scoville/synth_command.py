@@ -31,6 +31,9 @@ def add_parser(sub):
     p.add_argument("--retime", action="store_true",
                    help="let ABC retime each module's registers (a pipeline's stages moved "
                         "into its logic; levels, flip-flops and area of the retimed netlist)")
+    p.add_argument("--map", default="area", choices=("area", "delay"),
+                   help="ABC's mapping: area (Yosys's script, the default) or delay (the "
+                        "shortest paths, then area: as a timing-driven flow; docs/synth.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
@@ -46,9 +49,13 @@ def run(args) -> int:
     if args.node not in NODES:
         raise SynthError(f"unknown node {args.node!r}; allowed: {', '.join(NODES)}")
     block = get_block(args.block)
-    if args.retime and (args.energy or args.fpga):
-        raise SynthError("--retime: not with --energy or --fpga (they run the netlist as "
-                         "written; docs/synth.md)")
+    for option, on in (("--retime", args.retime), (f"--map {args.map}", args.map != "area")):
+        if on and (args.energy or args.fpga):
+            raise SynthError(f"{option}: not with --energy or --fpga (they run the netlist "
+                             "as written and mapped for area; docs/synth.md)")
+    if args.retime and args.map != "area":
+        raise SynthError(f"--retime: not with --map {args.map} (ABC retimes in its area "
+                         "script; docs/synth.md)")
     if args.energy and block.operation is None:
         allowed = ", ".join(b.name for b in BLOCKS.values() if b.operation)
         raise SynthError(f"--energy: block {block.name} has no operation to count energy "
@@ -60,7 +67,8 @@ def run(args) -> int:
         raise SynthError(f"{block.name} does not elaborate with these parameters: "
                          f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"
                          ) from None
-    result = synthesize(verilog, block.name, args.node, share=args.share, retime=args.retime)
+    result = synthesize(verilog, block.name, args.node, share=args.share, retime=args.retime,
+                        mapping=args.map)
     params = dict(p.split("=", 1) for p in args.param)
     report = {"block": block.name, "params": params, **result}
     if args.fpga:
@@ -70,7 +78,10 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
-    print(f"{block.name} at {args.node}: {result['cells']:,} cells, {result['flip_flops']:,} "
+    how = "".join((", retimed" if args.retime else "",
+                   f", mapped for {args.map}" if args.map != "area" else ""))
+    print(f"{block.name} at {args.node}{how}: {result['cells']:,} cells, "
+          f"{result['flip_flops']:,} "
           f"flip-flops, {result['transistors']:,} transistors, logic depth "
           f"{result['logic_depth']}, {result['levels']} levels (fmax bound "
           f"{result['fmax_ghz']:.2f} GHz), SRAM {result['sram_bits']:,} bits; "

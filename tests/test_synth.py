@@ -9,6 +9,7 @@ from contextlib import redirect_stdout
 import pytest
 
 from scoville.cli import main
+from scoville.synth import timing
 from scoville.synth.timing import FO4_PS, fmax_ghz
 from scoville.synth.yosys import CMOS, FF_TRANSISTORS, NODES
 
@@ -82,18 +83,49 @@ def test_an_unknown_node_is_one_line_and_exit_2(capsys):
 
 
 def test_retiming_moves_a_pipelines_registers_into_its_logic():
-    """fp32_add's register stages follow its adder in the RTL (``LaneUnit``): as written, one
-    stage or four leave the whole adder in one cycle; retimed (``--retime``), four stages cut
-    its path to well under half, with more flip-flops (the stages now hold the adder's
-    middle); the report says it is retimed."""
-    one = _synth("fp32_add", "--param", "latency=1")
-    four = _synth("fp32_add", "--param", "latency=4")
-    timed = _synth("fp32_add", "--param", "latency=4", "--retime")
-    assert four["levels"] >= one["levels"] > 150
-    assert timed["levels"] < 0.4 * four["levels"]
-    assert timed["flip_flops"] > 2 * four["flip_flops"]
-    assert timed["fmax_ghz"] > 2.5 * four["fmax_ghz"]
-    assert timed["retimed"] and not four["retimed"]
+    """exp2's register stages follow its logic in the RTL (``LaneUnit`` without cut points):
+    as written, one stage or three leave the whole of it in one cycle; retimed
+    (``--retime``), three stages cut its path to well under two thirds, with more flip-flops
+    (the stages now hold its middle); the report says it is retimed."""
+    one = _synth("exp2", "--param", "latency=1")
+    three = _synth("exp2", "--param", "latency=3")
+    timed = _synth("exp2", "--param", "latency=3", "--retime")
+    assert min(one["levels"], three["levels"]) > 90
+    assert timed["levels"] < 0.6 * min(one["levels"], three["levels"])
+    assert timed["flip_flops"] > 1.5 * three["flip_flops"]
+    assert timed["retimed"] and not three["retimed"]
+
+
+def test_fp32_adds_stages_cut_its_logic_as_written():
+    """fp32_add's latency places registers inside the adder (``Fp32Add.CUTS``): as written,
+    not retimed, three stages and five shorten the longest cycle, seven leave it under
+    three tenths of one's (mapped for area, its adder's stage rippled); mapped for delay
+    (``--map delay``) seven meet issue #36's budget."""
+    levels = [_synth("fp32_add", "--param", f"latency={n}")["levels"] for n in (1, 3, 5, 7)]
+    assert levels[0] > levels[1] > levels[2] and levels[3] < 0.3 * levels[0]
+    fast = _synth("fp32_add", "--param", "latency=7", "--map", "delay")
+    assert fast["levels"] <= timing.BUDGET < levels[-1]
+    assert fast["mapping"] == "delay"
+
+
+def test_a_delay_mapping_keeps_the_adders_parallel():
+    """ABC's area script ripples Yosys's parallel-prefix adders; the delay mapping keeps
+    them: the 4 x 4 int8 array's longest cycle (its accumulator's adder) meets the budget
+    mapped for delay, not for area, at a few percent more transistors."""
+    area, delay = _synth("gemm"), _synth("gemm", "--map", "delay")
+    assert delay["levels"] <= timing.BUDGET < area["levels"]
+    assert area["transistors"] < delay["transistors"] < 1.2 * area["transistors"]
+    assert (area["mapping"], delay["mapping"]) == ("area", "delay")
+
+
+@pytest.mark.parametrize("args", [["--retime", "--map", "delay"], ["--map", "delay", "--energy"],
+                                  ["--map", "delay", "--fpga"]])
+def test_a_delay_mapping_is_not_retimed_simulated_or_placed(capsys, args):
+    """Retiming runs in ABC's area script; the energy run and the FPGA check take the netlist
+    mapped for area: one line naming the options, exit 2."""
+    assert main(["synth", "fp4_mul", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--map delay" in err[0] and "not with" in err[0]
 
 
 @pytest.mark.parametrize("other", ["--energy", "--fpga"])

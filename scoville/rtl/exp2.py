@@ -61,5 +61,5 @@ class Exp2(LaneUnit):
     def __init__(self, config: Exp2Config):
         super().__init__(config, 32, 32)
 
-    def lane(self, m, k, x):
+    def lane(self, m, k, x, cut=None):
         return fp32_exp2(m, x, name=f"exp2_{k}")

@@ -39,5 +39,5 @@ class Fp4Mul(LaneUnit):
     def __init__(self, config: Fp4MulConfig):
         super().__init__(config, 4, PRODUCT_SHAPE)
 
-    def lane(self, m, k, a, b):
+    def lane(self, m, k, a, b, cut=None):
         return e2m1_product(a, b)

@@ -97,5 +97,5 @@ class Swiglu(LaneUnit):
             self.OPERANDS = ("gate", "up")
         super().__init__(config, 32, 32)
 
-    def lane(self, m, k, gate, up, *biases):
+    def lane(self, m, k, gate, up, *biases, cut=None):
         return swiglu(m, self.config.kind, gate, up, *biases, name=f"glu{k}")

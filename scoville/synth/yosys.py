@@ -203,23 +203,39 @@ def _cached(name: str, text: str, compute) -> dict:
 RETIME = " -dff -D 1"
 
 
-def script(share: bool = False, retime: bool = False) -> str:
+#: ABC's mappings of the logic to :data:`GATES` (``abc -g``): ``area``, Yosys's own script,
+#: whose ``dc2`` rewrites towards fewer gates at any depth (it turns Yosys's parallel-prefix
+#: adders into ripples: a 27-bit adder, 16 levels as Yosys's techmap writes it, is 53 after
+#: it); ``delay``, ``strash; dch; map``: ABC's structural choices and its mapper, which maps
+#: for the shortest paths and then recovers area along the others, as a timing-driven flow
+#: keeps a netlist (the same adder 16 levels, a fifth more gates). docs/synth.md compares them.
+MAPPINGS = {"area": "", "delay": " -script +strash;dch;map"}
+
+
+def script(share: bool = False, retime: bool = False, mapping: str = "area") -> str:
     """:data:`SCRIPT`, or with ``share`` Yosys's ``synth`` whole (its ``share`` pass run);
-    with ``retime`` ABC retimes each module's registers (:data:`RETIME`)."""
+    with ``retime`` ABC retimes each module's registers (:data:`RETIME`); ``mapping`` one of
+    :data:`MAPPINGS` (retiming with the ``area`` one only)."""
+    if mapping not in MAPPINGS:
+        raise SynthError(f"unknown mapping {mapping!r}; allowed: {', '.join(MAPPINGS)}")
+    if retime and mapping != "area":
+        raise SynthError(f"--retime: not with --map {mapping} (ABC retimes in its area "
+                         "script; docs/synth.md)")
     text = SCRIPT.replace(" -noshare", "") if share else SCRIPT
-    if not retime:
+    if not (retime or MAPPINGS[mapping]):
         return text
     line = f"abc -g {GATES}\n"
     if text.count(line) != 1:
         raise SynthError(f"the synthesis script has {text.count(line)} lines {line.strip()!r}; "
-                         "retiming needs one")
-    return text.replace(line, f"abc -g {GATES}{RETIME}\n")
+                         "retiming or another mapping needs one")
+    return text.replace(line, f"abc -g {GATES}{RETIME if retime else MAPPINGS[mapping]}\n")
 
 
-def _run(verilog: str, top: str, share: bool = False, retime: bool = False) -> dict:
+def _run(verilog: str, top: str, share: bool = False, retime: bool = False,
+         mapping: str = "area") -> dict:
     """Yosys on ``verilog``: per module its cells by type, submodule instances, memories and
     logic depth; the flattened design's depth; the seconds Yosys took. Cached."""
-    text = script(share, retime)
+    text = script(share, retime, mapping)
     # What is kept depends on the script, the Yosys that runs it and the path analysis.
     key = f"{text}\0{_yosys_version()}\0{timing.FORMAT}\0{top}\0{verilog}"
     return _cached(top, key, lambda: _yosys_run(verilog, top, text))
@@ -382,16 +398,17 @@ def _totals(modules: dict, name: str, node: Node) -> dict:
 
 
 def synthesize(verilog: str, top: str, node: str = "n5", *, share: bool = False,
-               retime: bool = False) -> dict:
+               retime: bool = False, mapping: str = "area") -> dict:
     """The block's synthesis results at ``node`` (:data:`NODES`): the totals (the keys of
     ``scoville synth --json``) and ``components``, the same keys for each sub-component (each
     instance the top module holds); ``yosys_s``, the seconds Yosys took when it ran (a cached
     result keeps them). ``share``: with Yosys's ``share`` pass (:data:`SCRIPT`); ``retime``:
-    with each module's registers retimed (:data:`RETIME`)."""
+    with each module's registers retimed (:data:`RETIME`); ``mapping``: ABC's, one of
+    :data:`MAPPINGS`."""
     if node not in NODES:
         raise SynthError(f"unknown node {node!r}; allowed: {', '.join(NODES)}")
     n = NODES[node]
-    run = _run(verilog, top, share, retime)
+    run = _run(verilog, top, share, retime, mapping)
     modules = run["modules"]
     out = _totals(modules, top, n)
     out["logic_depth"] = run["top_depth"]
@@ -401,6 +418,7 @@ def synthesize(verilog: str, top: str, node: str = "n5", *, share: bool = False,
     out["fmax_ghz"] = round(timing.fmax_ghz(path["levels"], node), 3)
     out["node"] = node
     out["retimed"] = retime
+    out["mapping"] = mapping
     out["yosys_s"] = run["seconds"]
     out["components"] = {inst.lstrip("\\"): _totals(modules, sub, n)
                          for inst, sub in modules[top]["subs"]}

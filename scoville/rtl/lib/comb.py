@@ -25,19 +25,30 @@ def normalize(m, name, value, probe=None):
     Returns the shifted value and the shift.
     """
     width = len(value)
-    # Each stage reads its inputs twice: signals, so that an expression is not emitted twice.
-    value = wire(m, f"{name}_norm_in", value)
-    if probe is not None:
-        probe = wire(m, f"{name}_probe_in", probe, width)
     steps = [1 << k for k in reversed(range((width - 1).bit_length()))]
+    value, _, taken = normalize_steps(m, name, value, probe, steps)
+    return value, wire(m, f"{name}_shift", Cat(*reversed(taken)))
+
+
+def normalize_steps(m, name, value, probe, steps):
+    """Some stages of :func:`normalize`'s shifter, ``steps`` (the shifts they try, largest
+    first), for a pipeline to cut between: returns the value and the probe after them, and
+    each stage's bit of the shift (taken: the top ``step`` bits of the probe were zero), in
+    ``steps``' order. ``probe`` None: the value is its own probe."""
+    width = len(value)
+    # Each stage reads its inputs twice: signals, so that an expression is not emitted twice.
+    value = wire(m, f"{name}_norm_in{steps[0]}", value)
+    if probe is not None:
+        probe = wire(m, f"{name}_probe_in{steps[0]}", probe, width)
     taken = []
     for step in steps:
-        zero = (value if probe is None else probe)[width - step :] == 0
+        zero = wire(m, f"{name}_zero{step}",
+                    (value if probe is None else probe)[width - step :] == 0)
         if probe is not None:
             probe = wire(m, f"{name}_probe{step}", Mux(zero, probe << step, probe)[:width])
         value = wire(m, f"{name}_norm{step}", Mux(zero, value << step, value)[:width])
         taken.append(zero)
-    return value, wire(m, f"{name}_shift", Cat(*reversed(taken)))
+    return value, probe, taken
 
 
 def leading_one(m: Module, name, value) -> Signal:

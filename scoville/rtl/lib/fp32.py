@@ -20,7 +20,7 @@ import struct
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data
 
-from .comb import leading_one, normalize, wire
+from .comb import leading_one, normalize, normalize_steps, wire
 from .formats import FP32, FP32_QNAN
 
 __all__ = ["EXP2_FRAC_BITS", "EXP2_INDEX_BITS", "FP32_INF", "ONE", "exp2_table", "fp32_add",
@@ -42,7 +42,11 @@ def fp32_bits(value: float) -> int:
 _SUM_BITS = 28
 
 
-def fp32_add(m, a, b, *, name="fp32_add"):
+def _no_cut(i, *values):
+    return values
+
+
+def fp32_add(m, a, b, *, name="fp32_add", cut=None):
     """Add combinational logic for the IEEE-754 binary32 sum ``a + b`` to ``m``.
 
     Rounds to nearest, ties to even. Subnormal operands and results are kept (no flush to
@@ -66,17 +70,25 @@ def fp32_add(m, a, b, *, name="fp32_add"):
         32-bit binary32 encodings (anything castable to a 32-bit value).
     name : str
         Prefix of the intermediate signals' names; give each adder of a module its own.
+    cut : callable, optional
+        Where the sum may be pipelined (:class:`~scoville.rtl.lib.pipeline.LaneUnit`'s
+        ``cut``): called as ``cut(i, *values)`` at cut points 0 (the operands ordered by
+        magnitude), 1 (the smaller significand aligned), 2 (the sum or difference), 3 (the
+        sum normalized) and 4 (rounded, before the special cases), the logic going on with
+        the values it returns. None: no cut, the sum combinational.
 
     Returns
     -------
     Signal
         The 32-bit binary32 encoding of the sum, driven in ``m.d.comb``.
     """
+    cut = cut or _no_cut
     a = data.View(FP32, a)
     b = data.View(FP32, b)
     swap = b.as_value()[:31] > a.as_value()[:31]
     big = wire(m, f"{name}_big", Mux(swap, b, a), FP32)
     small = wire(m, f"{name}_small", Mux(swap, a, b), FP32)
+    big, small = cut(0, big, small)
     subtract = wire(m, f"{name}_subtract", big.sign ^ small.sign)
 
     # Subnormals share exponent 1 with the smallest normals; their hidden bit is 0.
@@ -91,26 +103,38 @@ def fp32_add(m, a, b, *, name="fp32_add"):
     shifted = wire(m, f"{name}_shifted", sig_small >> dist)
     lost = (shifted << dist)[:27] != sig_small
     aligned = wire(m, f"{name}_aligned", Cat(shifted[0] | lost, shifted[1:27]))
+    big, small, subtract, exp_big, sig_big, aligned = cut(1, big, small, subtract, exp_big,
+                                                          sig_big, aligned)
     total = wire(
         m, f"{name}_total", Mux(subtract, sig_big - aligned, sig_big + aligned)[:_SUM_BITS]
     )
+    big, small, exp_big, total = cut(2, big, small, exp_big, total)
 
     # The sentinel stops the shift where the exponent would reach 0: the result is subnormal.
+    # A leading-zero shift of 16, 8, 4, 2 and 1 places (normalize's), cut after the 8.
     sentinel = wire(m, f"{name}_sentinel", Const(1 << (_SUM_BITS - 1), _SUM_BITS) >> exp_big)
-    norm, shift = normalize(m, name, total, total | sentinel)
+    # An exact zero is +0 unless both operands are -0.
+    zero = wire(m, f"{name}_zero", total == 0)
+    norm, probe, high = normalize_steps(m, name, total, total | sentinel, (16, 8))
+    big, small, exp_big, zero, norm, probe, *high = cut(3, big, small, exp_big, zero, norm,
+                                                        probe, *high)
+    norm, _, low = normalize_steps(m, name, norm, probe, (4, 2, 1))
+    shift = Cat(*reversed(high + low))
+    big, small, exp_big, zero, norm, shift = cut(4, big, small, exp_big, zero, norm, shift)
     exp = wire(m, f"{name}_exp", (exp_big + 1 - shift)[:9])
     is_normal = norm[_SUM_BITS - 1]
     exp_field = Mux(is_normal, exp[:8], 0)
     lsb, guard, sticky = norm[4], norm[3], norm[:3] != 0
-    rounded = (Cat(norm[4:27], exp_field) + (guard & (sticky | lsb)))[:31]
-    overflow = is_normal & (exp >= 0xFF)
+    rounded = wire(m, f"{name}_rounded",
+                   (Cat(norm[4:27], exp_field) + (guard & (sticky | lsb)))[:31])
+    overflow = wire(m, f"{name}_overflow", is_normal & (exp >= 0xFF))
+    big, small, zero, rounded, overflow = cut(5, big, small, zero, rounded, overflow)
     magnitude = Mux(overflow, 0x7F80_0000, rounded)[:31]
-    # An exact zero is +0 unless both operands are -0.
-    sign = Mux(total == 0, big.sign & small.sign, big.sign)
+    sign = Mux(zero, big.sign & small.sign, big.sign)
     finite = Cat(magnitude, sign)
 
     # NaN sorts above Inf by magnitude, so ``big`` is a NaN whenever either operand is.
-    invalid = (big.man != 0) | ((small.exp == 0xFF) & subtract)
+    invalid = (big.man != 0) | ((small.exp == 0xFF) & (big.sign ^ small.sign))
     infinite = Cat(Const(0x7F80_0000, 31), big.sign)
     special = Mux(invalid, FP32_QNAN, infinite)
     return wire(m, f"{name}_sum", Mux(big.exp == 0xFF, special, finite))

@@ -5,7 +5,7 @@ All stages advance together when the last stage can move (its output is empty or
 exactly this rule.
 """
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -56,11 +56,12 @@ def stall_chain(m: Module, i, o, latency: int, *, emits=None) -> tuple[Signal, S
 
 
 class LaneUnit(wiring.Component):
-    """``lanes`` copies of a combinational function of :attr:`OPERANDS` behind one stream,
-    followed by ``latency`` register stages (for synthesis to retime).
+    """``lanes`` copies of a combinational function of :attr:`OPERANDS` behind one stream, in
+    ``latency`` register stages: some inside the function, at the cut points :attr:`CUTS`
+    chooses, the rest after it (for synthesis to retime).
 
-    Subclasses define :meth:`lane` (and :attr:`OPERANDS`, if not ``a`` and ``b``). The config
-    has ``lanes`` and ``latency``.
+    Subclasses define :meth:`lane` (and :attr:`OPERANDS`, if not ``a`` and ``b``; :attr:`CUTS`
+    where the function offers cut points). The config has ``lanes`` and ``latency``.
 
     Attributes
     ----------
@@ -76,6 +77,11 @@ class LaneUnit(wiring.Component):
 
     #: The payload fields of the input stream, one per operand of :meth:`lane`.
     OPERANDS = ("a", "b")
+    #: The cut points that become register stages inside the lane's logic, by how many of
+    #: them the latency holds: ``{n: (i, ...)}``, the ``i`` of :meth:`lane`'s ``cut(i, ...)``
+    #: calls. A latency of ``L`` takes the largest ``n`` up to ``L - 1``; its other stages
+    #: follow the logic. Empty: every stage follows it.
+    CUTS: dict[int, tuple[int, ...]] = {}
 
     def __init__(self, config, in_width: int, out_shape):
         self._config = config
@@ -99,24 +105,53 @@ class LaneUnit(wiring.Component):
     def latency(self) -> int:
         return self._config.latency
 
-    def lane(self, m: Module, k: int, *operands):
+    @property
+    def cuts(self) -> tuple[int, ...]:
+        """The cut points registered inside the lane's logic at this latency (:attr:`CUTS`)."""
+        inside = [n for n in self.CUTS if n <= self.latency - 1]
+        return self.CUTS[max(inside)] if inside else ()
+
+    def lane(self, m: Module, k: int, *operands, cut=None):
         """The result of lane ``k`` for its operands, in :attr:`OPERANDS` order (logic added
-        to ``m``)."""
+        to ``m``). A function with cut points calls ``cut(i, *values)`` at each, in order, and
+        goes on with the values it returns: registered where ``i`` is among :attr:`cuts`
+        (loaded with the pipeline's other stages), else the same values."""
         raise NotImplementedError
 
     def elaborate(self, platform):
         m = Module()
         en = stall_pipeline(m, self.i, self.o, self.latency)
         p = self.i.payload
-        results = [self.lane(m, k, *(p[name][k] for name in self.OPERANDS))
+        active = self.cuts
+
+        def cutter(k):
+            def cut(i, *values):
+                if i not in active:
+                    return values
+                return tuple(_register(m, v, en, f"lane{k}_cut{i}_{j}")
+                             for j, v in enumerate(values))
+            return cut
+
+        results = [self.lane(m, k, *(p[name][k] for name in self.OPERANDS), cut=cutter(k))
                    for k in range(self._config.lanes)]
-        stages = [Signal(self.out_layout, name=f"lanes_s{s}") for s in range(self.latency)]
+        after = self.latency - len(active)
+        stages = [Signal(self.out_layout, name=f"lanes_s{s}") for s in range(after)]
         with m.If(en):
             m.d.sync += [stages[0][k].eq(r) for k, r in enumerate(results)]
-            for s in range(1, self.latency):
+            for s in range(1, after):
                 m.d.sync += stages[s].eq(stages[s - 1])
         m.d.comb += self.o.payload.eq(stages[-1])
         return m
+
+
+def _register(m: Module, value, en, name: str):
+    """``value`` through a register that loads when ``en`` is high (a view stays a view of
+    its layout)."""
+    shape = value.shape() if hasattr(value, "shape") else Value.cast(value).shape()
+    reg = Signal(shape, name=name)
+    with m.If(en):
+        m.d.sync += reg.eq(value)
+    return reg
 
 
 def delay(m: Module, value, cycles: int, en, *, name: str, shape=None):
