@@ -273,15 +273,15 @@ def test_the_blocks_chip_with_spread_experts_runs_at_its_busiest_chips_pace(monk
     assert mean <= balanced <= mean * shapes.busiest(1024 * m.top_k, 8) + 1
     assert skewed == round(mean * shapes.busiest(1024 * m.top_k, 8, shapes.expert_skew(m, 8)))
     assert tokens_an_expert(m, tp8, 1024, 256) == tokens_an_expert(flat, tp8, 1024, 256) == 32
-    # One token's 8 experts: the busiest chip reads ~3 of them (their bytes), each with the
-    # one token.
+    # One token's 8 experts: the busiest chip streams ~3 of them, each with the one token, at
+    # its cores' weight rate; the bytes (the energy) are the mean chip's.
     one = blocks.blocks_phase(chip, m, ep8, 1, 2048, 8.0, 1, decode=True)
     assert tokens_an_expert(m, ep8, 1, 8.0) == 1
     monkeypatch.setattr(shapes, "busiest", lambda *a: 1.0)
     even = blocks.blocks_phase(chip, m, ep8, 1, 2048, 8.0, 1, decode=True)
-    expert = (m.layers - m.dense_layers) * blocks._expert_bytes(m)
-    assert one.hbm_bytes - even.hbm_bytes == pytest.approx(
-        expert * (real_busiest(8.0, 8) - 1), rel=1e-6)
+    assert one.hbm_bytes == pytest.approx(even.hbm_bytes)
+    more = real_busiest(8.0, 8)                                         # 2.9 experts
+    assert more > 2.5 and one.seconds > even.seconds
 
 
 def test_a_prefill_on_the_blocks_chip_spreads_its_glue_over_the_cores(monkeypatch):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from scoville.explore.parallel import Parallelism
+from scoville.explore.specs import EXPERT_CV
 
 DATA = Path(__file__).resolve().parent.parent / "scoville" / "explore" / "data"
 MODELS = {"deepseek-r1", "gpt-oss-120b", "kimi-k2"}
@@ -52,7 +53,7 @@ def test_every_mtp_point_has_its_runs_draft_tokens_and_their_source():
         assert 1 <= int(r["draft_tokens"]) <= 3 and r["source"].strip(), r["id"]
 
 
-def test_every_point_has_its_runs_serving_limits_and_their_source():
+def test_every_point_has_its_runs_serving_limits_and_their_source(monkeypatch):
     """inferencex-serving.csv: for every point, the limits its run's recipe or script set
     (tokens and requests a prefill pass, sequences a decode worker or rank), each a count or
     left to the engine, and where that is written; the validation reads them as
@@ -81,6 +82,17 @@ def test_every_point_has_its_runs_serving_limits_and_their_source():
     # TensorRT-LLM's online balancer on GB300's decode pool, its prefill pool not balanced.
     row = points["deepseek-r1_gb300_dynamo-trt_fp4_mtp_p6tp2ep2dpa-d16tp16ep16dpa_1k1k_c2253"]
     assert validate.balanced(row) and not validate.balanced(row, "prefill")
+    # predict: the decode pool's model balanced, the prefill pool's skewed.
+    got = {}
+    real = validate.perf.evaluate_disaggregated
+
+    def spy(chip, m, sc, c, layout, serving, prefill_model):
+        got.update(decode=m.expert_cv, prefill=prefill_model.expert_cv)
+        return real(chip, m, sc, c, layout, serving, prefill_model)
+
+    monkeypatch.setattr(validate.perf, "evaluate_disaggregated", spy)
+    validate.predict(row)
+    assert got == {"decode": 0.0, "prefill": EXPERT_CV}
     # SGLang's redundant experts placed without load statistics do not balance.
     row = points["deepseek-r1_gb200_dynamo-sglang_fp4_none_p16tp1ep1dpa-d32tp1ep1dpa_1k1k_c15000"]
     assert validate.LIMITS[row["id"]]["expert_balance"] == "copies"
@@ -134,5 +146,6 @@ def test_explore_md_quotes_the_fitted_numbers_the_code_uses():
     text = " ".join(text.split())
     assert f"`request_s` ({perf.REQUEST_S:.3f} s:" in text
     assert f"`handoff_s` ({perf.HANDOFF_S:.2f} s, fitted)" in text
+    assert f"`specs.EXPERT_CV` ({EXPERT_CV:.2f}) is not fitted" in text
     assert (f"compute units ({GPU_POWER['compute']:.2f}) and its memory "
             f"({GPU_POWER['memory']:.2f})") in text

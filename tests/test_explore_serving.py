@@ -73,14 +73,17 @@ def test_the_busiest_chip_of_spread_experts():
 
 
 def test_a_skewed_router_loads_the_busiest_chip_more_however_large_the_batch():
-    """Experts of uneven load (``Model.expert_cv``): a chip holding ``E / w`` of them has an
-    expected share whose relative variance is ``cv^2 w / E``, added to the uniform choices'
-    ``(w - 1) / items``; a large batch no longer evens the chips out."""
+    """Experts of uneven load (``Model.expert_cv``): a chip holding ``E / w`` of them, drawn
+    without replacement, has an expected share whose relative variance is ``cv^2 (w - 1) /
+    (E - 1)``, added to the uniform choices' ``(w - 1) / items``; a large batch no longer
+    evens the chips out."""
     skewed = dataclasses.replace(DS, expert_cv=1.5)
-    assert shapes.expert_skew(skewed, 32) == pytest.approx(1.5 ** 2 * 32 / 256)
+    assert shapes.expert_skew(skewed, 32) == pytest.approx(1.5 ** 2 * 31 / 255)
+    assert shapes.expert_skew(skewed, 1) == 0.0
+    assert shapes.expert_skew(skewed, 256) == pytest.approx(1.5 ** 2)    # an expert a chip
     assert shapes.expert_skew(dataclasses.replace(DS, expert_cv=0.0), 32) == 0.0
-    # By hand: 1 + sqrt(2 ln 32 (31 / 1e9 + 0.28125)) = 1 + sqrt(6.931 * 0.28125) = 2.396.
-    assert shapes.busiest(1e9, 32, shapes.expert_skew(skewed, 32)) == pytest.approx(2.396,
+    # By hand: 1 + sqrt(2 ln 32 (31 / 1e9 + 0.27353)) = 1 + sqrt(6.931 * 0.27353) = 2.377.
+    assert shapes.busiest(1e9, 32, shapes.expert_skew(skewed, 32)) == pytest.approx(2.377,
                                                                                   abs=1e-3)
     assert shapes.busiest(64, 8, 0.1) > shapes.busiest(64, 8)
     assert shapes.busiest(4, 8, 100.0) == 8                  # never more than all on one chip
@@ -93,7 +96,7 @@ def test_the_built_in_router_skew_gives_the_busiest_rank_tensorrt_llm_measured()
     holds the measured 2.564 times the mean (DeepSeek-R1, 32 x 1,024 choices a step)."""
     from scoville.explore.specs import EP32_BUSIEST, EXPERT_CV
 
-    assert DS.expert_cv == EXPERT_CV == pytest.approx(1.678, abs=1e-3)
+    assert DS.expert_cv == EXPERT_CV == pytest.approx(1.701, abs=1e-3)
     m = dataclasses.replace(DS, experts=EP32_BUSIEST["experts"])
     got = shapes.busiest(EP32_BUSIEST["choices"], EP32_BUSIEST["ranks"],
                          shapes.expert_skew(m, EP32_BUSIEST["ranks"]))
@@ -101,19 +104,28 @@ def test_the_built_in_router_skew_gives_the_busiest_rank_tensorrt_llm_measured()
 
 
 def test_spread_experts_cost_the_busiest_chip_and_no_more():
-    """Spread experts: a step's expert operations on the busiest chip (the choices of the
-    stage's own tokens, not divided again by the stages); when every expert is touched each
-    chip reads exactly its own experts, as sliced experts do."""
-    chip = CHIPS["gb200"]
-    sliced = perf._roofline(chip, DS, Parallelism("tp", 8, 2), 64, 1024, DS.experts, 64)
-    spread = perf._roofline(chip, DS, Parallelism("tpep", 8, 2), 64, 1024, DS.experts, 64)
+    """Spread experts: a step waits for the busiest chip's expert operations (the choices of
+    the stage's own tokens, not divided again by the stages); its energy and power are the
+    mean chip's, the same operations as sliced experts'; when every expert is touched each
+    chip reads exactly its own experts, as sliced experts do. On a chip timed by its peak
+    (no measured kernels), compute-bound: the step longer by the busiest chip's extra
+    operations at the experts' rate."""
+    chip = dataclasses.replace(CHIPS["gb200"], kernels="")
+    tokens = 16384
+    sliced = perf._roofline(chip, DS, Parallelism("tp", 8, 2), tokens, 1024, DS.experts, 64)
+    spread = perf._roofline(chip, DS, Parallelism("tpep", 8, 2), tokens, 1024, DS.experts, 64)
     assert spread.hbm_bytes == pytest.approx(sliced.hbm_bytes)
-    gap = spread.flops - sliced.flops
+    assert spread.flops == pytest.approx(sliced.flops)
+    assert spread.compute_s == pytest.approx(sliced.compute_s)
     b = shapes.model_bytes(DS)
     experts = (2 * (DS.layers - DS.dense_layers) * DS.top_k * b["expert"]
-               / shapes.bytes_per_param(DS.expert_fmt) * 64 / 16)
-    busiest = shapes.busiest(64 * DS.top_k, 8, shapes.expert_skew(DS, 8))
-    assert gap == pytest.approx(experts * (busiest - 1), rel=1e-6)
+               / shapes.bytes_per_param(DS.expert_fmt) * tokens / 16)
+    busiest = shapes.busiest(tokens * DS.top_k, 8, shapes.expert_skew(DS, 8))
+    rate = chip.peak_flops(DS.expert_compute_fmt) * chip.compute_eff
+    gap = spread.seconds - sliced.seconds - perf.comm(chip, DS, Parallelism("tpep", 8, 2),
+                                                      tokens)[0]
+    gap += perf.comm(chip, DS, Parallelism("tp", 8, 2), tokens)[0]
+    assert gap == pytest.approx(experts * (busiest - 1) / rate, rel=1e-6)
 
 
 def test_mtp_gains_the_accepted_tokens_per_step():
@@ -188,21 +200,32 @@ def test_a_saturated_prefill_pool_sets_the_rate_and_the_wait():
     assert fixed < light["ttft_s"] < fixed + 1 < two["ttft_s"] < one["ttft_s"]
 
 
-def test_each_pool_runs_its_own_experts_balance():
+def test_each_pool_runs_its_own_experts_balance(monkeypatch):
     """``prefill_model``: a run that balanced its decode pool's experts only (TensorRT-LLM's
-    online balancer) runs the prefill pool's spread experts at the router's skew: its
-    prefill slower, its decode steps those of the balanced model, saturated or not."""
+    online balancer) times its prefill pool with the skewed model, its decode steps with the
+    balanced one, saturated or not; its prefill is slower than a balanced run's."""
     chip, sc = CHIPS["b200"], Scenario(8192, 1024)
     flat = dataclasses.replace(DS, expert_cv=0.0)
     layout = perf.Disaggregated(Parallelism("ep", 8), 1, Parallelism("ep", 8), 2)
+    seen = {"decode": set(), "prefill": set()}
+    step, timing = perf._decode_step, perf._prefill_timing
+
+    def decode(chip, m, *args):
+        seen["decode"].add(m.expert_cv)
+        return step(chip, m, *args)
+
+    def prefill(chip, m, *args):
+        seen["prefill"].add(m.expert_cv)
+        return timing(chip, m, *args)
+
+    monkeypatch.setattr(perf, "_decode_step", decode)
+    monkeypatch.setattr(perf, "_prefill_timing", prefill)
     for c in (4, 1024):
         both = perf.evaluate_disaggregated(chip, flat, sc, c, layout)
         mixed = perf.evaluate_disaggregated(chip, flat, sc, c, layout, prefill_model=DS)
         assert mixed["ttft_s"] > both["ttft_s"]
         assert mixed["tok_s_chip"] <= both["tok_s_chip"]
-    light = perf.evaluate_disaggregated(chip, flat, sc, 4, layout, prefill_model=DS)
-    assert light["decode_step_s"] == perf.evaluate_disaggregated(chip, flat, sc, 4,
-                                                                 layout)["decode_step_s"]
+    assert seen == {"decode": {0.0}, "prefill": {0.0, DS.expert_cv}}
     assert perf.evaluate_disaggregated(chip, DS, sc, 4, layout, prefill_model=DS) == \
         perf.evaluate_disaggregated(chip, DS, sc, 4, layout)
 

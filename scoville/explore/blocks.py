@@ -567,11 +567,12 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
         steps = math.ceil(tokens / dp / MOE_TOKENS)
     # The MoE layers: the chip's share of the touched experts over its cores; fewer experts
     # than cores split each expert's column tiles over several cores. Experts spread over the
-    # chips: the busiest chip's, as on a roofline chip (``shapes.busiest``): its touched
-    # experts, and its choices (the router's skew too) over them.
+    # chips: the step waits for the busiest chip, as on a roofline chip (``shapes.busiest``):
+    # its touched experts, and its choices (the router's skew too) over them; the bytes (the
+    # energy) are the mean chip's.
     if moe_layers:
-        n = max(1, math.ceil(tokens * m.top_k / experts))
-        per_chip = experts / par.width
+        n = uniform = max(1, math.ceil(tokens * m.top_k / experts))   # the mean chip's
+        mean = per_chip = experts / par.width
         if par.experts_spread:
             more = min(shapes.busiest(experts, par.width), m.experts / experts)
             choices = shapes.busiest(tokens * m.top_k, par.width,
@@ -588,9 +589,8 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
         else:
             cyc = base + per_expert / max(1, chip.cores // max(1, math.ceil(per_chip)))
         t += moe_layers * cyc / clock
-        expert_bytes = _expert_bytes(m)
-        batches = math.ceil(n / MOE_TOKENS)
-        hbm += moe_layers * per_chip * expert_bytes * batches
+        # Each expert's weights read once a batch of its tokens, on the mean chip.
+        hbm += moe_layers * mean * _expert_bytes(m) * math.ceil(uniform / MOE_TOKENS)
         flops += moe_layers * 2 * tokens * m.top_k * shapes.ffn_params(
             m.hidden, m.moe_intermediate) / par.width
     # Between the blocks: the decoder engine's commands, each core's on its share of the

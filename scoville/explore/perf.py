@@ -157,12 +157,14 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
     weights_all = _weights_per_chip(m, par, experts_read)
     expert_bytes = b["expert"] * moe_layers * experts_read / par.width / par.pp
     dense_bytes = weights_all - expert_bytes
+    # Spread experts: every layer routes the stage's tokens, tokens x top_k choices over the
+    # chips; a chip owns E / width experts, so when all are touched each reads the same. The
+    # step waits for the busiest chip (its work times ``more``); the energy and the power are
+    # the mean chip's.
+    more = (1.0, 1.0)
     if par.experts_spread:
-        # Every layer routes the stage's tokens: tokens x top_k choices over the chips; a chip
-        # owns E / width experts, so when all are touched each reads the same.
-        expert_flops *= shapes.busiest(tokens * m.top_k, par.width,
-                                       shapes.expert_skew(m, par.width))
-        expert_bytes *= min(shapes.busiest(experts_read, par.width), m.experts / experts_read)
+        more = (shapes.busiest(tokens * m.top_k, par.width, shapes.expert_skew(m, par.width)),
+                min(shapes.busiest(experts_read, par.width), m.experts / experts_read))
     kv = kv_reads * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
     if chip.kernels:
         dense_shape = (tokens / par.width if dp else tokens,
@@ -171,18 +173,20 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
                         m.moe_intermediate / (1 if par.experts_spread else par.width))
         return _measured(chip, m, par, tokens, (dense_flops, dense_bytes, dense_shape),
                          (expert_flops, expert_bytes, expert_shape),
-                         (attention_flops, kv, None), absorbed)
-    ops = ((dense_flops, m.act_fmt, dense_bytes, None),
-           (expert_flops, m.expert_compute_fmt, expert_bytes, None),
-           (attention_flops, ATTENTION_FMT, kv, chip.attention_eff))
-    busy = [_op(f, chip.peak_flops(fmt), by, chip, eff) for f, fmt, by, eff in ops]
+                         (attention_flops, kv, None), absorbed, more)
+    ops = ((dense_flops, m.act_fmt, dense_bytes, None, (1.0, 1.0)),
+           (expert_flops, m.expert_compute_fmt, expert_bytes, None, more),
+           (attention_flops, ATTENTION_FMT, kv, chip.attention_eff, (1.0, 1.0)))
+    busy = [_op(f * mf, chip.peak_flops(fmt), by * mb, chip, eff)
+            for f, fmt, by, eff, (mf, mb) in ops]
     t = sum(max(b) for b in busy)
     t_comm, link = comm(chip, m, par, tokens)
     fixed = chip.kernel_us * (shapes.kernels(m) + shapes.STEP_KERNELS) + chip.layer_us * m.layers
     t += t_comm + fixed * 1e-6 / par.pp
-    pj = sum(f * chip.pj_per_flop(fmt) for f, fmt, _, _ in ops)
+    pj = sum(f * chip.pj_per_flop(fmt) for f, fmt, *_ in ops)
     return Phase(t, dense_flops + expert_flops + attention_flops, dense_bytes + expert_bytes + kv,
-                 0.0, link, pj, sum(c for c, _ in busy), sum(b for _, b in busy))
+                 0.0, link, pj, sum(c / o[4][0] for (c, _), o in zip(busy, ops, strict=True)),
+                 sum(b / o[4][1] for (_, b), o in zip(busy, ops, strict=True)))
 
 
 def _gemm_kernels(m: Model) -> float:
@@ -222,7 +226,7 @@ def _moe_format(chip: Chip, m: Model) -> str:
 
 
 def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expert,
-              attention, absorbed: bool) -> Phase:
+              attention, absorbed: bool, more: tuple[float, float] = (1.0, 1.0)) -> Phase:
     """:func:`_roofline`'s stage with each operation class timed by the chip's measured
     numbers (:mod:`scoville.explore.kernels`): the GEMMs outside the routed experts (class
     ``gemm`` in :func:`_gemm_format`, a floor for each of :func:`_gemm_kernels`), the routed experts
@@ -230,8 +234,11 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
     ``prefill_`` of the model's kind, a floor a layer), every other kernel the step
     launches (norms, RoPE, activations: at the floor of the smallest GEMM, class ``gemm``
     in BF16); each floor at the chip's ``floor_share``; communication as
-    :func:`_roofline`'s. Each (operations, bytes) pair is the stage's per chip; a prefill's
-    attention adds its tokens' Q, K, V and output bytes (:func:`shapes.attention_io_bytes`)."""
+    :func:`_roofline`'s. Each (operations, bytes) pair is the stage's per chip, the mean
+    chip's (its energy and its busy seconds, for power); the busiest chip's routed experts are
+    ``more`` times the mean's operations and bytes (spread experts), and the step waits for
+    it. A prefill's attention adds its tokens' Q, K, V and output bytes
+    (:func:`shapes.attention_io_bytes`)."""
     moe_layers = m.layers - m.dense_layers
     gemms = _gemm_kernels(m)
     small = (shapes.kernels(m) + shapes.STEP_KERNELS - gemms - m.layers
@@ -247,14 +254,16 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
     for op, fmt, flops, bytes_, shape, n in ops:
         if op == "moe" and not moe_layers:
             continue
+        mf, mb = more if op == "moe" else (1.0, 1.0)
         p = kernels.params(chip.kernels, op, fmt)
-        c, b = kernels.busy(chip, op, fmt, p, flops, bytes_, shape)
+        c, b = kernels.busy(chip, op, fmt, p, flops * mf, bytes_ * mb, shape)
         t += n / par.pp * p.floor_us * 1e-6 * chip.floor_share + max(c, b)
-        # Busy for power: the operations padded to their tiles' rows (the tensor cores run
-        # whole tiles), not the multiprocessors too few output tiles leave idle (pad_n).
+        # Busy for power (the mean chip's): the operations padded to their tiles' rows (the
+        # tensor cores run whole tiles), not the multiprocessors too few output tiles leave
+        # idle (pad_n).
         useful = kernels.busy(chip, op, fmt, p, flops, 0.0,
                               shape and (shape[0], math.inf))[0]
-        compute_s, memory_s = compute_s + useful, memory_s + b
+        compute_s, memory_s = compute_s + useful, memory_s + b / mb
     t += (small / par.pp * kernels.params(chip.kernels, "gemm", "bf16").floor_us * 1e-6
           * chip.floor_share)
     t_comm, link_bytes = comm(chip, m, par, tokens)
@@ -266,8 +275,8 @@ def _measured(chip: Chip, m: Model, par: Parallelism, tokens: float, dense, expe
 #: :class:`Serving`'s defaults for a request's fixed seconds and a disaggregated hand-off's:
 #: fitted with the GPUs' other serving numbers by ``scripts/explore_validate.py`` on
 #: InferenceX's measured TTFT and throughput (docs/explore-validation.md).
-REQUEST_S = 0.241
-HANDOFF_S = 0.45
+REQUEST_S = 0.244
+HANDOFF_S = 0.44
 
 
 @dataclass(frozen=True)

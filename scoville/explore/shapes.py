@@ -207,7 +207,11 @@ def busiest(items: float, bins: int, skew: float = 0.0) -> float:
 
 def expert_skew(m: Model, bins: int) -> float:
     """The relative variance of ``bins`` chips' expected shares of a layer's expert choices
-    when each holds ``experts / bins`` of them and the experts' loads vary with the model's
-    coefficient of variation (``Model.expert_cv``): a chip's share sums ``experts / bins``
-    loads, so its relative variance is ``expert_cv^2 bins / experts``."""
-    return m.expert_cv ** 2 * bins / m.experts
+    when each holds ``experts / bins`` of them and the experts' expected loads vary with the
+    model's coefficient of variation (``Model.expert_cv``): a chip's share sums ``experts /
+    bins`` of the loads, drawn without replacement from all of them (their total fixed), so its
+    relative variance is ``expert_cv^2 (bins - 1) / (experts - 1)``: 0 on one chip,
+    ``expert_cv^2`` with an expert a chip."""
+    if m.experts <= 1:
+        return 0.0
+    return m.expert_cv ** 2 * (bins - 1) / (m.experts - 1)
