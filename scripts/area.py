@@ -59,16 +59,19 @@ HOROWITZ_MAC = {"int8": (0.2 + 0.1, "INT8 multiply 0.2 + INT32 add 0.1"),
 
 
 def synth(block: str, params: dict, node: str, energy: bool = False,
-          timeout: float | None = None, retime: bool = False) -> dict | None:
-    """``scoville synth BLOCK --param ... --node NODE --json [--energy] [--retime]``, parsed;
-    None past ``timeout`` seconds (the command and the Yosys it started stopped: they run in
-    a process group of their own)."""
+          timeout: float | None = None, retime: bool = False,
+          mapping: str = "area") -> dict | None:
+    """``scoville synth BLOCK --param ... --node NODE --json [--energy] [--retime] [--map
+    MAPPING]``, parsed; None past ``timeout`` seconds (the command and the Yosys it started
+    stopped: they run in a process group of their own)."""
     cmd = [sys.executable, "-m", "scoville.cli", "synth", block, "--node", node, "--json"]
     cmd += [a for k, v in params.items() for a in ("--param", f"{k}={v}")]
     if energy:
         cmd.append("--energy")
     if retime:
         cmd.append("--retime")
+    if mapping != "area":
+        cmd += ["--map", mapping]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -84,7 +87,7 @@ def synth(block: str, params: dict, node: str, energy: bool = False,
     out = json.loads(stdout)
     out["seconds"] = time.monotonic() - start
     print(f"{block} {params} {'energy ' if energy else ''}{'retimed ' if retime else ''}"
-          f"{out['seconds']:.0f} s", flush=True)
+          f"{mapping + ' ' if mapping != 'area' else ''}{out['seconds']:.0f} s", flush=True)
     return out
 
 

@@ -2,9 +2,11 @@
 """Every block at its default configuration against issue #36's budget of 40 levels a cycle:
 ``scoville synth BLOCK --json``'s critical path in levels (fanout counted, an SRAM read a
 stage of its own; ``docs/synth.md``), where it starts and ends, and the clock bound it gives;
-beside it the same with each module's registers retimed (``--retime``). Then the units whose
-register stages follow their logic (``latency``) at every latency they allow, retimed: how
-far stages alone take each towards the budget.
+beside it the same with each module's registers retimed (``--retime``) and mapped for delay
+(``--map delay``). Then the units whose register stages follow their logic (``latency``) at
+every latency they allow, retimed: how far stages alone take each towards the budget; and
+fp32_add, whose stages cut its logic as written, at every latency, mapped for area and for
+delay.
 
 A synthesis that takes longer than ``--timeout`` seconds is listed as not measured.
 
@@ -25,9 +27,15 @@ from scoville.synth.timing import BUDGET, FO4_PS, LEVEL_FO4, REGISTER_FO4
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The units whose ``latency`` register stages follow their logic (``lib.pipeline``'s
-#: ``LaneUnit`` and its kind), with the latencies their configs allow.
-STAGED = {"fp32_add": range(1, 5), "exp2": range(1, 5), "fp4_mul": range(1, 5),
-          "rope": range(1, 5), "mx_quant": range(2, 7)}
+#: ``LaneUnit`` without cut points, and its kind), with the latencies their configs allow.
+STAGED = {"exp2": range(1, 5), "fp4_mul": range(1, 5), "rope": range(1, 5),
+          "mx_quant": range(2, 7)}
+#: The units whose stages cut their logic as written (``LaneUnit.CUTS``), with the latencies
+#: their configs allow.
+CUT = {"fp32_add": range(1, 8)}
+#: How each block is synthesized: as written and mapped for area (the default), retimed, and
+#: mapped for delay.
+HOW = {"area": {}, "retimed": {"retime": True}, "delay": {"mapping": "delay"}}
 
 
 def main(argv=None) -> int:
@@ -40,12 +48,14 @@ def main(argv=None) -> int:
     from area import synth  # its runner of ``scoville synth --json``, with the timeout
 
     node = "n5"
-    runs = [(b, {}, r) for b in BLOCKS for r in (False, True)]
-    runs += [(b, {"latency": n}, True) for b, lat in STAGED.items() for n in lat]
+    runs = [(b, {}, how) for b in BLOCKS for how in HOW]
+    runs += [(b, {"latency": n}, "retimed") for b, lat in STAGED.items() for n in lat]
+    runs += [(b, {"latency": n}, how) for b, lat in CUT.items() for n in lat
+             for how in ("area", "delay")]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        got = dict(zip(((b, tuple(p.items()), r) for b, p, r in runs),
+        got = dict(zip(((b, tuple(p.items()), how) for b, p, how in runs),
                        pool.map(lambda x: synth(x[0], x[1], node, timeout=args.timeout,
-                                                retime=x[2]), runs), strict=True))
+                                                **HOW[x[2]]), runs), strict=True))
     lines = [
         "# Levels a cycle, every block at its defaults",
         "",
@@ -57,37 +67,48 @@ def main(argv=None) -> int:
         f"{REGISTER_FO4}) FO4 of {FO4_PS[node][0]} ps (devices alone: optimistic). *Retimed*: "
         "`scoville synth --retime`, ABC moving each module's registers across its logic "
         "towards the shortest path, as a synthesis flow pipelines a datapath whose stages "
-        "the RTL writes after its logic (within a module: ABC runs before flattening). A "
+        "the RTL writes after its logic (within a module: ABC runs before flattening). "
+        "*Delay*: `scoville synth --map delay`, ABC mapping for the shortest paths and then "
+        "recovering area (`strash; dch; map`) instead of Yosys's area script, whose `dc2` "
+        "turns parallel-prefix adders into ripples ([synth.md](synth.md)): its levels and its "
+        "transistors over the area mapping's. A "
         f"synthesis that took over {args.timeout:.0f} s (`--timeout`) is not measured.",
         "",
         "| block | gate cells | flip-flops | depth | levels | levels / budget | fmax bound GHz "
-        "(n5) | critical path from | to | retimed: flip-flops | retimed: levels |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|",
+        "(n5) | critical path from | to | retimed: flip-flops | retimed: levels | delay: "
+        "levels | delay: transistors |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|",
     ]
-    over, over_retimed = [], []
+    over = {how: [] for how in HOW}
     for name in BLOCKS:
-        r, t = got[(name, (), False)], got[(name, (), True)]
+        r, t, d = (got[(name, (), how)] for how in HOW)
+        for how, x in zip(HOW, (r, t, d), strict=True):
+            if x is None or x["levels"] > BUDGET:
+                over[how].append(name)
         if r is None:
             lines.append(f"| {name} | not measured (synthesis over {args.timeout:.0f} s) "
-                         "| | | | | | | | | |")
+                         "| | | | | | | | | | | |")
             continue
         path = r["levels_path"]
-        if r["levels"] > BUDGET:
-            over.append(name)
-        if t is None or t["levels"] > BUDGET:
-            over_retimed.append(name)
         retimed = (f"{t['flip_flops']:,} | {t['levels']}" if t is not None
                    else "not measured | not measured")
+        delay = (f"{d['levels']} | {d['transistors'] / r['transistors']:.2f}x" if d is not None
+                 else "not measured | not measured")
         lines.append(f"| {name} | {r['cells']:,} | {r['flip_flops']:,} | {r['logic_depth']} | "
                      f"{r['levels']} | {r['levels'] / BUDGET:.1f}x | {r['fmax_ghz']:.2f} | "
-                     f"`{path['start']}` | `{path['end']}` | {retimed} |")
-    measured = [n for n in BLOCKS if got[(n, (), False)] is not None]
-    left = [n for n in BLOCKS if got[(n, (), False)] is None]
-    lines += ["", f"{len(over)} of the {len(measured)} blocks measured are over the budget"
-                  + (f": {', '.join(over)}." if over else ".")
+                     f"`{path['start']}` | `{path['end']}` | {retimed} | {delay} |")
+    measured = [n for n in BLOCKS if got[(n, (), "area")] is not None]
+    left = [n for n in BLOCKS if got[(n, (), "area")] is None]
+
+    def listed(names):
+        names = [n for n in names if n in measured]
+        return f"{len(names)} of the {len(measured)}" + (f": {', '.join(names)}." if names
+                                                         else ".")
+
+    lines += ["", f"Over the budget as written: {listed(over['area'])}"
                   + (f" Not measured: {', '.join(left)}." if left else "")
-                  + f" Retimed at their defaults, {len(over_retimed)} of the {len(measured)} are"
-                  + (f": {', '.join(over_retimed)}." if over_retimed else "."), ""]
+                  + f" Retimed at their defaults: {listed(over['retimed'])}"
+                  + f" Mapped for delay: {listed(over['delay'])}", ""]
     lines += [
         "## Register stages, retimed",
         "",
@@ -102,7 +123,7 @@ def main(argv=None) -> int:
     within = []
     for name, lat in STAGED.items():
         for n in lat:
-            t = got[(name, (("latency", n),), True)]
+            t = got[(name, (("latency", n),), "retimed")]
             if t is None:
                 lines.append(f"| {name} | {n} | not measured | | | |")
                 continue
@@ -112,7 +133,30 @@ def main(argv=None) -> int:
                          f"{t['levels'] / BUDGET:.1f}x | {t['fmax_ghz']:.2f} |")
     lines += ["", f"Within the budget retimed: {', '.join(within) or 'none'}. A retimed unit's "
               "output register may have moved into its logic (ABC takes a module's ports as "
-              "free): its levels assume the next unit registers its input ([synth.md](synth.md))."]
+              "free): its levels assume the next unit registers its input ([synth.md](synth.md)).",
+              "", "## Register stages inside the logic, as written", "",
+              "The units whose `latency` register stages cut their logic where the RTL says "
+              "(`LaneUnit.CUTS`: fp32_add after ordering its operands, aligning, adding, half "
+              "and whole normalizing and rounding), at every latency, not retimed, mapped for "
+              "area and for delay. The stages load together (one stalling pipeline), so the "
+              "timed model is unchanged: a deeper setting costs cycles of latency.", "",
+              "| unit | latency | flip-flops | levels | delay: levels | delay: levels / budget "
+              "| delay: fmax bound GHz (n5) | delay: critical path from | to |",
+              "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    within = []
+    for name, lat in CUT.items():
+        for n in lat:
+            a, d = (got[(name, (("latency", n),), how)] for how in ("area", "delay"))
+            if a is None or d is None:
+                lines.append(f"| {name} | {n} | not measured | | | | | | |")
+                continue
+            if d["levels"] <= BUDGET:
+                within.append(f"{name} at {n}")
+            path = d["levels_path"]
+            lines.append(f"| {name} | {n} | {a['flip_flops']:,} | {a['levels']} | "
+                         f"{d['levels']} | {d['levels'] / BUDGET:.1f}x | {d['fmax_ghz']:.2f} | "
+                         f"`{path['start']}` | `{path['end']}` |")
+    lines += ["", f"Within the budget mapped for delay: {', '.join(within) or 'none'}."]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0
