@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from scoville.blocks import BLOCKS, get_block, parse_params
+from scoville.synth.yosys import MAPPINGS
 
 __all__ = ["add_parser", "run"]
 
@@ -31,7 +32,7 @@ def add_parser(sub):
     p.add_argument("--retime", action="store_true",
                    help="let ABC retime each module's registers (a pipeline's stages moved "
                         "into its logic; levels, flip-flops and area of the retimed netlist)")
-    p.add_argument("--map", default="area", choices=("area", "delay"),
+    p.add_argument("--map", default="area", choices=tuple(MAPPINGS),
                    help="ABC's mapping: area (Yosys's script, the default) or delay (the "
                         "shortest paths, then area: as a timing-driven flow; docs/synth.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

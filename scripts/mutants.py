@@ -642,6 +642,30 @@ MUTATIONS: tuple[Mutation, ...] = (
             "or the smallest normals",
     ),
     Mutation(
+        name="fp32_add-cut-keeps-the-gap-unregistered",
+        models="fp32_add cut between ordering and aligning: the exponents' gap skips the "
+               "register, so an item is aligned by the next item's gap",
+        file="scoville/rtl/lib/fp32.py",
+        edits=(Edit("    sign, both_neg, special, invalid, subtract, exp_big, dist, sig_big, "
+                    "sig_small = flags\n",
+                    "    sign, both_neg, special, invalid, subtract, exp_big, _, sig_big, "
+                    "sig_small = flags\n"),),
+        block="fp32_add", params={"latency": 4}, tests=("test_directed", "test_workload"),
+        expect=Kind.DATA,
+        why="at latency 4 cut 0 is a register; back-to-back items of different exponents' "
+            "gaps (most random pairs) then align by the wrong gap",
+    ),
+    Mutation(
+        name="pipeline-cut-loads-in-stalls",
+        models="a LaneUnit's cut registers load every cycle, not only when the pipeline moves",
+        file="scoville/rtl/lib/pipeline.py",
+        edits=(Edit("    with m.If(en):\n        m.d.sync += reg.eq(value)\n",
+                    "    m.d.sync += reg.eq(value)\n"),),
+        block="fp32_add", params={"latency": 3}, tests=("test_workload",), expect=Kind.DATA,
+        why="the workload runs with ready back-pressure: a stalled item's inner stage takes "
+            "the stage before's while its output waits",
+    ),
+    Mutation(
         name="exp2-truncates-toward-zero",
         models="exp2: a negative x is truncated toward zero instead of floored",
         file="scoville/rtl/lib/fp32.py",

@@ -21,29 +21,29 @@ class Fp32AddConfig:
     lanes : int
         Additions computed per cycle.
     latency : int
-        Register stages between input and output: up to six inside the adder's logic
+        Register stages between input and output: up to five inside the adder's logic
         (:attr:`Fp32Add.CUTS`), one after it.
     """
 
     lanes: int = param(1, "1..16", "additions per cycle")
-    latency: int = param(1, "1..7", "register stages")
+    latency: int = param(1, "1..6", "register stages")
 
     def __post_init__(self):
         check_int("lanes", self.lanes, 1, 16)
-        check_int("latency", self.latency, 1, 7)
+        check_int("latency", self.latency, 1, 6)
 
 
 class Fp32Add(LaneUnit):
     """``lanes`` IEEE-754 binary32 adders (:func:`fp32_add`) behind one stream (see
     :class:`~scoville.rtl.lib.pipeline.LaneUnit`): binary32 encodings in, their sums out. Of
-    the ``latency`` register stages, up to six cut the adder's logic (after ordering the
-    operands, aligning, adding, half and whole normalizing and rounding: :attr:`CUTS`), the
-    last follows it."""
+    the ``latency`` register stages, up to five cut the adder's logic (after ordering the
+    operands, aligning, adding, and half and whole normalizing: :attr:`CUTS`), the last
+    follows it."""
 
     #: The adder's cut points (:func:`fp32_add`'s ``cut``) registered at each count of inner
-    #: stages: the longest stages first, chosen by their gate levels (docs/levels.md).
-    CUTS = {1: (2,), 2: (1, 3), 3: (1, 2, 4), 4: (0, 1, 2, 4), 5: (0, 1, 2, 3, 4),
-            6: (0, 1, 2, 3, 4, 5)}
+    #: stages: the fewest levels in the longest stage, then the fewest flip-flops, of every
+    #: choice, mapped for delay (docs/levels.md).
+    CUTS = {1: (2,), 2: (1, 3), 3: (0, 2, 3), 4: (0, 1, 2, 3), 5: (0, 1, 2, 3, 4)}
 
     def __init__(self, config: Fp32AddConfig):
         super().__init__(config, 32, 32)

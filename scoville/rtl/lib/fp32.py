@@ -65,7 +65,8 @@ def fp32_add(m, a, b, *, name="fp32_add", cut=None):
     Parameters
     ----------
     m : Module
-        The module that receives the intermediate signals (combinational only).
+        The module that receives the intermediate signals (combinational, but for the
+        registers of ``cut``).
     a, b : Value
         32-bit binary32 encodings (anything castable to a 32-bit value).
     name : str
@@ -73,14 +74,15 @@ def fp32_add(m, a, b, *, name="fp32_add", cut=None):
     cut : callable, optional
         Where the sum may be pipelined (:class:`~scoville.rtl.lib.pipeline.LaneUnit`'s
         ``cut``): called as ``cut(i, *values)`` at cut points 0 (the operands ordered by
-        magnitude), 1 (the smaller significand aligned), 2 (the sum or difference), 3 (the
-        sum normalized) and 4 (rounded, before the special cases), the logic going on with
-        the values it returns. None: no cut, the sum combinational.
+        magnitude, their exponents' gap and the result's class found), 1 (the smaller
+        significand aligned), 2 (the sum or difference), 3 (half normalized: shifted by 16
+        and 8 places or not) and 4 (normalized), the logic going on with the values it
+        returns (registers, where the caller cuts). None: no cut, the sum combinational.
 
     Returns
     -------
     Signal
-        The 32-bit binary32 encoding of the sum, driven in ``m.d.comb``.
+        The 32-bit binary32 encoding of the sum (driven in ``m.d.comb`` after the last cut).
     """
     cut = cut or _no_cut
     a = data.View(FP32, a)
@@ -88,39 +90,52 @@ def fp32_add(m, a, b, *, name="fp32_add", cut=None):
     swap = b.as_value()[:31] > a.as_value()[:31]
     big = wire(m, f"{name}_big", Mux(swap, b, a), FP32)
     small = wire(m, f"{name}_small", Mux(swap, a, b), FP32)
-    big, small = cut(0, big, small)
     subtract = wire(m, f"{name}_subtract", big.sign ^ small.sign)
 
-    # Subnormals share exponent 1 with the smallest normals; their hidden bit is 0.
-    exp_big = wire(m, f"{name}_exp_big", Mux(big.exp == 0, 1, big.exp))
-    exp_small = wire(m, f"{name}_exp_small", Mux(small.exp == 0, 1, small.exp))
+    # Subnormals share exponent 1 with the smallest normals; their hidden bit is 0. Both
+    # exponents' gaps are computed beside the comparison, which picks one.
+    exp_a = Mux(a.exp == 0, 1, a.exp)
+    exp_b = Mux(b.exp == 0, 1, b.exp)
+    exp_big = wire(m, f"{name}_exp_big", Mux(swap, exp_b, exp_a), 8)
+    gap = wire(m, f"{name}_gap", Mux(swap, exp_b - exp_a, exp_a - exp_b)[:8])
+    # Past 27 places the whole small significand is sticky.
+    dist = wire(m, f"{name}_dist", Mux(gap > 27, 27, gap)[:5])
     sig_big = wire(m, f"{name}_sig_big", Cat(Const(0, 3), big.man, big.exp != 0))
     sig_small = wire(m, f"{name}_sig_small", Cat(Const(0, 3), small.man, small.exp != 0))
+    # The result's sign and class: an exact zero is +0 unless both operands are -0; NaN sorts
+    # above Inf by magnitude, so ``big`` is a NaN whenever either operand is.
+    sign = wire(m, f"{name}_sign", big.sign)
+    both_neg = wire(m, f"{name}_both_neg", big.sign & small.sign)
+    special = wire(m, f"{name}_special", big.exp == 0xFF)
+    invalid = wire(m, f"{name}_invalid", (big.man != 0) | ((small.exp == 0xFF) & subtract))
+    flags = cut(0, sign, both_neg, special, invalid, subtract, exp_big, dist, sig_big,
+                sig_small)
+    sign, both_neg, special, invalid, subtract, exp_big, dist, sig_big, sig_small = flags
 
-    # Past 27 places the whole small significand is sticky.
-    dist = wire(m, f"{name}_gap", (exp_big - exp_small)[:8])
-    dist = wire(m, f"{name}_dist", Mux(dist > 27, 27, dist)[:5])
+    # The bits shifted out of the small significand, found beside the shift: a mask of the
+    # low ``dist`` places.
     shifted = wire(m, f"{name}_shifted", sig_small >> dist)
-    lost = (shifted << dist)[:27] != sig_small
+    below = Cat(*(dist > k for k in range(27)))
+    lost = wire(m, f"{name}_lost", (sig_small & below) != 0)
     aligned = wire(m, f"{name}_aligned", Cat(shifted[0] | lost, shifted[1:27]))
-    big, small, subtract, exp_big, sig_big, aligned = cut(1, big, small, subtract, exp_big,
-                                                          sig_big, aligned)
+    flags = sign, both_neg, special, invalid
+    *flags, subtract, exp_big, sig_big, aligned = cut(1, *flags, subtract, exp_big, sig_big,
+                                                      aligned)
     total = wire(
         m, f"{name}_total", Mux(subtract, sig_big - aligned, sig_big + aligned)[:_SUM_BITS]
     )
-    big, small, exp_big, total = cut(2, big, small, exp_big, total)
+    *flags, exp_big, total = cut(2, *flags, exp_big, total)
 
     # The sentinel stops the shift where the exponent would reach 0: the result is subnormal.
     # A leading-zero shift of 16, 8, 4, 2 and 1 places (normalize's), cut after the 8.
     sentinel = wire(m, f"{name}_sentinel", Const(1 << (_SUM_BITS - 1), _SUM_BITS) >> exp_big)
-    # An exact zero is +0 unless both operands are -0.
     zero = wire(m, f"{name}_zero", total == 0)
     norm, probe, high = normalize_steps(m, name, total, total | sentinel, (16, 8))
-    big, small, exp_big, zero, norm, probe, *high = cut(3, big, small, exp_big, zero, norm,
-                                                        probe, *high)
+    *flags, exp_big, zero, norm, probe, h16, h8 = cut(3, *flags, exp_big, zero, norm, probe,
+                                                      *high)
     norm, _, low = normalize_steps(m, name, norm, probe, (4, 2, 1))
-    shift = Cat(*reversed(high + low))
-    big, small, exp_big, zero, norm, shift = cut(4, big, small, exp_big, zero, norm, shift)
+    shift = Cat(*reversed([h16, h8, *low]))
+    *flags, exp_big, zero, norm, shift = cut(4, *flags, exp_big, zero, norm, shift)
     exp = wire(m, f"{name}_exp", (exp_big + 1 - shift)[:9])
     is_normal = norm[_SUM_BITS - 1]
     exp_field = Mux(is_normal, exp[:8], 0)
@@ -128,16 +143,11 @@ def fp32_add(m, a, b, *, name="fp32_add", cut=None):
     rounded = wire(m, f"{name}_rounded",
                    (Cat(norm[4:27], exp_field) + (guard & (sticky | lsb)))[:31])
     overflow = wire(m, f"{name}_overflow", is_normal & (exp >= 0xFF))
-    big, small, zero, rounded, overflow = cut(5, big, small, zero, rounded, overflow)
+    sign, both_neg, special, invalid = flags
     magnitude = Mux(overflow, 0x7F80_0000, rounded)[:31]
-    sign = Mux(zero, big.sign & small.sign, big.sign)
-    finite = Cat(magnitude, sign)
-
-    # NaN sorts above Inf by magnitude, so ``big`` is a NaN whenever either operand is.
-    invalid = (big.man != 0) | ((small.exp == 0xFF) & (big.sign ^ small.sign))
-    infinite = Cat(Const(0x7F80_0000, 31), big.sign)
-    special = Mux(invalid, FP32_QNAN, infinite)
-    return wire(m, f"{name}_sum", Mux(big.exp == 0xFF, special, finite))
+    finite = Cat(magnitude, Mux(zero, both_neg, sign))
+    infinite = Cat(Const(0x7F80_0000, 31), sign)
+    return wire(m, f"{name}_sum", Mux(special, Mux(invalid, FP32_QNAN, infinite), finite))
 
 
 #: Right shifts of the product for subnormal results stop here: from 25 places on, even the

@@ -105,6 +105,13 @@ class LaneUnit(wiring.Component):
     def latency(self) -> int:
         return self._config.latency
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for n, cuts in cls.CUTS.items():
+            if len(set(cuts)) != n:
+                raise TypeError(f"{cls.__name__}.CUTS[{n}] = {cuts}: {n} distinct cut points "
+                                "wanted")
+
     @property
     def cuts(self) -> tuple[int, ...]:
         """The cut points registered inside the lane's logic at this latency (:attr:`CUTS`)."""
@@ -124,16 +131,24 @@ class LaneUnit(wiring.Component):
         p = self.i.payload
         active = self.cuts
 
-        def cutter(k):
+        def lane(k):
+            called = []
+
             def cut(i, *values):
+                called.append(i)
                 if i not in active:
                     return values
                 return tuple(_register(m, v, en, f"lane{k}_cut{i}_{j}")
                              for j, v in enumerate(values))
-            return cut
 
-        results = [self.lane(m, k, *(p[name][k] for name in self.OPERANDS), cut=cutter(k))
-                   for k in range(self._config.lanes)]
+            result = self.lane(m, k, *(p[name][k] for name in self.OPERANDS), cut=cut)
+            # Every stage the valid chain counts must hold the data: each active cut once.
+            if sorted(i for i in called if i in active) != sorted(active):
+                raise RuntimeError(f"{type(self).__name__}: lane {k} called its cut points "
+                                   f"{called}; the latency registers {active}, each once")
+            return result
+
+        results = [lane(k) for k in range(self._config.lanes)]
         after = self.latency - len(active)
         stages = [Signal(self.out_layout, name=f"lanes_s{s}") for s in range(after)]
         with m.If(en):
