@@ -45,7 +45,7 @@ FULL_RATE = {"gap": 0.0, "backpressure": 0.0}
 
 def run(args) -> int:
     from scoville.sim.flow import to_verilog
-    from scoville.synth.yosys import NODES, SynthError, ice40, synthesize
+    from scoville.synth.yosys import NODES, SynthError, ice40, script, synthesize
 
     if args.node not in NODES:
         raise SynthError(f"unknown node {args.node!r}; allowed: {', '.join(NODES)}")
@@ -54,9 +54,7 @@ def run(args) -> int:
         if on and (args.energy or args.fpga):
             raise SynthError(f"{option}: not with --energy or --fpga (they run the netlist "
                              "as written and mapped for area; docs/synth.md)")
-    if args.retime and args.map != "area":
-        raise SynthError(f"--retime: not with --map {args.map} (ABC retimes in its area "
-                         "script; docs/synth.md)")
+    script(args.share, args.retime, args.map)   # a combination it cannot run: one line, now
     if args.energy and block.operation is None:
         allowed = ", ".join(b.name for b in BLOCKS.values() if b.operation)
         raise SynthError(f"--energy: block {block.name} has no operation to count energy "

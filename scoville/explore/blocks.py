@@ -567,16 +567,14 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
         steps = math.ceil(tokens / dp / MOE_TOKENS)
     # The MoE layers: the chip's share of the touched experts over its cores; fewer experts
     # than cores split each expert's column tiles over several cores. Experts spread over the
-    # chips: the step waits for the busiest chip, as on a roofline chip (``shapes.busiest``):
+    # chips: the step waits for the busiest chip, as on a roofline chip (``shapes.busiest_chip``):
     # its touched experts, and its choices (the router's skew too) over them; the bytes (the
     # energy) are the mean chip's.
     if moe_layers:
         n = uniform = max(1, math.ceil(tokens * m.top_k / experts))   # the mean chip's
         mean = per_chip = experts / par.width
         if par.experts_spread:
-            more = min(shapes.busiest(experts, par.width), m.experts / experts)
-            choices = shapes.busiest(tokens * m.top_k, par.width,
-                                     shapes.expert_skew(m, par.width))
+            choices, more = shapes.busiest_chip(m, par.width, tokens, experts)
             per_chip *= more
             n = max(n, round(tokens * m.top_k / experts * choices / more))
         bpc = _port_bytes(chip)

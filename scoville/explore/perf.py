@@ -163,8 +163,7 @@ def _roofline(chip: Chip, m: Model, par: Parallelism, tokens: float, context: fl
     # the mean chip's.
     more = (1.0, 1.0)
     if par.experts_spread:
-        more = (shapes.busiest(tokens * m.top_k, par.width, shapes.expert_skew(m, par.width)),
-                min(shapes.busiest(experts_read, par.width), m.experts / experts_read))
+        more = shapes.busiest_chip(m, par.width, tokens, experts_read)
     kv = kv_reads * shapes.kv_bytes(m, context) / kv_split(m, par) / par.pp
     if chip.kernels:
         dense_shape = (tokens / par.width if dp else tokens,

@@ -9,8 +9,8 @@ import math
 from .specs import Model, bytes_per_param
 
 __all__ = ["STEP_KERNELS", "attention_flops", "attention_io_bytes", "attention_params",
-           "busiest", "dense_gemms", "dense_params_per_chip", "expert_skew", "ffn_params",
-           "gemm_columns", "kernels", "kv_bytes", "model_bytes", "touched"]
+           "busiest", "busiest_chip", "dense_gemms", "dense_params_per_chip", "expert_skew",
+           "ffn_params", "gemm_columns", "kernels", "kv_bytes", "model_bytes", "touched"]
 
 
 def attention_params(m: Model) -> int:
@@ -215,3 +215,12 @@ def expert_skew(m: Model, bins: int) -> float:
     if m.experts <= 1:
         return 0.0
     return m.expert_cv ** 2 * (bins - 1) / (m.experts - 1)
+
+
+def busiest_chip(m: Model, width: int, tokens: float, touched: float) -> tuple[float, float]:
+    """The busiest of ``width`` chips holding the model's experts spread over them, over the
+    mean chip, when a layer routes ``tokens`` tokens that touch ``touched`` experts: its
+    choices (:func:`busiest` with the router's skew, :func:`expert_skew`) and its touched
+    experts (:func:`busiest` of the touched ones, at most all it holds)."""
+    return (busiest(tokens * m.top_k, width, expert_skew(m, width)),
+            min(busiest(touched, width), m.experts / touched))
