@@ -669,7 +669,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="exp2-truncates-toward-zero",
         models="exp2: a negative x is truncated toward zero instead of floored",
         file="scoville/rtl/lib/fp32.py",
-        edits=(Edit("Mux(x.sign, -(mag + lost), mag)", "Mux(x.sign, -mag, mag)"),),
+        edits=(Edit("Mux(sign, -(mag + lost), mag)", "Mux(sign, -mag, mag)"),),
         block="exp2", params={}, tests=("test_directed", "test_workload"), expect=Kind.DATA,
         why="test_directed has -2^-17 and minus the smallest subnormal; the random operands "
             "hold small negative values whose bits reach below 2^-16",
@@ -897,9 +897,35 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="nvfp4_dot-tensor-scale-dropped",
         models="NVFP4 dot products leave out the per-tensor FP32 scale",
         file="scoville/rtl/nvfp4_dot.py",
-        edits=(Edit("result.eq(fp32_mul(m, s3_total, s3_scale))", "result.eq(s3_total)"),),
+        edits=(Edit('scaled = fp32_mul(m, total, kept["scale"], name="scale_mul", cut=cut)',
+                    'scaled = fp32_mul(m, total, 0x3F80_0000, name="scale_mul", cut=cut)'),),
         block="nvfp4_dot", params={}, tests=("test_workload",), expect=Kind.DATA,
         why="the workload's tensor scales are random, not 1",
+    ),
+    Mutation(
+        name="blockdot-scale-skips-the-block-stages",
+        models="a block dot unit's values that travel with a block (NVFP4's tensor scale) skip "
+               "the registers that cut the block's value, reaching the adder's stages early",
+        file="scoville/rtl/lib/blockdot.py",
+        edits=(Edit('carry = {name: delay(m, v, ahead, en, name=f"blk_{name}")',
+                    'carry = {name: delay(m, v, 0, en, name=f"blk_{name}")'),),
+        block="nvfp4_dot", params={"lanes": 4, "latency": 12}, tests=("test_workload",),
+        expect=Kind.DATA,
+        why="at latency 12 the block value's conversion and register are two stages; the "
+            "scale comes on a dot product's final beat only (0 elsewhere), so the result "
+            "takes the scale of a beat two behind it: 0",
+    ),
+    Mutation(
+        name="blockdot-acc-clears-on-the-entering-block",
+        models="the accumulator, its adder cut, is cleared by the last flag of the block "
+               "entering the adder, not of the one whose sum leaves it",
+        file="scoville/rtl/lib/blockdot.py",
+        edits=(Edit("acc.eq(Mux(ends, 0, total))", "acc.eq(Mux(last, 0, total))"),),
+        block="mx_dot", params={"lanes": 8, "latency": 9}, tests=("test_workload",),
+        expect=Kind.DATA,
+        why="at latency 9 the adder is three stages, so the item at its input when a dot "
+            "product's sum leaves is a later beat: the accumulator is not cleared and the "
+            "next dot product starts from the last one's sum",
     ),
     Mutation(
         name="fetch-next-burst-one-word-back",

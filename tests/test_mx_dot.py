@@ -70,9 +70,43 @@ def test_config_rejects_lanes_that_do_not_divide_a_block(bad):
         MxDotConfig(**bad)
 
 
+@pytest.mark.parametrize(("lanes", "latency", "allowed"),
+                         [(8, 10, "3..9"), (16, 8, "3..7"), (32, 7, "3..6"), (8, 2, "3")])
+def test_config_rejects_a_latency_its_lanes_cannot_cut(lanes, latency, allowed):
+    """The accumulator's adder takes one cut fewer than a block's beats: the latency's
+    range depends on the lanes, and the error says so."""
+    with pytest.raises(ParamError, match=f"'latency' = {latency} .*allowed: {allowed}"):
+        MxDotConfig(lanes=lanes, latency=latency)
+
+
 @pytest.mark.sim
-@pytest.mark.parametrize("lanes", [4, 16, 32])
-def test_mx_dot_rtl(simulator, seed, lanes):
+@pytest.mark.parametrize(("lanes", "latency"), [(4, 3), (16, 7), (32, 6), (8, 9), (1, 11)])
+def test_mx_dot_rtl(simulator, seed, lanes, latency):
+    """Every cut of the block value and the accumulator the latency holds (the most at each
+    lanes but the first), under gaps and back-pressure, against the golden model and the
+    stalling pipeline's timed model at the config's latency."""
     # lanes=32 carries the >= 10,000 random blocks (one beat per block).
-    count = 3000 if lanes == 32 else 150
-    assert_passed(simulate("mx_dot", simulator, seed, lanes=lanes, count=count))
+    count = 3000 if lanes == 32 else 40 if lanes == 1 else 150
+    assert_passed(simulate("mx_dot", simulator, seed, lanes=lanes, latency=latency,
+                           count=count))
+
+
+@pytest.mark.parametrize("kind", ["mx", "nvfp4"])
+@pytest.mark.parametrize("beats", [1, 2, 4, 32])
+def test_each_added_stage_is_one_more_cut_and_the_adder_never_outruns_a_block(kind, beats):
+    """``dot_cuts``: ``extra`` stages are ``extra`` cuts, each kind's points the count its
+    table gives; the accumulator's adder takes at most ``beats - 1`` cuts (its sum must be
+    back before the next block's value comes); past the most, a ValueError."""
+    from scoville.rtl.lib.blockdot import ADD_CUTS, CONVERT_CUTS, dot_cuts, most_cuts
+
+    most = most_cuts(kind, beats)
+    assert most == 3 + min(beats - 1, 5) + (4 if kind == "nvfp4" else 0)
+    for extra in range(most + 1):
+        cuts = dot_cuts(kind, extra, beats)
+        assert cuts.stages == extra
+        assert len(cuts.add) <= beats - 1
+        assert cuts.add in ((), *ADD_CUTS.values())
+        assert cuts.convert in ((), *CONVERT_CUTS.values())
+        assert kind == "nvfp4" or cuts.scale == ()
+    with pytest.raises(ValueError, match="at most"):
+        dot_cuts(kind, most + 1, beats)

@@ -49,9 +49,19 @@ def test_config_rejects_lanes_that_do_not_divide_a_block(bad):
         Nvfp4DotConfig(**bad)
 
 
+@pytest.mark.parametrize(("lanes", "latency", "allowed"),
+                         [(4, 15, "4..14"), (8, 13, "4..12"), (16, 12, "4..11"), (8, 3, "4")])
+def test_config_rejects_a_latency_its_lanes_cannot_cut(lanes, latency, allowed):
+    with pytest.raises(ParamError, match=f"'latency' = {latency} .*allowed: {allowed}"):
+        Nvfp4DotConfig(lanes=lanes, latency=latency)
+
+
 @pytest.mark.sim
-@pytest.mark.parametrize("lanes", [4, 16])
-def test_nvfp4_dot_rtl(simulator, seed, lanes):
+@pytest.mark.parametrize(("lanes", "latency"), [(4, 14), (16, 11), (8, 4), (2, 16)])
+def test_nvfp4_dot_rtl(simulator, seed, lanes, latency):
+    """Every cut the latency holds (the most at each lanes, and none), under gaps and
+    back-pressure, against the golden model and the timed model at the config's latency."""
     # lanes=16 carries the >= 10,000 random blocks (one beat per block).
-    count = 2300 if lanes == 16 else 100
-    assert_passed(simulate("nvfp4_dot", simulator, seed, lanes=lanes, count=count))
+    count = 2300 if lanes == 16 else 40 if lanes == 2 else 100
+    assert_passed(simulate("nvfp4_dot", simulator, seed, lanes=lanes, latency=latency,
+                           count=count))

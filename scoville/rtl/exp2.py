@@ -62,4 +62,4 @@ class Exp2(LaneUnit):
         super().__init__(config, 32, 32)
 
     def lane(self, m, k, x, cut=None):
-        return fp32_exp2(m, x, name=f"exp2_{k}")
+        return fp32_exp2(m, x, name=f"exp2_{k}", cut=cut)

@@ -12,13 +12,26 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Module, Signal
 
-from .lib.blockdot import BlockDotUnit, accumulate, block_sums, mx_block_value, mx_scale_terms
+from .lib.blockdot import (
+    BlockDotUnit,
+    block_stage,
+    block_sums,
+    check_latency,
+    dot_cuts,
+    latency_range,
+    most_cuts,
+    mx_block_value,
+    mx_scale_terms,
+)
 from .lib.formats import MX_BLOCK
 from .lib.params import check_int, param
 from .lib.pipeline import stall_chain
 
 __all__ = ["MxDot", "MxDotConfig"]
 
+#: The latency by default (or the most its lanes allow, if fewer): the block value and the
+#: accumulator cut within the levels budget of docs/levels.md where the lanes allow it.
+DEFAULT_LATENCY = 8
 #: Lanes that divide a block into whole beats.
 _LANES = tuple(k for k in range(1, MX_BLOCK + 1) if MX_BLOCK % k == 0)
 
@@ -31,12 +44,24 @@ class MxDotConfig:
     ----------
     lanes : int
         E2M1 products per cycle; a block takes ``32 / lanes`` beats.
+    latency : int
+        Register stages from a dot product's final beat to its result: two add the block
+        sums; the third follows the block's value and its accumulation, and the others cut
+        them (:func:`~scoville.rtl.lib.blockdot.dot_cuts`), the accumulator's adder at most
+        one fewer times than a block's beats.
     """
 
     lanes: int = param(8, "1, 2, 4, 8, 16, 32", "products per cycle")
+    latency: int | None = param(None, latency_range("mx", 3, MX_BLOCK, _LANES)
+                                + f"; unset: {DEFAULT_LATENCY}, or its lanes' most if fewer",
+                                "register stages")
 
     def __post_init__(self):
         check_int("lanes", self.lanes, 1, MX_BLOCK, choices=_LANES)
+        if self.latency is None:
+            object.__setattr__(self, "latency", min(DEFAULT_LATENCY, 3 + most_cuts(
+                "mx", self.beats_per_block)))
+        check_latency("mx", self.latency, 3, self.beats_per_block, self.lanes)
 
     @property
     def beats_per_block(self) -> int:
@@ -59,28 +84,32 @@ class MxDot(BlockDotUnit):
     o : Out(stream.Signature(32))
         The binary32 bits of each dot product.
     latency : int
-        Cycles from the handshake of a dot product's final beat to its result being valid.
+        Cycles from the handshake of a dot product's final beat to its result being valid
+        (the config's).
     """
-
-    latency = 3
 
     def __init__(self, config: MxDotConfig):
         super().__init__(config, {})
 
+    @property
+    def latency(self) -> int:
+        return self._config.latency
+
     def elaborate(self, platform):
         m = Module()
-        lanes = self._config.lanes
-        s3_last = Signal()
-        en, valid = stall_chain(m, self.i, self.o, self.latency, emits=s3_last)
+        cfg = self._config
+        emits = Signal()
+        en, valid = stall_chain(m, self.i, self.o, self.latency, emits=emits)
 
         p = self.i.payload
-        sums = block_sums(m, self.i, en, valid, lanes=lanes, block=MX_BLOCK,
+        sums = block_sums(m, self.i, en, valid, lanes=cfg.lanes, block=MX_BLOCK,
                           carry=mx_scale_terms(p.sa, p.sb))
 
-        # Stage 3: round the block to FP32 (quarters: 2^(sa+sb-254-2)) and accumulate.
-        block = mx_block_value(m, sums.sum, **sums.carry)
-        with m.If(en & valid[1]):
-            m.d.sync += s3_last.eq(sums.last)
-        result = accumulate(m, en & valid[1], sums, block)
-        m.d.comb += self.o.payload.eq(result)
+        # Stage 3 (cut by the stages past it): round the block to FP32 (quarters:
+        # 2^(sa+sb-254-2)) and accumulate.
+        plan = dot_cuts("mx", self.latency - 3, cfg.beats_per_block)
+        result, ends, _ = block_stage(
+            m, en, plan, sums, valid[1],
+            lambda cut: mx_block_value(m, sums.sum, **sums.carry, cut=cut))
+        m.d.comb += [emits.eq(ends), self.o.payload.eq(result)]
         return m

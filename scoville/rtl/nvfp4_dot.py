@@ -13,14 +13,27 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Module, Signal, unsigned
 
-from .lib.blockdot import BlockDotUnit, accumulate, block_sums, nvfp4_block_value, nvfp4_scale_terms
+from .lib.blockdot import (
+    BlockDotUnit,
+    block_stage,
+    block_sums,
+    check_latency,
+    dot_cuts,
+    latency_range,
+    most_cuts,
+    nvfp4_block_value,
+    nvfp4_scale_terms,
+)
 from .lib.formats import NVFP4_BLOCK
 from .lib.fp32 import fp32_mul
 from .lib.params import check_int, param
-from .lib.pipeline import stall_chain
+from .lib.pipeline import CutPoints, delay, stall_chain
 
 __all__ = ["Nvfp4Dot", "Nvfp4DotConfig"]
 
+#: The latency by default (or the most its lanes allow, if fewer): the block value and the
+#: accumulator cut within the levels budget of docs/levels.md where the lanes allow it.
+DEFAULT_LATENCY = 12
 #: Lanes that divide a block into whole beats.
 _LANES = tuple(k for k in range(1, NVFP4_BLOCK + 1) if NVFP4_BLOCK % k == 0)
 
@@ -33,12 +46,24 @@ class Nvfp4DotConfig:
     ----------
     lanes : int
         E2M1 products per cycle; a block takes ``16 / lanes`` beats.
+    latency : int
+        Register stages from a dot product's final beat to its result: two add the block
+        sums, one follows the block's value and its accumulation, one the tensor scale's
+        product; the others cut them (:func:`~scoville.rtl.lib.blockdot.dot_cuts`), the
+        accumulator's adder at most one fewer times than a block's beats.
     """
 
-    lanes: int = param(8, "1, 2, 4, 8, 16", "products per cycle")
+    lanes: int = param(4, "1, 2, 4, 8, 16", "products per cycle")
+    latency: int | None = param(None, latency_range("nvfp4", 4, NVFP4_BLOCK, _LANES)
+                                + f"; unset: {DEFAULT_LATENCY}, or its lanes' most if fewer",
+                                "register stages")
 
     def __post_init__(self):
         check_int("lanes", self.lanes, 1, NVFP4_BLOCK, choices=_LANES)
+        if self.latency is None:
+            object.__setattr__(self, "latency", min(DEFAULT_LATENCY, 4 + most_cuts(
+                "nvfp4", self.beats_per_block)))
+        check_latency("nvfp4", self.latency, 4, self.beats_per_block, self.lanes)
 
     @property
     def beats_per_block(self) -> int:
@@ -60,13 +85,16 @@ class Nvfp4Dot(BlockDotUnit):
     o : Out(stream.Signature(32))
         The binary32 bits of each dot product.
     latency : int
-        Cycles from the handshake of a dot product's final beat to its result being valid.
+        Cycles from the handshake of a dot product's final beat to its result being valid
+        (the config's).
     """
-
-    latency = 4
 
     def __init__(self, config: Nvfp4DotConfig):
         super().__init__(config, {"scale": unsigned(32)})
+
+    @property
+    def latency(self) -> int:
+        return self._config.latency
 
     def elaborate(self, platform):
         m = Module()
@@ -81,17 +109,23 @@ class Nvfp4Dot(BlockDotUnit):
             **nvfp4_scale_terms(p.sa, p.sb), "scale": p.scale})
         c = sums.carry
 
-        # Stage 3: the block value (exact in binary32), accumulated.
-        block = nvfp4_block_value(m, sums.sum, c["nan"], c["neg"], c["sig"], c["exp"])
-        s3_last = Signal()
-        s3_scale = Signal(32)
-        with m.If(en & valid[1]):
-            m.d.sync += [s3_last.eq(sums.last), s3_scale.eq(c["scale"])]
-        s3_total = accumulate(m, en & valid[1], sums, block)
+        # Stage 3 (cut by the stages past the four): the block value (exact in binary32),
+        # accumulated; the tensor scale beside it.
+        plan = dot_cuts("nvfp4", self.latency - 4, self._config.beats_per_block)
+        total, ends, kept = block_stage(
+            m, en, plan, sums, valid[1],
+            lambda cut: nvfp4_block_value(m, sums.sum, c["nan"], c["neg"], c["sig"], c["exp"],
+                                          cut=cut),
+            carry={"scale": c["scale"]})
 
-        # Stage 4: the tensor scale, once per dot product.
+        # The last stage (cut by the stages past the four): the tensor scale, once per dot
+        # product; the emits flag beside it.
+        cut = CutPoints(m, en, plan.scale, "scale")
+        scaled = fp32_mul(m, total, kept["scale"], name="scale_mul", cut=cut)
+        cut.check("the tensor scale's product")
+        ends = delay(m, ends, len(plan.scale), en, name="scale_last")
         result = Signal(32)
-        with m.If(en & valid[2]):
-            m.d.sync += [s4_last.eq(s3_last), result.eq(fp32_mul(m, s3_total, s3_scale))]
+        with m.If(en):
+            m.d.sync += [s4_last.eq(ends), result.eq(scaled)]
         m.d.comb += self.o.payload.eq(result)
         return m

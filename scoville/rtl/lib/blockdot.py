@@ -10,11 +10,14 @@ from amaranth.lib.wiring import In, Out
 from .comb import wire
 from .formats import E4M3, FP32_QNAN
 from .fp4 import e2m1_product
-from .fp32 import fp32_add, scaled_int_to_fp32
+from .fp32 import fp32_add, magnitude_to_fp32, scaled_int_to_fp32
+from .params import ParamError, check_int
+from .pipeline import CutPoints, delay
 
 __all__ = [
-    "BlockDotUnit", "BlockSums", "accumulate", "block_sums", "mx_block_value", "mx_scale_terms",
-    "nvfp4_block_value", "nvfp4_scale_terms",
+    "BlockDotUnit", "BlockSums", "DotCuts", "accumulate", "block_stage", "block_sums",
+    "check_latency", "dot_cuts", "latency_range", "most_cuts", "mx_block_value",
+    "mx_scale_terms", "nvfp4_block_value", "nvfp4_scale_terms",
 ]
 
 
@@ -110,16 +113,144 @@ def block_sums(m: Module, i, en, valid, *, lanes: int, block: int, carry: dict) 
     return BlockSums(s2_sum, s2_end, s2_last, s2)
 
 
-def accumulate(m: Module, step, sums: BlockSums, block_value) -> Signal:
-    """Add the FP32 accumulator: on each block's final beat (when ``step`` is high), add
-    ``block_value`` (binary32); at the end of a dot product clear it to +0. Returns the
-    registered sum as of the latest block (the dot product's result after its last block)."""
+@dataclass(frozen=True)
+class DotCuts:
+    """Where a block dot unit's register stages past its fixed ones cut its logic after the
+    block sums (:func:`dot_cuts`): ``convert``, the cut points of the block value's conversion
+    to binary32 (:func:`~scoville.rtl.lib.fp32.magnitude_to_fp32`'s); ``block``, a register
+    holding the block value before the adder; ``add``, the cut points of the accumulator's
+    adder (:func:`~scoville.rtl.lib.fp32.fp32_add`'s); ``scale``, those of the product by the
+    tensor scale (NVFP4's, :func:`~scoville.rtl.lib.fp32.fp32_mul`'s)."""
+
+    convert: tuple[int, ...] = ()
+    block: bool = False
+    add: tuple[int, ...] = ()
+    scale: tuple[int, ...] = ()
+
+    @property
+    def stages(self) -> int:
+        """The register stages it adds."""
+        return len(self.convert) + self.block + len(self.add) + len(self.scale)
+
+
+#: The order in which stages past a block dot unit's fixed ones cut its logic, each taking
+#: the next of these that fits: ``block`` the block value's register, ``convert`` one more
+#: cut of its conversion (:data:`CONVERT_CUTS`), ``add`` one more of the accumulator's adder
+#: (:data:`ADD_CUTS`), which a block's beats bound (:func:`most_cuts`), ``scale`` one more of
+#: the tensor scale's product (:data:`SCALE_CUTS`, NVFP4). Measured mapped for delay
+#: (docs/levels.md): each the fewest levels in the longest stage.
+CUT_ORDER = {
+    "mx": ("block", "add", "convert", "add", "convert", "add", "add", "add"),
+    "nvfp4": ("block", "scale", "add", "scale", "scale", "add", "convert", "add", "scale",
+              "convert", "add", "add"),
+}
+#: The conversion's cut points at each count of cuts.
+CONVERT_CUTS = {1: (0,), 2: (0, 1)}
+#: The accumulator adder's cut points at each count of cuts (``Fp32Add.CUTS``'s choice).
+ADD_CUTS = {1: (2,), 2: (1, 3), 3: (0, 2, 3), 4: (0, 1, 2, 3), 5: (0, 1, 2, 3, 4)}
+#: The tensor scale product's cut points at each count of cuts.
+SCALE_CUTS = {1: (1,), 2: (0, 1), 3: (0, 1, 2), 4: (0, 1, 2, 3)}
+
+
+def _most(kind: str, beats: int) -> dict[str, int]:
+    """The most cuts of each kind at ``beats`` beats a block: the adder's one fewer than the
+    beats (the accumulator is read when a block's value enters the adder and written when the
+    sum leaves it: the next block's value comes ``beats`` enabled cycles later at the
+    soonest)."""
+    most = {"block": 1, "convert": len(CONVERT_CUTS), "add": min(beats - 1, len(ADD_CUTS)),
+            "scale": len(SCALE_CUTS)}
+    return {k: v for k, v in most.items() if k in CUT_ORDER[kind]}
+
+
+def most_cuts(kind: str, beats: int) -> int:
+    """The most stages past the fixed ones of a ``kind`` unit at ``beats`` beats a block."""
+    return sum(_most(kind, beats).values())
+
+
+def dot_cuts(kind: str, extra: int, beats: int) -> DotCuts:
+    """The cuts of ``extra`` stages past the fixed ones of a ``kind`` (``mx``, ``nvfp4``)
+    unit at ``beats`` beats a block (:data:`CUT_ORDER`); at most :func:`most_cuts`."""
+    most = _most(kind, beats)
+    if not 0 <= extra <= sum(most.values()):
+        raise ValueError(f"{extra} stages past the fixed ones; at most {sum(most.values())} "
+                         f"at {beats} beats a block")
+    took = dict.fromkeys(most, 0)
+    for what in CUT_ORDER[kind]:
+        if sum(took.values()) == extra:
+            break
+        if took[what] < most[what]:
+            took[what] += 1
+    return DotCuts(CONVERT_CUTS.get(took["convert"], ()), bool(took["block"]),
+                   ADD_CUTS.get(took["add"], ()), SCALE_CUTS.get(took.get("scale", 0), ()))
+
+
+def latency_range(kind: str, fixed: int, block: int, lanes) -> str:
+    """A ``kind`` block dot unit's allowed latencies in words: ``fixed`` stages and at most
+    :func:`most_cuts` more, which depend on the ``lanes`` (a ``block`` of elements)."""
+    most = {k: fixed + most_cuts(kind, block // k) for k in lanes}
+    top = max(most.values())
+    fewer = ", ".join(f"{most[k]} at {k} lanes" for k in lanes if most[k] < top)
+    return f"{fixed}..{top}" + (f" (at most {fewer})" if fewer else "")
+
+
+def check_latency(kind: str, latency, fixed: int, beats: int, lanes: int) -> None:
+    """Check a ``kind`` block dot unit's ``latency`` against :func:`latency_range` at its
+    lanes."""
+    most = fixed + most_cuts(kind, beats)
+    check_int("latency", latency, 0, None)
+    if not fixed <= latency <= most:
+        raise ParamError(f"parameter 'latency' = {latency} is out of range at lanes={lanes}; "
+                         f"allowed: {fixed}..{most} (the accumulator's adder takes at most "
+                         f"{_most(kind, beats)['add']} cuts at {beats} beat"
+                         f"{'s' if beats > 1 else ''} a block)")
+
+
+def accumulate(m: Module, en, step, last, block_value, *, add=(), carry=None) -> tuple:
+    """Add the FP32 accumulator. When ``step`` is high (a block's final beat is at the adder's
+    input; ``last``: it ends its dot product), ``block_value`` (binary32) enters the adder with
+    the accumulator; the sum leaves it ``len(add)`` enabled cycles later (the adder cut at its
+    cut points ``add``, registers that load with ``en``) into the result register and the
+    accumulator, which is cleared to +0 instead after a dot product's last block. The next
+    block may enter once the sum has left (at least ``len(add) + 1`` enabled cycles later).
+
+    Returns the result (the sum as of the latest block: the dot product's after its last),
+    whether the item beside it, the pipeline's last stage, ends a dot product (loaded with
+    ``en``: the unit's ``emits``), and ``carry`` (a dict of values that came with ``step``)
+    as they came with the result's last block."""
     acc = Signal(32)
-    total = wire(m, "acc_total", fp32_add(m, acc, block_value))
-    result = Signal(32)
-    with m.If(step & sums.end):
-        m.d.sync += [result.eq(total), acc.eq(Mux(sums.last, 0, total))]
-    return result
+    cut = CutPoints(m, en, add, "acc")
+    total = wire(m, "acc_total", fp32_add(m, acc, block_value, name="acc_add", cut=cut))
+    cut.check("the accumulator")
+    done = delay(m, step, len(add), en, name="acc_step")
+    ends = delay(m, step & last, len(add), en, name="acc_last")
+    result, emits = Signal(32), Signal()
+    came = {name: delay(m, v, len(add), en, name=f"acc_{name}")
+            for name, v in (carry or {}).items()}
+    kept = {name: Signal.like(v, name=f"acc_{name}_kept") for name, v in came.items()}
+    with m.If(en):
+        m.d.sync += emits.eq(ends)
+        with m.If(done):
+            m.d.sync += [result.eq(total), acc.eq(Mux(ends, 0, total))]
+            m.d.sync += [kept[name].eq(v) for name, v in came.items()]
+    return result, emits, kept
+
+
+def block_stage(m: Module, en, plan: DotCuts, sums: BlockSums, valid, block_value,
+                carry=None) -> tuple:
+    """Stage 3 of a block dot unit after the block sums (stage 2, whose item is valid when
+    ``valid``): the block's value by ``block_value(cut)`` (a function of the conversion's
+    ``cut``), cut as ``plan`` says, and accumulated (:func:`accumulate`); the step and last
+    flags and ``carry`` (values of stage 2's item) delayed alongside. Returns
+    :func:`accumulate`'s result, emits flag and carry."""
+    cut = CutPoints(m, en, plan.convert, "blk")
+    value = block_value(cut)
+    cut.check("the block value's conversion")
+    ahead = len(plan.convert) + plan.block
+    value = delay(m, value, plan.block, en, name="blk_value")
+    step = delay(m, valid & sums.end, ahead, en, name="blk_step")
+    last = delay(m, sums.last, ahead, en, name="blk_last")
+    carry = {name: delay(m, v, ahead, en, name=f"blk_{name}") for name, v in (carry or {}).items()}
+    return accumulate(m, en, step, last, value, add=plan.add, carry=carry)
 
 
 def mx_scale_terms(sa, sb) -> dict:
@@ -128,14 +259,18 @@ def mx_scale_terms(sa, sb) -> dict:
     return {"exp": sa + sb, "nan": (sa == 0xFF) | (sb == 0xFF)}
 
 
-def mx_block_value(m: Module, total, exp, nan, *, units: int = 2, name: str = "blk") -> Signal:
+def mx_block_value(m: Module, total, exp, nan, *, units: int = 2, name: str = "blk",
+                   cut=None) -> Signal:
     """The binary32 bits of an MX block value: the exact sum ``total`` (counting
     ``2**-units``: quarters for E2M1 products) times ``2**(exp - 254)`` (``exp`` the sum of
     the two scale codes), rounded once; the canonical NaN when ``nan`` (see
-    :func:`mx_scale_terms`)."""
+    :func:`mx_scale_terms`). ``cut``: the conversion's
+    (:func:`~scoville.rtl.lib.fp32.magnitude_to_fp32`'s), ``nan`` carried through it."""
     power = Signal(signed(11), name=f"{name}_exp")
     m.d.comb += power.eq(exp - 254 - units)
-    value = scaled_int_to_fp32(m, total, power, name=f"{name}_cvt")
+    nan_at = _NanThrough(nan, cut)
+    value = scaled_int_to_fp32(m, total, power, name=f"{name}_cvt", cut=nan_at)
+    nan = nan_at.nan
     out = Signal(32, name=f"{name}_fp32")
     m.d.comb += out.eq(Mux(nan, FP32_QNAN, value))
     return out
@@ -157,16 +292,33 @@ def nvfp4_scale_terms(sa, sb) -> dict:
     }
 
 
-def nvfp4_block_value(m: Module, total, nan, neg, sig, exp, *, name: str = "blk") -> Signal:
+def nvfp4_block_value(m: Module, total, nan, neg, sig, exp, *, name: str = "blk",
+                      cut=None) -> Signal:
     """The binary32 bits of an NVFP4 block value: the exact sum ``total`` (quarters) times the
     two E4M3 block scales (:func:`nvfp4_scale_terms`), exact in binary32 (fewer than 21
-    significant bits, always inside the normal range); the canonical NaN when ``nan``."""
-    width = len(total) + 9
-    scaled = Signal(signed(width), name=f"{name}_scaled")
-    m.d.comb += scaled.eq(Mux(neg, -(total * sig), total * sig))
+    significant bits, always inside the normal range); the canonical NaN when ``nan``.
+    ``cut``: the conversion's (:func:`~scoville.rtl.lib.fp32.magnitude_to_fp32`'s), ``nan``
+    carried through it."""
+    sign = wire(m, f"{name}_sign", (total < 0) ^ neg)
+    size = wire(m, f"{name}_size", Mux(total < 0, -total, total), unsigned(len(total)))
+    mag = wire(m, f"{name}_scaled", size * sig)
     power = Signal(signed(8), name=f"{name}_exp")
     m.d.comb += power.eq(exp - 2)
+    nan_at = _NanThrough(nan, cut)
+    value = magnitude_to_fp32(m, sign, mag, power, name=f"{name}_cvt", cut=nan_at)
     out = Signal(32, name=f"{name}_fp32")
-    m.d.comb += out.eq(Mux(nan, FP32_QNAN, scaled_int_to_fp32(m, scaled, power,
-                                                               name=f"{name}_cvt")))
+    m.d.comb += out.eq(Mux(nan_at.nan, FP32_QNAN, value))
     return out
+
+
+class _NanThrough:
+    """A conversion's ``cut`` that carries a block's NaN flag through the same cut points."""
+
+    def __init__(self, nan, cut):
+        self.nan, self._cut = nan, cut
+
+    def __call__(self, i, *values):
+        if self._cut is None:
+            return values
+        *values, self.nan = self._cut(i, *values, self.nan)
+        return tuple(values)

@@ -25,7 +25,8 @@ from .formats import FP32, FP32_QNAN
 
 __all__ = ["EXP2_FRAC_BITS", "EXP2_INDEX_BITS", "FP32_INF", "ONE", "exp2_table", "fp32_add",
            "fp32_bits", "fp32_exp2", "fp32_is_nan", "fp32_key", "fp32_mul", "fp32_recip",
-           "fp32_sigmoid", "fp32_to_bf16", "fp32_tree_sum", "scaled_int_to_fp32"]
+           "fp32_sigmoid", "fp32_to_bf16", "fp32_tree_sum", "magnitude_to_fp32",
+           "scaled_int_to_fp32"]
 
 
 FP32_INF = 0x7F80_0000
@@ -175,7 +176,7 @@ def _operand(m, name, x, man_bits):
     return sign, is_nan, is_inf, is_zero, sig, exp
 
 
-def fp32_mul(m: Module, a, b, *, name: str = "mul", man_bits: int = 23) -> Signal:
+def fp32_mul(m: Module, a, b, *, name: str = "mul", man_bits: int = 23, cut=None) -> Signal:
     """Add the logic for the IEEE-754 binary32 product ``a * b`` to ``m``; return its bits.
 
     Rounds to nearest, ties to even. Subnormal operands and results are kept (no flush to
@@ -199,6 +200,12 @@ def fp32_mul(m: Module, a, b, *, name: str = "mul", man_bits: int = 23) -> Signa
     man_bits : int
         Fraction bits of the operands: 23 (binary32) or 7 (bfloat16, whose product is the
         binary32 product of the operands widened exactly, from an 8 x 8-bit multiplier).
+    cut : callable, optional
+        Where the product may be pipelined (as :func:`fp32_add`'s ``cut``): cut points 0
+        (the operands' classes found and their significands normalized), 1 (the significands'
+        product in two partial products, by each half of ``b``'s), 2 (the product summed,
+        normalized and its right shift for a subnormal result found) and 3 (shifted, the
+        rounding increment decided).
 
     Returns
     -------
@@ -216,18 +223,29 @@ def fp32_mul(m: Module, a, b, *, name: str = "mul", man_bits: int = 23) -> Signa
     exponent and fraction are rounded with one increment whose carry moves into the
     exponent: largest subnormal to smallest normal, or largest finite to Inf.
     """
+    cut = cut or _no_cut
     sign_a, nan_a, inf_a, zero_a, sig_a, exp_a = _operand(m, f"{name}_a", a, man_bits)
     sign_b, nan_b, inf_b, zero_b, sig_b, exp_b = _operand(m, f"{name}_b", b, man_bits)
     sign = wire(m, f"{name}_sign", sign_a ^ sign_b)
+    invalid = wire(m, f"{name}_invalid", nan_a | nan_b | (inf_a & zero_b) | (zero_a & inf_b))
+    inf = wire(m, f"{name}_inf", inf_a | inf_b)
+    zero = wire(m, f"{name}_zero", zero_a | zero_b)
+    # The product is sig_a * sig_b * 2**(exp_a + exp_b - 300), its leading one at 47 or 46.
+    exp = wire(m, f"{name}_exp_sum", exp_a + exp_b - 127, signed(11))
+    flags = sign, invalid, inf, zero
+    *flags, exp, sig_a, sig_b = cut(0, *flags, exp, sig_a, sig_b)
 
     width = 2 * man_bits + 2
-    prod = wire(m, f"{name}_prod", sig_a * sig_b, unsigned(width))
+    half = (man_bits + 1) // 2
+    lo = wire(m, f"{name}_prod_lo", sig_a * sig_b[:half])
+    hi = wire(m, f"{name}_prod_hi", sig_a * sig_b[half:])
+    *flags, exp, lo, hi = cut(1, *flags, exp, lo, hi)
+    prod = wire(m, f"{name}_prod", lo + (hi << half), unsigned(width))
     high = prod[width - 1]
     # Narrow operands: the product's bits below the top ``width`` are zeros.
     norm = wire(m, f"{name}_normprod",
                 Cat(Const(0, 48 - width), Mux(high, prod, prod << 1)[:width]))
-    # The product is sig_a * sig_b * 2**(exp_a + exp_b - 300), with its leading one at 47.
-    exp = wire(m, f"{name}_exp", exp_a + exp_b - 127 + high, signed(11))
+    exp = wire(m, f"{name}_exp", exp + high, signed(11))
 
     # Sticky, guard, then the 24 kept bits (hidden bit at 25).
     kept = wire(m, f"{name}_kept", Cat(norm[:23] != 0, norm[23:48]))
@@ -237,31 +255,34 @@ def fp32_mul(m: Module, a, b, *, name: str = "mul", man_bits: int = 23) -> Signa
         Mux(exp > 0, 0, Mux(exp < 1 - _MAX_RSHIFT, _MAX_RSHIFT, 1 - exp)),
         range(_MAX_RSHIFT + 1),
     )
+    *flags, exp, kept, rshift = cut(2, *flags, exp, kept, rshift)
     # Zeros below ``kept`` catch the bits that the right shift moves out.
     shifted = wire(m, f"{name}_shifted", Cat(Const(0, _MAX_RSHIFT), kept) >> rshift)
     low = shifted[_MAX_RSHIFT:]
     sticky = shifted[: _MAX_RSHIFT + 1] != 0
     guard, lsb, hidden = low[1], low[2], low[25]
     exp_field = Mux(hidden, exp[:8], 0)
-    rounded = wire(
-        m, f"{name}_rounded", (Cat(low[2:25], exp_field) + (guard & (sticky | lsb)))[:31]
-    )
-    magnitude = wire(m, f"{name}_magnitude", Mux(exp >= 0xFF, FP32_INF, rounded)[:31])
+    packed = wire(m, f"{name}_packed", Cat(low[2:25], exp_field))
+    up = wire(m, f"{name}_up", guard & (sticky | lsb))
+    big = wire(m, f"{name}_big", exp >= 0xFF)
+    *flags, big, packed, up = cut(3, *flags, big, packed, up)
+    rounded = wire(m, f"{name}_rounded", (packed + up)[:31])
+    magnitude = wire(m, f"{name}_magnitude", Mux(big, FP32_INF, rounded)[:31])
 
-    invalid = nan_a | nan_b | (inf_a & zero_b) | (zero_a & inf_b)
+    sign, invalid, inf, zero = flags
     out = Signal(32, name=f"{name}_fp32")
     with m.If(invalid):
         m.d.comb += out.eq(FP32_QNAN)
-    with m.Elif(inf_a | inf_b):
+    with m.Elif(inf):
         m.d.comb += out.eq(Cat(Const(FP32_INF, 31), sign))
-    with m.Elif(zero_a | zero_b):
+    with m.Elif(zero):
         m.d.comb += out.eq(Cat(Const(0, 31), sign))
     with m.Else():
         m.d.comb += out.eq(Cat(magnitude, sign))
     return out
 
 
-def scaled_int_to_fp32(m: Module, value, exp, *, name: str = "cvt") -> Signal:
+def scaled_int_to_fp32(m: Module, value, exp, *, name: str = "cvt", cut=None) -> Signal:
     """Add the logic for binary32 ``round(value * 2**exp)`` to ``m``; return its bits.
 
     Parameters
@@ -270,20 +291,32 @@ def scaled_int_to_fp32(m: Module, value, exp, *, name: str = "cvt") -> Signal:
         The exact integer (its width ``W`` sets the size of the logic).
     exp : signed Value
         The power of two.
+    cut : callable, optional
+        Where the conversion may be pipelined (:func:`magnitude_to_fp32`'s cut points).
+    """
+    sign = wire(m, f"{name}_sign", value < 0)
+    mag = wire(m, f"{name}_mag", Mux(value < 0, -value, value), unsigned(len(value)))
+    return magnitude_to_fp32(m, sign, mag, exp, name=name, cut=cut)
+
+
+def magnitude_to_fp32(m: Module, sign, mag, exp, *, name: str = "cvt", cut=None) -> Signal:
+    """Add the logic for binary32 ``(-1)**sign * round(mag * 2**exp)`` to ``m`` (``mag`` an
+    unsigned integer, ``exp`` signed); return its bits (+0 for a zero ``mag``).
+
+    ``cut`` (as :func:`fp32_add`'s): called as ``cut(i, *values)`` at cut points 0 (the
+    leading one found and the shifts worked out) and 1 (the magnitude shifted and the rounding
+    decided), the logic going on with the values it returns.
 
     Notes
     -----
-    With ``p`` the leading-one position of ``|value|`` and ``E = p + exp + 127`` the biased
-    exponent, the result is ``(max(E - 1, 0) << 23) + round(|value| >> s)`` with
+    With ``p`` the leading-one position of ``mag`` and ``E = p + exp + 127`` the biased
+    exponent, the result is ``(max(E - 1, 0) << 23) + round(mag >> s)`` with
     ``s = p - 23 - min(E - 1, 0)``: the 24-bit significand of a normal number lands on the
     exponent field through its hidden bit, and a subnormal's field is the value in units of
     2^-149. A rounding carry moves into the exponent by itself, the encoding being monotonic.
     """
-    width = len(value)
-    mag = Signal(unsigned(width), name=f"{name}_mag")
-    sign = Signal(name=f"{name}_sign")
-    m.d.comb += [sign.eq(value < 0), mag.eq(Mux(value < 0, -value, value))]
-
+    cut = cut or _no_cut
+    width = len(mag)
     p = leading_one(m, f"{name}_lead", mag)
 
     wide = signed(max(len(exp), 8) + 4)
@@ -298,6 +331,9 @@ def scaled_int_to_fp32(m: Module, value, exp, *, name: str = "cvt") -> Signal:
     m.d.comb += rs.eq(Mux(shift > cap, cap, Mux(shift > 0, shift, 0)))
     ls = Signal(range(24), name=f"{name}_ls")
     m.d.comb += ls.eq(Mux(shift < 0, -shift, 0))
+    left = wire(m, f"{name}_left", shift < 0)
+    field = wire(m, f"{name}_field", Mux(e1 > 0, e1, 0), unsigned(len(e1)))
+    sign, mag, field, left, rs, ls = cut(0, sign, mag, field, left, rs, ls)
 
     quot = Signal(unsigned(width), name=f"{name}_q")
     rem = Signal(unsigned(width), name=f"{name}_rem")
@@ -307,14 +343,16 @@ def scaled_int_to_fp32(m: Module, value, exp, *, name: str = "cvt") -> Signal:
         rem.eq(mag - (quot << rs)),
         half.eq((1 << rs) >> 1),
     ]
-    up = (rs != 0) & ((rem > half) | ((rem == half) & quot[0]))
-    sig = Signal(unsigned(width + 24), name=f"{name}_sig")
-    m.d.comb += sig.eq(Mux(shift < 0, mag << ls, quot + up))
+    up = wire(m, f"{name}_up", (rs != 0) & ((rem > half) | ((rem == half) & quot[0])))
+    base = wire(m, f"{name}_base", Mux(left, mag << ls, quot), unsigned(width + 24))
+    zero = wire(m, f"{name}_zero", mag == 0)
+    sign, zero, field, base, up = cut(1, sign, zero, field, base, up)
 
+    # (A left shift has nothing to round: ``up`` is 0.)
     bits = Signal(unsigned(40), name=f"{name}_bits")
-    m.d.comb += bits.eq((Mux(e1 > 0, e1, 0) << 23) + sig)
+    m.d.comb += bits.eq((field << 23) + base + up)
     out = Signal(32, name=f"{name}_fp32")
-    with m.If(mag == 0):
+    with m.If(zero):
         m.d.comb += out.eq(0)
     with m.Elif(bits >= FP32_INF):
         m.d.comb += out.eq(FP32_INF | (sign << 31))
@@ -389,34 +427,46 @@ def exp2_table() -> list[int]:
     return [round(2 ** (j / size) * 2**23) for j in range(size + 1)]
 
 
-def fp32_exp2(m, x, *, name: str = "exp2"):
+def fp32_exp2(m, x, *, name: str = "exp2", cut=None):
     """Add combinational logic for ``exp2(x)`` (binary32 bits ``x``) to ``m``; return the 32-bit
-    binary32 result (the module's docstring says how, and how exact)."""
+    binary32 result (the module's docstring says how, and how exact). ``cut`` (as
+    :func:`fp32_add`'s): cut points 0 (the shift that reduces ``x`` found), 1 (``x`` reduced to
+    ``n``, the table's index and the chord's fraction), 2 (the table read) and 3 (the chord's
+    product)."""
+    cut = cut or _no_cut
     x = data.View(FP32, x)
     frac, low = EXP2_FRAC_BITS, EXP2_FRAC_BITS - EXP2_INDEX_BITS
     # |x| = sig * 2**(exp - 150); |x| * 2**16 = sig >> (134 - exp) for exp <= 134 (|x| < 256).
     sig = wire(m, f"{name}_sig", Cat(x.man, x.exp != 0))
     rshift = wire(m, f"{name}_rshift", Mux(x.exp > 134 - 25, 134 - x.exp, 25)[:5])
+    # The result's class: a NaN, or |x| >= 256 (Inf or +0 by its sign).
+    nan = wire(m, f"{name}_nan", (x.exp == 0xFF) & (x.man != 0))
+    big = wire(m, f"{name}_big", x.exp > 134)
+    sign = x.sign
+    nan, big, sign, sig, rshift = cut(0, nan, big, sign, sig, rshift)
     mag = wire(m, f"{name}_mag", sig >> rshift, unsigned(24))
     lost = wire(m, f"{name}_lost", (mag << rshift)[:24] != sig)
     # floor(x * 2**16): the magnitude truncated, or minus it rounded up for negative x.
-    t = wire(m, f"{name}_t", Mux(x.sign, -(mag + lost), mag), signed(26))
+    t = wire(m, f"{name}_t", Mux(sign, -(mag + lost), mag), signed(26))
     n = wire(m, f"{name}_n", t[frac:], signed(26 - frac))
     index = wire(m, f"{name}_index", t[low:frac])
     r = wire(m, f"{name}_r", t[:low])
+    nan, big, sign, n, index, r = cut(1, nan, big, sign, n, index, r)
 
     table = exp2_table()
     base = wire(m, f"{name}_base", Array(Const(v, 24) for v in table[:-1])[index])
     step = wire(m, f"{name}_step",
                 Array(Const(b - a, 19) for a, b in zip(table, table[1:], strict=False))[index])
-    mant = wire(m, f"{name}_mant", (base + ((step * r) >> low))[:23])
+    nan, big, sign, n, base, step, r = cut(2, nan, big, sign, n, base, step, r)
+    chord = wire(m, f"{name}_chord", (step * r) >> low)
+    nan, big, sign, n, base, chord = cut(3, nan, big, sign, n, base, chord)
+    mant = wire(m, f"{name}_mant", (base + chord)[:23])
     finite = wire(m, f"{name}_finite", Cat(mant, (n + 127)[:8]))
 
-    big = x.exp > 134  # |x| >= 256
-    overflow = ~x.sign & (big | (n >= 128))
-    underflow = x.sign & (big | (n < -126))
+    overflow = ~sign & (big | (n >= 128))
+    underflow = sign & (big | (n < -126))
     out = Signal(32, name=f"{name}_fp32")
-    with m.If((x.exp == 0xFF) & (x.man != 0)):
+    with m.If(nan):
         m.d.comb += out.eq(FP32_QNAN)
     with m.Elif(overflow):
         m.d.comb += out.eq(FP32_INF)

@@ -9,7 +9,7 @@ from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["LaneUnit", "delay", "offer_together", "stall_chain", "stall_pipeline"]
+__all__ = ["CutPoints", "LaneUnit", "delay", "offer_together", "stall_chain", "stall_pipeline"]
 
 
 def stall_pipeline(m: Module, i, o, latency: int) -> Signal:
@@ -132,20 +132,10 @@ class LaneUnit(wiring.Component):
         active = self.cuts
 
         def lane(k):
-            called = []
-
-            def cut(i, *values):
-                called.append(i)
-                if i not in active:
-                    return values
-                return tuple(_register(m, v, en, f"lane{k}_cut{i}_{j}")
-                             for j, v in enumerate(values))
-
+            cut = CutPoints(m, en, active, f"lane{k}")
             result = self.lane(m, k, *(p[name][k] for name in self.OPERANDS), cut=cut)
             # Every stage the valid chain counts must hold the data: each active cut once.
-            if sorted(i for i in called if i in active) != sorted(active):
-                raise RuntimeError(f"{type(self).__name__}: lane {k} called its cut points "
-                                   f"{called}; the latency registers {active}, each once")
+            cut.check(f"{type(self).__name__}: lane {k}")
             return result
 
         results = [lane(k) for k in range(self._config.lanes)]
@@ -157,6 +147,32 @@ class LaneUnit(wiring.Component):
                 m.d.sync += stages[s].eq(stages[s - 1])
         m.d.comb += self.o.payload.eq(stages[-1])
         return m
+
+
+class CutPoints:
+    """The ``cut`` of a function with cut points (:func:`~scoville.rtl.lib.fp32.fp32_add`'s):
+    called as ``cut(i, *values)``, it returns the values through registers that load when
+    ``en`` is high where ``i`` is among ``active`` (named ``{name}_cut{i}_{j}``), else the values
+    themselves; :meth:`check` says whether each active point was called once."""
+
+    def __init__(self, m: Module, en, active, name: str):
+        self._m, self._en, self._name = m, en, name
+        self.active = tuple(active)
+        self.called: list[int] = []
+
+    def __call__(self, i, *values):
+        self.called.append(i)
+        if i not in self.active:
+            return values
+        return tuple(_register(self._m, v, self._en, f"{self._name}_cut{i}_{j}")
+                     for j, v in enumerate(values))
+
+    def check(self, owner: str) -> None:
+        """Raise unless each active cut point was called once (each stage the valid chain
+        counts must hold the data)."""
+        if sorted(i for i in self.called if i in self.active) != sorted(self.active):
+            raise RuntimeError(f"{owner} called its cut points {self.called}; the latency "
+                               f"registers {self.active}, each once")
 
 
 def _register(m: Module, value, en, name: str):
