@@ -5,8 +5,8 @@ stage of its own; ``docs/synth.md``), where it starts and ends, and the clock bo
 beside it the same with each module's registers retimed (``--retime``) and mapped for delay
 (``--map delay``). Then the units whose register stages follow their logic (``latency``) at
 every latency they allow, retimed: how far stages alone take each towards the budget; and
-the units whose stages cut their logic as written (fp32_add, mx_dot, nvfp4_dot), at every
-latency, mapped for area and for delay.
+the units whose stages cut their logic as written (fp32_add, exp2, mx_quant, mx_dot,
+nvfp4_dot), at every latency, mapped for area and for delay.
 
 A synthesis that takes longer than ``--timeout`` seconds is listed as not measured.
 
@@ -28,11 +28,11 @@ from scoville.synth.timing import BUDGET, FO4_PS, LEVEL_FO4, REGISTER_FO4
 ROOT = Path(__file__).resolve().parent.parent
 #: The units whose ``latency`` register stages follow their logic (``lib.pipeline``'s
 #: ``LaneUnit`` without cut points, and its kind), with the latencies their configs allow.
-STAGED = {"exp2": range(1, 5), "fp4_mul": range(1, 5), "rope": range(1, 5),
-          "mx_quant": range(2, 7)}
+STAGED = {"fp4_mul": range(1, 5), "rope": range(1, 5)}
 #: The units whose stages cut their logic as written (``LaneUnit.CUTS``,
 #: ``lib.blockdot.dot_cuts``), with the latencies their configs allow at their default lanes.
-CUT = {"fp32_add": range(1, 7), "mx_dot": range(3, 10), "nvfp4_dot": range(4, 15)}
+CUT = {"fp32_add": range(1, 7), "exp2": range(1, 6), "mx_quant": range(2, 6),
+       "mx_dot": range(3, 10), "nvfp4_dot": range(4, 15)}
 #: How each block is synthesized: as written and mapped for area (the default), retimed, and
 #: mapped for delay.
 HOW = {"area": {}, "retimed": {"retime": True}, "delay": {"mapping": "delay"}}
@@ -138,7 +138,11 @@ def main(argv=None) -> int:
               "The units whose `latency` register stages cut their logic where the RTL says, at "
               "every latency at their default lanes, not retimed, mapped for area and for delay: "
               "fp32_add after ordering its operands, aligning, adding, and half and whole "
-              "normalizing (`LaneUnit.CUTS`); mx_dot and nvfp4_dot past their block sums "
+              "normalizing, exp2 after finding its reducing shift, reducing, reading its table "
+              "and the chord's product (`LaneUnit.CUTS`); mx_quant after the largest exponent "
+              "of each eighth of its block and of the block, the shared exponent, and each "
+              "element's fixed point (`MxQuant.CUTS`); mx_dot and nvfp4_dot past their "
+              "block sums "
               "(`lib.blockdot.dot_cuts`) in the block value's conversion, a register before the "
               "accumulator, the accumulator's adder (at most a block's beats less one cuts: its "
               "sum must be back before the next block's value) and NVFP4's product by the tensor "

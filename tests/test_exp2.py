@@ -107,7 +107,7 @@ def test_combinational_unit_in_amaranth_simulator(seed):
 
 
 @pytest.mark.parametrize(
-    "bad", [{"lanes": 0}, {"lanes": 17}, {"lanes": "4"}, {"latency": 0}, {"latency": 5}]
+    "bad", [{"lanes": 0}, {"lanes": 17}, {"lanes": "4"}, {"latency": 0}, {"latency": 6}]
 )
 def test_config_rejects_bad_values_naming_the_parameter(bad):
     name = next(iter(bad))
@@ -118,8 +118,9 @@ def test_config_rejects_bad_values_naming_the_parameter(bad):
 @pytest.mark.sim
 @pytest.mark.parametrize(
     "params",
-    [{"lanes": 1, "latency": 1, "count": 2000}, {"lanes": 8, "latency": 3, "count": 40_000}],
-    ids=["lanes1-lat1", "lanes8-lat3-40k"],
+    [{"lanes": 1, "latency": 1, "count": 2000}, {"lanes": 8, "latency": 3, "count": 40_000},
+     {"lanes": 2, "latency": 5, "count": 2000}],
+    ids=["lanes1-lat1", "lanes8-lat3-40k", "lanes2-lat5"],
 )
 def test_exp2_rtl(simulator, seed, params):
     result = simulate("exp2", simulator, seed, **params)

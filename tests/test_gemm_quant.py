@@ -49,8 +49,8 @@ def _config(rows=4, cols=4, groups=2, latency=2, **array):
                        "allowed: array.rows, array.cols"),
         ({"quant.in_fmt": "bf16"}, "parameter 'quant.in_fmt' = 'bf16' is not allowed; "
                                    "allowed: fp32"),
-        ({"quant.latency": 9}, "parameter 'quant.latency' = 9 is out of range; allowed: 2..6"),
-        ({"quant.latency": "x"}, "parameter 'quant.latency' must be an int; allowed: 2..6"),
+        ({"quant.latency": 9}, "parameter 'quant.latency' = 9 is out of range; allowed: 2..5"),
+        ({"quant.latency": "x"}, "parameter 'quant.latency' must be an int; allowed: 2..5"),
         ({"groups": 0}, "parameter 'groups' = 0 is out of range; allowed: 1..8"),
         ({"array.bogus": 1}, "unknown parameter 'array.bogus'; allowed: array.rows, "
                              "array.cols"),
@@ -199,7 +199,7 @@ def test_a_slower_quantizer_changes_the_prediction_under_back_pressure():
     shapes = [(9, 33, 64), (3, 70, 32)]
     ready = Schedule([5, 3], 0.6)
     runs = [timed.timing(_config(groups=1, latency=lat), shapes, _sources(5, 0.3), ready)
-            for lat in (2, 6)]
+            for lat in (2, 5)]
     assert runs[0].handshakes["o"] != runs[1].handshakes["o"]
 
 

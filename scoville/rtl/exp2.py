@@ -40,23 +40,30 @@ class Exp2Config:
     lanes : int
         Results computed per cycle.
     latency : int
-        Register stages between input and output.
+        Register stages between input and output: up to four inside the logic
+        (:attr:`Exp2.CUTS`), one after it.
     """
 
     lanes: int = param(1, "1..16", "results per cycle")
-    latency: int = param(2, "1..4", "register stages")
+    latency: int = param(4, "1..5", "register stages")
 
     def __post_init__(self):
         check_int("lanes", self.lanes, 1, 16)
-        check_int("latency", self.latency, 1, 4)
+        check_int("latency", self.latency, 1, 5)
 
 
 class Exp2(LaneUnit):
     """``lanes`` base-2 exponentials (:func:`fp32_exp2`) behind one stream (see
     :class:`~scoville.rtl.lib.pipeline.LaneUnit`): binary32 encodings ``x`` in, ``exp2(x)`` out.
-    The logic is combinational; the ``latency`` register stages follow it."""
+    Of the ``latency`` register stages, up to four cut the logic (after finding the reducing
+    shift, reducing, reading the table and the chord's product: :attr:`CUTS`), the last
+    follows it."""
 
     OPERANDS = ("x",)
+    #: The cut points (:func:`fp32_exp2`'s ``cut``) registered at each count of inner stages:
+    #: the fewest levels in the longest stage, mapped for delay, of every choice
+    #: (docs/levels.md).
+    CUTS = {1: (1,), 2: (1, 3), 3: (0, 1, 3), 4: (0, 1, 2, 3)}
 
     def __init__(self, config: Exp2Config):
         super().__init__(config, 32, 32)

@@ -9,6 +9,8 @@ This is the same function as :func:`scoville.sim.golden.mx.quantize_mxfp4` and
 :func:`scoville.sim.golden.mx.quantize_mxfp8`.
 """
 
+import functools
+import operator
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
@@ -18,7 +20,7 @@ from amaranth.lib.wiring import In, Out
 from .lib.comb import leading_one, max_tree, wire
 from .lib.formats import E8M0_NAN, ELEMENT_BITS, FP32, MX_BLOCK
 from .lib.params import check_choice, check_int, param
-from .lib.pipeline import delay, stall_pipeline
+from .lib.pipeline import CutPoints, stall_pipeline
 
 __all__ = ["OUT_FORMATS", "MxQuant", "MxQuantConfig", "block_amax", "block_codes", "out_layout",
            "round_e2m1", "round_e4m3"]
@@ -50,47 +52,86 @@ class MxQuantConfig:
     out_fmt : str
         ``mxfp4`` (E2M1 elements) or ``mxfp8`` (E4M3 elements).
     latency : int
-        Register stages from an input handshake to the block being valid: the amax stage,
-        ``latency - 2`` stages that only carry it (for synthesis to retime the rounding), and
-        the rounding stage.
+        Register stages from an input handshake to the block being valid: ``latency - 1``
+        cut the logic (:attr:`MxQuant.CUTS`: at 2, after the block's largest magnitude), the
+        last follows the rounding.
     """
 
     in_fmt: str = param("fp32", "fp32, bf16", "input element format")
     out_fmt: str = param("mxfp4", "mxfp4, mxfp8", "output format")
-    latency: int = param(2, "2..6", "register stages")
+    latency: int = param(2, "2..5", "register stages")
 
     def __post_init__(self):
         check_choice("in_fmt", self.in_fmt, IN_FORMATS)
         check_choice("out_fmt", self.out_fmt, tuple(OUT_FORMATS))
-        check_int("latency", self.latency, 2, 6)
+        check_int("latency", self.latency, 2, 5)
 
 
 def block_amax(m: Module, xs, *, name: str):
-    """The largest magnitude of the binary32 values ``xs`` (IEEE magnitudes order as unsigned
-    integers), and whether any is NaN or Inf."""
-    mags = [wire(m, f"{name}_mag{k}", Value.cast(x)[:31]) for k, x in enumerate(xs)]
-    special = Cat(*(Value.cast(x)[23:31] == 0xFF for x in xs)).any()
-    return max_tree(m, f"{name}_max", mags), wire(m, f"{name}_special", special)
+    """What the shared exponent needs of the largest magnitude of the binary32 values ``xs``,
+    as 31 bits (:func:`block_codes`' ``amax``), and whether any is NaN or Inf: the largest
+    exponent field, above the OR of every significand field. ``floor(log2(amax))`` is that
+    exponent less 127 when it is not 0; when it is 0 every value is subnormal or zero, and the
+    OR's leading one is the largest value's; it is 0 only when every value is (the OR of the
+    significands takes no comparisons, and the exponents' largest, 8-bit ones)."""
+    _, amax, special = _amax(m, xs, name=name, cut=_no_cut)
+    return amax, special
 
 
-def block_codes(m: Module, xs, amax, special, out_fmt: str, *, name: str):
+def _no_cut(i, *values):
+    return values
+
+
+#: The values of a block whose exponents the first stages of the amax tree reduce to one.
+_AMAX_GROUP = 8
+
+
+def _amax(m: Module, xs, *, name: str, cut):
+    """:func:`block_amax`, cut (``cut(i, ...)``) at point 0, each eighth of the block's
+    largest exponent field found, and 1, the block's; returns ``xs`` as they come through the
+    cuts, the amax bits and the NaN-or-Inf flag."""
+    xs = [Value.cast(x) for x in xs]
+    exps = [wire(m, f"{name}_exp{k}", x[23:31]) for k, x in enumerate(xs)]
+    special = wire(m, f"{name}_special", Cat(*(e == 0xFF for e in exps)).any())
+    ors = wire(m, f"{name}_or", functools.reduce(operator.or_, (x[:23] for x in xs)))
+    groups = [max_tree(m, f"{name}_max{g}", exps[g:g + _AMAX_GROUP])
+              for g in range(0, len(exps), _AMAX_GROUP)]
+    *got, ors, special = cut(0, *xs, *groups, ors, special)
+    xs, groups = got[:len(xs)], got[len(xs):]
+    amax = wire(m, f"{name}_amax", Cat(ors, max_tree(m, f"{name}_maxg", groups)), 31)
+    *xs, amax, special = cut(1, *xs, amax, special)
+    return xs, amax, special
+
+
+def block_codes(m: Module, xs, amax, special, out_fmt: str, *, name: str, cut=None):
     """The element codes (E2M1 or E4M3, each its sign above its magnitude) and the E8M0 scale
-    of the block of binary32 values ``xs`` whose largest magnitude is ``amax``: the module's
-    function (a block with a NaN or an Inf, ``special``, gets codes 0 and scale 0xFF)."""
+    of the block of binary32 values ``xs`` whose largest magnitude is ``amax`` (or what
+    :func:`block_amax` gives of it): the module's function (a block with a NaN or an Inf,
+    ``special``, gets codes 0 and scale 0xFF).
+    ``cut`` (as :func:`~scoville.rtl.lib.fp32.fp32_add`'s): cut points 2 (the shared exponent
+    found) and 3 (each element shifted to the fixed point it rounds in)."""
+    cut = cut or _no_cut
     bits, emax = OUT_FORMATS[out_fmt]
-    rounding = round_e2m1 if bits == 4 else round_e4m3
     amax_exp = amax[23:31]
     lead = leading_one(m, f"{name}_sub_lead", amax[:23])
     log2 = Signal(signed(10), name=f"{name}_log2")  # floor(log2(amax)), -149..127
     m.d.comb += log2.eq(Mux(amax_exp == 0, lead - 149, amax_exp - 127))
     e = Signal(signed(10), name=f"{name}_e")
     m.d.comb += e.eq(Mux((amax == 0) | (log2 - emax < -127), -127, log2 - emax))
-    codes = []
+    *xs, e, special = cut(2, *xs, e, special)
+    fixed = []
     for k, raw in enumerate(xs):
         x = data.View(FP32, raw)
-        sig = Cat(x.man, x.exp != 0)
-        mag = rounding(m, sig, x.exp, e, f"{name}{k}")
-        codes.append(wire(m, f"{name}{k}_code", Mux(special, 0, Cat(mag, x.sign)), bits))
+        t, sticky = _fixed_point(m, Cat(x.man, x.exp != 0), x.exp, e,
+                                 **_FIXED[bits], name=f"{name}{k}")
+        fixed += [t, sticky, x.sign]
+    *fixed, e, special = cut(3, *fixed, e, special)
+    rounding = _round_e2m1 if bits == 4 else _round_e4m3
+    codes = []
+    for k in range(len(xs)):
+        t, sticky, sign = fixed[3 * k:3 * k + 3]
+        mag = rounding(m, t, sticky, f"{name}{k}")
+        codes.append(wire(m, f"{name}{k}_code", Mux(special, 0, Cat(mag, sign)), bits))
     scale = wire(m, f"{name}_scale", Mux(special, E8M0_NAN, (e + 127)[:8]), 8)
     return codes, scale
 
@@ -114,11 +155,20 @@ def _fixed_point(m: Module, sig, exp_field, e, *, units: int, width: int, name: 
     return t, sticky
 
 
+#: The fixed point each element format rounds in (:func:`_fixed_point`'s ``units`` and
+#: ``width``), by its bits.
+_FIXED = {4: {"units": 2, "width": 5}, 8: {"units": 10, "width": 19}}
+
+
 def round_e2m1(m: Module, sig, exp_field, e, name):
     """E2M1 magnitude code (0..7) of ``sig * 2**(max(exp_field, 1) - 150) / 2**e``, rounded to
     nearest even and saturated. ``sig`` is the 24-bit significand (hidden bit included)."""
-    # t counts quarters; |x| / 2^e < 8 so t < 32.
-    t, sticky = _fixed_point(m, sig, exp_field, e, units=2, width=5, name=name)
+    t, sticky = _fixed_point(m, sig, exp_field, e, **_FIXED[4], name=name)
+    return _round_e2m1(m, t, sticky, name)
+
+
+def _round_e2m1(m: Module, t, sticky, name):
+    """:func:`round_e2m1` of the value ``t`` quarters (below 32) and ``sticky`` below."""
     code = Signal(3, name=f"{name}_code")
 
     def rne(q, guard, rest):
@@ -146,7 +196,13 @@ def round_e4m3(m: Module, sig, exp_field, e, name, *, saturate: bool = True):
     ``t``, ``d = max(p - 3, 1)`` bits are rounded off: ``q = t >> d`` is the significand
     (1.mmm for a normal, 0.mmm at ``d = 1``) and the code is ``(d << 3) + round(q) - 8``; a
     rounding carry to 16 moves into the exponent field by itself."""
-    t, sticky = _fixed_point(m, sig, exp_field, e, units=10, width=19, name=name)
+    t, sticky = _fixed_point(m, sig, exp_field, e, **_FIXED[8], name=name)
+    return _round_e4m3(m, t, sticky, name, saturate=saturate)
+
+
+def _round_e4m3(m: Module, t, sticky, name, *, saturate: bool = True):
+    """:func:`round_e4m3` of the value ``t`` (units of 2^-10, below 2^19) and ``sticky``
+    below."""
     lead = leading_one(m, f"{name}_lead", t)
     d = Signal(range(17), name=f"{name}_d")
     m.d.comb += d.eq(Mux(lead > 4, lead - 3, 1))
@@ -180,6 +236,12 @@ class MxQuant(wiring.Component):
         Cycles from an input handshake to its block being valid (``config.latency``).
     """
 
+    #: The cut points registered at each latency less one (0: the largest exponent of each
+    #: eighth of the block found; 1: the block's; 2: the shared exponent; 3: each element
+    #: shifted to its fixed point): the fewest levels in the longest stage, mapped for delay,
+    #: of every choice (docs/levels.md).
+    CUTS = {1: (1,), 2: (0, 2), 3: (0, 2, 3), 4: (0, 1, 2, 3)}
+
     def __init__(self, config: MxQuantConfig):
         self._config = config
         self.in_bits = ELEMENT_BITS[config.in_fmt]
@@ -201,25 +263,15 @@ class MxQuant(wiring.Component):
         m = Module()
         en = stall_pipeline(m, self.i, self.o, self.latency)
         pad = 32 - self.in_bits
-
-        # Stage 1: register the block as FP32 and its largest magnitude, and whether anything
-        # is NaN or Inf.
-        s1_x = Signal(data.ArrayLayout(32, MX_BLOCK))
+        # The block as FP32; its largest magnitude (and whether anything is NaN or Inf); the
+        # shared exponent and every element rounded to E2M1 or E4M3: cut where ``CUTS`` says,
+        # the last stage after it.
         x_full = [Cat(Const(0, pad), self.i.payload[k]) for k in range(MX_BLOCK)]
-        amax, special = block_amax(m, x_full, name="in")
-        s1_amax = Signal(31)
-        s1_special = Signal()
-        with m.If(en):
-            for k in range(MX_BLOCK):
-                m.d.sync += s1_x[k].eq(x_full[k])
-            m.d.sync += [s1_amax.eq(amax), s1_special.eq(special)]
-        s1_x, s1_amax, s1_special = (delay(m, v, self.latency - 2, en, name=f"carry_{n}")
-                                     for v, n in ((s1_x, "x"), (s1_amax, "amax"),
-                                                  (s1_special, "special")))
-
-        # Last stage: the shared exponent, and every element rounded to E2M1 or E4M3.
-        codes, scale = block_codes(m, [s1_x[k] for k in range(MX_BLOCK)], s1_amax, s1_special,
-                                   self._config.out_fmt, name="el")
+        cut = CutPoints(m, en, self.CUTS[self.latency - 1], "q")
+        xs, amax, special = _amax(m, x_full, name="in", cut=cut)
+        codes, scale = block_codes(m, xs, amax, special, self._config.out_fmt, name="el",
+                                   cut=cut)
+        cut.check("MxQuant")
         with m.If(en):
             m.d.sync += [self.o.payload.codes.eq(Cat(*codes)), self.o.payload.scale.eq(scale)]
         return m
