@@ -119,8 +119,9 @@ def test_config_rejects_bad_values_naming_the_parameter(bad):
 @pytest.mark.parametrize(
     "params",
     [{"lanes": 1, "latency": 1, "count": 2000}, {"lanes": 8, "latency": 3, "count": 40_000},
-     {"lanes": 2, "latency": 5, "count": 2000}],
-    ids=["lanes1-lat1", "lanes8-lat3-40k", "lanes2-lat5"],
+     {"lanes": 2, "latency": 5, "count": 2000}, {"lanes": 1, "latency": 4, "count": 1000},
+     {"lanes": 3, "latency": 2, "count": 1000}],
+    ids=["lanes1-lat1", "lanes8-lat3-40k", "lanes2-lat5", "lanes1-lat4", "lanes3-lat2"],
 )
 def test_exp2_rtl(simulator, seed, params):
     result = simulate("exp2", simulator, seed, **params)

@@ -1,7 +1,8 @@
 """Every streaming unit under heavy valid gaps and ready back-pressure (90% of cycles each): the
 data bit for bit and every handshake where the timed model puts it. (``gemm`` and ``kvcache``
 have their own heavy tests beside their other simulation tests.) The hardware parameters are
-those of each unit's main tests, so the builds are shared."""
+mostly those of each unit's main tests, so the builds are shared (the dot units' at their
+default latencies, which their main tests leave out)."""
 
 import pytest
 

@@ -57,11 +57,13 @@ def test_config_rejects_a_latency_its_lanes_cannot_cut(lanes, latency, allowed):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize(("lanes", "latency"), [(4, 14), (16, 11), (8, 4), (2, 16)])
+@pytest.mark.parametrize(("lanes", "latency"),
+                         [(4, 14), (16, 11), (8, 4), (2, 16), (4, 12), (8, 6)])
 def test_nvfp4_dot_rtl(simulator, seed, lanes, latency):
-    """Every cut the latency holds (the most at each lanes, and none), under gaps and
-    back-pressure, against the golden model and the timed model at the config's latency."""
+    """Every cut the latency holds (the most at each lanes, none, the default, and the
+    scale product cut once), under gaps and back-pressure, against the golden model and the
+    timed model at the config's latency."""
     # lanes=16 carries the >= 10,000 random blocks (one beat per block).
-    count = 2300 if lanes == 16 else 40 if lanes == 2 else 100
+    count = 2300 if lanes == 16 else 40 if lanes == 2 else 60 if latency in (6, 12) else 100
     assert_passed(simulate("nvfp4_dot", simulator, seed, lanes=lanes, latency=latency,
                            count=count))

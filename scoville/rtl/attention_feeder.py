@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from .lib.formats import FP32, MX_BLOCK
 from .lib.fp32 import fp32_to_bf16
-from .mx_quant import block_amax, block_codes, round_e4m3
+from .mx_quant import block_codes, block_max_exp, round_e4m3
 
 __all__ = ["AppendFeeder", "encode_vector"]
 
@@ -33,8 +33,8 @@ def encode_vector(m, vec, kv_fmt: str, dim: int):
     codes, scales = [], []
     for b in range(dim // MX_BLOCK):
         block = xs[MX_BLOCK * b: MX_BLOCK * (b + 1)]
-        amax, special = block_amax(m, block, name=f"kv_mx{b}")
-        c, scale = block_codes(m, block, amax, special, "mxfp4", name=f"kv_mx{b}_")
+        max_exp, special = block_max_exp(m, block, name=f"kv_mx{b}")
+        c, scale = block_codes(m, block, max_exp, special, "mxfp4", name=f"kv_mx{b}_")
         codes += c
         scales.append(scale)
     return Cat(*codes, *scales)

@@ -9,8 +9,6 @@ This is the same function as :func:`scoville.sim.golden.mx.quantize_mxfp4` and
 :func:`scoville.sim.golden.mx.quantize_mxfp8`.
 """
 
-import functools
-import operator
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
@@ -22,7 +20,8 @@ from .lib.formats import E8M0_NAN, ELEMENT_BITS, FP32, MX_BLOCK
 from .lib.params import check_choice, check_int, param
 from .lib.pipeline import CutPoints, stall_pipeline
 
-__all__ = ["OUT_FORMATS", "MxQuant", "MxQuantConfig", "block_amax", "block_codes", "out_layout",
+__all__ = ["OUT_FORMATS", "MxQuant", "MxQuantConfig", "block_codes", "block_max_exp",
+           "out_layout",
            "round_e2m1", "round_e4m3"]
 
 #: The output formats, and their elements' bits and largest exponents.
@@ -67,57 +66,53 @@ class MxQuantConfig:
         check_int("latency", self.latency, 2, 5)
 
 
-def block_amax(m: Module, xs, *, name: str):
-    """What the shared exponent needs of the largest magnitude of the binary32 values ``xs``,
-    as 31 bits (:func:`block_codes`' ``amax``), and whether any is NaN or Inf: the largest
-    exponent field, above the OR of every significand field. ``floor(log2(amax))`` is that
-    exponent less 127 when it is not 0; when it is 0 every value is subnormal or zero, and the
-    OR's leading one is the largest value's; it is 0 only when every value is (the OR of the
-    significands takes no comparisons, and the exponents' largest, 8-bit ones)."""
-    _, amax, special = _amax(m, xs, name=name, cut=_no_cut)
-    return amax, special
+def block_max_exp(m: Module, xs, *, name: str):
+    """The largest exponent field of the binary32 values ``xs``, all the shared exponent
+    needs of their largest magnitude (:func:`block_codes`), and whether any is NaN or Inf."""
+    _, max_exp, special = _max_exp(m, xs, name=name, cut=_no_cut)
+    return max_exp, special
 
 
 def _no_cut(i, *values):
     return values
 
 
-#: The values of a block whose exponents the first stages of the amax tree reduce to one.
-_AMAX_GROUP = 8
+#: The values of a block whose exponents the first stages of the tree reduce to one.
+_EXP_GROUP = 8
 
 
-def _amax(m: Module, xs, *, name: str, cut):
-    """:func:`block_amax`, cut (``cut(i, ...)``) at point 0, each eighth of the block's
-    largest exponent field found, and 1, the block's; returns ``xs`` as they come through the
-    cuts, the amax bits and the NaN-or-Inf flag."""
+def _max_exp(m: Module, xs, *, name: str, cut):
+    """:func:`block_max_exp`, cut (``cut(i, ...)``) at point 0, the largest exponent field of
+    each eighth of the block found, and 1, the block's; returns ``xs`` as they come through
+    the cuts, the largest exponent field and the NaN-or-Inf flag."""
     xs = [Value.cast(x) for x in xs]
     exps = [wire(m, f"{name}_exp{k}", x[23:31]) for k, x in enumerate(xs)]
     special = wire(m, f"{name}_special", Cat(*(e == 0xFF for e in exps)).any())
-    ors = wire(m, f"{name}_or", functools.reduce(operator.or_, (x[:23] for x in xs)))
-    groups = [max_tree(m, f"{name}_max{g}", exps[g:g + _AMAX_GROUP])
-              for g in range(0, len(exps), _AMAX_GROUP)]
-    *got, ors, special = cut(0, *xs, *groups, ors, special)
+    groups = [max_tree(m, f"{name}_max{g}", exps[g:g + _EXP_GROUP])
+              for g in range(0, len(exps), _EXP_GROUP)]
+    *got, special = cut(0, *xs, *groups, special)
     xs, groups = got[:len(xs)], got[len(xs):]
-    amax = wire(m, f"{name}_amax", Cat(ors, max_tree(m, f"{name}_maxg", groups)), 31)
-    *xs, amax, special = cut(1, *xs, amax, special)
-    return xs, amax, special
+    max_exp = wire(m, f"{name}_max_exp", max_tree(m, f"{name}_maxg", groups), 8)
+    *xs, max_exp, special = cut(1, *xs, max_exp, special)
+    return xs, max_exp, special
 
 
-def block_codes(m: Module, xs, amax, special, out_fmt: str, *, name: str, cut=None):
+def block_codes(m: Module, xs, max_exp, special, out_fmt: str, *, name: str, cut=None):
     """The element codes (E2M1 or E4M3, each its sign above its magnitude) and the E8M0 scale
-    of the block of binary32 values ``xs`` whose largest magnitude is ``amax`` (or what
-    :func:`block_amax` gives of it): the module's function (a block with a NaN or an Inf,
-    ``special``, gets codes 0 and scale 0xFF).
-    ``cut`` (as :func:`~scoville.rtl.lib.fp32.fp32_add`'s): cut points 2 (the shared exponent
-    found) and 3 (each element shifted to the fixed point it rounds in)."""
+    of the block of binary32 values ``xs`` whose largest exponent field is ``max_exp``
+    (:func:`block_max_exp`): the module's function (a block with a NaN or an Inf,
+    ``special``, gets codes 0 and scale 0xFF). ``cut`` (as
+    :func:`~scoville.rtl.lib.fp32.fp32_add`'s): cut points 2 (the shared exponent found) and
+    3 (each element shifted to the fixed point it rounds in).
+
+    The shared exponent ``floor(log2(amax)) - emax`` clamped at -127 needs only the largest
+    exponent field: a normal amax's ``floor(log2)`` is its field less 127, and a block whose
+    largest field is 0 (subnormals and zeros) has ``floor(log2(amax)) <= -127``, clamped."""
     cut = cut or _no_cut
     bits, emax = OUT_FORMATS[out_fmt]
-    amax_exp = amax[23:31]
-    lead = leading_one(m, f"{name}_sub_lead", amax[:23])
-    log2 = Signal(signed(10), name=f"{name}_log2")  # floor(log2(amax)), -149..127
-    m.d.comb += log2.eq(Mux(amax_exp == 0, lead - 149, amax_exp - 127))
     e = Signal(signed(10), name=f"{name}_e")
-    m.d.comb += e.eq(Mux((amax == 0) | (log2 - emax < -127), -127, log2 - emax))
+    unclamped = wire(m, f"{name}_e_raw", max_exp - 127 - emax, signed(10))
+    m.d.comb += e.eq(Mux((max_exp == 0) | (unclamped < -127), -127, unclamped))
     *xs, e, special = cut(2, *xs, e, special)
     fixed = []
     for k, raw in enumerate(xs):
@@ -236,8 +231,8 @@ class MxQuant(wiring.Component):
         Cycles from an input handshake to its block being valid (``config.latency``).
     """
 
-    #: The cut points registered at each latency less one (0: the largest exponent of each
-    #: eighth of the block found; 1: the block's; 2: the shared exponent; 3: each element
+    #: The cut points registered at each latency less one (0: the largest exponent field of
+    #: each eighth of the block found; 1: the block's; 2: the shared exponent; 3: each element
     #: shifted to its fixed point): the fewest levels in the longest stage, mapped for delay,
     #: of every choice (docs/levels.md).
     CUTS = {1: (1,), 2: (0, 2), 3: (0, 2, 3), 4: (0, 1, 2, 3)}
@@ -268,8 +263,8 @@ class MxQuant(wiring.Component):
         # the last stage after it.
         x_full = [Cat(Const(0, pad), self.i.payload[k]) for k in range(MX_BLOCK)]
         cut = CutPoints(m, en, self.CUTS[self.latency - 1], "q")
-        xs, amax, special = _amax(m, x_full, name="in", cut=cut)
-        codes, scale = block_codes(m, xs, amax, special, self._config.out_fmt, name="el",
+        xs, max_exp, special = _max_exp(m, x_full, name="in", cut=cut)
+        codes, scale = block_codes(m, xs, max_exp, special, self._config.out_fmt, name="el",
                                    cut=cut)
         cut.check("MxQuant")
         with m.If(en):

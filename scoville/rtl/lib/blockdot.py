@@ -197,12 +197,14 @@ def check_latency(kind: str, latency, fixed: int, beats: int, lanes: int) -> Non
     """Check a ``kind`` block dot unit's ``latency`` against :func:`latency_range` at its
     lanes."""
     most = fixed + most_cuts(kind, beats)
-    check_int("latency", latency, 0, None)
+    if isinstance(latency, bool) or not isinstance(latency, int):
+        check_int("latency", latency, fixed, most)      # not an integer: says so
     if not fixed <= latency <= most:
+        adds = _most(kind, beats)["add"]
         raise ParamError(f"parameter 'latency' = {latency} is out of range at lanes={lanes}; "
                          f"allowed: {fixed}..{most} (the accumulator's adder takes at most "
-                         f"{_most(kind, beats)['add']} cuts at {beats} beat"
-                         f"{'s' if beats > 1 else ''} a block)")
+                         f"{adds} cut{'' if adds == 1 else 's'} at {beats} beat"
+                         f"{'' if beats == 1 else 's'} a block)")
 
 
 def accumulate(m: Module, en, step, last, block_value, *, add=(), carry=None) -> tuple:
@@ -214,9 +216,9 @@ def accumulate(m: Module, en, step, last, block_value, *, add=(), carry=None) ->
     block may enter once the sum has left (at least ``len(add) + 1`` enabled cycles later).
 
     Returns the result (the sum as of the latest block: the dot product's after its last),
-    whether the item beside it, the pipeline's last stage, ends a dot product (loaded with
-    ``en``: the unit's ``emits``), and ``carry`` (a dict of values that came with ``step``)
-    as they came with the result's last block."""
+    whether the item beside it, in the stage after the adder, ends a dot product (loaded with
+    ``en``: the unit's ``emits`` where that stage is its last), and ``carry`` (a dict of
+    values that came with ``step``) as they came with the result's last block."""
     acc = Signal(32)
     cut = CutPoints(m, en, add, "acc")
     total = wire(m, "acc_total", fp32_add(m, acc, block_value, name="acc_add", cut=cut))

@@ -230,7 +230,8 @@ def fp32_mul(m: Module, a, b, *, name: str = "mul", man_bits: int = 23, cut=None
     invalid = wire(m, f"{name}_invalid", nan_a | nan_b | (inf_a & zero_b) | (zero_a & inf_b))
     inf = wire(m, f"{name}_inf", inf_a | inf_b)
     zero = wire(m, f"{name}_zero", zero_a | zero_b)
-    # The product is sig_a * sig_b * 2**(exp_a + exp_b - 300), its leading one at 47 or 46.
+    # The product is sig_a * sig_b times a power of two from exp_a + exp_b (binary32: its
+    # leading one at bit 47 or 46 of 48).
     exp = wire(m, f"{name}_exp_sum", exp_a + exp_b - 127, signed(11))
     flags = sign, invalid, inf, zero
     *flags, exp, sig_a, sig_b = cut(0, *flags, exp, sig_a, sig_b)
