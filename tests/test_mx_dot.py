@@ -113,3 +113,14 @@ def test_each_added_stage_is_one_more_cut_and_the_adder_never_outruns_a_block(ki
         assert kind == "nvfp4" or cuts.scale == ()
     with pytest.raises(ValueError, match="at most"):
         dot_cuts(kind, most + 1, beats)
+
+
+def test_the_latency_comes_from_the_command_line_as_text():
+    """``--param latency=4`` (text, as the CLI gives it) builds the config; unset, the
+    default follows the lanes."""
+    from scoville.blocks import get_block, parse_params
+
+    config, _ = parse_params(get_block("mx_dot"), ["latency=4", "lanes=16"])
+    assert (config.lanes, config.latency) == (16, 4)
+    config, _ = parse_params(get_block("nvfp4_dot"), ["lanes=16"])
+    assert config.latency == 11

@@ -52,7 +52,7 @@ class MxDotConfig:
     """
 
     lanes: int = param(8, "1, 2, 4, 8, 16, 32", "products per cycle")
-    latency: int | None = param(None, latency_range("mx", 3, MX_BLOCK, _LANES)
+    latency: int = param(None, latency_range("mx", 3, MX_BLOCK, _LANES)
                                 + f"; unset: {DEFAULT_LATENCY}, or its lanes' most if fewer",
                                 "register stages")
 

@@ -54,7 +54,7 @@ class Nvfp4DotConfig:
     """
 
     lanes: int = param(4, "1, 2, 4, 8, 16", "products per cycle")
-    latency: int | None = param(None, latency_range("nvfp4", 4, NVFP4_BLOCK, _LANES)
+    latency: int = param(None, latency_range("nvfp4", 4, NVFP4_BLOCK, _LANES)
                                 + f"; unset: {DEFAULT_LATENCY}, or its lanes' most if fewer",
                                 "register stages")
 
