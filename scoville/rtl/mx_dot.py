@@ -16,12 +16,11 @@ from .lib.blockdot import (
     BlockDotUnit,
     block_stage,
     block_sums,
-    check_latency,
     dot_cuts,
     latency_range,
-    most_cuts,
     mx_block_value,
     mx_scale_terms,
+    settle_latency,
 )
 from .lib.formats import MX_BLOCK
 from .lib.params import check_int, param
@@ -58,10 +57,7 @@ class MxDotConfig:
 
     def __post_init__(self):
         check_int("lanes", self.lanes, 1, MX_BLOCK, choices=_LANES)
-        if self.latency is None:
-            object.__setattr__(self, "latency", min(DEFAULT_LATENCY, 3 + most_cuts(
-                "mx", self.beats_per_block)))
-        check_latency("mx", self.latency, 3, self.beats_per_block, self.lanes)
+        settle_latency(self, "mx", 3, DEFAULT_LATENCY)
 
     @property
     def beats_per_block(self) -> int:

@@ -15,14 +15,13 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigne
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .lib.comb import leading_one, max_tree, wire
+from .lib.comb import leading_one, max_tree, no_cut, wire
 from .lib.formats import E8M0_NAN, ELEMENT_BITS, FP32, MX_BLOCK
 from .lib.params import check_choice, check_int, param
 from .lib.pipeline import CutPoints, stall_pipeline
 
 __all__ = ["OUT_FORMATS", "MxQuant", "MxQuantConfig", "block_codes", "block_max_exp",
-           "out_layout",
-           "round_e2m1", "round_e4m3"]
+           "out_layout", "round_e2m1", "round_e4m3"]
 
 #: The output formats, and their elements' bits and largest exponents.
 OUT_FORMATS = {"mxfp4": (4, 2), "mxfp8": (8, 8)}
@@ -69,12 +68,8 @@ class MxQuantConfig:
 def block_max_exp(m: Module, xs, *, name: str):
     """The largest exponent field of the binary32 values ``xs``, all the shared exponent
     needs of their largest magnitude (:func:`block_codes`), and whether any is NaN or Inf."""
-    _, max_exp, special = _max_exp(m, xs, name=name, cut=_no_cut)
+    _, max_exp, special = _max_exp(m, xs, name=name, cut=no_cut)
     return max_exp, special
-
-
-def _no_cut(i, *values):
-    return values
 
 
 #: The values of a block whose exponents the first stages of the tree reduce to one.
@@ -108,7 +103,7 @@ def block_codes(m: Module, xs, max_exp, special, out_fmt: str, *, name: str, cut
     The shared exponent ``floor(log2(amax)) - emax`` clamped at -127 needs only the largest
     exponent field: a normal amax's ``floor(log2)`` is its field less 127, and a block whose
     largest field is 0 (subnormals and zeros) has ``floor(log2(amax)) <= -127``, clamped."""
-    cut = cut or _no_cut
+    cut = cut or no_cut
     bits, emax = OUT_FORMATS[out_fmt]
     e = Signal(signed(10), name=f"{name}_e")
     unclamped = wire(m, f"{name}_e_raw", max_exp - 127 - emax, signed(10))

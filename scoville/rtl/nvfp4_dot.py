@@ -17,12 +17,11 @@ from .lib.blockdot import (
     BlockDotUnit,
     block_stage,
     block_sums,
-    check_latency,
     dot_cuts,
     latency_range,
-    most_cuts,
     nvfp4_block_value,
     nvfp4_scale_terms,
+    settle_latency,
 )
 from .lib.formats import NVFP4_BLOCK
 from .lib.fp32 import fp32_mul
@@ -60,10 +59,7 @@ class Nvfp4DotConfig:
 
     def __post_init__(self):
         check_int("lanes", self.lanes, 1, NVFP4_BLOCK, choices=_LANES)
-        if self.latency is None:
-            object.__setattr__(self, "latency", min(DEFAULT_LATENCY, 4 + most_cuts(
-                "nvfp4", self.beats_per_block)))
-        check_latency("nvfp4", self.latency, 4, self.beats_per_block, self.lanes)
+        settle_latency(self, "nvfp4", 4, DEFAULT_LATENCY)
 
     @property
     def beats_per_block(self) -> int:

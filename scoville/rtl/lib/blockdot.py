@@ -17,7 +17,7 @@ from .pipeline import CutPoints, delay
 __all__ = [
     "BlockDotUnit", "BlockSums", "DotCuts", "accumulate", "block_stage", "block_sums",
     "check_latency", "dot_cuts", "latency_range", "most_cuts", "mx_block_value",
-    "mx_scale_terms", "nvfp4_block_value", "nvfp4_scale_terms",
+    "mx_scale_terms", "nvfp4_block_value", "nvfp4_scale_terms", "settle_latency",
 ]
 
 
@@ -191,6 +191,16 @@ def latency_range(kind: str, fixed: int, block: int, lanes) -> str:
     top = max(most.values())
     fewer = ", ".join(f"{most[k]} at {k} lanes" for k in lanes if most[k] < top)
     return f"{fixed}..{top}" + (f" (at most {fewer})" if fewer else "")
+
+
+def settle_latency(config, kind: str, fixed: int, default: int) -> None:
+    """Set a ``kind`` block dot unit's ``config.latency`` where it is unset (None) to
+    ``default``, or to the most its lanes allow if fewer, then check it
+    (:func:`check_latency`); from the frozen config's ``__post_init__``."""
+    beats = config.beats_per_block
+    if config.latency is None:
+        object.__setattr__(config, "latency", min(default, fixed + most_cuts(kind, beats)))
+    check_latency(kind, config.latency, fixed, beats, config.lanes)
 
 
 def check_latency(kind: str, latency, fixed: int, beats: int, lanes: int) -> None:

@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 
-__all__ = ["leading_one", "max_tree", "normalize", "wire"]
+__all__ = ["leading_one", "max_tree", "no_cut", "normalize", "wire"]
 
 
 def wire(m, name, value, shape=None):
@@ -14,6 +14,12 @@ def wire(m, name, value, shape=None):
     sig = Signal(shape if shape is not None else value.shape(), name=name)
     m.d.comb += sig.eq(value)
     return sig
+
+
+def no_cut(i, *values):
+    """The ``cut`` of a function with cut points left whole: every cut point passes its
+    values on unregistered (:class:`~scoville.rtl.lib.pipeline.CutPoints` registers them)."""
+    return values
 
 
 def normalize(m, name, value, probe=None):

@@ -20,7 +20,7 @@ import struct
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data
 
-from .comb import leading_one, normalize, normalize_steps, wire
+from .comb import leading_one, no_cut, normalize, normalize_steps, wire
 from .formats import FP32, FP32_QNAN
 
 __all__ = ["EXP2_FRAC_BITS", "EXP2_INDEX_BITS", "FP32_INF", "ONE", "exp2_table", "fp32_add",
@@ -41,10 +41,6 @@ def fp32_bits(value: float) -> int:
 
 #: Width of the working sum: carry, hidden bit, 23 fraction bits, guard, round, sticky.
 _SUM_BITS = 28
-
-
-def _no_cut(i, *values):
-    return values
 
 
 def fp32_add(m, a, b, *, name="fp32_add", cut=None):
@@ -85,7 +81,7 @@ def fp32_add(m, a, b, *, name="fp32_add", cut=None):
     Signal
         The 32-bit binary32 encoding of the sum (driven in ``m.d.comb`` after the last cut).
     """
-    cut = cut or _no_cut
+    cut = cut or no_cut
     a = data.View(FP32, a)
     b = data.View(FP32, b)
     swap = b.as_value()[:31] > a.as_value()[:31]
@@ -223,7 +219,7 @@ def fp32_mul(m: Module, a, b, *, name: str = "mul", man_bits: int = 23, cut=None
     exponent and fraction are rounded with one increment whose carry moves into the
     exponent: largest subnormal to smallest normal, or largest finite to Inf.
     """
-    cut = cut or _no_cut
+    cut = cut or no_cut
     sign_a, nan_a, inf_a, zero_a, sig_a, exp_a = _operand(m, f"{name}_a", a, man_bits)
     sign_b, nan_b, inf_b, zero_b, sig_b, exp_b = _operand(m, f"{name}_b", b, man_bits)
     sign = wire(m, f"{name}_sign", sign_a ^ sign_b)
@@ -316,7 +312,7 @@ def magnitude_to_fp32(m: Module, sign, mag, exp, *, name: str = "cvt", cut=None)
     exponent field through its hidden bit, and a subnormal's field is the value in units of
     2^-149. A rounding carry moves into the exponent by itself, the encoding being monotonic.
     """
-    cut = cut or _no_cut
+    cut = cut or no_cut
     width = len(mag)
     p = leading_one(m, f"{name}_lead", mag)
 
@@ -434,7 +430,7 @@ def fp32_exp2(m, x, *, name: str = "exp2", cut=None):
     :func:`fp32_add`'s): cut points 0 (the shift that reduces ``x`` found), 1 (``x`` reduced to
     ``n``, the table's index and the chord's fraction), 2 (the table read) and 3 (the chord's
     product)."""
-    cut = cut or _no_cut
+    cut = cut or no_cut
     x = data.View(FP32, x)
     frac, low = EXP2_FRAC_BITS, EXP2_FRAC_BITS - EXP2_INDEX_BITS
     # |x| = sig * 2**(exp - 150); |x| * 2**16 = sig >> (134 - exp) for exp <= 134 (|x| < 256).
