@@ -6,7 +6,7 @@ beside it the same with each module's registers retimed (``--retime``) and mappe
 (``--map delay``). Then the units whose register stages follow their logic (``latency``) at
 every latency they allow, retimed: how far stages alone take each towards the budget; and
 the units whose stages cut their logic as written (fp32_add, exp2, mx_quant, mx_dot,
-nvfp4_dot), at every latency, mapped for area and for delay.
+nvfp4_dot, argmax), at every latency, mapped for area and for delay.
 
 A synthesis that takes longer than ``--timeout`` seconds is listed as not measured.
 
@@ -32,7 +32,7 @@ STAGED = {"fp4_mul": range(1, 5), "rope": range(1, 5)}
 #: The units whose stages cut their logic as written (``LaneUnit.CUTS``,
 #: ``lib.blockdot.dot_cuts``), with the latencies their configs allow at their default lanes.
 CUT = {"fp32_add": range(1, 7), "exp2": range(1, 6), "mx_quant": range(2, 6),
-       "mx_dot": range(3, 10), "nvfp4_dot": range(4, 15)}
+       "mx_dot": range(3, 10), "nvfp4_dot": range(4, 15), "argmax": range(2, 6)}
 #: How each block is synthesized: as written and mapped for area (the default), retimed, and
 #: mapped for delay.
 HOW = {"area": {}, "retimed": {"retime": True}, "delay": {"mapping": "delay"}}
@@ -88,13 +88,15 @@ def main(argv=None) -> int:
                 unmeasured[how].append(name)
             elif x["levels"] > BUDGET:
                 over[how].append(name)
-        if r is None:
-            lines.append(f"| {name} | not measured (synthesis over {args.timeout:.0f} s) "
-                         "| | | | | | | | | | | |")
-            continue
-        path = r["levels_path"]
         retimed = (f"{t['flip_flops']:,} | {t['levels']}" if t is not None
                    else "not measured | not measured")
+        if r is None:
+            # The delay mapping's levels stand alone; its transistors have no ratio.
+            delay = f"{d['levels']} | " if d is not None else "not measured | not measured"
+            lines.append(f"| {name} | not measured (synthesis over {args.timeout:.0f} s) "
+                         f"| | | | | | | | {retimed} | {delay} |")
+            continue
+        path = r["levels_path"]
         delay = (f"{d['levels']} | {d['transistors'] / r['transistors']:.2f}x" if d is not None
                  else "not measured | not measured")
         lines.append(f"| {name} | {r['cells']:,} | {r['flip_flops']:,} | {r['logic_depth']} | "
@@ -146,7 +148,9 @@ def main(argv=None) -> int:
               "(`lib.blockdot.dot_cuts`) in the block value's conversion, a register before the "
               "accumulator, the accumulator's adder (at most a block's beats less one cuts: its "
               "sum must be back before the next block's value) and NVFP4's product by the tensor "
-              "scale. The stages load together (one stalling pipeline), so the timed model is "
+              "scale; argmax in its lanes' order keys and its tree of comparisons "
+              "(`argmax.cut_sites`). The stages load together (one stalling pipeline), "
+              "so the timed model is "
               "unchanged: a deeper setting costs cycles of latency.", "",
               "| unit | latency | flip-flops | levels | delay: levels | delay: levels / budget "
               "| delay: fmax bound GHz (n5) | delay: critical path from | to |",

@@ -1295,8 +1295,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="argmax-ties-to-higher",
         models="argmax: a tie within a beat goes to the higher index",
         file="scoville/rtl/argmax.py",
-        edits=(Edit("b_wins = wire(m, f\"win_{len(level)}_{j}\", kb > ka)",
-                    "b_wins = wire(m, f\"win_{len(level)}_{j}\", kb >= ka)"),),
+        edits=(Edit("b_wins = wire(m, f\"win_{depth}_{j}\", kb > ka)",
+                    "b_wins = wire(m, f\"win_{depth}_{j}\", kb >= ka)"),),
         block="argmax", params={"count": 100}, tests=("test_edges", "test_workload"),
         expect=Kind.DATA,
         why="test_edges has two equal largest values in one beat, -0 beside +0 and a token "
@@ -1311,6 +1311,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         block="argmax", params={"count": 100}, tests=("test_edges", "test_workload"),
         expect=Kind.DATA,
         why="test_edges has a NaN beside the largest value and a NaN before -Inf",
+    ),
+    Mutation(
+        name="argmax-place-skips-the-cuts",
+        models="argmax: a beat's place in its token (its number, first, last) reaches the "
+               "first stage's register straight from the beat counter, not through the "
+               "tree's cuts with its logits",
+        file="scoville/rtl/argmax.py",
+        edits=(Edit("(key, lane, value), (at, first, last) = level[0], place",
+                    "(key, lane, value), (at, first, last) = level[0], (beat, beat == 0, "
+                    "beat == n - 1)"),),
+        block="argmax", params={"count": 100}, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="at the default latency (8 lanes: one cut) a beat's best is registered with the "
+            "next beat's place: a token's answer takes in the next token's first beat",
     ),
     Mutation(
         name="argmax-later-tie-replaces",

@@ -561,8 +561,9 @@ def test_engine_timing_by_hand():
 def test_engine_argmax_by_hand():
     """ARGMAX of a token's 32 lines (1024 logits): the lowest index of the largest (NaN never
     chosen, -0 equal to +0), in the answer's index; its lines taken in cycles 1-32 (every
-    stream keeping up), the answer valid the argmax's two cycles after the last (34) and
-    taken then, counted the cycle after, offered on ``resp`` the cycle after that."""
+    stream keeping up), the answer valid the argmax's four cycles after the last (36: its
+    latency unset at 32 lanes) and taken then, counted the cycle after, offered on ``resp``
+    the cycle after that."""
     rng = np.random.default_rng(4)
     model = decoder.DecoderModel(ENGINE_CFG)
     cases = []
@@ -581,9 +582,10 @@ def test_engine_argmax_by_hand():
         assert model.apply({"op": Op.ARGMAX, "a": 0, "count": 32}) == (Status.OK, None)
         assert model.answer == (0, 0, want)
     t = engine_timing(ENGINE_CFG, [{"op": Op.ARGMAX, "a": 0, "count": 32}])
-    assert t.handshakes["resp"] == [36]
+    assert ENGINE_CFG.argmax.latency == 4
+    assert t.handshakes["resp"] == [38]
     assert decoder_fast(ENGINE_CFG, [{"op": Op.ARGMAX, "a": 0, "count": 32}], 1, 8)["cycles"] \
-        == 37
+        == 39
 
 
 @pytest.mark.parametrize(("params", "match"), [

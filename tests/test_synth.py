@@ -110,6 +110,20 @@ def test_fp32_adds_stages_cut_its_logic_as_written():
     assert fast["flip_flops"] > 3 * _synth("fp32_add", "--param", "latency=1")["flip_flops"]
 
 
+#: The blocks whose defaults meet issue #36's budget mapped for delay, synthesized in seconds
+#: (the 4 x 4 int8 gemm: the test below); docs/levels.md has every block.
+WITHIN_BUDGET = ("fp4_mul", "fp32_add", "exp2", "mx_dot", "argmax", "fetch", "kvcache")
+
+
+@pytest.mark.parametrize("block", WITHIN_BUDGET)
+def test_a_small_blocks_defaults_are_within_the_budget(block):
+    """At its default parameters (latencies included) the block's longest cycle, mapped for
+    delay, is at most :data:`~scoville.synth.timing.BUDGET` levels: a default that loses a
+    stage, or a change that lengthens a stage's logic, fails here."""
+    d = _synth(block, "--map", "delay")
+    assert d["levels"] <= timing.BUDGET, (block, d["levels"], d["levels_path"])
+
+
 def test_a_delay_mapping_keeps_the_adders_parallel():
     """ABC's area script ripples Yosys's parallel-prefix adders; the delay mapping keeps
     them: the 4 x 4 int8 array's longest cycle (its accumulator's adder) meets the budget

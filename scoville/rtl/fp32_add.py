@@ -22,11 +22,12 @@ class Fp32AddConfig:
         Additions computed per cycle.
     latency : int
         Register stages between input and output: up to five inside the adder's logic
-        (:attr:`Fp32Add.CUTS`), one after it.
+        (:attr:`Fp32Add.CUTS`), one after it. The default, 3, is the fewest whose longest
+        cycle mapped for delay is within issue #36's 40 levels (``docs/levels.md``).
     """
 
     lanes: int = param(1, "1..16", "additions per cycle")
-    latency: int = param(1, "1..6", "register stages")
+    latency: int = param(3, "1..6", "register stages")
 
     def __post_init__(self):
         check_int("lanes", self.lanes, 1, 16)

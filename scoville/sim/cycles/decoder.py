@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from scoville.rtl.argmax import LATENCY as ARGMAX_LATENCY
 from scoville.rtl.decoder import LINE, MUX_DEPTH, AttnOp, Op, Status
 from scoville.sim.golden.decoder import COMMAND_FIELDS, check, norm_words, walk
 
@@ -383,7 +382,7 @@ class _Block:
         #: ROPE's results: a vector up to a line written as it comes; wider, split in lines.
         self.rsplit = HeldSplitter(cfg.rope_lines, w.rope_o, w.rline) \
             if cfg.rope.dim > LINE else None
-        self.argmax = Reducer(cfg.argmax.beats, ARGMAX_LATENCY, w.am_i, w.am_o)
+        self.argmax = Reducer(cfg.argmax.beats, cfg.argmax.latency, w.am_i, w.am_o)
         self.gsplit = Splitter(cfg.glu_beats, w.glu_i)
         self.glu = StallPipeline(cfg.glu.latency, w.glu_i, w.glu_o)
         self.gjoin = Joiner(cfg.glu_beats, w.glu_o, w.glu_line)
@@ -644,7 +643,7 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
         elif op == Op.GLU:      # a line's beats through the gated products
             last = t + n * cfg.glu_beats + cfg.glu.latency
         elif op == Op.ARGMAX:
-            last = t + n + ARGMAX_LATENCY       # its answer, after the last line
+            last = t + n + cfg.argmax.latency       # its answer, after the last line
         elif op == Op.NORM:
             W = norm_words(cfg, c)
             go = arrived(fc, t, W, L, rho) + 1       # loaded, then go
