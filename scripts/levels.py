@@ -6,7 +6,7 @@ beside it the same with each module's registers retimed (``--retime``) and mappe
 (``--map delay``). Then the units whose register stages follow their logic (``latency``) at
 every latency they allow, retimed: how far stages alone take each towards the budget; and
 the units whose stages cut their logic as written (fp32_add, exp2, mx_quant, mx_dot,
-nvfp4_dot, argmax), at every latency, mapped for area and for delay.
+nvfp4_dot, argmax, rope), at every latency, mapped for area and for delay.
 
 A synthesis that takes longer than ``--timeout`` seconds is listed as not measured.
 
@@ -28,11 +28,12 @@ from scoville.synth.timing import BUDGET, FO4_PS, LEVEL_FO4, REGISTER_FO4
 ROOT = Path(__file__).resolve().parent.parent
 #: The units whose ``latency`` register stages follow their logic (``lib.pipeline``'s
 #: ``LaneUnit`` without cut points, and its kind), with the latencies their configs allow.
-STAGED = {"fp4_mul": range(1, 5), "rope": range(1, 5)}
+STAGED = {"fp4_mul": range(1, 5)}
 #: The units whose stages cut their logic as written (``LaneUnit.CUTS``,
 #: ``lib.blockdot.dot_cuts``), with the latencies their configs allow at their default lanes.
 CUT = {"fp32_add": range(1, 7), "exp2": range(1, 6), "mx_quant": range(2, 6),
-       "mx_dot": range(3, 10), "nvfp4_dot": range(4, 15), "argmax": range(2, 6)}
+       "mx_dot": range(3, 10), "nvfp4_dot": range(4, 15), "argmax": range(2, 6),
+       "rope": (1, 5, 9, 11)}
 #: How each block is synthesized: as written and mapped for area (the default), retimed, and
 #: mapped for delay.
 HOW = {"area": {}, "retimed": {"retime": True}, "delay": {"mapping": "delay"}}
@@ -138,7 +139,8 @@ def main(argv=None) -> int:
               "free): its levels assume the next unit registers its input ([synth.md](synth.md)).",
               "", "## Register stages inside the logic, as written", "",
               "The units whose `latency` register stages cut their logic where the RTL says, at "
-              "every latency at their default lanes, not retimed, mapped for area and for delay: "
+              "every latency at their default lanes (rope at 1, 5, 9 and 11: a synthesis of it "
+              "takes minutes), not retimed, mapped for area and for delay: "
               "fp32_add after ordering its operands, aligning, adding, and half and whole "
               "normalizing, exp2 after finding its reducing shift, reducing, reading its table "
               "and the chord's product (`LaneUnit.CUTS`); mx_quant after the largest exponent "
@@ -149,7 +151,8 @@ def main(argv=None) -> int:
               "accumulator, the accumulator's adder (at most a block's beats less one cuts: its "
               "sum must be back before the next block's value) and NVFP4's product by the tensor "
               "scale; argmax in its lanes' order keys and its tree of comparisons "
-              "(`argmax.cut_sites`). The stages load together (one stalling pipeline), "
+              "(`argmax.cut_sites`); rope in its products and sums (`rope.cuts`). The stages "
+              "load together (one stalling pipeline), "
               "so the timed model is "
               "unchanged: a deeper setting costs cycles of latency.", "",
               "| unit | latency | flip-flops | levels | delay: levels | delay: levels / budget "
@@ -159,13 +162,15 @@ def main(argv=None) -> int:
     for name, lat in CUT.items():
         for n in lat:
             a, d = (got[(name, (("latency", n),), how)] for how in ("area", "delay"))
-            if a is None or d is None:
+            if d is None:
                 lines.append(f"| {name} | {n} | not measured | | | | | | |")
                 continue
             if d["levels"] <= BUDGET:
                 within.append(f"{name} at {n}")
             path = d["levels_path"]
-            lines.append(f"| {name} | {n} | {a['flip_flops']:,} | {a['levels']} | "
+            area = (f"{a['flip_flops']:,} | {a['levels']}" if a is not None
+                    else "not measured | not measured")
+            lines.append(f"| {name} | {n} | {area} | "
                          f"{d['levels']} | {d['levels'] / BUDGET:.1f}x | {d['fmax_ghz']:.2f} | "
                          f"`{path['start']}` | `{path['end']}` |")
     lines += ["", f"Within the budget mapped for delay: {', '.join(within) or 'none'}."]

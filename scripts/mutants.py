@@ -1271,6 +1271,19 @@ MUTATIONS: tuple[Mutation, ...] = (
             "small, so every output of a token whose mean square is not far below eps moves",
     ),
     Mutation(
+        name="fp32-mul-split-shift-misordered",
+        models="fp32_mul cut inside its operands' normalizing shift (point 4): the later "
+               "steps' shift bits placed below the earlier ones' in the leading-zero count",
+        file="scoville/rtl/lib/fp32.py",
+        edits=(Edit("shifted = Cat(*reversed(taken), shifted)",
+                    "shifted = Cat(shifted, *reversed(taken))"),),
+        block="rope", params={"count": 200}, tests=("test_edges", "test_workload"),
+        expect=Kind.DATA,
+        why="at rope's default latency the products cut their operands' shift: a subnormal "
+            "operand (the workload draws cosines and sines over the whole FP32 range) gets "
+            "a wrong exponent",
+    ),
+    Mutation(
         name="rope-second-sum-subtracts",
         models="rope: y2 = x2 c - x1 s instead of x2 c + x1 s",
         file="scoville/rtl/rope.py",

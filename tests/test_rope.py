@@ -121,6 +121,7 @@ def test_block_golden_takes_its_config():
 @pytest.mark.parametrize(("params", "match"), [
     ({"dim": 15}, "'dim' = 15"), ({"dim": 130}, "'dim' = 130"),
     ({"interleaved": 2}, "'interleaved' = 2"), ({"latency": 0}, "'latency' = 0"),
+    ({"latency": 12}, r"'latency' = 12 is out of range; allowed: 1\.\.11"),
 ])
 def test_config_errors_are_one_line(params, match):
     with pytest.raises(ParamError, match=match):
@@ -135,6 +136,8 @@ def test_config_errors_are_one_line(params, match):
     # DeepSeek-V3's and GPT-OSS's width, interleaved: 32 pairs a beat.
     {"dim": 64, "interleaved": 1, "count": 100},
     {"dim": 64, "latency": 3, "count": 100},
-], ids=["halves", "interleaved", "deepseek-64", "gpt-oss-64"])
+    {"dim": 8, "latency": 11, "count": 200},   # every cut, the products' split shift too
+    {"dim": 8, "latency": 6, "count": 200},    # the products cut twice, the sums three times
+], ids=["halves", "interleaved", "deepseek-64", "gpt-oss-64", "every-cut", "six"])
 def test_rope_rtl(simulator, seed, params):
     assert_passed(simulate("rope", simulator, seed, **params))

@@ -10,7 +10,9 @@ binary32 (round to nearest even, subnormals kept), every NaN the canonical quiet
 
 A beat is one vector and its position's table row; a stalling pipeline of ``latency`` stages
 (:func:`~scoville.rtl.lib.pipeline.stall_pipeline`: its timed model is the shared
-:func:`~scoville.sim.cycles.stream.pipeline_timing`).
+:func:`~scoville.sim.cycles.stream.pipeline_timing`), up to ten of them cutting the products'
+and the sums' logic (:func:`cuts`: :func:`~scoville.rtl.lib.fp32.fp32_mul`'s and
+:func:`~scoville.rtl.lib.fp32.fp32_add`'s cut points), the rest after it.
 """
 
 from __future__ import annotations
@@ -21,11 +23,32 @@ from amaranth.hdl import Cat, Module
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .lib.blockdot import ADD_CUTS
 from .lib.fp32 import fp32_add, fp32_mul
 from .lib.params import ParamError, check_int, param
-from .lib.pipeline import delay, stall_pipeline
+from .lib.pipeline import CutPoints, delay, stall_pipeline
 
-__all__ = ["Rope", "RopeConfig", "in_layout"]
+__all__ = ["Rope", "RopeConfig", "cuts", "in_layout"]
+
+#: The products' cut points (``fp32_mul``'s) at each count of cuts: point 4 splits the
+#: operands' normalizing shift, the longest stage of the input's (whose values each feed two
+#: products).
+MUL_CUTS = {1: (1,), 2: (0, 1), 3: (0, 1, 2), 4: (4, 0, 1, 2), 5: (4, 0, 1, 2, 3)}
+#: Which operation each register stage inside the logic cuts, in turn: a stage more cuts the
+#: products (``fp32_mul``) or the sums (``fp32_add``) once more, at the cut points
+#: :data:`MUL_CUTS` and :data:`~scoville.rtl.lib.blockdot.ADD_CUTS` give for their counts.
+CUT_ORDER = ("add", "mul", "add", "mul", "add", "mul", "mul", "mul", "add", "add")
+#: The latency by default: the fewest stages whose longest cycle mapped for delay is within
+#: issue #36's 40 levels (``docs/levels.md``).
+DEFAULT_LATENCY = 9
+
+
+def cuts(latency: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The cut points registered inside the products and inside the sums at ``latency``
+    (:data:`CUT_ORDER`'s first ``latency - 1`` entries; the last stage follows the logic)."""
+    took = CUT_ORDER[:max(latency - 1, 0)]
+    n_mul, n_add = took.count("mul"), took.count("add")
+    return MUL_CUTS.get(n_mul, ()), ADD_CUTS.get(n_add, ())
 
 
 @dataclass(frozen=True)
@@ -41,12 +64,13 @@ class RopeConfig:
         1: pairs are neighbours ``(x[2i], x[2i+1])`` (DeepSeek-V3's ``rope_interleave``); 0:
         the halves ``(x[i], x[i + dim/2])``.
     latency : int
-        Register stages.
+        Register stages: the first up to ten cut the products and the sums (:func:`cuts`),
+        the rest follow them. Default 9 (:data:`DEFAULT_LATENCY`): 39 levels mapped for delay.
     """
 
     dim: int = param(16, "2..128, even", "elements rotated")
     interleaved: int = param(0, "0, 1", "pairs of neighbours (1) or of halves (0)")
-    latency: int = param(2, "1..4", "register stages")
+    latency: int = param(DEFAULT_LATENCY, f"1..{len(CUT_ORDER) + 1}", "register stages")
 
     def __post_init__(self):
         check_int("dim", self.dim, 2, 128)
@@ -54,7 +78,7 @@ class RopeConfig:
             raise ParamError(f"parameter 'dim' = {self.dim} is not allowed; allowed: an even "
                              "number 2..128")
         check_int("interleaved", self.interleaved, 0, 1)
-        check_int("latency", self.latency, 1, 4)
+        check_int("latency", self.latency, 1, len(CUT_ORDER) + 1)
 
 
 def in_layout(config: RopeConfig) -> data.StructLayout:
@@ -96,20 +120,33 @@ class Rope(wiring.Component):
         cfg = self._config
         half = cfg.dim // 2
         en = stall_pipeline(m, self.i, self.o, cfg.latency)
+        mul_cuts, add_cuts = cuts(cfg.latency)
         p = self.i.payload
         first, second = [], []
+
+        def mul(a, b, name):
+            cut = CutPoints(m, en, mul_cuts, name)
+            out = fp32_mul(m, a, b, name=name, cut=cut)
+            cut.check(f"Rope's product {name}")
+            return out
+
+        def add(a, b, name):
+            cut = CutPoints(m, en, add_cuts, name)
+            out = fp32_add(m, a, b, name=name, cut=cut)
+            cut.check(f"Rope's sum {name}")
+            return out
+
         for k in range(half):
             x1, x2 = (p.x[2 * k], p.x[2 * k + 1]) if cfg.interleaved else \
                 (p.x[k], p.x[k + half])
             c, s = p.cos[k], p.sin[k]
-            x1c = fp32_mul(m, x1, c, name=f"x1c{k}")
-            x2s = fp32_mul(m, x2, s, name=f"x2s{k}")
-            x2c = fp32_mul(m, x2, c, name=f"x2c{k}")
-            x1s = fp32_mul(m, x1, s, name=f"x1s{k}")
+            x1c, x2s = mul(x1, c, f"x1c{k}"), mul(x2, s, f"x2s{k}")
+            x2c, x1s = mul(x2, c, f"x2c{k}"), mul(x1, s, f"x1s{k}")
             # a - b is a + (-b) exactly, zeros' signs included.
-            first.append(fp32_add(m, x1c, x2s ^ (1 << 31), name=f"y1_{k}"))
-            second.append(fp32_add(m, x2c, x1s, name=f"y2_{k}"))
+            first.append(add(x1c, x2s ^ (1 << 31), f"y1_{k}"))
+            second.append(add(x2c, x1s, f"y2_{k}"))
         out = Cat(*first, *second)
-        reg = delay(m, out, cfg.latency, en, name="y")
+        inside = len(mul_cuts) + len(add_cuts)
+        reg = delay(m, out, cfg.latency - inside, en, name="y")
         m.d.comb += self.o.payload.eq(reg)
         return m

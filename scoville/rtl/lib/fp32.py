@@ -20,7 +20,7 @@ import struct
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data
 
-from .comb import leading_one, no_cut, normalize, normalize_steps, wire
+from .comb import leading_one, no_cut, normalize_steps, wire
 from .formats import FP32, FP32_QNAN
 
 __all__ = ["EXP2_FRAC_BITS", "EXP2_INDEX_BITS", "FP32_INF", "ONE", "exp2_table", "fp32_add",
@@ -160,6 +160,13 @@ def _operand(m, name, x, man_bits):
     with its top bit set (for nonzero finite ``x``) and ``|x| = sig * 2**(exp - 127 -
     man_bits)``, ``exp`` signed; a subnormal's exponent goes below 1 by its leading-zero count.
     """
+    return _operand_end(m, name, *_operand_start(m, name, x, man_bits))
+
+
+def _operand_start(m, name, x, man_bits, steps=None):
+    """:func:`_operand` up to its normalizing shift's first ``steps`` steps (all by default):
+    ``(sign, is_nan, is_inf, is_zero, significand so far, biased exponent, shift so far)``,
+    for :func:`_operand_end` to finish (a pipeline may cut between them)."""
     x = wire(m, f"{name}_bits", x, unsigned(man_bits + 9))
     man, biased, sign = x[:man_bits], x[man_bits:man_bits + 8], x[man_bits + 8]
     top = wire(m, f"{name}_top", biased == 0xFF)
@@ -167,9 +174,27 @@ def _operand(m, name, x, man_bits):
     is_inf = wire(m, f"{name}_inf", top & (man == 0))
     is_zero = wire(m, f"{name}_zero", x[:man_bits + 8] == 0)
     # Subnormals share exponent 1 with the smallest normals; their hidden bit is 0.
-    sig, lz = normalize(m, name, Cat(man, biased != 0))
+    every = _shift_steps(man_bits + 1)
+    sig, _, taken = normalize_steps(m, name, Cat(man, biased != 0), None,
+                                    every[:len(every) if steps is None else steps])
+    return sign, is_nan, is_inf, is_zero, sig, biased, Cat(*reversed(taken))
+
+
+def _operand_end(m, name, sign, is_nan, is_inf, is_zero, sig, biased, shifted):
+    """:func:`_operand` from :func:`_operand_start`'s values: the normalizing shift's other
+    steps, then the exponent less the whole shift."""
+    every = _shift_steps(len(sig))
+    if len(shifted) < len(every):
+        sig, _, taken = normalize_steps(m, f"{name}_end", sig, None, every[len(shifted):])
+        shifted = Cat(*reversed(taken), shifted)
+    lz = wire(m, f"{name}_shift", shifted)
     exp = wire(m, f"{name}_exp", Mux(biased == 0, 1, biased) - lz, signed(10))
     return sign, is_nan, is_inf, is_zero, sig, exp
+
+
+def _shift_steps(width: int) -> list[int]:
+    """The steps of :func:`~scoville.rtl.lib.comb.normalize`'s shifter at ``width`` bits."""
+    return [1 << k for k in reversed(range((width - 1).bit_length()))]
 
 
 def fp32_mul(m: Module, a, b, *, name: str = "mul", man_bits: int = 23, cut=None) -> Signal:
@@ -197,8 +222,9 @@ def fp32_mul(m: Module, a, b, *, name: str = "mul", man_bits: int = 23, cut=None
         Fraction bits of the operands: 23 (binary32) or 7 (bfloat16, whose product is the
         binary32 product of the operands widened exactly, from an 8 x 8-bit multiplier).
     cut : callable, optional
-        Where the product may be pipelined (as :func:`fp32_add`'s ``cut``): cut points 0
-        (the operands' classes found and their significands normalized), 1 (the significands'
+        Where the product may be pipelined (as :func:`fp32_add`'s ``cut``): cut points 4
+        (the operands' classes found and two of their normalizing shifts' five steps taken;
+        only where ``cut.active`` holds it), 0 (their significands normalized), 1 (the significands'
         product in two partial products, by each half of ``b``'s), 2 (the product summed,
         normalized and its right shift for a subnormal result found) and 3 (shifted, the
         rounding increment decided).
@@ -220,8 +246,16 @@ def fp32_mul(m: Module, a, b, *, name: str = "mul", man_bits: int = 23, cut=None
     exponent: largest subnormal to smallest normal, or largest finite to Inf.
     """
     cut = cut or no_cut
-    sign_a, nan_a, inf_a, zero_a, sig_a, exp_a = _operand(m, f"{name}_a", a, man_bits)
-    sign_b, nan_b, inf_b, zero_b, sig_b, exp_b = _operand(m, f"{name}_b", b, man_bits)
+    # Each operand's normalizing shift; where the cut registers point 4, its first two steps
+    # and the rest in turn (else the netlist of no cut there).
+    if 4 in getattr(cut, "active", ()):
+        both = cut(4, *_operand_start(m, f"{name}_a", a, man_bits, 2),
+                   *_operand_start(m, f"{name}_b", b, man_bits, 2))
+        sign_a, nan_a, inf_a, zero_a, sig_a, exp_a = _operand_end(m, f"{name}_a", *both[:7])
+        sign_b, nan_b, inf_b, zero_b, sig_b, exp_b = _operand_end(m, f"{name}_b", *both[7:])
+    else:
+        sign_a, nan_a, inf_a, zero_a, sig_a, exp_a = _operand(m, f"{name}_a", a, man_bits)
+        sign_b, nan_b, inf_b, zero_b, sig_b, exp_b = _operand(m, f"{name}_b", b, man_bits)
     sign = wire(m, f"{name}_sign", sign_a ^ sign_b)
     invalid = wire(m, f"{name}_invalid", nan_a | nan_b | (inf_a & zero_b) | (zero_a & inf_b))
     inf = wire(m, f"{name}_inf", inf_a | inf_b)
