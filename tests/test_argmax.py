@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from scoville.rtl.argmax import DEFAULT_LATENCY, ArgmaxConfig, cut_sites
+from scoville.rtl.argmax import ArgmaxConfig, cut_sites
 from scoville.rtl.lib.params import ParamError
 from scoville.sim.golden.argmax import argmax, greedy
 
@@ -37,18 +37,18 @@ def test_golden_against_a_loop():
 
 def test_cut_sites_spread_over_the_keys_and_the_tree():
     """The cuts split the keys and the tree's levels into runs as even as they go, each site
-    once, the last level never (the stage's own register follows it); the unset latency is
-    the table's (measured, ``docs/levels.md``)."""
+    once, the last level never (the stage's own register follows it), up to the most the
+    latency allows."""
     assert cut_sites(8, 1) == (1,) and cut_sites(8, 2) == (0, 2) and cut_sites(8, 3) == (0, 1, 2)
     assert cut_sites(32, 2) == (1, 3) and cut_sites(32, 4) == (0, 1, 3, 4)
     for lanes in (1, 2, 4, 8, 16, 32):
         levels = lanes.bit_length() - 1
-        for n in range(levels):
+        for n in range(levels + 1):
             sites = cut_sites(lanes, n)
             assert len(set(sites)) == n and all(0 <= s < levels for s in sites)
         with pytest.raises(ValueError):
             cut_sites(lanes, levels + 1)
-        assert ArgmaxConfig(vocab=32, lanes=lanes).latency == DEFAULT_LATENCY[lanes]
+        assert ArgmaxConfig(vocab=32, lanes=lanes, latency=2 + levels).latency == 2 + levels
 
 
 def test_golden_edges():
@@ -64,6 +64,7 @@ def test_golden_edges():
     ({"lanes": 8, "latency": 6}, r"'latency' = 6 is out of range at lanes=8; allowed: 2\.\.5"),
     ({"lanes": 1, "vocab": 8, "latency": 1}, r"'latency' = 1 is out of range at lanes=1; "
      r"allowed: 2\.\.2"),
+    ({"latency": "3"}, r"'latency' must be an integer; allowed: 2\.\.5 at lanes=8; got '3'"),
 ])
 def test_config_errors_are_one_line(params, match):
     with pytest.raises(ParamError, match=match):
@@ -78,7 +79,7 @@ def test_config_errors_are_one_line(params, match):
     {"vocab": 32, "lanes": 32, "count": 300},  # a token a beat
     {"vocab": 96, "lanes": 4, "count": 200},
     {"vocab": 64, "lanes": 8, "latency": 5, "count": 200},   # every cut
-    {"vocab": 96, "lanes": 32, "latency": 6, "count": 100},  # cuts (1, 2, 4)
+    {"vocab": 96, "lanes": 32, "latency": 5, "count": 100},  # cuts (1, 2, 4)
     {"vocab": 48, "lanes": 16, "latency": 4, "count": 150},  # cuts (1, 2)
 ], ids=["default", "one-lane", "one-beat", "vocab-96", "every-cut", "lanes-32-cuts-3",
         "lanes-16-cuts-2"])

@@ -58,9 +58,11 @@ class ArgmaxConfig:
         most = 2 + _tree_levels(self.lanes)
         if self.latency is None:
             object.__setattr__(self, "latency", DEFAULT_LATENCY[self.lanes])
-        if isinstance(self.latency, bool) or not isinstance(self.latency, int) \
-                or not 2 <= self.latency <= most:
-            raise ParamError(f"parameter 'latency' = {self.latency!r} is out of range at "
+        if isinstance(self.latency, bool) or not isinstance(self.latency, int):
+            raise ParamError(f"parameter 'latency' must be an integer; allowed: 2..{most} at "
+                             f"lanes={self.lanes}; got {self.latency!r}")
+        if not 2 <= self.latency <= most:
+            raise ParamError(f"parameter 'latency' = {self.latency} is out of range at "
                              f"lanes={self.lanes}; allowed: 2..{most}")
 
     @property
@@ -69,7 +71,9 @@ class ArgmaxConfig:
 
 
 #: The latency by lanes when unset: the fewest stages whose longest cycle mapped for delay is
-#: within issue #36's budget of 40 levels (``python scripts/levels.py``: ``docs/levels.md``).
+#: within issue #36's budget of 40 levels (``scoville synth argmax --map delay``, vocab 1024:
+#: 16, 24 and 38 levels at 1, 2 and 4 lanes and latency 2; 31, 40 and 31 at 8, 16 and 32 lanes
+#: and 3, 3 and 4; ``docs/levels.md`` has 8 lanes at every latency).
 DEFAULT_LATENCY = {1: 2, 2: 2, 4: 2, 8: 3, 16: 3, 32: 4}
 
 
@@ -80,9 +84,9 @@ def _tree_levels(lanes: int) -> int:
 def cut_sites(lanes: int, cuts: int) -> tuple[int, ...]:
     """Where ``cuts`` registers go in the first stage's logic at ``lanes``: site 0 after the
     lanes' order keys, site ``j`` after the ``j``-th level of the tree of comparisons, up to
-    its last but one (its last feeds the stage's own register). The keys and each level are
-    about as deep (a 32-bit comparison and its choice of 32 bits), so the cuts split them
-    into runs as even as they go."""
+    its last but one (its last feeds the stage's own register). The cuts split the keys and
+    the levels into runs of as even a count as they go (a level, a 32-bit comparison and its
+    choice of 32 bits, is deeper than the keys)."""
     segments = _tree_levels(lanes) + 1
     if not 0 <= cuts < segments:
         raise ValueError(f"{cuts} cuts: at most {segments - 1} at {lanes} lanes")
@@ -143,17 +147,26 @@ class Argmax(wiring.Component):
         take = self.i.valid & self.i.ready
         with m.If(take):
             m.d.sync += beat.eq(Mux(beat == n - 1, 0, beat + 1))
-        # The first stage: the beat's best lane, by a tree (the lower lane wins a tie); the
-        # beat's place in its token travels with it through the cuts.
+        # The first latency - 1 stages: the beat's best lane, by a tree (the lower lane wins a
+        # tie), cut at the sites; the beat's place in its token travels with it through the
+        # cuts. s1_* is the last of these stages' registers.
         lane_bits = unsigned(max(lanes - 1, 1).bit_length())
         level = [(_key(m, self.i.payload[k], f"key{k}"), k, self.i.payload[k])
                  for k in range(lanes)]
         place = (beat, beat == 0, beat == n - 1)
 
         def cut_level(site, level, place):
-            flat = [x for entry in level for x in entry]
+            # The keys and values, the lane numbers past the first level (before it they are
+            # constants) and the place, through the cut together.
+            lane_wires = not isinstance(level[0][1], int)
+            flat = [x for key, lane, value in level
+                    for x in ((key, lane, value) if lane_wires else (key, value))]
             got = cut(site, *flat, *place)
-            return [tuple(got[3 * j:3 * j + 3]) for j in range(len(level))], got[len(flat):]
+            if lane_wires:
+                return ([tuple(got[3 * j:3 * j + 3]) for j in range(len(level))],
+                        got[len(flat):])
+            return ([(got[2 * j], lane, got[2 * j + 1])
+                     for j, (_, lane, _) in enumerate(level)], got[len(flat):])
 
         level, place = cut_level(0, level, place)
         depth = 0
@@ -178,7 +191,7 @@ class Argmax(wiring.Component):
             m.d.sync += [s1_key.eq(key), s1_value.eq(value),
                          s1_index.eq(at * lanes + lane),
                          s1_first.eq(first), s1_last.eq(last)]
-        # Stage 2: the token's best so far.
+        # The last stage (s2): the token's best so far.
         best_key = Signal(32)
         take_new = s1_first | (s1_key > best_key)
         with m.If(en & valid[self.latency - 2]):
