@@ -124,17 +124,18 @@ class Rope(wiring.Component):
         p = self.i.payload
         first, second = [], []
 
-        def mul(a, b, name):
-            cut = CutPoints(m, en, mul_cuts, name)
-            out = fp32_mul(m, a, b, name=name, cut=cut)
-            cut.check(f"Rope's product {name}")
+        def cut_op(op, active, a, b, name):
+            """``op`` (fp32_mul or fp32_add) registered at its cut points ``active``."""
+            cut = CutPoints(m, en, active, name)
+            out = op(m, a, b, name=name, cut=cut)
+            cut.check(f"Rope's {op.__name__} {name}")
             return out
 
+        def mul(a, b, name):
+            return cut_op(fp32_mul, mul_cuts, a, b, name)
+
         def add(a, b, name):
-            cut = CutPoints(m, en, add_cuts, name)
-            out = fp32_add(m, a, b, name=name, cut=cut)
-            cut.check(f"Rope's sum {name}")
-            return out
+            return cut_op(fp32_add, add_cuts, a, b, name)
 
         for k in range(half):
             x1, x2 = (p.x[2 * k], p.x[2 * k + 1]) if cfg.interleaved else \
