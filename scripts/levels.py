@@ -6,7 +6,8 @@ beside it the same with each module's registers retimed (``--retime``) and mappe
 (``--map delay``). Then the units whose register stages follow their logic (``latency``) at
 every latency they allow, retimed: how far stages alone take each towards the budget; and
 the units whose stages cut their logic as written (fp32_add, exp2, mx_quant, mx_dot,
-nvfp4_dot, argmax, rope), at every latency, mapped for area and for delay.
+nvfp4_dot, argmax, rope, and gemm_quant's block units), at every latency (some), mapped for
+area and for delay.
 
 A synthesis that takes longer than ``--timeout`` seconds is listed as not measured.
 
@@ -33,7 +34,10 @@ STAGED = {"fp4_mul": range(1, 5)}
 #: ``lib.blockdot.dot_cuts``), with the latencies their configs allow at their default lanes.
 CUT = {"fp32_add": range(1, 7), "exp2": range(1, 6), "mx_quant": range(2, 6),
        "mx_dot": range(3, 10), "nvfp4_dot": range(4, 15), "argmax": range(2, 6),
-       "rope": (1, 5, 9, 11)}
+       "rope": (1, 5, 9, 11), "gemm_quant": (0, 3)}
+#: The parameter each of :data:`CUT` sets (``latency`` unless named here): gemm_quant's MXFP4
+#: array's block units (its default, 6, is in the first table).
+CUT_PARAM = {"gemm_quant": "array.unit_latency"}
 #: How each block is synthesized: as written and mapped for area (the default), retimed, and
 #: mapped for delay.
 HOW = {"area": {}, "retimed": {"retime": True}, "delay": {"mapping": "delay"}}
@@ -51,7 +55,7 @@ def main(argv=None) -> int:
     node = "n5"
     runs = [(b, {}, how) for b in BLOCKS for how in HOW]
     runs += [(b, {"latency": n}, "retimed") for b, lat in STAGED.items() for n in lat]
-    runs += [(b, {"latency": n}, how) for b, lat in CUT.items() for n in lat
+    runs += [(b, {CUT_PARAM.get(b, "latency"): n}, how) for b, lat in CUT.items() for n in lat
              for how in ("area", "delay")]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         got = dict(zip(((b, tuple(p.items()), how) for b, p, how in runs),
@@ -151,17 +155,21 @@ def main(argv=None) -> int:
               "accumulator, the accumulator's adder (at most a block's beats less one cuts: its "
               "sum must be back before the next block's value) and NVFP4's product by the tensor "
               "scale; argmax in its lanes' order keys and its tree of comparisons "
-              "(`argmax.cut_sites`); rope in its products and sums (`rope.cuts`). The stages "
-              "load together (one stalling pipeline), "
-              "so the timed model is "
-              "unchanged: a deeper setting costs cycles of latency.", "",
+              "(`argmax.cut_sites`); rope in its products and sums (`rope.cuts`); "
+              "gemm_quant's MXFP4 array in its columns' block units, after the pick of the PE "
+              "whose block ends and then as mx_dot (`gemm_os_dataflow.unit_cuts`). The stages "
+              "load together (one stalling pipeline), so a deeper setting costs cycles of "
+              "latency, which the timed models take from the config.", "",
               "| unit | latency | flip-flops | levels | delay: levels | delay: levels / budget "
               "| delay: fmax bound GHz (n5) | delay: critical path from | to |",
               "|---|---:|---:|---:|---:|---:|---:|---|---|"]
     within = []
     for name, lat in CUT.items():
         for n in lat:
-            a, d = (got[(name, (("latency", n),), how)] for how in ("area", "delay"))
+            key = CUT_PARAM.get(name, "latency")
+            a, d = (got[(name, ((key, n),), how)] for how in ("area", "delay"))
+            if key != "latency":
+                name = f"{name} ({key})"
             if d is None:
                 lines.append(f"| {name} | {n} | not measured | | | | | | |")
                 continue

@@ -350,6 +350,28 @@ MUTATIONS: tuple[Mutation, ...] = (
             "K > 32 both end one in the same cycle",
     ),
     Mutation(
+        name="gemm-os-end-unit-reads-early",
+        models="output-stationary block formats with the units' adder cut: the unit of a "
+               "tile's last blocks reads the PE's binary32 sum as early as the others do",
+        file="scoville/rtl/gemm_os_dataflow.py",
+        edits=(Edit("        later = len(plan.value.add) if last else 0\n",
+                    "        later = 0\n"),),
+        block="gemm", params={**GEMM, "fmt": "mxfp4"}, tests=("test_edges",), expect=Kind.DATA,
+        why="at the default latency its results are written two cycles before their rows "
+            "leave (K = 1: the next tile, 4 steps on, overwrites a row's first columns), and "
+            "with K = 33 a tile's last block misses the block one step before it",
+    ),
+    Mutation(
+        name="gemm-os-end-unit-keeps-the-sum",
+        models="output-stationary block formats: the unit of a tile's last blocks leaves the "
+               "PE's binary32 sum as it was, not +0 for the next tile",
+        file="scoville/rtl/gemm_os_dataflow.py",
+        edits=(Edit("                    m.d.sync += e.fp.eq(0)\n",
+                    "                    m.d.sync += e.fp.eq(e.fp)\n"),),
+        block="gemm", params={**GEMM, "fmt": "mxfp4"}, tests=("test_edges",), expect=Kind.DATA,
+        why="every tile after a PE's first starts from the previous tile's result",
+    ),
+    Mutation(
         name="gemm-bf16-ws-stale-top",
         models="weight-stationary bf16: a row's first K tile starts from whatever its column "
                "SRAM holds instead of +0",

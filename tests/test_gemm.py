@@ -51,6 +51,12 @@ from .simcheck import assert_passed, simulate
          "parameter 'rows' = 3 is not allowed with fmt=mxfp8 and dataflow=ws"),
         ({"dataflow": "is"}, "parameter 'dataflow' = 'is' is not allowed; allowed: os, ws"),
         ({"fmt": "mxfp4", "dataflow": "ws", "rows": 12}, "allowed: 1, 2, 4, 8, 16, 32"),
+        ({"fmt": "mxfp4", "unit_latency": 10}, "parameter 'unit_latency' = 10 is out of range; "
+                                               "allowed: 0..9"),
+        ({"fmt": "int8", "unit_latency": 2},
+         "parameter 'unit_latency' = 2 is not allowed with fmt=int8 and dataflow=os (only the "
+         "block formats on os have block units); allowed: 0"),
+        ({"fmt": "mxfp4", "dataflow": "ws", "unit_latency": 1}, "with fmt=mxfp4 and dataflow=ws"),
         ({"acc_rows": 1}, "parameter 'acc_rows' = 1 is out of range; allowed: 2..4096"),
     ],
 )
@@ -143,20 +149,23 @@ def test_scalesim_reference_example_from_the_issue():
 @given(
     rows=st.integers(1, 32), cols=st.integers(1, 32),
     m=st.integers(1, 600), k=st.integers(1, 600), n=st.integers(1, 600),
+    unit_latency=st.sampled_from([None, 0, 9]),
 )
-def test_os_meets_its_target_when_streams_keep_up(rows, cols, m, k, n):
-    """``os`` total cycles <= ceil(M/R) * ceil(N/C) * K + R + C + 2 whenever K >= max(R, C)
-    (below that, one row of C per cycle bounds a tile to max(K, R, C) steps), and at most 5
-    cycles above SCALE-Sim's estimate (which counts no accept or handshake cycle) on a single
-    tile, far below it on many."""
-    cfg = GemmConfig(rows=rows, cols=cols)
+def test_os_meets_its_target_when_streams_keep_up(rows, cols, m, k, n, unit_latency):
+    """``os`` total cycles <= ceil(M/R) * ceil(N/C) * K + R + C + D + 2 whenever K >= max(R,
+    C) (below that, one row of C per cycle bounds a tile to max(K, R, C) steps; D the block
+    units' added stages, 0 in int8), and at most 5 + D cycles above SCALE-Sim's estimate
+    (which counts no accept or handshake cycle) on a single tile, far below it on many."""
+    cfg = (GemmConfig(rows=rows, cols=cols) if unit_latency is None
+           else GemmConfig(rows=rows, cols=cols, fmt="mxfp4", unit_latency=unit_latency))
     total = run_cycles(cfg, [(m, k, n)])
     span = max(k, rows, cols)
     tiles = math.ceil(m / rows) * math.ceil(n / cols)
-    assert total <= tiles * span + rows + cols + 2
+    late = cfg.result_delay + 2
+    assert total <= tiles * span + rows + cols + late
     if k >= max(rows, cols):
-        assert total <= ideal_cycles(cfg, m, k, n) + rows + cols + 2
-    assert total <= scalesim_cycles(cfg, m, k, n) + 5
+        assert total <= ideal_cycles(cfg, m, k, n) + rows + cols + late
+    assert total <= scalesim_cycles(cfg, m, k, n) + 3 + late
 
 
 @settings(max_examples=300, deadline=None)
@@ -415,6 +424,34 @@ def test_gemm_rtl_heavy_gaps_and_back_pressure(simulator, seed, rows, cols, fmt,
                       dataflow=dataflow, acc_rows=4, buffer_depth=depth, count=3, gap=0.9,
                       backpressure=0.9, long_k=0)
     assert_passed(result)
+
+
+@pytest.mark.sim
+@pytest.mark.alternate_sims
+@pytest.mark.parametrize(("rows", "cols", "fmt", "latency"),
+                         [(4, 3, "mxfp8/mxfp4", 0), (3, 2, "mxfp4", 1), (1, 3, "mxfp4", 3),
+                          (1, 2, "mxfp8", 0), (18, 1, "nvfp4", 7), (3, 3, "nvfp4", 9)])
+def test_gemm_rtl_at_each_kind_of_unit_latency(simulator, seed, rows, cols, fmt, latency):
+    """The block units uncut, cut once (the pick's register), cut in the adder (a tile's last
+    block then read later than the others are written), and at the most stages: every row of C
+    and every handshake still where the models put them (a single row splits its unit once
+    cut; 18 rows share two units for blocks that do not end a tile)."""
+    result = simulate("gemm", simulator, seed, rows=rows, cols=cols, **_formats(fmt),
+                      unit_latency=latency, count=3, gap=0.3, backpressure=0.3, long_k=0)
+    assert_passed(result)
+
+
+def test_unit_latency_delays_a_tiles_rows_by_its_result_delay():
+    """Each stage of the block units that write a tile's result is one cycle more per
+    command; the adder's cuts count twice (the unit of a tile's last block reads the PE's sum
+    after the others have written it); formats without block units take none."""
+    delays = [GemmConfig(fmt="mxfp4", unit_latency=n).result_delay for n in range(10)]
+    assert delays == [0, 1, 2, 4, 5, 7, 8, 10, 12, 14]
+    base = command_cycles(GemmConfig(fmt="mxfp4", unit_latency=0), 9, 40, 17)
+    for n, d in enumerate(delays):
+        assert command_cycles(GemmConfig(fmt="mxfp4", unit_latency=n), 9, 40, 17) == base + d
+    assert GemmConfig(fmt="int8").result_delay == GemmConfig(fmt="bf16").result_delay == 0
+    assert GemmConfig(fmt="nvfp4", dataflow="ws").unit_latency == 0
 
 
 @pytest.mark.sim

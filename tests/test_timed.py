@@ -147,12 +147,17 @@ _ARRAYS = [(1, 1), (1, 5), (4, 1), (4, 4), (4, 3), (2, 5), (8, 8)]
 @settings(max_examples=60, deadline=None)
 @given(
     array=st.sampled_from(_ARRAYS), dataflow=st.sampled_from(["os", "ws"]),
-    acc_rows=st.integers(2, 9),
+    acc_rows=st.integers(2, 9), unit_latency=st.sampled_from([None, 0, 3, 9]),
     shapes=st.lists(st.tuples(st.integers(0, 19), st.integers(0, 19), st.integers(0, 19)),
                     min_size=1, max_size=4),
 )
-def test_gemm_timed_model_keeping_up_is_the_closed_form(array, dataflow, acc_rows, shapes):
-    cfg = GemmConfig(rows=array[0], cols=array[1], dataflow=dataflow, acc_rows=acc_rows)
+def test_gemm_timed_model_keeping_up_is_the_closed_form(array, dataflow, acc_rows, unit_latency,
+                                                       shapes):
+    # unit_latency None: int8; else mxfp4 with its block units cut so (os only).
+    block = {} if unit_latency is None or dataflow == "ws" else {"fmt": "mxfp4",
+                                                                 "unit_latency": unit_latency}
+    cfg = GemmConfig(rows=array[0], cols=array[1], dataflow=dataflow, acc_rows=acc_rows,
+                     **block)
     timed = gemm_timed.timing(cfg, shapes, dict.fromkeys(("cmd", "a", "b"), Source()))
     assert timed.cycles == gemm_timed.run_cycles(cfg, shapes)
     c = timed.counters

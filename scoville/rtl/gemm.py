@@ -39,15 +39,15 @@ from amaranth.lib.wiring import In, Out
 from .gemm_arith import FORMATS, Arith, pair_error
 from .gemm_dataflow import CMD, DIM_BITS
 from .gemm_opbuffer import OperandBuffer
-from .gemm_os_dataflow import OutputStationary
+from .gemm_os_dataflow import MOST_UNIT_LATENCY, UNIT_LATENCY, OutputStationary, unit_cuts
 from .gemm_ws_dataflow import WeightStationary
 from .lib.codes import names
 from .lib.counters import counter_layout
 from .lib.fp32 import fp32_mul
 from .lib.params import ParamError, check_choice, check_int, param
 
-__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "STATUS", "Gemm", "GemmConfig", "Status",
-           "command_layout", "command_members", "operand_layouts"]
+__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "STATUS", "UNIT_LATENCY", "Gemm", "GemmConfig",
+           "Status", "command_layout", "command_members", "operand_layouts"]
 
 class Status(enum.IntEnum, shape=1):
     """Status of the latest command."""
@@ -82,6 +82,12 @@ class GemmConfig:
         Beats each operand buffer holds.
     acc_rows : int
         ``ws`` only: rows of C accumulated on chip per pass (M is split into chunks of this).
+    unit_latency : int
+        Block formats on ``os`` only: register stages of each column's block units (the block
+        value of a finished block and its binary32 addition, cut as
+        :func:`~scoville.rtl.gemm_os_dataflow.unit_cuts` says); a tile's rows of C leave
+        :attr:`result_delay` cycles later for it. Unset: :data:`UNIT_LATENCY` there, 0
+        elsewhere (the only value allowed there).
     """
 
     rows: int = param(8, "1..64", "array rows")
@@ -92,6 +98,9 @@ class GemmConfig:
     dataflow: str = param("os", "os, ws", "output- or weight-stationary")
     buffer_depth: int = param(64, "2..4096", "beats per operand buffer")
     acc_rows: int = param(256, "2..4096", "ws: accumulator rows")
+    unit_latency: int = param(None, f"0..{MOST_UNIT_LATENCY} with a block format on os, else 0; "
+                                    f"unset: {UNIT_LATENCY} there, else 0",
+                              "os block formats: register stages of a column's block units")
 
     def __post_init__(self):
         check_int("rows", self.rows, 1, 64)
@@ -105,6 +114,15 @@ class GemmConfig:
         check_int("buffer_depth", self.buffer_depth, 2, 4096)
         check_int("acc_rows", self.acc_rows, 2, 4096)
         block = self.arith.block
+        staged = self.mx and self.dataflow == "os"
+        if self.unit_latency is None:
+            object.__setattr__(self, "unit_latency", UNIT_LATENCY if staged else 0)
+        if staged:
+            check_int("unit_latency", self.unit_latency, 0, MOST_UNIT_LATENCY)
+        elif self.unit_latency != 0:
+            raise ParamError(f"parameter 'unit_latency' = {self.unit_latency!r} is not allowed "
+                             f"with fmt={self.fmt} and dataflow={self.dataflow} (only the "
+                             f"block formats on os have block units); allowed: 0")
         if self.mx and self.dataflow == "ws" and block % self.rows:
             allowed = ", ".join(str(r) for r in range(1, block + 1) if block % r == 0)
             raise ParamError(
@@ -122,6 +140,12 @@ class GemmConfig:
     def arith(self) -> Arith:
         """What a PE computes (:class:`~scoville.rtl.gemm_arith.Arith`)."""
         return Arith(self)
+
+    @property
+    def result_delay(self) -> int:
+        """Cycles a tile's rows of C leave later for :attr:`unit_latency`
+        (:func:`~scoville.rtl.gemm_os_dataflow.unit_cuts`)."""
+        return unit_cuts(self.unit_latency).result_delay
 
     @property
     def mx(self) -> bool:

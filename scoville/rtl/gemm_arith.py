@@ -183,15 +183,17 @@ class Arith:
         m.d.comb += [out.sum.eq(x.sum + y.sum), out.nan.eq(x.nan | y.nan)]
         return out
 
-    def block_value(self, m: Module, total, sa, sb, name: str):
+    def block_value(self, m: Module, total, sa, sb, name: str, cut=None):
         """The binary32 bits of a finished block: the exact sum ``total`` (a value of
         :attr:`psum_shape`) times the block scales ``sa`` and ``sb``, rounded once (exact for
-        NVFP4); the canonical NaN when a scale or an element is NaN."""
+        NVFP4); the canonical NaN when a scale or an element is NaN. ``cut``: the
+        conversion's cut points (:func:`~scoville.rtl.lib.blockdot.mx_block_value`'s)."""
         nan = total.nan if self.specials else 0
         value = total.sum if self.specials else total
         if self.e8m0_scales:
             terms = mx_scale_terms(sa, sb)
             return mx_block_value(m, value, terms["exp"], terms["nan"] | nan,
-                                  units=self.units, name=name)
+                                  units=self.units, name=name, cut=cut)
         terms = nvfp4_scale_terms(sa, sb)
-        return nvfp4_block_value(m, value, **{**terms, "nan": terms["nan"] | nan}, name=name)
+        return nvfp4_block_value(m, value, **{**terms, "nan": terms["nan"] | nan}, name=name,
+                                 cut=cut)

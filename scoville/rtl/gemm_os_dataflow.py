@@ -24,11 +24,60 @@ from .gemm_dataflow import (
     dataflow_signature,
     sequencer_members,
 )
+from .lib.blockdot import CutPoints, DotCuts, dot_cuts, most_cuts
 from .lib.comb import wire
 from .lib.fp32 import fp32_add
 from .lib.pipeline import delay
 
-__all__ = ["OsArray", "OsSequencer", "OutputStationary", "step_layout"]
+__all__ = ["MOST_UNIT_LATENCY", "UNIT_LATENCY", "OsArray", "OsSequencer", "OutputStationary",
+           "UnitCuts", "step_layout", "unit_cuts"]
+
+#: The fewest beats between two blocks of a PE that one unit adds (NVFP4's block; MX's is 32):
+#: they bound the cuts of the units' adder (:func:`~scoville.rtl.lib.blockdot.most_cuts`).
+_BLOCK_STEPS = 16
+#: The most register stages of a column's block units: one after the pick of the PE whose
+#: block ends, and the cuts of a block dot unit's value and adder.
+MOST_UNIT_LATENCY = 1 + most_cuts("mx", _BLOCK_STEPS)
+#: The stages by default: the pick, the block value's conversion cut twice, its register and
+#: the adder cut twice (as ``mx_dot``'s default), each stage within the levels budget of
+#: docs/levels.md.
+UNIT_LATENCY = 6
+
+
+@dataclass(frozen=True)
+class UnitCuts:
+    """Where a column's block units (:meth:`OsArray._block_units`) are cut: ``picked``, a
+    register after the pick of the PE whose block ends; ``value``, the cuts of the block's
+    value and of the adder that adds it into the PE's binary32 sum
+    (:class:`~scoville.rtl.lib.blockdot.DotCuts`)."""
+
+    picked: bool
+    value: DotCuts
+
+    @property
+    def ahead(self) -> int:
+        """Stages from a block's end to the adder's input, where the PE's sum is read."""
+        return self.picked + len(self.value.convert) + self.value.block
+
+    @property
+    def stages(self) -> int:
+        """Stages from a block's end to the sum's write (a unit of blocks that do not end a
+        tile)."""
+        return self.ahead + len(self.value.add)
+
+    @property
+    def result_delay(self) -> int:
+        """Stages from a tile's last block's end to its result's write: the unit of blocks
+        that end a tile reads the PE's sum ``len(add)`` stages later than the others, after a
+        block ending one step before its own has been added."""
+        return self.stages + len(self.value.add)
+
+
+def unit_cuts(latency: int) -> UnitCuts:
+    """The cuts of ``latency`` register stages of the block units (0..
+    :data:`MOST_UNIT_LATENCY`): the pick's register first, then as a block dot unit's stages
+    past its fixed ones (:func:`~scoville.rtl.lib.blockdot.dot_cuts`)."""
+    return UnitCuts(latency > 0, dot_cuts("mx", max(latency - 1, 0), _BLOCK_STEPS))
 
 
 def step_layout(config) -> data.StructLayout:
@@ -212,7 +261,10 @@ class OsArray(wiring.Component):
                     with m.If(en):
                         m.d.sync += b_out.eq(b_in)
                     top[c] = b_out
-            collect.append(wire(m, f"collect{r}", a_in.valid & a_in.last & a_in.row))
+            # A row of results leaves the row's last PE as its last step does, ``result_delay``
+            # cycles later where the block units are cut.
+            collect.append(delay(m, wire(m, f"collect{r}", a_in.valid & a_in.last & a_in.row),
+                                 cfg.result_delay, en, name=f"collect{r}"))
         if cfg.arith.kind == "block":
             for c in range(C):
                 self._block_units(m, c)
@@ -230,7 +282,8 @@ class OsArray(wiring.Component):
             last_cols = Signal(C, name="last_cols")
             with m.If(en & s1.valid & s1.last):
                 m.d.sync += last_cols.eq(s1.cols)
-            m.d.comb += self.cols.eq(delay(m, last_cols, C - 1, en, name="cols"))
+            m.d.comb += self.cols.eq(delay(m, last_cols, C - 1 + cfg.result_delay, en,
+                                           name="cols"))
         return m
 
     def _pe(self, m: Module, r: int, c: int, a_in, b_in) -> Signal:
@@ -249,8 +302,6 @@ class OsArray(wiring.Component):
             fp = Signal(32, name=f"{name}_fp")
             with m.If(en & a_in.valid):
                 m.d.sync += sums.eq(fresh)
-                with m.If(a_in.first & ~a_in.bend):
-                    m.d.sync += fp.eq(0)
             self._ends[c].append(_BlockEnd(fresh, fp, res, a_in, b_in))
             return res
         base = ar.cleared(m, sums, a_in.first, f"{name}_base")
@@ -272,55 +323,83 @@ class OsArray(wiring.Component):
         another row: a short last block, or a new tile. So one unit takes the blocks that end
         a tile, and one unit per ``block`` rows takes the others (their row distances are
         below the block, their steps a multiple of it apart; tiles are ``max(K, R, C)`` steps
-        apart). A single row needs one unit. Rows beyond M take no unit: the next command
-        may start while the last tile's rows beyond M are still in the array (their results
-        are never collected), and its rows' blocks would meet theirs.
+        apart). A single row needs one unit, unless the units are cut (the unit of a tile's
+        last block must then read the PE's sum later than the others write it). Rows beyond M
+        take no unit: the next command may start while the last tile's rows beyond M are
+        still in the array (their results are never collected), and its rows' blocks would
+        meet theirs.
 
         Each unit is :meth:`Arith.block_value` and one binary32 adder, fed through an AND-OR
-        mux from the PE whose block ends; it writes that PE's binary32 sum, and at the tile's
-        last step its result, in the same cycle as a unit of its own would: the timing is that
-        of a PE with its own unit.
+        mux from the PE whose block ends, and cut by ``unit_latency`` register stages
+        (:func:`unit_cuts`); it writes that PE's binary32 sum (the unit of a tile's last
+        block: the PE's result, and its sum back to +0, ready for the next tile).
         """
-        cfg, en = self._config, self.en
-        ar = cfg.arith
+        cfg = self._config
+        plan = unit_cuts(cfg.unit_latency)
         ends = self._ends[c]
         R = len(ends)
-        if R == 1:
+        if R == 1 and not plan.stages:
             units = [("u", ends, lambda e: e.a.bend, None)]
         else:
-            B = ar.block
+            B = cfg.arith.block
             units = [(f"mid{g}", ends[g * B:(g + 1) * B], lambda e: e.a.bend & ~e.a.last, False)
                      for g in range((R + B - 1) // B)]
             units.append(("end", ends, lambda e: e.a.last, True))
         # ``last``: the unit's blocks end tiles (True), never do (False), or may (None).
         for uname, members, event, last in units:
-            name = f"col{c}_{uname}"
-            sel = [wire(m, f"{name}_sel{k}", e.a.valid & e.a.row & event(e))
-                   for k, e in enumerate(members)]
+            self._unit(m, f"col{c}_{uname}", members, event, last, plan)
 
-            def pick(field, values, shape, sel=sel, name=name):
-                return wire(m, f"{name}_{field}", functools.reduce(operator.or_, (
-                    Mux(s, v, 0) for s, v in zip(sel, values, strict=True))), shape)
+    def _unit(self, m: Module, name: str, members: list, event, last, plan: UnitCuts) -> None:
+        """One block unit of :meth:`_block_units`: it takes the block of the member whose
+        ``event`` comes (at most one a cycle) and writes what it adds back to that member."""
+        en, ar = self.en, self._config.arith
+        sel = wire(m, f"{name}_sel", Cat(e.a.valid & e.a.row & event(e) for e in members),
+                   len(members))
 
-            total = pick("sum", [_bits(e.fresh) for e in members], ar.psum_shape)
-            sa = pick("sa", [e.a.sa for e in members], 8)
-            sb = pick("sb", [e.b.sb for e in members], 8)
-            on = pick("on", [e.b.on for e in members], 1)
-            acc = pick("acc", [e.fp for e in members], 32)
-            if last is not False:
-                # A tile's first block is its last when K <= block; a block that does not end
-                # a tile never starts it (it ends at k >= block - 1 > 0).
-                acc = Mux(pick("first", [e.a.first for e in members], 1), 0, acc)
-            value = Mux(on, ar.block_value(m, total, sa, sb, f"{name}_blk"), 0)
-            result = wire(m, f"{name}_total", fp32_add(m, acc, value, name=f"{name}_add"))
-            for s, e in zip(sel, members, strict=True):
-                with m.If(en & s):
-                    m.d.sync += e.fp.eq(result)
-                    if last:
+        def pick(field, values, shape, sel):
+            return wire(m, f"{name}_{field}", functools.reduce(operator.or_, (
+                Mux(sel[k], v, 0) for k, v in enumerate(values))), shape)
+
+        took = {
+            "sel": sel,
+            "sum": pick("sum", [_bits(e.fresh) for e in members], ar.psum_shape, sel),
+            "sa": pick("sa", [e.a.sa for e in members], 8, sel),
+            "sb": pick("sb", [e.b.sb for e in members], 8, sel),
+            "on": pick("on", [e.b.on for e in members], 1, sel),
+        }
+        if last is None:
+            took["last"] = pick("last", [e.a.last for e in members], 1, sel)
+        took = {k: delay(m, v, plan.picked, en, name=f"{name}_took_{k}") for k, v in took.items()}
+        cut = CutPoints(m, en, plan.value.convert, f"{name}_blk")
+        value = ar.block_value(m, took["sum"], took["sa"], took["sb"], f"{name}_blk", cut=cut)
+        cut.check(f"{name}'s block value")
+        # The flags beside the value; the unit of a tile's last blocks reads the PE's sum
+        # ``len(add)`` stages later than the others (UnitCuts.result_delay).
+        later = len(plan.value.add) if last else 0
+        flags = {k: delay(m, took[k], plan.ahead - plan.picked + later, en, name=f"{name}_{k}")
+                 for k in ("sel", "last") if k in took}
+        on = delay(m, took["on"], len(plan.value.convert), en, name=f"{name}_on")
+        value = delay(m, wire(m, f"{name}_value", Mux(on, value, 0), 32),
+                      plan.value.block + later, en, name=f"{name}_value")
+        acc = pick("acc", [e.fp for e in members], 32, flags["sel"])
+        cut = CutPoints(m, en, plan.value.add, f"{name}_add")
+        result = wire(m, f"{name}_total", fp32_add(m, acc, value, name=f"{name}_add", cut=cut))
+        cut.check(f"{name}'s adder")
+        wrote = delay(m, flags["sel"], len(plan.value.add), en, name=f"{name}_wrote")
+        for k, e in enumerate(members):
+            if last is None:
+                with m.If(en & wrote[k]):
+                    m.d.sync += e.fp.eq(Mux(flags["last"], 0, result))
+                    with m.If(flags["last"]):
                         m.d.sync += e.res.eq(result)
-                    elif last is None:
-                        with m.If(e.a.last):
-                            m.d.sync += e.res.eq(result)
+            elif last:
+                with m.If(en & flags["sel"][k]):
+                    m.d.sync += e.fp.eq(0)
+                with m.If(en & wrote[k]):
+                    m.d.sync += e.res.eq(result)
+            else:
+                with m.If(en & wrote[k]):
+                    m.d.sync += e.fp.eq(result)
 
 
 def _bits(value):

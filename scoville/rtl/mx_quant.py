@@ -52,12 +52,13 @@ class MxQuantConfig:
     latency : int
         Register stages from an input handshake to the block being valid: ``latency - 1``
         cut the logic (:attr:`MxQuant.CUTS`: at 2, after the block's largest magnitude), the
-        last follows the rounding.
+        last follows the rounding. By default 4, the fewest within the levels budget of
+        docs/levels.md.
     """
 
     in_fmt: str = param("fp32", "fp32, bf16", "input element format")
     out_fmt: str = param("mxfp4", "mxfp4, mxfp8", "output format")
-    latency: int = param(2, "2..5", "register stages")
+    latency: int = param(4, "2..5", "register stages")
 
     def __post_init__(self):
         check_choice("in_fmt", self.in_fmt, IN_FORMATS)

@@ -239,7 +239,8 @@ def _subnormal_job(cfg, rng) -> list:
 @cocotb.test()
 async def test_edges(dut):
     """Edge shapes (M = 1, K = 1, K < rows, N < cols, every dimension off the array grid; in
-    a block format with more rows than a block, K past two blocks on every row),
+    a block format, K one past a block over three tiles, and with more rows than a block, K
+    past two blocks on every row),
     extreme values and scales, a subnormal C (float formats), and every combination of zero
     dimensions, each a command that must be rejected without disturbing its neighbours; under
     the workload's gaps and back-pressure."""
@@ -255,6 +256,11 @@ async def test_edges(dut):
         (2 * R + 1, max(R - 1, 1), max(C - 1, 1)),
         (R, k_long, C),
     ]
+    if cfg.mx:
+        # A tile's last block one element long, a step after a block that does not end it,
+        # over three tiles: the block units' tightest pair, and the sums they leave between
+        # tiles.
+        shapes.append((2 * R + 1, cfg.arith.block + 1, C + 1))
     if cfg.mx and R > cfg.arith.block:
         # K past two blocks with more rows than a block: rows a block apart end a block in
         # the same cycle (row 0 its second, row ``block`` its first).

@@ -15,10 +15,12 @@ path, valid at any size; a test checks that both agree). Per command (``R`` x ``
 
 ``os``: ``T = ceil(M/R) * ceil(N/C)`` output tiles, ``max(K, R, C)`` steps apart::
 
-    1 + (T - 1) * max(K, R, C) + K + C + m_last
+    1 + (T - 1) * max(K, R, C) + K + C + D + m_last
 
-(the accept cycle; the tiles; C cycles for the last tile's final step to cross the array; one
-row of C per cycle for its ``m_last = M - (ceil(M/R) - 1) * R`` rows).
+(the accept cycle; the tiles; C cycles for the last tile's final step to cross the array; the
+block units' ``D = result_delay`` stages, 0 but in a block format
+(:attr:`~scoville.rtl.gemm.GemmConfig.result_delay`); one row of C per cycle for its
+``m_last = M - (ceil(M/R) - 1) * R`` rows).
 
 ``ws``: ``ceil(N/C) * ceil(M/acc_rows) * ceil(K/R)`` weight tiles; a tile whose chunk of A has
 ``mc`` rows takes ``max(mc, R)`` steps (one A row, and one weight row, per step)::
@@ -34,8 +36,9 @@ rejected command after it overlaps). A rejected command (a zero dimension) takes
 Steps, counted from the cycle after the command's accept (``S`` = ``max(K, R, C)``):
 
 - ``os``: tile ``t``'s K steps (each takes one A and one B beat) are steps ``t * S .. t * S +
-  K - 1``; its row ``r`` leaves the array at step ``t * S + K + C + r`` (one step through the
-  operand register, ``r`` through the row's skew, ``C`` across the row of PEs).
+  K - 1``; its row ``r`` leaves the array at step ``t * S + K + C + D + r`` (one step through
+  the operand register, ``r`` through the row's skew, ``C`` across the row of PEs, ``D``
+  through the block units).
 - ``ws``: step 0 (the prologue) takes row 0 of the first weight tile; a tile's step ``s``
   takes A row ``s`` when ``s < mc``, takes weight row ``s + 1`` when that row exists (below
   ``R`` and below K), and at its last step row 0 of the next tile; an A row of the last K tile
@@ -82,12 +85,12 @@ def command_steps(config, m: int, k: int, n: int) -> np.ndarray:
     step that emits the last row."""
     R, C = config.rows, config.cols
     if config.dataflow == "os":
-        span = max(k, R, C)
+        span, late = max(k, R, C), config.result_delay
         rows = [min(R, m - i0) for i0 in range(0, m, R) for _ in range(0, n, C)]
-        steps = np.zeros((len(rows) * span + k + C + R, 3), dtype=bool)
+        steps = np.zeros((len(rows) * span + k + C + late + R, 3), dtype=bool)
         for t, tile_rows in enumerate(rows):
             steps[t * span: t * span + k, :2] = True
-            at = t * span + k + C
+            at = t * span + k + C + late
             steps[at: at + tile_rows, 2] = True
     else:
         chunks = [min(config.acc_rows, m - c0) for c0 in range(0, m, config.acc_rows)]
@@ -284,7 +287,7 @@ def command_cycles(config, m: int, k: int, n: int) -> int:
     if config.dataflow == "os":
         tiles = math.ceil(m / R) * math.ceil(n / C)
         m_last = m - (math.ceil(m / R) - 1) * R
-        return 1 + (tiles - 1) * max(k, R, C) + k + C + m_last
+        return 1 + (tiles - 1) * max(k, R, C) + k + C + config.result_delay + m_last
     chunks = [min(config.acc_rows, m - c0) for c0 in range(0, m, config.acc_rows)]
     passes = math.ceil(n / C) * math.ceil(k / R)
     steps = passes * sum(max(mc, R) for mc in chunks) - max(chunks[-1], R)
