@@ -6,8 +6,8 @@ beside it the same with each module's registers retimed (``--retime``) and mappe
 (``--map delay``). Then the units whose register stages follow their logic (``latency``) at
 every latency they allow, retimed: how far stages alone take each towards the budget; and
 the units whose stages cut their logic as written (fp32_add, exp2, mx_quant, mx_dot,
-nvfp4_dot, argmax, rope, and gemm_quant's block units), at every latency (some), mapped for
-area and for delay.
+nvfp4_dot, argmax, rope, int_mac, and gemm_quant's block units), at every latency (some),
+mapped for area and for delay.
 
 A synthesis that takes longer than ``--timeout`` seconds is listed as not measured.
 
@@ -34,7 +34,7 @@ STAGED = {"fp4_mul": range(1, 5)}
 #: ``lib.blockdot.dot_cuts``), with the latencies their configs allow at their default lanes.
 CUT = {"fp32_add": range(1, 7), "exp2": range(1, 6), "mx_quant": range(2, 6),
        "mx_dot": range(3, 10), "nvfp4_dot": range(4, 15), "argmax": range(2, 6),
-       "rope": (1, 5, 9, 11), "gemm_quant": (0, 3)}
+       "rope": (1, 5, 9, 11), "int_mac": range(2, 5), "gemm_quant": (0, 3)}
 #: The parameter each of :data:`CUT` sets (``latency`` unless named here): gemm_quant's MXFP4
 #: array's block units (its default, 6, is in the first table).
 CUT_PARAM = {"gemm_quant": "array.unit_latency"}
@@ -155,7 +155,8 @@ def main(argv=None) -> int:
               "accumulator, the accumulator's adder (at most a block's beats less one cuts: its "
               "sum must be back before the next block's value) and NVFP4's product by the tensor "
               "scale; argmax in its lanes' order keys and its tree of comparisons "
-              "(`argmax.cut_sites`); rope in its products and sums (`rope.cuts`); "
+              "(`argmax.cut_sites`); rope in its products and sums (`rope.cuts`); int_mac "
+              "between its INT32 sum's halves (3) and after its products (4); "
               "gemm_quant's MXFP4 array in its columns' block units, after the pick of the PE "
               "whose block ends and then as mx_dot (`gemm_os_dataflow.unit_cuts`). The stages "
               "load together (one stalling pipeline), so a deeper setting costs cycles of "

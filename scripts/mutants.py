@@ -903,9 +903,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="int_mac-acc-ignored",
         models="a dot product starts from 0, not from the ``acc`` its first beat brings",
         file="scoville/rtl/int_mac.py",
-        edits=(Edit("base.eq(Mux(s1_first, s1_acc, acc))", "base.eq(Mux(s1_first, 0, acc))"),),
+        edits=(Edit('lo_base = Mux(s["first"], s["acc"][:_HALF], lo)',
+                    'lo_base = Mux(s["first"], 0, lo)'),
+               Edit("hi_base = Mux(h_first, h_acc, hi)", "hi_base = Mux(h_first, 0, hi)")),
         block="int_mac", params={}, tests=("test_workload",), expect=Kind.DATA,
         why="the workload's dot products start from random 32-bit values",
+    ),
+    Mutation(
+        name="int_mac-halves-drop-the-carry",
+        models="the INT32 sum in halves (latencies 3 and 4): the high half never takes the "
+               "low half's carry",
+        file="scoville/rtl/int_mac.py",
+        edits=(Edit("hi.eq(hi_base + h_dot + carry)", "hi.eq(hi_base + h_dot)"),),
+        block="int_mac", params={}, tests=("test_exhaustive_pairs", "test_workload"),
+        expect=Kind.DATA,
+        why="a negative product sign-extends to the high half, which a carry out of the low "
+            "half must clear: every sum of mixed signs that crosses zero",
     ),
     Mutation(
         name="mx_dot-b-scale-from-a",

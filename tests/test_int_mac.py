@@ -34,14 +34,19 @@ def test_golden_rejects_out_of_range_elements():
         int_mac([[8]], [[1]], [0], 4)
 
 
-@pytest.mark.parametrize("bad", [{"fmt": "int2"}, {"lanes": 0}, {"lanes": 65}])
+@pytest.mark.parametrize("bad", [{"fmt": "int2"}, {"lanes": 0}, {"lanes": 65}, {"latency": 1},
+                                 {"latency": 5}])
 def test_config_rejects_bad_values(bad):
     with pytest.raises(ParamError, match=f"'{next(iter(bad))}'.*allowed"):
         IntMacConfig(**bad)
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("params", [{"fmt": "int4", "lanes": 4}, {"fmt": "int8", "lanes": 8}],
-                         ids=["int4x4", "int8x8"])
+@pytest.mark.parametrize("params", [{"fmt": "int4", "lanes": 4}, {"fmt": "int8", "lanes": 8},
+                                    {"fmt": "int8", "lanes": 1, "latency": 2},
+                                    {"fmt": "int4", "lanes": 3, "latency": 3}],
+                         ids=["int4x4", "int8x8", "int8x1-latency2", "int4x3-latency3"])
 def test_int_mac_rtl(simulator, seed, params):
+    """At the default latency (the products, then their sum, then the INT32 sum in halves),
+    at 3 (the products and their sum in one stage) and at 2 (the INT32 sum in one)."""
     assert_passed(simulate("int_mac", simulator, seed, count=400, **params))

@@ -6,15 +6,18 @@ units do; a saturating accumulator would hide overflow in a sum that later cance
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .lib.formats import ELEMENT_BITS
 from .lib.params import check_choice, check_int, param
-from .lib.pipeline import stall_chain
+from .lib.pipeline import delay, stall_chain
 
 __all__ = ["FORMATS", "IntMac", "IntMacConfig"]
+
+#: Bits of each half of the INT32 sum at latencies 3 and 4.
+_HALF = 16
 
 #: The integer formats (their widths: :data:`~scoville.rtl.lib.formats.ELEMENT_BITS`).
 FORMATS = ("int4", "int8")
@@ -30,14 +33,21 @@ class IntMacConfig:
         ``int4`` (-8..7) or ``int8`` (-128..127) elements.
     lanes : int
         Products per cycle.
+    latency : int
+        Register stages: 2 (the beat's products and their sum, then the INT32 sum); 3 (the
+        INT32 sum's adder in halves, the high half a stage after the low half and its carry);
+        4 (also the products a stage before their sum): the default, within the levels budget
+        of docs/levels.md.
     """
 
     fmt: str = param("int8", "int4, int8", "element format")
     lanes: int = param(8, "1..64", "products per cycle")
+    latency: int = param(4, "2..4", "register stages")
 
     def __post_init__(self):
         check_choice("fmt", self.fmt, FORMATS)
         check_int("lanes", self.lanes, 1, 64)
+        check_int("latency", self.latency, 2, 4)
 
     @property
     def bits(self) -> int:
@@ -59,10 +69,9 @@ class IntMac(wiring.Component):
     o : Out(stream.Signature(signed(32)))
         One result per dot product.
     latency : int
-        Cycles from the ``last`` beat's handshake to its result being valid.
+        Cycles from the ``last`` beat's handshake to its result being valid
+        (``config.latency``).
     """
-
-    latency = 2
 
     def __init__(self, config: IntMacConfig):
         self._config = config
@@ -82,36 +91,61 @@ class IntMac(wiring.Component):
     def config(self) -> IntMacConfig:
         return self._config
 
+    @property
+    def latency(self) -> int:
+        return self._config.latency
+
     def elaborate(self, platform):
         m = Module()
         lanes = self._config.lanes
-        s2_last = Signal()
-        en, valid = stall_chain(m, self.i, self.o, self.latency, emits=s2_last)
+        emits = Signal()
+        en, valid = stall_chain(m, self.i, self.o, self.latency, emits=emits)
 
         # A dot product starts after reset and after every ``last`` beat.
         first = Signal(init=1)
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += first.eq(self.i.payload.last)
 
-        prod_bits = 2 * self._config.bits
-        dot = sum(self.i.payload.a[k] * self.i.payload.b[k] for k in range(lanes))
-        s1_dot = Signal(signed(prod_bits + lanes.bit_length()))
-        s1_acc = Signal(signed(32))
-        s1_first = Signal()
-        s1_last = Signal()
-        with m.If(en):
-            m.d.sync += [
-                s1_dot.eq(dot),
-                s1_acc.eq(self.i.payload.acc),
-                s1_first.eq(first),
-                s1_last.eq(self.i.payload.last),
-            ]
+        i = self.i.payload
+        beat = {"acc": i.acc, "first": first, "last": i.last}
+        prods = [i.a[k] * i.b[k] for k in range(lanes)]
+        stage = 0
+        if self.latency == 4:
+            # Stage 1: the beat's products; their sum follows in stage 2.
+            prods = [delay(m, p, 1, en, name=f"prod{k}") for k, p in enumerate(prods)]
+            beat = {k: delay(m, v, 1, en, name=f"beat_{k}") for k, v in beat.items()}
+            stage = 1
+        dot_bits = 2 * self._config.bits + lanes.bit_length()
+        dot = delay(m, sum(prods), 1, en, name="dot", shape=signed(dot_bits))
+        s = {k: delay(m, v, 1, en, name=f"dot_{k}") for k, v in beat.items()}
+        took = en & valid[stage]         # the beat in the sum's stage moves on
 
-        acc = Signal(signed(32))
-        base = Signal(signed(32))
-        m.d.comb += base.eq(Mux(s1_first, s1_acc, acc))
-        with m.If(en & valid[0]):
-            m.d.sync += [acc.eq(base + s1_dot), s2_last.eq(s1_last)]
-        m.d.comb += self.o.payload.eq(acc)
+        if self.latency == 2:
+            acc = Signal(signed(32))
+            base = Signal(signed(32))
+            m.d.comb += base.eq(Mux(s["first"], s["acc"], acc))
+            with m.If(took):
+                m.d.sync += [acc.eq(base + dot), emits.eq(s["last"])]
+            m.d.comb += self.o.payload.eq(acc)
+            return m
+        # The low half of the running sum and its carry out, then a stage later the high half,
+        # with that carry, of the same beat (each half's sum loops on itself in one cycle).
+        wide = Signal(signed(32))
+        m.d.comb += wide.eq(dot)
+        lo, carry = Signal(_HALF), Signal()
+        h_dot, h_acc = Signal(_HALF), Signal(_HALF)
+        h_first, h_last = Signal(), Signal()
+        lo_base = Mux(s["first"], s["acc"][:_HALF], lo)
+        with m.If(took):
+            m.d.sync += [
+                Cat(lo, carry).eq(lo_base + wide[:_HALF]),
+                h_dot.eq(wide[_HALF:]), h_acc.eq(s["acc"][_HALF:]),
+                h_first.eq(s["first"]), h_last.eq(s["last"]),
+            ]
+        hi, out_lo = Signal(_HALF), Signal(_HALF)
+        hi_base = Mux(h_first, h_acc, hi)
+        with m.If(en & valid[stage + 1]):
+            m.d.sync += [hi.eq(hi_base + h_dot + carry), out_lo.eq(lo), emits.eq(h_last)]
+        m.d.comb += self.o.payload.eq(Cat(out_lo, hi))
         return m
 
