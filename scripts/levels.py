@@ -7,7 +7,7 @@ beside it the same with each module's registers retimed (``--retime``) and mappe
 every latency they allow, retimed: how far stages alone take each towards the budget; and
 the units whose stages cut their logic as written (fp32_add, exp2, mx_quant, mx_dot,
 nvfp4_dot, argmax, rope, int_mac, and gemm_quant's block units), at every latency (some),
-mapped for area and for delay.
+mapped for area and for delay; last, the GEMM array in each format at 4 x 4, mapped for delay.
 
 A synthesis that takes longer than ``--timeout`` seconds is listed as not measured.
 
@@ -38,9 +38,18 @@ CUT = {"fp32_add": range(1, 7), "exp2": range(1, 6), "mx_quant": range(2, 6),
 #: The parameter each of :data:`CUT` sets (``latency`` unless named here): gemm_quant's MXFP4
 #: array's block units (its default, 6, is in the first table).
 CUT_PARAM = {"gemm_quant": "array.unit_latency"}
+#: The GEMM array in each format pair on ``os`` at 4 x 4 (its other parameters at their
+#: defaults), mapped for delay.
+GEMM_FORMATS = ("int8", "int4", "mxfp4", "mxfp8", "mxfp8/mxfp4", "nvfp4", "bf16")
 #: How each block is synthesized: as written and mapped for area (the default), retimed, and
 #: mapped for delay.
 HOW = {"area": {}, "retimed": {"retime": True}, "delay": {"mapping": "delay"}}
+
+
+def _gemm_params(pair: str) -> dict:
+    """The parameters of the 4 x 4 ``os`` array in ``pair`` (``fmt`` or ``fmt/b_fmt``)."""
+    fmt, _, b_fmt = pair.partition("/")
+    return {"rows": 4, "cols": 4, "fmt": fmt, **({"b_fmt": b_fmt} if b_fmt else {})}
 
 
 def main(argv=None) -> int:
@@ -57,6 +66,7 @@ def main(argv=None) -> int:
     runs += [(b, {"latency": n}, "retimed") for b, lat in STAGED.items() for n in lat]
     runs += [(b, {CUT_PARAM.get(b, "latency"): n}, how) for b, lat in CUT.items() for n in lat
              for how in ("area", "delay")]
+    runs += [("gemm", _gemm_params(f), "delay") for f in GEMM_FORMATS]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         got = dict(zip(((b, tuple(p.items()), how) for b, p, how in runs),
                        pool.map(lambda x: synth(x[0], x[1], node, timeout=args.timeout,
@@ -169,20 +179,34 @@ def main(argv=None) -> int:
         for n in lat:
             key = CUT_PARAM.get(name, "latency")
             a, d = (got[(name, ((key, n),), how)] for how in ("area", "delay"))
-            if key != "latency":
-                name = f"{name} ({key})"
+            unit = name if key == "latency" else f"{name} ({key})"
             if d is None:
-                lines.append(f"| {name} | {n} | not measured | | | | | | |")
+                lines.append(f"| {unit} | {n} | not measured | | | | | | |")
                 continue
             if d["levels"] <= BUDGET:
-                within.append(f"{name} at {n}")
+                within.append(f"{unit} at {n}")
             path = d["levels_path"]
             area = (f"{a['flip_flops']:,} | {a['levels']}" if a is not None
                     else "not measured | not measured")
-            lines.append(f"| {name} | {n} | {area} | "
+            lines.append(f"| {unit} | {n} | {area} | "
                          f"{d['levels']} | {d['levels'] / BUDGET:.1f}x | {d['fmax_ghz']:.2f} | "
                          f"`{path['start']}` | `{path['end']}` |")
     lines += ["", f"Within the budget mapped for delay: {', '.join(within) or 'none'}."]
+    lines += ["", "## The GEMM array in each format", "",
+              "`scoville synth gemm` at 4 x 4, `os`, each format pair (`fmt`/`b_fmt`) at its "
+              "defaults (the block formats' `unit_latency` 6: [gemm.md](gemm.md)), mapped for "
+              "delay.", "",
+              "| format | flip-flops | levels | levels / budget | fmax bound GHz (n5) | "
+              "critical path from | to |", "|---|---:|---:|---:|---:|---|---|"]
+    for f in GEMM_FORMATS:
+        d = got[("gemm", tuple(_gemm_params(f).items()), "delay")]
+        if d is None:
+            lines.append(f"| {f} | not measured | | | | | |")
+            continue
+        path = d["levels_path"]
+        lines.append(f"| {f} | {d['flip_flops']:,} | {d['levels']} | "
+                     f"{d['levels'] / BUDGET:.1f}x | {d['fmax_ghz']:.2f} | `{path['start']}` | "
+                     f"`{path['end']}` |")
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0

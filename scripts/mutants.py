@@ -372,6 +372,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="every tile after a PE's first starts from the previous tile's result",
     ),
     Mutation(
+        name="gemm-os-nvfp4-cols-early",
+        models="output-stationary NVFP4 with its block units cut: the columns of the tile whose "
+               "rows leave (the tensor scale's mask) come without the units' delay",
+        file="scoville/rtl/gemm_os_dataflow.py",
+        edits=(Edit("delay(m, last_cols, C - 1 + cfg.result_delay, en,",
+                    "delay(m, last_cols, C - 1, en,"),),
+        block="gemm", params={**GEMM, "fmt": "nvfp4"}, tests=("test_edges",), expect=Kind.DATA,
+        why="at the default latency a tile's rows leave 8 cycles after its columns' mask has "
+            "moved on: with K = 1 (tiles 4 steps apart) and N off the grid, a row takes "
+            "another tile's mask and loses columns inside N",
+    ),
+    Mutation(
         name="gemm-bf16-ws-stale-top",
         models="weight-stationary bf16: a row's first K tile starts from whatever its column "
                "SRAM holds instead of +0",
@@ -908,6 +920,16 @@ MUTATIONS: tuple[Mutation, ...] = (
                Edit("hi_base = Mux(h_first, h_acc, hi)", "hi_base = Mux(h_first, 0, hi)")),
         block="int_mac", params={}, tests=("test_workload",), expect=Kind.DATA,
         why="the workload's dot products start from random 32-bit values",
+    ),
+    Mutation(
+        name="int_mac-acc-from-a-later-beat",
+        models="the INT32 sum in halves: the high half's starting value comes from the beat "
+               "offered at the input, not from the dot product's first beat",
+        file="scoville/rtl/int_mac.py",
+        edits=(Edit('h_acc.eq(s["acc"][_HALF:])', 'h_acc.eq(i.acc[_HALF:])'),),
+        block="int_mac", params={}, tests=("test_workload",), expect=Kind.DATA,
+        why="only a dot product's first beat's acc counts; the testbench gives the others "
+            "random values",
     ),
     Mutation(
         name="int_mac-halves-drop-the-carry",

@@ -1,6 +1,7 @@
 """GEMM engine: configuration errors, the golden model against plain arithmetic, the stream
 order, the cycle model's closed forms, and the RTL on both simulators."""
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoville.blocks import get_block, parse_params
-from scoville.rtl.gemm import GemmConfig
+from scoville.rtl.gemm import UNIT_LATENCY, GemmConfig
 from scoville.rtl.lib.params import ParamError
 from scoville.sim import flow
 from scoville.sim.cycles.gemm import (
@@ -430,12 +431,13 @@ def test_gemm_rtl_heavy_gaps_and_back_pressure(simulator, seed, rows, cols, fmt,
 @pytest.mark.alternate_sims
 @pytest.mark.parametrize(("rows", "cols", "fmt", "latency"),
                          [(4, 3, "mxfp8/mxfp4", 0), (3, 2, "mxfp4", 1), (1, 3, "mxfp4", 3),
-                          (1, 2, "mxfp8", 0), (18, 1, "nvfp4", 7), (3, 3, "nvfp4", 9)])
+                          (1, 2, "mxfp8", 0), (1, 2, "mxfp8", 2), (18, 1, "nvfp4", 7),
+                          (3, 3, "nvfp4", 9)])
 def test_gemm_rtl_at_each_kind_of_unit_latency(simulator, seed, rows, cols, fmt, latency):
     """The block units uncut, cut once (the pick's register), cut in the adder (a tile's last
     block then read later than the others are written), and at the most stages: every row of C
-    and every handshake still where the models put them (a single row splits its unit once
-    cut; 18 rows share two units for blocks that do not end a tile)."""
+    and every handshake still where the models put them (a single row keeps one unit until
+    the adder is cut; 18 rows share two units for blocks that do not end a tile)."""
     result = simulate("gemm", simulator, seed, rows=rows, cols=cols, **_formats(fmt),
                       unit_latency=latency, count=3, gap=0.3, backpressure=0.3, long_k=0)
     assert_passed(result)
@@ -451,7 +453,11 @@ def test_unit_latency_delays_a_tiles_rows_by_its_result_delay():
     for n, d in enumerate(delays):
         assert command_cycles(GemmConfig(fmt="mxfp4", unit_latency=n), 9, 40, 17) == base + d
     assert GemmConfig(fmt="int8").result_delay == GemmConfig(fmt="bf16").result_delay == 0
-    assert GemmConfig(fmt="nvfp4", dataflow="ws").unit_latency == 0
+    assert GemmConfig(fmt="nvfp4", dataflow="ws").unit_stages == 0
+    # Unset, it follows a config derived with other formats or dataflow.
+    derived = dataclasses.replace(GemmConfig(fmt="mxfp4"), fmt="int8")
+    assert derived.unit_stages == 0
+    assert dataclasses.replace(derived, fmt="mxfp8").unit_stages == UNIT_LATENCY
 
 
 @pytest.mark.sim

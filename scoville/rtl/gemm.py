@@ -82,12 +82,14 @@ class GemmConfig:
         Beats each operand buffer holds.
     acc_rows : int
         ``ws`` only: rows of C accumulated on chip per pass (M is split into chunks of this).
-    unit_latency : int
-        Block formats on ``os`` only: register stages of each column's block units (the block
-        value of a finished block and its binary32 addition, cut as
-        :func:`~scoville.rtl.gemm_os_dataflow.unit_cuts` says); a tile's rows of C leave
-        :attr:`result_delay` cycles later for it. Unset: :data:`UNIT_LATENCY` there, 0
-        elsewhere (the only value allowed there).
+    unit_latency : int or None
+        Register stages of each column's block units (the block value of a finished block and
+        its binary32 addition, cut as :func:`~scoville.rtl.gemm_os_dataflow.unit_cuts` says),
+        in the block formats on ``os``; a tile's rows of C leave :attr:`result_delay` cycles
+        later for them. Elsewhere there are no block units and only 0 is allowed. Unset
+        (None): :data:`UNIT_LATENCY` in the block formats on ``os``, else 0
+        (:attr:`unit_stages`, resolved from the other parameters each time, so that a
+        config derived with other formats follows them).
     """
 
     rows: int = param(8, "1..64", "array rows")
@@ -114,10 +116,9 @@ class GemmConfig:
         check_int("buffer_depth", self.buffer_depth, 2, 4096)
         check_int("acc_rows", self.acc_rows, 2, 4096)
         block = self.arith.block
-        staged = self.mx and self.dataflow == "os"
         if self.unit_latency is None:
-            object.__setattr__(self, "unit_latency", UNIT_LATENCY if staged else 0)
-        if staged:
+            pass
+        elif self._staged:
             check_int("unit_latency", self.unit_latency, 0, MOST_UNIT_LATENCY)
         elif self.unit_latency != 0:
             raise ParamError(f"parameter 'unit_latency' = {self.unit_latency!r} is not allowed "
@@ -142,10 +143,22 @@ class GemmConfig:
         return Arith(self)
 
     @property
+    def _staged(self) -> bool:
+        """The array has block units (a block format on ``os``)."""
+        return self.mx and self.dataflow == "os"
+
+    @property
+    def unit_stages(self) -> int:
+        """:attr:`unit_latency`, or where unset its default for the formats and dataflow."""
+        if self.unit_latency is not None:
+            return self.unit_latency
+        return UNIT_LATENCY if self._staged else 0
+
+    @property
     def result_delay(self) -> int:
-        """Cycles a tile's rows of C leave later for :attr:`unit_latency`
-        (:func:`~scoville.rtl.gemm_os_dataflow.unit_cuts`)."""
-        return unit_cuts(self.unit_latency).result_delay
+        """Cycles a tile's rows of C leave later for the block units' stages
+        (:attr:`unit_stages`, :func:`~scoville.rtl.gemm_os_dataflow.unit_cuts`)."""
+        return unit_cuts(self.unit_stages).result_delay
 
     @property
     def mx(self) -> bool:

@@ -323,8 +323,9 @@ class OsArray(wiring.Component):
         another row: a short last block, or a new tile. So one unit takes the blocks that end
         a tile, and one unit per ``block`` rows takes the others (their row distances are
         below the block, their steps a multiple of it apart; tiles are ``max(K, R, C)`` steps
-        apart). A single row needs one unit, unless the units are cut (the unit of a tile's
-        last block must then read the PE's sum later than the others write it). Rows beyond M
+        apart). A single row needs one unit, unless the units' adder is cut (the unit of a
+        tile's last block must then read the PE's sum later than the others write it). Rows
+        beyond M
         take no unit: the next command may start while the last tile's rows beyond M are
         still in the array (their results are never collected), and its rows' blocks would
         meet theirs.
@@ -335,10 +336,10 @@ class OsArray(wiring.Component):
         block: the PE's result, and its sum back to +0, ready for the next tile).
         """
         cfg = self._config
-        plan = unit_cuts(cfg.unit_latency)
+        plan = unit_cuts(cfg.unit_stages)
         ends = self._ends[c]
         R = len(ends)
-        if R == 1 and not plan.stages:
+        if R == 1 and not plan.value.add:
             units = [("u", ends, lambda e: e.a.bend, None)]
         else:
             B = cfg.arith.block

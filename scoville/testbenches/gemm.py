@@ -258,7 +258,7 @@ async def test_edges(dut):
     ]
     if cfg.mx:
         # A tile's last block one element long, a step after a block that does not end it,
-        # over three tiles: the block units' tightest pair, and the sums they leave between
+        # over 3 x 2 tiles: the block units' tightest pair, and the sums they leave between
         # tiles.
         shapes.append((2 * R + 1, cfg.arith.block + 1, C + 1))
     if cfg.mx and R > cfg.arith.block:

@@ -18,12 +18,16 @@ async def _check(dut, test, rows, *, gaps, interrupt=False):
     """``rows``: list of ``(a, b, acc)`` dot products; a and b have a multiple of lanes."""
     ctx = context()
     lanes, bits = ctx.config.lanes, ctx.config.bits
+    # ``acc`` counts on a dot product's first beat only: the other beats carry random values.
+    noise = ctx.rng(97)
     cols = {"a": [], "b": [], "acc": [], "last": []}
     for a, b, acc in rows:
         beats = len(a) // lanes
         cols["a"].append(np.asarray(a).reshape(beats, lanes))
         cols["b"].append(np.asarray(b).reshape(beats, lanes))
-        cols["acc"].append(np.full(beats, int(acc), np.int64))
+        accs = noise.integers(-(1 << 31), 1 << 31, beats, dtype=np.int64)
+        accs[0] = int(acc)
+        cols["acc"].append(accs)
         cols["last"].append(np.arange(beats) == beats - 1)
     inputs = {name: np.concatenate(parts) for name, parts in cols.items()}
     emits = [bool(x) for x in inputs["last"]]
