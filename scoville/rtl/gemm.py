@@ -116,11 +116,9 @@ class GemmConfig:
         check_int("buffer_depth", self.buffer_depth, 2, 4096)
         check_int("acc_rows", self.acc_rows, 2, 4096)
         block = self.arith.block
-        if self.unit_latency is None:
-            pass
-        elif self._staged:
+        if self.unit_latency is not None and self._staged:
             check_int("unit_latency", self.unit_latency, 0, MOST_UNIT_LATENCY)
-        elif self.unit_latency != 0:
+        elif self.unit_latency not in (None, 0):
             raise ParamError(f"parameter 'unit_latency' = {self.unit_latency!r} is not allowed "
                              f"with fmt={self.fmt} and dataflow={self.dataflow} (only the "
                              f"block formats on os have block units); allowed: 0")

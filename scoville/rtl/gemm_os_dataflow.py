@@ -24,10 +24,10 @@ from .gemm_dataflow import (
     dataflow_signature,
     sequencer_members,
 )
-from .lib.blockdot import CutPoints, DotCuts, dot_cuts, most_cuts
+from .lib.blockdot import DotCuts, dot_cuts, most_cuts
 from .lib.comb import wire
 from .lib.fp32 import fp32_add
-from .lib.pipeline import delay
+from .lib.pipeline import delay, through_cuts
 
 __all__ = ["MOST_UNIT_LATENCY", "UNIT_LATENCY", "OsArray", "OsSequencer", "OutputStationary",
            "UnitCuts", "step_layout", "unit_cuts"]
@@ -325,10 +325,9 @@ class OsArray(wiring.Component):
         below the block, their steps a multiple of it apart; tiles are ``max(K, R, C)`` steps
         apart). A single row needs one unit, unless the units' adder is cut (the unit of a
         tile's last block must then read the PE's sum later than the others write it). Rows
-        beyond M
-        take no unit: the next command may start while the last tile's rows beyond M are
-        still in the array (their results are never collected), and its rows' blocks would
-        meet theirs.
+        beyond M take no unit: the next command may start while the last tile's rows beyond M
+        are still in the array (their results are never collected), and its rows' blocks
+        would meet theirs.
 
         Each unit is :meth:`Arith.block_value` and one binary32 adder, fed through an AND-OR
         mux from the PE whose block ends, and cut by ``unit_latency`` register stages
@@ -371,9 +370,9 @@ class OsArray(wiring.Component):
         if last is None:
             took["last"] = pick("last", [e.a.last for e in members], 1, sel)
         took = {k: delay(m, v, plan.picked, en, name=f"{name}_took_{k}") for k, v in took.items()}
-        cut = CutPoints(m, en, plan.value.convert, f"{name}_blk")
-        value = ar.block_value(m, took["sum"], took["sa"], took["sb"], f"{name}_blk", cut=cut)
-        cut.check(f"{name}'s block value")
+        value = through_cuts(m, en, plan.value.convert, f"{name}_blk", f"{name}'s block value",
+                             lambda cut: ar.block_value(m, took["sum"], took["sa"], took["sb"],
+                                                        f"{name}_blk", cut=cut))
         # The flags beside the value; the unit of a tile's last blocks reads the PE's sum
         # ``len(add)`` stages later than the others (UnitCuts.result_delay).
         later = len(plan.value.add) if last else 0
@@ -383,9 +382,9 @@ class OsArray(wiring.Component):
         value = delay(m, wire(m, f"{name}_value", Mux(on, value, 0), 32),
                       plan.value.block + later, en, name=f"{name}_value")
         acc = pick("acc", [e.fp for e in members], 32, flags["sel"])
-        cut = CutPoints(m, en, plan.value.add, f"{name}_add")
-        result = wire(m, f"{name}_total", fp32_add(m, acc, value, name=f"{name}_add", cut=cut))
-        cut.check(f"{name}'s adder")
+        result = wire(m, f"{name}_total", through_cuts(
+            m, en, plan.value.add, f"{name}_add", f"{name}'s adder",
+            lambda cut: fp32_add(m, acc, value, name=f"{name}_add", cut=cut)))
         wrote = delay(m, flags["sel"], len(plan.value.add), en, name=f"{name}_wrote")
         for k, e in enumerate(members):
             if last is None:

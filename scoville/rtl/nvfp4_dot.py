@@ -26,7 +26,7 @@ from .lib.blockdot import (
 from .lib.formats import NVFP4_BLOCK
 from .lib.fp32 import fp32_mul
 from .lib.params import check_int, param
-from .lib.pipeline import CutPoints, delay, stall_chain
+from .lib.pipeline import delay, stall_chain, through_cuts
 
 __all__ = ["Nvfp4Dot", "Nvfp4DotConfig"]
 
@@ -116,9 +116,9 @@ class Nvfp4Dot(BlockDotUnit):
 
         # The last stage (cut by the stages past the four): the tensor scale, once per dot
         # product; the emits flag beside it.
-        cut = CutPoints(m, en, plan.scale, "scale")
-        scaled = fp32_mul(m, total, kept["scale"], name="scale_mul", cut=cut)
-        cut.check("the tensor scale's product")
+        scaled = through_cuts(
+            m, en, plan.scale, "scale", "the tensor scale's product",
+            lambda cut: fp32_mul(m, total, kept["scale"], name="scale_mul", cut=cut))
         ends = delay(m, ends, len(plan.scale), en, name="scale_last")
         result = Signal(32)
         with m.If(en):

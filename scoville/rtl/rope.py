@@ -26,7 +26,7 @@ from amaranth.lib.wiring import In, Out
 from .lib.blockdot import ADD_CUTS
 from .lib.fp32 import fp32_add, fp32_mul
 from .lib.params import ParamError, check_int, param
-from .lib.pipeline import CutPoints, delay, stall_pipeline
+from .lib.pipeline import delay, stall_pipeline, through_cuts
 
 __all__ = ["Rope", "RopeConfig", "cuts", "in_layout"]
 
@@ -126,10 +126,8 @@ class Rope(wiring.Component):
 
         def cut_op(op, active, a, b, name):
             """``op`` (fp32_mul or fp32_add) registered at its cut points ``active``."""
-            cut = CutPoints(m, en, active, name)
-            out = op(m, a, b, name=name, cut=cut)
-            cut.check(f"Rope's {op.__name__} {name}")
-            return out
+            return through_cuts(m, en, active, name, f"Rope's {op.__name__} {name}",
+                                lambda cut: op(m, a, b, name=name, cut=cut))
 
         def mul(a, b, name):
             return cut_op(fp32_mul, mul_cuts, a, b, name)

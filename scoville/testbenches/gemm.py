@@ -239,7 +239,7 @@ def _subnormal_job(cfg, rng) -> list:
 @cocotb.test()
 async def test_edges(dut):
     """Edge shapes (M = 1, K = 1, K < rows, N < cols, every dimension off the array grid; in
-    a block format, K one past a block over three tiles, and with more rows than a block, K
+    a block format, K one past a block over 3 x 2 tiles, and with more rows than a block, K
     past two blocks on every row),
     extreme values and scales, a subnormal C (float formats), and every combination of zero
     dimensions, each a command that must be rejected without disturbing its neighbours; under

@@ -12,7 +12,7 @@ from .formats import E4M3, FP32_QNAN
 from .fp4 import e2m1_product
 from .fp32 import fp32_add, magnitude_to_fp32, scaled_int_to_fp32
 from .params import ParamError, check_int
-from .pipeline import CutPoints, delay
+from .pipeline import delay, through_cuts
 
 __all__ = [
     "BlockDotUnit", "BlockSums", "DotCuts", "accumulate", "block_stage", "block_sums",
@@ -230,9 +230,9 @@ def accumulate(m: Module, en, step, last, block_value, *, add=(), carry=None) ->
     ``en``: the unit's ``emits`` where that stage is its last), and ``carry`` (a dict of
     values that came with ``step``) as they came with the result's last block."""
     acc = Signal(32)
-    cut = CutPoints(m, en, add, "acc")
-    total = wire(m, "acc_total", fp32_add(m, acc, block_value, name="acc_add", cut=cut))
-    cut.check("the accumulator")
+    total = wire(m, "acc_total", through_cuts(
+        m, en, add, "acc", "the accumulator",
+        lambda cut: fp32_add(m, acc, block_value, name="acc_add", cut=cut)))
     done = delay(m, step, len(add), en, name="acc_step")
     ends = delay(m, step & last, len(add), en, name="acc_last")
     result, emits = Signal(32), Signal()
@@ -254,9 +254,8 @@ def block_stage(m: Module, en, plan: DotCuts, sums: BlockSums, valid, block_valu
     ``cut``), cut as ``plan`` says, and accumulated (:func:`accumulate`); the step and last
     flags and ``carry`` (values of stage 2's item) delayed alongside. Returns
     :func:`accumulate`'s result, emits flag and carry."""
-    cut = CutPoints(m, en, plan.convert, "blk")
-    value = block_value(cut)
-    cut.check("the block value's conversion")
+    value = through_cuts(m, en, plan.convert, "blk", "the block value's conversion",
+                         block_value)
     ahead = len(plan.convert) + plan.block
     value = delay(m, value, plan.block, en, name="blk_value")
     step = delay(m, valid & sums.end, ahead, en, name="blk_step")

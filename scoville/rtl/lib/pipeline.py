@@ -175,6 +175,16 @@ class CutPoints:
                                f"registers {self.active}, each once")
 
 
+def through_cuts(m: Module, en, active, name: str, owner: str, build):
+    """``build(cut)``: the logic of a function with cut points, ``cut`` registering the points
+    ``active`` (:class:`CutPoints` named ``name``); then checked that each active point was
+    called once (``owner`` names the logic in the error). Returns what ``build`` returns."""
+    cut = CutPoints(m, en, active, name)
+    out = build(cut)
+    cut.check(owner)
+    return out
+
+
 def _register(m: Module, value, en, name: str):
     """``value`` through a register that loads when ``en`` is high (a view stays a view of
     its layout)."""
