@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from scoville.blocks import BLOCKS
+from scoville.rtl.gemm import SCALE_LATENCY, UNIT_LATENCY
 from scoville.synth.timing import BUDGET, FO4_PS, LEVEL_FO4, REGISTER_FO4
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +35,7 @@ STAGED = {"fp4_mul": range(1, 5)}
 #: ``lib.blockdot.dot_cuts``), with the latencies their configs allow at their default lanes.
 CUT = {"fp32_add": range(1, 7), "exp2": range(1, 6), "mx_quant": range(2, 6),
        "mx_dot": range(3, 10), "nvfp4_dot": range(4, 15), "argmax": range(2, 6),
-       "rope": (1, 5, 9, 11), "int_mac": range(2, 5), "gemm_quant": (0, 3)}
+       "rope": (1, 5, 9, 11), "int_mac": range(2, 5), "gemm_quant": (0, 6)}
 #: The parameter each of :data:`CUT` sets (``latency`` unless named here): gemm_quant's MXFP4
 #: array's block units (its default, 6, is in the first table).
 CUT_PARAM = {"gemm_quant": "array.unit_latency"}
@@ -167,8 +168,10 @@ def main(argv=None) -> int:
               "scale; argmax in its lanes' order keys and its tree of comparisons "
               "(`argmax.cut_sites`); rope in its products and sums (`rope.cuts`); int_mac "
               "between its INT32 sum's halves (3) and after its products (4); "
-              "gemm_quant's MXFP4 array in its columns' block units, after the pick of the PE "
-              "whose block ends and then as mx_dot (`gemm_os_dataflow.unit_cuts`). The stages "
+              "gemm_quant's MXFP4 array in its columns' block units, after the picks of the PE "
+              "whose block ends and of its binary32 sum, then in the block value's conversion, "
+              "a register before the adder and the adder (`gemm_os_dataflow.unit_cuts`). The "
+              "stages "
               "load together (one stalling pipeline), so a deeper setting costs cycles of "
               "latency, which the timed models take from the config.", "",
               "| unit | latency | flip-flops | levels | delay: levels | delay: levels / budget "
@@ -194,8 +197,8 @@ def main(argv=None) -> int:
     lines += ["", f"Within the budget mapped for delay: {', '.join(within) or 'none'}."]
     lines += ["", "## The GEMM array in each format", "",
               "`scoville synth gemm` at 4 x 4, `os`, each format pair (`fmt`/`b_fmt`) at its "
-              "defaults (the block formats' `unit_latency` 6: [gemm.md](gemm.md)), mapped for "
-              "delay.", "",
+              f"defaults (the block formats' `unit_latency` {UNIT_LATENCY}, nvfp4's "
+              f"`scale_latency` {SCALE_LATENCY}: [gemm.md](gemm.md)), mapped for delay.", "",
               "| format | flip-flops | levels | levels / budget | fmax bound GHz (n5) | "
               "critical path from | to |", "|---|---:|---:|---:|---:|---|---|"]
     for f in GEMM_FORMATS:

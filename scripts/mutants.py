@@ -354,10 +354,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         models="output-stationary block formats with the units' adder cut: the unit of a "
                "tile's last blocks reads the PE's binary32 sum as early as the others do",
         file="scoville/rtl/gemm_os_dataflow.py",
-        edits=(Edit("        later = len(plan.value.add) if last else 0\n",
+        edits=(Edit("        later = plan.later if last else 0\n",
                     "        later = 0\n"),),
         block="gemm", params={**GEMM, "fmt": "mxfp4"}, tests=("test_edges",), expect=Kind.DATA,
-        why="at the default latency its results are written two cycles before their rows "
+        why="at the default latency its results are written six cycles before their rows "
             "leave (K = 1: the next tile, 4 steps on, overwrites a row's first columns), and "
             "with K = 33 a tile's last block misses the block one step before it",
     ),
@@ -376,12 +376,46 @@ MUTATIONS: tuple[Mutation, ...] = (
         models="output-stationary NVFP4 with its block units cut: the columns of the tile whose "
                "rows leave (the tensor scale's mask) come without the units' delay",
         file="scoville/rtl/gemm_os_dataflow.py",
-        edits=(Edit("delay(m, last_cols, C - 1 + cfg.result_delay, en,",
+        edits=(Edit("delay(m, last_cols, C - 1 + cfg.unit_delay, en,",
                     "delay(m, last_cols, C - 1, en,"),),
         block="gemm", params={**GEMM, "fmt": "nvfp4"}, tests=("test_edges",), expect=Kind.DATA,
-        why="at the default latency a tile's rows leave 8 cycles after its columns' mask has "
+        why="at the default latency a tile's rows leave 16 cycles after its columns' mask has "
             "moved on: with K = 1 (tiles 4 steps apart) and N off the grid, a row takes "
             "another tile's mask and loses columns inside N",
+    ),
+    Mutation(
+        name="gemm-os-end-unit-reads-before-the-acc-cut",
+        models="output-stationary block formats with the read of the PE's binary32 sum cut: "
+               "the unit of a tile's last blocks reads it no later for that cut",
+        file="scoville/rtl/gemm_os_dataflow.py",
+        edits=(Edit("        return len(self.value.add) + self.acc\n",
+                    "        return len(self.value.add)\n"),),
+        block="gemm", params={**GEMM, "fmt": "mxfp4"}, tests=("test_edges",), expect=Kind.DATA,
+        why="with K = 33 a tile's last block, one step after the block before it, reads the "
+            "PE's sum in the cycle that block's sum is written, and misses it",
+    ),
+    Mutation(
+        name="gemm-tensor-scale-rows-early",
+        models="NVFP4: a row of C leaves the tensor scale a cycle before its product is through "
+               "the stages",
+        file="scoville/rtl/gemm_dataflow.py",
+        edits=(Edit("delay(m, self.collect, stages, en, name=\"collect\")",
+                    "delay(m, self.collect, stages - 1, en, name=\"collect\")"),),
+        block="gemm", params={**GEMM, "fmt": "nvfp4"}, tests=("test_edges",),
+        expect=Kind.TIMING, also=Kind.DATA,
+        why="every row leaves a cycle before the timed model puts it, and takes the product "
+            "of the value a stage behind it",
+    ),
+    Mutation(
+        name="gemm-tensor-scale-mask-early",
+        models="NVFP4: the tensor scale masks a row's columns beyond N with the columns of "
+               "the row entering it, not of the row leaving",
+        file="scoville/rtl/gemm_dataflow.py",
+        edits=(Edit("        cols = delay(m, self.cols, stages, en, name=\"cols\")\n",
+                    "        cols = self.cols\n"),),
+        block="gemm", params={**GEMM, "fmt": "nvfp4"}, tests=("test_edges",), expect=Kind.DATA,
+        why="with K = 1 tiles are 4 steps apart, inside the 5 stages: a row of a tile with N "
+            "off the grid takes the next tile's mask",
     ),
     Mutation(
         name="gemm-bf16-ws-stale-top",
@@ -430,9 +464,8 @@ MUTATIONS: tuple[Mutation, ...] = (
                "both",
         file="scoville/rtl/gemm.py",
         edits=(Edit(
-            '                m.d.sync += scale.eq(fp32_mul(m, cmd.scale_a, cmd.scale_b, '
-            'name="tensor"))\n',
-            "                m.d.sync += scale.eq(cmd.scale_a)\n",
+            "m.d.comb += flow.scale.eq(delay(m, product, min(stages, 1), 1, name=\"tensor\"))",
+            "m.d.comb += flow.scale.eq(delay(m, scales[0], min(stages, 1), 1, name=\"tensor\"))",
         ),),
         block="gemm", params={**GEMM, "fmt": "nvfp4", "count": 6}, tests=("test_workload",),
         expect=Kind.DATA,

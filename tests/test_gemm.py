@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoville.blocks import get_block, parse_params
-from scoville.rtl.gemm import UNIT_LATENCY, GemmConfig
+from scoville.rtl.gemm import SCALE_LATENCY, UNIT_LATENCY, GemmConfig
 from scoville.rtl.lib.params import ParamError
 from scoville.sim import flow
 from scoville.sim.cycles.gemm import (
@@ -52,8 +52,19 @@ from .simcheck import assert_passed, simulate
          "parameter 'rows' = 3 is not allowed with fmt=mxfp8 and dataflow=ws"),
         ({"dataflow": "is"}, "parameter 'dataflow' = 'is' is not allowed; allowed: os, ws"),
         ({"fmt": "mxfp4", "dataflow": "ws", "rows": 12}, "allowed: 1, 2, 4, 8, 16, 32"),
-        ({"fmt": "mxfp4", "unit_latency": 10}, "parameter 'unit_latency' = 10 is out of range; "
-                                               "allowed: 0..9"),
+        ({"fmt": "mxfp4", "unit_latency": 12}, "parameter 'unit_latency' = 12 is out of range; "
+                                               "allowed: 0..11"),
+        ({"fmt": "nvfp4", "scale_latency": 6}, "parameter 'scale_latency' = 6 is out of range; "
+                                               "allowed: 0..5"),
+        ({"fmt": "nvfp4", "unit_latency": 0, "scale_latency": 3},
+         "parameter 'scale_latency' = 3 is not allowed with dataflow=os and unit_latency=0 (the "
+         "scales' product must be ready by the first row); allowed: 0..2"),
+        ({"fmt": "nvfp4", "dataflow": "ws", "rows": 4, "scale_latency": 4},
+         "with dataflow=ws and unit_latency=0 (the scales' product must be ready by the first "
+         "row); allowed: 0..3"),
+        ({"fmt": "int8", "scale_latency": 1}, "parameter 'scale_latency' = 1 is not allowed with "
+                                              "fmt=int8 (only nvfp4 has a tensor scale); "
+                                              "allowed: 0"),
         ({"fmt": "int8", "unit_latency": 2},
          "parameter 'unit_latency' = 2 is not allowed with fmt=int8 and dataflow=os (only the "
          "block formats on os have block units); allowed: 0"),
@@ -150,7 +161,7 @@ def test_scalesim_reference_example_from_the_issue():
 @given(
     rows=st.integers(1, 32), cols=st.integers(1, 32),
     m=st.integers(1, 600), k=st.integers(1, 600), n=st.integers(1, 600),
-    unit_latency=st.sampled_from([None, 0, 9]),
+    unit_latency=st.sampled_from([None, 0, 10]),
 )
 def test_os_meets_its_target_when_streams_keep_up(rows, cols, m, k, n, unit_latency):
     """``os`` total cycles <= ceil(M/R) * ceil(N/C) * K + R + C + D + 2 whenever K >= max(R,
@@ -430,25 +441,61 @@ def test_gemm_rtl_heavy_gaps_and_back_pressure(simulator, seed, rows, cols, fmt,
 @pytest.mark.sim
 @pytest.mark.alternate_sims
 @pytest.mark.parametrize(("rows", "cols", "fmt", "latency"),
-                         [(4, 3, "mxfp8/mxfp4", 0), (3, 2, "mxfp4", 1), (1, 3, "mxfp4", 3),
-                          (1, 2, "mxfp8", 0), (1, 2, "mxfp8", 2), (18, 1, "nvfp4", 7),
-                          (3, 3, "nvfp4", 9)])
+                         [(4, 3, "mxfp8/mxfp4", 0), (3, 2, "mxfp4", 1), (1, 3, "mxfp4", 2),
+                          (1, 2, "mxfp8", 0), (1, 2, "mxfp8", 1), (2, 2, "mxfp4", 4),
+                          (18, 1, "nvfp4", 8), (3, 3, "nvfp4", 11)])
 def test_gemm_rtl_at_each_kind_of_unit_latency(simulator, seed, rows, cols, fmt, latency):
-    """The block units uncut, cut once (the pick's register), cut in the adder (a tile's last
-    block then read later than the others are written), and at the most stages: every row of C
-    and every handshake still where the models put them (a single row keeps one unit until
-    the adder is cut; 18 rows share two units for blocks that do not end a tile)."""
+    """The block units uncut, cut once (the pick's register), at the read of the PE's binary32
+    sum (a tile's last block then read later than the others are written), in the adder, and
+    at the most stages: every row of C and every handshake still where the models put them (a
+    single row keeps one unit until the read or the adder is cut; 18 rows share two units for
+    blocks that do not end a tile)."""
     result = simulate("gemm", simulator, seed, rows=rows, cols=cols, **_formats(fmt),
                       unit_latency=latency, count=3, gap=0.3, backpressure=0.3, long_k=0)
     assert_passed(result)
 
 
+@pytest.mark.sim
+@pytest.mark.alternate_sims
+@pytest.mark.parametrize(("rows", "cols", "dataflow", "latency", "scale"),
+                         [(1, 1, "os", 0, 2), (2, 3, "os", 0, 0), (1, 1, "ws", 0, 3),
+                          (2, 2, "ws", 0, 1), (3, 2, "os", 1, 3), (1, 2, "os", None, 5)])
+def test_nvfp4_rtl_at_each_scale_latency(simulator, seed, rows, cols, dataflow, latency, scale):
+    """NVFP4's tensor scale cut at each count of stages, up to the most each config allows (a
+    1 x 1 array's K = 1 command reaches its first row soonest): the scales' product ready by
+    the first row, and every row of C where the models put it."""
+    result = simulate("gemm", simulator, seed, rows=rows, cols=cols, fmt="nvfp4",
+                      dataflow=dataflow, scale_latency=scale,
+                      **({} if latency is None else {"unit_latency": latency}),
+                      count=3, gap=0.3, backpressure=0.3, long_k=0)
+    assert_passed(result)
+
+
+def test_scale_latency_delays_the_rows_and_has_its_bound():
+    """The tensor scale's stages delay the rows of C on both dataflows; the most allowed
+    follows the block units' delay on os (the product must be ready by the first row); unset,
+    the default or that most."""
+    os0 = GemmConfig(fmt="nvfp4", unit_latency=0, scale_latency=0)
+    for s in range(3):
+        cfg = dataclasses.replace(os0, scale_latency=s)
+        assert command_cycles(cfg, 5, 17, 9) == command_cycles(os0, 5, 17, 9) + s
+    ws0 = GemmConfig(fmt="nvfp4", dataflow="ws", rows=4, scale_latency=0)
+    assert command_cycles(dataclasses.replace(ws0, scale_latency=3), 5, 17, 9) \
+        == command_cycles(ws0, 5, 17, 9) + 3
+    assert [GemmConfig(fmt="nvfp4", unit_latency=n).most_scale_stages for n in range(4)] \
+        == [2, 3, 4, 5]
+    assert ws0.most_scale_stages == 3
+    assert dataclasses.replace(ws0, scale_latency=None).scale_stages == 3
+    assert GemmConfig(fmt="nvfp4").scale_stages == SCALE_LATENCY
+    assert GemmConfig(fmt="mxfp4").scale_stages == GemmConfig().most_scale_stages == 0
+
+
 def test_unit_latency_delays_a_tiles_rows_by_its_result_delay():
     """Each stage of the block units that write a tile's result is one cycle more per
-    command; the adder's cuts count twice (the unit of a tile's last block reads the PE's sum
-    after the others have written it); formats without block units take none."""
-    delays = [GemmConfig(fmt="mxfp4", unit_latency=n).result_delay for n in range(10)]
-    assert delays == [0, 1, 2, 4, 5, 7, 8, 10, 12, 14]
+    command; the adder's cuts and the read's count twice (the unit of a tile's last block reads
+    the PE's sum after the others have written it); formats without block units take none."""
+    delays = [GemmConfig(fmt="mxfp4", unit_latency=n).result_delay for n in range(12)]
+    assert delays == [0, 1, 2, 3, 5, 6, 8, 9, 10, 12, 14, 16]
     base = command_cycles(GemmConfig(fmt="mxfp4", unit_latency=0), 9, 40, 17)
     for n, d in enumerate(delays):
         assert command_cycles(GemmConfig(fmt="mxfp4", unit_latency=n), 9, 40, 17) == base + d

@@ -147,7 +147,7 @@ _ARRAYS = [(1, 1), (1, 5), (4, 1), (4, 4), (4, 3), (2, 5), (8, 8)]
 @settings(max_examples=60, deadline=None)
 @given(
     array=st.sampled_from(_ARRAYS), dataflow=st.sampled_from(["os", "ws"]),
-    acc_rows=st.integers(2, 9), unit_latency=st.sampled_from([None, 0, 3, 9]),
+    acc_rows=st.integers(2, 9), unit_latency=st.sampled_from([None, 0, 2, 4, 11]),
     shapes=st.lists(st.tuples(st.integers(0, 19), st.integers(0, 19), st.integers(0, 19)),
                     min_size=1, max_size=4),
 )

@@ -32,7 +32,7 @@ and adds it into a binary32 accumulator, in K order.
 import functools
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -41,13 +41,23 @@ from .gemm_dataflow import CMD, DIM_BITS
 from .gemm_opbuffer import OperandBuffer
 from .gemm_os_dataflow import MOST_UNIT_LATENCY, UNIT_LATENCY, OutputStationary, unit_cuts
 from .gemm_ws_dataflow import WeightStationary
+from .lib.blockdot import SCALE_CUTS
 from .lib.codes import names
 from .lib.counters import counter_layout
 from .lib.fp32 import fp32_mul
 from .lib.params import ParamError, check_choice, check_int, param
+from .lib.pipeline import delay, through_cuts
 
-__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "STATUS", "UNIT_LATENCY", "Gemm", "GemmConfig",
-           "Status", "command_layout", "command_members", "operand_layouts"]
+__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "MOST_SCALE_LATENCY", "SCALE_LATENCY", "STATUS",
+           "UNIT_LATENCY", "Gemm", "GemmConfig", "Status", "command_layout", "command_members",
+           "operand_layouts"]
+
+#: The most stages of NVFP4's tensor scale products (each cut where
+#: :data:`~scoville.rtl.lib.blockdot.SCALE_CUTS` says).
+MOST_SCALE_LATENCY = max(SCALE_CUTS)
+#: Their stages by default (or the most a config allows, if fewer:
+#: :attr:`GemmConfig.most_scale_stages`), each within the levels budget of docs/levels.md.
+SCALE_LATENCY = 5
 
 class Status(enum.IntEnum, shape=1):
     """Status of the latest command."""
@@ -90,6 +100,14 @@ class GemmConfig:
         (None): :data:`UNIT_LATENCY` in the block formats on ``os``, else 0
         (:attr:`unit_stages`, resolved from the other parameters each time, so that a
         config derived with other formats follows them).
+    scale_latency : int or None
+        ``nvfp4`` only: register stages of the tensor scale's two products (the command's two
+        scales, and each value of a row of C by theirs;
+        :class:`~scoville.rtl.gemm_dataflow.TensorScale`): the rows leave that many cycles
+        later. The scales' product must be ready by the first row: at most
+        :attr:`most_scale_stages` (2 + the block units' delay on ``os``, 3 on ``ws``).
+        Unset (None): :data:`SCALE_LATENCY`, or that most if fewer, in ``nvfp4``; else 0
+        (:attr:`scale_stages`).
     """
 
     rows: int = param(8, "1..64", "array rows")
@@ -103,6 +121,10 @@ class GemmConfig:
     unit_latency: int = param(None, f"0..{MOST_UNIT_LATENCY} with a block format on os, else 0; "
                                     f"unset: {UNIT_LATENCY} there, else 0",
                               "os block formats: register stages of a column's block units")
+    scale_latency: int = param(None, f"0..{MOST_SCALE_LATENCY} with nvfp4 (at most 2 + the "
+                                     f"block units' delay on os, 3 on ws), else 0; unset: "
+                                     f"{SCALE_LATENCY} there or that most if fewer, else 0",
+                               "nvfp4: register stages of the tensor scale's products")
 
     def __post_init__(self):
         check_int("rows", self.rows, 1, 64)
@@ -122,6 +144,7 @@ class GemmConfig:
             raise ParamError(f"parameter 'unit_latency' = {self.unit_latency!r} is not allowed "
                              f"with fmt={self.fmt} and dataflow={self.dataflow} (only the "
                              f"block formats on os have block units); allowed: 0")
+        self._check_scale_latency()
         if self.mx and self.dataflow == "ws" and block % self.rows:
             allowed = ", ".join(str(r) for r in range(1, block + 1) if block % r == 0)
             raise ParamError(
@@ -153,10 +176,50 @@ class GemmConfig:
         return UNIT_LATENCY if self._staged else 0
 
     @property
-    def result_delay(self) -> int:
+    def unit_delay(self) -> int:
         """Cycles a tile's rows of C leave later for the block units' stages
         (:attr:`unit_stages`, :func:`~scoville.rtl.gemm_os_dataflow.unit_cuts`)."""
         return unit_cuts(self.unit_stages).result_delay
+
+    @property
+    def most_scale_stages(self) -> int:
+        """The most stages of the tensor scale's products: its two scales, taken with the
+        command, must have been multiplied when the first row enters (``os``: ``K + C + 1 +``
+        :attr:`unit_delay` cycles after the accept at the soonest; ``ws``: ``R + C + 2``)."""
+        if not self.arith.tensor_scale:
+            return 0
+        return min(MOST_SCALE_LATENCY, 2 + self.unit_delay if self.dataflow == "os" else 3)
+
+    @property
+    def scale_stages(self) -> int:
+        """:attr:`scale_latency`, or where unset its default (:attr:`most_scale_stages` caps
+        it)."""
+        if self.scale_latency is not None:
+            return self.scale_latency
+        return min(SCALE_LATENCY, self.most_scale_stages)
+
+    @property
+    def result_delay(self) -> int:
+        """Cycles the rows of C leave later for the block units' and the tensor scale's
+        stages (:attr:`unit_delay` + :attr:`scale_stages`)."""
+        return self.unit_delay + self.scale_stages
+
+    def _check_scale_latency(self) -> None:
+        if self.scale_latency is None:
+            return
+        most = self.most_scale_stages
+        if not self.arith.tensor_scale:
+            if self.scale_latency != 0:
+                raise ParamError(f"parameter 'scale_latency' = {self.scale_latency!r} is not "
+                                 f"allowed with fmt={self.fmt} (only nvfp4 has a tensor "
+                                 f"scale); allowed: 0")
+            return
+        check_int("scale_latency", self.scale_latency, 0, MOST_SCALE_LATENCY)
+        if self.scale_latency > most:
+            raise ParamError(f"parameter 'scale_latency' = {self.scale_latency} is not allowed "
+                             f"with dataflow={self.dataflow} and unit_latency="
+                             f"{self.unit_stages} (the scales' product must be ready by the "
+                             f"first row); allowed: 0..{most}")
 
     @property
     def mx(self) -> bool:
@@ -281,14 +344,19 @@ class Gemm(wiring.Component):
         ]
         row = flow.row.as_value()
         if cfg.arith.tensor_scale:
-            # NVFP4: the product of the two tensor scales, rounded once when the command is
-            # taken, multiplies every result once.
-            scale = Signal(32)
+            # NVFP4: the product of the two tensor scales, taken with the command and rounded
+            # once, multiplies every result once (in the dataflow: TensorScale). Its stages (the
+            # product cut at one fewer than ``scale_stages``, then registered) load every
+            # cycle: it is ready ``scale_stages`` cycles after the scales are, before the first
+            # row (GemmConfig.most_scale_stages), and holds to the next command.
+            scales = [Signal(32, name=f"scale_{x}") for x in "ab"]
             with m.If(flow.start):
-                m.d.sync += scale.eq(fp32_mul(m, cmd.scale_a, cmd.scale_b, name="tensor"))
-            # A column beyond N stays +0 (also where the scale is Inf or NaN).
-            row = Cat(*(Mux(flow.cols[c], fp32_mul(m, flow.row[c], scale, name=f"out{c}"), 0)
-                        for c in range(cfg.cols)))
+                m.d.sync += [scales[0].eq(cmd.scale_a), scales[1].eq(cmd.scale_b)]
+            stages = cfg.scale_stages
+            product = through_cuts(m, 1, SCALE_CUTS.get(stages - 1, ()), "tensor",
+                                   "the tensor scales' product",
+                                   lambda cut: fp32_mul(m, *scales, name="tensor", cut=cut))
+            m.d.comb += flow.scale.eq(delay(m, product, min(stages, 1), 1, name="tensor"))
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
         with m.If(flow.en & flow.collect):

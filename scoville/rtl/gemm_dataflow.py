@@ -8,12 +8,16 @@ row of C. The shell holds the whole engine (``en`` low) when a needed beat has n
 row cannot leave, so every part of a dataflow advances together or not at all.
 """
 
-from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["CMD", "DIM_BITS", "at_least", "at_most", "block_bits", "command_dims",
-           "dataflow_signature", "sequencer_members"]
+from .lib.blockdot import SCALE_CUTS
+from .lib.fp32 import fp32_mul
+from .lib.pipeline import delay, through_cuts
+
+__all__ = ["CMD", "DIM_BITS", "TensorScale", "at_least", "at_most", "block_bits",
+           "command_dims", "dataflow_signature", "scaled_rows", "sequencer_members"]
 
 #: Width of the M, K and N fields of a command (1..65535).
 DIM_BITS = 16
@@ -39,12 +43,13 @@ def dataflow_signature(config, a_layout, b_layout) -> wiring.Signature:
         The next step takes an A beat, a B beat.
     ``collect``, ``row``
         The next step emits ``row``, a row of C (``cols`` 32-bit values).
-    ``cols``
-        ``nvfp4`` only (the shell scales the row): which columns of ``row`` lie inside N.
+    ``scale``
+        ``nvfp4`` only: the running command's tensor scale (the product of its two), read
+        ``scale_stages`` or more cycles after ``start`` (:class:`TensorScale`).
     """
-    mask = {"cols": Out(config.cols)} if config.arith.tensor_scale else {}
+    scale = {"scale": In(32)} if config.arith.tensor_scale else {}
     return wiring.Signature({
-        **mask,
+        **scale,
         "cmd": In(CMD),
         "start": In(1),
         "en": In(1),
@@ -94,3 +99,52 @@ def block_bits(config) -> int:
     size; 32 for formats without blocks, whose PEs ignore block boundaries)."""
     block = config.arith.block if config.mx else 32
     return (block - 1).bit_length()
+
+
+class TensorScale(wiring.Component):
+    """NVFP4's tensor scale on the rows of C: each value of a row the array emits (``collect``,
+    ``row``) times the command's ``scale``, rounded once
+    (:func:`~scoville.rtl.lib.fp32.fp32_mul`), and a column beyond N (``cols`` clear) +0, also
+    where the scale is Inf or NaN. The product is cut by ``config.scale_stages`` register stages
+    (:data:`~scoville.rtl.lib.blockdot.SCALE_CUTS`) that load with ``en``, so the row leaves
+    (``o_collect``, ``o_row``) that many enabled cycles later; ``scale`` is read as the row
+    enters.
+    """
+
+    def __init__(self, config):
+        self._config = config
+        C = config.cols
+        super().__init__({
+            "en": In(1), "scale": In(32),
+            "collect": In(1), "row": In(data.ArrayLayout(32, C)), "cols": In(C),
+            "o_collect": Out(1), "o_row": Out(data.ArrayLayout(32, C)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, en = self._config, self.en
+        stages = cfg.scale_stages
+        cols = delay(m, self.cols, stages, en, name="cols")
+        out = []
+        for c in range(cfg.cols):
+            product = through_cuts(
+                m, en, SCALE_CUTS.get(stages, ()), f"out{c}", f"column {c}'s tensor scale",
+                lambda cut, c=c: fp32_mul(m, self.row[c], self.scale, name=f"out{c}", cut=cut))
+            out.append(Mux(cols[c], product, 0))
+        m.d.comb += [
+            self.o_collect.eq(delay(m, self.collect, stages, en, name="collect")),
+            self.o_row.eq(Cat(*out)),
+        ]
+        return m
+
+
+def scaled_rows(m: Module, config, en, scale, array):
+    """The rows of C that ``array`` emits (its ``collect``, ``row`` and, in ``nvfp4``, ``cols``)
+    as they leave the dataflow: ``nvfp4``'s through a :class:`TensorScale` (a submodule of
+    ``m``, reading ``scale``), others as they are. Returns ``(collect, row)``."""
+    if not config.arith.tensor_scale:
+        return array.collect, array.row
+    m.submodules.tensor_scale = ts = TensorScale(config)
+    m.d.comb += [ts.en.eq(en), ts.scale.eq(scale), ts.collect.eq(array.collect),
+                 ts.row.eq(array.row), ts.cols.eq(array.cols)]
+    return ts.o_collect, ts.o_row

@@ -22,6 +22,7 @@ from .gemm_dataflow import (
     block_bits,
     command_dims,
     dataflow_signature,
+    scaled_rows,
     sequencer_members,
 )
 from .lib.blockdot import DotCuts, dot_cuts, most_cuts
@@ -36,48 +37,58 @@ __all__ = ["MOST_UNIT_LATENCY", "UNIT_LATENCY", "OsArray", "OsSequencer", "Outpu
 #: they bound the cuts of the units' adder (:func:`~scoville.rtl.lib.blockdot.most_cuts`).
 _BLOCK_STEPS = 16
 #: The most register stages of a column's block units: one after the pick of the PE whose
-#: block ends, and the cuts of a block dot unit's value and adder.
-MOST_UNIT_LATENCY = 1 + most_cuts("mx", _BLOCK_STEPS)
-#: The stages by default: the pick, the block value's conversion cut twice, its register and
-#: the adder cut twice (as ``mx_dot``'s default), each stage within the levels budget of
-#: docs/levels.md.
-UNIT_LATENCY = 6
+#: block ends, one after the pick of its binary32 sum, and the cuts of a block dot unit's value
+#: and adder.
+MOST_UNIT_LATENCY = 2 + most_cuts("unit", _BLOCK_STEPS)
+#: The stages by default: all of them (the two picks, the block value's conversion cut three
+#: times, its register and the adder cut five times), each within the levels budget of
+#: docs/levels.md (with fewer, a section of the adder or of NVFP4's conversion measures 42 or
+#: 43 levels at 4 x 4).
+UNIT_LATENCY = MOST_UNIT_LATENCY
 
 
 @dataclass(frozen=True)
 class UnitCuts:
     """Where a column's block units (:meth:`OsArray._block_units`) are cut: ``picked``, a
-    register after the pick of the PE whose block ends; ``value``, the cuts of the block's
-    value and of the adder that adds it into the PE's binary32 sum
+    register after the pick of the PE whose block ends; ``acc``, a register after the pick of
+    that PE's binary32 sum, before the adder; ``value``, the cuts of the block's value and of
+    the adder that adds it into the PE's binary32 sum
     (:class:`~scoville.rtl.lib.blockdot.DotCuts`)."""
 
     picked: bool
+    acc: bool
     value: DotCuts
 
     @property
     def ahead(self) -> int:
-        """Stages from a block's end to the adder's input, where the PE's sum is read."""
+        """Stages from a block's end to the adder's input."""
         return self.picked + len(self.value.convert) + self.value.block
 
     @property
     def stages(self) -> int:
         """Stages from a block's end to the sum's write (a unit of blocks that do not end a
-        tile)."""
+        tile, which reads the PE's sum ``acc`` stages before the adder's input)."""
         return self.ahead + len(self.value.add)
 
     @property
+    def later(self) -> int:
+        """Stages by which the unit of a tile's last blocks reads the PE's sum later than the
+        others: after the write of a block that ended one step before its own."""
+        return len(self.value.add) + self.acc
+
+    @property
     def result_delay(self) -> int:
-        """Stages from a tile's last block's end to its result's write: the unit of blocks
-        that end a tile reads the PE's sum ``len(add)`` stages later than the others, after a
-        block ending one step before its own has been added."""
-        return self.stages + len(self.value.add)
+        """Stages from a tile's last block's end to its result's write."""
+        return self.stages + self.later
 
 
 def unit_cuts(latency: int) -> UnitCuts:
     """The cuts of ``latency`` register stages of the block units (0..
-    :data:`MOST_UNIT_LATENCY`): the pick's register first, then as a block dot unit's stages
-    past its fixed ones (:func:`~scoville.rtl.lib.blockdot.dot_cuts`)."""
-    return UnitCuts(latency > 0, dot_cuts("mx", max(latency - 1, 0), _BLOCK_STEPS))
+    :data:`MOST_UNIT_LATENCY`): the picks' registers first (the PE's block, then its binary32
+    sum), then as a block dot unit's stages past its fixed ones
+    (:func:`~scoville.rtl.lib.blockdot.dot_cuts`)."""
+    return UnitCuts(latency > 0, latency > 1,
+                    dot_cuts("unit", max(latency - 2, 0), _BLOCK_STEPS))
 
 
 def step_layout(config) -> data.StructLayout:
@@ -264,7 +275,7 @@ class OsArray(wiring.Component):
             # A row of results leaves the row's last PE as its last step does, ``result_delay``
             # cycles later where the block units are cut.
             collect.append(delay(m, wire(m, f"collect{r}", a_in.valid & a_in.last & a_in.row),
-                                 cfg.result_delay, en, name=f"collect{r}"))
+                                 cfg.unit_delay, en, name=f"collect{r}"))
         if cfg.arith.kind == "block":
             for c in range(C):
                 self._block_units(m, c)
@@ -282,7 +293,7 @@ class OsArray(wiring.Component):
             last_cols = Signal(C, name="last_cols")
             with m.If(en & s1.valid & s1.last):
                 m.d.sync += last_cols.eq(s1.cols)
-            m.d.comb += self.cols.eq(delay(m, last_cols, C - 1 + cfg.result_delay, en,
+            m.d.comb += self.cols.eq(delay(m, last_cols, C - 1 + cfg.unit_delay, en,
                                            name="cols"))
         return m
 
@@ -323,14 +334,14 @@ class OsArray(wiring.Component):
         another row: a short last block, or a new tile. So one unit takes the blocks that end
         a tile, and one unit per ``block`` rows takes the others (their row distances are
         below the block, their steps a multiple of it apart; tiles are ``max(K, R, C)`` steps
-        apart). A single row needs one unit, unless the units' adder is cut (the unit of a
-        tile's last block must then read the PE's sum later than the others write it). Rows
-        beyond M take no unit: the next command may start while the last tile's rows beyond M
-        are still in the array (their results are never collected), and its rows' blocks
-        would meet theirs.
+        apart). A single row needs one unit, unless the units' adder or their read of the PE's
+        binary32 sum is cut (the unit of a tile's last block must then read the PE's sum later
+        than the others write it: :attr:`UnitCuts.later`). Rows beyond M take no unit: the
+        next command may start while the last tile's rows beyond M are still in the array
+        (their results are never collected), and its rows' blocks would meet theirs.
 
-        Each unit is :meth:`Arith.block_value` and one binary32 adder, fed through an AND-OR
-        mux from the PE whose block ends, and cut by ``unit_latency`` register stages
+        Each unit is :meth:`Arith.block_value` and one binary32 adder, fed through AND-OR
+        muxes from the PE whose block ends, and cut by ``unit_latency`` register stages
         (:func:`unit_cuts`); it writes that PE's binary32 sum (the unit of a tile's last
         block: the PE's result, and its sum back to +0, ready for the next tile).
         """
@@ -338,7 +349,7 @@ class OsArray(wiring.Component):
         plan = unit_cuts(cfg.unit_stages)
         ends = self._ends[c]
         R = len(ends)
-        if R == 1 and not plan.value.add:
+        if R == 1 and not plan.later:
             units = [("u", ends, lambda e: e.a.bend, None)]
         else:
             B = cfg.arith.block
@@ -351,7 +362,11 @@ class OsArray(wiring.Component):
 
     def _unit(self, m: Module, name: str, members: list, event, last, plan: UnitCuts) -> None:
         """One block unit of :meth:`_block_units`: it takes the block of the member whose
-        ``event`` comes (at most one a cycle) and writes what it adds back to that member."""
+        ``event`` comes (at most one a cycle) and writes what it adds back to that member.
+
+        Times from the block's end: the adder's input at :attr:`UnitCuts.ahead` (the unit of
+        a tile's last blocks: :attr:`UnitCuts.later` stages later), the PE's binary32 sum
+        read ``acc`` stages before it, the sum (or result) written ``len(add)`` after it."""
         en, ar = self.en, self._config.arith
         sel = wire(m, f"{name}_sel", Cat(e.a.valid & e.a.row & event(e) for e in members),
                    len(members))
@@ -361,36 +376,39 @@ class OsArray(wiring.Component):
                 Mux(sel[k], v, 0) for k, v in enumerate(values))), shape)
 
         took = {
-            "sel": sel,
             "sum": pick("sum", [_bits(e.fresh) for e in members], ar.psum_shape, sel),
             "sa": pick("sa", [e.a.sa for e in members], 8, sel),
             "sb": pick("sb", [e.b.sb for e in members], 8, sel),
             "on": pick("on", [e.b.on for e in members], 1, sel),
         }
-        if last is None:
-            took["last"] = pick("last", [e.a.last for e in members], 1, sel)
         took = {k: delay(m, v, plan.picked, en, name=f"{name}_took_{k}") for k, v in took.items()}
         value = through_cuts(m, en, plan.value.convert, f"{name}_blk", f"{name}'s block value",
                              lambda cut: ar.block_value(m, took["sum"], took["sa"], took["sb"],
                                                         f"{name}_blk", cut=cut))
-        # The flags beside the value; the unit of a tile's last blocks reads the PE's sum
-        # ``len(add)`` stages later than the others (UnitCuts.result_delay).
-        later = len(plan.value.add) if last else 0
-        flags = {k: delay(m, took[k], plan.ahead - plan.picked + later, en, name=f"{name}_{k}")
-                 for k in ("sel", "last") if k in took}
+        later = plan.later if last else 0
+        # Which member's sum is read, and (a unit that may take either) whether its block ends
+        # the tile: at the read, ``ahead - acc + later`` stages after the block's end.
+        flags = {"sel": sel}
+        if last is None:
+            flags["last"] = pick("last", [e.a.last for e in members], 1, sel)
+        at = plan.ahead - plan.acc + later
+        flags = {k: delay(m, v, at, en, name=f"{name}_{k}") for k, v in flags.items()}
         on = delay(m, took["on"], len(plan.value.convert), en, name=f"{name}_on")
         value = delay(m, wire(m, f"{name}_value", Mux(on, value, 0), 32),
                       plan.value.block + later, en, name=f"{name}_value")
-        acc = pick("acc", [e.fp for e in members], 32, flags["sel"])
+        acc = delay(m, pick("acc", [e.fp for e in members], 32, flags["sel"]), plan.acc, en,
+                    name=f"{name}_acc")
         result = wire(m, f"{name}_total", through_cuts(
             m, en, plan.value.add, f"{name}_add", f"{name}'s adder",
             lambda cut: fp32_add(m, acc, value, name=f"{name}_add", cut=cut)))
-        wrote = delay(m, flags["sel"], len(plan.value.add), en, name=f"{name}_wrote")
+        wrote = delay(m, flags["sel"], plan.acc + len(plan.value.add), en, name=f"{name}_wrote")
+        done = delay(m, flags.get("last"), plan.acc + len(plan.value.add), en,
+                     name=f"{name}_done") if last is None else None
         for k, e in enumerate(members):
             if last is None:
                 with m.If(en & wrote[k]):
-                    m.d.sync += e.fp.eq(Mux(flags["last"], 0, result))
-                    with m.If(flags["last"]):
+                    m.d.sync += e.fp.eq(Mux(done, 0, result))
+                    with m.If(done):
                         m.d.sync += e.res.eq(result)
             elif last:
                 with m.If(en & flags["sel"][k]):
@@ -421,7 +439,8 @@ class _BlockEnd:
 
 
 class OutputStationary(wiring.Component):
-    """The ``os`` dataflow: :class:`OsSequencer` and :class:`OsArray` joined (ports:
+    """The ``os`` dataflow: :class:`OsSequencer` and :class:`OsArray` joined, ``nvfp4``'s rows
+    through a :class:`~scoville.rtl.gemm_dataflow.TensorScale` (ports:
     :func:`~scoville.rtl.gemm_dataflow.dataflow_signature`)."""
 
     def __init__(self, config, a_layout, b_layout):
@@ -431,17 +450,16 @@ class OutputStationary(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.seq = seq = OsSequencer(self._config)
-        m.submodules.array = array = OsArray(self._config, *self._layouts)
+        cfg = self._config
+        m.submodules.seq = seq = OsSequencer(cfg)
+        m.submodules.array = array = OsArray(cfg, *self._layouts)
+        collect, row = scaled_rows(m, cfg, self.en, getattr(self, "scale", None), array)
         m.d.comb += [
             seq.cmd.eq(self.cmd), seq.start.eq(self.start), seq.en.eq(self.en),
-            seq.collect.eq(array.collect),
+            seq.collect.eq(collect),
             array.en.eq(self.en), array.step.eq(seq.step),
             array.a.eq(self.a), array.b.eq(self.b),
             self.active.eq(seq.active), self.need_a.eq(seq.need_a),
-            self.need_b.eq(seq.need_b), self.collect.eq(array.collect),
-            self.row.eq(array.row),
+            self.need_b.eq(seq.need_b), self.collect.eq(collect), self.row.eq(row),
         ]
-        if self._config.arith.tensor_scale:
-            m.d.comb += self.cols.eq(array.cols)
         return m

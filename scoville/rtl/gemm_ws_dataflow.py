@@ -19,6 +19,7 @@ from .gemm_dataflow import (
     block_bits,
     command_dims,
     dataflow_signature,
+    scaled_rows,
     sequencer_members,
 )
 from .lib.comb import wire
@@ -427,7 +428,8 @@ class WsAccumulator(wiring.Component):
 
 class WeightStationary(wiring.Component):
     """The ``ws`` dataflow: :class:`WsSequencer`, :class:`WsArray` and :class:`WsAccumulator`
-    joined (ports: :func:`~scoville.rtl.gemm_dataflow.dataflow_signature`)."""
+    joined, ``nvfp4``'s rows through a :class:`~scoville.rtl.gemm_dataflow.TensorScale`
+    (ports: :func:`~scoville.rtl.gemm_dataflow.dataflow_signature`)."""
 
     def __init__(self, config, a_layout, b_layout):
         self._config = config
@@ -440,21 +442,19 @@ class WeightStationary(wiring.Component):
         m.submodules.seq = seq = WsSequencer(cfg)
         m.submodules.array = array = WsArray(cfg, *self._layouts)
         m.submodules.accumulator = accumulator = WsAccumulator(cfg)
+        collect, row = scaled_rows(m, cfg, self.en, getattr(self, "scale", None), accumulator)
         m.d.comb += [
             seq.cmd.eq(self.cmd), seq.start.eq(self.start), seq.en.eq(self.en),
-            seq.collect.eq(accumulator.collect),
+            seq.collect.eq(collect),
             array.en.eq(self.en), array.swap.eq(seq.swap), array.bus.eq(seq.bus),
             array.a.eq(self.a), array.b.eq(self.b),
             accumulator.en.eq(self.en), accumulator.meta.eq(seq.meta),
             accumulator.bus.eq(seq.bus), accumulator.psums.eq(array.psums),
             self.active.eq(seq.active), self.need_a.eq(seq.need_a),
-            self.need_b.eq(seq.need_b), self.collect.eq(accumulator.collect),
-            self.row.eq(accumulator.row),
+            self.need_b.eq(seq.need_b), self.collect.eq(collect), self.row.eq(row),
         ]
         if cfg.mx:
             m.d.comb += [accumulator.sa.eq(self.a.scale), accumulator.sb.eq(self.b.scale)]
-        if cfg.arith.tensor_scale:
-            m.d.comb += self.cols.eq(accumulator.cols)
         if cfg.arith.kind == "float":
             m.d.comb += [accumulator.ahead.eq(seq.ahead), array.tops.eq(accumulator.tops),
                          accumulator.bottoms.eq(array.bottoms)]

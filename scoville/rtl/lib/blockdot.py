@@ -137,29 +137,36 @@ class DotCuts:
 #: the next of these that fits: ``block`` the block value's register, ``convert`` one more
 #: cut of its conversion (:data:`CONVERT_CUTS`), ``add`` one more of the accumulator's adder
 #: (:data:`ADD_CUTS`), which a block's beats bound (:func:`most_cuts`), ``scale`` one more of
-#: the tensor scale's product (:data:`SCALE_CUTS`, NVFP4). Measured mapped for delay
-#: (docs/levels.md): each the fewest levels in the longest stage.
+#: the tensor scale's product (:data:`SCALE_CUTS`, NVFP4); each kind at most as many times as
+#: its order lists. Measured mapped for delay (docs/levels.md): each the fewest levels in the
+#: longest stage.
 CUT_ORDER = {
     "mx": ("block", "add", "convert", "add", "convert", "add", "add", "add"),
     "nvfp4": ("block", "scale", "add", "scale", "scale", "add", "convert", "add", "scale",
               "convert", "add", "add"),
+    # The GEMM array's block units (:func:`~scoville.rtl.gemm_os_dataflow.unit_cuts`): their
+    # conversion cut a third time, as the block value's magnitude enters it.
+    "unit": ("block", "add", "convert", "add", "convert", "convert", "add", "add", "add"),
 }
 #: The conversion's cut points at each count of cuts.
-CONVERT_CUTS = {1: (0,), 2: (0, 1)}
+CONVERT_CUTS = {1: (0,), 2: (0, 1), 3: (0, 1, 2)}
 #: The accumulator adder's cut points at each count of cuts (``Fp32Add.CUTS``'s choice).
 ADD_CUTS = {1: (2,), 2: (1, 3), 3: (0, 2, 3), 4: (0, 1, 2, 3), 5: (0, 1, 2, 3, 4)}
-#: The tensor scale product's cut points at each count of cuts.
-SCALE_CUTS = {1: (1,), 2: (0, 1), 3: (0, 1, 2), 4: (0, 1, 2, 3)}
+#: The tensor scale product's cut points at each count of cuts (the fifth: the GEMM engine's,
+#: :class:`~scoville.rtl.gemm_dataflow.TensorScale`).
+SCALE_CUTS = {1: (1,), 2: (0, 1), 3: (0, 1, 2), 4: (0, 1, 2, 3), 5: (0, 1, 2, 3, 4)}
 
 
 def _most(kind: str, beats: int) -> dict[str, int]:
-    """The most cuts of each kind at ``beats`` beats a block: the adder's one fewer than the
-    beats (the accumulator is read when a block's value enters the adder and written when the
-    sum leaves it: the next block's value comes ``beats`` enabled cycles later at the
-    soonest)."""
-    most = {"block": 1, "convert": len(CONVERT_CUTS), "add": min(beats - 1, len(ADD_CUTS)),
-            "scale": len(SCALE_CUTS)}
-    return {k: v for k, v in most.items() if k in CUT_ORDER[kind]}
+    """The most cuts of each kind at ``beats`` beats a block: as many as :data:`CUT_ORDER`
+    lists, the adder's at most one fewer than the beats (the accumulator is read when a
+    block's value enters the adder and written when the sum leaves it: the next block's value
+    comes ``beats`` enabled cycles later at the soonest)."""
+    order = CUT_ORDER[kind]
+    most = {k: order.count(k) for k in dict.fromkeys(order)}
+    if "add" in most:
+        most["add"] = min(most["add"], beats - 1)
+    return most
 
 
 def most_cuts(kind: str, beats: int) -> int:

@@ -334,9 +334,10 @@ def magnitude_to_fp32(m: Module, sign, mag, exp, *, name: str = "cvt", cut=None)
     """Add the logic for binary32 ``(-1)**sign * round(mag * 2**exp)`` to ``m`` (``mag`` an
     unsigned integer, ``exp`` signed); return its bits (+0 for a zero ``mag``).
 
-    ``cut`` (as :func:`fp32_add`'s): called as ``cut(i, *values)`` at cut points 0 (the
-    leading one found and the shifts worked out) and 1 (the magnitude shifted and the rounding
-    decided), the logic going on with the values it returns.
+    ``cut`` (as :func:`fp32_add`'s): called as ``cut(i, *values)`` at cut points 2 (the
+    operands as given), 0 (the leading one found and the shifts worked out) and 1 (the
+    magnitude shifted and the rounding decided), the logic going on with the values it
+    returns.
 
     Notes
     -----
@@ -347,6 +348,7 @@ def magnitude_to_fp32(m: Module, sign, mag, exp, *, name: str = "cvt", cut=None)
     2^-149. A rounding carry moves into the exponent by itself, the encoding being monotonic.
     """
     cut = cut or no_cut
+    sign, mag, exp = cut(2, sign, mag, exp)
     width = len(mag)
     p = leading_one(m, f"{name}_lead", mag)
 

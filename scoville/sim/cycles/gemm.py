@@ -18,17 +18,18 @@ path, valid at any size; a test checks that both agree). Per command (``R`` x ``
     1 + (T - 1) * max(K, R, C) + K + C + D + m_last
 
 (the accept cycle; the tiles; C cycles for the last tile's final step to cross the array; the
-block units' ``D = result_delay`` stages, 0 but in a block format
+block units' and NVFP4's tensor scale's ``D = result_delay`` stages, 0 but in a block format
 (:attr:`~scoville.rtl.gemm.GemmConfig.result_delay`); one row of C per cycle for its
 ``m_last = M - (ceil(M/R) - 1) * R`` rows).
 
 ``ws``: ``ceil(N/C) * ceil(M/acc_rows) * ceil(K/R)`` weight tiles; a tile whose chunk of A has
 ``mc`` rows takes ``max(mc, R)`` steps (one A row, and one weight row, per step)::
 
-    1 + 1 + sum(max(mc, R) over all tiles but the last) + mc_last + R + C
+    1 + 1 + sum(max(mc, R) over all tiles but the last) + mc_last + R + C + D
 
 (the accept cycle; the prologue step that writes the first weight row; the tiles; the last
-tile's rows crossing R rows and C columns and its last row leaving).
+tile's rows crossing R rows and C columns, and NVFP4's tensor scale's ``D = result_delay``
+stages; its last row leaving).
 
 A run of commands takes the sum of its commands plus 1 (the last row's handshake, which a
 rejected command after it overlaps). A rejected command (a zero dimension) takes 1 cycle.
@@ -38,11 +39,11 @@ Steps, counted from the cycle after the command's accept (``S`` = ``max(K, R, C)
 - ``os``: tile ``t``'s K steps (each takes one A and one B beat) are steps ``t * S .. t * S +
   K - 1``; its row ``r`` leaves the array at step ``t * S + K + C + D + r`` (one step through
   the operand register, ``r`` through the row's skew, ``C`` across the row of PEs, ``D``
-  through the block units).
+  through the block units and the tensor scale).
 - ``ws``: step 0 (the prologue) takes row 0 of the first weight tile; a tile's step ``s``
   takes A row ``s`` when ``s < mc``, takes weight row ``s + 1`` when that row exists (below
   ``R`` and below K), and at its last step row 0 of the next tile; an A row of the last K tile
-  leaves as a row of C ``R + C`` steps after it was taken.
+  leaves as a row of C ``R + C + D`` steps after it was taken.
 
 The command ends with its last row's step; the next may be accepted in the cycle after.
 """
@@ -96,7 +97,8 @@ def command_steps(config, m: int, k: int, n: int) -> np.ndarray:
         chunks = [min(config.acc_rows, m - c0) for c0 in range(0, m, config.acc_rows)]
         tiles = [(mc, min(R, k - k0), k0 + R >= k)
                  for _ in range(0, n, C) for mc in chunks for k0 in range(0, k, R)]
-        total = 1 + sum(max(mc, R) for mc, _, _ in tiles) + R + C
+        late = config.result_delay
+        total = 1 + sum(max(mc, R) for mc, _, _ in tiles) + R + C + late
         steps = np.zeros((total, 3), dtype=bool)
         steps[0, 1] = True
         g = 1
@@ -107,7 +109,7 @@ def command_steps(config, m: int, k: int, n: int) -> np.ndarray:
             if index < len(tiles) - 1:
                 steps[g + span - 1, 1] = True
             if last_k:
-                steps[g + R + C: g + R + C + mc, 2] = True
+                steps[g + R + C + late: g + R + C + late + mc, 2] = True
             g += span
     last = int(np.flatnonzero(steps[:, 2])[-1])
     return steps[: last + 1]
@@ -291,7 +293,7 @@ def command_cycles(config, m: int, k: int, n: int) -> int:
     chunks = [min(config.acc_rows, m - c0) for c0 in range(0, m, config.acc_rows)]
     passes = math.ceil(n / C) * math.ceil(k / R)
     steps = passes * sum(max(mc, R) for mc in chunks) - max(chunks[-1], R)
-    return 2 + steps + chunks[-1] + R + C
+    return 2 + steps + chunks[-1] + R + C + config.result_delay
 
 
 def run_cycles(config, shapes: Iterable[tuple[int, int, int]]) -> int:
