@@ -37,7 +37,7 @@ CUT = {"fp32_add": range(1, 7), "exp2": range(1, 6), "mx_quant": range(2, 6),
        "mx_dot": range(3, 10), "nvfp4_dot": range(4, 15), "argmax": range(2, 6),
        "rope": (1, 5, 9, 11), "int_mac": range(2, 5), "gemm_quant": (0, 6)}
 #: The parameter each of :data:`CUT` sets (``latency`` unless named here): gemm_quant's MXFP4
-#: array's block units (its default, 6, is in the first table).
+#: array's block units (its default is in the first table).
 CUT_PARAM = {"gemm_quant": "array.unit_latency"}
 #: The GEMM array in each format pair on ``os`` at 4 x 4 (its other parameters at their
 #: defaults), mapped for delay.

@@ -407,6 +407,20 @@ MUTATIONS: tuple[Mutation, ...] = (
             "of the value a stage behind it",
     ),
     Mutation(
+        name="gemm-tensor-scales-product-late",
+        models="NVFP4: the product of the command's tensor scales is ready a cycle after the "
+               "stages it is given (one register too many)",
+        file="scoville/rtl/gemm.py",
+        edits=(Edit("flow.scale.eq(delay(m, product, min(stages, 1), 1,",
+                    "flow.scale.eq(delay(m, product, min(stages, 1) + 1, 1,"),),
+        block="gemm", params={**GEMM, "rows": 1, "cols": 1, "fmt": "nvfp4", "unit_latency": 0,
+                              "scale_latency": 2},
+        tests=("test_edges", "test_keep_up"), expect=Kind.DATA,
+        why="at the bound (a 1 x 1 array, its block units uncut, 2 stages) a K = 1 command "
+            "taken with its beats at hand has its first row at the tensor scale as the product "
+            "is due: a cycle late, the row takes the previous command's scale",
+    ),
+    Mutation(
         name="gemm-tensor-scale-mask-early",
         models="NVFP4: the tensor scale masks a row's columns beyond N with the columns of "
                "the row entering it, not of the row leaving",

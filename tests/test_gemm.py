@@ -60,8 +60,8 @@ from .simcheck import assert_passed, simulate
          "parameter 'scale_latency' = 3 is not allowed with dataflow=os and unit_latency=0 (the "
          "scales' product must be ready by the first row); allowed: 0..2"),
         ({"fmt": "nvfp4", "dataflow": "ws", "rows": 4, "scale_latency": 4},
-         "with dataflow=ws and unit_latency=0 (the scales' product must be ready by the first "
-         "row); allowed: 0..3"),
+         "with dataflow=ws (the scales' product must be ready by the first row); "
+         "allowed: 0..3"),
         ({"fmt": "int8", "scale_latency": 1}, "parameter 'scale_latency' = 1 is not allowed with "
                                               "fmt=int8 (only nvfp4 has a tensor scale); "
                                               "allowed: 0"),

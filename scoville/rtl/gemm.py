@@ -95,7 +95,7 @@ class GemmConfig:
     unit_latency : int or None
         Register stages of each column's block units (the block value of a finished block and
         its binary32 addition, cut as :func:`~scoville.rtl.gemm_os_dataflow.unit_cuts` says),
-        in the block formats on ``os``; a tile's rows of C leave :attr:`result_delay` cycles
+        in the block formats on ``os``; a tile's rows of C leave :attr:`unit_delay` cycles
         later for them. Elsewhere there are no block units and only 0 is allowed. Unset
         (None): :data:`UNIT_LATENCY` in the block formats on ``os``, else 0
         (:attr:`unit_stages`, resolved from the other parameters each time, so that a
@@ -179,7 +179,7 @@ class GemmConfig:
     def unit_delay(self) -> int:
         """Cycles a tile's rows of C leave later for the block units' stages
         (:attr:`unit_stages`, :func:`~scoville.rtl.gemm_os_dataflow.unit_cuts`)."""
-        return unit_cuts(self.unit_stages).result_delay
+        return unit_cuts(self.unit_stages).delay
 
     @property
     def most_scale_stages(self) -> int:
@@ -216,10 +216,10 @@ class GemmConfig:
             return
         check_int("scale_latency", self.scale_latency, 0, MOST_SCALE_LATENCY)
         if self.scale_latency > most:
+            units = f" and unit_latency={self.unit_stages}" if self.dataflow == "os" else ""
             raise ParamError(f"parameter 'scale_latency' = {self.scale_latency} is not allowed "
-                             f"with dataflow={self.dataflow} and unit_latency="
-                             f"{self.unit_stages} (the scales' product must be ready by the "
-                             f"first row); allowed: 0..{most}")
+                             f"with dataflow={self.dataflow}{units} (the scales' product must "
+                             f"be ready by the first row); allowed: 0..{most}")
 
     @property
     def mx(self) -> bool:

@@ -44,8 +44,9 @@ def dataflow_signature(config, a_layout, b_layout) -> wiring.Signature:
     ``collect``, ``row``
         The next step emits ``row``, a row of C (``cols`` 32-bit values).
     ``scale``
-        ``nvfp4`` only: the running command's tensor scale (the product of its two), read
-        ``scale_stages`` or more cycles after ``start`` (:class:`TensorScale`).
+        ``nvfp4`` only: the running command's tensor scale (the product of its two), ready
+        ``scale_stages + 1`` cycles after the ``start`` cycle, before the first row enters
+        the :class:`TensorScale`.
     """
     scale = {"scale": In(32)} if config.arith.tensor_scale else {}
     return wiring.Signature({

@@ -77,8 +77,9 @@ class UnitCuts:
         return len(self.value.add) + self.acc
 
     @property
-    def result_delay(self) -> int:
-        """Stages from a tile's last block's end to its result's write."""
+    def delay(self) -> int:
+        """Stages from a tile's last block's end to its result's write (the config's
+        :attr:`~scoville.rtl.gemm.GemmConfig.unit_delay`)."""
         return self.stages + self.later
 
 
@@ -272,7 +273,7 @@ class OsArray(wiring.Component):
                     with m.If(en):
                         m.d.sync += b_out.eq(b_in)
                     top[c] = b_out
-            # A row of results leaves the row's last PE as its last step does, ``result_delay``
+            # A row of results leaves the row's last PE as its last step does, ``unit_delay``
             # cycles later where the block units are cut.
             collect.append(delay(m, wire(m, f"collect{r}", a_in.valid & a_in.last & a_in.row),
                                  cfg.unit_delay, en, name=f"collect{r}"))
@@ -402,13 +403,13 @@ class OsArray(wiring.Component):
             m, en, plan.value.add, f"{name}_add", f"{name}'s adder",
             lambda cut: fp32_add(m, acc, value, name=f"{name}_add", cut=cut)))
         wrote = delay(m, flags["sel"], plan.acc + len(plan.value.add), en, name=f"{name}_wrote")
-        done = delay(m, flags.get("last"), plan.acc + len(plan.value.add), en,
-                     name=f"{name}_done") if last is None else None
         for k, e in enumerate(members):
             if last is None:
+                # One unit for every block: unit_latency 0 or 1 (``later`` 0), so the read is
+                # the write.
                 with m.If(en & wrote[k]):
-                    m.d.sync += e.fp.eq(Mux(done, 0, result))
-                    with m.If(done):
+                    m.d.sync += e.fp.eq(Mux(flags["last"], 0, result))
+                    with m.If(flags["last"]):
                         m.d.sync += e.res.eq(result)
             elif last:
                 with m.If(en & flags["sel"][k]):

@@ -148,7 +148,8 @@ CUT_ORDER = {
     # conversion cut a third time, as the block value's magnitude enters it.
     "unit": ("block", "add", "convert", "add", "convert", "convert", "add", "add", "add"),
 }
-#: The conversion's cut points at each count of cuts.
+#: The conversion's cut points at each count of cuts (point 2, the first in time, only in the
+#: GEMM array's block units: ``CUT_ORDER["unit"]``).
 CONVERT_CUTS = {1: (0,), 2: (0, 1), 3: (0, 1, 2)}
 #: The accumulator adder's cut points at each count of cuts (``Fp32Add.CUTS``'s choice).
 ADD_CUTS = {1: (2,), 2: (1, 3), 3: (0, 2, 3), 4: (0, 1, 2, 3), 5: (0, 1, 2, 3, 4)}
@@ -175,8 +176,9 @@ def most_cuts(kind: str, beats: int) -> int:
 
 
 def dot_cuts(kind: str, extra: int, beats: int) -> DotCuts:
-    """The cuts of ``extra`` stages past the fixed ones of a ``kind`` (``mx``, ``nvfp4``)
-    unit at ``beats`` beats a block (:data:`CUT_ORDER`); at most :func:`most_cuts`."""
+    """The cuts of ``extra`` stages past the fixed ones of a ``kind`` (``mx``, ``nvfp4``, or
+    ``unit``: the GEMM array's block units) unit at ``beats`` beats a block
+    (:data:`CUT_ORDER`); at most :func:`most_cuts`."""
     most = _most(kind, beats)
     if not 0 <= extra <= sum(most.values()):
         raise ValueError(f"{extra} stages past the fixed ones; at most {sum(most.values())} "
