@@ -42,6 +42,8 @@ CUT_PARAM = {"gemm_quant": "array.unit_latency"}
 #: The GEMM array in each format pair on ``os`` at 4 x 4 (its other parameters at their
 #: defaults), mapped for delay.
 GEMM_FORMATS = ("int8", "int4", "mxfp4", "mxfp8", "mxfp8/mxfp4", "nvfp4", "bf16")
+#: The block units of the 4 x 4 array at fewer stages than their default (formats, latencies).
+UNIT_FEWER = (("mxfp4", "nvfp4"), (8, 9, 10))
 #: How each block is synthesized: as written and mapped for area (the default), retimed, and
 #: mapped for delay.
 HOW = {"area": {}, "retimed": {"retime": True}, "delay": {"mapping": "delay"}}
@@ -68,6 +70,8 @@ def main(argv=None) -> int:
     runs += [(b, {CUT_PARAM.get(b, "latency"): n}, how) for b, lat in CUT.items() for n in lat
              for how in ("area", "delay")]
     runs += [("gemm", _gemm_params(f), "delay") for f in GEMM_FORMATS]
+    runs += [("gemm", {**_gemm_params(f), "unit_latency": n}, "delay")
+             for f in UNIT_FEWER[0] for n in UNIT_FEWER[1]]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         got = dict(zip(((b, tuple(p.items()), how) for b, p, how in runs),
                        pool.map(lambda x: synth(x[0], x[1], node, timeout=args.timeout,
@@ -210,6 +214,19 @@ def main(argv=None) -> int:
         lines.append(f"| {f} | {d['flip_flops']:,} | {d['levels']} | "
                      f"{d['levels'] / BUDGET:.1f}x | {d['fmax_ghz']:.2f} | `{path['start']}` | "
                      f"`{path['end']}` |")
+    lines += ["", f"The block units at fewer stages than their default ({UNIT_LATENCY}), the same "
+              "4 x 4 array mapped for delay:", "",
+              "| format | unit_latency | flip-flops | levels | levels / budget | "
+              "critical path from | to |", "|---|---:|---:|---:|---:|---|---|"]
+    for f in UNIT_FEWER[0]:
+        for n in UNIT_FEWER[1]:
+            d = got[("gemm", tuple({**_gemm_params(f), "unit_latency": n}.items()), "delay")]
+            if d is None:
+                lines.append(f"| {f} | {n} | not measured | | | | |")
+                continue
+            path = d["levels_path"]
+            lines.append(f"| {f} | {n} | {d['flip_flops']:,} | {d['levels']} | "
+                         f"{d['levels'] / BUDGET:.1f}x | `{path['start']}` | `{path['end']}` |")
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0
