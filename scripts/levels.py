@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from scoville.blocks import BLOCKS
-from scoville.rtl.gemm import SCALE_LATENCY, UNIT_LATENCY
+from scoville.rtl.gemm import PE_LATENCY, SCALE_LATENCY, UNIT_LATENCY
 from scoville.synth.timing import BUDGET, FO4_PS, LEVEL_FO4, REGISTER_FO4
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +44,9 @@ CUT_PARAM = {"gemm_quant": "array.unit_latency"}
 GEMM_FORMATS = ("int8", "int4", "mxfp4", "mxfp8", "mxfp8/mxfp4", "nvfp4", "bf16")
 #: The block units of the 4 x 4 array at fewer stages than their default (formats, latencies).
 UNIT_FEWER = (("mxfp4", "nvfp4"), (8, 9, 10))
+#: The block formats of the 4 x 4 array with their PEs' products not registered
+#: (``pe_latency`` 0; their default registers them).
+PE_UNCUT = ("mxfp4", "mxfp8", "mxfp8/mxfp4", "nvfp4")
 #: How each block is synthesized: as written and mapped for area (the default), retimed, and
 #: mapped for delay.
 HOW = {"area": {}, "retimed": {"retime": True}, "delay": {"mapping": "delay"}}
@@ -53,6 +56,17 @@ def _gemm_params(pair: str) -> dict:
     """The parameters of the 4 x 4 ``os`` array in ``pair`` (``fmt`` or ``fmt/b_fmt``)."""
     fmt, _, b_fmt = pair.partition("/")
     return {"rows": 4, "cols": 4, "fmt": fmt, **({"b_fmt": b_fmt} if b_fmt else {})}
+
+
+def _gemm_row(got: dict, pair: str, params: dict, label: str) -> str:
+    """A table row of the 4 x 4 array in ``pair`` with ``params`` set, mapped for delay:
+    ``label``'s cells, then flip-flops, levels, levels over the budget and the path."""
+    d = got[("gemm", tuple({**_gemm_params(pair), **params}.items()), "delay")]
+    if d is None:
+        return f"| {label} | not measured | | | | |"
+    path = d["levels_path"]
+    return (f"| {label} | {d['flip_flops']:,} | {d['levels']} | {d['levels'] / BUDGET:.1f}x | "
+            f"`{path['start']}` | `{path['end']}` |")
 
 
 def main(argv=None) -> int:
@@ -72,6 +86,7 @@ def main(argv=None) -> int:
     runs += [("gemm", _gemm_params(f), "delay") for f in GEMM_FORMATS]
     runs += [("gemm", {**_gemm_params(f), "unit_latency": n}, "delay")
              for f in UNIT_FEWER[0] for n in UNIT_FEWER[1]]
+    runs += [("gemm", {**_gemm_params(f), "pe_latency": 0}, "delay") for f in PE_UNCUT]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         got = dict(zip(((b, tuple(p.items()), how) for b, p, how in runs),
                        pool.map(lambda x: synth(x[0], x[1], node, timeout=args.timeout,
@@ -201,8 +216,9 @@ def main(argv=None) -> int:
     lines += ["", f"Within the budget mapped for delay: {', '.join(within) or 'none'}."]
     lines += ["", "## The GEMM array in each format", "",
               "`scoville synth gemm` at 4 x 4, `os`, each format pair (`fmt`/`b_fmt`) at its "
-              f"defaults (the block formats' `unit_latency` {UNIT_LATENCY}, nvfp4's "
-              f"`scale_latency` {SCALE_LATENCY}: [gemm.md](gemm.md)), mapped for delay.", "",
+              f"defaults (the block formats' `unit_latency` {UNIT_LATENCY} and `pe_latency` "
+              f"{PE_LATENCY}, nvfp4's `scale_latency` {SCALE_LATENCY}: [gemm.md](gemm.md)), "
+              "mapped for delay.", "",
               "| format | flip-flops | levels | levels / budget | fmax bound GHz (n5) | "
               "critical path from | to |", "|---|---:|---:|---:|---:|---|---|"]
     for f in GEMM_FORMATS:
@@ -218,15 +234,14 @@ def main(argv=None) -> int:
               "4 x 4 array mapped for delay:", "",
               "| format | unit_latency | flip-flops | levels | levels / budget | "
               "critical path from | to |", "|---|---:|---:|---:|---:|---|---|"]
-    for f in UNIT_FEWER[0]:
-        for n in UNIT_FEWER[1]:
-            d = got[("gemm", tuple({**_gemm_params(f), "unit_latency": n}.items()), "delay")]
-            if d is None:
-                lines.append(f"| {f} | {n} | not measured | | | | |")
-                continue
-            path = d["levels_path"]
-            lines.append(f"| {f} | {n} | {d['flip_flops']:,} | {d['levels']} | "
-                         f"{d['levels'] / BUDGET:.1f}x | `{path['start']}` | `{path['end']}` |")
+    lines += [_gemm_row(got, f, {"unit_latency": n}, f"{f} | {n}")
+              for f in UNIT_FEWER[0] for n in UNIT_FEWER[1]]
+    lines += ["", "The block formats with their PEs' products not registered (`pe_latency` 0: "
+              "each PE's product and its block sum in one cycle), the same 4 x 4 array "
+              "mapped for delay:", "",
+              "| format | flip-flops | levels | levels / budget | critical path from | to |",
+              "|---|---:|---:|---:|---|---|"]
+    lines += [_gemm_row(got, f, {"pe_latency": 0}, f) for f in PE_UNCUT]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -376,12 +376,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         models="output-stationary NVFP4 with its block units cut: the columns of the tile whose "
                "rows leave (the tensor scale's mask) come without the units' delay",
         file="scoville/rtl/gemm_os_dataflow.py",
-        edits=(Edit("delay(m, last_cols, C - 1 + cfg.unit_delay, en,",
+        edits=(Edit("delay(m, last_cols, C - 1 + cfg.array_delay, en,",
                     "delay(m, last_cols, C - 1, en,"),),
         block="gemm", params={**GEMM, "fmt": "nvfp4"}, tests=("test_edges",), expect=Kind.DATA,
         why="at the default latency a tile's rows leave 16 cycles after its columns' mask has "
             "moved on: with K = 1 (tiles 4 steps apart) and N off the grid, a row takes "
             "another tile's mask and loses columns inside N",
+    ),
+    Mutation(
+        name="gemm-os-pe-adds-with-the-products-flags",
+        models="output-stationary PEs with a registered product: the PE adds it with the flags "
+               "of the step now arriving, not of the step it is the product of",
+        file="scoville/rtl/gemm_os_dataflow.py",
+        edits=(Edit("(a_out, b_out) if staged else (a_in, b_in))",
+                    "(a_in, b_in))"),),
+        block="gemm", params={**GEMM, "fmt": "mxfp8"}, tests=("test_edges",), expect=Kind.DATA,
+        also=Kind.PROTOCOL,
+        why="each block sum takes the product of the step before its first and misses its "
+            "last: on Icarus that earlier product can be of an idle step's undriven (X) "
+            "elements, which reach a row of C",
     ),
     Mutation(
         name="gemm-os-end-unit-reads-before-the-acc-cut",
@@ -414,11 +427,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         edits=(Edit("flow.scale.eq(delay(m, product, min(stages, 1), 1,",
                     "flow.scale.eq(delay(m, product, min(stages, 1) + 1, 1,"),),
         block="gemm", params={**GEMM, "rows": 1, "cols": 1, "fmt": "nvfp4", "unit_latency": 0,
-                              "scale_latency": 2},
+                              "pe_latency": 0, "scale_latency": 2},
         tests=("test_edges", "test_keep_up"), expect=Kind.DATA,
-        why="at the bound (a 1 x 1 array, its block units uncut, 2 stages) a K = 1 command "
-            "taken with its beats at hand has its first row at the tensor scale as the product "
-            "is due: a cycle late, the row takes the previous command's scale",
+        why="at the bound (a 1 x 1 array, its block units and PEs uncut, 2 stages) a K = 1 "
+            "command taken with its beats at hand has its first row at the tensor scale as the "
+            "product is due: a cycle late, the row takes the previous command's scale",
     ),
     Mutation(
         name="gemm-tensor-scale-mask-early",

@@ -2,6 +2,7 @@
 simulator (the cocotb tests of the MX and NVFP4 dot units cover it again in Verilog)."""
 
 import numpy as np
+import pytest
 from amaranth.hdl import signed
 
 from scoville.rtl.lib.fp32 import scaled_int_to_fp32
@@ -19,17 +20,24 @@ def _simulate(width, values, exps):
     return evaluate(scaled_int_to_fp32, [signed(width), signed(11)], values, exps)
 
 
-def test_scaled_int_to_fp32_matches_numpy():
-    rng = np.random.default_rng(1)
-    width = 22
+@pytest.mark.parametrize("width", [22, 42])
+def test_scaled_int_to_fp32_matches_numpy(width):
+    """Random values at every magnitude and exponents across the subnormal, normal and
+    overflow ranges, and their edges (42 bits: the MXFP8 block sum's width)."""
+    rng = np.random.default_rng(width)
     n = 3000
-    values = rng.integers(-(2 ** (width - 1)) + 1, 2 ** (width - 1), n)
+    top = 2 ** (width - 1)
+    values = rng.integers(-top + 1, top, n) >> rng.integers(0, width, n)
     values[:200] = rng.integers(-8, 9, 200)
     exps = rng.integers(-300, 200, n)
     exps[200:600] = rng.integers(-175, -120, 400)  # subnormal range and its rounding edges
-    exps[600:800] = rng.integers(100, 140, 200)  # overflow edge
-    edges = [(1, -149), (1, -150), (3, -151), (1, -126), (-1, -127), (2**21 - 1, -170),
-             (2**21 - 1, 107), (2**21 - 1, 106), (0, 5), (-(2**21) + 1, 0), (5, -151)]
+    exps[600:800] = rng.integers(100, 150 - width, 200)  # overflow edge
+    exps[800:1200] = rng.integers(-149 - width, -126 - width, 400) + rng.integers(0, 30, 400)
+    edges = [(1, -149), (1, -150), (3, -151), (1, -126), (-1, -127), (top - 1, -170),
+             (top - 1, 129 - width), (top - 1, 128 - width), (0, 5), (-top + 1, 0), (5, -151),
+             (1 << 23, -149), (1 << 23, -150), ((1 << 24) - 1, -150), (top - 1, -126 - width),
+             (top - 1, -127 - width), (1, -1024), (top - 1, -1024), (1, 1023)]
+    edges = [(v, e) for v, e in edges if abs(v) < top]  # the widest sums fit
     values = np.concatenate([values, [v for v, _ in edges]])
     exps = np.concatenate([exps, [e for _, e in edges]])
     got = _simulate(width, values, exps)

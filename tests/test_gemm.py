@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoville.blocks import get_block, parse_params
-from scoville.rtl.gemm import SCALE_LATENCY, UNIT_LATENCY, GemmConfig
+from scoville.rtl.gemm import PE_LATENCY, SCALE_LATENCY, UNIT_LATENCY, GemmConfig
 from scoville.rtl.lib.params import ParamError
 from scoville.sim import flow
 from scoville.sim.cycles.gemm import (
@@ -56,9 +56,11 @@ from .simcheck import assert_passed, simulate
                                                "allowed: 0..11"),
         ({"fmt": "nvfp4", "scale_latency": 6}, "parameter 'scale_latency' = 6 is out of range; "
                                                "allowed: 0..5"),
-        ({"fmt": "nvfp4", "unit_latency": 0, "scale_latency": 3},
-         "parameter 'scale_latency' = 3 is not allowed with dataflow=os and unit_latency=0 (the "
-         "scales' product must be ready by the first row); allowed: 0..2"),
+        ({"fmt": "nvfp4", "unit_latency": 0, "pe_latency": 0, "scale_latency": 3},
+         "parameter 'scale_latency' = 3 is not allowed with dataflow=os, unit_latency=0 and "
+         "pe_latency=0 (the scales' product must be ready by the first row); allowed: 0..2"),
+        ({"fmt": "nvfp4", "unit_latency": 0, "scale_latency": 4}, "pe_latency=1 (the scales' "
+                                                                  "product"),
         ({"fmt": "nvfp4", "dataflow": "ws", "rows": 4, "scale_latency": 4},
          "with dataflow=ws (the scales' product must be ready by the first row); "
          "allowed: 0..3"),
@@ -69,6 +71,10 @@ from .simcheck import assert_passed, simulate
          "parameter 'unit_latency' = 2 is not allowed with fmt=int8 and dataflow=os (only the "
          "block formats on os have block units); allowed: 0"),
         ({"fmt": "mxfp4", "dataflow": "ws", "unit_latency": 1}, "with fmt=mxfp4 and dataflow=ws"),
+        ({"pe_latency": 2}, "parameter 'pe_latency' = 2 is out of range; allowed: 0..1"),
+        ({"fmt": "mxfp8", "dataflow": "ws", "pe_latency": 1},
+         "parameter 'pe_latency' = 1 is not allowed with dataflow=ws (only os registers its "
+         "PEs' products); allowed: 0"),
         ({"acc_rows": 1}, "parameter 'acc_rows' = 1 is out of range; allowed: 2..4096"),
     ],
 )
@@ -458,7 +464,7 @@ def test_gemm_rtl_at_each_kind_of_unit_latency(simulator, seed, rows, cols, fmt,
 @pytest.mark.sim
 @pytest.mark.alternate_sims
 @pytest.mark.parametrize(("rows", "cols", "dataflow", "latency", "scale"),
-                         [(1, 1, "os", 0, 2), (2, 3, "os", 0, 0), (1, 1, "ws", 0, 3),
+                         [(1, 1, "os", 0, 3), (2, 3, "os", 0, 0), (1, 1, "ws", 0, 3),
                           (2, 2, "ws", 0, 1), (3, 2, "os", 1, 3), (1, 2, "os", None, 5)])
 def test_nvfp4_rtl_at_each_scale_latency(simulator, seed, rows, cols, dataflow, latency, scale):
     """NVFP4's tensor scale cut at each count of stages, up to the most each config allows (a
@@ -475,15 +481,17 @@ def test_scale_latency_delays_the_rows_and_has_its_bound():
     """The tensor scale's stages delay the rows of C on both dataflows; the most allowed
     follows the block units' delay on os (the product must be ready by the first row); unset,
     the default or that most."""
-    os0 = GemmConfig(fmt="nvfp4", unit_latency=0, scale_latency=0)
+    os0 = GemmConfig(fmt="nvfp4", unit_latency=0, pe_latency=0, scale_latency=0)
     for s in range(3):
         cfg = dataclasses.replace(os0, scale_latency=s)
         assert command_cycles(cfg, 5, 17, 9) == command_cycles(os0, 5, 17, 9) + s
     ws0 = GemmConfig(fmt="nvfp4", dataflow="ws", rows=4, scale_latency=0)
     assert command_cycles(dataclasses.replace(ws0, scale_latency=3), 5, 17, 9) \
         == command_cycles(ws0, 5, 17, 9) + 3
-    assert [GemmConfig(fmt="nvfp4", unit_latency=n).most_scale_stages for n in range(4)] \
-        == [2, 3, 4, 5]
+    assert [GemmConfig(fmt="nvfp4", unit_latency=n, pe_latency=0).most_scale_stages
+            for n in range(4)] == [2, 3, 4, 5]
+    assert [GemmConfig(fmt="nvfp4", unit_latency=n).most_scale_stages for n in range(3)] \
+        == [3, 4, 5]
     assert ws0.most_scale_stages == 3
     assert dataclasses.replace(ws0, scale_latency=None).scale_stages == 3
     assert GemmConfig(fmt="nvfp4").scale_stages == SCALE_LATENCY
@@ -494,12 +502,17 @@ def test_unit_latency_delays_a_tiles_rows_by_its_result_delay():
     """Each stage of the block units that write a tile's result is one cycle more per
     command; the adder's cuts and the read's count twice (the unit of a tile's last block reads
     the PE's sum after the others have written it); formats without block units take none."""
-    delays = [GemmConfig(fmt="mxfp4", unit_latency=n).result_delay for n in range(12)]
+    delays = [GemmConfig(fmt="mxfp4", unit_latency=n, pe_latency=0).result_delay
+              for n in range(12)]
     assert delays == [0, 1, 2, 3, 5, 6, 8, 9, 10, 12, 14, 16]
-    base = command_cycles(GemmConfig(fmt="mxfp4", unit_latency=0), 9, 40, 17)
+    base = command_cycles(GemmConfig(fmt="mxfp4", unit_latency=0, pe_latency=0), 9, 40, 17)
     for n, d in enumerate(delays):
-        assert command_cycles(GemmConfig(fmt="mxfp4", unit_latency=n), 9, 40, 17) == base + d
+        for pe in (0, 1):
+            cfg = GemmConfig(fmt="mxfp4", unit_latency=n, pe_latency=pe)
+            assert command_cycles(cfg, 9, 40, 17) == base + d + pe
     assert GemmConfig(fmt="int8").result_delay == GemmConfig(fmt="bf16").result_delay == 0
+    assert GemmConfig(fmt="int8", pe_latency=1).result_delay == 1
+    assert GemmConfig(fmt="mxfp8").pe_stages == PE_LATENCY == 1
     assert GemmConfig(fmt="nvfp4", dataflow="ws").unit_stages == 0
     # Unset, it follows a config derived with other formats or dataflow.
     derived = dataclasses.replace(GemmConfig(fmt="mxfp4"), fmt="int8")

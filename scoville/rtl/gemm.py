@@ -48,9 +48,9 @@ from .lib.fp32 import fp32_mul
 from .lib.params import ParamError, check_choice, check_int, param
 from .lib.pipeline import delay, through_cuts
 
-__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "MOST_SCALE_LATENCY", "SCALE_LATENCY", "STATUS",
-           "UNIT_LATENCY", "Gemm", "GemmConfig", "Status", "command_layout", "command_members",
-           "operand_layouts"]
+__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "MOST_PE_LATENCY", "MOST_SCALE_LATENCY",
+           "PE_LATENCY", "SCALE_LATENCY", "STATUS", "UNIT_LATENCY", "Gemm", "GemmConfig", "Status",
+           "command_layout", "command_members", "operand_layouts"]
 
 #: The most stages of NVFP4's tensor scale products (each cut where
 #: :data:`~scoville.rtl.lib.blockdot.SCALE_CUTS` says).
@@ -58,6 +58,11 @@ MOST_SCALE_LATENCY = max(SCALE_CUTS)
 #: Their stages by default (or the most a config allows, if fewer:
 #: :attr:`GemmConfig.most_scale_stages`), each within the levels budget of docs/levels.md.
 SCALE_LATENCY = 5
+#: The most register stages between an ``os`` PE's product and its sum.
+MOST_PE_LATENCY = 1
+#: Their stages by default in the block formats (MXFP8's PE at 4 x 4, mapped for delay: 59
+#: levels without, docs/levels.md).
+PE_LATENCY = 1
 
 class Status(enum.IntEnum, shape=1):
     """Status of the latest command."""
@@ -105,9 +110,15 @@ class GemmConfig:
         scales, and each value of a row of C by theirs;
         :class:`~scoville.rtl.gemm_dataflow.TensorScale`): the rows leave that many cycles
         later. The scales' product must be ready by the first row: at most
-        :attr:`most_scale_stages` (2 + the block units' delay on ``os``, 3 on ``ws``).
-        Unset (None): :data:`SCALE_LATENCY`, or that most if fewer, in ``nvfp4``; else 0
+        :attr:`most_scale_stages` (2 + the PEs' and block units' delay on ``os``, 3 on
+        ``ws``). Unset (None): :data:`SCALE_LATENCY`, or that most if fewer, in ``nvfp4``; else 0
         (:attr:`scale_stages`).
+    pe_latency : int or None
+        ``os`` only: register stages between each PE's product and its sum (0 or 1): the
+        product is registered, and the PE adds it a cycle later; a tile's rows of C leave that
+        many cycles later. Unset (None): :data:`PE_LATENCY` in the block formats on ``os``
+        (MXFP8's exact product and its block sum in one cycle are over the levels budget of
+        docs/levels.md), else 0 (:attr:`pe_stages`).
     """
 
     rows: int = param(8, "1..64", "array rows")
@@ -122,9 +133,12 @@ class GemmConfig:
                                     f"unset: {UNIT_LATENCY} there, else 0",
                               "os block formats: register stages of a column's block units")
     scale_latency: int = param(None, f"0..{MOST_SCALE_LATENCY} with nvfp4 (at most 2 + the "
-                                     f"block units' delay on os, 3 on ws), else 0; unset: "
-                                     f"{SCALE_LATENCY} there or that most if fewer, else 0",
+                                     f"PEs' and block units' delay on os, 3 on ws), else 0; "
+                                     f"unset: {SCALE_LATENCY} there or that most if fewer, else 0",
                                "nvfp4: register stages of the tensor scale's products")
+    pe_latency: int = param(None, f"0..{MOST_PE_LATENCY} on os, else 0; unset: {PE_LATENCY} "
+                                  f"with a block format on os, else 0",
+                            "os: register stages between a PE's product and its sum")
 
     def __post_init__(self):
         check_int("rows", self.rows, 1, 64)
@@ -144,6 +158,12 @@ class GemmConfig:
             raise ParamError(f"parameter 'unit_latency' = {self.unit_latency!r} is not allowed "
                              f"with fmt={self.fmt} and dataflow={self.dataflow} (only the "
                              f"block formats on os have block units); allowed: 0")
+        if self.pe_latency is not None and self.dataflow == "os":
+            check_int("pe_latency", self.pe_latency, 0, MOST_PE_LATENCY)
+        elif self.pe_latency not in (None, 0):
+            raise ParamError(f"parameter 'pe_latency' = {self.pe_latency!r} is not allowed "
+                             f"with dataflow={self.dataflow} (only os registers its PEs' "
+                             f"products); allowed: 0")
         self._check_scale_latency()
         if self.mx and self.dataflow == "ws" and block % self.rows:
             allowed = ", ".join(str(r) for r in range(1, block + 1) if block % r == 0)
@@ -182,13 +202,26 @@ class GemmConfig:
         return unit_cuts(self.unit_stages).delay
 
     @property
+    def pe_stages(self) -> int:
+        """:attr:`pe_latency`, or where unset its default for the formats and dataflow."""
+        if self.pe_latency is not None:
+            return self.pe_latency
+        return PE_LATENCY if self._staged else 0
+
+    @property
+    def array_delay(self) -> int:
+        """Cycles a tile's rows of C leave the array later for its PEs' and block units'
+        stages (:attr:`pe_stages` + :attr:`unit_delay`)."""
+        return self.pe_stages + self.unit_delay
+
+    @property
     def most_scale_stages(self) -> int:
         """The most stages of the tensor scale's products: its two scales, taken with the
         command, must have been multiplied when the first row enters (``os``: ``K + C + 1 +``
-        :attr:`unit_delay` cycles after the accept at the soonest; ``ws``: ``R + C + 2``)."""
+        :attr:`array_delay` cycles after the accept at the soonest; ``ws``: ``R + C + 2``)."""
         if not self.arith.tensor_scale:
             return 0
-        return min(MOST_SCALE_LATENCY, 2 + self.unit_delay if self.dataflow == "os" else 3)
+        return min(MOST_SCALE_LATENCY, 2 + self.array_delay if self.dataflow == "os" else 3)
 
     @property
     def scale_stages(self) -> int:
@@ -200,9 +233,9 @@ class GemmConfig:
 
     @property
     def result_delay(self) -> int:
-        """Cycles the rows of C leave later for the block units' and the tensor scale's
-        stages (:attr:`unit_delay` + :attr:`scale_stages`)."""
-        return self.unit_delay + self.scale_stages
+        """Cycles the rows of C leave later for the PEs', the block units' and the tensor
+        scale's stages (:attr:`array_delay` + :attr:`scale_stages`)."""
+        return self.array_delay + self.scale_stages
 
     def _check_scale_latency(self) -> None:
         if self.scale_latency is None:
@@ -216,7 +249,8 @@ class GemmConfig:
             return
         check_int("scale_latency", self.scale_latency, 0, MOST_SCALE_LATENCY)
         if self.scale_latency > most:
-            units = f" and unit_latency={self.unit_stages}" if self.dataflow == "os" else ""
+            units = (f", unit_latency={self.unit_stages} and pe_latency={self.pe_stages}"
+                     if self.dataflow == "os" else "")
             raise ParamError(f"parameter 'scale_latency' = {self.scale_latency} is not allowed "
                              f"with dataflow={self.dataflow}{units} (the scales' product must "
                              f"be ready by the first row); allowed: 0..{most}")

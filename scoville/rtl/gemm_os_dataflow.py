@@ -259,24 +259,28 @@ class OsArray(wiring.Component):
         res = [[None] * C for _ in range(R)]
         self._ends = [[] for _ in range(C)]
         collect = []
+        staged = cfg.pe_stages
         for r in range(R):
             a_in = left[r]
             for c in range(C):
                 b_in = top[c]
-                res[r][c] = self._pe(m, r, c, a_in, b_in)
+                # What PE (r, c) passes on: its inputs a cycle later (with a registered
+                # product, also what it adds its product with).
                 a_out = Signal(flow, name=f"pe{r}_{c}_a")
                 with m.If(en):
                     m.d.sync += a_out.eq(a_in)
-                a_in = a_out
-                if r < R - 1:
+                b_out = b_in
+                if r < R - 1 or staged:
                     b_out = Signal(btype, name=f"pe{r}_{c}_b")
                     with m.If(en):
                         m.d.sync += b_out.eq(b_in)
-                    top[c] = b_out
-            # A row of results leaves the row's last PE as its last step does, ``unit_delay``
-            # cycles later where the block units are cut.
+                res[r][c] = self._pe(m, r, c, a_in, b_in,
+                                     (a_out, b_out) if staged else (a_in, b_in))
+                a_in, top[c] = a_out, b_out
+            # A row of results leaves the row's last PE as its last step does, ``array_delay``
+            # cycles later where the PEs' products and the block units are cut.
             collect.append(delay(m, wire(m, f"collect{r}", a_in.valid & a_in.last & a_in.row),
-                                 cfg.unit_delay, en, name=f"collect{r}"))
+                                 cfg.array_delay, en, name=f"collect{r}"))
         if cfg.arith.kind == "block":
             for c in range(C):
                 self._block_units(m, c)
@@ -294,18 +298,24 @@ class OsArray(wiring.Component):
             last_cols = Signal(C, name="last_cols")
             with m.If(en & s1.valid & s1.last):
                 m.d.sync += last_cols.eq(s1.cols)
-            m.d.comb += self.cols.eq(delay(m, last_cols, C - 1 + cfg.unit_delay, en,
+            m.d.comb += self.cols.eq(delay(m, last_cols, C - 1 + cfg.array_delay, en,
                                            name="cols"))
         return m
 
-    def _pe(self, m: Module, r: int, c: int, a_in, b_in) -> Signal:
+    def _pe(self, m: Module, r: int, c: int, a_in, b_in, late) -> Signal:
         """PE (r, c): accumulates its output while its inputs are valid; returns the register
         holding its latest finished result. In block formats the PE keeps its block sum and its
-        binary32 sum; a unit of its column (:meth:`_block_units`) adds its finished blocks."""
+        binary32 sum; a unit of its column (:meth:`_block_units`) adds its finished blocks.
+
+        It multiplies the elements of ``a_in`` and ``b_in``; ``late``: the inputs (flags and
+        scales) it adds the product with, ``pe_stages`` cycles later (the product registered
+        that many times)."""
         cfg, en = self._config, self.en
         ar = cfg.arith
         name = f"pe{r}_{c}"
-        prod = ar.product(m, a_in.a, b_in.b, f"{name}_prod")
+        prod = delay(m, ar.product(m, a_in.a, b_in.b, f"{name}_prod"), cfg.pe_stages, en,
+                     name=f"{name}_prod")
+        a_in, b_in = late
         sums = Signal(ar.psum_shape, name=f"{name}_sum")
         res = Signal(32, name=f"{name}_res")
         if ar.kind == "block":

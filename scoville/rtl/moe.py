@@ -61,12 +61,12 @@ SWIGLU_ALPHA = ALPHA
 #: dividing 64 (a block of 32 activations fills from whole tiles).
 COLS = (2, 4, 8, 16, 32, 64)
 
-#: The array by default. Its block units uncut (``unit_latency`` 0): the block runs one array
-#: command a column tile, each draining before the next, so every stage they add costs each
-#: tile a cycle (at 6, 8 cycles: the DeepSeek-shaped decode of scripts/moe_bench.py fell from
-#: 96.7% of the memory's rate to 94.1%, under its 95% target). Commands that overlap in the
-#: array would hide them.
-_ARRAY = GemmConfig(rows=8, cols=8, fmt="mxfp8", b_fmt="mxfp4", unit_latency=0)
+#: The array by default. Its block units and PEs uncut (``unit_latency`` and ``pe_latency``
+#: 0): the block runs one array command a column tile, each draining before the next, so every
+#: stage they add costs each tile a cycle (units at 6, 8 cycles: the DeepSeek-shaped decode of
+#: scripts/moe_bench.py fell from 96.7% of the memory's rate to 94.1%, under its 95% target).
+#: Commands that overlap in the array would hide them.
+_ARRAY = GemmConfig(rows=8, cols=8, fmt="mxfp8", b_fmt="mxfp4", unit_latency=0, pe_latency=0)
 
 
 @dataclass(frozen=True)

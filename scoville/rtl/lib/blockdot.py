@@ -325,7 +325,8 @@ def nvfp4_block_value(m: Module, total, nan, neg, sig, exp, *, name: str = "blk"
     power = Signal(signed(8), name=f"{name}_exp")
     m.d.comb += power.eq(exp - 2)
     nan_at = _NanThrough(nan, cut)
-    value = magnitude_to_fp32(m, sign, mag, power, name=f"{name}_cvt", cut=nan_at)
+    value = magnitude_to_fp32(m, sign, mag, power, name=f"{name}_cvt", cut=nan_at,
+                              product=True)
     out = Signal(32, name=f"{name}_fp32")
     m.d.comb += out.eq(Mux(nan_at.nan, FP32_QNAN, value))
     return out

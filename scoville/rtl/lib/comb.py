@@ -1,6 +1,6 @@
 """Small helpers for writing combinational datapaths."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 
 __all__ = ["leading_one", "max_tree", "no_cut", "normalize", "wire"]
 
@@ -57,12 +57,34 @@ def normalize_steps(m, name, value, probe, steps):
     return value, probe, taken
 
 
-def leading_one(m: Module, name, value) -> Signal:
-    """The position of the highest set bit of ``value`` (0 when ``value`` is 0)."""
+def leading_one(m: Module, name, value, *, chain: bool = False) -> Signal:
+    """The position of the highest set bit of ``value`` (0 when ``value`` is 0).
+
+    A tree of depth ``log2(len(value))``: each node of two neighbouring groups of bits says
+    whether any is set and where the highest is (the upper group's position, with its bit
+    on top, when the upper group has a set bit; else the lower group's). With ``chain``, a
+    multiplexer per bit, the highest last: deeper, but a bit's path to the result is shorter
+    the higher it is, for a value whose high bits come last (a product's)."""
     lead = Signal(range(max(len(value), 2)), name=name)
-    for k in range(len(value)):
-        with m.If(value[k]):
-            m.d.comb += lead.eq(k)
+    if chain:
+        for k in range(len(value)):
+            with m.If(value[k]):
+                m.d.comb += lead.eq(k)
+        return lead
+    # (any bit set, position of the highest within the group) for groups of 2, 4, 8, ...
+    # bits: a pair's position is its upper bit.
+    bits = [value[k] for k in range(len(value))] + [Const(0, 1)] * (len(value) % 2)
+    nodes = [(bits[k] | bits[k + 1], bits[k + 1]) for k in range(0, len(bits), 2)]
+    level = 1
+    while len(nodes) > 1:
+        if len(nodes) % 2:
+            nodes.append((Const(0, 1), Const(0, level)))
+        pairs = zip(nodes[0::2], nodes[1::2], strict=True)
+        nodes = [(wire(m, f"{name}_any{level}_{k}", lo[0] | hi[0]),
+                  wire(m, f"{name}_at{level}_{k}", Cat(Mux(hi[0], hi[1], lo[1]), hi[0])))
+                 for k, (lo, hi) in enumerate(pairs)]
+        level += 1
+    m.d.comb += lead.eq(nodes[0][1])
     return lead
 
 

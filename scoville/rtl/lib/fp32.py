@@ -330,14 +330,16 @@ def scaled_int_to_fp32(m: Module, value, exp, *, name: str = "cvt", cut=None) ->
     return magnitude_to_fp32(m, sign, mag, exp, name=name, cut=cut)
 
 
-def magnitude_to_fp32(m: Module, sign, mag, exp, *, name: str = "cvt", cut=None) -> Signal:
+def magnitude_to_fp32(m: Module, sign, mag, exp, *, name: str = "cvt", cut=None,
+                      product: bool = False) -> Signal:
     """Add the logic for binary32 ``(-1)**sign * round(mag * 2**exp)`` to ``m`` (``mag`` an
     unsigned integer, ``exp`` signed); return its bits (+0 for a zero ``mag``).
 
     ``cut`` (as :func:`fp32_add`'s): called as ``cut(i, *values)`` at cut points 2 (the
     operands as given), 0 (the leading one found and the shifts worked out) and 1 (the
     magnitude shifted and the rounding decided), the logic going on with the values it
-    returns.
+    returns. ``product``: ``mag`` is a product, whose high bits come last (its leading one
+    found by a chain: :func:`~scoville.rtl.lib.comb.leading_one`).
 
     Notes
     -----
@@ -350,21 +352,30 @@ def magnitude_to_fp32(m: Module, sign, mag, exp, *, name: str = "cvt", cut=None)
     cut = cut or no_cut
     sign, mag, exp = cut(2, sign, mag, exp)
     width = len(mag)
-    p = leading_one(m, f"{name}_lead", mag)
+    p = leading_one(m, f"{name}_lead", mag, chain=product)
 
     wide = signed(max(len(exp), 8) + 4)
-    e1 = Signal(wide, name=f"{name}_e1")  # E - 1
-    m.d.comb += e1.eq(p + exp + 126)
-    shift = Signal(wide, name=f"{name}_shift")
-    m.d.comb += shift.eq(p - 23 - Mux(e1 < 0, e1, 0))
-
-    # Right shifts beyond width + 1 all round to zero: cap them so the logic stays small.
+    # E - 1, and whether the result is subnormal (E - 1 < 0), from p and a term of ``exp``
+    # taken beside the leading one's search.
+    e1 = wire(m, f"{name}_e1", p + wire(m, f"{name}_x", exp + 126, wide), wide)
+    sub = wire(m, f"{name}_sub", e1 < 0)
+    # The shift s (right when positive, left when negative) either way, each clamped, then
+    # chosen: normal, s = p - 23; subnormal, s = p - 23 - (E - 1) = -exp - 149, which does not
+    # wait for p. Right shifts beyond width + 1 all round to zero: capped, so the logic stays
+    # small. A left shift is below 23 either way (a subnormal's s > p - 23 >= -23).
     cap = width + 1
+    tiny = wire(m, f"{name}_tiny", -exp - 149, wide)
     rs = Signal(range(cap + 1), name=f"{name}_rs")
-    m.d.comb += rs.eq(Mux(shift > cap, cap, Mux(shift > 0, shift, 0)))
     ls = Signal(range(24), name=f"{name}_ls")
-    m.d.comb += ls.eq(Mux(shift < 0, -shift, 0))
-    left = wire(m, f"{name}_left", shift < 0)
+    left = Signal(name=f"{name}_left")
+    m.d.comb += [
+        rs.eq(Mux(sub, wire(m, f"{name}_rs_sub",
+                            Mux(tiny > cap, cap, Mux(tiny > 0, tiny, 0)), range(cap + 1)),
+                  Mux(p > 23, p - 23, 0))),
+        ls.eq(Mux(sub, wire(m, f"{name}_ls_sub", Mux(tiny < 0, -tiny, 0), range(24)),
+                  Mux(p < 23, 23 - p, 0))),
+        left.eq(Mux(sub, tiny < 0, p < 23)),
+    ]
     field = wire(m, f"{name}_field", Mux(e1 > 0, e1, 0), unsigned(len(e1)))
     sign, mag, field, left, rs, ls = cut(0, sign, mag, field, left, rs, ls)
 
