@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from scoville.blocks import BLOCKS
-from scoville.rtl.gemm import PE_LATENCY, SCALE_LATENCY, UNIT_LATENCY
+from scoville.rtl.gemm import PE_LATENCY, SCALE_LATENCY, UNIT_LATENCY, GemmConfig
 from scoville.synth.timing import BUDGET, FO4_PS, LEVEL_FO4, REGISTER_FO4
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,9 +44,9 @@ CUT_PARAM = {"gemm_quant": "array.unit_latency"}
 GEMM_FORMATS = ("int8", "int4", "mxfp4", "mxfp8", "mxfp8/mxfp4", "nvfp4", "bf16")
 #: The block units of the 4 x 4 array at fewer stages than their default (formats, latencies).
 UNIT_FEWER = (("mxfp4", "nvfp4"), (8, 9, 10))
-#: The block formats of the 4 x 4 array with their PEs' products not registered
-#: (``pe_latency`` 0; their default registers them).
-PE_UNCUT = ("mxfp4", "mxfp8", "mxfp8/mxfp4", "nvfp4")
+#: The block formats of the 4 x 4 array at the other ``pe_latency`` than their default (1 with
+#: MXFP8 elements of A, else 0).
+PE_OTHER = ("mxfp4", "mxfp8", "mxfp8/mxfp4", "nvfp4")
 #: How each block is synthesized: as written and mapped for area (the default), retimed, and
 #: mapped for delay.
 HOW = {"area": {}, "retimed": {"retime": True}, "delay": {"mapping": "delay"}}
@@ -56,6 +56,12 @@ def _gemm_params(pair: str) -> dict:
     """The parameters of the 4 x 4 ``os`` array in ``pair`` (``fmt`` or ``fmt/b_fmt``)."""
     fmt, _, b_fmt = pair.partition("/")
     return {"rows": 4, "cols": 4, "fmt": fmt, **({"b_fmt": b_fmt} if b_fmt else {})}
+
+
+def _other_pe(pair: str) -> int:
+    """The ``pe_latency`` that the array in ``pair`` does not take by default."""
+    fmt, _, b_fmt = pair.partition("/")
+    return 1 - GemmConfig(fmt=fmt, b_fmt=b_fmt or "same").pe_stages
 
 
 def _gemm_row(got: dict, pair: str, params: dict, label: str) -> str:
@@ -86,7 +92,8 @@ def main(argv=None) -> int:
     runs += [("gemm", _gemm_params(f), "delay") for f in GEMM_FORMATS]
     runs += [("gemm", {**_gemm_params(f), "unit_latency": n}, "delay")
              for f in UNIT_FEWER[0] for n in UNIT_FEWER[1]]
-    runs += [("gemm", {**_gemm_params(f), "pe_latency": 0}, "delay") for f in PE_UNCUT]
+    runs += [("gemm", {**_gemm_params(f), "pe_latency": _other_pe(f)}, "delay")
+             for f in PE_OTHER]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         got = dict(zip(((b, tuple(p.items()), how) for b, p, how in runs),
                        pool.map(lambda x: synth(x[0], x[1], node, timeout=args.timeout,
@@ -216,9 +223,9 @@ def main(argv=None) -> int:
     lines += ["", f"Within the budget mapped for delay: {', '.join(within) or 'none'}."]
     lines += ["", "## The GEMM array in each format", "",
               "`scoville synth gemm` at 4 x 4, `os`, each format pair (`fmt`/`b_fmt`) at its "
-              f"defaults (the block formats' `unit_latency` {UNIT_LATENCY} and `pe_latency` "
-              f"{PE_LATENCY}, nvfp4's `scale_latency` {SCALE_LATENCY}: [gemm.md](gemm.md)), "
-              "mapped for delay.", "",
+              f"defaults (the block formats' `unit_latency` {UNIT_LATENCY}, MXFP8 A's (mxfp8, "
+              f"mxfp8/mxfp4) `pe_latency` {PE_LATENCY}, nvfp4's `scale_latency` "
+              f"{SCALE_LATENCY}: [gemm.md](gemm.md)), mapped for delay.", "",
               "| format | flip-flops | levels | levels / budget | fmax bound GHz (n5) | "
               "critical path from | to |", "|---|---:|---:|---:|---:|---|---|"]
     for f in GEMM_FORMATS:
@@ -236,12 +243,13 @@ def main(argv=None) -> int:
               "critical path from | to |", "|---|---:|---:|---:|---:|---|---|"]
     lines += [_gemm_row(got, f, {"unit_latency": n}, f"{f} | {n}")
               for f in UNIT_FEWER[0] for n in UNIT_FEWER[1]]
-    lines += ["", "The block formats with their PEs' products not registered (`pe_latency` 0: "
-              "each PE's product and its block sum in one cycle), the same 4 x 4 array "
-              "mapped for delay:", "",
-              "| format | flip-flops | levels | levels / budget | critical path from | to |",
-              "|---|---:|---:|---:|---|---|"]
-    lines += [_gemm_row(got, f, {"pe_latency": 0}, f) for f in PE_UNCUT]
+    lines += ["", "The block formats at the other `pe_latency` than their default (0: each PE's "
+              "product and its block sum in one cycle; 1: the product registered), the same "
+              "4 x 4 array mapped for delay:", "",
+              "| format | pe_latency | flip-flops | levels | levels / budget | "
+              "critical path from | to |", "|---|---:|---:|---:|---:|---|---|"]
+    lines += [_gemm_row(got, f, {"pe_latency": _other_pe(f)}, f"{f} | {_other_pe(f)}")
+              for f in PE_OTHER]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0

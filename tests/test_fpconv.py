@@ -1,10 +1,12 @@
-"""Scaled integer to binary32 conversion: the RTL expression against NumPy, in Amaranth's
-simulator (the cocotb tests of the MX and NVFP4 dot units cover it again in Verilog)."""
+"""Scaled integer to binary32 conversion, and the leading one it finds: the RTL expressions
+against NumPy and Python integers, in Amaranth's simulator (the cocotb tests of the MX and
+NVFP4 dot units cover them again in Verilog)."""
 
 import numpy as np
 import pytest
-from amaranth.hdl import signed
+from amaranth.hdl import signed, unsigned
 
+from scoville.rtl.lib.comb import leading_one
 from scoville.rtl.lib.fp32 import scaled_int_to_fp32
 
 from .combsim import evaluate
@@ -47,3 +49,21 @@ def test_scaled_int_to_fp32_matches_numpy(width):
         f"{bad.size} mismatches; first: value {values[bad[0]]} exp {exps[bad[0]]}: "
         f"expected {want[bad[0]]:#010x}, got {got[bad[0]]:#010x}"
     )
+
+
+@pytest.mark.parametrize("chain", [False, True])
+def test_leading_one_is_the_position_of_the_highest_set_bit(chain):
+    """Every value at widths 1 to 9 (odd widths pad the tree), and 2,000 values at 42 bits
+    spread over every position: the tree and the chain agree with ``bit_length() - 1`` (0
+    for 0)."""
+    rng = np.random.default_rng(7)
+    cases = {w: np.arange(1 << w) for w in range(1, 10)}
+    cases[42] = np.array([0, 1, (1 << 42) - 1]
+                         + [int(v) >> int(s) for v, s in zip(
+                             rng.integers(0, 1 << 62, 2000), rng.integers(20, 62, 2000),
+                             strict=True)], dtype=object)
+    for width, values in cases.items():
+        got = evaluate(lambda m, v: leading_one(m, "lead", v, chain=chain), [unsigned(width)],
+                       values)
+        want = [max(int(v).bit_length() - 1, 0) for v in values]
+        assert list(map(int, got)) == want, width

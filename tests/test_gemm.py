@@ -56,14 +56,16 @@ from .simcheck import assert_passed, simulate
                                                "allowed: 0..11"),
         ({"fmt": "nvfp4", "scale_latency": 6}, "parameter 'scale_latency' = 6 is out of range; "
                                                "allowed: 0..5"),
-        ({"fmt": "nvfp4", "unit_latency": 0, "pe_latency": 0, "scale_latency": 3},
-         "parameter 'scale_latency' = 3 is not allowed with dataflow=os, unit_latency=0 and "
-         "pe_latency=0 (the scales' product must be ready by the first row); allowed: 0..2"),
-        ({"fmt": "nvfp4", "unit_latency": 0, "scale_latency": 4}, "pe_latency=1 (the scales' "
-                                                                  "product"),
-        ({"fmt": "nvfp4", "dataflow": "ws", "rows": 4, "scale_latency": 4},
-         "with dataflow=ws (the scales' product must be ready by the first row); "
-         "allowed: 0..3"),
+        ({"fmt": "nvfp4", "cols": 1, "unit_latency": 0, "pe_latency": 0, "scale_latency": 3},
+         "parameter 'scale_latency' = 3 is not allowed with dataflow=os, cols=1, unit_latency=0 "
+         "and pe_latency=0 (the scales' product must be ready by the first row); "
+         "allowed: 0..2"),
+        ({"fmt": "nvfp4", "cols": 2, "unit_latency": 0, "pe_latency": 1, "scale_latency": 5},
+         "cols=2, unit_latency=0 and pe_latency=1 (the scales' product must be ready by the "
+         "first row); allowed: 0..4"),
+        ({"fmt": "nvfp4", "dataflow": "ws", "rows": 1, "cols": 2, "scale_latency": 5},
+         "with dataflow=ws, rows=1 and cols=2 (the scales' product must be ready by the first "
+         "row); allowed: 0..4"),
         ({"fmt": "int8", "scale_latency": 1}, "parameter 'scale_latency' = 1 is not allowed with "
                                               "fmt=int8 (only nvfp4 has a tensor scale); "
                                               "allowed: 0"),
@@ -463,15 +465,32 @@ def test_gemm_rtl_at_each_kind_of_unit_latency(simulator, seed, rows, cols, fmt,
 
 @pytest.mark.sim
 @pytest.mark.alternate_sims
-@pytest.mark.parametrize(("rows", "cols", "dataflow", "latency", "scale"),
-                         [(1, 1, "os", 0, 3), (2, 3, "os", 0, 0), (1, 1, "ws", 0, 3),
-                          (2, 2, "ws", 0, 1), (3, 2, "os", 1, 3), (1, 2, "os", None, 5)])
-def test_nvfp4_rtl_at_each_scale_latency(simulator, seed, rows, cols, dataflow, latency, scale):
+@pytest.mark.parametrize(("rows", "cols", "fmt", "pe"),
+                         [(3, 2, "int8", 1), (2, 3, "bf16", 1), (2, 2, "mxfp8", 0),
+                          (1, 2, "nvfp4", 1)])
+def test_gemm_rtl_at_each_pe_latency(simulator, seed, rows, cols, fmt, pe):
+    """The PEs' products registered where the format's default does not (the PE adds each a
+    cycle later, with the flags and scales of its step), and not where it does: every row of
+    C and every handshake still where the models put them."""
+    result = simulate("gemm", simulator, seed, rows=rows, cols=cols, fmt=fmt, pe_latency=pe,
+                      count=3, gap=0.3, backpressure=0.3, long_k=0)
+    assert_passed(result)
+
+
+@pytest.mark.sim
+@pytest.mark.alternate_sims
+@pytest.mark.parametrize(("rows", "cols", "dataflow", "latency", "scale", "pe"),
+                         [(1, 1, "os", 0, 2, 0), (1, 1, "os", 0, 3, 1), (2, 3, "os", 0, 0, 0),
+                          (1, 1, "ws", 0, 3, 0), (2, 2, "ws", 0, 1, 0), (1, 2, "ws", 0, 4, 0),
+                          (3, 2, "os", 1, 4, 0), (1, 2, "os", None, 5, 0)])
+def test_nvfp4_rtl_at_each_scale_latency(simulator, seed, rows, cols, dataflow, latency, scale,
+                                         pe):
     """NVFP4's tensor scale cut at each count of stages, up to the most each config allows (a
-    1 x 1 array's K = 1 command reaches its first row soonest): the scales' product ready by
-    the first row, and every row of C where the models put it."""
+    K = 1 command reaches its first row soonest; the most grows with the columns and the
+    array's delay on os, with the rows and columns on ws): the scales' product ready by the
+    first row, and every row of C where the models put it."""
     result = simulate("gemm", simulator, seed, rows=rows, cols=cols, fmt="nvfp4",
-                      dataflow=dataflow, scale_latency=scale,
+                      dataflow=dataflow, scale_latency=scale, pe_latency=pe,
                       **({} if latency is None else {"unit_latency": latency}),
                       count=3, gap=0.3, backpressure=0.3, long_k=0)
     assert_passed(result)
@@ -479,20 +498,24 @@ def test_nvfp4_rtl_at_each_scale_latency(simulator, seed, rows, cols, dataflow, 
 
 def test_scale_latency_delays_the_rows_and_has_its_bound():
     """The tensor scale's stages delay the rows of C on both dataflows; the most allowed
-    follows the block units' delay on os (the product must be ready by the first row); unset,
-    the default or that most."""
-    os0 = GemmConfig(fmt="nvfp4", unit_latency=0, pe_latency=0, scale_latency=0)
-    for s in range(3):
+    follows the columns and the PEs' and block units' delay on os, the rows and columns on ws
+    (the product must be ready by the first row); unset, the default or that most."""
+    os0 = GemmConfig(fmt="nvfp4", cols=2, unit_latency=0, pe_latency=0, scale_latency=0)
+    for s in range(4):
         cfg = dataclasses.replace(os0, scale_latency=s)
         assert command_cycles(cfg, 5, 17, 9) == command_cycles(os0, 5, 17, 9) + s
-    ws0 = GemmConfig(fmt="nvfp4", dataflow="ws", rows=4, scale_latency=0)
+    ws0 = GemmConfig(fmt="nvfp4", dataflow="ws", rows=1, cols=1, scale_latency=0)
     assert command_cycles(dataclasses.replace(ws0, scale_latency=3), 5, 17, 9) \
         == command_cycles(ws0, 5, 17, 9) + 3
-    assert [GemmConfig(fmt="nvfp4", unit_latency=n, pe_latency=0).most_scale_stages
+    assert [GemmConfig(fmt="nvfp4", cols=1, unit_latency=n, pe_latency=0).most_scale_stages
             for n in range(4)] == [2, 3, 4, 5]
-    assert [GemmConfig(fmt="nvfp4", unit_latency=n).most_scale_stages for n in range(3)] \
-        == [3, 4, 5]
+    assert [GemmConfig(fmt="nvfp4", cols=1, unit_latency=n, pe_latency=1).most_scale_stages
+            for n in range(3)] == [3, 4, 5]
+    assert [GemmConfig(fmt="nvfp4", cols=c, unit_latency=0, pe_latency=0).most_scale_stages
+            for c in (1, 2, 3, 4)] == [2, 3, 4, 5]
     assert ws0.most_scale_stages == 3
+    assert dataclasses.replace(ws0, cols=2).most_scale_stages == 4
+    assert dataclasses.replace(ws0, rows=2, cols=2).most_scale_stages == 5
     assert dataclasses.replace(ws0, scale_latency=None).scale_stages == 3
     assert GemmConfig(fmt="nvfp4").scale_stages == SCALE_LATENCY
     assert GemmConfig(fmt="mxfp4").scale_stages == GemmConfig().most_scale_stages == 0
@@ -513,6 +536,9 @@ def test_unit_latency_delays_a_tiles_rows_by_its_result_delay():
     assert GemmConfig(fmt="int8").result_delay == GemmConfig(fmt="bf16").result_delay == 0
     assert GemmConfig(fmt="int8", pe_latency=1).result_delay == 1
     assert GemmConfig(fmt="mxfp8").pe_stages == PE_LATENCY == 1
+    assert GemmConfig(fmt="mxfp8", b_fmt="mxfp4").pe_stages == 1
+    assert GemmConfig(fmt="mxfp4").pe_stages == GemmConfig(fmt="nvfp4").pe_stages == 0
+    assert GemmConfig(fmt="mxfp8", dataflow="ws", rows=4).pe_stages == 0
     assert GemmConfig(fmt="nvfp4", dataflow="ws").unit_stages == 0
     # Unset, it follows a config derived with other formats or dataflow.
     derived = dataclasses.replace(GemmConfig(fmt="mxfp4"), fmt="int8")

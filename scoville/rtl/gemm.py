@@ -60,8 +60,8 @@ MOST_SCALE_LATENCY = max(SCALE_CUTS)
 SCALE_LATENCY = 5
 #: The most register stages between an ``os`` PE's product and its sum.
 MOST_PE_LATENCY = 1
-#: Their stages by default in the block formats (MXFP8's PE at 4 x 4, mapped for delay: 59
-#: levels without, docs/levels.md).
+#: Their stages by default with MXFP8 elements of A (the 4 x 4 array mapped for delay: 56
+#: levels without, 36 with; MXFP8 x MXFP4 40 and 35; docs/levels.md).
 PE_LATENCY = 1
 
 class Status(enum.IntEnum, shape=1):
@@ -110,15 +110,15 @@ class GemmConfig:
         scales, and each value of a row of C by theirs;
         :class:`~scoville.rtl.gemm_dataflow.TensorScale`): the rows leave that many cycles
         later. The scales' product must be ready by the first row: at most
-        :attr:`most_scale_stages` (2 + the PEs' and block units' delay on ``os``, 3 on
-        ``ws``). Unset (None): :data:`SCALE_LATENCY`, or that most if fewer, in ``nvfp4``; else 0
-        (:attr:`scale_stages`).
+        :attr:`most_scale_stages` (``cols`` + 1 + the PEs' and block units' delay on ``os``,
+        ``rows + cols + 1`` on ``ws``). Unset (None): :data:`SCALE_LATENCY`, or that most if
+        fewer, in ``nvfp4``; else 0 (:attr:`scale_stages`).
     pe_latency : int or None
         ``os`` only: register stages between each PE's product and its sum (0 or 1): the
         product is registered, and the PE adds it a cycle later; a tile's rows of C leave that
-        many cycles later. Unset (None): :data:`PE_LATENCY` in the block formats on ``os``
-        (MXFP8's exact product and its block sum in one cycle are over the levels budget of
-        docs/levels.md), else 0 (:attr:`pe_stages`).
+        many cycles later. Unset (None): :data:`PE_LATENCY` with ``fmt=mxfp8`` on ``os`` (an
+        E4M3 element's exact product and its block sum in one cycle are over the levels budget
+        of docs/levels.md, or at it), else 0 (:attr:`pe_stages`).
     """
 
     rows: int = param(8, "1..64", "array rows")
@@ -132,12 +132,13 @@ class GemmConfig:
     unit_latency: int = param(None, f"0..{MOST_UNIT_LATENCY} with a block format on os, else 0; "
                                     f"unset: {UNIT_LATENCY} there, else 0",
                               "os block formats: register stages of a column's block units")
-    scale_latency: int = param(None, f"0..{MOST_SCALE_LATENCY} with nvfp4 (at most 2 + the "
-                                     f"PEs' and block units' delay on os, 3 on ws), else 0; "
-                                     f"unset: {SCALE_LATENCY} there or that most if fewer, else 0",
+    scale_latency: int = param(None, f"0..{MOST_SCALE_LATENCY} with nvfp4 (at most cols + 1 + "
+                                     f"the PEs' and units' delay on os, rows + cols + 1 on ws), "
+                                     f"else 0; unset: {SCALE_LATENCY} there or that most if "
+                                     f"fewer, else 0",
                                "nvfp4: register stages of the tensor scale's products")
     pe_latency: int = param(None, f"0..{MOST_PE_LATENCY} on os, else 0; unset: {PE_LATENCY} "
-                                  f"with a block format on os, else 0",
+                                  f"with fmt=mxfp8 on os, else 0",
                             "os: register stages between a PE's product and its sum")
 
     def __post_init__(self):
@@ -206,7 +207,7 @@ class GemmConfig:
         """:attr:`pe_latency`, or where unset its default for the formats and dataflow."""
         if self.pe_latency is not None:
             return self.pe_latency
-        return PE_LATENCY if self._staged else 0
+        return PE_LATENCY if self._staged and self.fmt == "mxfp8" else 0
 
     @property
     def array_delay(self) -> int:
@@ -217,11 +218,15 @@ class GemmConfig:
     @property
     def most_scale_stages(self) -> int:
         """The most stages of the tensor scale's products: its two scales, taken with the
-        command, must have been multiplied when the first row enters (``os``: ``K + C + 1 +``
-        :attr:`array_delay` cycles after the accept at the soonest; ``ws``: ``R + C + 2``)."""
+        command, are multiplied ``stages + 1`` cycles after the accept, and must be when the
+        first row enters (``os``: ``K + C + 1 +`` :attr:`array_delay` cycles after the accept
+        at the soonest, K at least 1; ``ws``: ``R + C + 2``); at most
+        :data:`MOST_SCALE_LATENCY`."""
         if not self.arith.tensor_scale:
             return 0
-        return min(MOST_SCALE_LATENCY, 2 + self.array_delay if self.dataflow == "os" else 3)
+        soonest = (self.cols + 1 + self.array_delay if self.dataflow == "os"
+                   else self.rows + self.cols + 1)
+        return min(MOST_SCALE_LATENCY, soonest)
 
     @property
     def scale_stages(self) -> int:
@@ -249,8 +254,9 @@ class GemmConfig:
             return
         check_int("scale_latency", self.scale_latency, 0, MOST_SCALE_LATENCY)
         if self.scale_latency > most:
-            units = (f", unit_latency={self.unit_stages} and pe_latency={self.pe_stages}"
-                     if self.dataflow == "os" else "")
+            units = (f", cols={self.cols}, unit_latency={self.unit_stages} and "
+                     f"pe_latency={self.pe_stages}" if self.dataflow == "os"
+                     else f", rows={self.rows} and cols={self.cols}")
             raise ParamError(f"parameter 'scale_latency' = {self.scale_latency} is not allowed "
                              f"with dataflow={self.dataflow}{units} (the scales' product must "
                              f"be ready by the first row); allowed: 0..{most}")

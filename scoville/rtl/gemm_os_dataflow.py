@@ -42,8 +42,8 @@ _BLOCK_STEPS = 16
 MOST_UNIT_LATENCY = 2 + most_cuts("unit", _BLOCK_STEPS)
 #: The stages by default: all of them (the two picks, the block value's conversion cut three
 #: times, its register and the adder cut five times), each within the levels budget of
-#: docs/levels.md (at 4 x 4, mapped for delay: MXFP4 36 levels, NVFP4 38; at 10 stages 38 and
-#: 39, at 9 38 and 41, the adder's sections the longest).
+#: docs/levels.md (at 4 x 4, mapped for delay: MXFP4 35 levels, NVFP4 38; at 10 and 9 stages
+#: 35 and 41, the adder's sections the longest).
 UNIT_LATENCY = MOST_UNIT_LATENCY
 
 
@@ -185,8 +185,10 @@ class OsArray(wiring.Component):
     wrapping INT32 sum; ``float``: the product rounded to FP32 and added to the PE's FP32 sum;
     ``block``: the exact product added to the block's sum; at a block's last element the sum
     times the block scales rounded once to FP32 and added to the PE's FP32 sum, by one of the
-    few units its column shares (:meth:`_block_units`). A finished
-    output moves to the PE's result register with the tile's last step. The PEs are
+    few units its column shares (:meth:`_block_units`). With ``pe_latency`` 1 each PE's
+    product is registered and added a cycle later, with the flags of its step. A finished
+    output moves to the PE's result register with the tile's last step (its last addition,
+    or its last block's unit). The PEs are
     built flat into this module (no module per PE: Verilator's build time grows with modules).
 
     Attributes
@@ -293,8 +295,8 @@ class OsArray(wiring.Component):
         ]
         if cfg.arith.tensor_scale:
             # The columns of the tile whose rows leave: taken at the tile's last step, whose
-            # row r leaves ``cols + r`` steps later; the next tile's last step comes at least
-            # ``rows`` steps after it.
+            # row r leaves ``cols + r + array_delay`` steps later; the next tile's last step
+            # comes at least ``rows`` steps after it.
             last_cols = Signal(C, name="last_cols")
             with m.If(en & s1.valid & s1.last):
                 m.d.sync += last_cols.eq(s1.cols)

@@ -18,7 +18,8 @@ path, valid at any size; a test checks that both agree). Per command (``R`` x ``
     1 + (T - 1) * max(K, R, C) + K + C + D + m_last
 
 (the accept cycle; the tiles; C cycles for the last tile's final step to cross the array; the
-block units' and NVFP4's tensor scale's ``D = result_delay`` stages, 0 but in a block format
+PEs' product registers', the block units' and NVFP4's tensor scale's ``D = result_delay``
+stages, 0 in ``int8``, ``int4`` and ``bf16`` unless ``pe_latency`` is 1
 (:attr:`~scoville.rtl.gemm.GemmConfig.result_delay`); one row of C per cycle for its
 ``m_last = M - (ceil(M/R) - 1) * R`` rows).
 
@@ -39,7 +40,7 @@ Steps, counted from the cycle after the command's accept (``S`` = ``max(K, R, C)
 - ``os``: tile ``t``'s K steps (each takes one A and one B beat) are steps ``t * S .. t * S +
   K - 1``; its row ``r`` leaves the array at step ``t * S + K + C + D + r`` (one step through
   the operand register, ``r`` through the row's skew, ``C`` across the row of PEs, ``D``
-  through the block units and the tensor scale).
+  through the PEs' product registers, the block units and the tensor scale).
 - ``ws``: step 0 (the prologue) takes row 0 of the first weight tile; a tile's step ``s``
   takes A row ``s`` when ``s < mc``, takes weight row ``s + 1`` when that row exists (below
   ``R`` and below K), and at its last step row 0 of the next tile; an A row of the last K tile
