@@ -153,18 +153,11 @@ class GemmConfig:
         check_int("buffer_depth", self.buffer_depth, 2, 4096)
         check_int("acc_rows", self.acc_rows, 2, 4096)
         block = self.arith.block
-        if self.unit_latency is not None and self._staged:
-            check_int("unit_latency", self.unit_latency, 0, MOST_UNIT_LATENCY)
-        elif self.unit_latency not in (None, 0):
-            raise ParamError(f"parameter 'unit_latency' = {self.unit_latency!r} is not allowed "
-                             f"with fmt={self.fmt} and dataflow={self.dataflow} (only the "
-                             f"block formats on os have block units); allowed: 0")
-        if self.pe_latency is not None and self.dataflow == "os":
-            check_int("pe_latency", self.pe_latency, 0, MOST_PE_LATENCY)
-        elif self.pe_latency not in (None, 0):
-            raise ParamError(f"parameter 'pe_latency' = {self.pe_latency!r} is not allowed "
-                             f"with dataflow={self.dataflow} (only os registers its PEs' "
-                             f"products); allowed: 0")
+        self._check_stages("unit_latency", MOST_UNIT_LATENCY, self._staged,
+                           f"fmt={self.fmt} and dataflow={self.dataflow} (only the block "
+                           f"formats on os have block units)")
+        self._check_stages("pe_latency", MOST_PE_LATENCY, self.dataflow == "os",
+                           f"dataflow={self.dataflow} (only os registers its PEs' products)")
         self._check_scale_latency()
         if self.mx and self.dataflow == "ws" and block % self.rows:
             allowed = ", ".join(str(r) for r in range(1, block + 1) if block % r == 0)
@@ -242,17 +235,22 @@ class GemmConfig:
         scale's stages (:attr:`array_delay` + :attr:`scale_stages`)."""
         return self.array_delay + self.scale_stages
 
+    def _check_stages(self, name: str, most: int, applies: bool, without: str) -> None:
+        """Parameter ``name``, register stages: unset, or 0..``most`` where the config has
+        what they cut (``applies``), else only 0 (the error says ``with {without}``)."""
+        value = getattr(self, name)
+        if value is not None and applies:
+            check_int(name, value, 0, most)
+        elif value not in (None, 0):
+            raise ParamError(f"parameter '{name}' = {value!r} is not allowed with {without}; "
+                             f"allowed: 0")
+
     def _check_scale_latency(self) -> None:
-        if self.scale_latency is None:
+        self._check_stages("scale_latency", MOST_SCALE_LATENCY, self.arith.tensor_scale,
+                           f"fmt={self.fmt} (only nvfp4 has a tensor scale)")
+        if self.scale_latency is None or not self.arith.tensor_scale:
             return
         most = self.most_scale_stages
-        if not self.arith.tensor_scale:
-            if self.scale_latency != 0:
-                raise ParamError(f"parameter 'scale_latency' = {self.scale_latency!r} is not "
-                                 f"allowed with fmt={self.fmt} (only nvfp4 has a tensor "
-                                 f"scale); allowed: 0")
-            return
-        check_int("scale_latency", self.scale_latency, 0, MOST_SCALE_LATENCY)
         if self.scale_latency > most:
             units = (f", cols={self.cols}, unit_latency={self.unit_stages} and "
                      f"pe_latency={self.pe_stages}" if self.dataflow == "os"
