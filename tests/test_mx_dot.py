@@ -109,7 +109,8 @@ def test_each_added_stage_is_one_more_cut_and_the_adder_never_outruns_a_block(ki
         assert cuts.stages == extra
         assert len(cuts.add) <= beats - 1
         assert cuts.add in ((), *ADD_CUTS.values())
-        assert cuts.convert in ((), *CONVERT_CUTS.values())
+        assert cuts.convert in ((), *CONVERT_CUTS[kind].values())
+        assert len(cuts.convert) == len(set(cuts.convert))
         assert kind == "nvfp4" or cuts.scale == ()
     with pytest.raises(ValueError, match="at most"):
         dot_cuts(kind, most + 1, beats)

@@ -148,9 +148,16 @@ CUT_ORDER = {
     # conversion cut a third time, as the block value's magnitude enters it.
     "unit": ("block", "add", "convert", "add", "convert", "convert", "add", "add", "add"),
 }
-#: The conversion's cut points at each count of cuts (point 2, the first in time, only in the
-#: GEMM array's block units: ``CUT_ORDER["unit"]``).
-CONVERT_CUTS = {1: (0,), 2: (0, 1), 3: (0, 1, 2)}
+#: The conversion's cut points at each count of cuts, by kind (point 2 is the first in time,
+#: as the block value's magnitude enters the conversion). NVFP4's first cut there: its block
+#: value is the block sum times the two scales' significands, deeper than MX's shift, and the
+#: conversion's first section after it held the longest stage (docs/levels.md: 45 levels at
+#: nvfp4_dot's default with the cut at point 0, 38 at point 2).
+CONVERT_CUTS = {
+    "mx": {1: (0,), 2: (0, 1)},
+    "nvfp4": {1: (2,), 2: (0, 2)},
+    "unit": {1: (0,), 2: (0, 1), 3: (0, 1, 2)},
+}
 #: The accumulator adder's cut points at each count of cuts (``Fp32Add.CUTS``'s choice).
 ADD_CUTS = {1: (2,), 2: (1, 3), 3: (0, 2, 3), 4: (0, 1, 2, 3), 5: (0, 1, 2, 3, 4)}
 #: The tensor scale product's cut points at each count of cuts (the fifth: the GEMM engine's,
@@ -189,7 +196,7 @@ def dot_cuts(kind: str, extra: int, beats: int) -> DotCuts:
             break
         if took[what] < most[what]:
             took[what] += 1
-    return DotCuts(CONVERT_CUTS.get(took["convert"], ()), bool(took["block"]),
+    return DotCuts(CONVERT_CUTS[kind].get(took["convert"], ()), bool(took["block"]),
                    ADD_CUTS.get(took["add"], ()), SCALE_CUTS.get(took.get("scale", 0), ()))
 
 
