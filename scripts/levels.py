@@ -24,7 +24,14 @@ import sys
 from pathlib import Path
 
 from scoville.blocks import BLOCKS
-from scoville.rtl.gemm import PE_LATENCY, SCALE_LATENCY, UNIT_LATENCY, GemmConfig
+from scoville.rtl.gemm import (
+    ADD_LATENCY,
+    BF16_PE_LATENCY,
+    PE_LATENCY,
+    SCALE_LATENCY,
+    UNIT_LATENCY,
+    GemmConfig,
+)
 from scoville.synth.timing import BUDGET, FO4_PS, LEVEL_FO4, REGISTER_FO4
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +54,10 @@ UNIT_FEWER = (("mxfp4", "nvfp4"), (8, 9, 10))
 #: The block formats of the 4 x 4 array at the other ``pe_latency`` than their default (1 with
 #: MXFP8 elements of A, else 0).
 PE_OTHER = ("mxfp4", "mxfp8", "mxfp8/mxfp4", "nvfp4")
+#: BF16's 4 x 4 array at other ``pe_latency`` and ``add_latency`` than its defaults: uncut,
+#: the product registered, then cut once and twice (one sum, or the default three), and the
+#: adder cut three times (four sums).
+BF16_OTHER = ((0, 0), (1, 0), (2, 2), (3, 1), (3, 3), (4, 2))
 #: How each block is synthesized: as written and mapped for area (the default), retimed, and
 #: mapped for delay.
 HOW = {"area": {}, "retimed": {"retime": True}, "delay": {"mapping": "delay"}}
@@ -94,6 +105,8 @@ def main(argv=None) -> int:
              for f in UNIT_FEWER[0] for n in UNIT_FEWER[1]]
     runs += [("gemm", {**_gemm_params(f), "pe_latency": _other_pe(f)}, "delay")
              for f in PE_OTHER]
+    runs += [("gemm", {**_gemm_params("bf16"), "pe_latency": pe, "add_latency": add}, "delay")
+             for pe, add in BF16_OTHER]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         got = dict(zip(((b, tuple(p.items()), how) for b, p, how in runs),
                        pool.map(lambda x: synth(x[0], x[1], node, timeout=args.timeout,
@@ -225,7 +238,8 @@ def main(argv=None) -> int:
               "`scoville synth gemm` at 4 x 4, `os`, each format pair (`fmt`/`b_fmt`) at its "
               f"defaults (the block formats' `unit_latency` {UNIT_LATENCY}, MXFP8 A's (mxfp8, "
               f"mxfp8/mxfp4) `pe_latency` {PE_LATENCY}, nvfp4's `scale_latency` "
-              f"{SCALE_LATENCY}: [gemm.md](gemm.md)), mapped for delay.", "",
+              f"{SCALE_LATENCY}, bf16's `pe_latency` {BF16_PE_LATENCY} and `add_latency` "
+              f"{ADD_LATENCY}: [gemm.md](gemm.md)), mapped for delay.", "",
               "| format | flip-flops | levels | levels / budget | fmax bound GHz (n5) | "
               "critical path from | to |", "|---|---:|---:|---:|---:|---|---|"]
     for f in GEMM_FORMATS:
@@ -250,6 +264,14 @@ def main(argv=None) -> int:
               "critical path from | to |", "|---|---:|---:|---:|---:|---|---|"]
     lines += [_gemm_row(got, f, {"pe_latency": _other_pe(f)}, f"{f} | {_other_pe(f)}")
               for f in PE_OTHER]
+    lines += ["", f"BF16 at other `pe_latency` (0: the product and the sum in one cycle; 1: "
+              f"the product registered; 2 to 4: cut 1 to 3 times) and `add_latency` (the "
+              f"PE's adder cut that many times: one more partial sums) than its defaults "
+              f"({BF16_PE_LATENCY} and {ADD_LATENCY}), the same 4 x 4 array mapped for delay:",
+              "", "| pe_latency | add_latency | flip-flops | levels | levels / budget | "
+              "critical path from | to |", "|---:|---:|---:|---:|---:|---|---|"]
+    lines += [_gemm_row(got, "bf16", {"pe_latency": pe, "add_latency": add}, f"{pe} | {add}")
+              for pe, add in BF16_OTHER]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -384,6 +384,39 @@ MUTATIONS: tuple[Mutation, ...] = (
             "another tile's mask and loses columns inside N",
     ),
     Mutation(
+        name="gemm-os-bf16-sums-unmasked",
+        models="output-stationary BF16 with partial sums: the sums no step of the command "
+               "added into (K below their count) are added as they are, not as +0",
+        file="scoville/rtl/gemm_os_dataflow.py",
+        edits=(Edit("kept = cols[c] & (empty <= i) if i < L - 1 else cols[c]",
+                    "kept = cols[c]"),),
+        block="gemm", params={**GEMM, "fmt": "bf16"}, tests=("test_edges",), expect=Kind.DATA,
+        why="with K = 1 (and K = 2 below the 3 sums) a row of C adds the sums the adder's "
+            "loop held from the steps before the tile's first",
+    ),
+    Mutation(
+        name="gemm-os-bf16-loop-not-cleared",
+        models="output-stationary BF16 with partial sums: the adder's loop register is not "
+               "cleared for a tile's first steps",
+        file="scoville/rtl/gemm_os_dataflow.py",
+        edits=(Edit("total if a_next is None else Mux(a_next.head, 0, total)",
+                    "total"),),
+        block="gemm", params={**GEMM, "fmt": "bf16"}, tests=("test_edges",), expect=Kind.DATA,
+        why="each tile's first sums start from what the loop held: the previous tile's sums",
+    ),
+    Mutation(
+        name="gemm-os-bf16-tiles-too-close",
+        models="output-stationary BF16 with partial sums: tiles max(K, R, C) steps apart, not "
+               "max(K, R, C + add_latency)",
+        file="scoville/rtl/gemm_os_dataflow.py",
+        edits=(Edit("span.eq(at_least(self.cmd.k, R, C + cfg.add_stages))",
+                    "span.eq(at_least(self.cmd.k, R, C))"),),
+        block="gemm", params={**GEMM, "fmt": "bf16"}, tests=("test_edges",),
+        expect=Kind.TIMING,
+        why="at small K the tiles come two steps sooner than the timed model puts them (and "
+            "a tile's sums are overwritten before its first columns are read)",
+    ),
+    Mutation(
         name="gemm-os-pe-adds-with-the-products-flags",
         models="output-stationary PEs with a registered product: the PE adds it with the flags "
                "of the step now arriving, not of the step it is the product of",

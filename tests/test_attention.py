@@ -110,7 +110,8 @@ def test_decode_end_to_end_meets_its_bound_against_unquantized_float64(seed, fmt
 
 def test_decode_is_a_scalar_online_softmax(seed):
     """One head, re-derived with Python floats rounded to float32 at each step (exp2 and the
-    matmuls through NumPy float32 scalars): the same bits, chunk by chunk."""
+    matmuls through NumPy float32 scalars, in the array's three partial sums): the same bits,
+    chunk by chunk."""
     rng = np.random.default_rng(seed)
     q, k, v = _qkv(rng, q_heads=1, kv_heads=1, length=70, d=32)
     sink = np.array([0.7])
@@ -128,13 +129,20 @@ def test_decode_is_a_scalar_online_softmax(seed):
     def ex2(x):
         return np.uint32(exp2(np.array([f32(x)]).view(np.uint32))[0]).view(np.float32)
 
+    assert config.array.sums == 3
+
+    def dot(xs, ys):
+        # Term i into sum (n - 1 - i) mod 3, each from +0; then (s2 + s1) + s0.
+        sums = [f32(0)] * 3
+        for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+            d = (len(xs) - 1 - i) % 3
+            sums[d] = f32(sums[d] + f32(x * y))
+        return f32(f32(sums[2] + sums[1]) + sums[0])
+
     for start in range(0, 70, 32):
         s = []
         for j in range(start, min(start + 32, 70)):
-            acc = f32(0)
-            for i in range(32):
-                acc = f32(acc + f32(qb[i] * kb[j, i]))
-            s.append(f32(acc * c))
+            s.append(f32(dot(qb, kb[j]) * c))
         m_new = max(m, max(s))
         alpha = ex2(f32(m - m_new))
         p = [ex2(f32(x - m_new)) for x in s]
@@ -145,9 +153,7 @@ def test_decode_is_a_scalar_online_softmax(seed):
         pb = [np.uint32(np.uint32(quantize_bf16(np.array([x]))[0]) << 16).view(np.float32)
               for x in p]
         for i in range(32):
-            acc = f32(0)
-            for j, x in enumerate(pb):
-                acc = f32(acc + f32(x * vb[start + j, i]))
+            acc = dot(pb, vb[start:start + len(pb), i])
             out[i] = f32(f32(out[i] * alpha) + acc)
         m = m_new
     want = (out * f32(f32(1) / total)).astype(np.float32)

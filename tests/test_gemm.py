@@ -12,7 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoville.blocks import get_block, parse_params
-from scoville.rtl.gemm import PE_LATENCY, SCALE_LATENCY, UNIT_LATENCY, GemmConfig
+from scoville.rtl.gemm import (
+    ADD_LATENCY,
+    BF16_PE_LATENCY,
+    MOST_ADD_LATENCY,
+    PE_LATENCY,
+    SCALE_LATENCY,
+    UNIT_LATENCY,
+    GemmConfig,
+)
 from scoville.rtl.lib.params import ParamError
 from scoville.sim import flow
 from scoville.sim.cycles.gemm import (
@@ -77,6 +85,15 @@ from .simcheck import assert_passed, simulate
         ({"fmt": "mxfp8", "dataflow": "ws", "pe_latency": 1},
          "parameter 'pe_latency' = 1 is not allowed with dataflow=ws (only os registers its "
          "PEs' products); allowed: 0"),
+        ({"fmt": "bf16", "pe_latency": 5}, "parameter 'pe_latency' = 5 is out of range; "
+                                            "allowed: 0..4"),
+        ({"fmt": "bf16", "add_latency": 5}, "parameter 'add_latency' = 5 is out of range; "
+                                             "allowed: 0..4"),
+        ({"fmt": "bf16", "dataflow": "ws", "add_latency": 1},
+         "parameter 'add_latency' = 1 is not allowed with fmt=bf16 and dataflow=ws (only bf16 "
+         "on os cuts its PEs' adders); allowed: 0"),
+        ({"fmt": "mxfp8", "add_latency": 2}, "'add_latency' = 2 is not allowed with fmt=mxfp8 "
+                                             "and dataflow=os"),
         ({"acc_rows": 1}, "parameter 'acc_rows' = 1 is out of range; allowed: 2..4096"),
     ],
 )
@@ -284,9 +301,19 @@ def test_matmul_is_within_the_stated_bound_of_float64(fmt, b_fmt, block, k):
     assert np.all(np.abs(exact - a @ b) <= 0.5 * np.abs(a) @ np.abs(b))
 
 
-def _scalar_gemm(fmt, b_fmt, ops):
+def _tree(values):
+    """float32 ``values`` added as a tree: the first half's sum (the larger half, rounded up
+    to a power of two) plus the rest's."""
+    if len(values) == 1:
+        return values[0]
+    half = 1 << (len(values) - 1).bit_length() - 1
+    return np.float32(_tree(values[:half]) + _tree(values[half:]))
+
+
+def _scalar_gemm(fmt, b_fmt, ops, sums=1):
     """An independent model of the engine's arithmetic: a loop per output over Python floats
-    and ``np.float32`` scalars (exact block sums in Fractions)."""
+    and ``np.float32`` scalars (exact block sums in Fractions); ``bf16`` in ``sums`` partial
+    sums, the one of the last step last."""
     m, k, n = ops.shape
     va, vb = _elements(fmt, ops.a), _elements(b_fmt, ops.b)
     out = np.zeros((m, n), np.float32)
@@ -295,9 +322,12 @@ def _scalar_gemm(fmt, b_fmt, ops):
             for j in range(n):
                 acc = np.float32(0.0)
                 if fmt == "bf16":
+                    # Walking back from the last step, the sums take turns.
+                    part = [np.float32(0.0)] * sums
                     for q in range(k):
-                        acc = np.float32(acc + np.float32(va[i, q] * vb[q, j]))
-                    out[i, j] = acc
+                        d = (k - 1 - q) % sums
+                        part[d] = np.float32(part[d] + np.float32(va[i, q] * vb[q, j]))
+                    out[i, j] = _tree(part[::-1])
                     continue
                 block = 16 if fmt == "nvfp4" else 32
                 for q0 in range(0, k, block):
@@ -327,14 +357,16 @@ def _scalar_gemm(fmt, b_fmt, ops):
 def test_float_golden_is_a_scalar_loop_over_every_output(fmt, b_fmt, extreme):
     """The golden model's vectorized arithmetic against a plain loop per output, bit for
     bit, on operands over each format's whole range (``extreme``: its special values, NaN and
-    Inf, and edge scales) with K off the block grid."""
-    cfg = GemmConfig(fmt=fmt, b_fmt=b_fmt)
+    Inf, and edge scales) with K off the block grid; ``bf16`` at each count of partial sums,
+    K also below it."""
     rng = np.random.default_rng(7)
-    for m, k, n in [(3, 70, 4), (2, 1, 3), (1, 33, 2)]:
-        ops = random_operands(cfg, rng, m, k, n, extreme=extreme)
-        got = gemm(cfg, ops)
-        want = _scalar_gemm(fmt, cfg.b_format, ops)
-        assert np.array_equal(got, want), (fmt, m, k, n, np.nonzero(got != want))
+    adds = range(MOST_ADD_LATENCY + 1) if fmt == "bf16" else [None]
+    for cfg in [GemmConfig(fmt=fmt, b_fmt=b_fmt, add_latency=a) for a in adds]:
+        for m, k, n in [(3, 70, 4), (2, 1, 3), (1, 33, 2), (2, 3, 2)]:
+            ops = random_operands(cfg, rng, m, k, n, extreme=extreme)
+            got = gemm(cfg, ops)
+            want = _scalar_gemm(fmt, cfg.b_format, ops, cfg.sums)
+            assert np.array_equal(got, want), (fmt, cfg.sums, m, k, n, np.nonzero(got != want))
 
 
 def test_nvfp4_golden_is_nvfp4_dot_of_every_row_and_column():
@@ -479,6 +511,39 @@ def test_gemm_rtl_at_each_pe_latency(simulator, seed, rows, cols, fmt, pe):
 
 @pytest.mark.sim
 @pytest.mark.alternate_sims
+@pytest.mark.parametrize(("rows", "cols", "add", "pe"),
+                         [(2, 3, 0, 3), (3, 2, 1, 0), (1, 1, 4, 1), (2, 5, 3, 4), (1, 3, 2, 2)])
+def test_bf16_rtl_at_each_add_latency(simulator, seed, rows, cols, add, pe):
+    """``bf16``'s adders uncut (one sum in K order), and cut once to four times (two to five
+    partial sums, the loop's register cleared for a tile's first steps, added as the row
+    leaves), with the product registered or cut (and, at ``pe_latency`` 0, a mux in the
+    loop instead): every row of C bit for bit against the golden model at the config's sums,
+    and every handshake where the timed model puts it (tiles ``cols + add_latency`` steps
+    apart at small K: edge shapes with K = 1 and K around the sums)."""
+    result = simulate("gemm", simulator, seed, rows=rows, cols=cols, fmt="bf16",
+                      add_latency=add, pe_latency=pe, count=3, gap=0.3, backpressure=0.3,
+                      long_k=0)
+    assert_passed(result)
+
+
+def test_bf16_partial_sums_delay_the_rows_and_space_the_tiles():
+    """The partial sums: the last written ``add_latency`` cycles later, then a register and
+    three stages a level of the tree that adds them; tiles ``cols + add_latency`` steps apart
+    where K is below; elsewhere none."""
+    assert [GemmConfig(fmt="bf16", add_latency=a, pe_latency=0).result_delay
+            for a in range(5)] == [0, 1 + 4, 2 + 7, 3 + 7, 4 + 10]
+    assert GemmConfig(fmt="bf16").sums == ADD_LATENCY + 1 == 3
+    assert GemmConfig(fmt="bf16").pe_stages == BF16_PE_LATENCY
+    cfg = GemmConfig(fmt="bf16", rows=2, cols=5, add_latency=3, pe_latency=0)
+    assert [cfg.tile_steps(k) for k in (1, 7, 8, 9)] == [8, 8, 8, 9]
+    base = dataclasses.replace(cfg, add_latency=0)
+    # 2 x 3 tiles at K = 4: 8 steps apart, not 5; the rows 10 cycles later.
+    assert command_cycles(cfg, 3, 4, 11) == command_cycles(base, 3, 4, 11) + 5 * 3 + 10
+    assert GemmConfig(fmt="int8").tile_steps(1) == GemmConfig(fmt="int8").cols
+
+
+@pytest.mark.sim
+@pytest.mark.alternate_sims
 @pytest.mark.parametrize(("rows", "cols", "dataflow", "latency", "scale", "pe"),
                          [(1, 1, "os", 0, 2, 0), (1, 1, "os", 0, 3, 1), (2, 3, "os", 0, 0, 0),
                           (1, 1, "ws", 0, 3, 0), (2, 2, "ws", 0, 1, 0), (1, 2, "ws", 0, 4, 0),
@@ -533,7 +598,8 @@ def test_unit_latency_delays_a_tiles_rows_by_its_result_delay():
         for pe in (0, 1):
             cfg = GemmConfig(fmt="mxfp4", unit_latency=n, pe_latency=pe)
             assert command_cycles(cfg, 9, 40, 17) == base + d + pe
-    assert GemmConfig(fmt="int8").result_delay == GemmConfig(fmt="bf16").result_delay == 0
+    assert GemmConfig(fmt="int8").result_delay == 0
+    assert GemmConfig(fmt="bf16", dataflow="ws").result_delay == 0
     assert GemmConfig(fmt="int8", pe_latency=1).result_delay == 1
     assert GemmConfig(fmt="mxfp8").pe_stages == PE_LATENCY == 1
     assert GemmConfig(fmt="mxfp8", b_fmt="mxfp4").pe_stages == 1

@@ -39,22 +39,30 @@ def test_golden_equals_float64_where_nothing_rounds():
     assert np.array_equal(apply(x, w), reference(x, w).astype(np.float32))
 
 
-def test_golden_is_the_sum_product_by_product():
+@pytest.mark.parametrize("sums", [1, 3])
+def test_golden_is_the_sum_product_by_product(sums):
     """Written out independently: BF16 operands (ml_dtypes' rounding of FP32), each product
-    rounded to FP32, summed from +0 in K order in FP32, then the bias in FP32."""
+    rounded to FP32, summed in FP32 from +0 in K order into ``sums`` partial sums (step k into
+    sum ``(K - 1 - k) mod sums``), those added ``(s2 + s1) + s0``, then the bias in FP32; by
+    default the block's array's sums (3)."""
     import ml_dtypes
 
     rng = np.random.default_rng(2)
-    x = (rng.standard_normal((3, 96)) * 3).astype(np.float32)
-    w = rng.standard_normal((16, 96)).astype(np.float32)
+    x = (rng.standard_normal((3, 97)) * 3).astype(np.float32)
+    w = rng.standard_normal((16, 97)).astype(np.float32)
     b = rng.standard_normal(16).astype(np.float32)
     xb = x.astype(ml_dtypes.bfloat16).astype(np.float32)
     wb = w.astype(ml_dtypes.bfloat16).astype(np.float32)
-    want = np.zeros((3, 16), np.float32)
-    for k in range(96):
-        want = (want + (xb[:, k:k + 1] * wb[:, k][None]).astype(np.float32)).astype(np.float32)
+    part = np.zeros((3, 3, 16), np.float32)
+    for k in range(97):
+        d = (96 - k) % sums
+        part[d] = (part[d] + (xb[:, k:k + 1] * wb[:, k][None]).astype(np.float32))
+    want = (part[2] + part[1]) + part[0] if sums == 3 else part[0]
     want = (want + b).astype(np.float32)
-    assert np.array_equal(apply(x, w, b).view(np.uint32), want.view(np.uint32))
+    got = apply(x, w, b, sums=sums)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    if sums == LinearConfig().array.sums:
+        assert np.array_equal(apply(x, w, b).view(np.uint32), want.view(np.uint32))
 
 
 def test_golden_against_float64_on_random_values():

@@ -26,7 +26,8 @@ and ``nvfp4`` sum the exact products of each block along K, round the block sum 
 scales once to binary32 and add it into a binary32 accumulator, blocks in order from +0, as
 :class:`~scoville.rtl.mx_dot.MxDot` and :class:`~scoville.rtl.nvfp4_dot.Nvfp4Dot` do (NVFP4
 then multiplies by the command's tensor scales). ``bf16`` rounds each product once to binary32
-and adds it into a binary32 accumulator, in K order.
+and adds it into binary32 partial sums (``add_latency`` + 1 of them on ``os``, each in K order,
+then added as a tree; one in K order on ``ws``).
 """
 
 import functools
@@ -36,10 +37,16 @@ from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .gemm_arith import FORMATS, Arith, pair_error
+from .gemm_arith import FORMATS, MUL_CUTS, Arith, pair_error
 from .gemm_dataflow import CMD, DIM_BITS
 from .gemm_opbuffer import OperandBuffer
-from .gemm_os_dataflow import MOST_UNIT_LATENCY, UNIT_LATENCY, OutputStationary, unit_cuts
+from .gemm_os_dataflow import (
+    MOST_UNIT_LATENCY,
+    UNIT_LATENCY,
+    OutputStationary,
+    combine_stages,
+    unit_cuts,
+)
 from .gemm_ws_dataflow import WeightStationary
 from .lib.blockdot import SCALE_CUTS
 from .lib.codes import names
@@ -48,9 +55,10 @@ from .lib.fp32 import fp32_mul
 from .lib.params import ParamError, check_choice, check_int, param
 from .lib.pipeline import delay, through_cuts
 
-__all__ = ["COUNTERS", "DIM_BITS", "FORMATS", "MOST_PE_LATENCY", "MOST_SCALE_LATENCY",
-           "PE_LATENCY", "SCALE_LATENCY", "STATUS", "UNIT_LATENCY", "Gemm", "GemmConfig", "Status",
-           "command_layout", "command_members", "operand_layouts"]
+__all__ = ["ADD_LATENCY", "BF16_PE_LATENCY", "COUNTERS", "DIM_BITS", "FORMATS",
+           "MOST_ADD_LATENCY", "MOST_BF16_PE_LATENCY", "MOST_PE_LATENCY", "MOST_SCALE_LATENCY",
+           "PE_LATENCY", "SCALE_LATENCY", "STATUS", "UNIT_LATENCY", "Gemm", "GemmConfig",
+           "Status", "command_layout", "command_members", "operand_layouts"]
 
 #: The most stages of NVFP4's tensor scale products (each cut where
 #: :data:`~scoville.rtl.lib.blockdot.SCALE_CUTS` says).
@@ -58,11 +66,22 @@ MOST_SCALE_LATENCY = max(SCALE_CUTS)
 #: Their stages by default (or the most a config allows, if fewer:
 #: :attr:`GemmConfig.most_scale_stages`), each within the levels budget of docs/levels.md.
 SCALE_LATENCY = 5
-#: The most register stages between an ``os`` PE's product and its sum.
+#: The most register stages between an ``os`` PE's operands and its sum: the product
+#: registered (and in ``bf16`` cut where :data:`~scoville.rtl.gemm_arith.MUL_CUTS` says).
 MOST_PE_LATENCY = 1
+MOST_BF16_PE_LATENCY = 1 + max(MUL_CUTS)
 #: Their stages by default with MXFP8 elements of A (the 4 x 4 array mapped for delay: 56
 #: levels without, 36 with; MXFP8 x MXFP4 40 and 35; docs/levels.md).
 PE_LATENCY = 1
+#: Their stages by default in ``bf16`` (its product cut twice: 38 levels at 4 x 4 with
+#: :data:`ADD_LATENCY`, mapped for delay; docs/levels.md).
+BF16_PE_LATENCY = 3
+#: The most register stages cut into an ``os`` PE's binary32 adder (``bf16``; each of
+#: :data:`~scoville.rtl.lib.blockdot.ADD_CUTS`' counts).
+MOST_ADD_LATENCY = 4
+#: Their stages by default: the adder's loop in three sections, each within the levels budget
+#: of docs/levels.md.
+ADD_LATENCY = 2
 
 class Status(enum.IntEnum, shape=1):
     """Status of the latest command."""
@@ -114,11 +133,23 @@ class GemmConfig:
         ``rows + cols + 1`` on ``ws``). Unset (None): :data:`SCALE_LATENCY`, or that most if
         fewer, in ``nvfp4``; else 0 (:attr:`scale_stages`).
     pe_latency : int or None
-        ``os`` only: register stages between each PE's product and its sum (0 or 1): the
-        product is registered, and the PE adds it a cycle later; a tile's rows of C leave that
-        many cycles later. Unset (None): :data:`PE_LATENCY` with ``fmt=mxfp8`` on ``os`` (an
-        E4M3 element's exact product and its block sum in one cycle are over the levels budget
-        of docs/levels.md, or at it), else 0 (:attr:`pe_stages`).
+        ``os`` only: register stages between each PE's operands and its sum (0 or 1; 0..4 in
+        ``bf16``): the product is registered, and the PE adds it that many cycles later (in
+        ``bf16`` past 1 the product is cut where :data:`~scoville.rtl.gemm_arith.MUL_CUTS`
+        says); a tile's rows of C leave that many cycles later. Unset (None):
+        :data:`PE_LATENCY` with ``fmt=mxfp8`` on ``os`` (an E4M3 element's exact product and
+        its block sum in one cycle are over the levels budget of docs/levels.md, or at it),
+        :data:`BF16_PE_LATENCY` with ``bf16`` on ``os``, else 0 (:attr:`pe_stages`).
+    add_latency : int or None
+        ``bf16`` on ``os`` only: register stages cut into each PE's binary32 adder, whose loop
+        then holds ``L = add_latency + 1`` partial sums in flight: the product of step k goes
+        into sum ``(K - 1 - k) mod L`` (each in K order from +0), and the L sums are added
+        as the row leaves, by a tree of adders per column (:mod:`scoville.rtl.gemm_arith`
+        states the order; the golden model follows it). A tile's rows leave
+        :attr:`sum_delay` cycles later, and tiles are at least ``cols + add_latency`` steps
+        apart (:meth:`tile_steps`). Unset (None): :data:`ADD_LATENCY` with ``bf16`` on ``os``
+        (a binary32 addition in one cycle is over the levels budget of docs/levels.md), else
+        0 (:attr:`add_stages`).
     """
 
     rows: int = param(8, "1..64", "array rows")
@@ -137,9 +168,13 @@ class GemmConfig:
                                      f"else 0; unset: {SCALE_LATENCY} there or that most if "
                                      f"fewer, else 0",
                                "nvfp4: register stages of the tensor scale's products")
-    pe_latency: int = param(None, f"0..{MOST_PE_LATENCY} on os, else 0; unset: {PE_LATENCY} "
-                                  f"with fmt=mxfp8 on os, else 0",
+    pe_latency: int = param(None, f"0..{MOST_PE_LATENCY} on os (0..{MOST_BF16_PE_LATENCY} with "
+                                  f"bf16), else 0; unset: {PE_LATENCY} with fmt=mxfp8 on os, "
+                                  f"{BF16_PE_LATENCY} with bf16 on os, else 0",
                             "os: register stages between a PE's product and its sum")
+    add_latency: int = param(None, f"0..{MOST_ADD_LATENCY} with bf16 on os, else 0; unset: "
+                                   f"{ADD_LATENCY} there, else 0",
+                             "os bf16: register stages cut into a PE's binary32 adder")
 
     def __post_init__(self):
         check_int("rows", self.rows, 1, 64)
@@ -156,8 +191,12 @@ class GemmConfig:
         self._check_stages("unit_latency", MOST_UNIT_LATENCY, self._staged,
                            f"fmt={self.fmt} and dataflow={self.dataflow} (only the block "
                            f"formats on os have block units)")
-        self._check_stages("pe_latency", MOST_PE_LATENCY, self.dataflow == "os",
+        self._check_stages("pe_latency", MOST_BF16_PE_LATENCY if self.arith.kind == "float"
+                           else MOST_PE_LATENCY, self.dataflow == "os",
                            f"dataflow={self.dataflow} (only os registers its PEs' products)")
+        self._check_stages("add_latency", MOST_ADD_LATENCY, self._interleaved,
+                           f"fmt={self.fmt} and dataflow={self.dataflow} (only bf16 on os "
+                           f"cuts its PEs' adders)")
         self._check_scale_latency()
         if self.mx and self.dataflow == "ws" and block % self.rows:
             allowed = ", ".join(str(r) for r in range(1, block + 1) if block % r == 0)
@@ -200,13 +239,47 @@ class GemmConfig:
         """:attr:`pe_latency`, or where unset its default for the formats and dataflow."""
         if self.pe_latency is not None:
             return self.pe_latency
+        if self._interleaved:
+            return BF16_PE_LATENCY
         return PE_LATENCY if self._staged and self.fmt == "mxfp8" else 0
+
+    @property
+    def _interleaved(self) -> bool:
+        """The PEs' adders may be cut (``bf16`` on ``os``)."""
+        return self.arith.kind == "float" and self.dataflow == "os"
+
+    @property
+    def add_stages(self) -> int:
+        """:attr:`add_latency`, or where unset its default for the format and dataflow."""
+        if self.add_latency is not None:
+            return self.add_latency
+        return ADD_LATENCY if self._interleaved else 0
+
+    @property
+    def sums(self) -> int:
+        """Partial sums each PE keeps (:attr:`add_stages` + 1; 1: one sum in K order)."""
+        return self.add_stages + 1
+
+    @property
+    def sum_delay(self) -> int:
+        """Cycles a tile's rows of C leave later for the PEs' partial sums: the last of them
+        is written :attr:`add_stages` cycles later than an uncut adder's sum, and the tree of
+        adders that adds them takes
+        :func:`~scoville.rtl.gemm_os_dataflow.combine_stages`."""
+        return self.add_stages + combine_stages(self.sums)
 
     @property
     def array_delay(self) -> int:
         """Cycles a tile's rows of C leave the array later for its PEs' and block units'
-        stages (:attr:`pe_stages` + :attr:`unit_delay`)."""
-        return self.pe_stages + self.unit_delay
+        stages (:attr:`pe_stages` + :attr:`unit_delay` + :attr:`sum_delay`)."""
+        return self.pe_stages + self.unit_delay + self.sum_delay
+
+    def tile_steps(self, k: int) -> int:
+        """``os``: steps from one output tile's first step to the next's at reduction length
+        ``k``: ``max(k, rows, cols + add_stages)`` (a PE's partial sums, written in the
+        :attr:`add_stages` + 1 steps after its tile's last, are read as its row leaves, up to
+        ``cols`` steps later; the next tile's must not overwrite them first)."""
+        return max(k, self.rows, self.cols + self.add_stages)
 
     @property
     def most_scale_stages(self) -> int:

@@ -14,7 +14,11 @@ three kinds, chosen by :class:`Arith` from ``fmt`` and ``b_fmt``:
     carries a NaN flag beside its sum.
 ``float`` (``bf16``)
     Each product rounded once to binary32, added into a binary32 sum (one rounding per
-    addition, in K order; no fused multiply-add).
+    addition; no fused multiply-add): on ``os`` into one of the config's ``sums`` partial
+    sums, step k's into sum ``(K - 1 - k) mod sums``, each in K order from +0, then the sums
+    ``sums - 1, ..., 0`` added as a tree (neighbours, then neighbouring sums, an odd one out
+    passed on) as the row leaves the array; with one sum (``ws``, or ``add_latency`` 0), all
+    in K order.
 
 ``docs/numerics.md`` states each to the bit; :func:`scoville.sim.golden.gemm.gemm` is the golden
 model.
@@ -32,10 +36,14 @@ from .lib.comb import wire
 from .lib.formats import ELEMENT_BITS
 from .lib.fp32 import fp32_add, fp32_mul
 
-__all__ = ["FORMATS", "PAIRS", "Arith", "FloatElement", "pair_error"]
+__all__ = ["FORMATS", "MUL_CUTS", "PAIRS", "Arith", "FloatElement", "pair_error"]
 
 #: The element formats of the GEMM array.
 FORMATS = ("int8", "int4", "mxfp4", "nvfp4", "mxfp8", "bf16")
+
+#: The cut points of a ``bf16`` PE's product (:func:`~scoville.rtl.lib.fp32.fp32_mul`'s) at
+#: each count of cuts: its ``pe_latency`` less the register after it.
+MUL_CUTS = {1: (2,), 2: (1, 2), 3: (0, 1, 2)}
 
 #: The allowed (fmt, b_fmt) pairs: each format with itself, and MXFP8 activations with MXFP4
 #: weights (the OCP MX spec's mixed-element dot product).
@@ -153,12 +161,13 @@ class Arith:
         """Block scales are E8M0 (an MX format; NVFP4's are E4M3)."""
         return self.kind == "block" and not self.tensor_scale
 
-    def product(self, m: Module, a, b, name: str):
-        """One PE's product of elements ``a`` and ``b``, as a value of :attr:`psum_shape`."""
+    def product(self, m: Module, a, b, name: str, cut=None):
+        """One PE's product of elements ``a`` and ``b``, as a value of :attr:`psum_shape`
+        (``float``: cut at ``cut``'s points, :func:`~scoville.rtl.lib.fp32.fp32_mul`'s)."""
         if self.kind == "int":
             return wire(m, name, a * b, self.psum_shape)
         if self.kind == "float":
-            return fp32_mul(m, a, b, name=name, man_bits=7)
+            return fp32_mul(m, a, b, name=name, man_bits=7, cut=cut)
         sa, siga, sha, nana = self.ea.decode(m, a, f"{name}_a")
         sb, sigb, shb, nanb = self.eb.decode(m, b, f"{name}_b")
         mag = wire(m, f"{name}_mag", (siga * sigb) << (sha + shb), unsigned(self.mag_bits))

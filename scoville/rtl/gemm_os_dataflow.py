@@ -15,6 +15,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from .gemm_arith import MUL_CUTS
 from .gemm_dataflow import (
     DIM_BITS,
     at_least,
@@ -25,13 +26,13 @@ from .gemm_dataflow import (
     scaled_rows,
     sequencer_members,
 )
-from .lib.blockdot import DotCuts, dot_cuts, most_cuts
+from .lib.blockdot import ADD_CUTS, DotCuts, dot_cuts, most_cuts
 from .lib.comb import wire
 from .lib.fp32 import fp32_add
 from .lib.pipeline import delay, through_cuts
 
-__all__ = ["MOST_UNIT_LATENCY", "UNIT_LATENCY", "OsArray", "OsSequencer", "OutputStationary",
-           "UnitCuts", "step_layout", "unit_cuts"]
+__all__ = ["COMBINE_CUTS", "MOST_UNIT_LATENCY", "UNIT_LATENCY", "OsArray", "OsSequencer",
+           "OutputStationary", "UnitCuts", "combine_stages", "step_layout", "unit_cuts"]
 
 #: The fewest beats between two blocks of a PE that one unit adds (NVFP4's block; MX's is 32):
 #: they bound the cuts of the units' adder (:func:`~scoville.rtl.lib.blockdot.most_cuts`).
@@ -92,18 +93,36 @@ def unit_cuts(latency: int) -> UnitCuts:
                     dot_cuts("unit", max(latency - 2, 0), _BLOCK_STEPS))
 
 
+#: Where each adder that adds a PE's partial sums as its row leaves is cut
+#: (:meth:`OsArray._add_sums`; :func:`~scoville.rtl.lib.fp32.fp32_add`'s points; a register
+#: after it).
+COMBINE_CUTS = ADD_CUTS[2]
+
+
+def combine_stages(sums: int) -> int:
+    """Stages of the adders that add ``sums`` partial sums as a tree (:meth:`OsArray._add_sums`):
+    one for the row's sums as they are picked, ``len(COMBINE_CUTS) + 1`` for each level of the
+    tree (none for one sum)."""
+    return 0 if sums == 1 else 1 + (len(COMBINE_CUTS) + 1) * (sums - 1).bit_length()
+
+
 def step_layout(config) -> data.StructLayout:
     """What the schedule tells the array about the step whose beats arrive this cycle:
     ``valid`` (it took beats), ``first``/``last`` (its k is 0 / K - 1), ``bstart``/``bend``
     (the first / final element of a block along K), ``rows``/``cols`` (which lanes of the
-    tile lie inside M / N)."""
+    tile lie inside M / N); with partial sums (:attr:`~scoville.rtl.gemm.GemmConfig.sums`
+    above 1) ``head`` (k is below the sums: its sum starts at +0) and ``empty`` (how many of
+    the sums no step of the command adds into: ``sums - K`` where K is fewer)."""
+    L = config.sums
+    sums = {"head": 1, "empty": range(L)} if L > 1 else {}
     return data.StructLayout({"valid": 1, "first": 1, "last": 1, "bstart": 1, "bend": 1,
-                              "rows": config.rows, "cols": config.cols})
+                              "rows": config.rows, "cols": config.cols, **sums})
 
 
 class OsSequencer(wiring.Component):
-    """The ``os`` schedule: tiles (ti, tj), tj fastest, K steps each, ``max(K, R, C)`` steps
-    apart; it counts the rows of C still to emit, so ``active`` stays high until the last one.
+    """The ``os`` schedule: tiles (ti, tj), tj fastest, K steps each,
+    :meth:`~scoville.rtl.gemm.GemmConfig.tile_steps` apart; it counts the rows of C still to
+    emit, so ``active`` stays high until the last one.
 
     Attributes
     ----------
@@ -142,7 +161,7 @@ class OsSequencer(wiring.Component):
         ]
         with m.If(self.start):
             m.d.sync += [i0.eq(0), j0.eq(0), k.eq(0), issuing.eq(1),
-                         span.eq(at_least(self.cmd.k, R, C))]
+                         span.eq(at_least(self.cmd.k, R, C + cfg.add_stages))]
         with m.Elif(en & issuing):
             with m.If(k_last & last_tile):
                 m.d.sync += issuing.eq(0)
@@ -167,6 +186,9 @@ class OsSequencer(wiring.Component):
                 s1.rows.eq(Cat(r < M - i0 for r in range(R))),
                 s1.cols.eq(Cat(c < N - j0 for c in range(C))),
             ]
+            if cfg.sums > 1:
+                L = cfg.sums
+                m.d.sync += [s1.head.eq(k < L), s1.empty.eq(Mux(K < L, L - K, 0))]
 
         with m.If(self.start):
             m.d.sync += pending.eq(0)
@@ -224,9 +246,10 @@ class OsArray(wiring.Component):
         # What travels with each A element (and, below, each B element); the block fields only
         # in block formats, so that other PEs carry nothing they do not use.
         mx_fields = {"bstart": 1, "bend": 1, "sa": 8} if cfg.mx else {}
+        head = {"head": 1} if cfg.sums > 1 else {}
         flow = data.StructLayout({
             "valid": 1, "first": 1, "last": 1, "row": 1, "a": self.a.data[0].shape(),
-            **mx_fields,
+            **mx_fields, **head,
         })
         adata, bdata = self.a, self.b
         left = []
@@ -236,6 +259,8 @@ class OsArray(wiring.Component):
                 lane.valid.eq(s1.valid), lane.first.eq(s1.first), lane.last.eq(s1.last),
                 lane.row.eq(s1.rows[r]), lane.a.eq(adata.data[r]),
             ]
+            if head:
+                m.d.comb += lane.head.eq(s1.head)
             if cfg.mx:
                 m.d.comb += [lane.bstart.eq(s1.bstart), lane.bend.eq(s1.bend),
                              lane.sa.eq(adata.scale[r] if R > 1 else adata.scale)]
@@ -258,6 +283,7 @@ class OsArray(wiring.Component):
                 m.d.comb += lane.sb.eq(Mux(s1.cols[c], scale, 127))
             top.append(delay(m, lane, c, en, name=f"b_skew{c}"))
 
+        # Each PE's registers of finished results (its partial sums, or its result).
         res = [[None] * C for _ in range(R)]
         self._ends = [[] for _ in range(C)]
         collect = []
@@ -278,21 +304,26 @@ class OsArray(wiring.Component):
                         m.d.sync += b_out.eq(b_in)
                 res[r][c] = self._pe(m, r, c, a_in, b_in,
                                      (a_out, b_out) if staged else (a_in, b_in))
+                if not isinstance(res[r][c], list):
+                    res[r][c] = [res[r][c]]
                 a_in, top[c] = a_out, b_out
             # A row of results leaves the row's last PE as its last step does, ``array_delay``
-            # cycles later where the PEs' products and the block units are cut.
+            # cycles later where the PEs' products, the block units and the partial sums are
+            # cut (the row's partial sums are read ``combine`` cycles before it leaves).
             collect.append(delay(m, wire(m, f"collect{r}", a_in.valid & a_in.last & a_in.row),
-                                 cfg.array_delay, en, name=f"collect{r}"))
+                                 cfg.array_delay - combine_stages(cfg.sums), en,
+                                 name=f"collect{r}"))
         if cfg.arith.kind == "block":
             for c in range(C):
                 self._block_units(m, c)
 
         # At most one row collects in a step (tiles are at least R steps apart): an AND-OR mux.
-        m.d.comb += [
-            self.row.eq(functools.reduce(
-                operator.or_, (Mux(collect[r], Cat(res[r]), 0) for r in range(R)))),
-            self.collect.eq(Cat(collect).any()),
-        ]
+        row = functools.reduce(operator.or_, (Mux(collect[r], Cat(v for pe in res[r] for v in pe),
+                                                  0) for r in range(R)))
+        collect = Cat(collect).any()
+        if cfg.sums > 1:
+            collect, row = self._add_sums(m, collect, row)
+        m.d.comb += [self.row.eq(row), self.collect.eq(collect)]
         if cfg.arith.tensor_scale:
             # The columns of the tile whose rows leave: taken at the tile's last step, whose
             # row r leaves ``cols + r + array_delay`` steps later; the next tile's last step
@@ -304,7 +335,82 @@ class OsArray(wiring.Component):
                                            name="cols"))
         return m
 
-    def _pe(self, m: Module, r: int, c: int, a_in, b_in, late) -> Signal:
+    def _add_sums(self, m: Module, collect, row) -> tuple:
+        """The partial sums of the row that collects (``row``: each column's, in the order
+        they were written) masked and added: a sum that no step of the command added into, or
+        a column beyond N, is +0 (registered); then neighbours, then neighbouring sums, an odd
+        one out passed on to the next level, by adders cut at :data:`COMBINE_CUTS` and
+        registered after (:func:`combine_stages`). Returns the collect flag and the row as
+        they leave."""
+        cfg, en, s1 = self._config, self.en, self.step
+        C, L = cfg.cols, cfg.sums
+        stages = combine_stages(L)
+        # The tile's columns and empty sums: taken at its last step, whose row r collects
+        # ``cols + r + array_delay - stages`` steps later (the next tile's last step comes at
+        # least ``rows`` steps after).
+        taken = Cat(s1.cols, s1.empty)
+        last = Signal(len(taken), name="last_tile")
+        with m.If(en & s1.valid & s1.last):
+            m.d.sync += last.eq(taken)
+        last = delay(m, last, C - 1 + cfg.array_delay - stages, en, name="last_tile")
+        cols, empty = last[:C], last[C:]
+        out = []
+        for c in range(C):
+            level = []
+            for i in range(L):
+                # (The last sum always has a step: K is at least 1.)
+                kept = cols[c] & (empty <= i) if i < L - 1 else cols[c]
+                picked = wire(m, f"col{c}_sum{i}", Mux(kept, row[(c * L + i) * 32:][:32], 0),
+                              32)
+                level.append(delay(m, picked, 1, en, name=f"col{c}_sum{i}"))
+            depth = 0
+            while len(level) > 1:
+                depth += 1
+                pairs = [self._combine_add(m, level[j], level[j + 1], f"col{c}_add{depth}_{j}")
+                         for j in range(0, len(level) - 1, 2)]
+                odd = [delay(m, level[-1], len(COMBINE_CUTS) + 1, en,
+                             name=f"col{c}_add{depth}_odd")]
+                level = pairs + (odd if len(level) % 2 else [])
+            out.append(level[0])
+        return delay(m, collect, stages, en, name="collect_sums"), Cat(out)
+
+    def _combine_add(self, m: Module, x, y, name: str):
+        """``x + y`` (binary32) cut at :data:`COMBINE_CUTS` and registered."""
+        total = wire(m, name, through_cuts(m, self.en, COMBINE_CUTS, name, name,
+                                           lambda cut: fp32_add(m, x, y, name=name, cut=cut)),
+                     32)
+        return delay(m, total, 1, self.en, name=name)
+
+    def _sums_pe(self, m: Module, name: str, prod, a_in, a_next) -> list:
+        """A PE's binary32 adder cut into ``L = sums`` stages (``add_stages`` cuts and the
+        register after it): the sum of each step goes round the loop and meets the product of
+        the step L later (+0 instead for the first L steps of a tile: ``head``; where the
+        flags of the next step are at hand, ``a_next``, the loop's register is cleared for it,
+        no mux in the loop). The sum of the tile's step ``K - L + i`` leaves the adder in the
+        cycle of its last step + i, into the PE's register ``i`` of partial sums, which the
+        tile's row reads as it leaves (:meth:`_add_sums`). Returns those L registers."""
+        cfg, en = self._config, self.en
+        L = cfg.sums
+        loop = Signal(32, name=f"{name}_loop")
+        base = loop if a_next is not None else wire(m, f"{name}_base",
+                                                    Mux(a_in.head, 0, loop), 32)
+        total = wire(m, f"{name}_total", through_cuts(
+            m, en, ADD_CUTS[L - 1], f"{name}_add", f"{name}'s adder",
+            lambda cut: fp32_add(m, base, prod, name=f"{name}_add", cut=cut)), 32)
+        with m.If(en):
+            m.d.sync += loop.eq(total if a_next is None else Mux(a_next.head, 0, total))
+        ends = wire(m, f"{name}_ends", a_in.valid & a_in.last)
+        sums = []
+        for i in range(L):
+            if i:
+                ends = delay(m, ends, 1, en, name=f"{name}_ends{i}")
+            s = Signal(32, name=f"{name}_sum{i}")
+            with m.If(en & ends):
+                m.d.sync += s.eq(total)
+            sums.append(s)
+        return sums
+
+    def _pe(self, m: Module, r: int, c: int, a_in, b_in, late):
         """PE (r, c): accumulates its output while its inputs are valid; returns the register
         holding its latest finished result. In block formats the PE keeps its block sum and its
         binary32 sum; a unit of its column (:meth:`_block_units`) adds its finished blocks.
@@ -315,9 +421,20 @@ class OsArray(wiring.Component):
         cfg, en = self._config, self.en
         ar = cfg.arith
         name = f"pe{r}_{c}"
-        prod = delay(m, ar.product(m, a_in.a, b_in.b, f"{name}_prod"), cfg.pe_stages, en,
-                     name=f"{name}_prod")
-        a_in, b_in = late
+        stages = cfg.pe_stages
+        cuts = MUL_CUTS.get(stages - 1, ()) if ar.kind == "float" else ()
+        prod = through_cuts(m, en, cuts, f"{name}_prod", f"{name}'s product",
+                            lambda cut: ar.product(m, a_in.a, b_in.b, f"{name}_prod", cut=cut))
+        prod = delay(m, prod, stages - len(cuts), en, name=f"{name}_prod")
+        # The flags and scales of the step, as the product comes (past the registers that
+        # pass them on: more of them); ``chain[stages - 1]``: the next step's.
+        chain = [a_in, *([late[0]] if stages else [])]
+        for i in range(stages - 1):
+            chain.append(delay(m, chain[-1], 1, en, name=f"{name}_late{i + 1}"))
+        a_in = chain[-1]
+        b_in = delay(m, late[1], max(stages - 1, 0), en, name=f"{name}_lateb")
+        if cfg.sums > 1:
+            return self._sums_pe(m, name, prod, a_in, chain[-2] if stages else None)
         sums = Signal(ar.psum_shape, name=f"{name}_sum")
         res = Signal(32, name=f"{name}_res")
         if ar.kind == "block":

@@ -6,7 +6,8 @@ tokens: x arrives as FP32 lines and is stored rounded to BF16; the weight W (N x
 its FP32 bias stream in from memory through the fetch engine, column tile after column tile
 (``array.cols`` outputs each, as :meth:`LinearConfig.tile_bits` lays them out), each tile
 fetched once and replayed for every row tile of T; the array (``bf16``, ``os``) sums each
-output's K products in FP32 in K order, and the tile's bias is added in FP32. It is the
+output's K products in FP32 in its partial sums (:mod:`scoville.rtl.gemm_arith`), and the
+tile's bias is added in FP32. It is the
 decoder's projections and its LM head.
 """
 

@@ -240,7 +240,7 @@ def _subnormal_job(cfg, rng) -> list:
 async def test_edges(dut):
     """Edge shapes (M = 1, K = 1, K < rows, N < cols, every dimension off the array grid; in
     a block format, K one past a block over 3 x 2 tiles, and with more rows than a block, K
-    past two blocks on every row),
+    past two blocks on every row; with partial sums, K around their count),
     extreme values and scales, a subnormal C (float formats), and every combination of zero
     dimensions, each a command that must be rejected without disturbing its neighbours; under
     the workload's gaps and back-pressure."""
@@ -265,6 +265,11 @@ async def test_edges(dut):
         # K past two blocks with more rows than a block: rows a block apart end a block in
         # the same cycle (row 0 its second, row ``block`` its first).
         shapes.append((R, 2 * cfg.arith.block + 1, C))
+    if cfg.sums > 1:
+        # Partial sums (bf16 on os): K one and two past them over 2 x 3 tiles, tiles as close
+        # as the sums allow, and K below them (above: K = 1).
+        shapes += [(R + 1, cfg.sums + 1, 2 * C + 1), (R + 1, cfg.sums + 2, 2 * C + 1),
+                   (2, cfg.sums - 1, C)]
     jobs = [(m, k, n, random_operands(cfg, rng, m, k, n)) for m, k, n in shapes]
     for m, k, n in [(R + 1, k_long, C + 1), (1, 2 * k_long, C)]:
         jobs.append((m, k, n, random_operands(cfg, rng, m, k, n, extreme=True)))

@@ -233,7 +233,8 @@ def formats_of(cfg: DecoderConfig) -> golden.Formats:
     return golden.Formats(proj="bf16", attn=cfg.attn.array.fmt, kv=cfg.attn.kv.kv_fmt,
                           moe_act=cfg.moe.act_fmt, norm_lanes=LINE,
                           router_lanes=cfg.moe.x_lanes, chunk=cfg.attn.chunk,
-                          rows=cfg.attn.array.rows)
+                          rows=cfg.attn.array.rows, proj_sums=cfg.linear.array.sums,
+                          attn_sums=cfg.attn.array.sums)
 
 
 @dataclass

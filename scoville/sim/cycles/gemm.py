@@ -13,13 +13,14 @@ be offered.
 With streams that keep up no step stalls, and the closed forms below give the count (the fast
 path, valid at any size; a test checks that both agree). Per command (``R`` x ``C`` array; M, K, N):
 
-``os``: ``T = ceil(M/R) * ceil(N/C)`` output tiles, ``max(K, R, C)`` steps apart::
+``os``: ``T = ceil(M/R) * ceil(N/C)`` output tiles, ``S = max(K, R, C + add_latency)`` steps
+apart (:meth:`~scoville.rtl.gemm.GemmConfig.tile_steps`)::
 
-    1 + (T - 1) * max(K, R, C) + K + C + D + m_last
+    1 + (T - 1) * S + K + C + D + m_last
 
 (the accept cycle; the tiles; C cycles for the last tile's final step to cross the array; the
-PEs' product registers', the block units' and NVFP4's tensor scale's ``D = result_delay``
-stages, 0 in ``int8``, ``int4`` and ``bf16`` unless ``pe_latency`` is 1
+PEs' product registers', the block units', ``bf16``'s partial sums' and NVFP4's tensor
+scale's ``D = result_delay`` stages, 0 in ``int8`` and ``int4`` unless ``pe_latency`` is 1
 (:attr:`~scoville.rtl.gemm.GemmConfig.result_delay`); one row of C per cycle for its
 ``m_last = M - (ceil(M/R) - 1) * R`` rows).
 
@@ -35,12 +36,13 @@ stages; its last row leaving).
 A run of commands takes the sum of its commands plus 1 (the last row's handshake, which a
 rejected command after it overlaps). A rejected command (a zero dimension) takes 1 cycle.
 
-Steps, counted from the cycle after the command's accept (``S`` = ``max(K, R, C)``):
+Steps, counted from the cycle after the command's accept (``S`` as above):
 
 - ``os``: tile ``t``'s K steps (each takes one A and one B beat) are steps ``t * S .. t * S +
   K - 1``; its row ``r`` leaves the array at step ``t * S + K + C + D + r`` (one step through
   the operand register, ``r`` through the row's skew, ``C`` across the row of PEs, ``D``
-  through the PEs' product registers, the block units and the tensor scale).
+  through the PEs' product registers, the block units, the partial sums and the tensor
+  scale).
 - ``ws``: step 0 (the prologue) takes row 0 of the first weight tile; a tile's step ``s``
   takes A row ``s`` when ``s < mc``, takes weight row ``s + 1`` when that row exists (below
   ``R`` and below K), and at its last step row 0 of the next tile; an A row of the last K tile
@@ -87,7 +89,7 @@ def command_steps(config, m: int, k: int, n: int) -> np.ndarray:
     step that emits the last row."""
     R, C = config.rows, config.cols
     if config.dataflow == "os":
-        span, late = max(k, R, C), config.result_delay
+        span, late = config.tile_steps(k), config.result_delay
         rows = [min(R, m - i0) for i0 in range(0, m, R) for _ in range(0, n, C)]
         steps = np.zeros((len(rows) * span + k + C + late + R, 3), dtype=bool)
         for t, tile_rows in enumerate(rows):
@@ -290,7 +292,7 @@ def command_cycles(config, m: int, k: int, n: int) -> int:
     if config.dataflow == "os":
         tiles = math.ceil(m / R) * math.ceil(n / C)
         m_last = m - (math.ceil(m / R) - 1) * R
-        return 1 + (tiles - 1) * max(k, R, C) + k + C + config.result_delay + m_last
+        return 1 + (tiles - 1) * config.tile_steps(k) + k + C + config.result_delay + m_last
     chunks = [min(config.acc_rows, m - c0) for c0 in range(0, m, config.acc_rows)]
     passes = math.ceil(n / C) * math.ceil(k / R)
     steps = passes * sum(max(mc, R) for mc in chunks) - max(chunks[-1], R)

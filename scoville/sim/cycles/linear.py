@@ -160,7 +160,6 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
     memory that keeps more requests in flight than that agent does, as a real one does."""
     cfg = config
     C, R = cfg.array.cols, cfg.array.rows
-    S = max(R, C)
     t0 = 0                      # the command's handshake
     words = busy = macs = 0
     o_last = -1
@@ -173,7 +172,7 @@ def fast(config, commands, mem_latency: int, mem_bytes_per_cycle: int) -> dict:
         for _ in range(n // C):
             le = math.ceil(stream.load(k, bias) + 1)
             s = max(tau, le)
-            stream.fed(s + (rt - 1) * max(k, S) + k)
+            stream.fed(s + (rt - 1) * cfg.array.tile_steps(k) + k)
             o_last = s + cc + 1
             tau = o_last + 1
         words += cfg.weight_words(k, n, bias)

@@ -345,7 +345,6 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
     if cfg.shared:
         groups.append((cfg.experts, tokens))
     GT, DT = cfg.gate_up_tiles, cfg.down_tiles
-    S = max(R, C)
     # The front end, exact: the last token's answer taken at tc, the sort, the first group.
     tc = route_cycles(cfg, tokens)
     routed = len(groups) - int(cfg.shared)
@@ -385,7 +384,7 @@ def layer(config, tokens: int, groups, mem_latency: int, mem_bytes_per_cycle: in
                 stall_b += s - tau
                 stall_a += le <= tau
                 busy += cc
-                stream.fed(s + (rt - 1) * max(k, S) + k)
+                stream.fed(s + (rt - 1) * cfg.array.tile_steps(k) + k)
                 o_last = s + cc + 1
                 tau = o_last + 1
             if phase == 0:

@@ -225,9 +225,11 @@ def _attend(q, lo, hi, k, v, sinks, scale, kv_fmt, fmt, config, *, v_dim=None):
     v_stored = k_stored[:, :v_dim] if v is None else stored_values(kv_fmt, v)
     # Tokens before the first attended one are zeros (not read): they only fill its block.
     v_stored = np.where(np.arange(length)[:, None] < first, 0.0, v_stored)
+    # BF16's partial sums: the array's.
+    add = config.array.sums - 1 if fmt == "bf16" else None
     qk_config = GemmConfig(fmt=fmt, b_fmt="mxfp4" if (fmt, kv_fmt) == ("mxfp8", "mxfp4")
-                           else "same")
-    pv_config = GemmConfig(fmt=fmt)
+                           else "same", add_latency=add)
+    pv_config = GemmConfig(fmt=fmt, add_latency=add)
     a = _operand(q, fmt, axis=1)
     b = _key_operand(k, k_stored, kv_fmt, fmt)
     c = score_factor(scale)

@@ -58,7 +58,7 @@ import numpy as np
 
 from scoville.rtl.attention import AttentionConfig
 from scoville.rtl.decoder import AttnOp, DecoderConfig, Op, Status
-from scoville.rtl.gemm import GemmConfig
+from scoville.rtl.gemm import ADD_LATENCY, MOST_ADD_LATENCY, GemmConfig
 from scoville.rtl.kvcache import KvCacheConfig
 from scoville.rtl.kvcache import Status as CacheStatus
 from scoville.rtl.moe import ACT_FORMATS, SWIGLU_ALPHA, SWIGLU_LIMIT
@@ -103,6 +103,9 @@ class Formats:
         Elements of ``x`` a beat of the MoE router (the MoE block's ``x_lanes``: its order).
     chunk, rows : int
         The attention block's ``chunk`` and ``array.rows`` (its prefill row tiles).
+    proj_sums, attn_sums : int
+        The partial sums of a BF16 output of the projections' array and of the attention's
+        (their :attr:`~scoville.rtl.gemm.GemmConfig.sums`; by default an ``os`` array's).
     """
 
     proj: str = "bf16"
@@ -113,8 +116,16 @@ class Formats:
     router_lanes: int = 32
     chunk: int = 256
     rows: int = 8
+    proj_sums: int = ADD_LATENCY + 1
+    attn_sums: int = ADD_LATENCY + 1
 
     def __post_init__(self):
+        for name in ("proj_sums", "attn_sums"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or \
+                    not 1 <= value <= MOST_ADD_LATENCY + 1:
+                raise ValueError(f"parameter 'formats.{name}' = {value!r} is out of range; "
+                                 f"allowed: 1..{MOST_ADD_LATENCY + 1}")
         for name, low, high in (("norm_lanes", 1, 32), ("router_lanes", 1, 32),
                                 ("chunk", 32, 4096), ("rows", 1, 256)):
             value = getattr(self, name)
@@ -414,14 +425,14 @@ class _Ops:
     def matmul(self, a, b):
         """``a`` (M, K) times ``b`` (K, N)."""
         if self.hw:
-            return matmul(np.asarray(a, np.float32), b, self.f.proj)
+            return matmul(np.asarray(a, np.float32), b, self.f.proj, sums=self.f.proj_sums)
         return np.asarray(a, np.float64) @ b
 
     def linear(self, x, w, b=None):
         """``nn.Linear``: ``x W^T + b`` (``hw``: the ``linear`` block's
         :func:`~scoville.sim.golden.linear.apply`, its weights in ``proj``)."""
         if self.hw and self.f.proj == "bf16":
-            return linear_golden.apply(x, w, b)
+            return linear_golden.apply(x, w, b, sums=self.f.proj_sums)
         y = self.matmul(x, w.T)
         return y if b is None else self.add(y, b)
 
@@ -442,7 +453,9 @@ class _Ops:
         d = s.kv_lora + s.rope_dim if mla else s.head_dim
         return AttentionConfig(
             kv=KvCacheConfig(kv_heads=s.kv_heads, head_dim=d, kv_fmt=self.f.kv),
-            array=GemmConfig(rows=self.f.rows, cols=max(8, min(64, d)), fmt=self.f.attn),
+            array=GemmConfig(rows=self.f.rows, cols=max(8, min(64, d)), fmt=self.f.attn,
+                             add_latency=self.f.attn_sums - 1 if self.f.attn == "bf16"
+                             else None),
             q_heads=s.heads, window=window, sinks=int(s.arch == "gpt_oss"), mla=int(mla),
             rope_dim=s.rope_dim if mla else 64, mode="prefill", chunk=self.f.chunk,
             q_tokens=256)

@@ -3,7 +3,8 @@ beats go in and its rows of C come out, and :func:`matmul`, the same product of 
 quantized to a format.
 
 What each format computes (``docs/numerics.md`` states it to the bit; the PE:
-:mod:`scoville.rtl.gemm_arith`); none of it depends on the dataflow:
+:mod:`scoville.rtl.gemm_arith`); none of it depends on the dataflow, except through ``bf16``'s
+partial sums:
 
 ``int8``, ``int4``
     The exact integer product reduced modulo 2^32 (INT32 with wrap-around).
@@ -18,8 +19,13 @@ What each format computes (``docs/numerics.md`` states it to the bit; the PE:
     float32), then the float32 sum times the float32 product of the two tensor scales, as
     :func:`scoville.sim.golden.nvfp4_dot.nvfp4_dot`.
 ``bf16``
-    Each product of two bfloat16 values rounded once to float32, added in K order into a
-    float32 accumulator that starts at +0.
+    Each product of two bfloat16 values rounded once to float32, added into one of ``L``
+    float32 partial sums (the config's :attr:`~scoville.rtl.gemm.GemmConfig.sums`; 1 on
+    ``ws``): step k's into sum ``(K - 1 - k) mod L``, each in K order from +0 (with ``L = 1``
+    all in K order); then the sums, in the order ``L - 1, ..., 1, 0`` (the farthest from the
+    last step first; a sum without a step +0), added as a tree: neighbours, then neighbouring
+    sums, an odd one out passed on to the next level (3 sums: ``(s2 + s1) + s0``; 4:
+    ``(s3 + s2) + (s1 + s0)``), each addition rounded once.
 
 Every NaN result is the canonical quiet NaN.
 """
@@ -99,12 +105,7 @@ def gemm(config, ops: Operands) -> np.ndarray:
     b = element_values(config.b_format, ops.b)
     with np.errstate(over="ignore", invalid="ignore"):
         if arith.kind == "float":
-            # Each product exact in float64 (8-bit significands), then rounded once; added in
-            # K order (one outer product at a time, so memory stays M x N).
-            acc = np.zeros((m, n), np.float32)
-            for q in range(k):
-                acc = (acc + np.outer(a[:, q], b[q]).astype(np.float32)).astype(np.float32)
-            return canonical_bits(acc)
+            return canonical_bits(float_sums(a, b, config.sums))
         block = arith.block
         blocks = math.ceil(k / block)
         pad = blocks * block - k
@@ -126,7 +127,26 @@ def gemm(config, ops: Operands) -> np.ndarray:
     return canonical_bits(acc).reshape(m, n)
 
 
-def matmul(a, b, fmt: str, b_fmt: str | None = None) -> np.ndarray:
+def float_sums(a, b, sums: int) -> np.ndarray:
+    """``bf16``'s C (float32) from the float64 values ``a`` (M x K) and ``b`` (K x N) of its
+    elements, in ``sums`` partial sums (the module says in which order)."""
+    k = a.shape[1]
+    # Each product exact in float64 (8-bit significands), then rounded once; one outer
+    # product at a time, so memory stays ``sums`` x M x N.
+    part = np.zeros((sums, a.shape[0], b.shape[1]), np.float32)
+    for q in range(k):
+        d = (k - 1 - q) % sums
+        part[d] = part[d] + np.outer(a[:, q], b[q]).astype(np.float32)
+    # In the order the sums are written (the farthest from the last step first): neighbours,
+    # then neighbouring sums, an odd one out passed on.
+    level = list(part[::-1])
+    while len(level) > 1:
+        level = [level[j] + level[j + 1] for j in range(0, len(level) - 1, 2)] \
+            + level[len(level) - len(level) % 2:]
+    return level[0]
+
+
+def matmul(a, b, fmt: str, b_fmt: str | None = None, *, sums: int | None = None) -> np.ndarray:
     """C = A x B with A and B quantized to ``fmt`` (B to ``b_fmt``, by default ``fmt``) along
     K, computed as the engine does (:func:`gemm`, bit for bit in either dataflow).
 
@@ -145,6 +165,9 @@ def matmul(a, b, fmt: str, b_fmt: str | None = None) -> np.ndarray:
         formats.
     fmt, b_fmt : str
         A pair of :data:`scoville.rtl.gemm_arith.PAIRS`.
+    sums : int, optional
+        ``bf16``: the partial sums of each output (an array's
+        :attr:`~scoville.rtl.gemm.GemmConfig.sums`); None: the default ``os`` array's.
 
     Returns
     -------
@@ -157,7 +180,8 @@ def matmul(a, b, fmt: str, b_fmt: str | None = None) -> np.ndarray:
         A pair of formats that is not allowed, shapes that do not multiply, or integers out of
         range.
     """
-    config = GemmConfig(fmt=fmt, b_fmt=b_fmt or "same")
+    config = GemmConfig(fmt=fmt, b_fmt=b_fmt or "same",
+                        add_latency=None if sums is None or fmt != "bf16" else sums - 1)
     a, b = np.asarray(a), np.asarray(b)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul: A is {a.shape} and B is {b.shape}; allowed: (M, K) and "

@@ -2,9 +2,10 @@
 the block computes it, bit for bit, and the memory the block reads its weights from.
 
 The arithmetic (``docs/linear.md``, :func:`apply`): x (FP32) and W rounded to BF16 (to
-nearest, ties to even); each output the FP32 sum, from +0 in K order, of the products each
-rounded to FP32 (:func:`~scoville.sim.golden.gemm.matmul` in ``bf16``); then, with a bias,
-``fp32(y + b)``; without one, the sums as they are.
+nearest, ties to even); each output the FP32 sum of the products each rounded to FP32, in
+the array's partial sums (:func:`~scoville.sim.golden.gemm.matmul` in ``bf16``: each from +0 in
+K order, then added as a tree); then, with a bias, ``fp32(y + b)``; without one, the sums as
+they are.
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ __all__ = ["Command", "apply", "linear", "memory_image", "output_beats", "read_w
            "reference", "tile_words"]
 
 
-def apply(x, w, b=None) -> np.ndarray:
+def apply(x, w, b=None, *, sums: int | None = None) -> np.ndarray:
     """``x W^T + b`` (``x`` (T, K), ``w`` (N, K) as ``nn.Linear`` holds it, ``b`` (N,) or
-    None) in the block's arithmetic (the module says which): (T, N) float32."""
+    None) in the block's arithmetic (the module says which): (T, N) float32. ``sums``: the
+    array's partial sums (:attr:`~scoville.rtl.gemm.GemmConfig.sums`; None: the default
+    array's)."""
     x, w = np.asarray(x, np.float32), np.asarray(w)
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
         raise ValueError(f"apply: x is {x.shape} and w is {w.shape}; allowed: (T, K) and "
                          "(N, K)")
-    y = matmul(x, w.T, "bf16")
+    y = matmul(x, w.T, "bf16", sums=sums)
     if b is None:
         return y
     with np.errstate(over="ignore", invalid="ignore"):
@@ -131,4 +134,4 @@ def output_beats(config, y) -> list[list[int]]:
 def linear(config, commands: Sequence[Command]) -> list[list[int]]:
     """Every ``o`` beat of ``commands`` (refused ones give none)."""
     return [beat for c in commands if c.x is not None
-            for beat in output_beats(config, apply(c.x, c.w, c.b))]
+            for beat in output_beats(config, apply(c.x, c.w, c.b, sums=config.array.sums))]
