@@ -98,8 +98,9 @@ def block_codes(m: Module, xs, max_exp, special, out_fmt: str, *, name: str, cut
     of the block of binary32 values ``xs`` whose largest exponent field is ``max_exp``
     (:func:`block_max_exp`): the module's function (a block with a NaN or an Inf,
     ``special``, gets codes 0 and scale 0xFF). ``cut`` (as
-    :func:`~scoville.rtl.lib.fp32.fp32_add`'s): cut points 2 (the shared exponent found) and
-    3 (each element shifted to the fixed point it rounds in).
+    :func:`~scoville.rtl.lib.fp32.fp32_add`'s): cut points 2 (the shared exponent and each
+    significand's trailing zeros found) and 3 (each element shifted to the fixed point it
+    rounds in).
 
     The shared exponent ``floor(log2(amax)) - emax`` clamped at -127 needs only the largest
     exponent field: a normal amax's ``floor(log2)`` is its field less 127, and a block whose
@@ -109,12 +110,18 @@ def block_codes(m: Module, xs, max_exp, special, out_fmt: str, *, name: str, cut
     e = Signal(signed(10), name=f"{name}_e")
     unclamped = wire(m, f"{name}_e_raw", max_exp - 127 - emax, signed(10))
     m.d.comb += e.eq(Mux((max_exp == 0) | (unclamped < -127), -127, unclamped))
-    *xs, e, special = cut(2, *xs, e, special)
+    # Each significand's trailing zeros, found beside the shared exponent (the sticky bit is
+    # then a comparison with the right shift, not a mask of it).
+    tzs = [_trailing_zeros(m, _significand(raw), f"{name}{k}") for k, raw in enumerate(xs)]
+    n = len(xs)
+    got = cut(2, *xs, *tzs, e, special)
+    xs, tzs, (e, special) = got[:n], got[n:2 * n], got[2 * n:]
     fixed = []
     for k, raw in enumerate(xs):
         x = data.View(FP32, raw)
-        t, sticky = _fixed_point(m, Cat(x.man, x.exp != 0), x.exp, e,
-                                 **_FIXED[bits], name=f"{name}{k}")
+        shifts = _fixed_shifts(m, x.exp, e, **_FIXED[bits], name=f"{name}{k}")
+        t, sticky = _fixed_apply(m, _significand(raw), *shifts, tzs[k],
+                                 width=_FIXED[bits]["width"], name=f"{name}{k}")
         fixed += [t, sticky, x.sign]
     *fixed, e, special = cut(3, *fixed, e, special)
     rounding = _round_e2m1 if bits == 4 else _round_e4m3
@@ -127,22 +134,50 @@ def block_codes(m: Module, xs, max_exp, special, out_fmt: str, *, name: str, cut
     return codes, scale
 
 
+def _significand(raw):
+    """The 24-bit significand (hidden bit included) of the binary32 value ``raw``."""
+    x = data.View(FP32, raw)
+    return Cat(x.man, x.exp != 0)
+
+
+def _trailing_zeros(m: Module, sig, name: str):
+    """The trailing zeros of ``sig`` (31 when it is 0): the position of the highest set bit
+    of ``sig`` reversed, from the top."""
+    width = len(sig)
+    top = leading_one(m, f"{name}_low", Cat(*(sig[width - 1 - k] for k in range(width))))
+    return wire(m, f"{name}_tz", Mux(sig == 0, 31, width - 1 - top), range(32))
+
+
 def _fixed_point(m: Module, sig, exp_field, e, *, units: int, width: int, name: str):
     """``|x| / 2**e`` in units of ``2**-units`` as a ``width``-bit integer ``t`` (the caller
     knows it fits), and ``sticky``, whether any bit below it is set; ``|x| = sig *
-    2**(max(exp_field, 1) - 150)``, ``sig`` the 24-bit significand (hidden bit included)."""
+    2**(max(exp_field, 1) - 150)``, ``sig`` the 24-bit significand (hidden bit included):
+    :func:`_fixed_shifts`, then :func:`_fixed_apply`."""
+    shifts = _fixed_shifts(m, exp_field, e, units=units, width=width, name=name)
+    return _fixed_apply(m, sig, *shifts, _trailing_zeros(m, sig, name), width=width,
+                        name=name)
+
+
+def _fixed_shifts(m: Module, exp_field, e, *, units: int, width: int, name: str):
+    """The shifts that take ``sig * 2**(max(exp_field, 1) - 150)`` to units of
+    ``2**(e - units)`` (:func:`_fixed_point`): ``rs`` right (at most 25), ``ls`` left (at most
+    ``width``), and whether it is right (``neg``)."""
     shift = Signal(signed(11), name=f"{name}_sh")
     m.d.comb += shift.eq(Mux(exp_field == 0, 1, exp_field) - 150 + units - e)
     rs = Signal(range(26), name=f"{name}_rs")
     m.d.comb += rs.eq(Mux(shift >= 0, 0, Mux(shift < -25, 25, -shift)))
     ls = Signal(range(width + 1), name=f"{name}_ls")
     m.d.comb += ls.eq(Mux(shift > width, width, Mux(shift > 0, shift, 0)))
+    return rs, ls, wire(m, f"{name}_neg", shift < 0)
+
+
+def _fixed_apply(m: Module, sig, rs, ls, neg, tz, *, width: int, name: str):
+    """``t`` and ``sticky`` of :func:`_fixed_point` from the shifts (:func:`_fixed_shifts`)
+    and ``tz``, the trailing zeros of ``sig`` (31 when it is 0): a bit below ``t`` is set
+    when the right shift is past them."""
     t = Signal(width, name=f"{name}_t")
     sticky = Signal(name=f"{name}_st")
-    m.d.comb += [
-        t.eq(Mux(shift >= 0, sig << ls, sig >> rs)),
-        sticky.eq((shift < 0) & ((sig & ((1 << rs) - 1)) != 0)),
-    ]
+    m.d.comb += [t.eq(Mux(neg, sig >> rs, sig << ls)), sticky.eq(neg & (rs > tz))]
     return t, sticky
 
 
