@@ -73,7 +73,7 @@ MOST_BF16_PE_LATENCY = 1 + max(MUL_CUTS)
 #: Their stages by default with MXFP8 elements of A (the 4 x 4 array mapped for delay: 56
 #: levels without, 36 with; MXFP8 x MXFP4 40 and 35; docs/levels.md).
 PE_LATENCY = 1
-#: Their stages by default in ``bf16`` (its product cut twice: 38 levels at 4 x 4 with
+#: Their stages by default in ``bf16`` (its product cut twice: 39 levels at 4 x 4 with
 #: :data:`ADD_LATENCY`, mapped for delay; docs/levels.md).
 BF16_PE_LATENCY = 3
 #: The most register stages cut into an ``os`` PE's binary32 adder (``bf16``; each of
