@@ -2,8 +2,9 @@
 
 Output tile (ti, tj) of R x C values stays in the array while K steps stream column k of the A
 tile in from the left (row r delayed r cycles) and row k of the B tile in from the top (column c
-delayed c cycles). Tiles follow each other with no gap (``max(K, R, C)`` steps apart); each PE
-keeps a finished result in a second register while the next tile accumulates, and the rows of a
+delayed c cycles). Tiles follow each other with no gap (``max(K, R, C)`` steps apart, ``bf16``'s
+partial sums ``max(K, R, C + add_latency)``); each PE keeps a finished result (``bf16``: its
+partial sums) in registers of its own while the next tile accumulates, and the rows of a
 finished tile leave one per step.
 """
 
@@ -412,12 +413,14 @@ class OsArray(wiring.Component):
 
     def _pe(self, m: Module, r: int, c: int, a_in, b_in, late):
         """PE (r, c): accumulates its output while its inputs are valid; returns the register
-        holding its latest finished result. In block formats the PE keeps its block sum and its
+        holding its latest finished result (``bf16`` with partial sums: the list of their
+        registers, :meth:`_sums_pe`). In block formats the PE keeps its block sum and its
         binary32 sum; a unit of its column (:meth:`_block_units`) adds its finished blocks.
 
-        It multiplies the elements of ``a_in`` and ``b_in``; ``late``: the inputs (flags and
-        scales) it adds the product with, ``pe_stages`` cycles later (the product registered
-        that many times)."""
+        It multiplies the elements of ``a_in`` and ``b_in``; ``late``: its inputs a cycle later
+        (the registers that pass them on) where the product is registered; the PE adds the
+        product with its step's flags and scales ``pe_stages`` cycles later (the product
+        registered, in ``bf16`` cut, that many times)."""
         cfg, en = self._config, self.en
         ar = cfg.arith
         name = f"pe{r}_{c}"

@@ -1178,7 +1178,7 @@ class DecoderModel:
             xs = self.act[_rows(a, n, k // 32, cmd["stride"] or k // 32)].view(np.float32)
             w, b = linear_golden.read_weight(cfg.linear, self.memory, cmd["addr"], k, m,
                                              bool(cmd["bias"]))
-            y = linear_golden.apply(xs.reshape(n, k), w, b)
+            y = linear_golden.apply(xs.reshape(n, k), w, b, sums=cfg.linear.array.sums)
             out = _rows(dst, n, m // 32, cmd["row"] or m // 32)
             self.act[out] = y.view(np.uint32).reshape(n * m // 32, 32)
         return status, None
