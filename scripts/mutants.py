@@ -376,8 +376,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         models="output-stationary NVFP4 with its block units cut: the columns of the tile whose "
                "rows leave (the tensor scale's mask) come without the units' delay",
         file="scoville/rtl/gemm_os_dataflow.py",
-        edits=(Edit("delay(m, last_cols, C - 1 + cfg.array_delay, en,",
-                    "delay(m, last_cols, C - 1, en,"),),
+        edits=(Edit("delay(m, taken, cfg.cols - 1 + cfg.array_delay - early, en,",
+                    "delay(m, taken, cfg.cols - 1 - early, en,"),),
         block="gemm", params={**GEMM, "fmt": "nvfp4"}, tests=("test_edges",), expect=Kind.DATA,
         why="at the default latency a tile's rows leave 16 cycles after its columns' mask has "
             "moved on: with K = 1 (tiles 4 steps apart) and N off the grid, a row takes "

@@ -12,7 +12,7 @@ import functools
 import operator
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -305,8 +305,6 @@ class OsArray(wiring.Component):
                         m.d.sync += b_out.eq(b_in)
                 res[r][c] = self._pe(m, r, c, a_in, b_in,
                                      (a_out, b_out) if staged else (a_in, b_in))
-                if not isinstance(res[r][c], list):
-                    res[r][c] = [res[r][c]]
                 a_in, top[c] = a_out, b_out
             # A row of results leaves the row's last PE as its last step does, ``array_delay``
             # cycles later where the PEs' products, the block units and the partial sums are
@@ -326,15 +324,19 @@ class OsArray(wiring.Component):
             collect, row = self._add_sums(m, collect, row)
         m.d.comb += [self.row.eq(row), self.collect.eq(collect)]
         if cfg.arith.tensor_scale:
-            # The columns of the tile whose rows leave: taken at the tile's last step, whose
-            # row r leaves ``cols + r + array_delay`` steps later; the next tile's last step
-            # comes at least ``rows`` steps after it.
-            last_cols = Signal(C, name="last_cols")
-            with m.If(en & s1.valid & s1.last):
-                m.d.sync += last_cols.eq(s1.cols)
-            m.d.comb += self.cols.eq(delay(m, last_cols, C - 1 + cfg.array_delay, en,
-                                           name="cols"))
+            m.d.comb += self.cols.eq(self._last_step(m, s1.cols, 0, "cols"))
         return m
+
+    def _last_step(self, m: Module, value, early: int, name: str):
+        """``value`` of the step flags, taken at each tile's last step and delayed until its
+        row 0 leaves the array ``early`` cycles before the array's delay ends (row r leaves
+        ``cols + r + array_delay`` steps after that step; the next tile's last step comes at
+        least ``rows`` steps after it, so it holds for the tile's rows)."""
+        cfg, en, s1 = self._config, self.en, self.step
+        taken = Signal(len(Value.cast(value)), name=f"last_{name}")
+        with m.If(en & s1.valid & s1.last):
+            m.d.sync += taken.eq(value)
+        return delay(m, taken, cfg.cols - 1 + cfg.array_delay - early, en, name=name)
 
     def _add_sums(self, m: Module, collect, row) -> tuple:
         """The partial sums of the row that collects (``row``: each column's, in the order
@@ -346,14 +348,8 @@ class OsArray(wiring.Component):
         cfg, en, s1 = self._config, self.en, self.step
         C, L = cfg.cols, cfg.sums
         stages = combine_stages(L)
-        # The tile's columns and empty sums: taken at its last step, whose row r collects
-        # ``cols + r + array_delay - stages`` steps later (the next tile's last step comes at
-        # least ``rows`` steps after).
-        taken = Cat(s1.cols, s1.empty)
-        last = Signal(len(taken), name="last_tile")
-        with m.If(en & s1.valid & s1.last):
-            m.d.sync += last.eq(taken)
-        last = delay(m, last, C - 1 + cfg.array_delay - stages, en, name="last_tile")
+        # The tile's columns and empty sums, as its rows' sums are picked.
+        last = self._last_step(m, Cat(s1.cols, s1.empty), stages, "tile")
         cols, empty = last[:C], last[C:]
         out = []
         for c in range(C):
@@ -412,9 +408,9 @@ class OsArray(wiring.Component):
         return sums
 
     def _pe(self, m: Module, r: int, c: int, a_in, b_in, late):
-        """PE (r, c): accumulates its output while its inputs are valid; returns the register
-        holding its latest finished result (``bf16`` with partial sums: the list of their
-        registers, :meth:`_sums_pe`). In block formats the PE keeps its block sum and its
+        """PE (r, c): accumulates its output while its inputs are valid; returns the registers
+        holding its latest finished result (one; ``bf16`` with partial sums: theirs,
+        :meth:`_sums_pe`). In block formats the PE keeps its block sum and its
         binary32 sum; a unit of its column (:meth:`_block_units`) adds its finished blocks.
 
         It multiplies the elements of ``a_in`` and ``b_in``; ``late``: its inputs a cycle later
@@ -447,7 +443,7 @@ class OsArray(wiring.Component):
             with m.If(en & a_in.valid):
                 m.d.sync += sums.eq(fresh)
             self._ends[c].append(_BlockEnd(fresh, fp, res, a_in, b_in))
-            return res
+            return [res]
         base = ar.cleared(m, sums, a_in.first, f"{name}_base")
         total = ar.add(m, base, prod, f"{name}_total")
         with m.If(en & a_in.valid):
@@ -456,7 +452,7 @@ class OsArray(wiring.Component):
             total = Mux(b_in.on, total, 0)
         with m.If(en & a_in.valid & a_in.last):
             m.d.sync += res.eq(total)
-        return res
+        return [res]
 
     def _block_units(self, m: Module, c: int) -> None:
         """The units of column ``c`` that add the PEs' finished blocks (block formats).

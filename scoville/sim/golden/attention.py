@@ -46,7 +46,7 @@ from scoville.rtl.kvcache import Op as CacheOp
 from scoville.rtl.lib.formats import MX_BLOCK
 
 from .exp2 import exp2
-from .gemm import Operands, gemm
+from .gemm import Operands, add_latency, gemm
 from .kvcache import KvCacheModel, Outcome, Request, encode_heads, stored_values
 from .mx import dequantize_mxfp8, encode_e4m3, quantize_bf16, quantize_mxfp4, quantize_mxfp8
 
@@ -228,7 +228,7 @@ def _attend(q, lo, hi, k, v, sinks, scale, kv_fmt, fmt, config, *, v_dim=None):
     # Tokens before the first attended one are zeros (not read): they only fill its block.
     v_stored = np.where(np.arange(length)[:, None] < first, 0.0, v_stored)
     # BF16's partial sums: the array's.
-    add = config.array.sums - 1 if fmt == "bf16" else None
+    add = add_latency(fmt, config.array.sums)
     qk_config = GemmConfig(fmt=fmt, b_fmt="mxfp4" if (fmt, kv_fmt) == ("mxfp8", "mxfp4")
                            else "same", add_latency=add)
     pv_config = GemmConfig(fmt=fmt, add_latency=add)

@@ -70,7 +70,7 @@ from . import rmsnorm as norm_golden
 from . import rope as rope_golden
 from .argmax import greedy
 from .fp32_add import canonical_bits, fp32_add
-from .gemm import matmul
+from .gemm import add_latency, matmul
 from .mx import dequantize_mxfp4, quantize_bf16, quantize_mxfp4
 
 __all__ = ["ARCHS", "COMMAND_FIELDS", "TINY", "DecoderModel", "Formats", "Shape", "argmax",
@@ -454,8 +454,7 @@ class _Ops:
         return AttentionConfig(
             kv=KvCacheConfig(kv_heads=s.kv_heads, head_dim=d, kv_fmt=self.f.kv),
             array=GemmConfig(rows=self.f.rows, cols=max(8, min(64, d)), fmt=self.f.attn,
-                             add_latency=self.f.attn_sums - 1 if self.f.attn == "bf16"
-                             else None),
+                             add_latency=add_latency(self.f.attn, self.f.attn_sums)),
             q_heads=s.heads, window=window, sinks=int(s.arch == "gpt_oss"), mla=int(mla),
             rope_dim=s.rope_dim if mla else 64, mode="prefill", chunk=self.f.chunk,
             q_tokens=256)

@@ -146,6 +146,12 @@ def float_sums(a, b, sums: int) -> np.ndarray:
     return level[0]
 
 
+def add_latency(fmt: str, sums: int | None) -> int | None:
+    """The array's ``add_latency`` that gives ``sums`` partial sums in ``fmt`` (only ``bf16``
+    has them); None (its default) where ``sums`` is None or the format has none."""
+    return None if sums is None or fmt != "bf16" else sums - 1
+
+
 def matmul(a, b, fmt: str, b_fmt: str | None = None, *, sums: int | None = None) -> np.ndarray:
     """C = A x B with A and B quantized to ``fmt`` (B to ``b_fmt``, by default ``fmt``) along
     K, computed as the engine does (:func:`gemm`, bit for bit in either dataflow).
@@ -180,8 +186,7 @@ def matmul(a, b, fmt: str, b_fmt: str | None = None, *, sums: int | None = None)
         A pair of formats that is not allowed, shapes that do not multiply, or integers out of
         range.
     """
-    config = GemmConfig(fmt=fmt, b_fmt=b_fmt or "same",
-                        add_latency=None if sums is None or fmt != "bf16" else sums - 1)
+    config = GemmConfig(fmt=fmt, b_fmt=b_fmt or "same", add_latency=add_latency(fmt, sums))
     a, b = np.asarray(a), np.asarray(b)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul: A is {a.shape} and B is {b.shape}; allowed: (M, K) and "
