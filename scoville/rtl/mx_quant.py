@@ -144,6 +144,7 @@ def _trailing_zeros(m: Module, sig, name: str):
     """The trailing zeros of ``sig`` (31 when it is 0): the position of the highest set bit
     of ``sig`` reversed, from the top."""
     width = len(sig)
+    sig = wire(m, f"{name}_sig", sig)
     top = leading_one(m, f"{name}_low", Cat(*(sig[width - 1 - k] for k in range(width))))
     return wire(m, f"{name}_tz", Mux(sig == 0, 31, width - 1 - top), range(32))
 
