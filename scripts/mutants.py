@@ -388,11 +388,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         models="output-stationary BF16 with partial sums: the sums no step of the command "
                "added into (K below their count) are added as they are, not as +0",
         file="scoville/rtl/gemm_os_dataflow.py",
-        edits=(Edit("kept = cols[c] & (empty <= i) if i < L - 1 else cols[c]",
-                    "kept = cols[c]"),),
+        edits=(Edit("kept = last.cols[c] & (last.empty <= L - 1 - j) if j else last.cols[c]",
+                    "kept = last.cols[c]"),),
         block="gemm", params={**GEMM, "fmt": "bf16"}, tests=("test_edges",), expect=Kind.DATA,
         why="with K = 1 (and K = 2 below the 3 sums) a row of C adds the sums the adder's "
             "loop held from the steps before the tile's first",
+    ),
+    Mutation(
+        name="gemm-os-bf16-sums-not-reordered",
+        models="output-stationary BF16 with partial sums: the sums added in the order they "
+               "were written, not by their slot (k mod the sums from the tile's first step)",
+        file="scoville/rtl/gemm_os_dataflow.py",
+        edits=(Edit("ordered = Mux(last.slot == s, written[(j - 1 - s) % L], ordered)",
+                    "ordered = ordered"),),
+        block="gemm", params={**GEMM, "fmt": "bf16"}, tests=("test_workload",),
+        expect=Kind.DATA,
+        why="where K mod 3 is not 1 the sums are added in another order: the last bits of "
+            "some outputs differ",
     ),
     Mutation(
         name="gemm-os-bf16-loop-not-cleared",

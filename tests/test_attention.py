@@ -132,12 +132,11 @@ def test_decode_is_a_scalar_online_softmax(seed):
     assert config.array.sums == 3
 
     def dot(xs, ys):
-        # Term i into sum (n - 1 - i) mod 3, each from +0; then (s2 + s1) + s0.
+        # Term i into sum i mod 3, each from +0; then (s0 + s1) + s2.
         sums = [f32(0)] * 3
         for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
-            d = (len(xs) - 1 - i) % 3
-            sums[d] = f32(sums[d] + f32(x * y))
-        return f32(f32(sums[2] + sums[1]) + sums[0])
+            sums[i % 3] = f32(sums[i % 3] + f32(x * y))
+        return f32(f32(sums[0] + sums[1]) + sums[2])
 
     for start in range(0, 70, 32):
         s = []
@@ -295,16 +294,23 @@ def test_decode_mla_meets_its_bound(seed, kv_fmt, fmt):
     assert _error(got, want) <= (BF16_BOUND if fmt == "bf16" else MXFP8_BOUND)
 
 
+@pytest.mark.parametrize("add_latency", [0, None, 3])
 @pytest.mark.parametrize(("sinks", "window"), [(False, 0), (True, 0), (True, 20), (False, 45)])
-def test_prefill_rows_are_decode_steps_bit_for_bit(seed, sinks, window):
+def test_prefill_rows_are_decode_steps_bit_for_bit(seed, sinks, window, add_latency):
     """fmt=bf16: row t of a prefill of T tokens is the decode step of its token over the
-    positions up to it, bit for bit, whatever chunks, windows and sinks cut."""
+    positions up to it, bit for bit, whatever chunks, windows and sinks cut, in row tiles of
+    4 tokens (the masked positions after a row's token, zeros at the end of ``P V``'s K,
+    change no partial sum), at one partial sum, the default 3 and 4."""
     rng = np.random.default_rng(seed)
     tokens, length = 9, 150
     q = rng.normal(0, 1, (tokens, 4, 32)).astype(np.float32)
     _, k, v = _qkv(rng, q_heads=4, kv_heads=2, length=length, d=32)
     sink = rng.normal(0, 2, 4) if sinks else None
-    config = AttentionConfig(chunk=32)
+    latency = {} if add_latency is None else {"array.add_latency": add_latency}
+    config = build_config(AttentionConfig, {"chunk": 32, "q_heads": 4, "kv.kv_heads": 2,
+                                            "mode": "prefill", **latency})
+    assert config.row_tokens == 4 and config.array.sums == (3 if add_latency is None
+                                                            else add_latency + 1)
     got = prefill(q, k, v, sinks=sink, window=window, config=config)
     assert got.shape == (tokens, 4, 32) and got.dtype == np.float32
     for t in range(tokens):

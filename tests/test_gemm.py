@@ -313,7 +313,7 @@ def _tree(values):
 def _scalar_gemm(fmt, b_fmt, ops, sums=1):
     """An independent model of the engine's arithmetic: a loop per output over Python floats
     and ``np.float32`` scalars (exact block sums in Fractions); ``bf16`` in ``sums`` partial
-    sums, the one of the last step last."""
+    sums (step k's into sum k mod sums, added in the order 0, 1, ...)."""
     m, k, n = ops.shape
     va, vb = _elements(fmt, ops.a), _elements(b_fmt, ops.b)
     out = np.zeros((m, n), np.float32)
@@ -322,12 +322,12 @@ def _scalar_gemm(fmt, b_fmt, ops, sums=1):
             for j in range(n):
                 acc = np.float32(0.0)
                 if fmt == "bf16":
-                    # Walking back from the last step, the sums take turns.
+                    # From the first step, the sums take turns.
                     part = [np.float32(0.0)] * sums
                     for q in range(k):
-                        d = (k - 1 - q) % sums
-                        part[d] = np.float32(part[d] + np.float32(va[i, q] * vb[q, j]))
-                    out[i, j] = _tree(part[::-1])
+                        part[q % sums] = np.float32(part[q % sums]
+                                                    + np.float32(va[i, q] * vb[q, j]))
+                    out[i, j] = _tree(part)
                     continue
                 block = 16 if fmt == "nvfp4" else 32
                 for q0 in range(0, k, block):

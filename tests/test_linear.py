@@ -43,7 +43,7 @@ def test_golden_equals_float64_where_nothing_rounds():
 def test_golden_is_the_sum_product_by_product(sums):
     """Written out independently: BF16 operands (ml_dtypes' rounding of FP32), each product
     rounded to FP32, summed in FP32 from +0 in K order into ``sums`` partial sums (step k into
-    sum ``(K - 1 - k) mod sums``), those added ``(s2 + s1) + s0``, then the bias in FP32; by
+    sum ``k mod sums``), those added ``(s0 + s1) + s2``, then the bias in FP32; by
     default the block's array's sums (3)."""
     import ml_dtypes
 
@@ -55,9 +55,9 @@ def test_golden_is_the_sum_product_by_product(sums):
     wb = w.astype(ml_dtypes.bfloat16).astype(np.float32)
     part = np.zeros((3, 3, 16), np.float32)
     for k in range(97):
-        d = (96 - k) % sums
+        d = k % sums
         part[d] = (part[d] + (xb[:, k:k + 1] * wb[:, k][None]).astype(np.float32))
-    want = (part[2] + part[1]) + part[0] if sums == 3 else part[0]
+    want = (part[0] + part[1]) + part[2] if sums == 3 else part[0]
     want = (want + b).astype(np.float32)
     got = apply(x, w, b, sums=sums)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -143,7 +143,7 @@ class GemmConfig:
     add_latency : int or None
         ``bf16`` on ``os`` only: register stages cut into each PE's binary32 adder, whose loop
         then holds ``L = add_latency + 1`` partial sums in flight: the product of step k goes
-        into sum ``(K - 1 - k) mod L`` (each in K order from +0), and the L sums are added
+        into sum ``k mod L`` (each in K order from +0), and the L sums are added
         as the row leaves, by a tree of adders per column (:mod:`scoville.rtl.gemm_arith`
         states the order; the golden model follows it). A tile's rows leave
         :attr:`sum_delay` cycles later, and tiles are at least ``cols + add_latency`` steps

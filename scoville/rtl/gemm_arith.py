@@ -15,8 +15,8 @@ three kinds, chosen by :class:`Arith` from ``fmt`` and ``b_fmt``:
 ``float`` (``bf16``)
     Each product rounded once to binary32, added into a binary32 sum (one rounding per
     addition; no fused multiply-add): on ``os`` into one of the config's ``sums`` partial
-    sums, step k's into sum ``(K - 1 - k) mod sums``, each in K order from +0, then the sums
-    ``sums - 1, ..., 0`` added as a tree (neighbours, then neighbouring sums, an odd one out
+    sums, step k's into sum ``k mod sums``, each in K order from +0, then the sums
+    ``0, ..., sums - 1`` added as a tree (neighbours, then neighbouring sums, an odd one out
     passed on) as the row leaves the array; with one sum (``ws``, or ``add_latency`` 0), all
     in K order.
 

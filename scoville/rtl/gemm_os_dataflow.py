@@ -112,10 +112,11 @@ def step_layout(config) -> data.StructLayout:
     ``valid`` (it took beats), ``first``/``last`` (its k is 0 / K - 1), ``bstart``/``bend``
     (the first / final element of a block along K), ``rows``/``cols`` (which lanes of the
     tile lie inside M / N); with partial sums (:attr:`~scoville.rtl.gemm.GemmConfig.sums`
-    above 1) ``head`` (k is below the sums: its sum starts at +0) and ``empty`` (how many of
-    the sums no step of the command adds into: ``sums - K`` where K is fewer)."""
+    above 1) ``head`` (k is below the sums: its sum starts at +0), ``slot`` (k mod the
+    sums: the sum it adds into) and ``empty`` (how many of the sums no step of the command
+    adds into: ``sums - K`` where K is fewer)."""
     L = config.sums
-    sums = {"head": 1, "empty": range(L)} if L > 1 else {}
+    sums = {"head": 1, "slot": range(L), "empty": range(L)} if L > 1 else {}
     return data.StructLayout({"valid": 1, "first": 1, "last": 1, "bstart": 1, "bend": 1,
                               "rows": config.rows, "cols": config.cols, **sums})
 
@@ -148,6 +149,8 @@ class OsSequencer(wiring.Component):
         i0 = Signal(DIM_BITS)
         j0 = Signal(DIM_BITS)
         k = Signal(DIM_BITS)
+        # k mod the partial sums (counted beside k: no division).
+        slot = Signal(range(max(cfg.sums, 2)))
         span = Signal(DIM_BITS)
         issuing = Signal()
         pending = Signal(DIM_BITS)
@@ -161,19 +164,21 @@ class OsSequencer(wiring.Component):
             self.need_b.eq(stepping),
         ]
         with m.If(self.start):
-            m.d.sync += [i0.eq(0), j0.eq(0), k.eq(0), issuing.eq(1),
+            m.d.sync += [i0.eq(0), j0.eq(0), k.eq(0), slot.eq(0), issuing.eq(1),
                          span.eq(at_least(self.cmd.k, R, C + cfg.add_stages))]
         with m.Elif(en & issuing):
             with m.If(k_last & last_tile):
                 m.d.sync += issuing.eq(0)
             with m.Elif(k == span - 1):
-                m.d.sync += k.eq(0)
+                m.d.sync += [k.eq(0), slot.eq(0)]
                 with m.If(j0 + C >= N):
                     m.d.sync += [j0.eq(0), i0.eq(i0 + R)]
                 with m.Else():
                     m.d.sync += j0.eq(j0 + C)
             with m.Else():
                 m.d.sync += k.eq(k + 1)
+                if cfg.sums > 1:
+                    m.d.sync += slot.eq(Mux(slot == cfg.sums - 1, 0, slot + 1))
 
         s1 = self.step
         bits = block_bits(cfg)
@@ -189,7 +194,8 @@ class OsSequencer(wiring.Component):
             ]
             if cfg.sums > 1:
                 L = cfg.sums
-                m.d.sync += [s1.head.eq(k < L), s1.empty.eq(Mux(K < L, L - K, 0))]
+                m.d.sync += [s1.head.eq(k < L), s1.slot.eq(slot),
+                             s1.empty.eq(Mux(K < L, L - K, 0))]
 
         with m.If(self.start):
             m.d.sync += pending.eq(0)
@@ -340,26 +346,32 @@ class OsArray(wiring.Component):
 
     def _add_sums(self, m: Module, collect, row) -> tuple:
         """The partial sums of the row that collects (``row``: each column's, in the order
-        they were written) masked and added: a sum that no step of the command added into, or
-        a column beyond N, is +0 (registered); then neighbours, then neighbouring sums, an odd
-        one out passed on to the next level, by adders cut at :data:`COMBINE_CUTS` and
-        registered after (:func:`combine_stages`). Returns the collect flag and the row as
-        they leave."""
+        they were written) put in the order of their slots (sum j holds the steps k with
+        k mod L = j, whatever K), masked and added: a sum that no step of the command added
+        into (j not below K), or a column beyond N, is +0 (registered); then sums 0 and 1,
+        2 and 3, ..., then neighbouring sums, an odd one out passed on to the next level, by
+        adders cut at :data:`COMBINE_CUTS` and registered after (:func:`combine_stages`).
+        Returns the collect flag and the row as they leave."""
         cfg, en, s1 = self._config, self.en, self.step
         C, L = cfg.cols, cfg.sums
         stages = combine_stages(L)
-        # The tile's columns and empty sums, as its rows' sums are picked.
-        last = self._last_step(m, Cat(s1.cols, s1.empty), stages, "tile")
-        cols, empty = last[:C], last[C:]
+        # The tile's columns, empty sums and last step's slot, as its rows' sums are picked.
+        tile = data.StructLayout({"cols": C, "empty": range(L), "slot": range(L)})
+        last = data.View(tile, self._last_step(
+            m, Cat(s1.cols, s1.empty, s1.slot), stages, "tile"))
         out = []
         for c in range(C):
+            written = [row[(c * L + i) * 32:][:32] for i in range(L)]
             level = []
-            for i in range(L):
-                # (The last sum always has a step: K is at least 1.)
-                kept = cols[c] & (empty <= i) if i < L - 1 else cols[c]
-                picked = wire(m, f"col{c}_sum{i}", Mux(kept, row[(c * L + i) * 32:][:32], 0),
-                              32)
-                level.append(delay(m, picked, 1, en, name=f"col{c}_sum{i}"))
+            for j in range(L):
+                # The sum written i-th holds slot (last + 1 + i) mod L (the last step's
+                # slot written last); slot 0 always has a step (K is at least 1).
+                ordered = written[(j - 1) % L]
+                for s in range(1, L):
+                    ordered = Mux(last.slot == s, written[(j - 1 - s) % L], ordered)
+                kept = last.cols[c] & (last.empty <= L - 1 - j) if j else last.cols[c]
+                picked = wire(m, f"col{c}_sum{j}", Mux(kept, ordered, 0), 32)
+                level.append(delay(m, picked, 1, en, name=f"col{c}_sum{j}"))
             depth = 0
             while len(level) > 1:
                 depth += 1

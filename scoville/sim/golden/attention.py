@@ -106,12 +106,11 @@ def prefill(q, k, v, *, sinks=None, window=0, scale=None, kv_fmt="bf16", fmt="bf
     The tokens go in row tiles of ``config.row_tokens`` (as many whole groups as the array
     has rows); each KV head attends a tile's (token, head) rows together, chunk by chunk over
     the tile's positions (the module says how; a row of a chunk outside its range keeps its
-    state). With ``fmt=bf16`` and one partial sum (the array's ``add_latency`` 0) row t is bit
-    for bit :func:`decode` of its token over the first L - T + t + 1 positions (unless V holds
-    an infinity or NaN where the row is masked: P's zero times it; with more sums the zeros
-    after a row's token, at the end of ``P V``'s K, move which sum each product goes into, in
-    a tile of several tokens); with ``mxfp8`` V's blocks along the tokens also see tokens
-    other rows of its tile attend."""
+    state). With ``fmt=bf16`` row t is bit for bit :func:`decode` of its token over the first
+    L - T + t + 1 positions (unless V holds an infinity or NaN where the row is masked: P's
+    zero times it; the zeros after a row's token, at the end of ``P V``'s K, change none of
+    the array's partial sums, which are numbered from a tile's first step); with ``mxfp8``
+    V's blocks along the tokens also see tokens other rows of its tile attend."""
     q = np.asarray(q, np.float64)
     k = np.asarray(k, np.float64)
     config = AttentionConfig() if config is None else config

@@ -21,11 +21,12 @@ partial sums:
 ``bf16``
     Each product of two bfloat16 values rounded once to float32, added into one of ``L``
     float32 partial sums (the config's :attr:`~scoville.rtl.gemm.GemmConfig.sums`; 1 on
-    ``ws``): step k's into sum ``(K - 1 - k) mod L``, each in K order from +0 (with ``L = 1``
-    all in K order); then the sums, in the order ``L - 1, ..., 1, 0`` (the farthest from the
-    last step first; a sum without a step +0), added as a tree: neighbours, then neighbouring
-    sums, an odd one out passed on to the next level (3 sums: ``(s2 + s1) + s0``; 4:
-    ``(s3 + s2) + (s1 + s0)``), each addition rounded once.
+    ``ws``): step k's into sum ``k mod L``, each in K order from +0 (with ``L = 1`` all in K
+    order); then the sums, in the order ``0, 1, ..., L - 1`` (a sum without a step +0), added
+    as a tree: neighbours, then neighbouring sums, an odd one out passed on to the next level
+    (3 sums: ``(s0 + s1) + s2``; 4: ``(s0 + s1) + (s2 + s3)``), each addition rounded once.
+    A sum's steps do not depend on K: trailing zero products (a causal mask's) change no
+    sum.
 
 Every NaN result is the canonical quiet NaN.
 """
@@ -135,11 +136,9 @@ def float_sums(a, b, sums: int) -> np.ndarray:
     # product at a time, so memory stays ``sums`` x M x N.
     part = np.zeros((sums, a.shape[0], b.shape[1]), np.float32)
     for q in range(k):
-        d = (k - 1 - q) % sums
-        part[d] = part[d] + np.outer(a[:, q], b[q]).astype(np.float32)
-    # In the order the sums are written (the farthest from the last step first): neighbours,
-    # then neighbouring sums, an odd one out passed on.
-    level = list(part[::-1])
+        part[q % sums] = part[q % sums] + np.outer(a[:, q], b[q]).astype(np.float32)
+    # Sums 0 and 1, 2 and 3, ..., then neighbouring sums, an odd one out passed on.
+    level = list(part)
     while len(level) > 1:
         level = [level[j] + level[j + 1] for j in range(0, len(level) - 1, 2)] \
             + level[len(level) - len(level) % 2:]
