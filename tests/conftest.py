@@ -13,6 +13,9 @@ seed, so every run covers both simulators and successive CI runs cover every cas
 mutation so.
 A case marked ``verilator_unless_both`` (one whose Icarus run takes many minutes: Icarus
 interprets every cycle of a wide datapath) runs on Verilator alone unless ``--both-sims``.
+A test marked ``one_case_per_seed`` (a matrix of whole-decoder builds, minutes each) runs one
+of its cases, the seed's (seed mod the cases, in the matrix's order), unless ``--both-sims``:
+successive CI runs cover every case.
 """
 
 import json
@@ -52,6 +55,8 @@ def pytest_configure(config):
                             "simulator, alternating (all on both with --both-sims)")
     config.addinivalue_line("markers", "verilator_unless_both: a case of an alternate_sims "
                             "matrix that runs on Verilator alone unless --both-sims")
+    config.addinivalue_line("markers", "one_case_per_seed: a matrix of which one case runs, "
+                            "the seed's (all with --both-sims)")
 
 
 def alternate_simulator(case: int, seed: int) -> str:
@@ -93,14 +98,35 @@ def _alternate(config, items) -> None:
         if item.get_closest_marker("verilator_unless_both") is not None:
             (kept if spec.params["simulator"] == "verilator" else dropped).append(item)
             continue
-        key = repr(sorted((k, repr(v)) for k, v in spec.params.items() if k != "simulator"))
+        key = _case_key(item)
         matrix = cases.setdefault(item.originalname, {})
         i = matrix.setdefault(key, len(matrix))
         chosen = alternate_simulator(i, seed)
         (kept if spec.params["simulator"] == chosen else dropped).append(item)
+    # One case of each one_case_per_seed matrix: the seed's.
+    matrices: dict[str, list] = {}
+    for item in kept:
+        if item.get_closest_marker("one_case_per_seed") is not None:
+            cases = matrices.setdefault(item.originalname, [])
+            key = _case_key(item)
+            if key not in cases:
+                cases.append(key)
+    for item in list(kept):
+        cases = matrices.get(item.originalname)
+        if cases and item.get_closest_marker("one_case_per_seed") is not None \
+                and cases.index(_case_key(item)) != seed % len(cases):
+            kept.remove(item)
+            dropped.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def _case_key(item) -> str:
+    """A test's case: its parameters other than the simulator."""
+    spec = getattr(item, "callspec", None)
+    params = spec.params if spec is not None else {}
+    return repr(sorted((k, repr(v)) for k, v in params.items() if k != "simulator"))
 
 
 def pytest_report_header(config):

@@ -253,6 +253,11 @@ ENGINE = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array.
           "attn.kv.word_bits": 64, "attn.kv.bank_words": 1024, "attn.kv.page_tokens": 4,
           "attn.kv.max_seqs": 2, "attn.chunk": 32, "attn.q_tokens": 4}
 ENGINE_CFG = build_config(DecoderConfig, ENGINE)
+#: The arrays of the fewest stages, as ``scoville generate``'s engine (``engine_params``): the
+#: simulations of the whole block build in about two thirds of the time; one case keeps the
+#: arrays' default stages (the arrays' own tests cover every count).
+LIGHT = {**{f"{part}.array.{stages}": 0 for part in ("attn", "linear")
+            for stages in ("pe_latency", "add_latency")}, "moe.array.unit_latency": 0}
 
 
 def _run(prog, cmds=None):
@@ -620,7 +625,7 @@ def test_engine_config_errors_are_one_line(params, match):
 @pytest.mark.sim
 @pytest.mark.alternate_sims
 @pytest.mark.parametrize("params", [
-    ENGINE,
+    {**ENGINE, **LIGHT},
     # three lines a token, four columns, a wide port, a slow far memory, heavy gaps and
     # back-pressure
     {**ENGINE, "hidden": 96, "linear.array.cols": 4, "linear.k_max": 96, "linear.n_max": 96,
@@ -633,7 +638,7 @@ def test_engine_config_errors_are_one_line(params, match):
      # decode steps of one KV head of a line (32 values) and one query head (a token's
      # query, key and value: the 96 values of the up projection), a window of 6
      "attn.mode": "decode", "attn.kv.kv_heads": 1, "attn.kv.head_dim": 32, "attn.q_heads": 1,
-     "attn.array.rows": 2, "attn.array.cols": 32, "attn.window": 6, "attn.sinks": 0},
+     "attn.array.rows": 2, "attn.array.cols": 32, "attn.window": 6, "attn.sinks": 0, **LIGHT},
 ], ids=["h64", "h96-heavy"])
 def test_decoder_rtl(simulator, seed, params):
     assert_passed(simulate("decoder", simulator, seed, **params))
@@ -641,6 +646,7 @@ def test_decoder_rtl(simulator, seed, params):
 
 @pytest.mark.sim
 @pytest.mark.alternate_sims
+@pytest.mark.one_case_per_seed
 @pytest.mark.parametrize("params", [
     # ROPE's and the attention's vectors of two lines (joined, split), interleaved pairs,
     # two query heads on one KV head (256 values a token), P V in two column tiles of 32
@@ -657,12 +663,13 @@ def test_decoder_rtl(simulator, seed, params):
                   "attn.kv.kv_heads": 1, "attn.kv.head_dim": 64, "attn.kv.k_only": 1,
                   "attn.q_heads": 4, "attn.array.rows": 4, "attn.array.cols": 32,
                   "attn.sinks": 0, "glu_lanes": 32, "moe.experts": 3,
-                  "linear.addr_bits": 18},
+                  "linear.addr_bits": 18, **LIGHT},
                  marks=pytest.mark.verilator_unless_both),
 ], ids=["rope64", "mla"])
 def test_decoder_rtl_wide_rope(simulator, seed, params):
     """ROPE's 64 or 32 FP32 rotations a vector take Icarus minutes to compile: Verilator
-    alone unless ``--both-sims``. The first also runs heads of 64 values through the
+    alone unless ``--both-sims``, and one of the two cases a run (the seed's). The first
+    keeps the arrays' default stages. The first also runs heads of 64 values through the
     attention (its gatherers join two lines, its outputs split into two, P V in two column
     tiles) and GLU a lane a beat; the second MLA, GLU a line a beat and a padded router
     beat."""

@@ -168,6 +168,12 @@ def engine_params(config: dict, prompt_len: int, context: int) -> dict:
         "attn.kv.banks": 2, "attn.kv.word_bits": 64,
         "attn.kv.bank_words": bank_words, "attn.kv.page_tokens": pages,
         "attn.kv.max_seqs": kv.max_seqs, "attn.chunk": 256, "argmax.vocab": s.vocab,
+        # Arrays of the fewest stages (one partial sum, no cut product, the block units
+        # whole): the engine is a simulation of a model, not a clock; each stage of an array
+        # is Verilog to build for every PE (the defaults take the build about half again).
+        **{f"{part}.array.{stages}": 0 for part in ("attn", "linear")
+           for stages in ("pe_latency", "add_latency")},
+        "moe.array.unit_latency": 0,
     }
     if s.arch != "gpt_oss":
         params.update({
