@@ -15,7 +15,8 @@ A case marked ``verilator_unless_both`` (one whose Icarus run takes many minutes
 interprets every cycle of a wide datapath) runs on Verilator alone unless ``--both-sims``.
 A test marked ``one_case_per_seed`` (a matrix of whole-decoder builds, minutes each) runs one
 of its cases, the seed's (seed mod the cases, in the matrix's order), unless ``--both-sims``:
-successive CI runs cover every case.
+successive CI runs cover every case. (As with the simulators, the choice comes before ``-k``:
+``-k`` naming another case selects nothing; ``--both-sims`` or another seed runs it.)
 """
 
 import json
@@ -103,20 +104,20 @@ def _alternate(config, items) -> None:
         i = matrix.setdefault(key, len(matrix))
         chosen = alternate_simulator(i, seed)
         (kept if spec.params["simulator"] == chosen else dropped).append(item)
-    # One case of each one_case_per_seed matrix: the seed's.
-    matrices: dict[str, list] = {}
+    # One case of each one_case_per_seed matrix: the seed's (in the matrix's order).
+    matrices: dict[str, list[str]] = {}
     for item in kept:
         if item.get_closest_marker("one_case_per_seed") is not None:
-            cases = matrices.setdefault(item.originalname, [])
-            key = _case_key(item)
-            if key not in cases:
-                cases.append(key)
-    for item in list(kept):
-        cases = matrices.get(item.originalname)
-        if cases and item.get_closest_marker("one_case_per_seed") is not None \
-                and cases.index(_case_key(item)) != seed % len(cases):
-            kept.remove(item)
-            dropped.append(item)
+            keys = matrices.setdefault(item.originalname, [])
+            if _case_key(item) not in keys:
+                keys.append(_case_key(item))
+    chosen_cases = kept
+    kept = []
+    for item in chosen_cases:
+        keys = matrices.get(item.originalname)
+        other = item.get_closest_marker("one_case_per_seed") is not None \
+            and keys.index(_case_key(item)) != seed % len(keys)
+        (dropped if other else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -433,8 +433,8 @@ MLA_SMALL = {**MLA, "kv.head_dim": 64, "rope_dim": 32, "array.cols": 16}
 #: rows, no sinks, no window), decode FP8 (MQA, whole context) and BF16 GQA with ``P V`` in two
 #: column tiles; and MLA.
 #: An array of the fewest stages (one partial sum, no cut product): builds about a third
-#: sooner; the BF16 cases keep the array's defaults (three partial sums, in prefill over row
-#: tiles of two tokens).
+#: sooner; the BF16 GQA cases keep the array's defaults (three partial sums, in prefill over
+#: row tiles of two tokens).
 LIGHT = {"array.pe_latency": 0, "array.add_latency": 0}
 SIM_CONFIGS = {
     "bf16-gqa-sinks-window": SMALL,

@@ -254,8 +254,8 @@ ENGINE = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array.
           "attn.kv.max_seqs": 2, "attn.chunk": 32, "attn.q_tokens": 4}
 ENGINE_CFG = build_config(DecoderConfig, ENGINE)
 #: The arrays of the fewest stages, as ``scoville generate``'s engine (``engine_params``): the
-#: simulations of the whole block build in about two thirds of the time; one case keeps the
-#: arrays' default stages (the arrays' own tests cover every count).
+#: simulations of the whole block build in about two thirds of the time; ``h64`` (every run)
+#: keeps the arrays' default stages (the arrays' own tests cover every count).
 LIGHT = {**{f"{part}.array.{stages}": 0 for part in ("attn", "linear")
             for stages in ("pe_latency", "add_latency")}, "moe.array.unit_latency": 0}
 
@@ -625,7 +625,7 @@ def test_engine_config_errors_are_one_line(params, match):
 @pytest.mark.sim
 @pytest.mark.alternate_sims
 @pytest.mark.parametrize("params", [
-    {**ENGINE, **LIGHT},
+    ENGINE,
     # three lines a token, four columns, a wide port, a slow far memory, heavy gaps and
     # back-pressure
     {**ENGINE, "hidden": 96, "linear.array.cols": 4, "linear.k_max": 96, "linear.n_max": 96,
@@ -653,7 +653,7 @@ def test_decoder_rtl(simulator, seed, params):
     pytest.param({**ENGINE, "rope.dim": 64, "rope.interleaved": 1, "rope.latency": 3,
                   "linear.k_max": 256, "linear.n_max": 256, "attn.kv.kv_heads": 1,
                   "attn.kv.head_dim": 64, "attn.q_heads": 2, "attn.array.rows": 2,
-                  "attn.array.cols": 32, "glu_lanes": 1},
+                  "attn.array.cols": 32, "glu_lanes": 1, **LIGHT},
                  marks=pytest.mark.verilator_unless_both),
     # MLA (DeepSeek's absorbed attention): four query heads and one latent key of 64 values
     # (two lines; its first 32 the value), a line's ROPE (rotary 32); GLU a line a beat;
@@ -669,9 +669,9 @@ def test_decoder_rtl(simulator, seed, params):
 def test_decoder_rtl_wide_rope(simulator, seed, params):
     """ROPE's 64 or 32 FP32 rotations a vector take Icarus minutes to compile: Verilator
     alone unless ``--both-sims``, and one of the two cases a run (the seed's). The first
-    keeps the arrays' default stages. The first also runs heads of 64 values through the
-    attention (its gatherers join two lines, its outputs split into two, P V in two column
-    tiles) and GLU a lane a beat; the second MLA, GLU a line a beat and a padded router
+    also runs heads of 64 values through the attention (its gatherers join two lines, its
+    outputs split into two, P V in two column tiles) and GLU a lane a beat; the second MLA,
+    GLU a line a beat and a padded router
     beat."""
     assert_passed(simulate("decoder", simulator, seed, **params))
 
