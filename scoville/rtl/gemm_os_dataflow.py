@@ -164,13 +164,17 @@ class OsSequencer(wiring.Component):
             self.need_b.eq(stepping),
         ]
         with m.If(self.start):
-            m.d.sync += [i0.eq(0), j0.eq(0), k.eq(0), slot.eq(0), issuing.eq(1),
+            m.d.sync += [i0.eq(0), j0.eq(0), k.eq(0), issuing.eq(1),
                          span.eq(at_least(self.cmd.k, R, C + cfg.add_stages))]
+            if cfg.sums > 1:
+                m.d.sync += slot.eq(0)
         with m.Elif(en & issuing):
             with m.If(k_last & last_tile):
                 m.d.sync += issuing.eq(0)
             with m.Elif(k == span - 1):
-                m.d.sync += [k.eq(0), slot.eq(0)]
+                m.d.sync += k.eq(0)
+                if cfg.sums > 1:
+                    m.d.sync += slot.eq(0)
                 with m.If(j0 + C >= N):
                     m.d.sync += [j0.eq(0), i0.eq(i0 + R)]
                 with m.Else():
