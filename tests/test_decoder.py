@@ -19,6 +19,7 @@ from scoville.sim.golden import linear as linear_golden
 from scoville.sim.golden import moe as moe_golden
 from scoville.sim.golden import rmsnorm as rmsnorm_golden
 from scoville.testbenches.decoder import Program, refusals, timed_commands
+from scoville.testbenches.generate import FEWEST_STAGES
 from scoville.testbenches.kit import join_words
 
 from .script import load
@@ -253,11 +254,9 @@ ENGINE = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array.
           "attn.kv.word_bits": 64, "attn.kv.bank_words": 1024, "attn.kv.page_tokens": 4,
           "attn.kv.max_seqs": 2, "attn.chunk": 32, "attn.q_tokens": 4}
 ENGINE_CFG = build_config(DecoderConfig, ENGINE)
-#: The arrays of the fewest stages, as ``scoville generate``'s engine (``engine_params``): the
-#: simulations of the whole block build in about two thirds of the time; ``h64`` (every run)
-#: keeps the arrays' default stages (the arrays' own tests cover every count).
-LIGHT = {**{f"{part}.array.{stages}": 0 for part in ("attn", "linear")
-            for stages in ("pe_latency", "add_latency")}, "moe.array.unit_latency": 0}
+# The simulations of the whole block take the arrays of the fewest stages (FEWEST_STAGES, as
+# scoville generate's engine: they build in about two thirds of the time); h64 (every run)
+# keeps the arrays' default stages (the arrays' own tests cover every count).
 
 
 def _run(prog, cmds=None):
@@ -638,7 +637,8 @@ def test_engine_config_errors_are_one_line(params, match):
      # decode steps of one KV head of a line (32 values) and one query head (a token's
      # query, key and value: the 96 values of the up projection), a window of 6
      "attn.mode": "decode", "attn.kv.kv_heads": 1, "attn.kv.head_dim": 32, "attn.q_heads": 1,
-     "attn.array.rows": 2, "attn.array.cols": 32, "attn.window": 6, "attn.sinks": 0, **LIGHT},
+     "attn.array.rows": 2, "attn.array.cols": 32, "attn.window": 6, "attn.sinks": 0,
+     **FEWEST_STAGES},
 ], ids=["h64", "h96-heavy"])
 def test_decoder_rtl(simulator, seed, params):
     assert_passed(simulate("decoder", simulator, seed, **params))
@@ -653,7 +653,7 @@ def test_decoder_rtl(simulator, seed, params):
     pytest.param({**ENGINE, "rope.dim": 64, "rope.interleaved": 1, "rope.latency": 3,
                   "linear.k_max": 256, "linear.n_max": 256, "attn.kv.kv_heads": 1,
                   "attn.kv.head_dim": 64, "attn.q_heads": 2, "attn.array.rows": 2,
-                  "attn.array.cols": 32, "glu_lanes": 1, **LIGHT},
+                  "attn.array.cols": 32, "glu_lanes": 1, **FEWEST_STAGES},
                  marks=pytest.mark.verilator_unless_both),
     # MLA (DeepSeek's absorbed attention): four query heads and one latent key of 64 values
     # (two lines; its first 32 the value), a line's ROPE (rotary 32); GLU a line a beat;
@@ -663,7 +663,7 @@ def test_decoder_rtl(simulator, seed, params):
                   "attn.kv.kv_heads": 1, "attn.kv.head_dim": 64, "attn.kv.k_only": 1,
                   "attn.q_heads": 4, "attn.array.rows": 4, "attn.array.cols": 32,
                   "attn.sinks": 0, "glu_lanes": 32, "moe.experts": 3,
-                  "linear.addr_bits": 18, **LIGHT},
+                  "linear.addr_bits": 18, **FEWEST_STAGES},
                  marks=pytest.mark.verilator_unless_both),
 ], ids=["rope64", "mla"])
 def test_decoder_rtl_wide_rope(simulator, seed, params):

@@ -48,6 +48,13 @@ __all__ = ["ENV_GENERATE", "Chunk", "Generation", "check_words", "engine_params"
 #: ``config`` a Hugging Face config dict, ``weights`` a safetensors file or null for seeded
 #: random weights of ``weights_seed``, ``prompt`` the token ids, ``steps`` tokens to generate).
 ENV_GENERATE = "SCOVILLE_GENERATE"
+#: The decoder's arrays at the fewest stages (one partial sum, no cut product, the MoE's
+#: block units whole): ``engine_params``'s, as the engine simulates a model rather than sets
+#: a clock; each stage of an array is Verilog to build for every PE (the defaults take the
+#: build about half again).
+FEWEST_STAGES = {**{f"{part}.array.{stages}": 0 for part in ("attn", "linear")
+                    for stages in ("pe_latency", "add_latency")},
+                 "moe.array.unit_latency": 0}
 
 
 def _pow2_at_least(n: int) -> int:
@@ -168,12 +175,7 @@ def engine_params(config: dict, prompt_len: int, context: int) -> dict:
         "attn.kv.banks": 2, "attn.kv.word_bits": 64,
         "attn.kv.bank_words": bank_words, "attn.kv.page_tokens": pages,
         "attn.kv.max_seqs": kv.max_seqs, "attn.chunk": 256, "argmax.vocab": s.vocab,
-        # Arrays of the fewest stages (one partial sum, no cut product, the block units
-        # whole): the engine is a simulation of a model, not a clock; each stage of an array
-        # is Verilog to build for every PE (the defaults take the build about half again).
-        **{f"{part}.array.{stages}": 0 for part in ("attn", "linear")
-           for stages in ("pe_latency", "add_latency")},
-        "moe.array.unit_latency": 0,
+        **FEWEST_STAGES,
     }
     if s.arch != "gpt_oss":
         params.update({
