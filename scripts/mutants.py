@@ -332,10 +332,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         models="output-stationary block formats: rows beyond M take their column's block units",
         file="scoville/rtl/gemm_os_dataflow.py",
         edits=(Edit("e.a.valid & e.a.row & event(e)", "e.a.valid & event(e)"),),
-        block="gemm", params={**GEMM, "rows": 18, "cols": 1, "fmt": "nvfp4"},
+        block="gemm", params={**GEMM, "rows": 32, "cols": 1, "fmt": "nvfp4"},
         tests=("test_edges",), expect=Kind.DATA,
-        why="a GEMM with M = 1 ends with 17 rows beyond M in the array; the next command starts "
-            "under them and its rows' blocks meet theirs in the units",
+        why="a GEMM with M = 1 leaves 31 rows beyond M in the array; the next command's row "
+            "r (K = 1) ends its block in the cycle the old row r + 24 ends its last, and the "
+            "end unit adds the two rows' blocks together (at the default stages; 18 rows "
+            "would leave none that far down)",
     ),
     Mutation(
         name="gemm-os-one-unit-per-column",
