@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import sys
 from pathlib import Path
 
@@ -47,6 +48,10 @@ def text() -> str:
         if never:
             lines += ["", "No stall bin (a beat of it cannot wait): " + "; ".join(
                 f"`{stream}`: {why}" for stream, why in never.items()) + "."]
+        unreachable = getattr(importlib.import_module(block.testbench), "unreachable", None)
+        if unreachable is not None:
+            lines += ["", " ".join(
+                inspect.getdoc(unreachable).split()) + f" (`{block.testbench}.unreachable`)"]
         lines.append("")
     return "\n".join(lines)
 

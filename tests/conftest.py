@@ -14,8 +14,10 @@ mutation so.
 A case marked ``verilator_unless_both`` (one whose Icarus run takes many minutes: Icarus
 interprets every cycle of a wide datapath) runs on Verilator alone unless ``--both-sims``.
 A test marked ``one_case_per_seed`` (a matrix of whole-decoder builds, minutes each) runs one
-of its cases, the seed's (seed mod the cases, in the matrix's order), unless ``--both-sims``:
-successive CI runs cover every case. (As with the simulators, the choice comes before ``-k``:
+of its cases, the seed's (:func:`one_case_index`: half the seed mod the cases, in collection
+order), unless ``--both-sims``: successive CI runs cover every case. The marker's argument
+names a group that spans test functions (``one_case_per_seed("whole-decoder")``: one case of
+all of them a run). (As with the simulators, the choice comes before ``-k``:
 ``-k`` naming another case selects nothing; ``--both-sims`` or another seed runs it.)
 """
 
@@ -56,8 +58,8 @@ def pytest_configure(config):
                             "simulator, alternating (all on both with --both-sims)")
     config.addinivalue_line("markers", "verilator_unless_both: a case of an alternate_sims "
                             "matrix that runs on Verilator alone unless --both-sims")
-    config.addinivalue_line("markers", "one_case_per_seed: a matrix of which one case runs, "
-                            "the seed's (all with --both-sims)")
+    config.addinivalue_line("markers", "one_case_per_seed(group): a matrix (or a group of "
+                            "them) of which one case runs, the seed's (all with --both-sims)")
 
 
 def alternate_simulator(case: int, seed: int) -> str:
@@ -69,6 +71,11 @@ def alternate_simulator(case: int, seed: int) -> str:
 
 def pytest_collection_modifyitems(config, items):
     _alternate(config, items)
+    # The longest first (a whole decoder's build takes minutes, a simulation's seconds to
+    # minutes, most other tests less than a second), so that xdist's workers do not end with
+    # one of them building a decoder while the others wait.
+    items.sort(key=lambda item: 0 if item.get_closest_marker("one_case_per_seed") else
+               1 if item.get_closest_marker("sim") else 2)
     block = config.getoption("--block")
     simcheck.ONLY_BLOCK = block
     if block is not None:
@@ -104,23 +111,39 @@ def _alternate(config, items) -> None:
         i = matrix.setdefault(key, len(matrix))
         chosen = alternate_simulator(i, seed)
         (kept if spec.params["simulator"] == chosen else dropped).append(item)
-    # One case of each one_case_per_seed matrix: the seed's (in the matrix's order).
-    matrices: dict[str, list[str]] = {}
+    # One case of each one_case_per_seed group: the seed's (in collection order).
+    groups: dict[str, list[tuple[str, str]]] = {}
     for item in kept:
-        if item.get_closest_marker("one_case_per_seed") is not None:
-            keys = matrices.setdefault(item.originalname, [])
-            if _case_key(item) not in keys:
-                keys.append(_case_key(item))
+        if (group := _one_case_group(item)) is not None:
+            keys = groups.setdefault(group, [])
+            if (key := (item.originalname, _case_key(item))) not in keys:
+                keys.append(key)
     chosen_cases = kept
     kept = []
     for item in chosen_cases:
-        keys = matrices.get(item.originalname)
-        other = item.get_closest_marker("one_case_per_seed") is not None \
-            and keys.index(_case_key(item)) != seed % len(keys)
+        group = _one_case_group(item)
+        other = group is not None and groups[group].index(
+            (item.originalname, _case_key(item))) != one_case_index(seed, len(groups[group]))
         (dropped if other else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def one_case_index(seed: int, cases: int) -> int:
+    """The case of a ``one_case_per_seed`` group that runs with ``seed``: ``(seed // 2) mod
+    cases``, so each case comes with seeds of both parities (an ``alternate_sims`` case among
+    them then runs on either simulator)."""
+    return seed // 2 % cases
+
+
+def _one_case_group(item) -> str | None:
+    """The ``one_case_per_seed`` group of a test: the marker's argument (tests of several
+    functions in one group), else the test function's own name; None when not marked."""
+    mark = item.get_closest_marker("one_case_per_seed")
+    if mark is None:
+        return None
+    return mark.args[0] if mark.args else item.originalname
 
 
 def _case_key(item) -> str:

@@ -436,18 +436,19 @@ MLA_SMALL = {**MLA, "kv.head_dim": 64, "rope_dim": 32, "array.cols": 16}
 #: sooner; the BF16 GQA cases keep the array's defaults (three partial sums, in prefill over
 #: row tiles of two tokens).
 LIGHT = {"array.pe_latency": 0, "array.add_latency": 0}
+PREFILL_MARKS = [pytest.mark.verilator_unless_both, pytest.mark.one_case_per_seed("prefill")]
 SIM_CONFIGS = {
     "bf16-gqa-sinks-window": SMALL,
     "mxfp4-sinks-window": {**SMALL, "kv.kv_fmt": "mxfp4", "kv.kv_heads": 1, "kv.head_dim": 32,
                            "q_heads": 2, "array.cols": 32, "window": 20, "chunk": 64,
                            **LIGHT},
     # The prefill cases take Icarus one and a half to two minutes each (Verilator half a
-    # minute): Verilator alone unless --both-sims, to keep the suite under ten minutes.
+    # minute): Verilator alone unless --both-sims, and one of the two a run (the seed's).
     "prefill-bf16-sinks-window-column-tiles": pytest.param(
-        {**PREFILL, "array.cols": 8}, marks=pytest.mark.verilator_unless_both),
+        {**PREFILL, "array.cols": 8}, marks=PREFILL_MARKS),
     "prefill-fp8-whole": pytest.param({**PREFILL, "kv.kv_fmt": "fp8_e4m3", "sinks": 0,
                                        "window": 0, "q_tokens": 4, **LIGHT},
-                                      marks=pytest.mark.verilator_unless_both),
+                                      marks=PREFILL_MARKS),
     "fp8-mqa-whole": {**SMALL, "kv.kv_fmt": "fp8_e4m3", "kv.banks": 4, "kv.kv_heads": 1,
                       "kv.head_dim": 12, "q_heads": 3, "array.rows": 4, "sinks": 0,
                       "window": 0, "kv.page_tokens": 8, **LIGHT},

@@ -44,3 +44,23 @@ def test_block_keeps_the_simulation_tests_alone_on_their_simulators():
     assert chosen and set(chosen) <= whole
     assert any(n.startswith("tests/test_fp4_mul.py::test_fp4_mul_rtl") for n in chosen)
     assert not any("test_mutants.py" in n or "test_regress.py" in n for n in chosen)
+
+
+def test_one_whole_decoder_simulation_a_run_and_every_one_over_seeds():
+    """The whole-decoder group (test_decoder's two engines, its wide-ROPE and MLA engines,
+    test_generate's two tiny models) runs one case a seed; over twelve seeds each case on
+    each simulator it may take (h64 and h96-heavy alternate; the rest are Verilator's)."""
+    name = ("test_decoder_rtl[", "test_decoder_rtl_wide_rope[", "test_generate_rtl[")
+    seen = set()
+    for seed in range(12):
+        got = [n.split("::")[1] for n in _collect("tests/test_decoder.py",
+                                                  "tests/test_generate.py", "-m", "sim",
+                                                  "--seed", str(seed))
+               if n.split("::")[1].startswith(name)]
+        assert len(got) == 1, (seed, got)
+        seen |= set(got)
+    every = {n.split("::")[1] for n in _collect("tests/test_decoder.py", "tests/test_generate.py",
+                                                "-m", "sim", "--both-sims")
+             if n.split("::")[1].startswith(name)}
+    assert seen == {n for n in every if "icarus" not in n or "test_decoder_rtl[" in n}
+    assert len(seen) == 8

@@ -32,6 +32,23 @@ def test_every_block_has_a_stall_bin_per_stream(name):
     assert all(text for text in bins.values())
 
 
+def test_a_config_leaves_out_only_the_bins_it_cannot_reach():
+    """The decoder in decode steps of one token (test_decoder's h96-heavy) cannot reach a
+    step of more or a partial row tile: its runs leave those two bins out, and only those;
+    in prefill rows of four it reaches both (nothing left out)."""
+    from scoville.testbenches.coverage import bins_of
+
+    from .test_decoder import ENGINE
+    block = get_block("decoder")
+    one, _ = parse_params(block, {**ENGINE, "attn.mode": "decode"})
+    four, _ = parse_params(block, ENGINE)
+    streams = stream_names(block.component(four))
+    every = bins_of(block.testbench, streams)
+    assert set(every) - set(bins_of(block.testbench, streams, one)) == {
+        "op:attn_tokens", "op:attn_partial_tile"}
+    assert bins_of(block.testbench, streams, four) == every
+
+
 def test_an_undeclared_bin_is_an_error_naming_the_declared():
     cov = Coverage({"a": "x", "b": "y"})
     cov.hit("a", 2)

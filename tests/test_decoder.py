@@ -255,8 +255,11 @@ ENGINE = {"hidden": 64, "act_lines": 128, "linear.array.rows": 2, "linear.array.
           "attn.kv.max_seqs": 2, "attn.chunk": 32, "attn.q_tokens": 4}
 ENGINE_CFG = build_config(DecoderConfig, ENGINE)
 # The simulations of the whole block take the arrays of the fewest stages (FEWEST_STAGES, as
-# scoville generate's engine: they build in about two thirds of the time); h64 (every run)
-# keeps the arrays' default stages (the arrays' own tests cover every count).
+# scoville generate's engine: they build in about two thirds of the time); h64 keeps the
+# arrays' default stages (the arrays' own tests cover every count). A whole decoder builds in
+# minutes: of the six whole-decoder simulations (these two, the wide-ROPE and MLA engines
+# below, the two tiny models of test_generate) one runs a CI run, the seed's
+# (``one_case_per_seed("whole-decoder")``, tests/conftest.py; ``--both-sims`` runs all).
 
 
 def _run(prog, cmds=None):
@@ -623,6 +626,7 @@ def test_engine_config_errors_are_one_line(params, match):
 
 @pytest.mark.sim
 @pytest.mark.alternate_sims
+@pytest.mark.one_case_per_seed("whole-decoder")
 @pytest.mark.parametrize("params", [
     ENGINE,
     # three lines a token, four columns, a wide port, a slow far memory, heavy gaps and
@@ -641,12 +645,16 @@ def test_engine_config_errors_are_one_line(params, match):
      **FEWEST_STAGES},
 ], ids=["h64", "h96-heavy"])
 def test_decoder_rtl(simulator, seed, params):
+    """The engine's programs (every op, refusals, ties) through the RTL, bit for bit against
+    the golden model and every handshake where the timed model puts it: h64 at the arrays'
+    default stages, h96-heavy at their fewest, with heavy gaps and back-pressure and a far
+    memory. One case of the whole-decoder group a run."""
     assert_passed(simulate("decoder", simulator, seed, **params))
 
 
 @pytest.mark.sim
 @pytest.mark.alternate_sims
-@pytest.mark.one_case_per_seed
+@pytest.mark.one_case_per_seed("whole-decoder")
 @pytest.mark.parametrize("params", [
     # ROPE's and the attention's vectors of two lines (joined, split), interleaved pairs,
     # two query heads on one KV head (256 values a token), P V in two column tiles of 32
@@ -668,7 +676,7 @@ def test_decoder_rtl(simulator, seed, params):
 ], ids=["rope64", "mla"])
 def test_decoder_rtl_wide_rope(simulator, seed, params):
     """ROPE's 64 or 32 FP32 rotations a vector take Icarus minutes to compile: Verilator
-    alone unless ``--both-sims``, and one of the two cases a run (the seed's). The first
+    alone unless ``--both-sims``; one case of the whole-decoder group a run (the seed's). The first
     also runs heads of 64 values through the attention (its gatherers join two lines, its
     outputs split into two, P V in two column tiles) and GLU a lane a beat; the second MLA,
     GLU a line a beat and a padded router

@@ -185,7 +185,7 @@ def test_engine_params_build_and_hold_the_context(change, tokens):
 
 @pytest.mark.sim
 @pytest.mark.alternate_sims
-@pytest.mark.one_case_per_seed
+@pytest.mark.one_case_per_seed("whole-decoder")
 @pytest.mark.parametrize(("name", "prompt_len"), [
     # (in the order that puts the other attention beside test_decoder_rtl_wide_rope's case)
     pytest.param("tiny-deepseek", 10, marks=pytest.mark.verilator_unless_both),
@@ -195,9 +195,9 @@ def test_generate_rtl(simulator, seed, name, prompt_len, capsys):
     DeepSeek: past a projection's 8 tokens), 3 tokens; the tokens are the golden model's (the
     engine's ARGMAX answers) and the RTL's cycles the timed model's. On Verilator unless
     ``--both-sims`` (Icarus takes six minutes or more: its compile and some 80,000 cycles of
-    an engine with projections up to the vocabulary's 256); one of the two models a run (the
-    seed's: a build of each takes minutes). The decoder's fast path is within 2% of the RTL's
-    cycles."""
+    an engine with projections up to the vocabulary's 256); one case of the whole-decoder
+    group a run (the seed's, tests/conftest.py: a build of each takes minutes). The decoder's
+    fast path is within 2% of the RTL's cycles."""
     code = main(["generate", "--model", name, "--prompt-len", str(prompt_len),
                  "--tokens", "3", "--sim", simulator, "--seed", str(seed), "--json"])
     report = json.loads(capsys.readouterr().out)

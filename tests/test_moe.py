@@ -391,7 +391,7 @@ MOE_SIM_CONFIGS = {
 #: A line of x a cycle (32 lanes: 128 FP32 multipliers and their trees for 4 experts), and
 #: 8 lanes with one column-tile descriptor queued (a queue of two entries, one used), on
 #: Verilator (Icarus takes over ten minutes to compile the first, over two the second) unless
-#: --both-sims.
+#: --both-sims; one of the two a run, the seed's (builds of minutes).
 MOE_SIM_WIDE = {"gpt-oss-x-lanes-32": {**MOE_SIM, "hidden": 64, "x_lanes": 32},
                 "gpt-oss-x-lanes-8-tile-queue-1": {**MOE_SIM, "hidden": 64, "x_lanes": 8,
                                                    "tile_queue": 1}}
@@ -401,7 +401,9 @@ MOE_SIM_WIDE = {"gpt-oss-x-lanes-32": {**MOE_SIM, "hidden": 64, "x_lanes": 32},
 @pytest.mark.alternate_sims
 @pytest.mark.parametrize("params", [
     *MOE_SIM_CONFIGS.values(),
-    *(pytest.param(p, marks=pytest.mark.verilator_unless_both) for p in MOE_SIM_WIDE.values())],
+    *(pytest.param(p, marks=[pytest.mark.verilator_unless_both,
+                             pytest.mark.one_case_per_seed("moe-wide")])
+      for p in MOE_SIM_WIDE.values())],
     ids=[*MOE_SIM_CONFIGS, *MOE_SIM_WIDE])
 def test_moe_rtl(simulator, seed, params):
     """Every output bit for bit against the golden layer, every read request and every

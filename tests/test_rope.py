@@ -133,9 +133,12 @@ def test_config_errors_are_one_line(params, match):
 @pytest.mark.parametrize("params", [
     {"count": 300},
     {"interleaved": 1, "latency": 1, "count": 300},
-    # DeepSeek-V3's and GPT-OSS's width, interleaved: 32 pairs a beat.
-    {"dim": 64, "interleaved": 1, "count": 100},
-    {"dim": 64, "latency": 3, "count": 100},
+    # DeepSeek-V3's and GPT-OSS's width, interleaved: 32 pairs a beat (builds of minutes:
+    # one of the two a run, the seed's; both with --both-sims).
+    pytest.param({"dim": 64, "interleaved": 1, "count": 100},
+                 marks=pytest.mark.one_case_per_seed("rope-64")),
+    pytest.param({"dim": 64, "latency": 3, "count": 100},
+                 marks=pytest.mark.one_case_per_seed("rope-64")),
     {"dim": 8, "latency": 11, "count": 200},   # every cut, the products' split shift too
     {"dim": 8, "latency": 6, "count": 200},    # the products cut twice, the sums three times
 ], ids=["halves", "interleaved", "deepseek-64", "gpt-oss-64", "every-cut", "six"])

@@ -60,14 +60,21 @@ def command_bins(what: str, ops: Iterable[str], statuses: Iterable[str]) -> dict
             **{f"status:{name}": f"an answer `{name}`" for name in statuses}}
 
 
-def bins_of(testbench: str, streams: Iterable[str]) -> dict[str, str]:
+def bins_of(testbench: str, streams: Iterable[str], config=None) -> dict[str, str]:
     """The bins of a testbench module (its ``BINS``) for a component with ``streams``: a stall
     bin for each stream but those its ``NEVER_WAITS`` names (each with the reason a beat of it
-    cannot wait: the block is always ready for it, or the runs leave it idle)."""
+    cannot wait: the block is always ready for it, or the runs leave it idle). Given the run's
+    ``config``, without the bins the module's ``unreachable(config)`` names (a configuration
+    that cannot reach them: the decoder's attention in steps of one token has no step of
+    more)."""
     module = importlib.import_module(testbench)
     never = getattr(module, "NEVER_WAITS", {})
-    return {**getattr(module, "BINS", {}),
+    bins = {**getattr(module, "BINS", {}),
             **stall_bins(name for name in streams if name not in never)}
+    if config is not None and hasattr(module, "unreachable"):
+        for name in module.unreachable(config):
+            del bins[name]
+    return bins
 
 
 def declared(block) -> dict[str, str]:

@@ -77,6 +77,18 @@ BINS = {
 }
 
 
+def unreachable(cfg) -> dict[str, str]:
+    """Left out of the runs of a configuration that cannot reach them (each with why): with
+    one token an ATTN step, `op:attn_tokens` and `op:attn_partial_tile`; with row tiles of
+    one token, `op:attn_partial_tile`."""
+    out = {}
+    if cfg.attn.max_step_tokens == 1:
+        out["op:attn_tokens"] = "the attention takes one token a step"
+    if min(cfg.attn.row_tokens, cfg.attn.max_step_tokens) == 1:
+        out["op:attn_partial_tile"] = "the attention's row tiles are of one token"
+    return out
+
+
 class Program:
     """A program being written: its commands, ``IN``'s lines and the weight memory (the
     norms' vectors, the projections' tiles, the routers' and experts' weights, ``ROPE``'s
@@ -417,11 +429,16 @@ def edge_commands(prog: Program) -> None:
 def top_moe(prog: Program, rng) -> None:
     """A ``MOE`` of the most tokens it holds, over the activation memory's last tokens in
     place, its experts' weights ending at the memory's last word (where the image can hold
-    them; its router's before them, loaded over another router), read back."""
+    them, else where they fit; its router's before them, loaded over another router), read
+    back."""
     cfg = prog.cfg
     N, hl, top = cfg.act_lines, cfg.hidden // LINE, 1 << cfg.linear.addr_bits
     t = min(cfg.moe.tokens, N // hl)
     if cfg.linear.addr_bits > 16:
+        w = moe_golden.random_weights(cfg.moe, rng)
+        prog.cmd(Op.ROUTER, addr=prog.router_weights(w))
+        prog.cmd(Op.MOE, a=N - t * hl, dst=N - t * hl, count=t, addr=prog.moe_weights(w))
+        prog.cmd(Op.OUT, a=N - t * hl, count=t * hl)
         return
     w = moe_golden.random_weights(cfg.moe, rng)
     other = moe_golden.random_weights(cfg.moe, rng)     # a router loaded over another

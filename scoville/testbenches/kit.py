@@ -60,9 +60,10 @@ class RunContext:
     @functools.cached_property
     def coverage(self) -> Coverage:
         """The run's coverage bins (:mod:`~scoville.testbenches.coverage`): its testbench's
-        ``BINS`` and a stall bin for each stream of this config's component."""
+        ``BINS`` (but those this config cannot reach) and a stall bin for each stream of this
+        config's component."""
         return Coverage(bins_of(get_block(self.block).testbench,
-                                stream_names(self.component)))
+                                stream_names(self.component), self.config))
 
     @functools.cached_property
     def codecs(self) -> dict:
