@@ -37,7 +37,10 @@ def text() -> str:
         "A run reports its bins' hits in its JSON (`scoville sim BLOCK --json`: `coverage`, "
         "every bin with its count, zeros included), and `./scripts/test` (pytest "
         "`--coverage`) fails when a declared bin of a block it simulated stays empty over "
-        "all its runs of that block: the suite's configurations together must reach every bin.",
+        "all its runs of that block: the configurations a run simulates together must reach "
+        "every bin (a bin a configuration cannot reach, which its testbench's `unreachable` "
+        "names, is left out of that configuration's runs; where a run simulates one case of "
+        "several, as of the whole decoders, that case alone reaches all of its bins).",
         "",
     ]
     for name, block in BLOCKS.items():

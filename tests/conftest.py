@@ -13,11 +13,14 @@ seed, so every run covers both simulators and successive CI runs cover every cas
 mutation so.
 A case marked ``verilator_unless_both`` (one whose Icarus run takes many minutes: Icarus
 interprets every cycle of a wide datapath) runs on Verilator alone unless ``--both-sims``.
-A test marked ``one_case_per_seed`` (a matrix of whole-decoder builds, minutes each) runs one
-of its cases, the seed's (:func:`one_case_index`: half the seed mod the cases, in collection
-order), unless ``--both-sims``: successive CI runs cover every case. The marker's argument
+A test marked ``one_case_per_seed`` (cases whose builds take minutes) runs one of its cases,
+the seed's (:func:`one_case_index`: half the seed mod the cases, in collection order), unless
+``--both-sims``: successive CI runs cover every case (``--block decoder`` keeps the seed's
+choice too: with a seed whose whole-decoder case is a tiny model, no decoder simulation). The marker's argument
 names a group that spans test functions (``one_case_per_seed("whole-decoder")``: one case of
-all of them a run). (As with the simulators, the choice comes before ``-k``:
+all of them a run). The group is of the tests collected: a run of some files may choose
+another case than the whole suite with the same seed (replay a CI run with the whole suite,
+``./scripts/test --seed N``). (As with the simulators, the choice comes before ``-k``:
 ``-k`` naming another case selects nothing; ``--both-sims`` or another seed runs it.)
 """
 
@@ -71,9 +74,10 @@ def alternate_simulator(case: int, seed: int) -> str:
 
 def pytest_collection_modifyitems(config, items):
     _alternate(config, items)
-    # The longest first (a whole decoder's build takes minutes, a simulation's seconds to
-    # minutes, most other tests less than a second), so that xdist's workers do not end with
-    # one of them building a decoder while the others wait.
+    # The longest first (the one_case_per_seed cases' builds take minutes, a simulation's
+    # seconds to minutes, most other tests less than a second), so that xdist's workers
+    # (``--dist worksteal``: an idle one takes half of another's queue) do not end with one of
+    # them building a decoder while the other waits.
     items.sort(key=lambda item: 0 if item.get_closest_marker("one_case_per_seed") else
                1 if item.get_closest_marker("sim") else 2)
     block = config.getoption("--block")

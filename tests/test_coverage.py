@@ -33,9 +33,9 @@ def test_every_block_has_a_stall_bin_per_stream(name):
 
 
 def test_a_config_leaves_out_only_the_bins_it_cannot_reach():
-    """The decoder in decode steps of one token (test_decoder's h96-heavy) cannot reach a
-    step of more or a partial row tile: its runs leave those two bins out, and only those;
-    in prefill rows of four it reaches both (nothing left out)."""
+    """The decoder whose attention takes one token a step (decode) cannot reach a step of
+    more or a partial row tile: its runs leave those two bins out, and only those; in
+    prefill steps of four tokens it reaches both (nothing left out)."""
     from scoville.testbenches.coverage import bins_of
 
     from .test_decoder import ENGINE

@@ -187,7 +187,6 @@ def test_engine_params_build_and_hold_the_context(change, tokens):
 @pytest.mark.alternate_sims
 @pytest.mark.one_case_per_seed("whole-decoder")
 @pytest.mark.parametrize(("name", "prompt_len"), [
-    # (in the order that puts the other attention beside test_decoder_rtl_wide_rope's case)
     pytest.param("tiny-deepseek", 10, marks=pytest.mark.verilator_unless_both),
     pytest.param("tiny-gpt-oss", 10, marks=pytest.mark.verilator_unless_both)])
 def test_generate_rtl(simulator, seed, name, prompt_len, capsys):

@@ -67,8 +67,9 @@ BINS = {
     "op:moe_tokens": "a MoE layer of the most tokens the MoE holds",
     "op:rope_heads": "a ROPE of more than one vector a token",
     "op:attn_step": "an ATTN step the attention block attends",
-    "op:attn_tokens": "an ATTN step of more than one token",
-    "op:attn_partial_tile": "an ATTN step whose last row tile is partial",
+    "op:attn_tokens": "an ATTN step of more than one token (that the attention attends)",
+    "op:attn_partial_tile": "an ATTN step (that the attention attends) whose last row tile is "
+                            "partial",
     "op:attn_answered": "an ATTN the attention block answers with other than OK",
     "op:rope_offset": "a ROPE whose vectors start past their token's first value",
     **{f"cmd:refused_{s}": f"a command refused with status {s}"
@@ -77,15 +78,15 @@ BINS = {
 }
 
 
-def unreachable(cfg) -> dict[str, str]:
-    """Left out of the runs of a configuration that cannot reach them (each with why): with
-    one token an ATTN step, `op:attn_tokens` and `op:attn_partial_tile`; with row tiles of
-    one token, `op:attn_partial_tile`."""
-    out = {}
+def unreachable(cfg) -> list[str]:
+    """Left out of the runs of a configuration that cannot reach them: with one token a step
+    (a step the attention attends), `op:attn_tokens` and `op:attn_partial_tile`; with row
+    tiles of one token, `op:attn_partial_tile`."""
+    out = []
     if cfg.attn.max_step_tokens == 1:
-        out["op:attn_tokens"] = "the attention takes one token a step"
+        out.append("op:attn_tokens")
     if min(cfg.attn.row_tokens, cfg.attn.max_step_tokens) == 1:
-        out["op:attn_partial_tile"] = "the attention's row tiles are of one token"
+        out.append("op:attn_partial_tile")
     return out
 
 
@@ -428,9 +429,9 @@ def edge_commands(prog: Program) -> None:
 
 def top_moe(prog: Program, rng) -> None:
     """A ``MOE`` of the most tokens it holds, over the activation memory's last tokens in
-    place, its experts' weights ending at the memory's last word (where the image can hold
-    them, else where they fit; its router's before them, loaded over another router), read
-    back."""
+    place, read back: its experts' weights ending at the memory's last word, its router's
+    before them, loaded over another router (where the image can hold them; else both
+    where they fit)."""
     cfg = prog.cfg
     N, hl, top = cfg.act_lines, cfg.hidden // LINE, 1 << cfg.linear.addr_bits
     t = min(cfg.moe.tokens, N // hl)
@@ -608,9 +609,10 @@ def _cover(cov, cfg, c: dict) -> None:
     cov.hit_if("op:rope_heads", op == Op.ROPE and c["heads"] > 1)
     cov.hit_if("op:rope_offset", op == Op.ROPE and c["off"] > 0)
     step = op == Op.ATTN and c["aop"] == AttnOp.STEP
-    cov.hit_if("op:attn_tokens", step and c["count"] > 1)
+    attended = step and c["count"] <= cfg.attn.max_step_tokens
+    cov.hit_if("op:attn_tokens", attended and c["count"] > 1)
     tile = min(cfg.attn.row_tokens, cfg.attn.max_step_tokens)
-    cov.hit_if("op:attn_partial_tile", step and tile > 1 and c["count"] % tile != 0)
+    cov.hit_if("op:attn_partial_tile", attended and tile > 1 and c["count"] % tile != 0)
 
 
 def _cover_argmax(cov, model: DecoderModel, c: dict) -> None:
