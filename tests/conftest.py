@@ -18,10 +18,11 @@ the seed's (:func:`one_case_index`: half the seed mod the cases, in collection o
 ``--both-sims``: successive CI runs cover every case (``--block decoder`` keeps the seed's
 choice too: with a seed whose whole-decoder case is a tiny model, no decoder simulation).
 The marker's argument names a group that spans test functions
-(``one_case_per_seed("whole-decoder")``: one case of all of them a run). The group is of the tests collected: a run of some files may choose
-another case than the whole suite with the same seed (replay a CI run with the whole suite,
-``./scripts/test --seed N``). (As with the simulators, the choice comes before ``-k``:
-``-k`` naming another case selects nothing; ``--both-sims`` or another seed runs it.)
+(``one_case_per_seed("whole-decoder")``: one case of all of them a run). The group is of the
+tests collected: a run of some files may choose another case than the whole suite with the
+same seed (replay a CI run with the whole suite, ``./scripts/test --seed N``). (As with the
+simulators, the choice comes before ``-k``: ``-k`` naming another case selects nothing;
+``--both-sims`` or another seed runs it.)
 """
 
 import json
