@@ -62,6 +62,8 @@ def pytest_configure(config):
                             "simulator, alternating (all on both with --both-sims)")
     config.addinivalue_line("markers", "verilator_unless_both: a case of an alternate_sims "
                             "matrix that runs on Verilator alone unless --both-sims")
+    config.addinivalue_line("markers", "longest: collected first (a build of minutes or "
+                            "more: a drawn mutation's)")
     config.addinivalue_line("markers", "one_case_per_seed(group): a matrix (or a group of "
                             "them) of which one case runs, the seed's (all with --both-sims)")
 
@@ -75,12 +77,13 @@ def alternate_simulator(case: int, seed: int) -> str:
 
 def pytest_collection_modifyitems(config, items):
     _alternate(config, items)
-    # The longest first (the one_case_per_seed cases' builds take minutes, a simulation's
-    # seconds to minutes, most other tests less than a second), so that xdist's workers
-    # (``--dist worksteal``: an idle one takes half of another's queue) do not end with one of
-    # them building a decoder while the other waits.
-    items.sort(key=lambda item: 0 if item.get_closest_marker("one_case_per_seed") else
-               1 if item.get_closest_marker("sim") else 2)
+    # The longest first (a drawn mutation's two builds and the one_case_per_seed cases' take
+    # minutes, a simulation's seconds to minutes, most other tests less than a second), so
+    # that xdist's workers (``--dist worksteal``: an idle one takes half of another's queue)
+    # do not end with one of them building a decoder while the other waits.
+    items.sort(key=lambda item: 0 if item.get_closest_marker("longest") else
+               1 if item.get_closest_marker("one_case_per_seed") else
+               2 if item.get_closest_marker("sim") else 3)
     block = config.getoption("--block")
     simcheck.ONLY_BLOCK = block
     if block is not None:

@@ -146,6 +146,7 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.mark.sim
+@pytest.mark.longest
 def test_drawn_mutation_is_caught_as_it_expects(drawn, tmp_path):
     """``--mutants N``: each drawn mutation, in a copy of the working tree, on its drawn
     simulator and the report's stimulus seeds (1, 2, 3), as ``scripts/mutants.py --only NAME``
