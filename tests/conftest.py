@@ -51,7 +51,8 @@ def pytest_addoption(parser):
                           "configurations of it)")
     parser.addoption("--mutants", type=int, default=0, metavar="N",
                      help="also draw N mutations of scripts/mutants.py (by --seed, each on a "
-                          "drawn simulator) and fail if one is not caught as it expects")
+                          "drawn simulator and stimulus seed, at most one decoder mutation) "
+                          "and fail if one is not caught as it expects")
 
 
 def pytest_configure(config):
@@ -168,7 +169,8 @@ def pytest_report_header(config):
         from .test_mutants import drawn_mutations
 
         drawn = drawn_mutations(config)
-        lines.append("mutations drawn: " + ", ".join(f"{name} on {sim}" for name, sim in drawn)
+        lines.append("mutations drawn: " + ", ".join(f"{name} on {sim}, seed {s}"
+                                                   for name, sim, s in drawn)
                      + f" (replay with --seed {seed} --mutants {len(drawn)})")
     return lines
 

@@ -116,23 +116,35 @@ def test_a_failure_counts_only_as_the_kind_it_expects():
         "first differing handshake: stream o beat 3")
 
 
-#: Blocks whose mutations a draw runs on Verilator alone: Icarus takes minutes over their six
-#: runs (baseline and mutant on three seeds), as the suite runs its big cases on Verilator
-#: (a decoder mutation: 1,069 s on Icarus in one CI run, 278 s on Verilator in another).
+#: Blocks whose mutations a draw runs on Verilator alone: Icarus takes minutes over their
+#: runs (baseline and mutant), as the suite runs its big cases on Verilator (a decoder
+#: mutation: 1,069 s on Icarus in one CI run, 278 s on Verilator in another).
 VERILATOR_ONLY = ("attention", "moe", "decoder")
+#: Blocks of which a draw takes at most one mutation: a decoder mutation builds the whole
+#: decoder twice (baseline and mutant), 450-575 s of a CI worker's time cold.
+ONE_A_DRAW = ("decoder",)
+#: The report's stimulus seeds; a drawn mutation runs on one of them, the draw's.
+REPORT_SEEDS = (1, 2, 3)
 
 
-def drawn_mutations(config) -> list[tuple[str, str]]:
-    """The ``--mutants N`` mutations a run draws, by ``--seed``: ``(name, simulator)``; never
-    a known gap of the suite."""
+def drawn_mutations(config) -> list[tuple[str, str, int]]:
+    """The ``--mutants N`` mutations a run draws, by ``--seed``: ``(name, simulator, stimulus
+    seed)``, the stimulus seed one of the report's; never a known gap of the suite, at most
+    one of a block in :data:`ONE_A_DRAW`."""
     n = config.getoption("--mutants")
     if n <= 0:
         return []
     rng = random.Random(config.getoption("--seed"))
     pool = [mu for mu in MUTANTS.MUTATIONS if not mu.gap]
-    drawn = rng.sample(pool, min(n, len(pool)))
+    drawn = []
+    for mu in rng.sample(pool, len(pool)):
+        if len(drawn) == n:
+            break
+        if mu.block in ONE_A_DRAW and any(d.block == mu.block for d in drawn):
+            continue
+        drawn.append(mu)
     return [(mu.name, "verilator" if mu.block in VERILATOR_ONLY
-             else rng.choice(MUTANTS.SIMULATORS)) for mu in drawn]
+             else rng.choice(MUTANTS.SIMULATORS), rng.choice(REPORT_SEEDS)) for mu in drawn]
 
 
 def pytest_generate_tests(metafunc):
@@ -142,25 +154,49 @@ def pytest_generate_tests(metafunc):
             skip = pytest.mark.skip(reason="no mutations drawn (--mutants N draws N)")
             metafunc.parametrize("drawn", [pytest.param(None, marks=skip)], ids=["none"])
             return
-        metafunc.parametrize("drawn", drawn, ids=[f"{name}-{sim}" for name, sim in drawn])
+        metafunc.parametrize("drawn", drawn,
+                             ids=[f"{name}-{sim}-seed{seed}" for name, sim, seed in drawn])
 
 
 @pytest.mark.sim
 @pytest.mark.longest
 def test_drawn_mutation_is_caught_as_it_expects(drawn, tmp_path):
     """``--mutants N``: each drawn mutation, in a copy of the working tree, on its drawn
-    simulator and the report's stimulus seeds (1, 2, 3), as ``scripts/mutants.py --only NAME``
-    runs it: its baseline passes and its earliest failure is the kind it expects on each."""
-    name, sim = drawn
+    simulator and one of the report's stimulus seeds (1, 2, 3: the report holds a mutation to
+    each), as ``scripts/mutants.py --only NAME --sim SIM --seed SEED`` runs it: its baseline
+    passes and its earliest failure is the kind it expects."""
+    name, sim, seed = drawn
     mu = MUTANTS.by_name()[name]
-    baselines, results = MUTANTS.run_all([mu], [sim], seeds=[1, 2, 3], jobs=1, rev=None,
+    baselines, results = MUTANTS.run_all([mu], [sim], seeds=[seed], jobs=1, rev=None,
                                          timeout=1800, scratch=tmp_path)
     (base,) = baselines.values()
     assert base[sim].status == "passed", f"{name}: baseline {base[sim].status}: {base[sim].message}"
     outcome = results[name][sim]
     assert outcome.status == "caught", (
-        f"{name} on {sim}: {outcome.status} ({mu.expects()} expected): {outcome.message}; "
-        f"replay: python scripts/mutants.py --only {name} --sim {sim}")
+        f"{name} on {sim}, seed {seed}: {outcome.status} ({mu.expects()} expected): "
+        f"{outcome.message}; replay: python scripts/mutants.py --only {name} --sim {sim} "
+        f"--seed {seed}")
+
+
+def test_a_draw_takes_at_most_one_decoder_mutation_and_covers_every_one_over_seeds():
+    """The draw's cap: never two mutations of a block in ONE_A_DRAW in a run, N mutations
+    still drawn, and over seeds every mutation, on each report seed, comes up."""
+    class Config:
+        def __init__(self, seed):
+            self.options = {"--mutants": 3, "--seed": seed}
+
+        def getoption(self, name):
+            return self.options[name]
+
+    blocks = {mu.name: mu.block for mu in MUTANTS.MUTATIONS}
+    seen = set()
+    for seed in range(400):
+        drawn = drawn_mutations(Config(seed))
+        assert len(drawn) == 3 and len({name for name, _, _ in drawn}) == 3
+        assert sum(blocks[name] in ONE_A_DRAW for name, _, _ in drawn) <= 1
+        assert all(s in REPORT_SEEDS for _, _, s in drawn)
+        seen |= {name for name, _, _ in drawn}
+    assert seen == {mu.name for mu in MUTANTS.MUTATIONS if not mu.gap}
 
 
 SUITE = load("mutants_suite")
