@@ -192,6 +192,12 @@ class AttentionConfig:
         consecutive rows. (A decode step is one tile of one token.)"""
         return max(1, min(self.q_tokens, self.array.rows // self.group))
 
+    @property
+    def tile_tokens(self) -> int:
+        """Query tokens a full row tile of a step holds: ``row_tokens``, or 1 in decode (the
+        RTL's Q buffers, score rows and tile walk are sized by it)."""
+        return min(self.row_tokens, self.max_step_tokens)
+
     def rtl_error(self) -> str | None:
         """Why the RTL block cannot be built with this config (None when it can): what the
         golden model covers and the RTL does not yet, and the shapes its dataflow needs (the
@@ -371,7 +377,7 @@ class Attention(wiring.Component):
         m.submodules.feeder = feeder = AppendFeeder(
             kv_heads=kv.kv_heads, dim=kv.head_dim, token_lines=kv.token_lines,
             line_bits=kv.line_bits, kv_fmt=kv.kv_fmt, mla=cfg.mla)
-        tq = min(cfg.row_tokens, cfg.max_step_tokens)
+        tq = cfg.tile_tokens
         m.submodules.query = query = QueryBuffer(
             dim=kv.head_dim, kv_heads=kv.kv_heads, group=cfg.group, row_tokens=tq,
             tiles=-(-cfg.max_step_tokens // tq), max_vectors=256 * cfg.q_heads)

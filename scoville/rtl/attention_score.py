@@ -21,7 +21,7 @@ _SIGN = 0x8000_0000
 
 def score_rows(cfg) -> int:
     """The rows of a full row tile (the array's rows a step uses): tokens of a tile x group."""
-    return min(cfg.row_tokens, cfg.max_step_tokens) * cfg.group
+    return cfg.tile_tokens * cfg.group
 
 
 def score_tiles(cfg) -> int:

@@ -31,7 +31,7 @@ class ChunkWalk:
 
     def __init__(self, m, name, cfg, base, tokens, window):
         self._cfg = cfg
-        tq = min(cfg.row_tokens, cfg.max_step_tokens)
+        tq = cfg.tile_tokens
         tiles = -(-cfg.max_step_tokens // tq)
         self.tile = Signal(range(max(tiles, 2)), name=f"{name}_tile")
         self.h = Signal(range(max(cfg.kv.kv_heads, 2)), name=f"{name}_h")

@@ -85,7 +85,7 @@ def unreachable(cfg) -> list[str]:
     out = []
     if cfg.attn.max_step_tokens == 1:
         out.append("op:attn_tokens")
-    if min(cfg.attn.row_tokens, cfg.attn.max_step_tokens) == 1:
+    if cfg.attn.tile_tokens == 1:
         out.append("op:attn_partial_tile")
     return out
 
@@ -435,17 +435,15 @@ def top_moe(prog: Program, rng) -> None:
     cfg = prog.cfg
     N, hl, top = cfg.act_lines, cfg.hidden // LINE, 1 << cfg.linear.addr_bits
     t = min(cfg.moe.tokens, N // hl)
-    if cfg.linear.addr_bits > 16:
-        w = moe_golden.random_weights(cfg.moe, rng)
-        prog.cmd(Op.ROUTER, addr=prog.router_weights(w))
-        prog.cmd(Op.MOE, a=N - t * hl, dst=N - t * hl, count=t, addr=prog.moe_weights(w))
-        prog.cmd(Op.OUT, a=N - t * hl, count=t * hl)
-        return
     w = moe_golden.random_weights(cfg.moe, rng)
-    other = moe_golden.random_weights(cfg.moe, rng)     # a router loaded over another
-    prog.cmd(Op.ROUTER, addr=prog.router_weights(other))
-    prog.cmd(Op.ROUTER, addr=prog.router_weights(w))
-    addr = prog.moe_weights(w, top - cfg.moe_words)
+    if cfg.linear.addr_bits > 16:       # the image cannot hold the top: where they fit
+        prog.cmd(Op.ROUTER, addr=prog.router_weights(w))
+        addr = prog.moe_weights(w)
+    else:
+        other = moe_golden.random_weights(cfg.moe, rng)     # a router loaded over another
+        prog.cmd(Op.ROUTER, addr=prog.router_weights(other))
+        prog.cmd(Op.ROUTER, addr=prog.router_weights(w))
+        addr = prog.moe_weights(w, top - cfg.moe_words)
     prog.cmd(Op.MOE, a=N - t * hl, dst=N - t * hl, count=t, addr=addr)
     prog.cmd(Op.OUT, a=N - t * hl, count=t * hl)
 
@@ -611,7 +609,7 @@ def _cover(cov, cfg, c: dict) -> None:
     step = op == Op.ATTN and c["aop"] == AttnOp.STEP
     attended = step and c["count"] <= cfg.attn.max_step_tokens
     cov.hit_if("op:attn_tokens", attended and c["count"] > 1)
-    tile = min(cfg.attn.row_tokens, cfg.attn.max_step_tokens)
+    tile = cfg.attn.tile_tokens
     cov.hit_if("op:attn_partial_tile", attended and tile > 1 and c["count"] % tile != 0)
 
 
