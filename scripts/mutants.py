@@ -51,6 +51,8 @@ from scoville.testbenches.failures import Kind, kind_of, stream_of, without_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMULATORS = ("icarus", "verilator")
+#: The stimulus seeds a mutation runs on by default (the report's).
+SEEDS = (1, 2, 3)
 DEFAULT_OUT = "docs/verification.md"
 
 
@@ -2469,9 +2471,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", action="append", metavar="NAME",
                    help="run this mutation only (repeatable); --list shows the names")
     p.add_argument("--sim", choices=(*SIMULATORS, "both"), default="both")
-    p.add_argument("--seed", type=int, nargs="+", default=[1, 2, 3],
+    p.add_argument("--seed", type=int, nargs="+", default=list(SEEDS),
                    help="stimulus seeds; a mutation is caught only if it is on every one "
-                        "(default 1 2 3)")
+                        f"(default {' '.join(map(str, SEEDS))})")
     p.add_argument("--jobs", type=int, default=1, help="simulations at once (default 1)")
     p.add_argument("--out", help=f"report file (default {DEFAULT_OUT} when every mutation "
                                  "runs; none with --only)")

@@ -288,9 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", action="append", metavar="NAME",
                    help="run this mutation only (repeatable); scripts/mutants.py --list "
                         "shows the names")
-    p.add_argument("--seed", type=int, nargs="+", default=[1, 2, 3],
+    p.add_argument("--seed", type=int, nargs="+", default=list(mutants.SEEDS),
                    help="stimulus seeds; a mutation is caught only if it is on every one "
-                        "(default 1 2 3)")
+                        f"(default {' '.join(map(str, mutants.SEEDS))})")
     p.add_argument("--jobs", type=int, default=1, help="suite runs at once (default 1)")
     p.add_argument("--out", help=f"report file (default {DEFAULT_OUT} when every mutation "
                                  "runs; none with --only)")

@@ -169,7 +169,7 @@ def pytest_report_header(config):
         from .test_mutants import drawn_mutations
 
         drawn = drawn_mutations(config)
-        lines.append("mutations drawn: " + ", ".join(f"{name} on {sim}, seed {s}"
+        lines.append("mutations drawn: " + "; ".join(f"{name} on {sim} (stimulus seed {s})"
                                                    for name, sim, s in drawn)
                      + f" (replay with --seed {seed} --mutants {len(drawn)})")
     return lines

@@ -662,13 +662,24 @@ def test_fast_path_scales_with_the_context_at_the_reads_line_rate(params):
     assert long["kv.reads"] == 128 * 1024 * (cfg.kv.token_lines + v_lines) * cfg.kv.kv_heads
 
 
+def test_a_decode_step_is_one_tile_of_one_token_whatever_the_rows():
+    """The RTL's Q buffers, score rows and tile walk are sized by ``tile_tokens``: in decode
+    one token, even where the array's rows would hold a row tile of more in prefill."""
+    for mode, tile, tiles in (("decode", 1, 1), ("prefill", 2, 4)):
+        cfg = build_config(AttentionConfig, {**SMALL, "array.rows": 4, "q_tokens": 8,
+                                             "mode": mode})
+        assert cfg.row_tokens == 2
+        assert (cfg.tile_tokens, cfg.step_tiles) == (tile, tiles)
+
+
 def test_prefill_step_appends_t_tokens_and_attends_in_row_tiles():
     """A prefill step of T tokens: T appends, then row tiles of ``row_tokens`` tokens (two
     here: 4 rows, groups of 2), each KV head's chunks over the tile's positions; the output
     is :func:`prefill` in ``o``'s order; the timed model reads every line and emits every
     beat."""
     cfg = build_config(AttentionConfig, PREFILL)
-    assert cfg.row_tokens == 2 and cfg.max_step_tokens == 8
+    assert cfg.row_tokens == cfg.tile_tokens == 2 and cfg.max_step_tokens == 8
+    assert cfg.step_tiles == 4
     rng = np.random.default_rng(5)
     model = AttentionModel(cfg)
     d, kv = cfg.kv.head_dim, cfg.kv.kv_heads

@@ -156,7 +156,7 @@ def test_query_buffer_unit_model_is_its_rtl(gap):
     heads, group, dim = 2, 2, 4
     counts = [(int(rng.integers(1, 5)) * heads * group, drop) for drop in (0, 1, 0, 0)]
     total = sum(n for n, _ in counts)
-    dut = QueryBufferRtl(dim=dim, kv_heads=heads, group=group, row_tokens=2, tiles=2,
+    dut = QueryBufferRtl(dim=dim, kv_heads=heads, group=group, tile_tokens=2, tiles=2,
                          max_vectors=16)
     vec = [[int(x) for x in rng.integers(0, 2**32, dim)] for _ in range(total)]
     valid = Schedule([seed, 1], gap)

@@ -189,7 +189,8 @@ class AttentionConfig:
     def row_tokens(self) -> int:
         """Query tokens a row tile of a prefill step holds: as many whole groups as the array
         has rows (at least one, at most ``q_tokens``), each token's ``group`` query heads on
-        consecutive rows. (A decode step is one tile of one token.)"""
+        consecutive rows. (A decode step is one tile of one token: the RTL is sized by
+        :attr:`tile_tokens`.)"""
         return max(1, min(self.q_tokens, self.array.rows // self.group))
 
     @property
@@ -197,6 +198,11 @@ class AttentionConfig:
         """Query tokens a full row tile of a step holds: ``row_tokens``, or 1 in decode (the
         RTL's Q buffers, score rows and tile walk are sized by it)."""
         return min(self.row_tokens, self.max_step_tokens)
+
+    @property
+    def step_tiles(self) -> int:
+        """Row tiles of the longest step: ``max_step_tokens / tile_tokens``, rounded up."""
+        return -(-self.max_step_tokens // self.tile_tokens)
 
     def rtl_error(self) -> str | None:
         """Why the RTL block cannot be built with this config (None when it can): what the
@@ -377,10 +383,9 @@ class Attention(wiring.Component):
         m.submodules.feeder = feeder = AppendFeeder(
             kv_heads=kv.kv_heads, dim=kv.head_dim, token_lines=kv.token_lines,
             line_bits=kv.line_bits, kv_fmt=kv.kv_fmt, mla=cfg.mla)
-        tq = cfg.tile_tokens
         m.submodules.query = query = QueryBuffer(
-            dim=kv.head_dim, kv_heads=kv.kv_heads, group=cfg.group, row_tokens=tq,
-            tiles=-(-cfg.max_step_tokens // tq), max_vectors=256 * cfg.q_heads)
+            dim=kv.head_dim, kv_heads=kv.kv_heads, group=cfg.group, tile_tokens=cfg.tile_tokens,
+            tiles=cfg.step_tiles, max_vectors=256 * cfg.q_heads)
         m.submodules.read_issuer = reader = ReadIssuer(cfg)
         m.submodules.cmd_issuer = issuer = CommandIssuer(cfg)
         m.submodules.beats = beats = LinesToBeats(

@@ -16,7 +16,7 @@ class QueryBuffer(wiring.Component):
 
     The vectors come token by token, KV head by KV head, the head's group of query heads in
     order; each is rounded to BF16 into the buffer of its row of a row tile (row ``token in
-    the tile * group + query head in the group``, ``row_tokens`` tokens a tile), at entry
+    the tile * group + query head in the group``, ``tile_tokens`` tokens a tile), at entry
     ``tile * kv_heads + KV head``. A cycle with ``start`` high loads the count of vectors to
     take; ``idle`` is high when none is left. With ``drop`` high they are taken and not
     stored (a step refused for its length).
@@ -35,9 +35,9 @@ class QueryBuffer(wiring.Component):
     rd_data : Out(ArrayLayout(ArrayLayout(16, dim), rows))
     """
 
-    def __init__(self, *, dim: int, kv_heads: int, group: int, row_tokens: int, tiles: int,
+    def __init__(self, *, dim: int, kv_heads: int, group: int, tile_tokens: int, tiles: int,
                  max_vectors: int):
-        self._d, self._h, self._g, self._tq, self._tiles = dim, kv_heads, group, row_tokens, tiles
+        self._d, self._h, self._g, self._tq, self._tiles = dim, kv_heads, group, tile_tokens, tiles
         self.entries = max(tiles * kv_heads, 2)  # a memory of one has a zero-width address
         super().__init__({
             "q": In(stream.Signature(data.ArrayLayout(32, dim))),
@@ -45,7 +45,7 @@ class QueryBuffer(wiring.Component):
             "idle": Out(1),
             "rd_addr": In(range(self.entries)), "rd_en": In(1),
             "rd_data": Out(data.ArrayLayout(data.ArrayLayout(16, dim),
-                                            row_tokens * group)),
+                                            tile_tokens * group)),
         })
 
     def elaborate(self, platform):

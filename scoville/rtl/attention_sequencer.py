@@ -20,8 +20,7 @@ _SIGN = 0x8000_0000
 
 def query_entries(cfg) -> int:
     """Entries of each row's Q buffer: a step's row tiles x KV heads (at least two)."""
-    tq = cfg.tile_tokens
-    return max(-(-cfg.max_step_tokens // tq) * cfg.kv.kv_heads, 2)
+    return max(cfg.step_tiles * cfg.kv.kv_heads, 2)
 
 
 class ASequencer(Walker):

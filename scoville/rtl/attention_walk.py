@@ -31,8 +31,7 @@ class ChunkWalk:
 
     def __init__(self, m, name, cfg, base, tokens, window):
         self._cfg = cfg
-        tq = cfg.tile_tokens
-        tiles = -(-cfg.max_step_tokens // tq)
+        tq, tiles = cfg.tile_tokens, cfg.step_tiles
         self.tile = Signal(range(max(tiles, 2)), name=f"{name}_tile")
         self.h = Signal(range(max(cfg.kv.kv_heads, 2)), name=f"{name}_h")
         self.c0 = Signal(TOKEN_BITS + 1, name=f"{name}_c0")

@@ -533,7 +533,7 @@ class Decoder(wiring.Component):
             attn=Attention(A), qwalk=VecWalker(cfg.line_bits, D),
             kvwalk=VecWalker(cfg.line_bits, D), qgather=VecGather(D), kvgather=VecGather(D),
             owalk=OutWalker(cfg.line_bits, q_heads=A.q_heads, kv_heads=A.kv.kv_heads,
-                            v_dim=VD, row_tokens=A.tile_tokens),
+                            v_dim=VD, tile_tokens=A.tile_tokens),
             split=Splitter(line_layout(), VD // LINE) if VD > LINE else None)
         _register(m, "attn", parts)
         return parts

@@ -327,9 +327,9 @@ class OutWalker(wiring.Component):
     """
 
     def __init__(self, line_bits: int, *, q_heads: int, kv_heads: int, v_dim: int,
-                 row_tokens: int):
+                 tile_tokens: int):
         self._line_bits, self._qh, self._kvh = line_bits, q_heads, kv_heads
-        self._vd, self._rt = v_dim, row_tokens
+        self._vd, self._rt = v_dim, tile_tokens
         super().__init__({"start": In(1), "dst": In(line_bits), "count": In(16),
                           "o": Out(stream.Signature(walk_layout(line_bits)))})
 

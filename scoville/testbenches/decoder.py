@@ -436,7 +436,9 @@ def top_moe(prog: Program, rng) -> None:
     N, hl, top = cfg.act_lines, cfg.hidden // LINE, 1 << cfg.linear.addr_bits
     t = min(cfg.moe.tokens, N // hl)
     w = moe_golden.random_weights(cfg.moe, rng)
-    if cfg.linear.addr_bits > 16:       # the image cannot hold the top: where they fit
+    # An image of 2**addr_bits words past 64 Ki is too big to build: placed at the next
+    # free words instead of at the top.
+    if cfg.linear.addr_bits > 16:
         prog.cmd(Op.ROUTER, addr=prog.router_weights(w))
         addr = prog.moe_weights(w)
     else:
