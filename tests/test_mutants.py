@@ -190,14 +190,16 @@ def test_a_draw_takes_at_most_one_decoder_mutation_and_meets_every_one_on_every_
 
     assert "decoder" in ONE_A_DRAW
     blocks = {mu.name: mu.block for mu in MUTANTS.MUTATIONS}
+    every = {(mu.name, s) for mu in MUTANTS.MUTATIONS if not mu.gap for s in MUTANTS.SEEDS}
     seen = set()
-    for seed in range(1500):
+    for seed in range(20_000):   # all of them by seed 1081 today; a new mutation reshuffles
         drawn = drawn_mutations(Config(seed))
         assert len(drawn) == 3 and len({name for name, _, _ in drawn}) == 3
         assert sum(blocks[name] == "decoder" for name, _, _ in drawn) <= 1
         seen |= {(name, s) for name, _, s in drawn}
-    assert seen == {(mu.name, s) for mu in MUTANTS.MUTATIONS if not mu.gap
-                    for s in MUTANTS.SEEDS}
+        if seen == every and seed >= 200:
+            break
+    assert seen == every
 
 
 SUITE = load("mutants_suite")
