@@ -4,8 +4,7 @@ Verilator at reduced size, against the models the exploration uses.
 - ``gemm`` on an 8 x 8 MXFP4 array, GEMMs of one shape: the RTL's cycles, the timed model's,
   and the closed form (:func:`~scoville.sim.cycles.gemm.run_cycles`) at the array config the
   blocks chip's GEMM times come from (``scoville.explore.blocks._gemm_config``): all three
-  should be equal (today the blocks chip times its GEMMs at the default format's, int8's,
-  unit stages, 16 cycles a command fewer than MXFP4's: the row says NO).
+  equal.
 - ``moe`` at H = I = 64, 8 experts, top-2, on an 8 x 8 array: the RTL's cycles and the timed
   model's (equal), and the MoE fast path the blocks chip uses, for the routing the RTL made
   (within its tolerance, 2.5%).

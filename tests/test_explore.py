@@ -93,7 +93,8 @@ def test_a_blocks_chip_takes_its_gemm_times_from_the_gemm_model(rows, cols):
     weights, over the clock: changing the array changes it as the gemm model says."""
     chip = dataclasses.replace(CHIPS["scoville-a64"], array_rows=rows, array_cols=cols)
     seconds, flops, weight = blocks._gemm_time(chip, 100, 2880, 5120, 1, "bf16", 2, 1e30)
-    want = gemm_timed.command_cycles(build_config(GemmConfig, {"rows": rows, "cols": cols}),
+    want = gemm_timed.command_cycles(build_config(GemmConfig, {"rows": rows, "cols": cols,
+                                                              "fmt": "mxfp4"}),
                                      100, 2880, math.ceil(5120 / 2 / chip.cores))
     assert seconds == pytest.approx((want + blocks.MEM_LATENCY) / (chip.clock_ghz * 1e9))
     assert flops == 2 * 100 * 2880 * 5120 / 2 and weight == 2880 * 5120 / 2 * 2

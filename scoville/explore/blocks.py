@@ -80,7 +80,9 @@ HANDOVER = 3
 
 @functools.cache
 def _gemm_config(rows: int, cols: int) -> GemmConfig:
-    return build_config(GemmConfig, {"rows": rows, "cols": cols})
+    """The chip's array: Scoville's MXFP4 GEMM engine (its unit stages set a command's
+    latency; ``scoville explore --verify`` holds its closed form to the RTL's)."""
+    return build_config(GemmConfig, {"rows": rows, "cols": cols, "fmt": "mxfp4"})
 
 
 def gemm_cycles(rows: int, cols: int, m: int, k: int, n: int) -> int:
