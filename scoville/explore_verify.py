@@ -11,7 +11,7 @@ Verilator at reduced size, against the models the exploration uses.
 - ``attention`` decode on an 8 x 16 array, KV lines of 256 bits (P V in four column tiles;
   the blocks chip's 8 x 64 BF16 array takes Amaranth past 24 GB): the RTL's cycles and the
   timed model's (equal; the decode fast path the blocks chip uses equals the timed model,
-  ``tests/test_attention.py``, on arrays of one column tile).
+  ``tests/test_attention.py``, this point among its cases).
 - ``decoder``: tiny GPT-OSS's two layers and head in the decoder block (``scoville generate``,
   a prompt of 4 and one token: the prefill pass, a program a layer): the RTL's cycles, the
   timed model's (equal) and the decoder's fast path (:func:`scoville.sim.cycles.decoder.fast`,

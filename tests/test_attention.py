@@ -564,7 +564,10 @@ def test_default_decode_streams_the_cache_at_95_percent_at_1k_context():
     {"chunk": 32, "q_heads": 4, "kv.kv_heads": 2, "kv.head_dim": 32, "array.cols": 32,
      "window": 70, "kv.page_tokens": 2},
     {**MLA, "chunk": 64, "kv.bank_words": 32768},
-], ids=["default", "window", "array-bound-3-heads", "2-heads-window", "mla"])
+    # scoville explore --verify's point: P V in four column tiles of 16, lines of 256 bits
+    {"kv.kv_heads": 2, "kv.head_dim": 64, "q_heads": 16, "array.rows": 8, "array.cols": 16,
+     "kv.banks": 4, "kv.bank_words": 32768},
+], ids=["default", "window", "array-bound-3-heads", "2-heads-window", "mla", "column-tiles"])
 def test_fast_path_is_the_cycle_model_at_every_count(params):
     """:func:`decode_step` (the closed form in the chunks and heads) gives the cycle-level
     model's cycles and every counter, at lengths with one chunk, a partial first or last
