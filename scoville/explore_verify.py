@@ -3,7 +3,7 @@ Verilator at reduced size, against the models the exploration uses.
 
 - ``gemm`` on an 8 x 8 MXFP4 array, GEMMs of one shape: the RTL's cycles, the timed model's,
   and the closed form (:func:`~scoville.sim.cycles.gemm.run_cycles`) at the array config the
-  blocks chip's GEMM times come from (``scoville.explore.blocks._gemm_config``): all three
+  blocks chip's GEMM times come from (``scoville.explore.blocks.gemm_config``): all three
   equal.
 - ``moe`` at H = I = 64, 8 experts, top-2, on an 8 x 8 array: the RTL's cycles and the timed
   model's (equal), and the MoE fast path the blocks chip uses, for the routing the RTL made
@@ -74,7 +74,7 @@ def verify(seed: int = 1, out=sys.stdout) -> int:
               "n": shape[2], "count": 3, "gap": 0, "backpressure": 0}
     _, m = _run("gemm", params, seed)
     # The closed form at the array config the exploration times the blocks chip's GEMMs with.
-    closed = gemm_timed.run_cycles(blocks._gemm_config(8, 8), [shape] * 3)
+    closed = gemm_timed.run_cycles(blocks.gemm_config(8, 8), [shape] * 3)
     good = m["cycles"] == m["model_cycles"] == closed
     ok &= good
     rows.append(("gemm 8x8 mxfp4, 3 x (16, 64, 32)", m["cycles"], m["model_cycles"], closed,

@@ -79,7 +79,7 @@ HANDOVER = 3
 
 
 @functools.cache
-def _gemm_config(rows: int, cols: int) -> GemmConfig:
+def gemm_config(rows: int, cols: int) -> GemmConfig:
     """The chip's array: Scoville's MXFP4 GEMM engine (its unit stages set a command's
     latency; ``scoville explore --verify`` holds its closed form to the RTL's)."""
     return build_config(GemmConfig, {"rows": rows, "cols": cols, "fmt": "mxfp4"})
@@ -87,7 +87,7 @@ def _gemm_config(rows: int, cols: int) -> GemmConfig:
 
 def gemm_cycles(rows: int, cols: int, m: int, k: int, n: int) -> int:
     """Cycles of one core's command of M x K x N on a rows x cols array."""
-    return gemm_timed.command_cycles(_gemm_config(rows, cols), m, k, n)
+    return gemm_timed.command_cycles(gemm_config(rows, cols), m, k, n)
 
 
 @functools.cache
@@ -562,7 +562,7 @@ def blocks_phase(chip, model, par, tokens: float, context: float, experts: float
     else:
         peak = chip.cores * chip.array_rows * chip.array_cols * 2 * clock
         d = a.head_dim if a.kind == "gqa" else a.kv_lora_rank + a.qk_rope
-        eff = (gemm_timed.ideal_cycles(_gemm_config(chip.array_rows, chip.array_cols),
+        eff = (gemm_timed.ideal_cycles(gemm_config(chip.array_rows, chip.array_cols),
                                        256, d, chip.array_cols)
                / gemm_cycles(chip.array_rows, chip.array_cols, 256, d, chip.array_cols))
         t += att_flops / (peak * eff)
