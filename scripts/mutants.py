@@ -19,11 +19,17 @@ failure is of another kind (a test that only timed out included) counts as *caug
 otherwise*, not as caught: the suite then catches the bug by chance, not by the check meant
 for it.
 
-Writes ``docs/verification.md`` (when every mutation is run, or ``--out`` is given) and exits
-non-zero when a baseline fails, a mutation survives or a run goes wrong.
+Writes ``docs/verification.md`` and the outcomes it is written from,
+``docs/verification.json``, when every mutation is run; ``--merge`` puts a run's outcomes
+(``--block NAME`` or ``--only NAME`` choosing some) into that file in place of the earlier
+ones of the same mutations and rewrites the report from all of them, each cell naming its
+run (the whole set takes hours on two cores: the decoder's mutations build the whole decoder);
+``--out FILE.md`` writes a report of the run alone. Exits non-zero when a baseline fails, a
+mutation survives or a run goes wrong.
 
-Usage: ``python scripts/mutants.py [--only NAME]... [--sim icarus|verilator|both] [--seed N...]
-[--jobs N] [--out FILE.md] [--rev REV] [--timeout S] [--keep] [--list]``
+Usage: ``python scripts/mutants.py [--only NAME]... [--block NAME]... [--merge]
+[--sim icarus|verilator|both] [--seed N...] [--jobs N] [--out FILE.md] [--rev REV]
+[--timeout S] [--keep] [--list]``
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ SIMULATORS = ("icarus", "verilator")
 #: The stimulus seeds a mutation runs on by default (the report's).
 SEEDS = (1, 2, 3)
 DEFAULT_OUT = "docs/verification.md"
+#: Every run's outcomes, from which the report is written (``--merge`` adds to it).
+STORE = "docs/verification.json"
 
 
 @dataclass(frozen=True)
@@ -2371,30 +2379,113 @@ def _version(baselines: dict, sim: str) -> str:
     return found[0] if found else "(version unknown)"
 
 
-def write_report(path: Path, command: str, tree: str, seeds: list[int], sims: list[str],
-                 mutations: list[Mutation], baselines: dict, results: dict,
-                 wall: float) -> None:
-    caught = {sim: sum(results[mu.name][sim].status == "caught" for mu in mutations)
-              for sim in sims}
-    everywhere = sum(all(results[mu.name][sim].status == "caught" for sim in sims)
-                     for mu in mutations)
-    passed = {sim: sum(b[sim].status == "passed" for b in baselines.values()) for sim in sims}
-    otherwise = {sim: sum(results[mu.name][sim].status == "otherwise" for mu in mutations)
-                 for sim in sims}
-    kinds = {kind: sum(mu.expect is kind for mu in mutations) for kind in Kind}
-    gaps = [f"`{mu.name}`" for mu in mutations if mu.gap]
-    versions = ", ".join(f"{sim} {_version(baselines, sim)}" for sim in sims)
+#: The outcome fields a report keeps (:func:`record`).
+_KEPT = ("status", "failed", "passed", "message", "sim_version", "reused")
+
+
+def record(outcome: Outcome) -> dict[str, Any]:
+    """What the store keeps of one outcome: enough to write its cell."""
+    return {k: getattr(outcome, k) for k in _KEPT}
+
+
+def recorded(entry: dict[str, Any]) -> Outcome:
+    return Outcome(**{k: entry[k] for k in _KEPT if k in entry})
+
+
+def _params_key(params: dict) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def new_store() -> dict[str, Any]:
+    return {"runs": [], "mutations": {}, "baselines": {}}
+
+
+def add_run(store: dict[str, Any], command: str, tree: str, seeds: list[int],
+            sims: list[str], mutations: list[Mutation], baselines: dict, results: dict,
+            wall: float) -> dict[str, Any]:
+    """``store`` with this run's outcomes in place of any earlier ones of the same mutation
+    and simulator (or baseline and simulator), and the run listed; entries of mutations no
+    longer in :data:`MUTATIONS` are dropped. Returns ``store`` (changed in place)."""
     runs = [o for b in baselines.values() for s in sims for o in [b[s]]]
     runs += [results[mu.name][s] for mu in mutations for s in sims]
-    reused = sum(bool(o.reused) for o in runs)
+    n = len(store["runs"]) + 1
+    store["runs"].append({
+        "run": n, "command": command, "tree": tree, "seeds": list(seeds), "sims": list(sims),
+        "mutations": len(mutations), "seconds": round(wall), "builds": len(runs),
+        "reused": sum(bool(o.reused) for o in runs)})
+    for mu in mutations:
+        entry = store["mutations"].setdefault(mu.name, {})
+        for sim in sims:
+            entry[sim] = {**record(results[mu.name][sim]), "run": n}
+    for (block, key), b in baselines.items():
+        entry = store["baselines"].setdefault(f"{block} {key}", {
+            "block": block, "params": b["params"], "tests": []})
+        entry["tests"] = b["tests"] if all(sim in b for sim in sims) else entry["tests"]
+        for sim in sims:
+            entry[sim] = {**record(b[sim]), "run": n}
+    names = {mu.name for mu in MUTATIONS}
+    store["mutations"] = {k: v for k, v in store["mutations"].items() if k in names}
+    groups = {f"{mu.block} {_params_key(mu.params)}" for mu in MUTATIONS}
+    store["baselines"] = {k: v for k, v in store["baselines"].items() if k in groups}
+    used = {e["run"] for kind in ("mutations", "baselines") for v in store[kind].values()
+            for e in v.values() if isinstance(e, dict) and "run" in e}
+    store["runs"] = [r for r in store["runs"] if r["run"] in used]
+    return store
+
+
+def render(store: dict[str, Any], only: list[Mutation] | None = None) -> str:
+    """The report of ``store``: a row for every mutation of :data:`MUTATIONS` (or of ``only``;
+    ``not run`` where no run has simulated it), each cell naming the run that gave it."""
+    sims = list(SIMULATORS)
+    mutations = list(only or MUTATIONS)
+
+    def outcome(entry: dict | None, sim: str) -> Outcome | None:
+        return recorded(entry[sim]) if entry and sim in entry else None
+
+    def cell(entry: dict | None, sim: str, *, baseline: bool = False) -> str:
+        text = _cell(outcome(entry, sim), baseline=baseline)
+        return text if entry is None or sim not in entry else (
+            f"{text} (run {entry[sim]['run']})")
+
+    results = {mu.name: store["mutations"].get(mu.name) for mu in mutations}
+    status = {(mu.name, sim): (results[mu.name] or {}).get(sim, {}).get("status", "not run")
+              for mu in mutations for sim in sims}
+    caught = {sim: sum(status[mu.name, sim] == "caught" for mu in mutations) for sim in sims}
+    run_count = {sim: sum(status[mu.name, sim] != "not run" for mu in mutations)
+                 for sim in sims}
+    everywhere = sum(all(status[mu.name, sim] == "caught" for sim in sims) for mu in mutations)
+    otherwise = {sim: sum(status[mu.name, sim] == "otherwise" for mu in mutations)
+                 for sim in sims}
+    baselines = store["baselines"]
+    passed = {sim: sum(b.get(sim, {}).get("status") == "passed" for b in baselines.values())
+              for sim in sims}
+    kinds = {kind: sum(mu.expect is kind for mu in mutations) for kind in Kind}
+    gaps = [f"`{mu.name}`" for mu in mutations if mu.gap]
+    versions = {sim: sorted({e[sim]["sim_version"] for kind in ("mutations", "baselines")
+                             for e in store[kind].values()
+                             if sim in e and e[sim].get("sim_version")}) for sim in sims}
     m = len(mutations)
     lines = [
         "# Verification: mutation testing",
         "",
-        f"Made by `{command}` on {tree}, stimulus seeds {', '.join(map(str, seeds))}, "
-        f"{versions}; do not edit by hand. "
-        f"The run took {_duration(wall)} ({reused} of {len(runs)} builds found in the build "
-        "cache).",
+        "Made by `scripts/mutants.py` (do not edit by hand): its runs' outcomes are kept in "
+        "`docs/verification.json`; a run with `--merge` replaces the outcomes of the "
+        "mutations it ran (a block's with `--block NAME`) and this report is written from "
+        "all of them, each cell naming the run it comes from:",
+        "",
+        "| run | command | tree | seeds | simulators | mutations | took | builds found in "
+        "the build cache |",
+        "|---:|---|---|---|---|---:|---:|---:|",
+    ]
+    for r in store["runs"]:
+        lines.append(f"| {r['run']} | `{r['command']}` | {r['tree']} | "
+                     f"{', '.join(map(str, r['seeds']))} | {', '.join(r['sims'])} | "
+                     f"{r['mutations']} | {_duration(r['seconds'])} | "
+                     f"{r['reused']} of {r['builds']} |")
+    lines += [
+        "",
+        "Simulators: " + "; ".join(f"{sim} {', '.join(versions[sim]) or '(version unknown)'}"
+                                   for sim in sims) + ".",
         "",
         "Each mutation is a named bug put into a copy of the RTL (`scripts/mutants.py` holds "
         "the exact source text it replaces). The copy is simulated with the block parameters "
@@ -2415,11 +2506,10 @@ def write_report(path: Path, command: str, tree: str, seeds: list[int], sims: li
         "simulated unmutated (the baseline), which must pass.",
         "",
         f"**{everywhere} of {m} mutations caught as expected on every simulator** ("
-        + ", ".join(f"{sim}: {caught[sim]} of {m}" for sim in sims)
+        + ", ".join(f"{sim}: {caught[sim]} of {m}, {run_count[sim]} run" for sim in sims)
         + "; caught otherwise: "
         + ", ".join(f"{sim} {otherwise[sim]}" for sim in sims)
-        + f"; {m} mutations x {len(sims)} simulators x {len(seeds)} seeds = "
-        f"{m * len(sims) * len(seeds)} simulations: a mutation counts as caught on a simulator "
+        + "; each on the seeds its run names: a mutation counts as caught on a simulator "
         "when it is caught as expected on every seed); expected kinds: "
         + ", ".join(f"{kind.value} {n}" for kind, n in kinds.items() if n)
         + "; baselines passed: "
@@ -2433,7 +2523,7 @@ def write_report(path: Path, command: str, tree: str, seeds: list[int], sims: li
         "|---" * (4 + len(sims)) + "|",
     ]
     for mu in mutations:
-        cells = [_cell(results[mu.name].get(sim)) for sim in sims]
+        cells = [cell(results[mu.name], sim) for sim in sims]
         if mu.gap:
             cells = [c if c.startswith("caught by") else f"**known gap** ({mu.gap}): {c}"
                      for c in cells]
@@ -2457,26 +2547,39 @@ def write_report(path: Path, command: str, tree: str, seeds: list[int], sims: li
         "| block | parameters | tests | " + " | ".join(sims) + " |",
         "|---" * (3 + len(sims)) + "|",
     ]
-    for (block, _), entry in baselines.items():
+    for entry in baselines.values():
         tests = ", ".join(f"`{t}`" for t in entry["tests"])
-        cells = [_cell(entry.get(sim), baseline=True) for sim in sims]
-        lines.append(f"| `{block}` | {_params_text(entry['params'])} | {tests} | "
+        cells = [cell(entry, sim, baseline=True) for sim in sims]
+        lines.append(f"| `{entry['block']}` | {_params_text(entry['params'])} | {tests} | "
                      + " | ".join(cells) + " |")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def write_store(store: dict[str, Any], report: Path,
+                only: list[Mutation] | None = None) -> None:
+    """``report`` (rendered) and its store beside it (``.json``)."""
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.with_suffix(".json").write_text(json.dumps(store, indent=1, sort_keys=True) + "\n")
+    report.write_text(render(store, only))
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", action="append", metavar="NAME",
                    help="run this mutation only (repeatable); --list shows the names")
+    p.add_argument("--block", action="append", metavar="NAME",
+                   help="run this block's mutations only (repeatable)")
+    p.add_argument("--merge", action="store_true",
+                   help=f"put this run's outcomes into {STORE} in place of earlier ones of "
+                        f"the same mutations and write {DEFAULT_OUT} from all of them")
     p.add_argument("--sim", choices=(*SIMULATORS, "both"), default="both")
     p.add_argument("--seed", type=int, nargs="+", default=list(SEEDS),
                    help="stimulus seeds; a mutation is caught only if it is on every one "
                         f"(default {' '.join(map(str, SEEDS))})")
     p.add_argument("--jobs", type=int, default=1, help="simulations at once (default 1)")
-    p.add_argument("--out", help=f"report file (default {DEFAULT_OUT} when every mutation "
-                                 "runs; none with --only)")
+    p.add_argument("--out", help=f"report file of this run alone, its outcomes beside it "
+                                 f"(.json) (default {DEFAULT_OUT} when every mutation runs; "
+                                 "none with --only or --block)")
     p.add_argument("--rev", help="simulate this commit's tree instead of the working tree")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per simulation")
     p.add_argument("--keep", action="store_true", help="keep the copies and logs; print where")
@@ -2495,9 +2598,19 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown mutation {', '.join(unknown)}; allowed: {', '.join(names)}")
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
-    mutations = [names[n] for n in dict.fromkeys(args.only)] if args.only else list(MUTATIONS)
+    blocks = {mu.block for mu in MUTATIONS}
+    unknown = [b for b in args.block or [] if b not in blocks]
+    if unknown:
+        p.error(f"unknown block {', '.join(unknown)}; allowed: {', '.join(sorted(blocks))}")
+    if args.merge and args.out:
+        p.error("--merge writes the report; give --merge or --out, not both")
+    mutations = [names[n] for n in dict.fromkeys(args.only)] if args.only else []
+    mutations += [mu for mu in MUTATIONS if mu.block in (args.block or [])
+                  and mu not in mutations]
+    chosen = bool(args.only or args.block)
+    mutations = mutations if chosen else list(MUTATIONS)
     sims = list(SIMULATORS) if args.sim == "both" else [args.sim]
-    out = args.out or (None if args.only else DEFAULT_OUT)
+    out = args.out or (DEFAULT_OUT if args.merge or not chosen else None)
     command = "python scripts/mutants.py " + shlex.join(argv if argv is not None
                                                           else sys.argv[1:])
     tree = describe_tree(args.rev)
@@ -2517,10 +2630,12 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.monotonic() - start
     if out:
         path = Path(args.out) if args.out else ROOT / DEFAULT_OUT
-        write_report(path, command.strip(), tree, list(dict.fromkeys(args.seed)), sims,
-                     mutations, baselines,
-                     results, wall)
-        print(f"wrote {out}", file=sys.stderr)
+        store = (json.loads((ROOT / STORE).read_text()) if args.merge and (ROOT / STORE).is_file()
+                 else new_store())
+        add_run(store, command.strip(), tree, list(dict.fromkeys(args.seed)), sims, mutations,
+                baselines, results, wall)
+        write_store(store, path, None if args.merge or not args.out else mutations)
+        print(f"wrote {out} (and its outcomes, .json)", file=sys.stderr)
     bad_base = [(block, sim) for (block, _), b in baselines.items() for sim in sims
                 if b[sim].status != "passed"]
     missed = [(mu, sim) for mu in mutations for sim in sims

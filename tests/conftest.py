@@ -51,7 +51,7 @@ def pytest_addoption(parser):
                           "configurations of it)")
     parser.addoption("--mutants", type=int, default=0, metavar="N",
                      help="also draw N mutations of scripts/mutants.py (by --seed, each on a "
-                          "drawn simulator and stimulus seed, at most one decoder mutation) "
+                          "drawn simulator and stimulus seed; none of the decoder's) "
                           "and fail if one is not caught as it expects")
 
 

@@ -120,28 +120,23 @@ def test_a_failure_counts_only_as_the_kind_it_expects():
 #: runs (baseline and mutant), as the suite runs its big cases on Verilator (a decoder
 #: mutation: 1,069 s on Icarus in one CI run, 278 s on Verilator in another).
 VERILATOR_ONLY = ("attention", "moe", "decoder")
-#: Blocks of which a draw takes at most one mutation: a decoder mutation builds the whole
-#: decoder twice (baseline and mutant), 450-575 s of a CI worker's time cold.
-ONE_A_DRAW = ("decoder",)
+#: Blocks whose mutations a draw leaves to ``scripts/mutants.py``'s report: a decoder mutation
+#: builds the whole decoder twice (baseline and mutant), 450-700 s of a CI worker's time cold,
+#: more than the rest of a draw together (the suite's own whole-decoder case, one a run, is
+#: another such build).
+NOT_DRAWN = ("decoder",)
 
 
 def drawn_mutations(config) -> list[tuple[str, str, int]]:
     """The ``--mutants N`` mutations a run draws, by ``--seed``: ``(name, simulator, stimulus
     seed)``, the stimulus seed one of ``scripts/mutants.py``'s defaults (1, 2, 3); never a
-    known gap of the suite, at most one of a block in :data:`ONE_A_DRAW` (so N is at most
-    the mutations of the other blocks, plus one)."""
+    known gap of the suite nor one of a block in :data:`NOT_DRAWN`."""
     n = config.getoption("--mutants")
     if n <= 0:
         return []
     rng = random.Random(config.getoption("--seed"))
-    pool = [mu for mu in MUTANTS.MUTATIONS if not mu.gap]
-    drawn = []
-    for mu in rng.sample(pool, len(pool)):
-        if len(drawn) == n:
-            break
-        if mu.block in ONE_A_DRAW and any(d.block == mu.block for d in drawn):
-            continue
-        drawn.append(mu)
+    pool = [mu for mu in MUTANTS.MUTATIONS if not mu.gap and mu.block not in NOT_DRAWN]
+    drawn = rng.sample(pool, min(n, len(pool)))
     return [(mu.name, "verilator" if mu.block in VERILATOR_ONLY
              else rng.choice(MUTANTS.SIMULATORS), rng.choice(MUTANTS.SEEDS)) for mu in drawn]
 
@@ -178,9 +173,9 @@ def test_drawn_mutation_is_caught_as_it_expects(drawn, tmp_path):
         f"{replay}")
 
 
-def test_a_draw_takes_at_most_one_decoder_mutation_and_meets_every_one_on_every_seed():
-    """The draw: N mutations, never two of the decoder's in a run (it is in ONE_A_DRAW), never
-    a gap; over CI runs every mutation comes up on every stimulus seed of the report."""
+def test_a_draw_takes_no_decoder_mutation_and_meets_every_other_one_on_every_seed():
+    """The draw: N mutations, never the decoder's (it is in NOT_DRAWN), never a gap; over CI
+    runs every other mutation comes up on every stimulus seed of the report."""
     class Config:
         def __init__(self, seed):
             self.options = {"--mutants": 3, "--seed": seed}
@@ -188,18 +183,66 @@ def test_a_draw_takes_at_most_one_decoder_mutation_and_meets_every_one_on_every_
         def getoption(self, name):
             return self.options[name]
 
-    assert "decoder" in ONE_A_DRAW
+    assert "decoder" in NOT_DRAWN
     blocks = {mu.name: mu.block for mu in MUTANTS.MUTATIONS}
-    every = {(mu.name, s) for mu in MUTANTS.MUTATIONS if not mu.gap for s in MUTANTS.SEEDS}
+    every = {(mu.name, s) for mu in MUTANTS.MUTATIONS if not mu.gap and mu.block != "decoder"
+             for s in MUTANTS.SEEDS}
     seen = set()
-    for seed in range(20_000):   # all of them by seed 1081 today; a new mutation reshuffles
+    for seed in range(20_000):   # all of them by seed 725 today; a new mutation reshuffles
         drawn = drawn_mutations(Config(seed))
         assert len(drawn) == 3 and len({name for name, _, _ in drawn}) == 3
-        assert sum(blocks[name] == "decoder" for name, _, _ in drawn) <= 1
+        assert not any(blocks[name] == "decoder" for name, _, _ in drawn)
         seen |= {(name, s) for name, _, s in drawn}
         if seen == every and seed >= 200:
             break
     assert seen == every
+
+
+def test_the_report_is_written_from_its_stored_outcomes():
+    """docs/verification.md is what scripts/mutants.py writes from docs/verification.json
+    today: a mutation added, renamed or reworded shows here until the report is rewritten."""
+    import json
+
+    store = json.loads((ROOT / MUTANTS.STORE).read_text())
+    assert (ROOT / MUTANTS.DEFAULT_OUT).read_text() == MUTANTS.render(store)
+
+
+def test_a_merged_run_replaces_only_what_it_ran():
+    """--merge: a later run of one mutation on one simulator takes that cell (naming its run);
+    the other simulator's cell and the other mutations keep the earlier run's; a run whose
+    every outcome was replaced leaves the list; a mutation no longer in the list is dropped."""
+    a, b = MUTANTS.MUTATIONS[0], MUTANTS.MUTATIONS[1]
+    base = {(a.block, MUTANTS._params_key(a.params)): {
+        "params": a.params, "tests": list(a.tests), "icarus": MUTANTS.Outcome("passed"),
+        "verilator": MUTANTS.Outcome("passed")}}
+
+    def caught(test, message):
+        return MUTANTS.Outcome("caught", failed=[test], message=message, sim_version="v")
+
+    store = MUTANTS.new_store()
+    both = ["icarus", "verilator"]
+    MUTANTS.add_run(store, "first", "tree 1", [1, 2, 3], both, [a], base,
+                    {a.name: {s: caught("test_x", f"first {s}") for s in both}}, 60)
+    store["mutations"]["gone-mutation"] = {"icarus": {**MUTANTS.record(caught("t", "m")),
+                                                      "run": 1}}
+    MUTANTS.add_run(store, "second", "tree 2", [1], ["verilator"], [a, b], base,
+                    {a.name: {"verilator": MUTANTS.Outcome("passed", message="survived it")},
+                     b.name: {"verilator": caught("test_y", "second")}}, 30)
+    assert [r["run"] for r in store["runs"]] == [1, 2]
+    assert store["mutations"][a.name]["icarus"]["message"] == "first icarus"
+    assert store["mutations"][a.name]["verilator"]["run"] == 2
+    assert set(store["mutations"][b.name]) == {"verilator"}
+    assert "gone-mutation" not in store["mutations"]
+    text = MUTANTS.render(store)
+    row = next(line for line in text.splitlines() if line.startswith(f"| `{a.name}`"))
+    assert "caught by `test_x`: first icarus (run 1)" in row
+    assert "**survived**: survived it (run 2)" in row
+    row = next(line for line in text.splitlines() if line.startswith(f"| `{b.name}`"))
+    assert row.endswith("| not run | caught by `test_y`: second (run 2) |")
+    assert f"**0 of {len(MUTANTS.MUTATIONS)} mutations caught as expected" in text
+    MUTANTS.add_run(store, "third", "tree 3", [1], both, [a], base,
+                    {a.name: {s: caught("test_x", "third") for s in both}}, 10)
+    assert [r["run"] for r in store["runs"]] == [2, 3]
 
 
 SUITE = load("mutants_suite")
