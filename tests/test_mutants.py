@@ -240,9 +240,12 @@ def test_a_merged_run_replaces_only_what_it_ran():
     row = next(line for line in text.splitlines() if line.startswith(f"| `{b.name}`"))
     assert row.endswith("| not run | caught by `test_y`: second (run 2) |")
     assert f"**0 of {len(MUTANTS.MUTATIONS)} mutations caught as expected" in text
-    MUTANTS.add_run(store, "third", "tree 3", [1], both, [a], base,
+    many = "python scripts/mutants.py " + " ".join(f"--only m{k}" for k in range(4))
+    MUTANTS.add_run(store, many + " --merge", "tree 3", [1], both, [a], base,
                     {a.name: {s: caught("test_x", "third") for s in both}}, 10)
     assert [r["run"] for r in store["runs"]] == [2, 3]
+    assert ("| 3 | `python scripts/mutants.py --merge` with `--only` for each of 4 mutations "
+            "| tree 3 |") in MUTANTS.render(store)
 
 
 SUITE = load("mutants_suite")
