@@ -2284,7 +2284,9 @@ def run_all(mutations: list[Mutation], sims: list[str], seeds: list[int], jobs: 
     does on every seed)."""
     base, trees = prepare(mutations, rev, scratch)
     baselines = baseline_groups(mutations)
-    runs = [(sim, seed) for sim in sims for seed in seeds]
+    # Seed by seed: every copy's first run (which builds it) before any of its later ones,
+    # which find its build in the cache instead of building it again beside it.
+    runs = [(sim, seed) for seed in seeds for sim in sims]
     total = (len(baselines) + len(mutations)) * len(runs)
     done = 0
 
@@ -2300,8 +2302,8 @@ def run_all(mutations: list[Mutation], sims: list[str], seeds: list[int], jobs: 
     try:
         futures = {}
         base_runs: dict[tuple, dict[int, Outcome]] = {}
-        for n, (group, entry) in enumerate(baselines.items()):
-            for sim, seed in runs:
+        for sim, seed in runs:
+            for n, (group, entry) in enumerate(baselines.items()):
                 fut = pool.submit(run_job, base, group[0], entry["params"], sim, seed,
                                   entry["tests"], timeout, f"baseline{n}-seed{seed}")
                 futures[fut] = (group, sim, seed)
@@ -2315,8 +2317,8 @@ def run_all(mutations: list[Mutation], sims: list[str], seeds: list[int], jobs: 
 
         mutant_runs: dict[tuple[str, str], dict[int, Outcome]] = {}
         futures = {}
-        for mu in mutations:
-            for sim, seed in runs:
+        for sim, seed in runs:
+            for mu in mutations:
                 if baselines[_group(mu)][sim].status != "passed":
                     mutant_runs.setdefault((mu.name, sim), {})[seed] = Outcome(
                         "skipped", message="its baseline failed")
@@ -2578,6 +2580,16 @@ def write_store(store: dict[str, Any], report: Path,
     report.write_text(render(store, only))
 
 
+def choose(only: list[str], blocks: list[str]) -> list[Mutation]:
+    """The mutations named (in the order given) and then those of the blocks named (in the
+    list's order), each once; every mutation when neither names any."""
+    if not only and not blocks:
+        return list(MUTATIONS)
+    names = by_name()
+    chosen = [names[n] for n in dict.fromkeys(only)]
+    return chosen + [mu for mu in MUTATIONS if mu.block in blocks and mu not in chosen]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", action="append", metavar="NAME",
@@ -2619,11 +2631,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown block {', '.join(unknown)}; allowed: {', '.join(sorted(blocks))}")
     if args.merge and args.out:
         p.error("--merge writes the report; give --merge or --out, not both")
-    mutations = [names[n] for n in dict.fromkeys(args.only)] if args.only else []
-    mutations += [mu for mu in MUTATIONS if mu.block in (args.block or [])
-                  and mu not in mutations]
+    mutations = choose(args.only or [], args.block or [])
     chosen = bool(args.only or args.block)
-    mutations = mutations if chosen else list(MUTATIONS)
     sims = list(SIMULATORS) if args.sim == "both" else [args.sim]
     out = args.out or (DEFAULT_OUT if args.merge or not chosen else None)
     command = "python scripts/mutants.py " + shlex.join(argv if argv is not None

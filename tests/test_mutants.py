@@ -64,6 +64,28 @@ def test_text_found_twice_names_the_mutation():
         MUTANTS.mutate(mu, text + text)
 
 
+def test_a_run_chooses_the_named_mutations_then_the_named_blocks_each_once():
+    rope = [mu.name for mu in MUTANTS.MUTATIONS if mu.block == "rope"]
+    argmax = [mu.name for mu in MUTANTS.MUTATIONS if mu.block == "argmax"]
+    got = [mu.name for mu in MUTANTS.choose([rope[1], "gemm-acc-24-bit", rope[1]],
+                                            ["rope", "argmax"])]
+    assert got == [rope[1], "gemm-acc-24-bit", rope[0], *rope[2:], *argmax]
+    assert MUTANTS.choose([], []) == list(MUTANTS.MUTATIONS)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--block", "nope"], "unknown block nope; allowed: argmax, attention,"),
+    (["--only", "nope"], "unknown mutation nope; allowed: "),
+    (["--merge", "--out", "x.md"], "give --merge or --out, not both"),
+])
+def test_a_bad_choice_is_one_line_naming_the_allowed(args, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        MUTANTS.main(args)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert message in err
+
+
 def test_a_copy_is_what_python_imports(tmp_path):
     """A copy of the package first on PYTHONPATH is what a subprocess imports (the editable
     install's finder comes after Python's path finder): the mutation runner relies on it."""
