@@ -47,6 +47,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -2284,69 +2285,79 @@ def run_all(mutations: list[Mutation], sims: list[str], seeds: list[int], jobs: 
     does on every seed)."""
     base, trees = prepare(mutations, rev, scratch)
     baselines = baseline_groups(mutations)
-    # Seed by seed: every copy's first run (which builds it) before any of its later ones,
-    # which find its build in the cache instead of building it again beside it.
-    runs = [(sim, seed) for seed in seeds for sim in sims]
-    total = (len(baselines) + len(mutations)) * len(runs)
+    total = (len(baselines) + len(mutations)) * len(sims) * len(seeds)
     done = 0
+    lock = threading.Lock()
 
     def report(what: str, sim: str, seed: int, outcome: Outcome) -> None:
         nonlocal done
-        done += 1
-        detail = f" by {', '.join(outcome.failed)}" if outcome.failed else ""
-        note = f": {outcome.message}" if outcome.message else ""
-        print(f"[{done}/{total}] {what} on {sim}, seed {seed}: {outcome.status}{detail} "
-              f"({outcome.seconds:.0f} s){note}", file=sys.stderr, flush=True)
+        with lock:
+            done += 1
+            detail = f" by {', '.join(outcome.failed)}" if outcome.failed else ""
+            note = f": {outcome.message}" if outcome.message else ""
+            print(f"[{done}/{total}] {what} on {sim}, seed {seed}: {outcome.status}{detail} "
+                  f"({outcome.seconds:.0f} s){note}", file=sys.stderr, flush=True)
+
+    def seed_by_seed(tree: Path, block: str, params: dict, sim: str, tests: list[str],
+                     tag: str, what: str, judge=None) -> dict[int, Outcome]:
+        """One copy on one simulator, its seeds one after another (the first builds it; the
+        others find the build in the cache)."""
+        got = {}
+        for seed in seeds:
+            outcome = run_job(tree, block, params, sim, seed, tests, timeout,
+                              f"{tag}-seed{seed}")
+            got[seed] = judge(seed, outcome) if judge else outcome
+            report(what, sim, seed, got[seed])
+        return got
+
+    def judged(mu: Mutation, sim: str, seed: int, outcome: Outcome) -> Outcome:
+        base_outcome = base_runs[(_group(mu), sim)][seed]
+        if outcome.design_key and outcome.design_key == base_outcome.design_key:
+            outcome.status, outcome.message = "error", (
+                "same design key as the baseline: the build cache would not see the "
+                "mutation")
+        elif outcome.build and outcome.build == base_outcome.build:
+            outcome.status, outcome.message = "error", (
+                "same Verilog as the baseline: the mutation changes nothing")
+        elif outcome.status == "passed":
+            outcome.message = _against(mu.tests, outcome.cycles, base_outcome.cycles)
+        elif outcome.status == "caught":
+            wrong = mu.judge(outcome.kind, outcome.stream)
+            if wrong is not None:
+                outcome.status, outcome.message = "otherwise", (
+                    f"{wrong}: {outcome.message}")
+        return outcome
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     try:
         futures = {}
         base_runs: dict[tuple, dict[int, Outcome]] = {}
-        for sim, seed in runs:
-            for n, (group, entry) in enumerate(baselines.items()):
-                fut = pool.submit(run_job, base, group[0], entry["params"], sim, seed,
-                                  entry["tests"], timeout, f"baseline{n}-seed{seed}")
-                futures[fut] = (group, sim, seed)
+        for n, (group, entry) in enumerate(baselines.items()):
+            for sim in sims:
+                fut = pool.submit(seed_by_seed, base, group[0], entry["params"], sim,
+                                  entry["tests"], f"baseline{n}",
+                                  f"baseline {group[0]} ({_params_text(entry['params'])})")
+                futures[fut] = (group, sim)
         for fut in concurrent.futures.as_completed(futures):
-            group, sim, seed = futures[fut]
-            outcome = base_runs.setdefault((group, sim), {})[seed] = fut.result()
-            report(f"baseline {group[0]} ({_params_text(baselines[group]['params'])})", sim,
-                   seed, outcome)
+            base_runs[futures[fut]] = fut.result()
         for (group, sim), outcomes in base_runs.items():
-            baselines[group][sim] = _over_seeds({s: outcomes[s] for s in seeds}, "passed")
+            baselines[group][sim] = _over_seeds(outcomes, "passed")
 
         mutant_runs: dict[tuple[str, str], dict[int, Outcome]] = {}
         futures = {}
-        for sim, seed in runs:
-            for mu in mutations:
+        for mu in mutations:
+            for sim in sims:
                 if baselines[_group(mu)][sim].status != "passed":
-                    mutant_runs.setdefault((mu.name, sim), {})[seed] = Outcome(
-                        "skipped", message="its baseline failed")
-                    done += 1
+                    mutant_runs[(mu.name, sim)] = {seed: Outcome(
+                        "skipped", message="its baseline failed") for seed in seeds}
+                    done += len(seeds)
                     continue
-                fut = pool.submit(run_job, trees[mu.name], mu.block, mu.params, sim, seed,
-                                  list(mu.tests), timeout, f"{mu.name}-seed{seed}")
-                futures[fut] = (mu, sim, seed)
+                fut = pool.submit(seed_by_seed, trees[mu.name], mu.block, mu.params, sim,
+                                  list(mu.tests), mu.name, mu.name,
+                                  lambda seed, o, mu=mu, sim=sim: judged(mu, sim, seed, o))
+                futures[fut] = (mu.name, sim)
         for fut in concurrent.futures.as_completed(futures):
-            mu, sim, seed = futures[fut]
-            outcome = fut.result()
-            base_outcome = base_runs[(_group(mu), sim)][seed]
-            if outcome.design_key and outcome.design_key == base_outcome.design_key:
-                outcome.status, outcome.message = "error", (
-                    "same design key as the baseline: the build cache would not see the "
-                    "mutation")
-            elif outcome.build and outcome.build == base_outcome.build:
-                outcome.status, outcome.message = "error", (
-                    "same Verilog as the baseline: the mutation changes nothing")
-            elif outcome.status == "passed":
-                outcome.message = _against(mu.tests, outcome.cycles, base_outcome.cycles)
-            elif outcome.status == "caught":
-                wrong = mu.judge(outcome.kind, outcome.stream)
-                if wrong is not None:
-                    outcome.status, outcome.message = "otherwise", (
-                        f"{wrong}: {outcome.message}")
-            mutant_runs.setdefault((mu.name, sim), {})[seed] = outcome
-            report(mu.name, sim, seed, outcome)
+            mutant_runs[futures[fut]] = fut.result()
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         for proc in list(_RUNNING):
