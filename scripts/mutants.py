@@ -2419,11 +2419,13 @@ def add_run(store: dict[str, Any], command: str, tree: str, seeds: list[int],
             sims: list[str], mutations: list[Mutation], baselines: dict, results: dict,
             wall: float) -> dict[str, Any]:
     """``store`` with this run's outcomes in place of any earlier ones of the same mutation
-    and simulator (or baseline and simulator), and the run listed; entries of mutations no
-    longer in :data:`MUTATIONS` are dropped. Returns ``store`` (changed in place)."""
+    and simulator (or baseline and simulator; a baseline's tests are those of all its runs),
+    and the run listed (numbered after the last); entries of mutations no longer in
+    :data:`MUTATIONS` are dropped, and runs no entry names. Returns ``store`` (changed in
+    place)."""
     runs = [o for b in baselines.values() for s in sims for o in [b[s]]]
     runs += [results[mu.name][s] for mu in mutations for s in sims]
-    n = len(store["runs"]) + 1
+    n = max((r["run"] for r in store["runs"]), default=0) + 1
     store["runs"].append({
         "run": n, "command": command, "tree": tree, "seeds": list(seeds), "sims": list(sims),
         "mutations": len(mutations), "seconds": round(wall), "builds": len(runs),
@@ -2435,7 +2437,7 @@ def add_run(store: dict[str, Any], command: str, tree: str, seeds: list[int],
     for (block, key), b in baselines.items():
         entry = store["baselines"].setdefault(f"{block} {key}", {
             "block": block, "params": b["params"], "tests": []})
-        entry["tests"] = b["tests"] if all(sim in b for sim in sims) else entry["tests"]
+        entry["tests"] += [t for t in b["tests"] if t not in entry["tests"]]
         for sim in sims:
             entry[sim] = {**record(b[sim]), "run": n}
     names = {mu.name for mu in MUTATIONS}

@@ -266,6 +266,9 @@ def test_a_merged_run_replaces_only_what_it_ran():
     MUTANTS.add_run(store, many + " --merge", "tree 3", [1], both, [a], base,
                     {a.name: {s: caught("test_x", "third") for s in both}}, 10)
     assert [r["run"] for r in store["runs"]] == [2, 3]
+    MUTANTS.add_run(store, "fourth", "tree 4", [1], ["icarus"], [b], base,
+                    {b.name: {"icarus": caught("test_y", "fourth")}}, 10)
+    assert [r["run"] for r in store["runs"]] == [2, 3, 4]
     assert ("| 3 | `python scripts/mutants.py --merge` with `--only` for each of 4 mutations "
             "| tree 3 |") in MUTANTS.render(store)
 
