@@ -266,11 +266,93 @@ def test_a_merged_run_replaces_only_what_it_ran():
     MUTANTS.add_run(store, many + " --merge", "tree 3", [1], both, [a], base,
                     {a.name: {s: caught("test_x", "third") for s in both}}, 10)
     assert [r["run"] for r in store["runs"]] == [2, 3]
+    assert ("| 3 | `python scripts/mutants.py --merge` with `--only` for each of 4 mutations "
+            "| tree 3 |") in MUTANTS.render(store)
     MUTANTS.add_run(store, "fourth", "tree 4", [1], ["icarus"], [b], base,
                     {b.name: {"icarus": caught("test_y", "fourth")}}, 10)
     assert [r["run"] for r in store["runs"]] == [2, 3, 4]
-    assert ("| 3 | `python scripts/mutants.py --merge` with `--only` for each of 4 mutations "
-            "| tree 3 |") in MUTANTS.render(store)
+    # A run whose baseline failed leaves the mutation's earlier outcome in place.
+    MUTANTS.add_run(store, "fifth", "tree 5", [1], ["icarus"], [b], base,
+                    {b.name: {"icarus": MUTANTS.Outcome("skipped", message="no")}}, 10)
+    assert store["mutations"][b.name]["icarus"]["run"] == 4
+
+
+def test_a_run_builds_each_copy_once_stops_at_the_first_miss_and_keeps_a_faulty_copys(
+        monkeypatch, tmp_path):
+    """run_all with the simulations replaced: each copy's seeds run in order in one job (so
+    the first builds it), a mutation's later seeds are not run once one is not caught, a
+    copy whose run raises is an error of that copy alone, and a decoder mutation runs on
+    Verilator alone."""
+    gemm = [mu for mu in MUTANTS.MUTATIONS if mu.block == "gemm"][:2]
+    dec = next(mu for mu in MUTANTS.MUTATIONS if mu.block == "decoder")
+    calls = []
+
+    def fake_job(tree, block, params, sim, seed, tests, timeout, tag):
+        calls.append((tag, sim, seed))
+        if tag.startswith(gemm[1].name) and sim == "icarus":
+            raise RuntimeError("the copy broke")
+        if tag.startswith("baseline"):
+            return MUTANTS.Outcome("passed", design_key=f"base-{block}")
+        mu = next(mu for mu in mutations if tag.startswith(mu.name))
+        status = "passed" if (mu is gemm[0] and seed == 2) else "caught"
+        return MUTANTS.Outcome(status, failed=["t"], kind=mu.expect, design_key=tag,
+                               stream=(mu.streams or (None,))[0])
+
+    mutations = [*gemm, dec]
+    monkeypatch.setattr(MUTANTS, "run_job", fake_job)
+    monkeypatch.setattr(MUTANTS, "prepare", lambda mus, rev, scratch: (
+        tmp_path, {mu.name: tmp_path for mu in mus}))
+    _, results = MUTANTS.run_all(mutations, list(MUTANTS.SIMULATORS), [1, 2, 3], 2, None, 1,
+                                 tmp_path)
+    for mu in mutations:
+        for sim in MUTANTS.SIMULATORS:
+            seeds = [s for tag, si, s in calls if tag.startswith(mu.name) and si == sim]
+            assert seeds == sorted(seeds)
+    assert [s for tag, si, s in calls if tag.startswith(gemm[0].name)
+            and si == "verilator"] == [1, 2]
+    assert results[gemm[0].name]["verilator"].status == "passed"
+    assert results[gemm[0].name]["verilator"].message.startswith("seed 2: ")
+    assert results[gemm[1].name]["icarus"].status == "error"
+    assert "the copy broke" in results[gemm[1].name]["icarus"].message
+    assert results[gemm[1].name]["verilator"].status == "caught"
+    assert set(results[dec.name]) == {"verilator"}
+    assert not any(si == "icarus" and (tag.startswith(dec.name) or "decoder" in tag)
+                   for tag, si, _ in calls)
+
+
+def test_a_stored_outcome_of_an_older_definition_is_stale_and_not_counted():
+    """An outcome stored under another fingerprint (the mutation's edits, parameters, tests
+    or expected kind changed since) shows as stale and counts neither as run nor as caught;
+    the decoder's Icarus cells say it runs on Verilator alone; a baseline cell names the
+    tests of its own run when they are fewer than the row's."""
+    a = MUTANTS.MUTATIONS[0]
+    dec = next(mu for mu in MUTANTS.MUTATIONS if mu.block == "decoder")
+    assert dec.simulators() == ("verilator",) and a.simulators() == MUTANTS.SIMULATORS
+    changed = dataclasses.replace(a, params={**a.params, "count": 1})
+    assert changed.fingerprint() != a.fingerprint()
+    assert dataclasses.replace(a, why="other words").fingerprint() == a.fingerprint()
+    ok = {"icarus": MUTANTS.Outcome("caught", failed=["test_x"], message="m"),
+          "verilator": MUTANTS.Outcome("caught", failed=["test_x"], message="m")}
+    key = (a.block, MUTANTS._params_key(a.params))
+    passed = {"params": a.params, "icarus": MUTANTS.Outcome("passed"),
+              "verilator": MUTANTS.Outcome("passed")}
+    store = MUTANTS.new_store()
+    MUTANTS.add_run(store, "one", "tree 1", [1], ["icarus", "verilator"], [changed],
+                    {key: {**passed, "tests": ["test_x"]}}, {a.name: ok}, 1)
+    MUTANTS.add_run(store, "two", "tree 2", [1], ["verilator"], [dec],
+                    {key: {**passed, "tests": ["test_y"]}},
+                    {dec.name: {"verilator": ok["verilator"]}}, 1)
+    text = MUTANTS.render(store, [a, dec])
+    row = next(line for line in text.splitlines() if line.startswith(f"| `{a.name}`"))
+    assert row.count("**stale** (its definition changed after run 1): caught by") == 2
+    row = next(line for line in text.splitlines() if line.startswith(f"| `{dec.name}`"))
+    assert row.endswith("| not run: Verilator alone (`VERILATOR_ONLY`) | caught by `test_x`: "
+                        "m (run 2) |")
+    assert ("**1 of 2 mutations caught as expected on every simulator they run on** (icarus: "
+            "0 of 1, 0 run, verilator: 1 of 2, 1 run; stale: 1;") in text
+    row = next(line for line in text.splitlines() if line.startswith(f"| `{a.block}` |"))
+    assert row.endswith("| `test_x`, `test_y` | passed (run 1 on `test_x`) | "
+                        "passed (run 2 on `test_y`) |")
 
 
 SUITE = load("mutants_suite")
