@@ -141,7 +141,7 @@ def test_a_failure_counts_only_as_the_kind_it_expects():
 #: Blocks whose mutations a draw runs on Verilator alone: Icarus takes minutes over their
 #: runs (baseline and mutant), as the suite runs its big cases on Verilator (a decoder
 #: mutation: 1,069 s on Icarus in one CI run, 278 s on Verilator in another).
-VERILATOR_ONLY = ("attention", "moe", "decoder")
+DRAWN_ON_VERILATOR = ("attention", "moe", "decoder")
 #: Blocks whose mutations a draw leaves to ``scripts/mutants.py``'s report: a decoder mutation
 #: builds the whole decoder twice (baseline and mutant), 450-700 s of a CI worker's time cold,
 #: more than the rest of a draw together (the suite's own whole-decoder case, one a run, is
@@ -159,7 +159,7 @@ def drawn_mutations(config) -> list[tuple[str, str, int]]:
     rng = random.Random(config.getoption("--seed"))
     pool = [mu for mu in MUTANTS.MUTATIONS if not mu.gap and mu.block not in NOT_DRAWN]
     drawn = rng.sample(pool, min(n, len(pool)))
-    return [(mu.name, "verilator" if mu.block in VERILATOR_ONLY
+    return [(mu.name, "verilator" if mu.block in DRAWN_ON_VERILATOR
              else rng.choice(MUTANTS.SIMULATORS), rng.choice(MUTANTS.SEEDS)) for mu in drawn]
 
 
