@@ -2647,10 +2647,17 @@ def render(store: dict[str, Any], only: list[Mutation] | None = None) -> str:
         on = "" if own == entry["tests"] else " on " + ", ".join(f"`{t}`" for t in own)
         return f"{_cell(recorded(entry[sim]), baseline=True)} (run {entry[sim]['run']}{on})"
 
-    for entry in baselines.values():
+    # In the order of the mutations, each parameter set as its first mutation writes it (the
+    # store's keys are sorted).
+    first: dict[str, tuple[int, dict]] = {}
+    for k, mu in enumerate(MUTATIONS):
+        first.setdefault(" ".join(_group(mu)), (k, mu.params))
+    for key, entry in sorted(baselines.items(),
+                             key=lambda item: first.get(item[0], (len(MUTATIONS),))[0]):
+        params = first.get(key, (0, entry["params"]))[1]
         tests = ", ".join(f"`{t}`" for t in entry["tests"])
         cells = [base_cell(entry, sim) for sim in sims]
-        lines.append(f"| `{entry['block']}` | {_params_text(entry['params'])} | {tests} | "
+        lines.append(f"| `{entry['block']}` | {_params_text(params)} | {tests} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -2659,8 +2666,9 @@ def write_store(store: dict[str, Any], report: Path,
                 only: list[Mutation] | None = None) -> None:
     """``report`` (rendered) and its store beside it (``.json``)."""
     report.parent.mkdir(parents=True, exist_ok=True)
-    report.with_suffix(".json").write_text(json.dumps(store, indent=1, sort_keys=True) + "\n")
-    report.write_text(render(store, only))
+    text = json.dumps(store, indent=1, sort_keys=True) + "\n"
+    report.with_suffix(".json").write_text(text)
+    report.write_text(render(json.loads(text), only))   # as it reads back
 
 
 def choose(only: list[str], blocks: list[str]) -> list[Mutation]:
