@@ -2468,8 +2468,10 @@ def add_run(store: dict[str, Any], command: str, tree: str, seeds: list[int],
     runs = [b[s] for b in baselines.values() for s in sims if s in b]
     runs += [results[mu.name][s] for mu in mutations for s in sims if s in results[mu.name]]
     n = max((r["run"] for r in store["runs"]), default=0) + 1
+    ran = [s for s in sims if any(s in b for b in baselines.values())
+           or any(s in results[mu.name] for mu in mutations)]
     store["runs"].append({
-        "run": n, "command": command, "tree": tree, "seeds": list(seeds), "sims": list(sims),
+        "run": n, "command": command, "tree": tree, "seeds": list(seeds), "sims": ran,
         "mutations": len(mutations), "seconds": round(wall), "builds": len(runs),
         "reused": sum(bool(o.reused) for o in runs)})
     for mu in mutations:

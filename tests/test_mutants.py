@@ -339,9 +339,11 @@ def test_a_stored_outcome_of_an_older_definition_is_stale_and_not_counted():
     store = MUTANTS.new_store()
     MUTANTS.add_run(store, "one", "tree 1", [1], ["icarus", "verilator"], [changed],
                     {key: {**passed, "tests": ["test_x"]}}, {a.name: ok}, 1)
-    MUTANTS.add_run(store, "two", "tree 2", [1], ["verilator"], [dec],
-                    {key: {**passed, "tests": ["test_y"]}},
+    MUTANTS.add_run(store, "two", "tree 2", [1], ["icarus", "verilator"], [dec],
+                    {key: {"params": a.params, "verilator": passed["verilator"],
+                           "tests": ["test_y"]}},
                     {dec.name: {"verilator": ok["verilator"]}}, 1)
+    assert store["runs"][-1]["sims"] == ["verilator"]      # the simulators it ran
     text = MUTANTS.render(store, [a, dec])
     row = next(line for line in text.splitlines() if line.startswith(f"| `{a.name}`"))
     assert row.count("**stale** (its definition changed after run 1): caught by") == 2
