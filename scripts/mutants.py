@@ -2259,6 +2259,11 @@ def _group(mu: Mutation) -> tuple[str, str]:
     return mu.block, _params_key(mu.params)
 
 
+def _stored(group: tuple[str, str]) -> str:
+    """A baseline group's key in the store (JSON keys are strings)."""
+    return " ".join(group)
+
+
 def prepare(mutations: list[Mutation], rev: str | None, scratch: Path):
     """The unmutated copy and one mutated copy per mutation, all made before anything runs
     (so that no copy holds another's compiled files); returns ``(base, {name: tree})``."""
@@ -2314,10 +2319,10 @@ def run_all(mutations: list[Mutation], sims: list[str], seeds: list[int], jobs: 
     does on every seed)."""
     base, trees = prepare(mutations, rev, scratch)
     baselines = baseline_groups(mutations)
-    total = len(seeds) * (sum(len([s for s in sims if s in e["sims"]])
-                              for e in baselines.values())
-                          + sum(len([s for s in sims if s in mu.simulators()])
-                                for mu in mutations))
+    base_jobs = [(n, group, entry, sim) for n, (group, entry) in enumerate(baselines.items())
+                 for sim in sims if sim in entry["sims"]]
+    mutant_jobs = [(mu, sim) for mu in mutations for sim in sims if sim in mu.simulators()]
+    total = len(seeds) * (len(base_jobs) + len(mutant_jobs))
     done = 0
     lock = threading.Lock()
 
@@ -2374,13 +2379,12 @@ def run_all(mutations: list[Mutation], sims: list[str], seeds: list[int], jobs: 
     try:
         futures = {}
         base_runs: dict[tuple, dict[int, Outcome]] = {}
-        for n, (group, entry) in enumerate(baselines.items()):
-            for sim in (s for s in sims if s in entry["sims"]):
-                fut = pool.submit(seed_by_seed, base, group[0], entry["params"], sim,
-                                  entry["tests"], f"baseline{n}",
-                                  f"baseline {group[0]} ({_params_text(entry['params'])})",
-                                  "passed")
-                futures[fut] = (group, sim)
+        for n, group, entry, sim in base_jobs:
+            fut = pool.submit(seed_by_seed, base, group[0], entry["params"], sim,
+                              entry["tests"], f"baseline{n}",
+                              f"baseline {group[0]} ({_params_text(entry['params'])})",
+                              "passed")
+            futures[fut] = (group, sim)
         for fut in concurrent.futures.as_completed(futures):
             base_runs[futures[fut]] = fut.result()
         for (group, sim), outcomes in base_runs.items():
@@ -2388,18 +2392,17 @@ def run_all(mutations: list[Mutation], sims: list[str], seeds: list[int], jobs: 
 
         mutant_runs: dict[tuple[str, str], dict[int, Outcome]] = {}
         futures = {}
-        for mu in mutations:
-            for sim in (s for s in sims if s in mu.simulators()):
-                if baselines[_group(mu)][sim].status != "passed":
-                    mutant_runs[(mu.name, sim)] = {seed: Outcome(
-                        "skipped", message="its baseline failed") for seed in seeds}
-                    with lock:
-                        done += len(seeds)
-                    continue
-                fut = pool.submit(seed_by_seed, trees[mu.name], mu.block, mu.params, sim,
-                                  list(mu.tests), mu.name, mu.name, "caught",
-                                  lambda seed, o, mu=mu, sim=sim: judged(mu, sim, seed, o))
-                futures[fut] = (mu.name, sim)
+        for mu, sim in mutant_jobs:
+            if baselines[_group(mu)][sim].status != "passed":
+                mutant_runs[(mu.name, sim)] = {seed: Outcome(
+                    "skipped", message="its baseline failed") for seed in seeds}
+                with lock:
+                    done += len(seeds)
+                continue
+            fut = pool.submit(seed_by_seed, trees[mu.name], mu.block, mu.params, sim,
+                              list(mu.tests), mu.name, mu.name, "caught",
+                              lambda seed, o, mu=mu, sim=sim: judged(mu, sim, seed, o))
+            futures[fut] = (mu.name, sim)
         for fut in concurrent.futures.as_completed(futures):
             mutant_runs[futures[fut]] = fut.result()
     except BaseException:
@@ -2432,11 +2435,6 @@ def _cell(outcome: Outcome | None, *, baseline: bool = False) -> str:
 
 def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} minutes"
-
-
-def _version(baselines: dict, sim: str) -> str:
-    found = [b[sim].sim_version for b in baselines.values() if b[sim].sim_version]
-    return found[0] if found else "(version unknown)"
 
 
 #: The outcome fields a report keeps (:func:`record`).
@@ -2479,15 +2477,15 @@ def add_run(store: dict[str, Any], command: str, tree: str, seeds: list[int],
         for sim, outcome in results[mu.name].items():
             if outcome.status != "skipped" or sim not in entry:
                 entry[sim] = {**record(outcome), "run": n, "fingerprint": mu.fingerprint()}
-    for (block, key), b in baselines.items():
-        entry = store["baselines"].setdefault(f"{block} {key}", {
-            "block": block, "params": b["params"], "tests": []})
+    for group, b in baselines.items():
+        entry = store["baselines"].setdefault(_stored(group), {
+            "block": group[0], "params": b["params"], "tests": []})
         entry["tests"] += [t for t in b["tests"] if t not in entry["tests"]]
         for sim in (s for s in sims if s in b):
             entry[sim] = {**record(b[sim]), "run": n, "tests": list(b["tests"])}
     names = {mu.name for mu in MUTATIONS}
     store["mutations"] = {k: v for k, v in store["mutations"].items() if k in names}
-    groups = {f"{mu.block} {_params_key(mu.params)}" for mu in MUTATIONS}
+    groups = {_stored(_group(mu)) for mu in MUTATIONS}
     store["baselines"] = {k: v for k, v in store["baselines"].items() if k in groups}
     used = {e["run"] for kind in ("mutations", "baselines") for v in store[kind].values()
             for e in v.values() if isinstance(e, dict) and "run" in e}
@@ -2653,7 +2651,7 @@ def render(store: dict[str, Any], only: list[Mutation] | None = None) -> str:
     # store's keys are sorted).
     first: dict[str, tuple[int, dict]] = {}
     for k, mu in enumerate(MUTATIONS):
-        first.setdefault(" ".join(_group(mu)), (k, mu.params))
+        first.setdefault(_stored(_group(mu)), (k, mu.params))
     for key, entry in sorted(baselines.items(),
                              key=lambda item: first.get(item[0], (len(MUTATIONS),))[0]):
         params = first.get(key, (0, entry["params"]))[1]
